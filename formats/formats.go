@@ -1,0 +1,145 @@
+// Package formats defines the codec interface every checkpoint format
+// implements and an explicit registry (no init-time registration) that
+// finds a codec by name, file extension or magic bytes.
+//
+// Format packages live under formats/<name> and import only snapshot, keys
+// and libraries; the registry is assembled by the caller (cmd/snapd), see
+// cmd/snapd/registry.go.
+package formats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// ErrUnknownFormat is returned when no registered codec matches.
+var ErrUnknownFormat = errors.New("unknown format")
+
+// ErrLossy is wrapped by encoders that cannot represent something of the
+// snapshot (a dtype, a name, an attribute) and were not given Lossy.
+var ErrLossy = errors.New("target format cannot represent this losslessly")
+
+// DecodeOptions tune decoding.
+type DecodeOptions struct {
+	// Name is used in error messages (usually the file path).
+	Name string
+}
+
+// EncodeOptions tune encoding.
+type EncodeOptions struct {
+	// Lossy allows dropping what the target format cannot hold (e.g. STB
+	// has no bf16); without it such input fails with ErrLossy naming the
+	// tensor and the reason.
+	Lossy bool
+}
+
+// Codec reads and writes one container format.
+type Codec interface {
+	// Name is the short format name used by --from/--to ("ztensor").
+	Name() string
+	// Extensions lists file extensions with the dot (".zt").
+	Extensions() []string
+	// Sniff reports whether head (the first bytes of a file, at most
+	// SniffLen) starts like this format.
+	Sniff(head []byte) bool
+	// Decode reads a file of the given size. Array data may alias r (when r
+	// is memory-backed, see snapshot.Section), so r must stay valid while
+	// the snapshot is used. Every size is checked before allocation.
+	Decode(ctx context.Context, r io.ReaderAt, size int64, opts DecodeOptions) (*snapshot.Snapshot, error)
+	// Encode writes s to w.
+	Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts EncodeOptions) error
+}
+
+// SniffLen is how many leading bytes Sniff is given (fewer for short files).
+const SniffLen = 64
+
+// Registry is an ordered set of codecs.
+type Registry struct {
+	codecs []Codec
+}
+
+// NewRegistry returns a registry holding the given codecs. Sniffing tries
+// them in this order.
+func NewRegistry(codecs ...Codec) *Registry {
+	return &Registry{codecs: append([]Codec(nil), codecs...)}
+}
+
+// Codecs returns the registered codecs in registration order.
+func (r *Registry) Codecs() []Codec { return append([]Codec(nil), r.codecs...) }
+
+// Names returns the sorted codec names.
+func (r *Registry) Names() []string {
+	var out []string
+	for _, c := range r.codecs {
+		out = append(out, c.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ByName returns the codec called name.
+func (r *Registry) ByName(name string) (Codec, error) {
+	for _, c := range r.codecs {
+		if c.Name() == name {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownFormat, name, strings.Join(r.Names(), ", "))
+}
+
+// ByExtension returns the codec whose extensions include that of path.
+func (r *Registry) ByExtension(path string) (Codec, error) {
+	ext := strings.ToLower(filepath.Ext(path))
+	for _, c := range r.codecs {
+		for _, e := range c.Extensions() {
+			if e == ext {
+				return c, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%w: no codec for extension %q of %s", ErrUnknownFormat, ext, path)
+}
+
+// Sniff returns the first codec whose Sniff accepts head.
+func (r *Registry) Sniff(head []byte) (Codec, error) {
+	if len(head) > SniffLen {
+		head = head[:SniffLen]
+	}
+	for _, c := range r.codecs {
+		if c.Sniff(head) {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: magic bytes %q match no codec", ErrUnknownFormat, printable(head, 8))
+}
+
+// Detect picks the codec for reading a file: by magic first, then by
+// extension.
+func (r *Registry) Detect(path string, ra io.ReaderAt, size int64) (Codec, error) {
+	n := int64(SniffLen)
+	if size < n {
+		n = size
+	}
+	head := make([]byte, n)
+	if _, err := ra.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if c, err := r.Sniff(head); err == nil {
+		return c, nil
+	}
+	return r.ByExtension(path)
+}
+
+func printable(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return string(b)
+}

@@ -1,0 +1,131 @@
+// Package atomicfile writes files so that a reader (or a restart after a
+// crash) sees either the old content or the whole new content, never a
+// mixture: write to a temp file in the same directory, fsync it, rename it
+// over the target, fsync the directory.
+package atomicfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// TempPrefix starts the names of temp files this package creates; Sweep
+// removes leftovers with it.
+const TempPrefix = ".snapd-tmp-"
+
+// File is a pending atomic write. Write to it, then Commit, or Abort.
+type File struct {
+	*os.File
+	target string
+	done   bool
+}
+
+// Create starts an atomic write of path with the given mode.
+func Create(path string, mode os.FileMode) (*File, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, TempPrefix+base+"-*")
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return &File{File: f, target: path}, nil
+}
+
+// Commit fsyncs, closes and renames the file into place, then fsyncs the
+// directory.
+func (f *File) Commit() error {
+	if f.done {
+		return errors.New("atomicfile: already committed or aborted")
+	}
+	f.done = true
+	if err := f.File.Sync(); err != nil {
+		f.File.Close()
+		os.Remove(f.Name())
+		return fmt.Errorf("fsync %s: %w", f.Name(), err)
+	}
+	if err := f.File.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), f.target); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return SyncDir(filepath.Dir(f.target))
+}
+
+// Abort discards the pending write. It is safe to call after Commit (then
+// it does nothing), so `defer f.Abort()` is the usual pattern.
+func (f *File) Abort() {
+	if f.done {
+		return
+	}
+	f.done = true
+	f.File.Close()
+	os.Remove(f.Name())
+}
+
+// WriteFile atomically replaces path with data.
+func WriteFile(path string, data []byte, mode os.FileMode) error {
+	return WriteFrom(path, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFrom atomically replaces path with what fill writes; if fill fails
+// nothing is changed at path.
+func WriteFrom(path string, mode os.FileMode, fill func(w io.Writer) error) error {
+	f, err := Create(path, mode)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if err := fill(f); err != nil {
+		return err
+	}
+	return f.Commit()
+}
+
+// SyncDir fsyncs a directory so that renames and creations in it are
+// durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Sweep removes temp files left in dir by an interrupted write and returns
+// how many it removed.
+func Sweep(dir string) (int, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), TempPrefix) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err == nil {
+				n++
+			}
+		}
+	}
+	return n, nil
+}

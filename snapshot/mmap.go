@@ -1,0 +1,67 @@
+package snapshot
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mapping is a read-only memory map of a whole file. It is a Source whose
+// bytes can be sliced without copying (see BytesOf and Section), so a
+// checkpoint larger than the heap can be decoded in place. The bytes are valid
+// until Close.
+type Mapping struct {
+	data []byte
+	name string
+}
+
+// MapFile maps the file at path read-only. An empty file maps to an empty
+// Mapping.
+func MapFile(path string) (*Mapping, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	if size == 0 {
+		return &Mapping{name: path}, nil
+	}
+	if int64(int(size)) != size {
+		return nil, fmt.Errorf("mmap %s: file too large (%d bytes)", path, size)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s: %w", path, err)
+	}
+	_ = unix.Madvise(data, unix.MADV_SEQUENTIAL)
+	return &Mapping{data: data, name: path}, nil
+}
+
+// Bytes returns the mapped bytes; they must not be written and are invalid
+// after Close.
+func (m *Mapping) Bytes() []byte { return m.data }
+
+// Name returns the path the mapping was made from.
+func (m *Mapping) Name() string { return m.name }
+
+// ReadAt implements io.ReaderAt.
+func (m *Mapping) ReadAt(p []byte, off int64) (int, error) { return Bytes(m.data).ReadAt(p, off) }
+
+// Size implements Source.
+func (m *Mapping) Size() int64 { return int64(len(m.data)) }
+
+// Close unmaps the file.
+func (m *Mapping) Close() error {
+	if m.data == nil {
+		return nil
+	}
+	err := unix.Munmap(m.data)
+	m.data = nil
+	return err
+}

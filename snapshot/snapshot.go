@@ -1,0 +1,229 @@
+// Package snapshot is snapd's domain model: a Snapshot is a set of named,
+// typed, shaped arrays plus the generation metadata that WTXT writes in its
+// header. Array bytes are never required to be in the heap: each Array reads
+// from a Source, which may be a memory-mapped file region.
+//
+// This package imports no other package of the project.
+package snapshot
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"sort"
+	"time"
+)
+
+// Meta is the generation metadata of a snapshot (WTXT's meta line).
+type Meta struct {
+	Schema string    // e.g. "weights/v1"
+	Gen    uint64    // generation number
+	TS     time.Time // UTC, whole seconds
+	Build  string    // build identifier of the producer
+	Host   string    // e.g. "cpu"
+	Cuda   string    // e.g. "off"
+}
+
+// DefaultMeta returns the defaults used when nothing else is given: schema
+// weights/v1, gen 1, build unknown, host cpu, cuda off, and a zero TS (which
+// writers replace by SOURCE_DATE_EPOCH or the clock).
+func DefaultMeta() Meta {
+	return Meta{Schema: "weights/v1", Gen: 1, Build: "unknown", Host: "cpu", Cuda: "off"}
+}
+
+// Array is one named tensor.
+type Array struct {
+	Name  string
+	DType DType
+	// Shape holds the dimensions; an empty shape is a scalar (rank 0) with
+	// one element. A zero dimension makes a zero-size array.
+	Shape []int64
+	// Data holds the raw bytes, little-endian, C (row-major) order; its Size
+	// must equal NumBytes.
+	Data Source
+	// Attrs carries format-specific properties that are not in the bytes
+	// (sparse layout, quantization parameters, original dtype, layout enums,
+	// ...). Keys are namespaced by format ("ztensor.format"); values are
+	// opaque strings (codecs put JSON there when they need structure). WTXT
+	// carries them in the reserved array AttrsArrayName.
+	Attrs map[string]string
+}
+
+// NumElements returns the element count (1 for a scalar) or an error when
+// the product overflows int64 or a dimension is negative.
+func (a *Array) NumElements() (int64, error) { return NumElements(a.Shape) }
+
+// NumBytes returns NumElements × element size, checking for overflow.
+func (a *Array) NumBytes() (int64, error) {
+	n, err := a.NumElements()
+	if err != nil {
+		return 0, err
+	}
+	hi, lo := bits.Mul64(uint64(n), uint64(a.DType.Size()))
+	if hi != 0 || lo > math.MaxInt64 {
+		return 0, fmt.Errorf("array %q: byte size overflows", a.Name)
+	}
+	return int64(lo), nil
+}
+
+// NumElements returns the product of shape (1 for an empty shape), with
+// overflow and sign checks.
+func NumElements(shape []int64) (int64, error) {
+	n := uint64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("negative dimension %d", d)
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > math.MaxInt64 {
+			return 0, errors.New("element count overflows int64")
+		}
+		n = lo
+	}
+	return int64(n), nil
+}
+
+// Snapshot is a generation: metadata plus arrays.
+type Snapshot struct {
+	Meta   Meta
+	Arrays []*Array
+	// Attrs carries format-level properties (safetensors __metadata__, FOLD
+	// ECC level, ...), namespaced like Array.Attrs.
+	Attrs map[string]string
+}
+
+// Array returns the array with the given name, or nil.
+func (s *Snapshot) Array(name string) *Array {
+	for _, a := range s.Arrays {
+		if a.Name == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// Sorted returns the arrays in ascending bytewise name order (the WTXT
+// order) without modifying s.
+func (s *Snapshot) Sorted() []*Array {
+	out := append([]*Array(nil), s.Arrays...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Validate checks that names are non-empty and unique, dtypes are valid and
+// every array's Data size equals its shape × element size.
+func (s *Snapshot) Validate() error {
+	seen := make(map[string]struct{}, len(s.Arrays))
+	for _, a := range s.Arrays {
+		if a.Name == "" {
+			return errors.New("array with empty name")
+		}
+		if _, dup := seen[a.Name]; dup {
+			return fmt.Errorf("array %q: duplicate name", a.Name)
+		}
+		seen[a.Name] = struct{}{}
+		if !a.DType.Valid() {
+			return fmt.Errorf("array %q: invalid dtype", a.Name)
+		}
+		n, err := a.NumBytes()
+		if err != nil {
+			return fmt.Errorf("array %q: %w", a.Name, err)
+		}
+		if a.Data == nil {
+			if n != 0 {
+				return fmt.Errorf("array %q: no data for %d bytes", a.Name, n)
+			}
+			continue
+		}
+		if a.Data.Size() != n {
+			return fmt.Errorf("array %q: data holds %d bytes, shape and dtype need %d", a.Name, a.Data.Size(), n)
+		}
+	}
+	return nil
+}
+
+// AttrsArrayName is the reserved array name under which WTXT carries the
+// snapshot's and arrays' Attrs (dtype u8, canonical JSON, see EncodeAttrs).
+// Because it is an ordinary array it is covered by sha256_all, the Merkle
+// chain and the signature.
+const AttrsArrayName = "__snapd_attrs__"
+
+// attrsDoc is the JSON document stored in AttrsArrayName.
+type attrsDoc struct {
+	Arrays   map[string]map[string]string `json:"arrays,omitempty"`
+	Snapshot map[string]string            `json:"snapshot,omitempty"`
+	V        int                          `json:"v"`
+}
+
+// HasAttrs reports whether s or any of its arrays carries Attrs.
+func (s *Snapshot) HasAttrs() bool {
+	if len(s.Attrs) > 0 {
+		return true
+	}
+	for _, a := range s.Arrays {
+		if len(a.Attrs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// EncodeAttrs returns the canonical JSON of all Attrs of s: one object with
+// keys "arrays" (array name → attrs), "snapshot" and "v":1, keys sorted
+// bytewise, no insignificant white space, no HTML escaping. It returns nil
+// when s has no attrs.
+func EncodeAttrs(s *Snapshot) ([]byte, error) {
+	if !s.HasAttrs() {
+		return nil, nil
+	}
+	doc := attrsDoc{V: 1, Snapshot: s.Attrs}
+	for _, a := range s.Arrays {
+		if len(a.Attrs) == 0 {
+			continue
+		}
+		if doc.Arrays == nil {
+			doc.Arrays = map[string]map[string]string{}
+		}
+		doc.Arrays[a.Name] = a.Attrs
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// MaxAttrsSize bounds the attrs document a decoder accepts.
+const MaxAttrsSize = 64 << 20
+
+// ApplyAttrs parses an attrs document (as written by EncodeAttrs) and sets
+// the Attrs of s and of its arrays. It fails when the document names an
+// array s does not hold.
+func ApplyAttrs(s *Snapshot, doc []byte) error {
+	if len(doc) > MaxAttrsSize {
+		return fmt.Errorf("%s: %d bytes exceeds limit %d", AttrsArrayName, len(doc), MaxAttrsSize)
+	}
+	var d attrsDoc
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return fmt.Errorf("%s: %w", AttrsArrayName, err)
+	}
+	if d.V != 1 {
+		return fmt.Errorf("%s: unsupported version %d", AttrsArrayName, d.V)
+	}
+	s.Attrs = d.Snapshot
+	for name, at := range d.Arrays {
+		a := s.Array(name)
+		if a == nil {
+			return fmt.Errorf("%s: attributes for unknown array %q", AttrsArrayName, name)
+		}
+		a.Attrs = at
+	}
+	return nil
+}

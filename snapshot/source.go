@@ -1,0 +1,95 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Source is where an array's raw bytes (little-endian, C order) come from.
+// Implementations must be safe for concurrent ReadAt calls, as io.ReaderAt
+// requires, because encoders read chunks of one array in parallel.
+type Source interface {
+	io.ReaderAt
+	// Size is the number of bytes the source holds.
+	Size() int64
+}
+
+// Bytes is a Source backed by memory (a heap slice or a memory-mapped file
+// region). Readers that want zero-copy access use BytesOf.
+type Bytes []byte
+
+// ReadAt implements io.ReaderAt.
+func (b Bytes) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errors.New("snapshot: negative offset")
+	}
+	if off >= int64(len(b)) {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	n := copy(p, b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Size implements Source.
+func (b Bytes) Size() int64 { return int64(len(b)) }
+
+// BytesOf returns the memory behind s without copying when s is a Bytes (or
+// wraps one, see Section), and ok=false otherwise.
+func BytesOf(s io.ReaderAt) (b []byte, ok bool) {
+	switch v := s.(type) {
+	case Bytes:
+		return v, true
+	case interface{ Bytes() []byte }:
+		return v.Bytes(), true
+	}
+	return nil, false
+}
+
+// Section returns the n bytes of r starting at off as a Source. When r is
+// memory-backed (Bytes, a Mapping) the result is a sub-slice: no copy. The
+// caller must have checked off+n against the size of r.
+func Section(r io.ReaderAt, off, n int64) Source {
+	if b, ok := BytesOf(r); ok && off >= 0 && n >= 0 && off+n <= int64(len(b)) {
+		return Bytes(b[off : off+n : off+n])
+	}
+	return io.NewSectionReader(r, off, n)
+}
+
+// ReadAll reads a whole Source into memory. Intended for small arrays and
+// tests; large arrays should be streamed.
+func ReadAll(s Source) ([]byte, error) {
+	if b, ok := BytesOf(s); ok {
+		return b, nil
+	}
+	n := s.Size()
+	if n < 0 || n > int64(^uint(0)>>1) {
+		return nil, fmt.Errorf("snapshot: source size %d out of range", n)
+	}
+	buf := make([]byte, n)
+	if _, err := s.ReadAt(buf, 0); err != nil && !(errors.Is(err, io.EOF) && n == 0) {
+		if !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// fileSource serves a Source from an open file.
+type fileSource struct {
+	f    *os.File
+	size int64
+}
+
+func (s fileSource) ReadAt(p []byte, off int64) (int, error) { return s.f.ReadAt(p, off) }
+func (s fileSource) Size() int64                              { return s.size }
+
+// FileSource returns a Source reading size bytes of f through ReadAt.
+func FileSource(f *os.File, size int64) Source { return fileSource{f: f, size: size} }
