@@ -1,0 +1,45 @@
+package armor
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func FuzzParseSeal(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/*.wseal")
+	if len(seeds) == 0 {
+		f.Fatal("no seed seals in testdata/")
+	}
+	for _, p := range seeds {
+		b, _ := os.ReadFile(p)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseSeal(b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(s.Marshal(), b) {
+			t.Fatalf("parse/marshal not stable")
+		}
+	})
+}
+
+func FuzzScan(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/*.age")
+	if len(seeds) == 0 {
+		f.Fatal("no seed armor in testdata/")
+	}
+	for _, p := range seeds {
+		b, _ := os.ReadFile(p)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := Scan(bytes.NewReader(b))
+		if err == nil && d.Bytes != int64(len(b)) {
+			t.Fatalf("size %d of %d", d.Bytes, len(b))
+		}
+	})
+}

@@ -1,0 +1,252 @@
+package armor
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/snapd-ml/snapd/keys"
+)
+
+// SealSuffix is appended to an armored file's path to name its seal.
+const SealSuffix = ".wseal"
+
+// SealPath returns the path of the seal of the armored file at path.
+func SealPath(path string) string { return path + SealSuffix }
+
+// Kinds of sealed file.
+const (
+	KindWTXT  = "wtxt"
+	KindDelta = "delta"
+	KindWSUM  = "wsum"
+)
+
+// Seal is the verify-only sidecar of one armored file (format WSEAL 1, see
+// the package documentation).
+type Seal struct {
+	Kind       string
+	Bytes      int64
+	SHA256     [32]byte // of the armored bytes
+	Gen        string   // as written in the WTXT meta line, e.g. "000123"
+	TS         string   // as written, e.g. "2025-10-09T03:12:45Z"
+	Build      string
+	SHA256All  [32]byte
+	MerklePrev [32]byte
+	MerkleThis [32]byte
+	KeyID      string // empty when unsigned
+	Sig        []byte // 64 bytes, nil when unsigned
+}
+
+// ErrSealUnsigned is returned by Verify for a seal without signature when a
+// signature is required.
+var ErrSealUnsigned = errors.New("seal is unsigned")
+
+// SealError is a failed check of a seal, naming the check.
+type SealError struct {
+	Check string // grammar, signature, bytes, sha256, armor, merkle, chain, plaintext
+	Msg   string
+}
+
+func (e *SealError) Error() string { return "seal: " + e.Check + ": " + e.Msg }
+
+func sealErr(check, format string, a ...any) error {
+	return &SealError{Check: check, Msg: fmt.Sprintf(format, a...)}
+}
+
+// signedPart is the line up to (not including) " keyid=".
+func (s *Seal) signedPart() string {
+	return fmt.Sprintf("WSEAL 1 kind=%s bytes=%d sha256=%x gen=%s ts=%s build=%s sha256_all=%x merkle_prev=%x merkle_this=%x",
+		s.Kind, s.Bytes, s.SHA256, s.Gen, s.TS, s.Build, s.SHA256All, s.MerklePrev, s.MerkleThis)
+}
+
+// Sign sets KeyID and Sig with priv.
+func (s *Seal) Sign(priv ed25519.PrivateKey) {
+	s.KeyID = keys.KeyID(priv.Public().(ed25519.PublicKey))
+	s.Sig = ed25519.Sign(priv, []byte(s.signedPart()))
+}
+
+// Marshal returns the seal line with its LF.
+func (s *Seal) Marshal() []byte {
+	var b strings.Builder
+	b.WriteString(s.signedPart())
+	if s.Sig != nil {
+		fmt.Fprintf(&b, " keyid=%s sign=%s", s.KeyID, base64.StdEncoding.EncodeToString(s.Sig))
+	}
+	b.WriteByte('\n')
+	return []byte(b.String())
+}
+
+// MaxSealSize bounds what ParseSeal reads.
+const MaxSealSize = 4096
+
+// ParseSeal parses a seal file strictly: one line, fixed field order,
+// lowercase hex, LF-terminated.
+func ParseSeal(b []byte) (*Seal, error) {
+	if len(b) > MaxSealSize {
+		return nil, sealErr("grammar", "%d bytes, limit %d", len(b), MaxSealSize)
+	}
+	if len(b) == 0 || b[len(b)-1] != '\n' || bytes.IndexByte(b[:len(b)-1], '\n') >= 0 {
+		return nil, sealErr("grammar", "want exactly one LF-terminated line")
+	}
+	for i, c := range b[:len(b)-1] {
+		if c < 0x20 || c > 0x7e {
+			return nil, sealErr("grammar", "byte 0x%02x at column %d is not printable ASCII", c, i+1)
+		}
+	}
+	f := strings.Split(string(b[:len(b)-1]), " ")
+	if len(f) < 2 || f[0] != "WSEAL" || f[1] != "1" {
+		return nil, sealErr("grammar", `line must start "WSEAL 1 "`)
+	}
+	f = f[2:]
+	names := []string{"kind", "bytes", "sha256", "gen", "ts", "build", "sha256_all", "merkle_prev", "merkle_this", "keyid", "sign"}
+	if len(f) != 9 && len(f) != 11 {
+		return nil, sealErr("grammar", "%d fields, want 9 (unsigned) or 11", len(f))
+	}
+	v := make([]string, len(f))
+	for i, kv := range f {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok || k != names[i] || val == "" {
+			return nil, sealErr("grammar", "field %d: want %s=<value>, got %q", i+1, names[i], kv)
+		}
+		v[i] = val
+	}
+	s := &Seal{Kind: v[0], Gen: v[3], TS: v[4], Build: v[5]}
+	switch s.Kind {
+	case KindWTXT, KindDelta, KindWSUM:
+	default:
+		return nil, sealErr("grammar", "kind=%q: want wtxt, delta or wsum", s.Kind)
+	}
+	n, err := strconv.ParseInt(v[1], 10, 64)
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != v[1] {
+		return nil, sealErr("grammar", "bytes=%q: not a canonical decimal", v[1])
+	}
+	s.Bytes = n
+	for i, dst := range map[int]*[32]byte{2: &s.SHA256, 6: &s.SHA256All, 7: &s.MerklePrev, 8: &s.MerkleThis} {
+		if err := parseHex32(v[i], dst); err != nil {
+			return nil, sealErr("grammar", "%s: %v", names[i], err)
+		}
+	}
+	if len(s.Gen) < 6 || strings.Trim(s.Gen, "0123456789") != "" || (len(s.Gen) > 6 && s.Gen[0] == '0') {
+		return nil, sealErr("grammar", "gen=%q: want a decimal zero-padded to 6 digits", s.Gen)
+	}
+	if t, err := time.Parse("2006-01-02T15:04:05Z", s.TS); err != nil || t.Format("2006-01-02T15:04:05Z") != s.TS {
+		return nil, sealErr("grammar", "ts=%q: want YYYY-MM-DDTHH:MM:SSZ", s.TS)
+	}
+	if !isToken(s.Build) {
+		return nil, sealErr("grammar", "build=%q: not a token", s.Build)
+	}
+	if len(f) == 11 {
+		if len(v[9]) != 16 || strings.Trim(v[9], "0123456789abcdef") != "" {
+			return nil, sealErr("grammar", "keyid=%q: want 16 lowercase hex digits", v[9])
+		}
+		s.KeyID = v[9]
+		sig, err := base64.StdEncoding.Strict().DecodeString(v[10])
+		if err != nil || len(sig) != ed25519.SignatureSize {
+			return nil, sealErr("grammar", "sign: want base64 of a 64-byte Ed25519 signature")
+		}
+		s.Sig = sig
+	}
+	if !bytes.Equal(s.Marshal(), b) {
+		return nil, sealErr("grammar", "not in canonical form")
+	}
+	return s, nil
+}
+
+func parseHex32(s string, dst *[32]byte) error {
+	if len(s) != 64 || strings.Trim(s, "0123456789abcdef") != "" {
+		return fmt.Errorf("want 64 lowercase hex digits, got %q", s)
+	}
+	_, err := hex.Decode(dst[:], []byte(s))
+	return err
+}
+
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.ContainsRune("._-/:+", c):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Merkle computes WTXT's merkle_this = SHA-256(prev || all || ts || gen ||
+// build).
+func Merkle(prev, all [32]byte, ts, gen, build string) [32]byte {
+	h := sha256.New()
+	h.Write(prev[:])
+	h.Write(all[:])
+	h.Write([]byte(ts))
+	h.Write([]byte(gen))
+	h.Write([]byte(build))
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// VerifyOptions say what a seal is checked against.
+type VerifyOptions struct {
+	// Trusted are the public keys a signature may come from.
+	Trusted []ed25519.PublicKey
+	// RequireSignature fails unsigned seals.
+	RequireSignature bool
+	// PrevMerkle, when set, must equal the seal's merkle_prev.
+	PrevMerkle *[32]byte
+}
+
+// SealReport says what Verify established.
+type SealReport struct {
+	Signed bool
+	KeyID  string
+}
+
+// Verify checks a seal against the digest of its armored file (see Scan)
+// without decrypting: signature, size and hash, the seal's own Merkle
+// consistency, and chain continuity when opts.PrevMerkle is set.
+func (s *Seal) Verify(d Digest, opts VerifyOptions) (*SealReport, error) {
+	rep := &SealReport{}
+	if s.Sig == nil {
+		if opts.RequireSignature {
+			return rep, &SealError{Check: "signature", Msg: ErrSealUnsigned.Error()}
+		}
+	} else {
+		var key ed25519.PublicKey
+		for _, k := range opts.Trusted {
+			if keys.KeyID(k) == s.KeyID {
+				key = k
+				break
+			}
+		}
+		if key == nil {
+			return rep, sealErr("signature", "keyid %s is not among the %d trusted key(s)", s.KeyID, len(opts.Trusted))
+		}
+		if !ed25519.Verify(key, []byte(s.signedPart()), s.Sig) {
+			return rep, sealErr("signature", "Ed25519 signature does not verify with key %s", s.KeyID)
+		}
+		rep.Signed, rep.KeyID = true, s.KeyID
+	}
+	if d.Bytes != s.Bytes {
+		return rep, sealErr("bytes", "armored file has %d bytes, seal says %d", d.Bytes, s.Bytes)
+	}
+	if d.SHA256 != s.SHA256 {
+		return rep, sealErr("sha256", "armored file sha256 %x, seal says %x", d.SHA256, s.SHA256)
+	}
+	if m := Merkle(s.MerklePrev, s.SHA256All, s.TS, s.Gen, s.Build); m != s.MerkleThis {
+		return rep, sealErr("merkle", "merkle_this %x does not follow from the seal's values (want %x)", s.MerkleThis, m)
+	}
+	if opts.PrevMerkle != nil && *opts.PrevMerkle != s.MerklePrev {
+		return rep, sealErr("chain", "merkle_prev %x does not continue the previous generation's merkle_this %x", s.MerklePrev, *opts.PrevMerkle)
+	}
+	return rep, nil
+}
