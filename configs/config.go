@@ -1,0 +1,273 @@
+// Package configs loads snapd's YAML configuration. Loading is strict:
+// unknown keys are errors naming the key and its line, and Validate names
+// the field that is wrong. Every field has a default, so an empty file (or
+// no file at all) is a valid configuration.
+package configs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole daemon configuration. Paths that are relative are
+// resolved against StateDir by Resolve.
+type Config struct {
+	// StateDir holds wal/, gens/, keys/, ring/, state and the local Git
+	// repository. Default ./.snapd.
+	StateDir string `yaml:"state_dir"`
+	Log      Log    `yaml:"log"`
+	Snapshot Snap   `yaml:"snapshot"`
+	Keys     Keys   `yaml:"keys"`
+	Ring     Ring   `yaml:"ring"`
+	Queue    Queue  `yaml:"queue"`
+	Git      Git    `yaml:"git"`
+	Metrics  Metric `yaml:"metrics"`
+	WAL      WAL    `yaml:"wal"`
+}
+
+// Log configures log/slog output.
+type Log struct {
+	Format string `yaml:"format"` // text (default) or json
+	Level  string `yaml:"level"`  // debug, info (default), warn, error
+}
+
+// Snap are the WTXT writer options.
+type Snap struct {
+	Schema       string `yaml:"schema"`         // default weights/v1
+	Build        string `yaml:"build"`          // default unknown
+	Host         string `yaml:"host"`           // default cpu
+	Cuda         string `yaml:"cuda"`           // default off
+	RowsPerChunk int    `yaml:"rows_per_chunk"` // 0 = the profile's default per array
+	Streaming    bool   `yaml:"streaming"`      // root_pending + WSUM
+	// EncryptTo is an age recipients file; when set every snapshot, delta
+	// and WSUM is age-armored and gets a WSEAL seal.
+	EncryptTo string `yaml:"encrypt_to"`
+}
+
+// Keys name key files; empty paths mean the generated keys in
+// StateDir/keys.
+type Keys struct {
+	Sign string `yaml:"sign"` // OpenSSH Ed25519 private key
+	HMAC string `yaml:"hmac"` // 64 hex chars
+}
+
+// Ring is the local ring of finished generations.
+type Ring struct {
+	Keep int `yaml:"keep"` // generations kept, default 8
+}
+
+// Queue is the request queue between the WAL and the pipeline.
+type Queue struct {
+	// Max requests waiting for the pipeline; default 16.
+	Max int `yaml:"max"`
+	// Policy when Max is reached: "block" (back-pressure on the WAL reader;
+	// requests stay in the WAL) or "coalesce" (keep the newest, log and
+	// count the skipped ones). Default coalesce.
+	Policy string `yaml:"policy"`
+}
+
+// Git is where generations are committed and pushed.
+type Git struct {
+	Enabled bool   `yaml:"enabled"` // default true (a local repository)
+	Repo    string `yaml:"repo"`    // local repository path, default StateDir/repo
+	Branch  string `yaml:"branch"`  // default snapshots
+	Path    string `yaml:"path"`    // directory inside the repository, default snapshots
+	Remote  string `yaml:"remote"`  // URL or path; empty = no push
+	// Auth for HTTP(S): TokenFile or TokenEnv (never logged); SSHKey for ssh.
+	TokenFile string `yaml:"token_file"`
+	TokenEnv  string `yaml:"token_env"`
+	Username  string `yaml:"username"`
+	SSHKey    string `yaml:"ssh_key"`
+	// SplitAbove is the WTXT size above which a generation is stored as
+	// part files; default 64 MiB. PartLimit caps one part; default 32 MiB.
+	SplitAbove int64 `yaml:"split_above"`
+	PartLimit  int64 `yaml:"part_limit"`
+	// RetryMax caps the resend queue's backoff; default 5m.
+	RetryMax Duration `yaml:"retry_max"`
+}
+
+// Metric configures the Prometheus endpoint.
+type Metric struct {
+	// Addr is a host:port; default 127.0.0.1:9464; "off" disables.
+	Addr string `yaml:"addr"`
+}
+
+// WAL configures the request-log listener.
+type WAL struct {
+	// PollInterval is the fallback poll period (fsnotify does not fire on
+	// NFS); default 1s.
+	PollInterval Duration `yaml:"poll_interval"`
+	// DisableFsnotify polls only.
+	DisableFsnotify bool `yaml:"disable_fsnotify"`
+}
+
+// Duration is a time.Duration written as "250ms", "5m".
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: want a duration like 5s", n.Line)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %v", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Default returns the configuration used when no file is given.
+func Default() *Config {
+	return &Config{
+		StateDir: ".snapd",
+		Log:      Log{Format: "text", Level: "info"},
+		Snapshot: Snap{Schema: "weights/v1", Build: "unknown", Host: "cpu", Cuda: "off"},
+		Ring:     Ring{Keep: 8},
+		Queue:    Queue{Max: 16, Policy: "coalesce"},
+		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots",
+			SplitAbove: 64 << 20, PartLimit: 32 << 20, RetryMax: Duration(5 * time.Minute)},
+		Metrics: Metric{Addr: "127.0.0.1:9464"},
+		WAL:     WAL{PollInterval: Duration(time.Second)},
+	}
+}
+
+// Load reads the file at path over the defaults. It fails on unknown keys,
+// naming the key and line, and runs Validate.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse parses YAML over the defaults and validates the result.
+func Parse(b []byte) (*Config, error) {
+	c := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, cleanYAMLError(err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more than one YAML document")
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// cleanYAMLError turns yaml.v3's "field x not found in type configs.Git"
+// into "line N: unknown key "x"".
+func cleanYAMLError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msgs := make([]string, 0, len(te.Errors))
+	for _, m := range te.Errors {
+		if i := strings.Index(m, ": field "); i >= 0 && strings.Contains(m, " not found in type") {
+			key := strings.TrimPrefix(m[i:], ": field ")
+			key = key[:strings.Index(key, " not found")]
+			m = fmt.Sprintf("%s: unknown key %q", m[:i], key)
+		}
+		msgs = append(msgs, m)
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// Validate checks every field and names the first wrong one.
+func (c *Config) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("%s: %s", field, fmt.Sprintf(format, a...))
+	}
+	if c.StateDir == "" {
+		return bad("state_dir", "must not be empty")
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return bad("log.format", "%q: want text or json", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	for field, v := range map[string]string{"snapshot.schema": c.Snapshot.Schema, "snapshot.build": c.Snapshot.Build, "snapshot.host": c.Snapshot.Host, "snapshot.cuda": c.Snapshot.Cuda} {
+		if !IsToken(v) {
+			return bad(field, "%q: want one or more of A-Z a-z 0-9 . _ - / : +", v)
+		}
+	}
+	if c.Snapshot.RowsPerChunk < 0 {
+		return bad("snapshot.rows_per_chunk", "%d: must be >= 0 (0 = default)", c.Snapshot.RowsPerChunk)
+	}
+	if c.Ring.Keep < 1 {
+		return bad("ring.keep", "%d: must be >= 1", c.Ring.Keep)
+	}
+	if c.Queue.Max < 1 {
+		return bad("queue.max", "%d: must be >= 1", c.Queue.Max)
+	}
+	switch c.Queue.Policy {
+	case "block", "coalesce":
+	default:
+		return bad("queue.policy", "%q: want block or coalesce", c.Queue.Policy)
+	}
+	if c.Git.Branch == "" || strings.ContainsAny(c.Git.Branch, " ~^:?*[\\") || strings.HasPrefix(c.Git.Branch, "-") {
+		return bad("git.branch", "%q: not a valid branch name", c.Git.Branch)
+	}
+	if filepath.IsAbs(c.Git.Path) || strings.Contains(filepath.ToSlash(c.Git.Path), "..") {
+		return bad("git.path", "%q: must be relative inside the repository", c.Git.Path)
+	}
+	if c.Git.TokenFile != "" && c.Git.TokenEnv != "" {
+		return bad("git.token_file", "set token_file or token_env, not both")
+	}
+	if c.Git.PartLimit <= 0 || c.Git.PartLimit > 100<<20 {
+		return bad("git.part_limit", "%d: must be in (0, 100 MiB] (GitHub rejects files over 100 MiB)", c.Git.PartLimit)
+	}
+	if c.Git.SplitAbove <= 0 {
+		return bad("git.split_above", "%d: must be > 0", c.Git.SplitAbove)
+	}
+	if c.Git.RetryMax <= 0 {
+		return bad("git.retry_max", "must be > 0")
+	}
+	if c.WAL.PollInterval < Duration(10*time.Millisecond) {
+		return bad("wal.poll_interval", "%v: must be >= 10ms", time.Duration(c.WAL.PollInterval))
+	}
+	return nil
+}
+
+// IsToken reports whether s is a WTXT token: one or more of
+// A-Z a-z 0-9 . _ - / : +.
+func IsToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.ContainsRune("._-/:+", c):
+		default:
+			return false
+		}
+	}
+	return true
+}
