@@ -1,0 +1,636 @@
+package wtxt
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/snapd-ml/snapd/keys"
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// EncodeOptions tune the WTXT writer. The zero value writes an unsigned,
+// unauthenticated, first-of-chain snapshot with the profile's default chunk
+// geometry.
+type EncodeOptions struct {
+	// RowsPerChunk sets rows_per_chunk for every row-blocked array; 0
+	// selects the profile default (largest power of two rows within 64 KiB).
+	RowsPerChunk int
+	// SignKey signs the header (or, with Stream, the WSUM).
+	SignKey ed25519.PrivateKey
+	// HMACKey enables per-array salt and HMAC.
+	HMACKey []byte
+	// PrevMerkle is merkle_this of the previous generation (zero for the
+	// first of a chain).
+	PrevMerkle [32]byte
+	// Stream writes root_pending and no sign line; the final values and
+	// signature go into Result.WSUM.
+	Stream bool
+	// Workers bounds parallelism; 0 means GOMAXPROCS. The output does not
+	// depend on it.
+	Workers int
+}
+
+// ArrayInfo describes one array as written.
+type ArrayInfo struct {
+	Name    string
+	Line    string // the arr line, without LF
+	SHA256  [32]byte
+	HMAC    [32]byte // zero without a key
+	Chunks  int64
+	Bytes   int64
+	Blocked bool
+}
+
+// Result reports what Encode wrote.
+type Result struct {
+	SHA256All  [32]byte
+	MerklePrev [32]byte
+	MerkleThis [32]byte
+	Fastxor    uint64
+	// KeyID is the signer's keyid ("" when unsigned).
+	KeyID string
+	// Header holds the header bytes (from "WTXT 1" through the root or
+	// root_pending line's LF, and the sign line when present).
+	Header []byte
+	// WSUM is the streaming finalization line including its LF (Stream only).
+	WSUM   []byte
+	Arrays []ArrayInfo
+	// Written is the byte count of the WTXT output.
+	Written int64
+}
+
+// arrPlan is one array on its way out.
+type arrPlan struct {
+	name    string
+	dt      snapshot.DType
+	shape   []int64
+	nbytes  int64
+	src     snapshot.Source
+	mem     []byte // non-nil when src is memory-backed
+	geo     geometry
+	start   int64 // offset in the all-arrays stream (fastxor)
+	salt    [8]byte
+	sha     [32]byte
+	mac     [32]byte
+	fastxor uint64
+	line    string // arr line
+	idx     string // idx line or ""
+}
+
+// Encode writes s as WTXT 1.1 to w, byte for byte as the profile
+// prescribes. Arrays are read from their Sources (which must allow
+// concurrent ReadAt) two or three times; memory stays bounded by a few
+// chunks per worker whatever the snapshot size. When w is an *os.File (an
+// io.WriterAt and io.Seeker) the body is written while sha256_all is being
+// computed; otherwise those two passes run one after the other. The bytes
+// written do not depend on Workers or GOMAXPROCS.
+//
+// A snapshot with Attrs gets the reserved array snapshot.AttrsArrayName
+// (docs/FORMAT.md section 1).
+func Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts EncodeOptions) (*Result, error) {
+	plans, ext, err := plan(s, opts)
+	if err != nil {
+		return nil, err
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	gen := FormatGen(s.Meta.Gen)
+	ts := FormatTS(s.Meta.TS)
+	if opts.SignKey != nil && len(opts.SignKey) != ed25519.PrivateKeySize {
+		return nil, errors.New("wtxt: sign key is not an Ed25519 private key")
+	}
+
+	// Pass 1: array sha256, hmac and fastxor, in parallel.
+	if err := hashArrays(ctx, plans, opts.HMACKey, gen, workers); err != nil {
+		return nil, err
+	}
+	res := &Result{MerklePrev: opts.PrevMerkle}
+	for _, p := range plans {
+		p.line = arrLine(p)
+		if p.geo.blocked {
+			p.idx = "idx rows_per_chunk=" + strconv.FormatInt(p.geo.rowsPerChunk, 10) +
+				" row_size=" + strconv.FormatInt(p.geo.rowSize, 10) + " row_blocking=on"
+		}
+		res.Fastxor ^= p.fastxor
+		res.Arrays = append(res.Arrays, ArrayInfo{Name: p.name, Line: p.line, SHA256: p.sha, HMAC: p.mac,
+			Chunks: p.geo.numChunks(), Bytes: p.nbytes, Blocked: p.geo.blocked})
+	}
+	caps := baseCaps
+	if ext {
+		caps += "," + capTensorExt
+	}
+	head := "WTXT 1\nmeta schema=" + s.Meta.Schema + " gen=" + gen + " ts=" + ts + " build=" + s.Meta.Build +
+		" endian=LE host=" + s.Meta.Host + " cuda=" + s.Meta.Cuda + "\ncap ext=" + caps + "\n"
+	if opts.SignKey != nil {
+		res.KeyID = keys.KeyID(opts.SignKey.Public().(ed25519.PublicKey))
+	}
+
+	finish := func(all [32]byte) {
+		res.SHA256All = all
+		res.MerkleThis = Merkle(opts.PrevMerkle, all, ts, gen, s.Meta.Build)
+	}
+	body := func(w io.Writer) (int64, error) { return writeBody(ctx, w, plans, workers) }
+	all := func() ([32]byte, error) { return hashAll(ctx, plans) }
+
+	cw := &countWriter{w: w}
+	if opts.Stream {
+		res.Header = []byte(head + "root_pending sha256_all=" + hex.EncodeToString(zero32[:]) + " " + pendingNote + "\n")
+		if _, err := cw.Write(res.Header); err != nil {
+			return nil, err
+		}
+		var sum [32]byte
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error { _, err := writeBody(gctx, cw, plans, workers); return err })
+		g.Go(func() (err error) { sum, err = hashAll(gctx, plans); return err })
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		finish(sum)
+		res.WSUM = wsumLine(res, opts.SignKey)
+		res.Written = cw.n
+		return res, nil
+	}
+
+	rootSign := func() []byte {
+		h := head + "root sha256_all=" + hex.EncodeToString(res.SHA256All[:]) +
+			" merkle_prev=" + hex.EncodeToString(res.MerklePrev[:]) +
+			" merkle_this=" + hex.EncodeToString(res.MerkleThis[:]) +
+			" fastxor=" + fmt.Sprintf("%016x", res.Fastxor) + "\n"
+		if opts.SignKey != nil {
+			sig := ed25519.Sign(opts.SignKey, []byte(h))
+			h += "sign ed25519=" + base64.StdEncoding.EncodeToString(sig) + " keyid=" + res.KeyID + "\n"
+		}
+		return []byte(h)
+	}
+
+	if wa, ok := w.(interface {
+		io.WriterAt
+		io.Seeker
+	}); ok {
+		// The header's length is known before its values: write the body
+		// after it while sha256_all is computed, then the header.
+		start, err := wa.Seek(0, io.SeekCurrent)
+		if err == nil {
+			hlen := int64(len(rootSign()))
+			var sum [32]byte
+			var n int64
+			g, gctx := errgroup.WithContext(ctx)
+			g.Go(func() (err error) {
+				n, err = writeBody(gctx, io.NewOffsetWriter(wa, start+hlen), plans, workers)
+				return err
+			})
+			g.Go(func() (err error) { sum, err = hashAll(gctx, plans); return err })
+			if err := g.Wait(); err != nil {
+				return nil, err
+			}
+			finish(sum)
+			res.Header = rootSign()
+			if _, err := wa.WriteAt(res.Header, start); err != nil {
+				return nil, err
+			}
+			if _, err := wa.Seek(start+hlen+n, io.SeekStart); err != nil {
+				return nil, err
+			}
+			res.Written = hlen + n
+			return res, nil
+		}
+	}
+	sum, err := all()
+	if err != nil {
+		return nil, err
+	}
+	finish(sum)
+	res.Header = rootSign()
+	if _, err := cw.Write(res.Header); err != nil {
+		return nil, err
+	}
+	if _, err := body(cw); err != nil {
+		return nil, err
+	}
+	res.Written = cw.n
+	return res, nil
+}
+
+// wsumLine builds the WSUM line (with LF) for a streamed snapshot.
+func wsumLine(res *Result, key ed25519.PrivateKey) []byte {
+	l := "WSUM 1 sha256_all=" + hex.EncodeToString(res.SHA256All[:]) +
+		" merkle_prev=" + hex.EncodeToString(res.MerklePrev[:]) +
+		" merkle_this=" + hex.EncodeToString(res.MerkleThis[:])
+	if key != nil {
+		msg := append(append([]byte(nil), res.Header...), l...)
+		l += " sign=" + base64.StdEncoding.EncodeToString(ed25519.Sign(key, msg))
+	}
+	return []byte(l + "\n")
+}
+
+func arrLine(p *arrPlan) string {
+	return "arr name=" + p.name + " dtype=" + p.dt.String() + " shape=" + formatShape(p.shape) +
+		" order=C bytes=" + strconv.FormatInt(p.nbytes, 10) + " sha256=" + hex.EncodeToString(p.sha[:]) +
+		" hmac=" + hex.EncodeToString(p.mac[:]) + " salt=" + hex.EncodeToString(p.salt[:])
+}
+
+// plan validates s and lays out its arrays in WTXT order.
+func plan(s *snapshot.Snapshot, opts EncodeOptions) ([]*arrPlan, bool, error) {
+	if err := checkMeta(s.Meta); err != nil {
+		return nil, false, fmt.Errorf("wtxt: %w", err)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, false, fmt.Errorf("wtxt: %w", err)
+	}
+	if opts.RowsPerChunk < 0 {
+		return nil, false, fmt.Errorf("wtxt: rows per chunk %d < 0", opts.RowsPerChunk)
+	}
+	arrays := s.Arrays
+	attrs, err := snapshot.EncodeAttrs(s)
+	if err != nil {
+		return nil, false, fmt.Errorf("wtxt: attributes: %w", err)
+	}
+	if attrs != nil {
+		if s.Array(snapshot.AttrsArrayName) != nil {
+			return nil, false, fmt.Errorf("wtxt: array name %q is reserved", snapshot.AttrsArrayName)
+		}
+		arrays = append(append([]*snapshot.Array(nil), arrays...), &snapshot.Array{
+			Name: snapshot.AttrsArrayName, DType: snapshot.U8, Shape: []int64{int64(len(attrs))}, Data: snapshot.Bytes(attrs)})
+	}
+	sorted := (&snapshot.Snapshot{Arrays: arrays}).Sorted()
+	var plans []*arrPlan
+	ext := false
+	var start int64
+	for _, a := range sorted {
+		if _, ok := NameNeedsExt(a.Name); !ok {
+			return nil, false, fmt.Errorf("wtxt: array %q: name must be 1..%d bytes of A-Z a-z 0-9 _ . : / -", a.Name, MaxNameLen)
+		}
+		if len(a.Shape) > MaxRank {
+			return nil, false, fmt.Errorf("wtxt: array %q: rank %d exceeds %d", a.Name, len(a.Shape), MaxRank)
+		}
+		n, _ := a.NumBytes() // checked by Validate
+		p := &arrPlan{name: a.Name, dt: a.DType, shape: a.Shape, nbytes: n, src: a.Data, start: start}
+		if p.src == nil {
+			p.src = snapshot.Bytes(nil)
+		}
+		if b, ok := snapshot.BytesOf(p.src); ok {
+			p.mem = b[:n:n]
+		}
+		p.geo = writerGeometry(a.DType, a.Shape, n, int64(opts.RowsPerChunk))
+		if arrayNeedsExt(a.Name, a.DType, a.Shape, n) {
+			ext = true
+		}
+		start += n
+		plans = append(plans, p)
+	}
+	return plans, ext, nil
+}
+
+// blockSize is the unit in which non-memory sources are read.
+const blockSize = 1 << 20
+
+// eachBlock calls fn with the bytes of p.src in order, in blocks of at most
+// blockSize bytes (memory-backed sources are handed over without copying).
+func eachBlock(ctx context.Context, p *arrPlan, fn func(b []byte, off int64)) error {
+	if p.mem != nil {
+		for off := int64(0); off < p.nbytes; off += blockSize {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			end := min(off+blockSize, p.nbytes)
+			fn(p.mem[off:end], off)
+		}
+		return nil
+	}
+	buf := make([]byte, min(blockSize, p.nbytes))
+	for off := int64(0); off < p.nbytes; off += blockSize {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b := buf[:min(blockSize, p.nbytes-off)]
+		if err := readAt(p, b, off); err != nil {
+			return err
+		}
+		fn(b, off)
+	}
+	return nil
+}
+
+func readAt(p *arrPlan, b []byte, off int64) error {
+	n, err := p.src.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("wtxt: array %q: read %d bytes at %d: %w", p.name, len(b), off, err)
+}
+
+// hashArrays computes every array's sha256 (with fastxor) and, with a key,
+// salt and hmac. The sequential hashes of one array run as separate tasks
+// so two cores share even a single large array.
+func hashArrays(ctx context.Context, plans []*arrPlan, key []byte, gen string, workers int) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for _, p := range plans {
+		g.Go(func() error {
+			h := sha256.New()
+			var fx uint64
+			err := eachBlock(gctx, p, func(b []byte, off int64) {
+				h.Write(b)
+				fx ^= fastxorAt(b, p.start+off)
+			})
+			h.Sum(p.sha[:0])
+			p.fastxor = fx
+			return err
+		})
+		if key != nil {
+			g.Go(func() error {
+				p.salt = Salt(key, gen, p.name)
+				m := hmac.New(sha256.New, key)
+				m.Write(p.salt[:])
+				err := eachBlock(gctx, p, func(b []byte, _ int64) { m.Write(b) })
+				m.Sum(p.mac[:0])
+				return err
+			})
+		}
+	}
+	return g.Wait()
+}
+
+// hashAll computes sha256_all over every arr line and the array's bytes.
+func hashAll(ctx context.Context, plans []*arrPlan) ([32]byte, error) {
+	h := sha256.New()
+	for _, p := range plans {
+		io.WriteString(h, p.line)
+		if err := eachBlock(ctx, p, func(b []byte, _ int64) { h.Write(b) }); err != nil {
+			return [32]byte{}, err
+		}
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum, nil
+}
+
+// countWriter counts bytes written.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// bigChunk is the raw chunk size above which a chunk is streamed by the
+// writer goroutine instead of being encoded whole in a worker's buffer.
+const bigChunk = 4 << 20
+
+// chunkJob is one chunk being encoded by a worker.
+type chunkJob struct {
+	p    *arrPlan
+	ix   int64
+	done chan struct{}
+	out  *[]byte
+	err  error
+}
+
+var chunkBufs = sync.Pool{New: func() any { b := make([]byte, 0, 96<<10); return &b }}
+
+// writeBody writes every array block in order. Chunks are encoded in
+// parallel by workers; a bounded window of jobs keeps memory in check and
+// the output order fixed.
+func writeBody(ctx context.Context, w io.Writer, plans []*arrPlan, workers int) (int64, error) {
+	cw := &countWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 1<<20)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	jobs := make(chan *chunkJob)
+	window := make(chan *chunkJob, 4*workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				j.out = chunkBufs.Get().(*[]byte)
+				var raw []byte
+				raw, j.err = chunkRaw(j.p, j.ix, nil)
+				if j.err == nil {
+					off, _ := j.p.geo.chunk(j.ix)
+					*j.out = appendChunk((*j.out)[:0], j.ix, off, raw)
+				}
+				close(j.done)
+			}
+		}()
+	}
+	// Producer: enumerate chunks; big ones are left to the writer.
+	go func() {
+		defer close(window)
+		defer close(jobs)
+		for _, p := range plans {
+			for ix := range p.geo.numChunks() {
+				j := &chunkJob{p: p, ix: ix, done: make(chan struct{})}
+				if _, n := p.geo.chunk(ix); n > bigChunk {
+					close(j.done) // streamed by the writer
+				} else {
+					select {
+					case jobs <- j:
+					case <-ctx.Done():
+						return
+					}
+				}
+				select {
+				case window <- j:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	err := func() error {
+		var cur *arrPlan
+		for j := range window {
+			if j.p != cur {
+				if cur != nil {
+					bw.WriteString("endarr\n")
+				}
+				cur = j.p
+				bw.WriteString(cur.line)
+				bw.WriteByte('\n')
+				if cur.idx != "" {
+					bw.WriteString(cur.idx)
+					bw.WriteByte('\n')
+				}
+			}
+			select {
+			case <-j.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if j.out == nil { // big chunk
+				if err := streamChunk(bw, j.p, j.ix); err != nil {
+					return err
+				}
+				continue
+			}
+			if j.err != nil {
+				return j.err
+			}
+			if _, err := bw.Write(*j.out); err != nil {
+				return err
+			}
+			chunkBufs.Put(j.out)
+		}
+		if cur != nil {
+			bw.WriteString("endarr\n")
+		}
+		bw.WriteString(endLine + "\n")
+		return ctx.Err()
+	}()
+	cancel()
+	for range window { // drain so the producer exits
+	}
+	wg.Wait()
+	if err != nil {
+		return cw.n, err
+	}
+	if err := bw.Flush(); err != nil {
+		return cw.n, err
+	}
+	return cw.n, nil
+}
+
+// chunkRaw returns chunk ix's raw bytes: a sub-slice of memory-backed data,
+// or read into buf.
+func chunkRaw(p *arrPlan, ix int64, buf []byte) ([]byte, error) {
+	off, n := p.geo.chunk(ix)
+	if p.mem != nil {
+		return p.mem[off : off+n], nil
+	}
+	if int64(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	return buf, readAt(p, buf, off)
+}
+
+// chLine appends a chunk's ch line (without LF).
+func chLine(dst []byte, ix, off, n int64, sha [32]byte, crc uint32) []byte {
+	dst = append(dst, "ch ix="...)
+	dst = appendPadded(dst, ix, 6)
+	dst = append(dst, " off="...)
+	dst = appendPadded(dst, off, 12)
+	dst = append(dst, " len="...)
+	dst = strconv.AppendInt(dst, n, 10)
+	dst = append(dst, " sha256="...)
+	dst = hex.AppendEncode(dst, sha[:])
+	dst = append(dst, " crc32c="...)
+	var cb [4]byte
+	binary.BigEndian.PutUint32(cb[:], crc)
+	dst = hex.AppendEncode(dst, cb[:])
+	dst = append(dst, " b64=on width=76 lines="...)
+	dst = strconv.AppendInt(dst, numLines(n), 10)
+	return dst
+}
+
+func appendPadded(dst []byte, v int64, width int) []byte {
+	var tmp [20]byte
+	s := strconv.AppendInt(tmp[:0], v, 10)
+	for i := len(s); i < width; i++ {
+		dst = append(dst, '0')
+	}
+	return append(dst, s...)
+}
+
+// appendChunk appends a whole chunk block (ch line, base64 lines, endch).
+func appendChunk(dst []byte, ix, off int64, raw []byte) []byte {
+	sha := sha256.Sum256(raw)
+	crc := crc32.Checksum(raw, castagnoli)
+	dst = chLine(dst, ix, off, int64(len(raw)), sha, crc)
+	dst = append(dst, '\n')
+	dst = appendLines(dst, raw)
+	return append(dst, "endch\n"...)
+}
+
+// appendLines appends raw as base64 lines with parity nibbles; raw's
+// length must be a multiple of 57 unless it is the chunk's tail.
+func appendLines(dst []byte, raw []byte) []byte {
+	need := len(dst) + int(numLines(int64(len(raw))))*(B64Width+3)
+	if cap(dst) < need {
+		nd := make([]byte, len(dst), need)
+		copy(nd, dst)
+		dst = nd
+	}
+	for i := 0; i < len(raw); i += rawPerLine {
+		piece := raw[i:min(i+rawPerLine, len(raw))]
+		n := base64.StdEncoding.EncodedLen(len(piece))
+		at := len(dst)
+		dst = dst[:at+n+3]
+		base64.StdEncoding.Encode(dst[at:at+n], piece)
+		dst[at+n] = ' '
+		dst[at+n+1] = parityNibble(dst[at : at+n])
+		dst[at+n+2] = '\n'
+	}
+	return dst
+}
+
+// streamChunk writes a big chunk without holding it whole: one pass for
+// sha256/crc32c, one for the lines.
+func streamChunk(w *bufio.Writer, p *arrPlan, ix int64) error {
+	off, n := p.geo.chunk(ix)
+	h := sha256.New()
+	var crc uint32
+	piece := int64(rawPerLine * 16384) // multiple of 57
+	buf := make([]byte, 0, piece)
+	each := func(fn func(b []byte) error) error {
+		for o := int64(0); o < n; o += piece {
+			k := min(piece, n-o)
+			var b []byte
+			if p.mem != nil {
+				b = p.mem[off+o : off+o+k]
+			} else {
+				b = buf[:k]
+				if err := readAt(p, b, off+o); err != nil {
+					return err
+				}
+			}
+			if err := fn(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := each(func(b []byte) error { h.Write(b); crc = crc32.Update(crc, castagnoli, b); return nil }); err != nil {
+		return err
+	}
+	var sha [32]byte
+	h.Sum(sha[:0])
+	line := chLine(nil, ix, off, n, sha, crc)
+	w.Write(line)
+	w.WriteByte('\n')
+	out := make([]byte, 0, int(piece/rawPerLine)*(B64Width+3))
+	if err := each(func(b []byte) error { _, err := w.Write(appendLines(out[:0], b)); return err }); err != nil {
+		return err
+	}
+	_, err := w.WriteString("endch\n")
+	return err
+}

@@ -1,0 +1,81 @@
+package wtxt
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Check names the rule a WTXT file broke. Values are stable (they appear
+// in --json output).
+type Check string
+
+// The checks a verifier runs (profile section 11).
+const (
+	CheckText        Check = "text"     // bytes, line endings, blanks
+	CheckGrammar     Check = "grammar"  // line kinds, fields, order, values
+	CheckGeometry    Check = "geometry" // chunk ix/off/len/lines vs the array
+	CheckParity      Check = "parity"   // a base64 line's parity nibble
+	CheckBase64      Check = "base64"   // base64 alphabet, padding, length
+	CheckCRC32C      Check = "crc32c"   // chunk crc32c
+	CheckChunkSHA    Check = "chunk-sha256"
+	CheckArraySHA    Check = "array-sha256"
+	CheckHMAC        Check = "hmac"
+	CheckSHA256All   Check = "sha256_all"
+	CheckMerkle      Check = "merkle"    // merkle_this vs its inputs
+	CheckChain       Check = "chain"     // merkle_prev vs the previous generation
+	CheckFastxor     Check = "fastxor"   // root fastxor
+	CheckSignature   Check = "signature" // Ed25519 over the header / WSUM
+	CheckWSUM        Check = "wsum"      // WTXT and WSUM disagree
+	CheckTruncated   Check = "truncated" // the file ends early
+	CheckDelta       Check = "delta"     // DELTA v2 structure and base
+	CheckSignerTrust Check = "signer"    // signed by a key not trusted
+)
+
+// ErrInvalid is wrapped by every *Error: callers that only need "the file
+// is bad" test errors.Is(err, ErrInvalid).
+var ErrInvalid = errors.New("invalid WTXT")
+
+// Error is a failed check at a place in a WTXT (or WSUM, or delta) file.
+type Error struct {
+	File  string // file name when known
+	Line  int    // 1-based line number; 0 when the check is not about one line
+	Array string // array name, when inside an array
+	Chunk int64  // chunk ix, or -1
+	Check Check
+	Msg   string
+	Err   error // underlying cause, if any
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteByte(':')
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "%d:", e.Line)
+	}
+	if b.Len() > 0 {
+		b.WriteByte(' ')
+	}
+	if e.Array != "" {
+		fmt.Fprintf(&b, "array %s: ", e.Array)
+	}
+	if e.Chunk >= 0 {
+		fmt.Fprintf(&b, "chunk %d: ", e.Chunk)
+	}
+	fmt.Fprintf(&b, "%s: %s", e.Check, e.Msg)
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause, or ErrInvalid.
+func (e *Error) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalid, e.Err}
+	}
+	return []error{ErrInvalid}
+}
