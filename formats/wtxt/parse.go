@@ -26,7 +26,7 @@ type lineReader struct {
 }
 
 func newLineReader(r io.Reader, file string) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 1<<20), file: file}
+	return &lineReader{r: bufio.NewReaderSize(r, 2*MaxLineLen), file: file}
 }
 
 func (lr *lineReader) errf(check Check, format string, a ...any) *Error {

@@ -146,3 +146,5 @@ func firstDiff(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+func decodeOpts() formats.DecodeOptions { return formats.DecodeOptions{Name: "test.wtxt"} }

@@ -172,7 +172,6 @@ type verifier struct {
 	mu   sync.Mutex
 	fail []*Error
 	hdr  *Header
-	pool sync.Pool
 	done chan struct{}
 	stop bool
 	ctxe error
@@ -183,12 +182,14 @@ func newVerifier(ctx context.Context, opts VerifyOptions) *verifier {
 		opts.MaxFailures = 100
 	}
 	v := &verifier{ctx: ctx, opts: opts, rep: &Report{File: opts.File}}
-	v.pool.New = func() any { return &pbuf{b: make([]byte, pieceMax)} }
 	if opts.index {
 		v.rep.chunks = map[string][]int64{}
 	}
 	return v
 }
+
+// piecePool recycles decode buffers across verifications.
+var piecePool = sync.Pool{New: func() any { return &pbuf{b: make([]byte, pieceMax)} }}
 
 // pieceMax is the largest unit handed to the hashers (a multiple of 57).
 const pieceMax = rawPerLine * 4096
@@ -217,7 +218,7 @@ func (v *verifier) release(b *pbuf) {
 	last := b.refs == 0
 	b.mu.Unlock()
 	if last {
-		v.pool.Put(b)
+		piecePool.Put(b)
 	}
 }
 
@@ -500,7 +501,7 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 					send(vItem{kind: itPiece, a: a, data: pb.b[:fill], buf: pb, start: stream})
 					stream += int64(fill)
 				} else if pb != nil {
-					v.pool.Put(pb)
+					piecePool.Put(pb)
 				}
 				pb, fill = nil, 0
 			}
@@ -535,7 +536,7 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 					return aerr(CheckParity, ix, "base64 line %d of the chunk: parity digit %c, the line's characters give %c", k+1, l[w+1], p)
 				}
 				if pb == nil {
-					pb = v.pool.Get().(*pbuf)
+					pb = piecePool.Get().(*pbuf)
 				}
 				dn, derr := b64.Decode(pb.b[fill:fill+rawPerLine], l[:w])
 				if derr != nil || int64(dn) != raw {

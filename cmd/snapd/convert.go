@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/keys"
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// wtxtFlags are the WTXT writer options shared by convert and the demo.
+type wtxtFlags struct {
+	schema, build, host, cuda string
+	gen                       uint64
+	ts                        string
+	signKey, hmacKey          string
+	prevMerkle, prev          string
+	rowsPerChunk              int
+	stream                    string
+	encryptTo                 string
+}
+
+func (f *wtxtFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.schema, "schema", "weights/v1", "WTXT meta schema")
+	fl.Uint64Var(&f.gen, "gen", 1, "generation number (written zero-padded to 6 digits)")
+	fl.StringVar(&f.ts, "ts", "", "timestamp YYYY-MM-DDTHH:MM:SSZ (default: SOURCE_DATE_EPOCH, else now)")
+	fl.StringVar(&f.build, "build", "unknown", "build identifier")
+	fl.StringVar(&f.host, "host", "cpu", "host token")
+	fl.StringVar(&f.cuda, "cuda", "off", "cuda token")
+	fl.StringVar(&f.signKey, "sign-key", "", "OpenSSH Ed25519 private key to sign with (mode 0600)")
+	fl.StringVar(&f.hmacKey, "hmac-key", "", "HMAC key file (64 hex chars, mode 0600)")
+	fl.StringVar(&f.prevMerkle, "prev-merkle", "", "merkle_this of the previous generation (64 hex)")
+	fl.StringVar(&f.prev, "prev", "", "previous generation's WTXT (or WSUM) file; its merkle_this chains to this one")
+	fl.IntVar(&f.rowsPerChunk, "rows-per-chunk", 0, "rows per chunk for row-blocked arrays (0 = profile default)")
+	fl.StringVar(&f.stream, "stream", "", "streaming mode: write root_pending and the WSUM finalization to this file")
+	fl.StringVar(&f.encryptTo, "encrypt-to", "", "age recipients file: wrap the output in age ASCII armor and write OUT.wseal")
+}
+
+// options turns the flags into writer options and meta.
+func (f *wtxtFlags) options(e *env) (snapshot.Meta, wtxt.EncodeOptions, error) {
+	var opts wtxt.EncodeOptions
+	m := snapshot.Meta{Schema: f.schema, Gen: f.gen, Build: f.build, Host: f.host, Cuda: f.cuda}
+	if f.ts != "" {
+		t, err := time.Parse("2006-01-02T15:04:05Z", f.ts)
+		if err != nil {
+			return m, opts, usageError{fmt.Errorf("--ts %q: want YYYY-MM-DDTHH:MM:SSZ", f.ts)}
+		}
+		m.TS = t
+	} else {
+		t, err := wtxt.DefaultTS(e.getenv, e.now)
+		if err != nil {
+			return m, opts, usageError{err}
+		}
+		m.TS = t
+	}
+	if f.rowsPerChunk < 0 {
+		return m, opts, usageError{fmt.Errorf("--rows-per-chunk %d: must be >= 0", f.rowsPerChunk)}
+	}
+	opts.RowsPerChunk = f.rowsPerChunk
+	if f.signKey != "" {
+		k, err := keys.LoadSigner(f.signKey)
+		if err != nil {
+			return m, opts, keyError(err)
+		}
+		opts.SignKey = k
+	}
+	if f.hmacKey != "" {
+		k, err := keys.LoadHMACKey(f.hmacKey)
+		if err != nil {
+			return m, opts, keyError(err)
+		}
+		opts.HMACKey = k
+	}
+	if f.prevMerkle != "" && f.prev != "" {
+		return m, opts, usageError{errors.New("--prev-merkle and --prev are exclusive")}
+	}
+	if f.prevMerkle != "" {
+		b, err := hex.DecodeString(f.prevMerkle)
+		if err != nil || len(b) != 32 || strings.ToLower(f.prevMerkle) != f.prevMerkle {
+			return m, opts, usageError{fmt.Errorf("--prev-merkle: want 64 lowercase hex digits")}
+		}
+		copy(opts.PrevMerkle[:], b)
+	}
+	if f.prev != "" {
+		pm, err := prevMerkleFromFile(f.prev)
+		if err != nil {
+			return m, opts, err
+		}
+		opts.PrevMerkle = pm
+	}
+	opts.Stream = f.stream != ""
+	return m, opts, nil
+}
+
+func keyError(err error) error {
+	if errors.Is(err, keys.ErrPermissions) {
+		return err
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return ioError{err}
+	}
+	return err
+}
+
+type convertOptions struct {
+	in, out  string
+	from, to string
+	lossy    bool
+	w        wtxtFlags
+}
+
+func newConvertCommand(e *env) *cobra.Command {
+	var o convertOptions
+	cmd := &cobra.Command{
+		Use:   "convert IN OUT",
+		Short: "Convert a checkpoint between formats (to and from WTXT)",
+		Long: `Convert IN to OUT. Formats are detected from magic bytes (IN) and file
+extensions (OUT); --from and --to override. Converting to WTXT writes a
+deterministic snapshot: same input and options give the same bytes.
+
+Known formats: ` + strings.Join(newRegistry().Names(), ", ") + `.`,
+		Example: `  snapd convert model.safetensors gen1.wtxt --gen 1 --sign-key keys/sign_ed25519 --hmac-key keys/hmac.key
+  snapd convert model2.safetensors gen2.wtxt --gen 2 --prev gen1.wtxt --sign-key keys/sign_ed25519
+  snapd convert gen2.wtxt restored.safetensors`,
+		Args: exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.in, o.out = args[0], args[1]
+			return runConvert(cmd.Context(), e, &o)
+		},
+	}
+	cmd.Flags().StringVar(&o.from, "from", "", "input format (default: detect)")
+	cmd.Flags().StringVar(&o.to, "to", "", "output format (default: from OUT's extension)")
+	cmd.Flags().BoolVar(&o.lossy, "lossy", false, "allow dropping what the target format cannot hold (reported on stderr)")
+	o.w.register(cmd)
+	return cmd
+}
+
+func runConvert(ctx context.Context, e *env, o *convertOptions) error {
+	reg := newRegistry()
+	src, err := openSnapshot(ctx, reg, o.in, o.from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+
+	var target formats.Codec
+	if o.to != "" {
+		target, err = reg.ByName(o.to)
+	} else {
+		target, err = reg.ByExtension(o.out)
+	}
+	if err != nil {
+		return usageError{fmt.Errorf("%w (use --to)", err)}
+	}
+	if target.Name() != "wtxt" {
+		if o.w.encryptTo != "" || o.w.stream != "" {
+			return usageError{errors.New("--encrypt-to and --stream apply to WTXT output only")}
+		}
+		return writeAtomic(o.out, func(f *os.File) error {
+			return target.Encode(ctx, f, src.Snapshot, formats.EncodeOptions{Lossy: o.lossy})
+		})
+	}
+	meta, opts, err := o.w.options(e)
+	if err != nil {
+		return err
+	}
+	s := src.Snapshot
+	s.Meta = meta
+	_, err = writeWTXT(ctx, e, s, opts, o.out, &o.w)
+	return err
+}
+
+// writeAtomic writes path through a temp file renamed into place only when
+// fill succeeds, so a failed conversion leaves nothing at path.
+func writeAtomic(path string, fill func(f *os.File) error) error {
+	f, err := atomicfile.Create(path, 0o644)
+	if err != nil {
+		return ioError{err}
+	}
+	defer f.Abort()
+	if err := fill(f.File); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	if err := f.Commit(); err != nil {
+		return ioError{err}
+	}
+	return nil
+}

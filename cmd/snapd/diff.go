@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+type diffOptions struct {
+	a, b         string
+	json, md     bool
+	rowsPerChunk int64
+}
+
+func newDiffCommand(e *env) *cobra.Command {
+	var o diffOptions
+	cmd := &cobra.Command{
+		Use:   "diff A B",
+		Short: "Say which rows of which arrays changed between two snapshots, in numbers",
+		Long: `Compare two snapshots in any supported format, streaming. For every array:
+added, removed, reshaped, retyped, or the changed row ranges and WTXT chunks,
+the number of changed elements and, for float dtypes, max |Δ|, mean |Δ| (over
+changed elements), relative L2 change and newly introduced NaN/Inf; integer
+dtypes get counts and max |Δ|.
+
+Exit status: 0 when the snapshots are equal, 1 when they differ (like diff(1)),
+2 on usage or I/O errors.`,
+		Args: exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.a, o.b = args[0], args[1]
+			return runDiff(cmd.Context(), e, &o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&o.md, "markdown", false, "print a Markdown table (for pull-request reviews)")
+	cmd.Flags().Int64Var(&o.rowsPerChunk, "rows-per-chunk", 0, "chunk geometry for naming changed chunks (0 = profile default)")
+	cmd.MarkFlagsMutuallyExclusive("json", "markdown")
+	return cmd
+}
+
+// errDiffer makes `snapd diff` exit 1 when the inputs differ, without an
+// error message.
+type errDiffer struct{}
+
+func (errDiffer) Error() string { return "snapshots differ" }
+
+func runDiff(ctx context.Context, e *env, o *diffOptions) error {
+	reg := newRegistry()
+	a, err := openSnapshot(ctx, reg, o.a, "")
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	b, err := openSnapshot(ctx, reg, o.b, "")
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	var opts snapshot.DiffOptions
+	if o.rowsPerChunk > 0 {
+		opts.RowsPerChunk = func(*snapshot.Array, int64) int64 { return o.rowsPerChunk }
+	}
+	ds, err := snapshot.Diff(ctx, a.Snapshot, b.Snapshot, opts)
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.json:
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			A      string               `json:"a"`
+			B      string               `json:"b"`
+			Arrays []snapshot.ArrayDiff `json:"arrays"`
+		}{o.a, o.b, jsonSafe(ds)}); err != nil {
+			return ioError{err}
+		}
+	case o.md:
+		writeDiffMarkdown(e.stdout, ds)
+	default:
+		writeDiffText(e.stdout, ds)
+	}
+	for _, d := range ds {
+		if d.Change != snapshot.Unchanged {
+			return errDiffer{}
+		}
+	}
+	return nil
+}
+
+// jsonSafe replaces +Inf rel_l2 (old all zero) by -1, since JSON has no
+// infinities; documented in --help of the JSON output.
+func jsonSafe(ds []snapshot.ArrayDiff) []snapshot.ArrayDiff {
+	out := append([]snapshot.ArrayDiff(nil), ds...)
+	for i := range out {
+		if out[i].RelL2 > 1e308 {
+			out[i].RelL2 = -1
+		}
+	}
+	return out
+}
+
+func fmtRows(rs []snapshot.RowRange) string {
+	var parts []string
+	for i, r := range rs {
+		if i == 8 {
+			parts = append(parts, fmt.Sprintf("… (%d ranges)", len(rs)))
+			break
+		}
+		if r.End == r.Start+1 {
+			parts = append(parts, fmt.Sprint(r.Start))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", r.Start, r.End-1))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func fmtShape(s []int64) string {
+	p := make([]string, len(s))
+	for i, d := range s {
+		p[i] = fmt.Sprint(d)
+	}
+	return "(" + strings.Join(p, "x") + ")"
+}
+
+func describe(d snapshot.ArrayDiff) string {
+	switch d.Change {
+	case snapshot.Added:
+		return fmt.Sprintf("added %s%s", d.DType, fmtShape(d.Shape))
+	case snapshot.Removed:
+		return fmt.Sprintf("removed %s%s", d.DType, fmtShape(d.Shape))
+	case snapshot.Reshaped:
+		return fmt.Sprintf("reshaped %s -> %s", fmtShape(d.OldShape), fmtShape(d.Shape))
+	case snapshot.Retyped:
+		return fmt.Sprintf("retyped %s -> %s", d.OldDType, d.DType)
+	case snapshot.Unchanged:
+		return "unchanged"
+	}
+	s := fmt.Sprintf("%d of %d elements in rows %s (chunks %s)", d.ChangedElements, d.Elements, fmtRows(d.ChangedRows), fmtChunks(d.Chunks))
+	if isFloat(d.DType) {
+		s += fmt.Sprintf("; max|Δ| %.3g mean|Δ| %.3g relL2 %.3g", d.MaxAbsDelta, d.MeanAbsDelta, d.RelL2)
+		if d.NewNaN+d.NewInf > 0 {
+			s += fmt.Sprintf("; NEW NaN %d Inf %d", d.NewNaN, d.NewInf)
+		}
+	} else {
+		s += fmt.Sprintf("; max|Δ| %.0f", d.MaxAbsDelta)
+	}
+	return s
+}
+
+func isFloat(dt string) bool { return dt == "f64" || dt == "f32" || dt == "f16" || dt == "bf16" }
+
+func fmtChunks(c []int64) string {
+	p := make([]string, 0, len(c))
+	for i, x := range c {
+		if i == 12 {
+			p = append(p, fmt.Sprintf("… %d in all", len(c)))
+			break
+		}
+		p = append(p, fmt.Sprint(x))
+	}
+	return strings.Join(p, ",")
+}
+
+func writeDiffText(w io.Writer, ds []snapshot.ArrayDiff) {
+	changed := 0
+	for _, d := range ds {
+		if d.Change == snapshot.Unchanged {
+			continue
+		}
+		changed++
+		fmt.Fprintf(w, "%s: %s\n", d.Name, describe(d))
+	}
+	fmt.Fprintf(w, "%d of %d arrays changed\n", changed, len(ds))
+}
+
+func writeDiffMarkdown(w io.Writer, ds []snapshot.ArrayDiff) {
+	fmt.Fprintln(w, "| array | change | dtype | shape | changed elements | rows | chunks | max abs Δ | mean abs Δ | rel L2 | new NaN/Inf |")
+	fmt.Fprintln(w, "|---|---|---|---|---:|---|---|---:|---:|---:|---:|")
+	for _, d := range ds {
+		if d.Change == snapshot.Unchanged {
+			continue
+		}
+		num := func(f float64, ok bool) string {
+			if !ok || d.Change != snapshot.Modified {
+				return ""
+			}
+			return fmt.Sprintf("%.3g", f)
+		}
+		fl := isFloat(d.DType)
+		nan := ""
+		if fl && d.Change == snapshot.Modified {
+			nan = fmt.Sprintf("%d/%d", d.NewNaN, d.NewInf)
+		}
+		elems := ""
+		if d.Change == snapshot.Modified {
+			elems = fmt.Sprintf("%d / %d", d.ChangedElements, d.Elements)
+		}
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			d.Name, d.Change, d.DType, fmtShape(d.Shape), elems, fmtRows(d.ChangedRows), fmtChunks(d.Chunks),
+			num(d.MaxAbsDelta, true), num(d.MeanAbsDelta, true), num(d.RelL2, fl), nan)
+	}
+}

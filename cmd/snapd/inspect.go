@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+)
+
+type inspectOptions struct {
+	file string
+	from string
+	json bool
+}
+
+func newInspectCommand(e *env) *cobra.Command {
+	var o inspectOptions
+	cmd := &cobra.Command{
+		Use:   "inspect FILE",
+		Short: "Show a snapshot's header, chain values and arrays (any supported format)",
+		Long: `Print what FILE holds. For WTXT: the meta values, root and chain values,
+signature key id, and a table of arrays (name, dtype, shape, bytes, chunks,
+rows per chunk, HMAC state). For other formats: the arrays and the
+format-specific attributes snapd carries into WTXT.
+
+inspect checks the file's integrity as it reads it (a WTXT file is fully
+verified without keys) but checks no signature: use snapd verify for that.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.file = args[0]
+			return runInspect(cmd.Context(), e, &o)
+		},
+	}
+	cmd.Flags().StringVar(&o.from, "from", "", "input format (default: detect)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+type inspectArray struct {
+	Name         string            `json:"name"`
+	DType        string            `json:"dtype"`
+	Shape        []int64           `json:"shape"`
+	Bytes        int64             `json:"bytes"`
+	Chunks       int64             `json:"chunks,omitempty"`
+	RowsPerChunk int64             `json:"rows_per_chunk,omitempty"`
+	HMAC         string            `json:"hmac,omitempty"`
+	Attrs        map[string]string `json:"attrs,omitempty"`
+}
+
+type inspectJSON struct {
+	File   string            `json:"file"`
+	Format string            `json:"format"`
+	Meta   map[string]any    `json:"meta,omitempty"`
+	Attrs  map[string]string `json:"attrs,omitempty"`
+	Audit  string            `json:"audit,omitempty"`
+	Arrays []inspectArray    `json:"arrays"`
+}
+
+func runInspect(ctx context.Context, e *env, o *inspectOptions) error {
+	reg := newRegistry()
+	h, err := readHead(o.file, 64)
+	if err != nil {
+		return ioError{err}
+	}
+	out := inspectJSON{File: o.file, Arrays: []inspectArray{}}
+	if (o.from == "" && wtxt.New().Sniff(h)) || o.from == "wtxt" {
+		f, err := os.Open(o.file)
+		if err != nil {
+			return ioError{err}
+		}
+		defer f.Close()
+		rep, verr := wtxt.Verify(ctx, f, wtxt.VerifyOptions{File: o.file, WSUM: nil})
+		var werr *wtxt.Error
+		if verr != nil && (!errors.As(verr, &werr) || rep.Header == nil) {
+			return verr
+		}
+		out.Format = "wtxt"
+		out.Meta = metaJSON(rep.Header)
+		out.Audit = rep.Audit
+		for _, a := range rep.Arrays {
+			out.Arrays = append(out.Arrays, inspectArray{Name: a.Name, DType: a.DType, Shape: a.Shape, Bytes: a.Bytes,
+				Chunks: a.Chunks, RowsPerChunk: a.RowsPerChunk, HMAC: a.HMAC})
+		}
+		if verr != nil && !(rep.Streamed && werr.Check == wtxt.CheckWSUM) {
+			printInspect(e.stdout, &out, o.json)
+			return verr
+		}
+		if rep.Streamed {
+			out.Meta["note"] = "streamed: root values are in the WSUM file"
+		}
+		return printInspect(e.stdout, &out, o.json)
+	}
+	src, err := openSnapshot(ctx, reg, o.file, o.from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	out.Format = src.Codec.Name()
+	out.Attrs = src.Attrs
+	for _, a := range src.Sorted() {
+		n, _ := a.NumBytes()
+		ia := inspectArray{Name: a.Name, DType: a.DType.String(), Shape: a.Shape, Bytes: n, Attrs: a.Attrs}
+		if ia.Shape == nil {
+			ia.Shape = []int64{}
+		}
+		out.Arrays = append(out.Arrays, ia)
+	}
+	return printInspect(e.stdout, &out, o.json)
+}
+
+func printInspect(w io.Writer, out *inspectJSON, asJSON bool) error {
+	if asJSON {
+		return writeJSON(w, out)
+	}
+	fmt.Fprintf(w, "%s: %s, %d arrays\n", out.File, out.Format, len(out.Arrays))
+	if out.Meta != nil {
+		keys := make([]string, 0, len(out.Meta))
+		for k := range out.Meta {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "  %-12s %v\n", k+":", out.Meta[k])
+		}
+	}
+	for _, k := range sortedKeys(out.Attrs) {
+		fmt.Fprintf(w, "  attr %s = %s\n", k, out.Attrs[k])
+	}
+	if out.Audit != "" {
+		fmt.Fprintf(w, "  audit (unsigned): %s\n", out.Audit)
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	if out.Format == "wtxt" {
+		fmt.Fprintln(tw, "  NAME\tDTYPE\tSHAPE\tBYTES\tCHUNKS\tROWS/CHUNK\tAUTHENTICATED")
+	} else {
+		fmt.Fprintln(tw, "  NAME\tDTYPE\tSHAPE\tBYTES\tATTRS")
+	}
+	var total int64
+	for _, a := range out.Arrays {
+		total += a.Bytes
+		shape := fmtShape(a.Shape)
+		if out.Format == "wtxt" {
+			auth := "no (" + a.HMAC + ")"
+			if a.HMAC == wtxt.HMACVerified {
+				auth = "yes"
+			}
+			rpc := "-"
+			if a.RowsPerChunk > 0 {
+				rpc = fmt.Sprint(a.RowsPerChunk)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%s\t%s\n", a.Name, a.DType, shape, a.Bytes, a.Chunks, rpc, auth)
+		} else {
+			var at []string
+			for _, k := range sortedKeys(a.Attrs) {
+				at = append(at, k+"="+a.Attrs[k])
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", a.Name, a.DType, shape, a.Bytes, strings.Join(at, " "))
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "  total: %d raw bytes\n", total)
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+

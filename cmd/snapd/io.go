@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"filippo.io/age"
+
+	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/formats/wtxt/armor"
+	"github.com/snapd-ml/snapd/keys"
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// openedSnapshot is a decoded input whose array data may alias a memory map;
+// Close releases the map.
+type openedSnapshot struct {
+	*snapshot.Snapshot
+	Codec formats.Codec
+	m     *snapshot.Mapping
+}
+
+func (o *openedSnapshot) Close() error {
+	if o.m != nil {
+		return o.m.Close()
+	}
+	return nil
+}
+
+// openSnapshot memory-maps path and decodes it with the codec named from,
+// or the one its magic bytes (then extension) select.
+func openSnapshot(ctx context.Context, reg *formats.Registry, path, from string) (*openedSnapshot, error) {
+	m, err := snapshot.MapFile(path)
+	if err != nil {
+		return nil, ioError{err}
+	}
+	var c formats.Codec
+	if from != "" {
+		c, err = reg.ByName(from)
+		if err != nil {
+			m.Close()
+			return nil, usageError{err}
+		}
+	} else if c, err = reg.Detect(path, m, m.Size()); err != nil {
+		m.Close()
+		if armor.IsArmored(head(m)) {
+			return nil, withHint(fmt.Errorf("%s: %w", path, err), "the file is age-encrypted: run `snapd decrypt IN OUT --identity FILE` first")
+		}
+		return nil, withHint(fmt.Errorf("%s: %w", path, err), "name the format with --from")
+	}
+	s, err := c.Decode(ctx, m, m.Size(), formats.DecodeOptions{Name: path})
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("%s: %s: %w", path, c.Name(), err)
+	}
+	return &openedSnapshot{Snapshot: s, Codec: c, m: m}, nil
+}
+
+func head(m *snapshot.Mapping) []byte {
+	b := m.Bytes()
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return b
+}
+
+// prevMerkleFromFile reads merkle_this from a previous generation: a WTXT
+// file (its root line), a WSUM file, or an armored file's seal.
+func prevMerkleFromFile(path string) ([32]byte, error) {
+	var zero [32]byte
+	b, err := readHead(path, 1<<16)
+	if err != nil {
+		return zero, ioError{err}
+	}
+	switch {
+	case bytes.HasPrefix(b, []byte("WSUM ")):
+		full, err := os.ReadFile(path)
+		if err != nil {
+			return zero, ioError{err}
+		}
+		w, err := wtxt.ParseWSUM(full)
+		if err != nil {
+			return zero, fmt.Errorf("--prev %s: %w", path, err)
+		}
+		return w.MerkleThis, nil
+	case armor.IsArmored(b):
+		sb, err := os.ReadFile(armor.SealPath(path))
+		if err != nil {
+			return zero, withHint(ioError{err}, "an encrypted --prev needs its .wseal seal beside it")
+		}
+		s, err := armor.ParseSeal(sb)
+		if err != nil {
+			return zero, fmt.Errorf("--prev %s: %w", armor.SealPath(path), err)
+		}
+		return s.MerkleThis, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return zero, ioError{err}
+	}
+	defer f.Close()
+	h, err := wtxt.ReadHeader(f)
+	if err != nil {
+		return zero, fmt.Errorf("--prev %s: %w", path, err)
+	}
+	if h.Pending {
+		return zero, withHint(fmt.Errorf("--prev %s: streamed snapshot has no final merkle_this", path), "pass its WSUM file as --prev")
+	}
+	return h.MerkleThis, nil
+}
+
+func readHead(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	k, err := io.ReadFull(f, b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b[:k], nil
+}
+
+// writeWTXT encodes s to out atomically, writes the WSUM when streaming,
+// and, with --encrypt-to, armors the output and writes its seal.
+func writeWTXT(ctx context.Context, e *env, s *snapshot.Snapshot, opts wtxt.EncodeOptions, out string, f *wtxtFlags) (*wtxt.Result, error) {
+	var recipients []age.Recipient
+	if f.encryptTo != "" {
+		r, err := keys.LoadAgeRecipients(f.encryptTo)
+		if err != nil {
+			return nil, keyError(err)
+		}
+		recipients = r
+	}
+	var res *wtxt.Result
+	encode := func(w io.Writer) error {
+		var err error
+		res, err = wtxt.Encode(ctx, w, s, opts)
+		return err
+	}
+	if recipients == nil {
+		if err := writeAtomic(out, func(file *os.File) error { return encode(file) }); err != nil {
+			return nil, err
+		}
+	} else {
+		// Encrypt while encoding: the plaintext never touches the disk.
+		if err := writeAtomic(out, func(file *os.File) error {
+			pr, pw := io.Pipe()
+			done := make(chan error, 1)
+			go func() {
+				err := encode(pw)
+				pw.CloseWithError(err)
+				done <- err
+			}()
+			err := armor.Encrypt(file, pr, recipients...)
+			pr.CloseWithError(err)
+			if encErr := <-done; encErr != nil {
+				return encErr
+			}
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if f.stream != "" {
+		wsum := res.WSUM
+		if recipients != nil {
+			var buf bytes.Buffer
+			if err := armor.Encrypt(&buf, bytes.NewReader(wsum), recipients...); err != nil {
+				return nil, err
+			}
+			if err := writeAtomic(f.stream, func(file *os.File) error { _, err := file.Write(buf.Bytes()); return err }); err != nil {
+				return nil, err
+			}
+			if err := writeSeal(f.stream, armor.KindWSUM, s.Meta, res, opts); err != nil {
+				return nil, err
+			}
+		} else if err := writeAtomic(f.stream, func(file *os.File) error { _, err := file.Write(wsum); return err }); err != nil {
+			return nil, err
+		}
+	}
+	if recipients != nil {
+		if err := writeSeal(out, armor.KindWTXT, s.Meta, res, opts); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// writeSeal writes path.wseal for the armored file at path.
+func writeSeal(path, kind string, m snapshot.Meta, res *wtxt.Result, opts wtxt.EncodeOptions) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return ioError{err}
+	}
+	d, err := armor.Scan(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	s := &armor.Seal{Kind: kind, Bytes: d.Bytes, SHA256: d.SHA256,
+		Gen: wtxt.FormatGen(m.Gen), TS: wtxt.FormatTS(m.TS), Build: m.Build,
+		SHA256All: res.SHA256All, MerklePrev: res.MerklePrev, MerkleThis: res.MerkleThis}
+	if opts.SignKey != nil {
+		s.Sign(opts.SignKey)
+	}
+	return writeAtomic(armor.SealPath(path), func(file *os.File) error { _, err := file.Write(s.Marshal()); return err })
+}

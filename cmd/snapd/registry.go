@@ -1,0 +1,18 @@
+package main
+
+import (
+	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/formats/ztensor"
+)
+
+// newRegistry lists every format snapd reads and writes. Sniffing tries
+// them in this order; each format's magic bytes are distinct.
+func newRegistry() *formats.Registry {
+	return formats.NewRegistry(
+		wtxt.New(),
+		safetensors.New(),
+		ztensor.New(),
+	)
+}

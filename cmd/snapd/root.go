@@ -1,0 +1,70 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// env is what every command needs from the outside world; tests replace
+// its fields instead of touching globals.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	now            func() time.Time
+	logger         *slog.Logger
+}
+
+func newEnv(stdout, stderr io.Writer) *env {
+	return &env{
+		stdout: stdout,
+		stderr: stderr,
+		getenv: os.Getenv,
+		now:    time.Now,
+		logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+}
+
+func newRootCommand(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "snapd",
+		Short: "Auditable ML checkpoints in Git: deterministic, signed, ASCII WTXT snapshots",
+		Long: `snapd converts ML training checkpoints (safetensors, zTensor, FOLD, AERO, STB)
+into WTXT 1.1: a deterministic, ASCII-only snapshot with per-line parity,
+per-chunk CRC32C/SHA-256, per-array HMAC, a Merkle chain across generations
+and an Ed25519 signature. It verifies such snapshots with public keys only.
+
+Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{err}
+	})
+	root.AddCommand(
+		newKeygenCommand(e),
+		newConvertCommand(e),
+		newVerifyCommand(e),
+		newInspectCommand(e),
+		newDiffCommand(e),
+	)
+	return root
+}
+
+// args wraps cobra's positional-argument validators so that a wrong count
+// is a usage error (exit 2).
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}

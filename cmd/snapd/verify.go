@@ -1,0 +1,440 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/formats/wtxt/armor"
+	"github.com/snapd-ml/snapd/keys"
+)
+
+type verifyOptions struct {
+	file             string
+	pubkeys          []string
+	hmacKey          string
+	wsum             string
+	prevMerkle, prev string
+	identity         string
+	requireSignature bool
+	json             bool
+}
+
+func newVerifyCommand(e *env) *cobra.Command {
+	var o verifyOptions
+	cmd := &cobra.Command{
+		Use:   "verify FILE",
+		Short: "Check a WTXT snapshot (or an age-armored one through its seal) with public keys only",
+		Long: `Verify FILE against every rule of the WTXT 1.1 profile: text rules, grammar,
+per-line parity, base64, per-chunk crc32c and sha256, chunk geometry, per-array
+sha256 (and HMAC with --hmac-key), sha256_all, merkle_this, fastxor, and the
+Ed25519 signature against --pubkey. A streamed snapshot (root_pending) is
+verified jointly with its WSUM file (--wsum, default FILE's name with .wsum).
+
+An age-armored FILE is verified without decrypting through its seal
+FILE.wseal: the seal's signature, the armored bytes' size and SHA-256, the
+armor's ASCII form, and the Merkle chain. With --identity it is also
+decrypted and the plaintext fully verified against the seal.
+
+Arrays without HMAC are reported as unauthenticated; an audit line is
+reported as unsigned (no hash or signature covers it).
+
+Exit status: 0 all checks pass, 1 a check failed, 2 usage or I/O error.`,
+		Example: `  snapd verify gen2.wtxt --pubkey keys/sign_ed25519.pub --prev gen1.wtxt --require-signature
+  snapd verify gen2.wtxt --pubkey allowed_signers --hmac-key keys/hmac.key --json
+  snapd verify gen3.wtxt.age --pubkey keys/sign_ed25519.pub            # encrypted: seal only`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.file = args[0]
+			return runVerify(cmd.Context(), e, &o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "trusted signer: ssh-ed25519 public key or allowed_signers file (repeatable)")
+	f.StringVar(&o.hmacKey, "hmac-key", "", "HMAC key file: check every array's HMAC")
+	f.StringVar(&o.wsum, "wsum", "", "WSUM file of a streamed snapshot (default: FILE with .wsum if present)")
+	f.StringVar(&o.prevMerkle, "prev-merkle", "", "merkle_this of the previous generation (64 hex): check the chain")
+	f.StringVar(&o.prev, "prev", "", "previous generation's WTXT, WSUM or sealed file: check the chain")
+	f.StringVar(&o.identity, "identity", "", "age identity file: decrypt an armored FILE and verify the plaintext too")
+	f.BoolVar(&o.requireSignature, "require-signature", false, "fail unless signed by a trusted --pubkey")
+	f.BoolVar(&o.json, "json", false, "print the report as JSON")
+	cmd.MarkFlagsMutuallyExclusive("prev-merkle", "prev")
+	return cmd
+}
+
+// verifyJSON is the machine-readable report of `snapd verify --json`.
+type verifyJSON struct {
+	OK       bool            `json:"ok"`
+	File     string          `json:"file"`
+	Kind     string          `json:"kind"` // wtxt, sealed
+	Meta     map[string]any  `json:"meta,omitempty"`
+	Report   *wtxt.Report    `json:"report,omitempty"`
+	Seal     *sealJSON       `json:"seal,omitempty"`
+	Failures []failureJSON   `json:"failures"`
+	Notes    []string        `json:"notes,omitempty"`
+	Extra    json.RawMessage `json:"-"`
+}
+
+type sealJSON struct {
+	Kind       string `json:"kind"`
+	Gen        string `json:"gen"`
+	Signature  string `json:"signature"`
+	KeyID      string `json:"keyid,omitempty"`
+	MerklePrev string `json:"merkle_prev"`
+	MerkleThis string `json:"merkle_this"`
+	Decrypted  bool   `json:"decrypted"`
+}
+
+type failureJSON struct {
+	Check string `json:"check"`
+	File  string `json:"file,omitempty"`
+	Line  int    `json:"line,omitempty"`
+	Array string `json:"array,omitempty"`
+	Chunk *int64 `json:"chunk,omitempty"`
+	Msg   string `json:"message"`
+}
+
+func toFailures(fs []*wtxt.Error) []failureJSON {
+	out := []failureJSON{}
+	for _, f := range fs {
+		j := failureJSON{Check: string(f.Check), File: f.File, Line: f.Line, Array: f.Array, Msg: f.Msg}
+		if f.Chunk >= 0 {
+			c := f.Chunk
+			j.Chunk = &c
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// errVerifyFailed makes verify exit 1 after printing its report.
+type errVerifyFailed struct{ err error }
+
+func (e errVerifyFailed) Error() string { return e.err.Error() }
+func (e errVerifyFailed) Unwrap() error { return e.err }
+
+func loadTrusted(paths []string) ([]ed25519.PublicKey, error) {
+	var out []ed25519.PublicKey
+	for _, p := range paths {
+		ks, err := keys.LoadPublicKeys(p)
+		if err != nil {
+			return nil, keyError(err)
+		}
+		out = append(out, ks...)
+	}
+	return out, nil
+}
+
+func runVerify(ctx context.Context, e *env, o *verifyOptions) error {
+	trusted, err := loadTrusted(o.pubkeys)
+	if err != nil {
+		return err
+	}
+	opts := wtxt.VerifyOptions{File: o.file, TrustedKeys: trusted, RequireSignature: o.requireSignature}
+	if o.hmacKey != "" {
+		if opts.HMACKey, err = keys.LoadHMACKey(o.hmacKey); err != nil {
+			return keyError(err)
+		}
+	}
+	if o.prevMerkle != "" {
+		b, err := hex.DecodeString(o.prevMerkle)
+		if err != nil || len(b) != 32 || strings.ToLower(o.prevMerkle) != o.prevMerkle {
+			return usageError{errors.New("--prev-merkle: want 64 lowercase hex digits")}
+		}
+		var pm [32]byte
+		copy(pm[:], b)
+		opts.PrevMerkle = &pm
+	}
+	if o.prev != "" {
+		pm, err := prevMerkleFromFile(o.prev)
+		if err != nil {
+			return err
+		}
+		opts.PrevMerkle = &pm
+	}
+	h, err := readHead(o.file, 64)
+	if err != nil {
+		return ioError{err}
+	}
+	if armor.IsArmored(h) {
+		return verifySealed(ctx, e, o, opts)
+	}
+	f, err := os.Open(o.file)
+	if err != nil {
+		return ioError{err}
+	}
+	defer f.Close()
+	if err := loadWSUM(o, &opts); err != nil {
+		return err
+	}
+	rep, verr := wtxt.Verify(ctx, f, opts)
+	var werr *wtxt.Error
+	if verr != nil && !errors.As(verr, &werr) {
+		return ioError{verr}
+	}
+	out := verifyJSON{OK: verr == nil, File: o.file, Kind: "wtxt", Report: rep, Failures: toFailures(rep.Failures)}
+	if o.json {
+		if rep.Header != nil {
+			out.Meta = metaJSON(rep.Header)
+		}
+		if err := writeJSON(e.stdout, out); err != nil {
+			return err
+		}
+	} else {
+		printVerify(e.stdout, rep, opts)
+	}
+	if verr != nil {
+		return errVerifyFailed{verr}
+	}
+	return nil
+}
+
+// loadWSUM reads --wsum, or FILE's sibling .wsum when the file is streamed.
+func loadWSUM(o *verifyOptions, opts *wtxt.VerifyOptions) error {
+	path := o.wsum
+	if path == "" {
+		cand := strings.TrimSuffix(o.file, ".wtxt") + ".wsum"
+		if _, err := os.Stat(cand); err != nil {
+			return nil
+		}
+		path = cand
+	}
+	b, err := readLimited(path, 4096)
+	if err != nil {
+		return ioError{err}
+	}
+	opts.WSUM = b
+	return nil
+}
+
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return b, nil
+}
+
+func metaJSON(h *wtxt.Header) map[string]any {
+	m := map[string]any{
+		"schema": h.Meta.Schema, "gen": h.Gen, "ts": h.TS, "build": h.Meta.Build,
+		"host": h.Meta.Host, "cuda": h.Meta.Cuda, "caps": h.Caps, "streamed": h.Pending,
+	}
+	if !h.Pending {
+		m["sha256_all"] = hex.EncodeToString(h.SHA256All[:])
+		m["merkle_prev"] = hex.EncodeToString(h.MerklePrev[:])
+		m["merkle_this"] = hex.EncodeToString(h.MerkleThis[:])
+		m["fastxor"] = fmt.Sprintf("%016x", h.Fastxor)
+	}
+	if h.KeyID != "" {
+		m["keyid"] = h.KeyID
+	}
+	return m
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printVerify(w io.Writer, rep *wtxt.Report, opts wtxt.VerifyOptions) {
+	h := rep.Header
+	if h != nil {
+		fmt.Fprintf(w, "%s: WTXT 1 gen=%s ts=%s build=%s schema=%s\n", opts.File, h.Gen, h.TS, h.Meta.Build, h.Meta.Schema)
+	}
+	status := "OK"
+	if !rep.OK() {
+		status = fmt.Sprintf("FAILED (%d check(s))", len(rep.Failures))
+	}
+	fmt.Fprintf(w, "  result:      %s\n", status)
+	if h == nil {
+		for _, f := range rep.Failures {
+			fmt.Fprintf(w, "  FAIL %v\n", f)
+		}
+		return
+	}
+	sig := rep.Signature
+	switch sig {
+	case wtxt.SigVerified:
+		sig = "verified (keyid " + rep.KeyID + ")"
+	case wtxt.SigUnchecked:
+		sig = "present but NOT checked (keyid " + rep.KeyID + "; give --pubkey)"
+	case wtxt.SigAbsent:
+		sig = "absent (unsigned)"
+	}
+	fmt.Fprintf(w, "  signature:   %s\n", sig)
+	chain := rep.Chain
+	switch chain {
+	case "first":
+		chain = "first generation (merkle_prev is zero)"
+	case "unchecked":
+		chain = "not checked (give --prev or --prev-merkle)"
+	case "continues":
+		chain = "continues the previous generation"
+	}
+	fmt.Fprintf(w, "  chain:       %s\n", chain)
+	if rep.Streamed {
+		fmt.Fprintf(w, "  streamed:    root_pending, finalized by WSUM\n")
+	}
+	fmt.Fprintf(w, "  sha256_all:  %s\n  merkle_this: %s\n", rep.SHA256All, rep.MerkleThis)
+	var raw int64
+	for _, a := range rep.Arrays {
+		raw += a.Bytes
+	}
+	fmt.Fprintf(w, "  arrays:      %d (%d raw bytes)\n", len(rep.Arrays), raw)
+	if un := rep.Unauthenticated(); len(un) > 0 && rep.OK() {
+		why := "no HMAC in the file"
+		if opts.HMACKey == nil {
+			why = "no --hmac-key given"
+		}
+		fmt.Fprintf(w, "  unauthenticated arrays (%s): %s\n", why, strings.Join(un, ", "))
+	}
+	if rep.Audit != "" {
+		fmt.Fprintf(w, "  audit line is UNSIGNED (no hash or signature covers it): %s\n", rep.Audit)
+	}
+	for _, f := range rep.Failures {
+		fmt.Fprintf(w, "  FAIL %v\n", f)
+	}
+}
+
+// verifySealed checks an armored file through its seal and, with
+// --identity, decrypts and verifies the plaintext against the seal.
+func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.VerifyOptions) error {
+	sb, err := readLimited(armor.SealPath(o.file), 4096)
+	if err != nil {
+		return withHint(ioError{err}, "an encrypted snapshot is verified through its seal FILE.wseal, written beside it by `snapd convert --encrypt-to`")
+	}
+	seal, err := armor.ParseSeal(sb)
+	if err != nil {
+		return fmt.Errorf("%s: %w", armor.SealPath(o.file), err)
+	}
+	f, err := os.Open(o.file)
+	if err != nil {
+		return ioError{err}
+	}
+	d, err := armor.Scan(f)
+	f.Close()
+	out := verifyJSON{File: o.file, Kind: "sealed", Failures: []failureJSON{}}
+	sj := &sealJSON{Kind: seal.Kind, Gen: seal.Gen, MerklePrev: hex.EncodeToString(seal.MerklePrev[:]), MerkleThis: hex.EncodeToString(seal.MerkleThis[:]), Signature: wtxt.SigAbsent}
+	out.Seal = sj
+	var fails []error
+	if err != nil {
+		fails = append(fails, fmt.Errorf("%s: %w", o.file, err))
+	} else {
+		srep, err := seal.Verify(d, armor.VerifyOptions{Trusted: opts.TrustedKeys, RequireSignature: o.requireSignature || len(opts.TrustedKeys) > 0, PrevMerkle: opts.PrevMerkle})
+		if err != nil {
+			fails = append(fails, fmt.Errorf("%s: %w", armor.SealPath(o.file), err))
+		}
+		if srep != nil && srep.Signed {
+			sj.Signature, sj.KeyID = wtxt.SigVerified, srep.KeyID
+		} else if seal.Sig != nil {
+			sj.Signature = wtxt.SigUnchecked
+		}
+	}
+	var rep *wtxt.Report
+	if o.identity != "" && len(fails) == 0 {
+		ids, err := keys.LoadAgeIdentities(o.identity)
+		if err != nil {
+			return keyError(err)
+		}
+		f, err := os.Open(o.file)
+		if err != nil {
+			return ioError{err}
+		}
+		defer f.Close()
+		pr, err := armor.Decrypt(f, ids...)
+		if err != nil {
+			fails = append(fails, fmt.Errorf("%s: %w", o.file, err))
+		} else if seal.Kind == armor.KindWTXT {
+			sj.Decrypted = true
+			if err := loadWSUM(o, &opts); err != nil {
+				return err
+			}
+			var verr error
+			rep, verr = wtxt.Verify(ctx, pr, opts)
+			var werr *wtxt.Error
+			if verr != nil && !errors.As(verr, &werr) {
+				fails = append(fails, fmt.Errorf("%s: decrypt: %w", o.file, verr))
+			} else if verr != nil {
+				fails = append(fails, verr)
+			} else if err := sealMatches(seal, rep); err != nil {
+				fails = append(fails, err)
+			}
+			out.Report = rep
+		} else {
+			sj.Decrypted = true
+			if _, err := io.Copy(io.Discard, pr); err != nil {
+				fails = append(fails, fmt.Errorf("%s: decrypt: %w", o.file, err))
+			}
+		}
+	}
+	for _, f := range fails {
+		out.Failures = append(out.Failures, failureJSON{Check: "seal", File: o.file, Msg: f.Error()})
+	}
+	out.OK = len(fails) == 0
+	if o.json {
+		if err := writeJSON(e.stdout, out); err != nil {
+			return err
+		}
+	} else {
+		status := "OK"
+		if !out.OK {
+			status = "FAILED"
+		}
+		fmt.Fprintf(e.stdout, "%s: age-armored %s, gen=%s, sealed\n  result:      %s\n  seal:        signature %s", o.file, seal.Kind, seal.Gen, status, sj.Signature)
+		if sj.KeyID != "" {
+			fmt.Fprintf(e.stdout, " (keyid %s)", sj.KeyID)
+		}
+		fmt.Fprintf(e.stdout, "\n  merkle_this: %s\n", sj.MerkleThis)
+		if opts.PrevMerkle != nil {
+			fmt.Fprintf(e.stdout, "  chain:       checked against the previous generation\n")
+		}
+		if sj.Decrypted {
+			fmt.Fprintf(e.stdout, "  decrypted:   yes, plaintext verified and matches the seal\n")
+		} else {
+			fmt.Fprintf(e.stdout, "  decrypted:   no (verify-only; give --identity to check the plaintext)\n")
+		}
+		if rep != nil && !rep.OK() {
+			printVerify(e.stdout, rep, opts)
+		}
+		for _, f := range fails {
+			fmt.Fprintf(e.stdout, "  FAIL %v\n", f)
+		}
+	}
+	if len(fails) > 0 {
+		return errVerifyFailed{fails[0]}
+	}
+	return nil
+}
+
+// sealMatches checks that the decrypted plaintext's values equal the seal's.
+func sealMatches(s *armor.Seal, rep *wtxt.Report) error {
+	h := rep.Header
+	all, _ := hex.DecodeString(rep.SHA256All)
+	this, _ := hex.DecodeString(rep.MerkleThis)
+	prev, _ := hex.DecodeString(rep.MerklePrev)
+	if h.Gen != s.Gen || h.TS != s.TS || h.Meta.Build != s.Build || !bytes.Equal(all, s.SHA256All[:]) ||
+		!bytes.Equal(this, s.MerkleThis[:]) || !bytes.Equal(prev, s.MerklePrev[:]) {
+		return fmt.Errorf("seal: plaintext: the decrypted snapshot (gen %s, merkle_this %s) is not the one the seal describes (gen %s, merkle_this %x)", h.Gen, rep.MerkleThis, s.Gen, s.MerkleThis)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package ztensor
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzDecode: no input panics; every error is a *Error; whatever decodes
+// re-encodes (through the WTXT simulation), the re-encoded file decodes to
+// the same snapshot, and encoding that again gives the same bytes.
+func FuzzDecode(f *testing.F) {
+	seeds, err := filepath.Glob(filepath.Join("testdata", "*.zt"))
+	if err != nil || len(seeds) == 0 {
+		f.Fatalf("no seed files in testdata (%v)", err)
+	}
+	for _, p := range seeds {
+		f.Add(readFixture(f, filepath.Base(p)))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s1, err := decodeBytes(b)
+		if err != nil {
+			var ze *Error
+			if !errors.As(err, &ze) {
+				t.Fatalf("error %q is not a *Error", err)
+			}
+			return
+		}
+		if err := s1.Validate(); err != nil {
+			t.Fatalf("decoded snapshot invalid: %v", err)
+		}
+		out := encodeBytes(t, simulateWTXT(t, s1))
+		s2, err := decodeBytes(out)
+		if err != nil {
+			t.Fatalf("re-encoded file does not decode: %v", err)
+		}
+		sameSnapshot(t, s2, s1)
+		if again := encodeBytes(t, simulateWTXT(t, s2)); !bytes.Equal(again, out) {
+			t.Fatalf("encoding is not canonical: second encode differs")
+		}
+	})
+}
+
+// FuzzManifest fuzzes only the manifest of each fixture, keeping its blob
+// region, so that mutations reach the schema and layout checks instead of
+// mostly breaking the footer. Same properties as FuzzDecode.
+func FuzzManifest(f *testing.F) {
+	seeds, err := filepath.Glob(filepath.Join("testdata", "*.zt"))
+	if err != nil || len(seeds) == 0 {
+		f.Fatalf("no seed files in testdata (%v)", err)
+	}
+	var regions [][]byte
+	for i, p := range seeds {
+		blobs, mb := splitFile(f, readFixture(f, filepath.Base(p)))
+		regions = append(regions, blobs)
+		f.Add(uint8(i), mb)
+	}
+	f.Fuzz(func(t *testing.T, which uint8, mb []byte) {
+		b := assemble(regions[int(which)%len(regions)], mb)
+		s1, err := decodeBytes(b)
+		if err != nil {
+			var ze *Error
+			if !errors.As(err, &ze) {
+				t.Fatalf("error %q is not a *Error", err)
+			}
+			return
+		}
+		out := encodeBytes(t, simulateWTXT(t, s1))
+		s2, err := decodeBytes(out)
+		if err != nil {
+			t.Fatalf("re-encoded file does not decode: %v", err)
+		}
+		sameSnapshot(t, s2, s1)
+		if again := encodeBytes(t, simulateWTXT(t, s2)); !bytes.Equal(again, out) {
+			t.Fatalf("encoding is not canonical: second encode differs")
+		}
+	})
+}

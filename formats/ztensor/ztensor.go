@@ -1,0 +1,243 @@
+package ztensor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// Magic is the 8-byte header of every zTensor 1.x file (and, as footer, of
+// zTensor 1.1 and later).
+const Magic = "ZTEN1000"
+
+// Other magics of the zTensor family, recognised only to give a clear
+// "unsupported version" error.
+const (
+	magicV01 = "ZTEN0001"
+	magicV2  = "\x89ZT2\r\n\x1a\n"
+)
+
+// Writer constants of the reference implementation (pie-project/ztensor
+// 1.0.0). Encode writes them unless the snapshot's Attrs say otherwise, so
+// that its manifests are byte-identical to the reference writer's.
+const (
+	DefaultVersion   = "1.0"
+	DefaultGenerator = "zTensor-Rust v0.1.0"
+)
+
+// Alignment is the required alignment of every component offset.
+const Alignment = 64
+
+// Default limits used when the corresponding Codec field is zero.
+const (
+	// DefaultMaxManifestSize bounds the CBOR manifest a decoder reads into
+	// memory.
+	DefaultMaxManifestSize = 64 << 20
+	// DefaultMaxDecompressed bounds the total number of bytes all zstd
+	// components of one file may decompress to.
+	DefaultMaxDecompressed = 16 << 30
+	// minZstdWindow is the largest zstd window (history buffer, allocated
+	// in full by the decoder) a frame may declare whatever the component's
+	// size bound; frames written by zstd at levels up to 19 fit. Above it
+	// the window may be as large as the component's size bound, up to
+	// maxZstdWindow (windowLog 27, the largest any non-long-mode zstd level
+	// uses).
+	minZstdWindow = 8 << 20
+	maxZstdWindow = 128 << 20
+)
+
+// Sentinel errors. Every error returned by Decode wraps exactly one of
+// them (and is a *Error carrying the position); Encode's errors wrap
+// ErrInvalidSnapshot, formats.ErrLossy or the writer's error.
+var (
+	// ErrNotZTensor: the file does not start with a zTensor magic.
+	ErrNotZTensor = errors.New("not a zTensor file")
+	// ErrUnsupportedVersion: a zTensor file of a version other than 1.x
+	// with the v1.0 layout (v0.1, 1.1+, v2, or a manifest version whose
+	// major is not 1).
+	ErrUnsupportedVersion = errors.New("unsupported zTensor version")
+	// ErrCorrupt: the file violates the v1.0 layout or manifest schema.
+	ErrCorrupt = errors.New("malformed zTensor file")
+	// ErrChecksum: a component's digest does not match its bytes.
+	ErrChecksum = errors.New("digest mismatch")
+	// ErrLimit: a documented limit (manifest size, decompressed size,
+	// zstd window) was exceeded.
+	ErrLimit = errors.New("limit exceeded")
+	// ErrInvalidSnapshot: Encode was given a snapshot whose ztensor.*
+	// attributes are inconsistent or whose data does not match its shape.
+	ErrInvalidSnapshot = errors.New("invalid snapshot for zTensor")
+)
+
+// Error is the error type of Decode: it says where (file, tensor,
+// component, byte offset) and which check failed, and wraps a sentinel.
+type Error struct {
+	File      string // DecodeOptions.Name, may be empty
+	Tensor    string // tensor name as in the manifest, may be empty
+	Component string // component role, may be empty
+	Offset    int64  // file offset the check concerns, -1 when none
+	Check     string // what failed
+	Err       error  // the sentinel (ErrCorrupt, ErrChecksum, ...)
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("ztensor: ")
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(": ")
+	}
+	if e.Tensor != "" {
+		fmt.Fprintf(&b, "tensor %q: ", e.Tensor)
+	}
+	if e.Component != "" {
+		fmt.Fprintf(&b, "component %q: ", e.Component)
+	}
+	if e.Offset >= 0 {
+		fmt.Fprintf(&b, "offset %d: ", e.Offset)
+	}
+	b.WriteString(e.Check)
+	if e.Err != nil {
+		b.WriteString(" (")
+		b.WriteString(e.Err.Error())
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// Unwrap returns the sentinel.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Codec is the zTensor v1.0 codec. The zero value is ready to use and
+// applies the default limits; set a field to override one.
+type Codec struct {
+	// MaxManifestSize bounds the manifest size in bytes
+	// (0 = DefaultMaxManifestSize).
+	MaxManifestSize int64
+	// MaxDecompressed bounds the total bytes the zstd components of one
+	// file may decompress to (0 = DefaultMaxDecompressed).
+	MaxDecompressed int64
+}
+
+// New returns a zTensor codec with the default limits (the zero Codec).
+func New() formats.Codec { return Codec{} }
+
+var _ formats.Codec = Codec{}
+
+// Name implements formats.Codec.
+func (Codec) Name() string { return "ztensor" }
+
+// Extensions implements formats.Codec.
+func (Codec) Extensions() []string { return []string{".zt"} }
+
+// Sniff reports whether head starts with the v1.x magic ZTEN1000. Files of
+// 1.1 and later share it; Decode rejects them with ErrUnsupportedVersion.
+func (Codec) Sniff(head []byte) bool { return bytes.HasPrefix(head, []byte(Magic)) }
+
+func (c Codec) maxManifest() int64 {
+	if c.MaxManifestSize > 0 {
+		return c.MaxManifestSize
+	}
+	return DefaultMaxManifestSize
+}
+
+func (c Codec) maxDecompressed() int64 {
+	if c.MaxDecompressed > 0 {
+		return c.MaxDecompressed
+	}
+	return DefaultMaxDecompressed
+}
+
+// dtypes maps zTensor dtype names to snapshot dtypes; every zTensor dtype
+// has a counterpart and vice versa.
+var dtypes = [...]struct {
+	name string
+	dt   snapshot.DType
+}{
+	{"float64", snapshot.F64},
+	{"float32", snapshot.F32},
+	{"float16", snapshot.F16},
+	{"bfloat16", snapshot.BF16},
+	{"int64", snapshot.I64},
+	{"int32", snapshot.I32},
+	{"int16", snapshot.I16},
+	{"int8", snapshot.I8},
+	{"uint64", snapshot.U64},
+	{"uint32", snapshot.U32},
+	{"uint16", snapshot.U16},
+	{"uint8", snapshot.U8},
+	{"bool", snapshot.Bool},
+}
+
+func parseDType(s string) (snapshot.DType, bool) {
+	for _, d := range dtypes {
+		if d.name == s {
+			return d.dt, true
+		}
+	}
+	return snapshot.Invalid, false
+}
+
+func dtypeName(dt snapshot.DType) (string, bool) {
+	for _, d := range dtypes {
+		if d.dt == dt {
+			return d.name, true
+		}
+	}
+	return "", false
+}
+
+// Tensor layouts (the manifest's "format") and component roles.
+const (
+	formatDense = "dense"
+	formatCSR   = "sparse_csr"
+	formatCOO   = "sparse_coo"
+
+	roleData    = "data"
+	roleValues  = "values"
+	roleIndices = "indices"
+	roleIndptr  = "indptr"
+	roleCoords  = "coords"
+
+	encodingZstd = "zstd"
+
+	digestCRC32C = "crc32c"
+	digestSHA256 = "sha256"
+)
+
+// knownRoles returns the roles of a known format in blob order, or nil for
+// an extension format.
+func knownRoles(format string) []string {
+	switch format {
+	case formatDense:
+		return []string{roleData}
+	case formatCSR:
+		return []string{roleValues, roleIndices, roleIndptr}
+	case formatCOO:
+		return []string{roleValues, roleCoords}
+	}
+	return nil
+}
+
+// Attribute keys (see doc.go, "Mapping to snapshots").
+const (
+	attrPrefix = "ztensor."
+
+	// Snapshot.Attrs
+	attrVersion    = "ztensor.version"
+	attrGenerator  = "ztensor.generator"
+	attrAttributes = "ztensor.attributes"
+	attrOrder      = "ztensor.order"
+
+	// Array.Attrs
+	attrName     = "ztensor.name"
+	attrFormat   = "ztensor.format"
+	attrRole     = "ztensor.role"
+	attrDType    = "ztensor.dtype"
+	attrShape    = "ztensor.shape"
+	attrEncoding = "ztensor.encoding"
+	attrDigest   = "ztensor.digest"
+)
