@@ -106,7 +106,7 @@ func (f *wtxtFlags) options(e *env) (snapshot.Meta, wtxt.EncodeOptions, error) {
 
 func keyError(err error) error {
 	if errors.Is(err, keys.ErrPermissions) {
-		return err
+		return usageError{err}
 	}
 	var pe *os.PathError
 	if errors.As(err, &pe) {
@@ -160,7 +160,7 @@ func runConvert(ctx context.Context, e *env, o *convertOptions) error {
 	if o.to != "" {
 		target, err = reg.ByName(o.to)
 	} else {
-		target, err = reg.ByExtension(o.out)
+		target, err = reg.ByExtension(strings.TrimSuffix(o.out, ".age"))
 	}
 	if err != nil {
 		return usageError{fmt.Errorf("%w (use --to)", err)}

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/formats/stb"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/ztensor"
 )
@@ -14,5 +15,6 @@ func newRegistry() *formats.Registry {
 		wtxt.New(),
 		safetensors.New(),
 		ztensor.New(),
+		stb.New(),
 	)
 }

@@ -54,6 +54,8 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newVerifyCommand(e),
 		newInspectCommand(e),
 		newDiffCommand(e),
+		newDeltaCommand(e),
+		newDecryptCommand(e),
 	)
 	return root
 }

@@ -51,11 +51,15 @@ func (c *Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts form
 	}
 	s := &snapshot.Snapshot{Meta: rep.Header.Meta}
 	var attrs *snapshot.Array
-	for _, a := range rep.Arrays {
-		head := arrHeadOf(rep, a)
-		arr := &snapshot.Array{Name: a.Name, DType: head.dt, Shape: head.shape,
-			Data: &chunkSource{ra: r, geo: head.geo, offs: rep.chunks[a.Name], name: a.Name}}
-		if a.Name == snapshot.AttrsArrayName {
+	for _, ai := range rep.index {
+		head := ai.head
+		offs := make([]int64, len(ai.chunks))
+		for i, c := range ai.chunks {
+			offs[i] = c.data
+		}
+		arr := &snapshot.Array{Name: head.name, DType: head.dt, Shape: head.shape,
+			Data: &chunkSource{ra: r, geo: head.geo, offs: offs, name: head.name}}
+		if head.name == snapshot.AttrsArrayName {
 			attrs = arr
 			continue
 		}
@@ -74,20 +78,6 @@ func (c *Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts form
 		}
 	}
 	return s, nil
-}
-
-// arrHeadOf rebuilds the parsed geometry of a reported array.
-func arrHeadOf(rep *Report, a ArrayReport) *arrHead {
-	dt, _ := snapshot.ParseDType(a.DType)
-	h := &arrHead{name: a.Name, dt: dt, shape: a.Shape, nbytes: a.Bytes}
-	if len(h.shape) == 0 {
-		h.shape = nil
-	}
-	h.geo = geometry{nbytes: a.Bytes, chunkLen: UnblockedChunk}
-	if a.RowsPerChunk > 0 {
-		h.geo = writerGeometry(dt, h.shape, a.Bytes, a.RowsPerChunk)
-	}
-	return h
 }
 
 // chunkSource serves an array's raw bytes by decoding base64 lines of a

@@ -100,7 +100,9 @@ type Report struct {
 	Audit    string   `json:"audit,omitempty"`
 	Failures []*Error `json:"failures"`
 
-	chunks map[string][]int64 // index: file offsets of chunks' first lines
+	index []*arrIndex // with VerifyOptions.index: where everything is
+	// bodyStart is the offset of the first line after the header (index).
+	bodyStart int64
 }
 
 // OK reports whether every check passed.
@@ -183,7 +185,6 @@ func newVerifier(ctx context.Context, opts VerifyOptions) *verifier {
 	}
 	v := &verifier{ctx: ctx, opts: opts, rep: &Report{File: opts.File}}
 	if opts.index {
-		v.rep.chunks = map[string][]int64{}
 	}
 	return v
 }
@@ -392,6 +393,7 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 	}
 	v.hdr = h
 	v.rep.Header = h
+	v.rep.bodyStart = lr.last
 	v.rep.Streamed = h.Pending
 	var prev string
 	var stream int64
@@ -435,6 +437,7 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 		default:
 			return fatal(lr.errf(CheckGrammar, "want an arr, audit or endwtxt line"))
 		}
+		arrStart := lr.last
 		head, msg := parseArr(line)
 		if msg != "" {
 			return fatal(lr.errf(CheckGrammar, "%s", msg))
@@ -469,7 +472,7 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 			}
 		}
 		nch := head.geo.numChunks()
-		var offs []int64
+		ai := &arrIndex{head: head, start: arrStart}
 		for ix := int64(0); ix < nch; ix++ {
 			ch, msg := parseCh(line)
 			if msg != "" {
@@ -491,7 +494,7 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 			}
 			c := &vChunk{head: ch, lineNo: lr.n, arr: a}
 			if v.opts.index {
-				offs = append(offs, lr.off)
+				ai.chunks = append(ai.chunks, chunkRec{start: lr.last, data: lr.off, sha: ch.sha})
 			}
 			// Base64 lines, decoded into pieces.
 			var pb *pbuf
@@ -563,6 +566,9 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 				}
 				return aerr(CheckGrammar, ix, "want endch")
 			}
+			if v.opts.index {
+				ai.chunks[len(ai.chunks)-1].end = lr.off
+			}
 			if line, err = lr.next(); err != nil {
 				return fatal(err)
 			}
@@ -575,12 +581,27 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 		}
 		send(vItem{kind: itArrEnd, a: a})
 		if v.opts.index {
-			v.rep.chunks[head.name] = offs
+			ai.end = lr.off
+			v.rep.index = append(v.rep.index, ai)
 		}
 		if line, err = lr.next(); err != nil {
 			return fatal(err)
 		}
 	}
+}
+
+// arrIndex locates an array's parts in a verified file.
+type arrIndex struct {
+	head       *arrHead
+	start, end int64 // the arr line's offset; just after endarr's LF
+	chunks     []chunkRec
+}
+
+// chunkRec locates one chunk block: [start, end) runs from its ch line
+// through endch's LF; data is the offset of its first base64 line.
+type chunkRec struct {
+	start, data, end int64
+	sha              [32]byte
 }
 
 // checkAudit checks `audit key=value ...` (values plain or quoted).

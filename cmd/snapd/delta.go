@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"filippo.io/age"
+	"github.com/spf13/cobra"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/formats/wtxt/armor"
+	"github.com/snapd-ml/snapd/keys"
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+func newDeltaCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "delta",
+		Short: "Make and apply DELTA v2 files (only the changed chunks between two WTXT generations)",
+	}
+	cmd.AddCommand(newDeltaMakeCommand(e), newDeltaApplyCommand(e))
+	return cmd
+}
+
+type deltaMakeOptions struct {
+	base, target, out string
+	encryptTo         string
+	signKey           string
+}
+
+func newDeltaMakeCommand(e *env) *cobra.Command {
+	var o deltaMakeOptions
+	cmd := &cobra.Command{
+		Use:   "make BASE.wtxt TARGET.wtxt OUT.wtxtdelta",
+		Short: "Write the delta that turns BASE into TARGET",
+		Long: `Write a DELTA v2: the target's header and arr lines and only the chunks
+whose bytes differ from the base chunk with the same ix (all chunks of arrays
+that are new or changed in dtype, shape or geometry). Both inputs are fully
+verified (without keys) first. With --encrypt-to the delta is wrapped in age
+armor and OUT.wseal is written beside it (signed with --sign-key).`,
+		Args: exactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.base, o.target, o.out = args[0], args[1], args[2]
+			return runDeltaMake(cmd.Context(), e, &o)
+		},
+	}
+	cmd.Flags().StringVar(&o.encryptTo, "encrypt-to", "", "age recipients file: armor the delta and write OUT.wseal")
+	cmd.Flags().StringVar(&o.signKey, "sign-key", "", "Ed25519 key that signs the seal (with --encrypt-to)")
+	return cmd
+}
+
+func runDeltaMake(ctx context.Context, e *env, o *deltaMakeOptions) error {
+	base, err := snapshot.MapFile(o.base)
+	if err != nil {
+		return ioError{err}
+	}
+	defer base.Close()
+	target, err := snapshot.MapFile(o.target)
+	if err != nil {
+		return ioError{err}
+	}
+	defer target.Close()
+	var recipients []age.Recipient
+	if o.encryptTo != "" {
+		if recipients, err = keys.LoadAgeRecipients(o.encryptTo); err != nil {
+			return keyError(err)
+		}
+	}
+	var info *wtxt.DeltaInfo
+	err = writeAtomic(o.out, func(f *os.File) error {
+		produce := func(w io.Writer) (err error) {
+			info, err = wtxt.MakeDelta(ctx, w, base, base.Size(), target, target.Size())
+			return err
+		}
+		if recipients == nil {
+			return produce(f)
+		}
+		return encryptStream(f, recipients, produce)
+	})
+	if err != nil {
+		return err
+	}
+	if recipients != nil {
+		h, err := wtxt.ReadHeader(bytes.NewReader(target.Bytes()))
+		if err != nil {
+			return err
+		}
+		var sk []byte
+		if o.signKey != "" {
+			k, err := keys.LoadSigner(o.signKey)
+			if err != nil {
+				return keyError(err)
+			}
+			sk = k
+		}
+		if err := sealFor(o.out, armor.KindDelta, h, nil, sk); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(e.stdout, "%s: %d of %d chunks changed in %d arrays", o.out, info.Changed, info.Chunks, info.Arrays)
+	if len(info.Added) > 0 {
+		fmt.Fprintf(e.stdout, "; new or re-shaped: %v", info.Added)
+	}
+	if len(info.Removed) > 0 {
+		fmt.Fprintf(e.stdout, "; removed: %v", info.Removed)
+	}
+	fmt.Fprintln(e.stdout)
+	return nil
+}
+
+// encryptStream runs produce into an age-armored stream written to f.
+func encryptStream(f io.Writer, recipients []age.Recipient, produce func(io.Writer) error) error {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := produce(pw)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	err := armor.Encrypt(f, pr, recipients...)
+	pr.CloseWithError(err)
+	if perr := <-done; perr != nil {
+		return perr
+	}
+	return err
+}
+
+type deltaApplyOptions struct {
+	base, delta, out string
+	identity         string
+}
+
+func newDeltaApplyCommand(e *env) *cobra.Command {
+	var o deltaApplyOptions
+	cmd := &cobra.Command{
+		Use:   "apply BASE.wtxt DELTA OUT.wtxt",
+		Short: "Rebuild the target WTXT from its base and a delta",
+		Long: `Apply DELTA to BASE. BASE is verified and its computed sha256_all must be
+the delta's base_sha256_all. The result is the target byte for byte
+(signature included); it is verified before it is renamed into place, so a
+failed apply leaves nothing at OUT. The seed's short form (arr name=R blocks
+only) is accepted: its arrays are re-hashed and reported unauthenticated.
+Armored (encrypted) inputs are decrypted with --identity.`,
+		Args: exactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.base, o.delta, o.out = args[0], args[1], args[2]
+			return runDeltaApply(cmd.Context(), e, &o)
+		},
+	}
+	cmd.Flags().StringVar(&o.identity, "identity", "", "age identity file for armored inputs")
+	return cmd
+}
+
+// openPlain maps path, decrypting it to a temp file first when armored.
+func openPlain(path, identity string) (*snapshot.Mapping, func(), error) {
+	h, err := readHead(path, 64)
+	if err != nil {
+		return nil, nil, ioError{err}
+	}
+	if !armor.IsArmored(h) {
+		m, err := snapshot.MapFile(path)
+		if err != nil {
+			return nil, nil, ioError{err}
+		}
+		return m, func() { m.Close() }, nil
+	}
+	if identity == "" {
+		return nil, nil, withHint(fmt.Errorf("%s is age-encrypted", path), "pass --identity FILE")
+	}
+	ids, err := keys.LoadAgeIdentities(identity)
+	if err != nil {
+		return nil, nil, keyError(err)
+	}
+	in, err := os.Open(path)
+	if err != nil {
+		return nil, nil, ioError{err}
+	}
+	defer in.Close()
+	r, err := armor.Decrypt(in, ids...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp("", "snapd-plain-*")
+	if err != nil {
+		return nil, nil, ioError{err}
+	}
+	tmp.Chmod(0o600)
+	_, err = io.Copy(tmp, r)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return nil, nil, fmt.Errorf("%s: decrypt: %w", path, err)
+	}
+	m, err := snapshot.MapFile(tmp.Name())
+	if err != nil {
+		os.Remove(tmp.Name())
+		return nil, nil, ioError{err}
+	}
+	return m, func() { m.Close(); os.Remove(tmp.Name()) }, nil
+}
+
+func runDeltaApply(ctx context.Context, e *env, o *deltaApplyOptions) error {
+	base, closeBase, err := openPlain(o.base, o.identity)
+	if err != nil {
+		return err
+	}
+	defer closeBase()
+	delta, closeDelta, err := openPlain(o.delta, o.identity)
+	if err != nil {
+		return err
+	}
+	defer closeDelta()
+	var info *wtxt.DeltaInfo
+	err = writeAtomic(o.out, func(f *os.File) error {
+		var err error
+		info, err = wtxt.ApplyDelta(ctx, f, base, base.Size(), bytes.NewReader(delta.Bytes()), o.delta)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		if _, err := wtxt.Verify(ctx, f, wtxt.VerifyOptions{File: o.out, WSUM: nil}); err != nil {
+			if we, ok := err.(*wtxt.Error); ok && we.Check == wtxt.CheckWSUM {
+				return nil // streamed target: its WSUM travels separately
+			}
+			return fmt.Errorf("result does not verify: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s: applied %d changed chunks (%d chunks in %d arrays)\n", o.out, info.Changed, info.Chunks, info.Arrays)
+	if len(info.Short) > 0 {
+		fmt.Fprintf(e.stdout, "short-form arrays re-hashed; their HMAC is the base's and does not authenticate them: %v\n", info.Short)
+	}
+	return nil
+}
+
+// sealFor writes path.wseal for an armored file whose generation has the
+// header h (wsum supplies the final values of a streamed snapshot).
+func sealFor(path, kind string, h *wtxt.Header, wsum *wtxt.WSUM, signKey []byte) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return ioError{err}
+	}
+	d, err := armor.Scan(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	s := &armor.Seal{Kind: kind, Bytes: d.Bytes, SHA256: d.SHA256, Gen: h.Gen, TS: h.TS, Build: h.Meta.Build,
+		SHA256All: h.SHA256All, MerklePrev: h.MerklePrev, MerkleThis: h.MerkleThis}
+	if wsum != nil {
+		s.SHA256All, s.MerklePrev, s.MerkleThis = wsum.SHA256All, wsum.MerklePrev, wsum.MerkleThis
+	}
+	if signKey != nil {
+		s.Sign(signKey)
+	}
+	return writeAtomic(armor.SealPath(path), func(file *os.File) error { _, err := file.Write(s.Marshal()); return err })
+}
