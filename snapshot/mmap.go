@@ -3,6 +3,7 @@ package snapshot
 import (
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,4 +65,25 @@ func (m *Mapping) Close() error {
 	err := unix.Munmap(m.data)
 	m.data = nil
 	return err
+}
+
+// Release implements Releaser for the whole mapping.
+func (m *Mapping) Release(off, n int64) { releasePages(m.data, off, n) }
+
+// releasePages madvises MADV_DONTNEED on the whole pages inside b[off:off+n]
+// (b must be part of a read-only file mapping: for anonymous memory this
+// would discard data).
+func releasePages(b []byte, off, n int64) {
+	if off < 0 || n <= 0 || off >= int64(len(b)) {
+		return
+	}
+	end := min(off+n, int64(len(b)))
+	base := int64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	page := int64(os.Getpagesize())
+	lo := (base+off+page-1)/page*page - base
+	hi := (base+end)/page*page - base
+	if hi <= lo {
+		return
+	}
+	_ = unix.Madvise(b[lo:hi], unix.MADV_DONTNEED)
 }

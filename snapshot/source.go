@@ -41,12 +41,36 @@ func (b Bytes) ReadAt(p []byte, off int64) (int, error) {
 // Size implements Source.
 func (b Bytes) Size() int64 { return int64(len(b)) }
 
+// Releaser is implemented by memory-mapped sources: Release tells the
+// kernel that the process is done with bytes [off, off+n) for now, so they
+// leave its resident set (they stay in the page cache and are faulted in
+// again if read later). Streaming consumers of huge sources call it to
+// keep RSS bounded by what they hold, not by the file size.
+type Releaser interface {
+	Release(off, n int64)
+}
+
+// Release calls s.Release when s is a Releaser.
+func Release(s Source, off, n int64) {
+	if r, ok := s.(Releaser); ok {
+		r.Release(off, n)
+	}
+}
+
+// mappedSection is a region of a Mapping.
+type mappedSection struct{ Bytes }
+
+// Release drops the whole pages inside [off, off+n) from the resident set.
+func (m *mappedSection) Release(off, n int64) { releasePages(m.Bytes, off, n) }
+
 // BytesOf returns the memory behind s without copying when s is a Bytes (or
 // wraps one, see Section), and ok=false otherwise.
 func BytesOf(s io.ReaderAt) (b []byte, ok bool) {
 	switch v := s.(type) {
 	case Bytes:
 		return v, true
+	case *mappedSection:
+		return v.Bytes, true
 	case interface{ Bytes() []byte }:
 		return v.Bytes(), true
 	}
@@ -57,6 +81,9 @@ func BytesOf(s io.ReaderAt) (b []byte, ok bool) {
 // memory-backed (Bytes, a Mapping) the result is a sub-slice: no copy. The
 // caller must have checked off+n against the size of r.
 func Section(r io.ReaderAt, off, n int64) Source {
+	if m, ok := r.(*Mapping); ok && off >= 0 && n >= 0 && off+n <= m.Size() {
+		return &mappedSection{Bytes: m.data[off : off+n : off+n]}
+	}
 	if b, ok := BytesOf(r); ok && off >= 0 && n >= 0 && off+n <= int64(len(b)) {
 		return Bytes(b[off : off+n : off+n])
 	}

@@ -313,6 +313,7 @@ func eachBlock(ctx context.Context, p *arrPlan, fn func(b []byte, off int64)) er
 			}
 			end := min(off+blockSize, p.nbytes)
 			fn(p.mem[off:end], off)
+			snapshot.Release(p.src, off, end-off)
 		}
 		return nil
 	}
@@ -435,8 +436,9 @@ func writeBody(ctx context.Context, w io.Writer, plans []*arrPlan, workers int) 
 				var raw []byte
 				raw, j.err = chunkRaw(j.p, j.ix, nil)
 				if j.err == nil {
-					off, _ := j.p.geo.chunk(j.ix)
+					off, n := j.p.geo.chunk(j.ix)
 					*j.out = appendChunk((*j.out)[:0], j.ix, off, raw)
+					snapshot.Release(j.p.src, off, n)
 				}
 				close(j.done)
 			}
@@ -616,6 +618,7 @@ func streamChunk(w *bufio.Writer, p *arrPlan, ix int64) error {
 			if err := fn(b); err != nil {
 				return err
 			}
+			snapshot.Release(p.src, off+o, k)
 		}
 		return nil
 	}
