@@ -56,6 +56,7 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newDiffCommand(e),
 		newDeltaCommand(e),
 		newDecryptCommand(e),
+		newDemoCommand(e),
 	)
 	return root
 }
