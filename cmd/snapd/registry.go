@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/aero"
+	"github.com/snapd-ml/snapd/formats/fold"
 	"github.com/snapd-ml/snapd/formats/safetensors"
 	"github.com/snapd-ml/snapd/formats/stb"
 	"github.com/snapd-ml/snapd/formats/wtxt"
@@ -16,5 +18,7 @@ func newRegistry() *formats.Registry {
 		safetensors.New(),
 		ztensor.New(),
 		stb.New(),
+		fold.New(),
+		aero.New(),
 	)
 }

@@ -57,6 +57,8 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newDeltaCommand(e),
 		newDecryptCommand(e),
 		newDemoCommand(e),
+		newQueueCommand(e),
+		newAssembleCommand(e),
 	)
 	return root
 }

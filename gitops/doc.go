@@ -1,0 +1,178 @@
+// Package gitops publishes snapshot generations to Git: the repository
+// layout, one signed commit and tag per generation (Repo), the split
+// "git-scale" layout for files GitHub would refuse (Split, Assemble),
+// pushers for local, HTTP(S) and SSH remotes (Pusher, GitPusher), and,
+// in gitops/queue, the durable resend queue.
+//
+// # Repository layout
+//
+// Repo writes into a bare repository with go-git, on one branch
+// (Config.Branch, default "snapshots"), under one directory (Config.Path,
+// default "snapshots"):
+//
+//	.gitattributes                    (repository root, see Gitattributes)
+//	<path>/current.wtxt               the generation's WTXT (single layout), or
+//	<path>/current.wtxt.parts/        the split layout: MANIFEST + *.part
+//	<path>/current.wtxtdelta[.parts]  DELTA v2 from the previous generation (optional)
+//	<path>/current.wsum               WSUM (optional; required for root_pending)
+//	<path>/current.wseal              seal sidecar (optional)
+//	<path>/generation.txt             summary, key=value lines
+//
+// The names are stable, so `git diff gen-000122 gen-000123 --
+// <path>/current.wtxt` is the row-blocked diff: unchanged chunks are
+// unchanged lines. Optional files absent from a generation are removed from
+// its tree (nothing is carried over from an older generation); other files
+// of the previous root tree (a README, CI workflows) are kept.
+// .gitattributes marks *.wtxt, *.wtxtdelta, *.wsum, *.wseal and *.part
+// `text eol=lf diff`: diffed as text and never converted to CRLF, so a
+// checkout is byte-identical even with core.autocrlf=true.
+//
+// generation.txt holds gen, ts, build, sha256_all, merkle_prev, merkle_this,
+// layout (single|split), wtxt_bytes and wtxt_sha256 (SHA-256 of the whole
+// WTXT file), then <ext>_bytes and <ext>_sha256 for each optional file
+// present (wtxtdelta, wsum, wseal).
+//
+// Each generation is one commit whose parent is the previous generation's,
+// with the message
+//
+//	snapd: generation 000123
+//
+//	Snapd-Gen: 000123
+//	Snapd-Ts: 2026-01-01T00:00:00Z
+//	Snapd-Build: <build>
+//	Snapd-Sha256-All: <hex64>
+//	Snapd-Merkle-Prev: <hex64>
+//	Snapd-Merkle-This: <hex64>
+//	Snapd-Layout: single
+//
+// (git trailers: `git log --format='%(trailers:key=Snapd-Gen,valueonly)'`
+// reads them), plus an annotated tag <TagPrefix><gen> ("gen-000123") with
+// the same message. Author, committer and tagger are Config.AuthorName and
+// AuthorEmail at the WTXT's meta ts, so a commit is reproducible from its
+// inputs. With Config.SigningKey, commit and tag carry an SSHSIG signature
+// (namespace "git", gitops/sshsig) that `git verify-commit` / `git
+// verify-tag` accept with gpg.format=ssh and an allowed-signers file
+// naming AuthorEmail.
+//
+// Commit refuses a generation that is not newer than the branch head
+// (ErrGenOrder) or whose merkle_prev is not the head's merkle_this
+// (ErrChainBreak), and returns the head unchanged (Result.Existing) when the
+// same generation is committed again, e.g. after a crash. Header values come
+// from the WTXT's `meta` and `root` lines (ParseHeader; for root_pending,
+// from the WSUM via ParseWSUM) or from Generation.Header (needed for an
+// age-armored WTXT). Config.Verify, if set, runs before anything is written.
+//
+// Trees are built from the previous commit's trees: only the entries of
+// <path> (and the trees above it) are rewritten, and a blob is written only
+// when the repository lacks it. Single files are streamed (hashed, then
+// written only if new); see below for parts.
+//
+// # Split ("git-scale") layout
+//
+// GitHub rejects files over 100 MiB. Config.Layout selects: "single" (one
+// file, any size), "split" (always parts) or "auto" (the default: parts
+// when the WTXT is larger than SplitThreshold, default PartLimit). A delta
+// or sidecar larger than SplitThreshold is split too unless the layout is
+// "single". A split file is a directory <name>.parts/ of part files of at
+// most PartLimit bytes (default 48 MiB, at most MaxPartLimit = 95 MiB)
+// plus a MANIFEST:
+//
+//	WTXT-PARTS 1 bytes=<total> sha256=<hex64 of the whole file> parts=<n>
+//	<part name> <size> <sha256 hex64>        one line per part, in order
+//
+// Concatenating the parts in MANIFEST order reproduces the file byte for
+// byte; Assemble / AssembleFS / Repo.WriteWTXT do so and check every part's
+// size and SHA-256 and the whole file's. The MANIFEST has a single
+// canonical form (decimal without leading zeros, lowercase hex, single
+// spaces, final LF); part names match [A-Za-z0-9_.-]+\.part, do not start
+// with '.', are unique and at most 200 bytes, so a MANIFEST cannot name a
+// file outside its directory.
+//
+// A WTXT (input starting with the line "WTXT 1") is cut at line structure
+// only:
+//
+//	0000-header.part           every line before the first `arr` line
+//	<A>.head.part              the array's `arr` line (+ its `idx` line)
+//	<A>.c<ix6>.part            chunks ix .. ix+K-1 (ix a multiple of K)
+//	<A>.c<ix6>.l<k7>.part      base64 lines k.. of one chunk larger than a part
+//	9999-trailer.part          the optional `audit` line and `endwtxt`
+//
+// <A> is the array name with bytes outside [A-Za-z0-9_.-] replaced by '_',
+// cut to 64 bytes, a leading '.' replaced by '_', then '.' and the first 8
+// hex digits of SHA-256(name). K = max(1, (limit-512) / E) where E bounds
+// the encoded size of the array's first chunk (its `ch` line + lines×79 +
+// `endch` + `endarr`); `endarr` ends the array's last part. A chunk that
+// does not fit the current part (odd geometry) starts a part named after
+// its own ix; a chunk cut by lines is followed by a new part. Since K
+// depends only on the chunk geometry and the part names only on array name
+// and chunk index, a chunk run whose bytes did not change gives a part with
+// the same name and content (the same Git blob) in the next generation: a
+// generation's new blobs are the header part, the head parts of changed
+// arrays (their `arr` line holds sha256/hmac), the runs holding changed
+// chunks, MANIFEST and generation.txt. Repo reuses the previous tree's blob
+// for every part whose (name, size, SHA-256) equals an entry of the previous
+// MANIFEST, without hashing it for Git or writing it, so commit cost grows
+// with the changed bytes (plus one SHA-256 pass over the file).
+//
+// Split rejects (ErrParts) structurally broken WTXT input: lines over 64
+// KiB, no final LF, ch lines out of order, base64 line counts that differ
+// from `lines=`, data after `endwtxt`, two arrays whose part names collide.
+// Any other input (a DELTA, an age-armored file) is cut into
+// blob.<n6>.part files after the last LF that fits in a part, or exactly at
+// the limit when a part would hold no LF.
+//
+// # Pushing
+//
+// A Pusher publishes one generation (PushRequest: branch, commit, tag).
+// GitPusher (NewPusher) uses go-git with the transport of the remote URL: a
+// local path or file:// (no credentials), http(s):// (Basic auth with
+// Username, default "git", and a token read at every push from TokenFile or
+// the environment variable TokenEnv, never logged; URLs with a password are
+// refused), or ssh:// / user@host:path (SSHKeyFile, optional passphrase
+// from SSHPassphraseEnv, SSHKnownHostsFile). Push first lists the remote:
+// if the branch already holds the commit (a lost acknowledgement) it only
+// completes the tag; if the remote head is not an ancestor of the commit in
+// the local history it fails with ErrDiverged and sends nothing. It never
+// force-pushes. The push uses an in-memory reference store holding only
+// refs/snapd/push/<branch> and the tag, so it neither reads the branch
+// ref a concurrent Commit rewrites nor writes to the local repository.
+//
+// Errors are *PushError with Kind ErrRetryable (network, timeouts, HTTP
+// 5xx/408/429, unknown errors) or one that needs a person: ErrAuth (HTTP
+// 401/403, unreadable or empty token, SSH authentication or host key
+// failure), ErrDiverged (remote ahead with foreign commits, non-fast-forward,
+// tag exists with another value), ErrRejected (hook or protected branch,
+// repository not found, other 4xx), ErrLocal (commit/tag missing locally).
+// NeedsAttention tells the two apart.
+//
+// # Resend queue (gitops/queue)
+//
+// On disk, in the queue directory:
+//
+//	jobs/<url.PathEscape(branch)>/<gen, 20 digits>.json   one file per job
+//	hold.json                                             present while stopped
+//
+// A job file is one JSON object and LF: {"branch", "gen", "commit" (40
+// hex), "tag", "enqueued", "attempts", "last_error", "next_attempt"};
+// unknown fields are rejected and the file name must match gen. Every write
+// goes through internal/atomicfile (temp file, fsync, rename, fsync dir);
+// stale temp files are swept at Open. Zero-padded names make the directory
+// order the generation order. hold.json ({"branch", "gen", "kind", "error",
+// "since", "checked"}) records a failure that needs a person; while it
+// exists nothing is pushed, except that an authentication failure is
+// re-checked with one push attempt every Options.AuthRecheck (default 5m)
+// so the queue resumes by itself once the credential is fixed ("checked"
+// is the last re-check). Retry removes it and clears every backoff; Drop removes a job
+// (and the hold if it was about that job). Since the state is all in files,
+// Status, List, Retry and Drop work from another process (the CLI) while
+// the daemon runs; the running queue notices within PollInterval.
+//
+// Run pushes the head job of each branch when due; success deletes the job
+// file, a retryable failure increments attempts and sets next_attempt =
+// now + a delay drawn from [d/2, d) with d = BaseDelay×2^(attempts-1)
+// capped at MaxDelay, and a failure that needs a person writes hold.json.
+// A job is deleted only after Push returned nil, so a crash can only repeat
+// a push, and a repeated push of a commit the remote already has is
+// detected by GitPusher and sends nothing: each generation is applied on
+// the remote once.
+package gitops

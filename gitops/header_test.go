@@ -1,0 +1,97 @@
+package gitops
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseHeader(t *testing.T) {
+	w, mt := genWTXT(123, "", []testArray{{name: "x", data: pseudo(1, 100)}})
+	h, err := ParseHeader(bytes.NewReader(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Gen != 123 || h.GenText != "000123" || h.Build != "test-build" || h.TS != "2026-01-01T02:03:00Z" ||
+		h.MerkleThis != mt || h.MerklePrev != strings.Repeat("0", 64) || !isHex64(h.SHA256All) || h.Pending {
+		t.Fatalf("header %+v", h)
+	}
+	s := string(w)
+	bad := map[string]string{
+		"not wtxt":     "WTXT 2\n" + s[7:],
+		"no meta":      strings.Replace(s, "\nmeta ", "\nmexa ", 1),
+		"short gen":    strings.Replace(s, "gen=000123", "gen=123", 1),
+		"no build":     strings.Replace(s, " build=test-build", "", 1),
+		"bad root":     strings.Replace(s, "merkle_this="+mt, "merkle_this=xyz", 1),
+		"empty":        "",
+		"truncated":    s[:30],
+		"long line":    "WTXT 1\n" + strings.Repeat("x", maxHeaderLine+1) + "\n",
+		"root missing": strings.Replace(s, "\nroot ", "\nrxot ", 1),
+	}
+	for name, in := range bad {
+		if _, err := ParseHeader(strings.NewReader(in)); !errors.Is(err, ErrHeader) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// root_pending + WSUM.
+	pending := strings.Replace(s, "\nroot ", "\nroot_pending sha256_all="+strings.Repeat("0", 64)+" note=\"finalize with WSUM\"\nx ", 1)
+	hp, err := ParseHeader(strings.NewReader(pending))
+	if err != nil || !hp.Pending || hp.SHA256All != "" {
+		t.Fatalf("pending: %+v %v", hp, err)
+	}
+	wsum := "WSUM 1 sha256_all=" + h.SHA256All + " merkle_prev=" + h.MerklePrev + " merkle_this=" + h.MerkleThis + " sign=AAAA\n"
+	if err := ParseWSUM(strings.NewReader(wsum), hp); err != nil || hp.MerkleThis != mt {
+		t.Fatalf("wsum: %+v %v", hp, err)
+	}
+	for _, b := range []string{"", "WSUM 2 x\n", "WSUM 1 sha256_all=00\n"} {
+		if err := ParseWSUM(strings.NewReader(b), hp); !errors.Is(err, ErrHeader) {
+			t.Errorf("WSUM %q: %v", b, err)
+		}
+	}
+	if _, err := ParseManifest(bytes.Repeat([]byte("x"), MaxManifestSize+1)); !errors.Is(err, ErrParts) {
+		t.Errorf("oversized MANIFEST: %v", err)
+	}
+	for _, l := range []string{"", "auto", "single", "split"} {
+		if _, err := ParseLayout(l); err != nil {
+			t.Errorf("layout %q: %v", l, err)
+		}
+	}
+	if _, err := ParseLayout("big"); err == nil {
+		t.Error("layout big accepted")
+	}
+}
+
+// TestCommitArmored: an age-armored WTXT has no readable header; the
+// caller supplies it, and split storage falls back to line cuts.
+func TestCommitArmored(t *testing.T) {
+	dir := t.TempDir()
+	r, err := OpenRepo(dir+"/r.git", Config{Layout: LayoutSplit, PartLimit: MinPartLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := genWTXT(1, "", []testArray{{name: "x", data: pseudo(1, 100)}})
+	h, _ := ParseHeader(bytes.NewReader(w))
+	var armored bytes.Buffer
+	armored.WriteString("-----BEGIN AGE ENCRYPTED FILE-----\n")
+	for i := 0; armored.Len() < 200_000; i++ {
+		armored.WriteString(strings.Repeat(string(rune('A'+i%26)), 64) + "\n")
+	}
+	armored.WriteString("-----END AGE ENCRYPTED FILE-----\n")
+	p := writeFile(t, dir, "g1.wtxt", armored.Bytes())
+	if _, err := r.Commit(t.Context(), Generation{WTXT: p}); !errors.Is(err, ErrHeader) {
+		t.Fatalf("armored without header: %v", err)
+	}
+	res, err := r.Commit(t.Context(), Generation{WTXT: p, Header: h})
+	if err != nil || res.Layout != LayoutSplit {
+		t.Fatalf("armored: %+v %v", res, err)
+	}
+	var out bytes.Buffer
+	if err := r.WriteWTXT(res.Tag, &out); err != nil || !bytes.Equal(out.Bytes(), armored.Bytes()) {
+		t.Fatalf("WriteWTXT: %v", err)
+	}
+	if got := gitCmd(t, r.Dir(), "ls-tree", "--name-only", res.Tag+":snapshots/current.wtxt.parts"); got != "MANIFEST\nblob.000000.part\nblob.000001.part\nblob.000002.part\nblob.000003.part\n" {
+		t.Fatalf("parts: %q", got)
+	}
+	gitCmd(t, r.Dir(), "fsck", "--strict")
+}

@@ -1,0 +1,672 @@
+// Package queue is the durable resend queue between the pipeline and a Git
+// remote: one file per push job, pushed in generation order per branch with
+// capped exponential backoff, stopping with a visible status when a person
+// must act. The on-disk format is described in ../doc.go.
+package queue
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/internal/atomicfile"
+)
+
+// Errors returned by Enqueue, Drop and Run; test with errors.Is.
+var (
+	ErrInvalidJob = errors.New("queue: invalid job")
+	ErrConflict   = errors.New("queue: another job for this branch and generation is queued")
+	ErrNotFound   = errors.New("queue: no such job")
+	ErrNoPusher   = errors.New("queue: Run needs Options.Pusher")
+	ErrRunning    = errors.New("queue: Run is already running")
+	ErrCorrupt    = errors.New("queue: corrupt queue file")
+)
+
+// State is the queue's overall state.
+type State string
+
+// States.
+const (
+	StateOK             State = "ok"              // nothing failing
+	StateRetrying       State = "retrying"        // a push failed and will be retried
+	StateNeedsAttention State = "needs-attention" // stopped until Retry
+)
+
+// Job is one queued push: a generation's commit and tag for a branch.
+type Job struct {
+	Branch      string    `json:"branch"`
+	Gen         uint64    `json:"gen"`
+	Commit      string    `json:"commit"`        // 40 hex digits
+	Tag         string    `json:"tag,omitempty"` // local tag to push with it
+	Enqueued    time.Time `json:"enqueued"`
+	Attempts    int       `json:"attempts"` // failed attempts so far
+	LastError   string    `json:"last_error,omitempty"`
+	NextAttempt time.Time `json:"next_attempt,omitzero"` // zero: as soon as possible
+}
+
+// Hold is the record of a stop that needs a person (file hold.json).
+type Hold struct {
+	Branch string    `json:"branch"`
+	Gen    uint64    `json:"gen"`
+	Kind   string    `json:"kind"` // e.g. "authentication failed", "remote diverged"
+	Error  string    `json:"error"`
+	Since  time.Time `json:"since"`
+	// Checked is the last automatic re-check of an authentication
+	// failure (see Options.AuthRecheck).
+	Checked time.Time `json:"checked,omitzero"`
+}
+
+// Status is what the daemon shows about the queue.
+type Status struct {
+	State       State     `json:"state"`
+	Pending     int       `json:"pending"`
+	LastError   string    `json:"last_error,omitempty"`
+	NextAttempt time.Time `json:"next_attempt,omitzero"` // earliest scheduled retry
+	Hold        *Hold     `json:"hold,omitempty"`        // set in StateNeedsAttention
+}
+
+// Clock is the time source of the queue (injectable for tests).
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Options configures a Queue. Zero values take the defaults noted.
+type Options struct {
+	Pusher gitops.Pusher // required by Run only
+	Logger *slog.Logger  // nil: discard
+	Clock  Clock         // nil: the real clock
+	// Rand returns a value in [0, 1) for backoff jitter; nil: math/rand/v2.
+	Rand func() float64
+	// BaseDelay is the first retry delay (default 2s); it doubles per
+	// failed attempt up to MaxDelay (default 5m). The delay used is drawn
+	// uniformly from [d/2, d).
+	BaseDelay time.Duration
+	MaxDelay  time.Duration
+	// PollInterval: how often a running queue re-reads its directory when
+	// idle or held, to notice jobs, Retry or Drop from another process
+	// (default 10s).
+	PollInterval time.Duration
+	// LogInterval: while pushes keep failing, at most one warning per
+	// interval is logged (default 1m).
+	LogInterval time.Duration
+	// AuthRecheck: a stop caused by an authentication failure is re-checked
+	// this often (one push attempt of the stopped job), so pushing resumes
+	// by itself once the credential is fixed (default 5m; negative: only
+	// Retry resumes). Other stops (diverged, rejected) wait for Retry.
+	AuthRecheck time.Duration
+}
+
+// Queue is a durable push queue in one directory. Methods are safe for
+// concurrent use; several processes may open the same directory, but only
+// one may Run it.
+type Queue struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+	kick chan struct{}
+
+	mu      sync.Mutex // serializes file updates within the process
+	running bool
+
+	// rate-limited logging state (Run goroutine only)
+	failing    bool
+	lastLog    time.Time
+	suppressed int
+	failures   int
+}
+
+const (
+	jobsDir  = "jobs"
+	holdFile = "hold.json"
+	jobExt   = ".json"
+	maxFile  = 1 << 20
+)
+
+// Open opens (creating if needed) the queue directory dir and removes
+// temporary files a crash left behind.
+func Open(dir string, opts Options) (*Queue, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Clock == nil {
+		opts.Clock = realClock{}
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Float64
+	}
+	if opts.BaseDelay <= 0 {
+		opts.BaseDelay = 2 * time.Second
+	}
+	if opts.MaxDelay <= 0 {
+		opts.MaxDelay = 5 * time.Minute
+	}
+	if opts.MaxDelay < opts.BaseDelay {
+		opts.MaxDelay = opts.BaseDelay
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 10 * time.Second
+	}
+	if opts.LogInterval <= 0 {
+		opts.LogInterval = time.Minute
+	}
+	if opts.AuthRecheck == 0 {
+		opts.AuthRecheck = 5 * time.Minute
+	}
+	if err := os.MkdirAll(filepath.Join(dir, jobsDir), 0o755); err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	q := &Queue{dir: dir, opts: opts, log: opts.Logger, kick: make(chan struct{}, 1)}
+	if _, err := atomicfile.Sweep(dir); err != nil {
+		return nil, fmt.Errorf("queue: sweep %s: %w", dir, err)
+	}
+	bs, err := os.ReadDir(filepath.Join(dir, jobsDir))
+	if err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	for _, b := range bs {
+		if b.IsDir() {
+			if _, err := atomicfile.Sweep(filepath.Join(dir, jobsDir, b.Name())); err != nil {
+				return nil, fmt.Errorf("queue: sweep: %w", err)
+			}
+		}
+	}
+	return q, nil
+}
+
+// Dir returns the queue directory.
+func (q *Queue) Dir() string { return q.dir }
+
+func (q *Queue) branchDir(branch string) string {
+	return filepath.Join(q.dir, jobsDir, url.PathEscape(branch))
+}
+
+func (q *Queue) jobPath(branch string, gen uint64) string {
+	return filepath.Join(q.branchDir(branch), fmt.Sprintf("%020d%s", gen, jobExt))
+}
+
+func validate(j Job) error {
+	if err := plumbing.NewBranchReferenceName(j.Branch).Validate(); err != nil || j.Branch == "" {
+		return fmt.Errorf("%w: branch %q", ErrInvalidJob, j.Branch)
+	}
+	if b, err := hex.DecodeString(j.Commit); err != nil || len(b) != 20 || strings.ToLower(j.Commit) != j.Commit {
+		return fmt.Errorf("%w: commit %q is not 40 lowercase hex digits", ErrInvalidJob, j.Commit)
+	}
+	if j.Tag != "" {
+		if err := plumbing.NewTagReferenceName(j.Tag).Validate(); err != nil {
+			return fmt.Errorf("%w: tag %q", ErrInvalidJob, j.Tag)
+		}
+	}
+	return nil
+}
+
+// Enqueue stores a job durably (atomic write, fsync) and wakes Run.
+// Enqueueing the same branch, generation and commit again is a no-op; the
+// same branch and generation with another commit is ErrConflict.
+func (q *Queue) Enqueue(j Job) error {
+	if err := validate(j); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p := q.jobPath(j.Branch, j.Gen)
+	if old, err := readJob(p); err == nil {
+		if old.Commit == j.Commit && old.Tag == j.Tag {
+			return nil
+		}
+		return fmt.Errorf("%w: %s generation %d is queued with commit %s", ErrConflict, j.Branch, j.Gen, old.Commit)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(q.branchDir(j.Branch), 0o755); err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
+	j.Attempts, j.LastError, j.NextAttempt = 0, "", time.Time{}
+	if j.Enqueued.IsZero() {
+		j.Enqueued = q.opts.Clock.Now().UTC()
+	}
+	if err := writeJSON(p, j); err != nil {
+		return err
+	}
+	q.wake()
+	return nil
+}
+
+func (q *Queue) wake() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+func writeJSON(p string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
+	if err := atomicfile.WriteFile(p, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("queue: write %s: %w", p, err)
+	}
+	return nil
+}
+
+func readJSON(p string, v any) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() > maxFile {
+		return fmt.Errorf("%w: %s: %d bytes exceeds %d", ErrCorrupt, p, st.Size(), maxFile)
+	}
+	dec := json.NewDecoder(f)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, p, err)
+	}
+	return nil
+}
+
+func readJob(p string) (Job, error) {
+	var j Job
+	if err := readJSON(p, &j); err != nil {
+		return j, err
+	}
+	if err := validate(j); err != nil {
+		return j, fmt.Errorf("%w: %s: %v", ErrCorrupt, p, err)
+	}
+	if want := fmt.Sprintf("%020d%s", j.Gen, jobExt); filepath.Base(p) != want {
+		return j, fmt.Errorf("%w: %s holds generation %d", ErrCorrupt, p, j.Gen)
+	}
+	return j, nil
+}
+
+// List returns the queued jobs: branches in byte order, each branch's jobs
+// in generation order (the order Run pushes them).
+func (q *Queue) List() ([]Job, error) {
+	bs, err := os.ReadDir(filepath.Join(q.dir, jobsDir))
+	if err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	var out []Job
+	for _, b := range bs {
+		if !b.IsDir() {
+			continue
+		}
+		es, err := os.ReadDir(filepath.Join(q.dir, jobsDir, b.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("queue: %w", err)
+		}
+		var names []string
+		for _, e := range es {
+			if strings.HasSuffix(e.Name(), jobExt) && !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
+				names = append(names, e.Name())
+			}
+		}
+		sort.Strings(names) // zero-padded generation numbers
+		for _, n := range names {
+			j, err := readJob(filepath.Join(q.dir, jobsDir, b.Name(), n))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // pushed meanwhile
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, j)
+		}
+	}
+	sort.SliceStable(out, func(i, k int) bool { return out[i].Branch < out[k].Branch })
+	return out, nil
+}
+
+func (q *Queue) readHold() (*Hold, error) {
+	var h Hold
+	err := readJSON(filepath.Join(q.dir, holdFile), &h)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// Status reports the queue's state from its directory, so it is accurate
+// in any process that opened the directory.
+func (q *Queue) Status() (Status, error) {
+	jobs, err := q.List()
+	if err != nil {
+		return Status{}, err
+	}
+	hold, err := q.readHold()
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{State: StateOK, Pending: len(jobs)}
+	if hold != nil {
+		st.State, st.LastError, st.Hold = StateNeedsAttention, hold.Error, hold
+		return st, nil
+	}
+	for i, j := range jobs {
+		head := i == 0 || jobs[i-1].Branch != j.Branch
+		if j.Attempts > 0 {
+			st.State = StateRetrying
+			st.LastError = j.LastError
+		}
+		if head && !j.NextAttempt.IsZero() && (st.NextAttempt.IsZero() || j.NextAttempt.Before(st.NextAttempt)) {
+			st.NextAttempt = j.NextAttempt
+		}
+	}
+	return st, nil
+}
+
+// Retry clears a needs-attention stop and every job's backoff, so a
+// running queue pushes again at once (within PollInterval when Run is in
+// another process).
+func (q *Queue) Retry() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := os.Remove(filepath.Join(q.dir, holdFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("queue: %w", err)
+	}
+	jobs, err := q.List()
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if j.Attempts == 0 && j.NextAttempt.IsZero() {
+			continue
+		}
+		j.Attempts, j.NextAttempt = 0, time.Time{}
+		if err := writeJSON(q.jobPath(j.Branch, j.Gen), j); err != nil {
+			return err
+		}
+	}
+	q.wake()
+	return nil
+}
+
+// Drop removes one job without pushing it (its commit still reaches the
+// remote with any later generation of the branch, as their ancestor). A
+// needs-attention stop caused by that job is cleared.
+func (q *Queue) Drop(branch string, gen uint64) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := os.Remove(q.jobPath(branch, gen)); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s generation %d", ErrNotFound, branch, gen)
+	} else if err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
+	if err := atomicfile.SyncDir(q.branchDir(branch)); err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
+	if h, err := q.readHold(); err == nil && h != nil && h.Branch == branch && h.Gen == gen {
+		if err := os.Remove(filepath.Join(q.dir, holdFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("queue: %w", err)
+		}
+	}
+	q.wake()
+	return nil
+}
+
+// ParseJobID parses "branch@gen" (as `snapd queue drop` takes it).
+func ParseJobID(s string) (branch string, gen uint64, err error) {
+	i := strings.LastIndexByte(s, '@')
+	if i <= 0 {
+		return "", 0, fmt.Errorf("%w: job id %q: want branch@generation", ErrInvalidJob, s)
+	}
+	gen, err = strconv.ParseUint(s[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: job id %q: generation: %v", ErrInvalidJob, s, err)
+	}
+	return s[:i], gen, nil
+}
+
+// ID returns the job's "branch@gen" identifier.
+func (j Job) ID() string { return fmt.Sprintf("%s@%d", j.Branch, j.Gen) }
+
+// backoff returns the delay after the n-th consecutive failure (n >= 1).
+func (q *Queue) backoff(n int) time.Duration {
+	d := q.opts.BaseDelay
+	for i := 1; i < n && d < q.opts.MaxDelay; i++ {
+		d *= 2
+	}
+	d = min(d, q.opts.MaxDelay)
+	half := d / 2
+	return half + time.Duration(q.opts.Rand()*float64(d-half))
+}
+
+// Run pushes queued jobs until ctx is done, then returns ctx.Err(). Jobs of
+// a branch are pushed one at a time in generation order; a retryable failure
+// reschedules the branch's head job with backoff; a failure that needs a
+// person (gitops.NeedsAttention) writes hold.json and stops all pushing
+// until Retry (an authentication failure is re-checked every AuthRecheck). Run starts no goroutine that outlives it. Cancelling ctx
+// mid-push leaves the job queued; the next Run finds out whether the remote
+// got it.
+func (q *Queue) Run(ctx context.Context) error {
+	if q.opts.Pusher == nil {
+		return ErrNoPusher
+	}
+	q.mu.Lock()
+	if q.running {
+		q.mu.Unlock()
+		return ErrRunning
+	}
+	q.running = true
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		q.running = false
+		q.mu.Unlock()
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		wait, err := q.step(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			q.logFailure("queue error", err, q.opts.Clock.Now())
+			wait = q.opts.PollInterval
+		}
+		if wait <= 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-q.kick:
+		case <-q.opts.Clock.After(wait):
+		}
+	}
+}
+
+// step pushes every job that is due and returns how long to wait.
+func (q *Queue) step(ctx context.Context) (time.Duration, error) {
+	hold, err := q.readHold()
+	if err != nil {
+		return q.opts.PollInterval, err
+	}
+	if hold != nil {
+		if hold.Kind != gitops.ErrAuth.Error() || q.opts.AuthRecheck < 0 {
+			return q.opts.PollInterval, nil
+		}
+		last := hold.Since
+		if hold.Checked.After(last) {
+			last = hold.Checked
+		}
+		if d := last.Add(q.opts.AuthRecheck).Sub(q.opts.Clock.Now()); d > 0 {
+			return min(d, q.opts.PollInterval), nil
+		}
+		// Due: one attempt below; success clears the hold.
+	}
+	jobs, err := q.List()
+	if err != nil {
+		return 0, err
+	}
+	wait := q.opts.PollInterval
+	blocked := map[string]bool{}
+	for _, j := range jobs {
+		if blocked[j.Branch] {
+			continue
+		}
+		now := q.opts.Clock.Now()
+		if j.NextAttempt.After(now) {
+			blocked[j.Branch] = true
+			wait = min(wait, j.NextAttempt.Sub(now))
+			continue
+		}
+		err := q.opts.Pusher.Push(ctx, gitops.PushRequest{Branch: j.Branch, Commit: plumbing.NewHash(j.Commit), Tag: j.Tag})
+		if ctx.Err() != nil {
+			return 0, ctx.Err() // abandoned: the job stays as it was
+		}
+		now = q.opts.Clock.Now()
+		if err == nil {
+			if err := q.done(j); err != nil {
+				return 0, err
+			}
+			if hold != nil {
+				if err := q.clearHold(); err != nil {
+					return 0, err
+				}
+				q.log.Info("push works again; queue resumed", "job", j.ID(), "stopped_since", hold.Since)
+				hold = nil
+			}
+			q.logSuccess(j)
+			continue
+		}
+		blocked[j.Branch] = true
+		if gitops.NeedsAttention(err) {
+			h := Hold{Branch: j.Branch, Gen: j.Gen, Kind: kindOf(err), Error: err.Error(), Since: now.UTC()}
+			if hold != nil && hold.Kind == h.Kind {
+				// A failed re-check: keep the original time.
+				h.Since, h.Checked = hold.Since, now.UTC()
+			}
+			if werr := q.setHold(h, j); werr != nil {
+				return 0, werr
+			}
+			if hold == nil || now.Sub(q.lastLog) >= q.opts.LogInterval {
+				q.log.Error("push needs attention; queue stopped until retry", "job", j.ID(), "kind", h.Kind, "err", err)
+				q.failing, q.lastLog, q.suppressed = true, now, 0
+			}
+			return q.opts.PollInterval, nil
+		}
+		if hold != nil {
+			// The re-check failed for another reason: stay stopped.
+			h := *hold
+			h.Checked = now.UTC()
+			if werr := q.setHold(h, j); werr != nil {
+				return 0, werr
+			}
+			return q.opts.PollInterval, nil
+		}
+		j.Attempts++
+		j.LastError = err.Error()
+		j.NextAttempt = now.Add(q.backoff(j.Attempts)).UTC()
+		if werr := q.update(j); werr != nil {
+			return 0, werr
+		}
+		q.logFailure("push failed; will retry", err, now, "job", j.ID(), "attempt", j.Attempts, "next_attempt", j.NextAttempt)
+		wait = min(wait, j.NextAttempt.Sub(now))
+	}
+	return wait, nil
+}
+
+func kindOf(err error) string {
+	for _, k := range []error{gitops.ErrAuth, gitops.ErrDiverged, gitops.ErrRejected, gitops.ErrLocal} {
+		if errors.Is(err, k) {
+			return k.Error()
+		}
+	}
+	return "error"
+}
+
+func (q *Queue) done(j Job) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p := q.jobPath(j.Branch, j.Gen)
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("queue: %w", err)
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(p)); err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
+	return nil
+}
+
+// update rewrites a job unless it was dropped meanwhile.
+func (q *Queue) update(j Job) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p := q.jobPath(j.Branch, j.Gen)
+	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return writeJSON(p, j)
+}
+
+func (q *Queue) clearHold() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := os.Remove(filepath.Join(q.dir, holdFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("queue: %w", err)
+	}
+	return nil
+}
+
+func (q *Queue) setHold(h Hold, j Job) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, err := os.Stat(q.jobPath(j.Branch, j.Gen)); errors.Is(err, fs.ErrNotExist) {
+		return nil // dropped meanwhile
+	}
+	return writeJSON(filepath.Join(q.dir, holdFile), h)
+}
+
+// logFailure logs the first failure of a streak and then at most one per
+// LogInterval, counting what it suppressed.
+func (q *Queue) logFailure(msg string, err error, now time.Time, args ...any) {
+	q.failures++
+	if q.failing && now.Sub(q.lastLog) < q.opts.LogInterval {
+		q.suppressed++
+		return
+	}
+	args = append(args, "err", err, "failures", q.failures, "suppressed", q.suppressed)
+	q.log.Warn(msg, args...)
+	q.failing, q.lastLog, q.suppressed = true, now, 0
+}
+
+func (q *Queue) logSuccess(j Job) {
+	if q.failing {
+		q.log.Info("push recovered", "job", j.ID(), "failures", q.failures)
+	}
+	q.failing, q.failures, q.suppressed = false, 0, 0
+	q.log.Debug("pushed", "job", j.ID(), "commit", j.Commit)
+}

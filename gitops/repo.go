@@ -1,0 +1,878 @@
+package gitops
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+
+	"github.com/snapd-ml/snapd/gitops/sshsig"
+)
+
+// Layout selects how a generation's WTXT is stored.
+type Layout string
+
+// Layouts (config values).
+const (
+	LayoutAuto   Layout = "auto"   // split when the WTXT is larger than SplitThreshold
+	LayoutSingle Layout = "single" // always one file, whatever its size
+	LayoutSplit  Layout = "split"  // always a parts directory
+)
+
+// ParseLayout parses a config value; "" means LayoutAuto.
+func ParseLayout(s string) (Layout, error) {
+	switch Layout(s) {
+	case "", LayoutAuto:
+		return LayoutAuto, nil
+	case LayoutSingle, LayoutSplit:
+		return Layout(s), nil
+	}
+	return "", fmt.Errorf("gitops: layout %q: want auto, single or split", s)
+}
+
+// Defaults for Config.
+const (
+	DefaultBranch      = "snapshots"
+	DefaultPath        = "snapshots"
+	DefaultTagPrefix   = "gen-"
+	DefaultAuthorName  = "snapd"
+	DefaultAuthorEmail = "snapd@localhost"
+)
+
+// Stable names inside Config.Path.
+const (
+	FileWTXT       = "current.wtxt"       // single layout
+	DirWTXTParts   = "current.wtxt.parts" // split layout (MANIFEST + parts)
+	FileDelta      = "current.wtxtdelta"  // DELTA v2 from the previous generation
+	FileWSUM       = "current.wsum"
+	FileSeal       = "current.wseal"
+	FileSummary    = "generation.txt"
+	FileAttributes = ".gitattributes" // at the repository root
+	partsSuffix    = ".parts"
+)
+
+// Gitattributes is the content of the .gitattributes file every commit
+// carries: snapshot files are diffed as text and never get CRLF on checkout,
+// so a checkout is byte-identical to what was committed.
+const Gitattributes = `# Written by snapd. WTXT files are LF-only ASCII and signed: keep them byte for byte.
+*.wtxt text eol=lf diff
+*.wtxtdelta text eol=lf diff
+*.wsum text eol=lf diff
+*.wseal text eol=lf diff
+*.part text eol=lf diff
+MANIFEST text eol=lf
+generation.txt text eol=lf
+`
+
+// Errors returned by Repo.Commit; test with errors.Is.
+var (
+	// ErrGenOrder means the generation is not newer than the branch head's.
+	ErrGenOrder = errors.New("gitops: generation not newer than the branch head")
+	// ErrChainBreak means merkle_prev differs from the head's merkle_this.
+	ErrChainBreak = errors.New("gitops: merkle chain break")
+	// ErrConfig reports an invalid Config field.
+	ErrConfig = errors.New("gitops: config")
+)
+
+// Config configures a Repo. Zero values take the defaults above.
+type Config struct {
+	Branch string // branch the generations are committed on
+	Path   string // directory (slash-separated, relative) holding the files
+	Layout Layout
+	// SplitThreshold: with LayoutAuto a WTXT larger than this is split; a
+	// delta or sidecar larger than this is split in auto and split layouts.
+	// At most MaxPartLimit; default PartLimit.
+	SplitThreshold int64
+	// PartLimit is the largest part size, in [MinPartLimit, MaxPartLimit].
+	// Default DefaultPartLimit.
+	PartLimit   int64
+	TagPrefix   string // tag name = TagPrefix + gen as written, e.g. gen-000123
+	AuthorName  string
+	AuthorEmail string
+	// SigningKey signs commits and tags (SSHSIG, namespace "git"); nil
+	// leaves them unsigned.
+	SigningKey ed25519.PrivateKey
+	// Verify, if set, is called before a generation is committed (e.g. a
+	// full WTXT verification); an error aborts the commit.
+	Verify func(ctx context.Context, g Generation, h *Header) error
+	// Now gives the commit time when meta ts does not parse; default time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() error {
+	if c.Branch == "" {
+		c.Branch = DefaultBranch
+	}
+	if c.Path == "" {
+		c.Path = DefaultPath
+	}
+	if c.TagPrefix == "" {
+		c.TagPrefix = DefaultTagPrefix
+	}
+	if c.AuthorName == "" {
+		c.AuthorName = DefaultAuthorName
+	}
+	if c.AuthorEmail == "" {
+		c.AuthorEmail = DefaultAuthorEmail
+	}
+	if c.PartLimit == 0 {
+		c.PartLimit = DefaultPartLimit
+	}
+	if c.SplitThreshold == 0 {
+		c.SplitThreshold = c.PartLimit
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	var err error
+	if c.Layout, err = ParseLayout(string(c.Layout)); err != nil {
+		return fmt.Errorf("%w: layout: %v", ErrConfig, err)
+	}
+	if err := plumbing.NewBranchReferenceName(c.Branch).Validate(); err != nil {
+		return fmt.Errorf("%w: branch %q: %v", ErrConfig, c.Branch, err)
+	}
+	if err := plumbing.NewTagReferenceName(c.TagPrefix + "000001").Validate(); err != nil {
+		return fmt.Errorf("%w: tag prefix %q: %v", ErrConfig, c.TagPrefix, err)
+	}
+	if c.PartLimit < MinPartLimit || c.PartLimit > MaxPartLimit {
+		return fmt.Errorf("%w: part limit %d outside [%d, %d]", ErrConfig, c.PartLimit, MinPartLimit, MaxPartLimit)
+	}
+	if c.SplitThreshold < 0 || c.SplitThreshold > MaxPartLimit {
+		return fmt.Errorf("%w: split threshold %d outside [0, %d]", ErrConfig, c.SplitThreshold, MaxPartLimit)
+	}
+	if c.SigningKey != nil && len(c.SigningKey) != ed25519.PrivateKeySize {
+		return fmt.Errorf("%w: signing key: not an Ed25519 private key", ErrConfig)
+	}
+	if strings.ContainsAny(c.AuthorName+c.AuthorEmail, "<>\n") {
+		return fmt.Errorf("%w: author name/email must not contain <, > or newline", ErrConfig)
+	}
+	p := c.Path
+	if path.IsAbs(p) || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../") || strings.Contains(p, "\\") {
+		return fmt.Errorf("%w: path %q: want a clean relative slash-separated directory", ErrConfig, p)
+	}
+	for _, el := range strings.Split(p, "/") {
+		if el == ".git" || el == FileAttributes {
+			return fmt.Errorf("%w: path %q: element %q not allowed", ErrConfig, p, el)
+		}
+	}
+	return nil
+}
+
+// Generation names the files of one generation (paths on disk). WTXT is
+// required; the others are optional and are removed from the tree when
+// empty, so every file in a commit belongs to that commit's generation.
+type Generation struct {
+	WTXT  string // the WTXT (possibly age-armored: then Header must be set)
+	Delta string // DELTA v2 against the previous generation
+	WSUM  string // WSUM (required for a streaming WTXT with root_pending)
+	Seal  string // .wseal sidecar
+	// Header overrides the values read from the WTXT (and WSUM).
+	Header *Header
+}
+
+// Result describes a committed generation.
+type Result struct {
+	Gen          uint64
+	Commit       plumbing.Hash // the generation's commit on Config.Branch
+	Tag          string        // tag name, e.g. "gen-000123"
+	TagObject    plumbing.Hash // the annotated tag object
+	Layout       Layout        // LayoutSingle or LayoutSplit, as stored
+	BlobsWritten int           // new blob objects written for this commit
+	BytesWritten int64         // their uncompressed size
+	Existing     bool          // the generation was already the branch head
+}
+
+// Repo commits generations into a bare Git repository on disk. Its methods
+// are safe for concurrent use; other processes must not commit to the same
+// branch.
+type Repo struct {
+	dir string
+	cfg Config
+	mu  sync.Mutex
+	r   *git.Repository
+}
+
+// OpenRepo opens the bare repository at dir, creating it when dir does not
+// exist or is empty.
+func OpenRepo(dir string, cfg Config) (*Repo, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	r, err := git.PlainOpen(dir)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		r, err = git.PlainInit(dir, true)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gitops: open repository %s: %w", dir, err)
+	}
+	return &Repo{dir: dir, cfg: cfg, r: r}, nil
+}
+
+// Dir returns the repository directory.
+func (r *Repo) Dir() string { return r.dir }
+
+// Config returns the configuration with defaults applied.
+func (r *Repo) Config() Config { return r.cfg }
+
+// TagName returns the tag name of generation text gen (e.g. "000123").
+func (r *Repo) TagName(genText string) string { return r.cfg.TagPrefix + genText }
+
+// headInfo is what Commit needs from the branch head.
+type headInfo struct {
+	commit *object.Commit
+	tree   *object.Tree
+	trail  map[string]string
+}
+
+func (r *Repo) head() (*headInfo, error) {
+	ref, err := r.r.Reference(plumbing.NewBranchReferenceName(r.cfg.Branch), true)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gitops: read branch %s: %w", r.cfg.Branch, err)
+	}
+	c, err := r.r.CommitObject(ref.Hash())
+	if err != nil {
+		return nil, fmt.Errorf("gitops: branch %s head %s: %w", r.cfg.Branch, ref.Hash(), err)
+	}
+	t, err := c.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("gitops: tree of %s: %w", c.Hash, err)
+	}
+	return &headInfo{commit: c, tree: t, trail: ParseTrailers(c.Message)}, nil
+}
+
+// Commit trailer keys (git trailer syntax, see doc.go).
+const (
+	TrailerGen        = "Snapd-Gen"
+	TrailerTS         = "Snapd-Ts"
+	TrailerBuild      = "Snapd-Build"
+	TrailerSHA256All  = "Snapd-Sha256-All"
+	TrailerMerklePrev = "Snapd-Merkle-Prev"
+	TrailerMerkleThis = "Snapd-Merkle-This"
+	TrailerLayout     = "Snapd-Layout"
+)
+
+// ParseTrailers returns the "Key: value" lines of a commit or tag
+// message's last paragraph.
+func ParseTrailers(msg string) map[string]string {
+	m := map[string]string{}
+	paras := strings.Split(strings.TrimRight(msg, "\n"), "\n\n")
+	for _, l := range strings.Split(paras[len(paras)-1], "\n") {
+		if k, v, ok := strings.Cut(l, ": "); ok && !strings.ContainsAny(k, " \t") {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func message(h *Header, layout Layout) string {
+	return fmt.Sprintf("snapd: generation %s\n\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n",
+		h.GenText,
+		TrailerGen, h.GenText, TrailerTS, h.TS, TrailerBuild, h.Build,
+		TrailerSHA256All, h.SHA256All, TrailerMerklePrev, h.MerklePrev, TrailerMerkleThis, h.MerkleThis,
+		TrailerLayout, layout)
+}
+
+// readHeader returns the generation's header values.
+func readHeader(g Generation) (*Header, error) {
+	if g.Header != nil {
+		h := *g.Header
+		if h.GenText == "" {
+			h.GenText = fmt.Sprintf("%06d", h.Gen)
+		}
+		if !isHex64(h.SHA256All) || !isHex64(h.MerklePrev) || !isHex64(h.MerkleThis) || h.TS == "" || h.Build == "" {
+			return nil, fmt.Errorf("%w: Generation.Header needs ts, build and hex64 root values", ErrHeader)
+		}
+		return &h, nil
+	}
+	f, err := os.Open(g.WTXT)
+	if err != nil {
+		return nil, fmt.Errorf("gitops: %w", err)
+	}
+	defer f.Close()
+	h, err := ParseHeader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", g.WTXT, err)
+	}
+	if h.Pending {
+		if g.WSUM == "" {
+			return nil, fmt.Errorf("%w: %s has root_pending and no WSUM was given", ErrHeader, g.WTXT)
+		}
+		w, err := os.Open(g.WSUM)
+		if err != nil {
+			return nil, fmt.Errorf("gitops: %w", err)
+		}
+		defer w.Close()
+		if err := ParseWSUM(w, h); err != nil {
+			return nil, fmt.Errorf("%s: %w", g.WSUM, err)
+		}
+	}
+	return h, nil
+}
+
+// Commit records generation g as one new commit on the branch, plus an
+// annotated tag, both signed when a SigningKey is configured. Only blobs
+// for changed files (or changed parts) are written; the trees are built
+// from the previous commit's trees. Committing the generation that already
+// is the branch head (same gen and sha256_all) returns it with Existing set,
+// so a caller may retry after a crash.
+func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, err := readHeader(g)
+	if err != nil {
+		return nil, err
+	}
+	head, err := r.head()
+	if err != nil {
+		return nil, err
+	}
+	tagName := r.TagName(h.GenText)
+	if head != nil {
+		prevGen := head.trail[TrailerGen]
+		if prevGen == h.GenText && head.trail[TrailerSHA256All] == h.SHA256All {
+			return r.existing(head, h, tagName)
+		}
+		var pg uint64
+		if _, err := fmt.Sscan(prevGen, &pg); err != nil {
+			return nil, fmt.Errorf("gitops: branch %s head %s has no %s trailer", r.cfg.Branch, head.commit.Hash, TrailerGen)
+		}
+		if h.Gen <= pg {
+			return nil, fmt.Errorf("%w: generation %s, head %s has %s", ErrGenOrder, h.GenText, head.commit.Hash, prevGen)
+		}
+		if pm := head.trail[TrailerMerkleThis]; pm != h.MerklePrev {
+			return nil, fmt.Errorf("%w: generation %s merkle_prev %s, head generation %s merkle_this %s", ErrChainBreak, h.GenText, h.MerklePrev, prevGen, pm)
+		}
+	}
+	if r.cfg.Verify != nil {
+		if err := r.cfg.Verify(ctx, g, h); err != nil {
+			return nil, fmt.Errorf("gitops: generation %s: verify: %w", h.GenText, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	b := &builder{st: r.r.Storer, ctx: ctx}
+	var prevDir *object.Tree
+	if head != nil {
+		if prevDir, err = head.tree.Tree(r.cfg.Path); errors.Is(err, object.ErrDirectoryNotFound) {
+			prevDir = nil
+		} else if err != nil {
+			return nil, fmt.Errorf("gitops: previous tree %s: %w", r.cfg.Path, err)
+		}
+	}
+	dir := newTreeBuilder(prevDir)
+
+	// The WTXT.
+	st, err := os.Stat(g.WTXT)
+	if err != nil {
+		return nil, fmt.Errorf("gitops: %w", err)
+	}
+	layout := LayoutSingle
+	if r.cfg.Layout == LayoutSplit || r.cfg.Layout == LayoutAuto && st.Size() > r.cfg.SplitThreshold {
+		layout = LayoutSplit
+	}
+	info, err := b.storeFile(dir, prevDir, FileWTXT, g.WTXT, layout == LayoutSplit, r.cfg.PartLimit)
+	if err != nil {
+		return nil, err
+	}
+	summary := fmt.Sprintf("gen=%s\nts=%s\nbuild=%s\nsha256_all=%s\nmerkle_prev=%s\nmerkle_this=%s\nlayout=%s\nwtxt_bytes=%d\nwtxt_sha256=%s\n",
+		h.GenText, h.TS, h.Build, h.SHA256All, h.MerklePrev, h.MerkleThis, layout, info.size, info.sha256)
+	// Optional files.
+	for _, o := range []struct{ name, src string }{{FileDelta, g.Delta}, {FileWSUM, g.WSUM}, {FileSeal, g.Seal}} {
+		if o.src == "" {
+			dir.remove(o.name)
+			dir.remove(o.name + partsSuffix)
+			continue
+		}
+		st, err := os.Stat(o.src)
+		if err != nil {
+			return nil, fmt.Errorf("gitops: %w", err)
+		}
+		split := r.cfg.Layout != LayoutSingle && st.Size() > r.cfg.SplitThreshold
+		fi, err := b.storeFile(dir, prevDir, o.name, o.src, split, r.cfg.PartLimit)
+		if err != nil {
+			return nil, err
+		}
+		key := strings.TrimPrefix(path.Ext(o.name), ".")
+		summary += fmt.Sprintf("%s_bytes=%d\n%s_sha256=%s\n", key, fi.size, key, fi.sha256)
+	}
+	sum, err := b.blob([]byte(summary))
+	if err != nil {
+		return nil, err
+	}
+	dir.set(FileSummary, filemode.Regular, sum)
+	dirHash, err := b.writeTree(dir)
+	if err != nil {
+		return nil, err
+	}
+
+	// The root tree: the previous root with .gitattributes and Path replaced.
+	var prevRoot *object.Tree
+	if head != nil {
+		prevRoot = head.tree
+	}
+	attrs, err := b.blob([]byte(Gitattributes))
+	if err != nil {
+		return nil, err
+	}
+	rootHash, err := b.replacePath(prevRoot, strings.Split(r.cfg.Path, "/"), dirHash, func(t *treeBuilder) {
+		t.set(FileAttributes, filemode.Regular, attrs)
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	when := r.cfg.Now().UTC()
+	if ts, err := time.Parse("2006-01-02T15:04:05Z", h.TS); err == nil {
+		when = ts
+	}
+	sig := object.Signature{Name: r.cfg.AuthorName, Email: r.cfg.AuthorEmail, When: when}
+	c := &object.Commit{Author: sig, Committer: sig, Message: message(h, layout), TreeHash: rootHash}
+	var oldRef *plumbing.Reference
+	if head != nil {
+		c.ParentHashes = []plumbing.Hash{head.commit.Hash}
+		oldRef = plumbing.NewHashReference(plumbing.NewBranchReferenceName(r.cfg.Branch), head.commit.Hash)
+	}
+	if r.cfg.SigningKey != nil {
+		if c.PGPSignature, err = signObject(r.cfg.SigningKey, c.EncodeWithoutSignature); err != nil {
+			return nil, err
+		}
+	}
+	commitHash, err := b.encode(c.Encode)
+	if err != nil {
+		return nil, err
+	}
+	t := &object.Tag{Name: tagName, Tagger: sig, Message: message(h, layout), TargetType: plumbing.CommitObject, Target: commitHash}
+	if r.cfg.SigningKey != nil {
+		if t.PGPSignature, err = signObject(r.cfg.SigningKey, t.EncodeWithoutSignature); err != nil {
+			return nil, err
+		}
+	}
+	tagHash, err := b.encode(t.Encode)
+	if err != nil {
+		return nil, err
+	}
+	tagRef := plumbing.NewTagReferenceName(tagName)
+	if old, err := r.r.Storer.Reference(tagRef); err == nil && old.Hash() != tagHash {
+		return nil, fmt.Errorf("%w: tag %s already exists (%s) for another commit", ErrGenOrder, tagName, old.Hash())
+	}
+	// Branch first: a crash between the two leaves a head whose tag
+	// existing() re-creates.
+	newRef := plumbing.NewHashReference(plumbing.NewBranchReferenceName(r.cfg.Branch), commitHash)
+	if err := r.r.Storer.CheckAndSetReference(newRef, oldRef); err != nil {
+		return nil, fmt.Errorf("gitops: update branch %s: %w", r.cfg.Branch, err)
+	}
+	if err := r.r.Storer.SetReference(plumbing.NewHashReference(tagRef, tagHash)); err != nil {
+		return nil, fmt.Errorf("gitops: set tag %s: %w", tagName, err)
+	}
+	return &Result{Gen: h.Gen, Commit: commitHash, Tag: tagName, TagObject: tagHash, Layout: layout,
+		BlobsWritten: b.blobs, BytesWritten: b.bytes}, nil
+}
+
+// existing returns the head as the result for a repeated Commit, creating
+// its tag if a crash lost it.
+func (r *Repo) existing(head *headInfo, h *Header, tagName string) (*Result, error) {
+	res := &Result{Gen: h.Gen, Commit: head.commit.Hash, Tag: tagName, Layout: Layout(head.trail[TrailerLayout]), Existing: true}
+	tagRef := plumbing.NewTagReferenceName(tagName)
+	if ref, err := r.r.Storer.Reference(tagRef); err == nil {
+		res.TagObject = ref.Hash()
+		return res, nil
+	}
+	b := &builder{st: r.r.Storer, ctx: context.Background()}
+	t := &object.Tag{Name: tagName, Tagger: head.commit.Committer, Message: head.commit.Message, TargetType: plumbing.CommitObject, Target: head.commit.Hash}
+	var err error
+	if r.cfg.SigningKey != nil {
+		if t.PGPSignature, err = signObject(r.cfg.SigningKey, t.EncodeWithoutSignature); err != nil {
+			return nil, err
+		}
+	}
+	if res.TagObject, err = b.encode(t.Encode); err != nil {
+		return nil, err
+	}
+	if err := r.r.Storer.SetReference(plumbing.NewHashReference(tagRef, res.TagObject)); err != nil {
+		return nil, fmt.Errorf("gitops: set tag %s: %w", tagName, err)
+	}
+	return res, nil
+}
+
+// Signer signs Git objects with an SSHSIG signature (namespace "git") made
+// with an Ed25519 key. It implements go-git's Signer interface, so it can be
+// passed as CommitOptions.Signer or CreateTagOptions.Signer; Repo uses the
+// same signature format.
+type Signer struct {
+	Key ed25519.PrivateKey
+}
+
+// Sign returns the armored SSHSIG signature of message.
+func (s Signer) Sign(message io.Reader) ([]byte, error) {
+	return sshsig.Sign(s.Key, sshsig.NamespaceGit, message)
+}
+
+var _ git.Signer = Signer{}
+
+// signObject returns the SSHSIG (namespace "git") over the object encoded
+// without signature, as git stores it in the gpgsig header / tag body.
+func signObject(key ed25519.PrivateKey, encode func(plumbing.EncodedObject) error) (string, error) {
+	o := &plumbing.MemoryObject{}
+	if err := encode(o); err != nil {
+		return "", fmt.Errorf("gitops: encode for signing: %w", err)
+	}
+	rd, err := o.Reader()
+	if err != nil {
+		return "", err
+	}
+	defer rd.Close()
+	sig, err := Signer{Key: key}.Sign(rd)
+	if err != nil {
+		return "", fmt.Errorf("gitops: sign: %w", err)
+	}
+	return string(sig), nil
+}
+
+// builder writes objects, counting new blobs.
+type builder struct {
+	st    storer.EncodedObjectStorer
+	ctx   context.Context
+	blobs int
+	bytes int64
+}
+
+func (b *builder) encode(enc func(plumbing.EncodedObject) error) (plumbing.Hash, error) {
+	o := b.st.NewEncodedObject()
+	if err := enc(o); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("gitops: encode object: %w", err)
+	}
+	h, err := b.st.SetEncodedObject(o)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("gitops: write object: %w", err)
+	}
+	return h, nil
+}
+
+// blob stores data as a blob unless the repository already has it.
+func (b *builder) blob(data []byte) (plumbing.Hash, error) {
+	h := plumbing.ComputeHash(plumbing.BlobObject, data)
+	if b.st.HasEncodedObject(h) == nil {
+		return h, nil
+	}
+	o := b.st.NewEncodedObject()
+	o.SetType(plumbing.BlobObject)
+	o.SetSize(int64(len(data)))
+	w, err := o.Writer()
+	if err == nil {
+		_, err = w.Write(data)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return h, fmt.Errorf("gitops: blob: %w", err)
+	}
+	if _, err := b.st.SetEncodedObject(o); err != nil {
+		return h, fmt.Errorf("gitops: write blob: %w", err)
+	}
+	b.blobs++
+	b.bytes += int64(len(data))
+	return h, nil
+}
+
+// fileObject streams a file into the object store without holding it.
+type fileObject struct {
+	path string
+	size int64
+	hash plumbing.Hash
+}
+
+func (o *fileObject) Hash() plumbing.Hash         { return o.hash }
+func (o *fileObject) Type() plumbing.ObjectType   { return plumbing.BlobObject }
+func (o *fileObject) SetType(plumbing.ObjectType) {}
+func (o *fileObject) Size() int64                 { return o.size }
+func (o *fileObject) SetSize(int64)               {}
+func (o *fileObject) Reader() (io.ReadCloser, error) {
+	f, err := os.Open(o.path)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(f, o.size), f}, nil
+}
+func (o *fileObject) Writer() (io.WriteCloser, error) {
+	return nil, errors.New("gitops: file object is read-only")
+}
+
+type fileInfo struct {
+	size   int64
+	sha256 string
+}
+
+// storeFile stores src as name (single) or name.parts/ (split) in dir and
+// removes the other form.
+func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src string, split bool, limit int64) (fileInfo, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return fileInfo{}, fmt.Errorf("gitops: %w", err)
+	}
+	defer f.Close()
+	if split {
+		dir.remove(name)
+		var prevParts *object.Tree
+		if prevDir != nil {
+			if t, err := prevDir.Tree(name + partsSuffix); err == nil {
+				prevParts = t
+			}
+		}
+		h, m, err := b.storeParts(f, prevParts, limit)
+		if err != nil {
+			return fileInfo{}, fmt.Errorf("gitops: split %s: %w", src, err)
+		}
+		dir.set(name+partsSuffix, filemode.Dir, h)
+		return fileInfo{size: m.Bytes, sha256: m.SHA256}, nil
+	}
+	dir.remove(name + partsSuffix)
+	st, err := f.Stat()
+	if err != nil {
+		return fileInfo{}, fmt.Errorf("gitops: %w", err)
+	}
+	hasher := plumbing.NewHasher(plumbing.BlobObject, st.Size())
+	s256 := sha256.New()
+	n, err := io.Copy(io.MultiWriter(hasher, s256), &ctxReader{b.ctx, f})
+	if err != nil {
+		return fileInfo{}, fmt.Errorf("gitops: read %s: %w", src, err)
+	}
+	if n != st.Size() {
+		return fileInfo{}, fmt.Errorf("gitops: %s changed size while read (%d, then %d bytes)", src, st.Size(), n)
+	}
+	obj := &fileObject{path: src, size: n, hash: hasher.Sum()}
+	if b.st.HasEncodedObject(obj.hash) != nil {
+		if _, err := b.st.SetEncodedObject(obj); err != nil {
+			return fileInfo{}, fmt.Errorf("gitops: write blob %s: %w", src, err)
+		}
+		// The store names the object by the bytes it read: if the file
+		// changed since it was hashed, the expected object is missing.
+		if err := b.st.HasEncodedObject(obj.hash); err != nil {
+			return fileInfo{}, fmt.Errorf("gitops: %s changed while it was committed", src)
+		}
+		b.blobs++
+		b.bytes += n
+	}
+	dir.set(name, filemode.Regular, obj.hash)
+	return fileInfo{size: n, sha256: hex.EncodeToString(s256.Sum(nil))}, nil
+}
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// storeParts splits r into a parts tree. A part whose name, size and
+// SHA-256 equal an entry of the previous MANIFEST reuses the previous blob
+// without hashing or writing it again.
+func (b *builder) storeParts(r io.Reader, prev *object.Tree, limit int64) (plumbing.Hash, *Manifest, error) {
+	reuse := map[Part]plumbing.Hash{}
+	if prev != nil {
+		if mf, err := prev.File(ManifestName); err == nil && mf.Size <= MaxManifestSize {
+			if data, err := mf.Contents(); err == nil {
+				if pm, err := ParseManifest([]byte(data)); err == nil {
+					for _, p := range pm.Parts {
+						if e, err := prev.FindEntry(p.Name); err == nil && e.Mode == filemode.Regular {
+							reuse[p] = e.Hash
+						}
+					}
+				}
+			}
+		}
+	}
+	t := newTreeBuilder(nil)
+	m, err := Split(&ctxReader{b.ctx, r}, limit, func(name string, data []byte) error {
+		sum := sha256.Sum256(data)
+		if h, ok := reuse[Part{Name: name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}]; ok {
+			t.set(name, filemode.Regular, h)
+			return nil
+		}
+		h, err := b.blob(data)
+		if err != nil {
+			return err
+		}
+		t.set(name, filemode.Regular, h)
+		return nil
+	})
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	mh, err := b.blob(m.Encode())
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	t.set(ManifestName, filemode.Regular, mh)
+	h, err := b.writeTree(t)
+	return h, m, err
+}
+
+// treeBuilder edits the entries of one tree.
+type treeBuilder struct {
+	entries map[string]object.TreeEntry
+}
+
+func newTreeBuilder(base *object.Tree) *treeBuilder {
+	t := &treeBuilder{entries: map[string]object.TreeEntry{}}
+	if base != nil {
+		for _, e := range base.Entries {
+			t.entries[e.Name] = e
+		}
+	}
+	return t
+}
+
+func (t *treeBuilder) set(name string, mode filemode.FileMode, h plumbing.Hash) {
+	t.entries[name] = object.TreeEntry{Name: name, Mode: mode, Hash: h}
+}
+
+func (t *treeBuilder) remove(name string) { delete(t.entries, name) }
+
+// writeTree stores the tree with entries in Git's order (a directory sorts
+// as if its name ended in '/').
+func (b *builder) writeTree(t *treeBuilder) (plumbing.Hash, error) {
+	es := make([]object.TreeEntry, 0, len(t.entries))
+	for _, e := range t.entries {
+		es = append(es, e)
+	}
+	key := func(e object.TreeEntry) string {
+		if e.Mode == filemode.Dir {
+			return e.Name + "/"
+		}
+		return e.Name
+	}
+	sort.Slice(es, func(i, j int) bool { return key(es[i]) < key(es[j]) })
+	tree := &object.Tree{Entries: es}
+	return b.encode(tree.Encode)
+}
+
+// replacePath returns the hash of base with the directory at elems replaced
+// by sub; edit (if not nil) is applied to the top-level tree.
+func (b *builder) replacePath(base *object.Tree, elems []string, sub plumbing.Hash, edit func(*treeBuilder)) (plumbing.Hash, error) {
+	t := newTreeBuilder(base)
+	if edit != nil {
+		edit(t)
+	}
+	if len(elems) == 1 {
+		t.set(elems[0], filemode.Dir, sub)
+		return b.writeTree(t)
+	}
+	var child *object.Tree
+	if e, ok := t.entries[elems[0]]; ok && e.Mode == filemode.Dir && base != nil {
+		c, err := object.GetTree(b.st, e.Hash)
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("gitops: tree %s: %w", elems[0], err)
+		}
+		child = c
+	}
+	h, err := b.replacePath(child, elems[1:], sub, nil)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	t.set(elems[0], filemode.Dir, h)
+	return b.writeTree(t)
+}
+
+// WriteWTXT writes the WTXT stored at revision rev (a tag such as
+// "gen-000123", a branch, or a commit hash) to w, assembling it from its
+// parts when the generation was stored split (with every size and SHA-256
+// in the MANIFEST checked). On error, what was written must be discarded.
+func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
+	h, err := r.r.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return fmt.Errorf("gitops: revision %q: %w", rev, err)
+	}
+	c, err := r.r.CommitObject(*h)
+	if err != nil {
+		return fmt.Errorf("gitops: revision %q: %w", rev, err)
+	}
+	root, err := c.Tree()
+	if err != nil {
+		return fmt.Errorf("gitops: tree of %s: %w", c.Hash, err)
+	}
+	dir, err := root.Tree(r.cfg.Path)
+	if err != nil {
+		return fmt.Errorf("gitops: %s:%s: %w", rev, r.cfg.Path, err)
+	}
+	if f, err := dir.File(FileWTXT); err == nil {
+		rd, err := f.Reader()
+		if err != nil {
+			return fmt.Errorf("gitops: %s: %w", FileWTXT, err)
+		}
+		defer rd.Close()
+		if _, err := io.Copy(w, rd); err != nil {
+			return fmt.Errorf("gitops: %s: %w", FileWTXT, err)
+		}
+		return nil
+	}
+	parts, err := dir.Tree(DirWTXTParts)
+	if err != nil {
+		return fmt.Errorf("gitops: %s:%s has neither %s nor %s", rev, r.cfg.Path, FileWTXT, DirWTXTParts)
+	}
+	return AssembleFS(treeFS{parts}, ".", w)
+}
+
+// treeFS is a read-only fs.FS over the blobs of one Git tree.
+type treeFS struct{ t *object.Tree }
+
+func (f treeFS) Open(name string) (fs.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	file, err := f.t.File(name)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	rd, err := file.Reader()
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return &treeFile{ReadCloser: rd, name: name, size: file.Size}, nil
+}
+
+type treeFile struct {
+	io.ReadCloser
+	name string
+	size int64
+}
+
+func (f *treeFile) Stat() (fs.FileInfo, error) { return treeFileInfo{f}, nil }
+
+type treeFileInfo struct{ f *treeFile }
+
+func (i treeFileInfo) Name() string       { return path.Base(i.f.name) }
+func (i treeFileInfo) Size() int64        { return i.f.size }
+func (i treeFileInfo) Mode() fs.FileMode  { return 0o444 }
+func (i treeFileInfo) ModTime() time.Time { return time.Time{} }
+func (i treeFileInfo) IsDir() bool        { return false }
+func (i treeFileInfo) Sys() any           { return nil }
