@@ -159,7 +159,7 @@ func armor(blob []byte) []byte {
 // Parse decodes an armored SSHSIG signature without checking it.
 func Parse(armored []byte) (*Signature, error) {
 	s := strings.TrimSpace(string(armored))
-	if !strings.HasPrefix(s, beginArmor) || !strings.HasSuffix(s, endArmor) {
+	if len(s) < len(beginArmor)+len(endArmor) || !strings.HasPrefix(s, beginArmor) || !strings.HasSuffix(s, endArmor) {
 		return nil, fmt.Errorf("%w: missing armor lines", ErrMalformed)
 	}
 	body := strings.Join(strings.Fields(s[len(beginArmor):len(s)-len(endArmor)]), "")
