@@ -246,22 +246,13 @@ func runDeltaApply(ctx context.Context, e *env, o *deltaApplyOptions) error {
 // sealFor writes path.wseal for an armored file whose generation has the
 // header h (wsum supplies the final values of a streamed snapshot).
 func sealFor(path, kind string, h *wtxt.Header, wsum *wtxt.WSUM, signKey []byte) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return ioError{err}
-	}
-	d, err := armor.Scan(f)
-	f.Close()
-	if err != nil {
-		return err
-	}
-	s := &armor.Seal{Kind: kind, Bytes: d.Bytes, SHA256: d.SHA256, Gen: h.Gen, TS: h.TS, Build: h.Meta.Build,
+	v := armor.Seal{Kind: kind, Gen: h.Gen, TS: h.TS, Build: h.Meta.Build,
 		SHA256All: h.SHA256All, MerklePrev: h.MerklePrev, MerkleThis: h.MerkleThis}
 	if wsum != nil {
-		s.SHA256All, s.MerklePrev, s.MerkleThis = wsum.SHA256All, wsum.MerklePrev, wsum.MerkleThis
+		v.SHA256All, v.MerklePrev, v.MerkleThis = wsum.SHA256All, wsum.MerklePrev, wsum.MerkleThis
 	}
-	if signKey != nil {
-		s.Sign(signKey)
+	if _, err := armor.WriteSeal(path, v, signKey, 0o644); err != nil {
+		return err
 	}
-	return writeAtomic(armor.SealPath(path), func(file *os.File) error { _, err := file.Write(s.Marshal()); return err })
+	return nil
 }

@@ -196,20 +196,10 @@ func writeWTXT(ctx context.Context, e *env, s *snapshot.Snapshot, opts wtxt.Enco
 
 // writeSeal writes path.wseal for the armored file at path.
 func writeSeal(path, kind string, m snapshot.Meta, res *wtxt.Result, opts wtxt.EncodeOptions) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return ioError{err}
-	}
-	d, err := armor.Scan(f)
-	f.Close()
-	if err != nil {
+	v := armor.Seal{Kind: kind, Gen: wtxt.FormatGen(m.Gen), TS: wtxt.FormatTS(m.TS), Build: m.Build,
+		SHA256All: res.SHA256All, MerklePrev: res.MerklePrev, MerkleThis: res.MerkleThis}
+	if _, err := armor.WriteSeal(path, v, opts.SignKey, 0o644); err != nil {
 		return err
 	}
-	s := &armor.Seal{Kind: kind, Bytes: d.Bytes, SHA256: d.SHA256,
-		Gen: wtxt.FormatGen(m.Gen), TS: wtxt.FormatTS(m.TS), Build: m.Build,
-		SHA256All: res.SHA256All, MerklePrev: res.MerklePrev, MerkleThis: res.MerkleThis}
-	if opts.SignKey != nil {
-		s.Sign(opts.SignKey)
-	}
-	return writeAtomic(armor.SealPath(path), func(file *os.File) error { _, err := file.Write(s.Marshal()); return err })
+	return nil
 }

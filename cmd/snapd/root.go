@@ -59,6 +59,8 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newDemoCommand(e),
 		newQueueCommand(e),
 		newAssembleCommand(e),
+		newReviewCommand(e),
+		newVerifyRepoCommand(e),
 	)
 	return root
 }

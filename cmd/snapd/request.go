@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapd-ml/snapd/wal"
+)
+
+// defaultStateDir is where request-snapshot, wal and gc look by default.
+const defaultStateDir = ".snapd"
+
+// stateWALDir and stateGensDir are the fixed subdirectories of a state dir.
+func stateWALDir(stateDir string) string  { return filepath.Join(stateDir, "wal") }
+func stateGensDir(stateDir string) string { return filepath.Join(stateDir, "gens") }
+
+type requestOptions struct {
+	stateDir  string
+	gen       uint64
+	source    string
+	requester string
+}
+
+func newRequestSnapshotCommand(e *env) *cobra.Command {
+	var o requestOptions
+	cmd := &cobra.Command{
+		Use:   "request-snapshot --gen N --source PATH",
+		Short: "Ask the daemon to snapshot a published generation (appends one WAL line)",
+		Long: `Append one "snapshot requested" line to STATE_DIR/wal and exit. No daemon
+needs to be running; the daemon picks the request up when it runs. The
+source must exist (publish the generation first); it is recorded as an
+absolute path. Python trainers can do the same without a subprocess with
+scripts/snapd_trainer.py.`,
+		Example: `  snapd request-snapshot --gen 123 --source .snapd/gens/gen-000123.safetensors`,
+		Args:    exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRequestSnapshot(cmd.Context(), e, &o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.stateDir, "state-dir", defaultStateDir, "snapd state directory (WAL in STATE_DIR/wal)")
+	fl.Uint64Var(&o.gen, "gen", 0, "generation number")
+	fl.StringVar(&o.source, "source", "", "path of the published generation (file or directory)")
+	fl.StringVar(&o.requester, "requester", "", "who asks, 1..64 of [A-Za-z0-9._:@/+-] (default cli:PID)")
+	cmd.MarkFlagRequired("gen")
+	cmd.MarkFlagRequired("source")
+	return cmd
+}
+
+func runRequestSnapshot(ctx context.Context, e *env, o *requestOptions) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	src, err := filepath.Abs(o.source)
+	if err != nil {
+		return usageError{fmt.Errorf("--source %q: %w", o.source, err)}
+	}
+	if _, err := os.Stat(src); err != nil {
+		return withHint(ioError{fmt.Errorf("--source: %w", err)}, "publish the generation before requesting its snapshot")
+	}
+	requester := o.requester
+	if requester == "" {
+		requester = fmt.Sprintf("cli:%d", os.Getpid())
+	}
+	r := wal.Request{Gen: o.gen, Time: e.now(), Requester: requester, Source: src}
+	dir := stateWALDir(o.stateDir)
+	if err := wal.Append(dir, r); err != nil {
+		if errors.Is(err, wal.ErrInvalidRequest) || errors.Is(err, wal.ErrLineTooLong) {
+			return usageError{err}
+		}
+		return ioError{err}
+	}
+	fmt.Fprintf(e.stdout, "requested gen=%d src=%s wal=%s\n", o.gen, src, dir)
+	return nil
+}

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapd-ml/snapd/gitops/review"
+	"github.com/snapd-ml/snapd/keys"
+)
+
+type reviewOptions struct {
+	repo           string
+	pr             int
+	workdir        string
+	apiURL         string
+	tokenFile      string
+	tokenEnv       string
+	appID          string
+	appKey         string
+	installationID int64
+	pubkeys        []string
+	hmacKey        string
+	requireSig     bool
+	maxRelL2       float64
+	maxAbsDelta    float64
+	allowNonFinite bool
+	approve        bool
+	maxComments    int
+	dryRun         bool
+	base, head     string
+	path           string
+	debug          bool
+	timeout        time.Duration
+
+	// retry is the rate-limit policy (tests inject a clock).
+	retry review.RetryPolicy
+	// httpClient overrides the transport (tests).
+	httpClient *http.Client
+}
+
+func newReviewCommand(e *env) *cobra.Command {
+	var o reviewOptions
+	cmd := &cobra.Command{
+		Use:   "review --repo OWNER/NAME --pr N",
+		Short: "Post a GitHub pull-request review saying which rows of which arrays changed",
+		Long: `Review a pull request that changes WTXT snapshots. For every changed *.wtxt file,
+the base version (at the pull request's base commit) and the head version are
+read from the local git checkout (--workdir; git cat-file) or, when the
+checkout lacks the commits, through the GitHub contents API. The head version
+is verified (wtxt.Verify with --pubkey, --hmac-key, and the chain against the
+base version's merkle_this) and compared with the base (snapshot.Diff).
+
+The review has a summary body (verification, chain, per-array table) and line
+comments on the ` + "`ch`" + ` lines of changed chunks in the pull request's diff
+(row ranges, changed elements, max/mean |Δ|, rel L2, new NaN/Inf). Changes
+that cannot be anchored (diff too large for GitHub, or over --max-comments)
+are listed in the body. Event: REQUEST_CHANGES when a check fails or a
+threshold trips, APPROVE with --approve when everything passes, otherwise
+COMMENT. Re-running on the same head commit updates the earlier review and
+does not repeat its line comments.
+
+Credentials: a GitHub App (--app-id, --app-key, --installation-id; the
+installation token is requested with contents:read and pull_requests:write
+for --repo only), else --token-file, else the environment variable
+--token-env (GITHUB_TOKEN). Tokens are never printed or logged.
+
+--dry-run prints the review (Markdown, then the line comments with path,
+line and diff position) and posts nothing. With --base FILE --head FILE it
+needs no pull request and no network: positions come from
+` + "`git diff --no-index`" + ` of the two files.
+
+Exit status: 0 review posted (or printed) and not requesting changes,
+1 the review requests changes, 2 usage, I/O or GitHub API error.`,
+		Example: `  snapd review --repo acme/weights --pr 42 --pubkey keys/sign_ed25519.pub --max-rel-l2 0.05
+  snapd review --repo acme/weights --pr 42 --app-id 12345 --app-key app.pem --installation-id 678
+  snapd review --dry-run --base old/current.wtxt --head new/current.wtxt --pubkey keys/sign_ed25519.pub`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 0 {
+				return usageError{fmt.Errorf("review takes no arguments, got %q", args)}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReview(cmd.Context(), e, &o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.repo, "repo", "", "repository OWNER/NAME (default $GITHUB_REPOSITORY)")
+	f.IntVar(&o.pr, "pr", 0, "pull request number")
+	f.StringVar(&o.workdir, "workdir", ".", "local git checkout to read the base and head versions from")
+	f.StringVar(&o.apiURL, "api-url", "", "GitHub REST API root, e.g. https://ghe.example.com/api/v3 (default $GITHUB_API_URL or "+review.DefaultAPIURL+")")
+	f.StringVar(&o.tokenFile, "token-file", "", "file holding a GitHub token")
+	f.StringVar(&o.tokenEnv, "token-env", "GITHUB_TOKEN", "environment variable holding a GitHub token")
+	f.StringVar(&o.appID, "app-id", "", "GitHub App ID (or client ID): authenticate as the App installation")
+	f.StringVar(&o.appKey, "app-key", "", "GitHub App private key (PEM file)")
+	f.Int64Var(&o.installationID, "installation-id", 0, "GitHub App installation ID")
+	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "trusted signer: ssh-ed25519 public key or allowed_signers file (repeatable)")
+	f.StringVar(&o.hmacKey, "hmac-key", "", "HMAC key file: check every array's HMAC")
+	f.BoolVar(&o.requireSig, "require-signature", false, "request changes unless the head is signed by a trusted --pubkey")
+	f.Float64Var(&o.maxRelL2, "max-rel-l2", 0, "request changes when an array's relative L2 change exceeds this (0 = no limit)")
+	f.Float64Var(&o.maxAbsDelta, "max-abs-delta", 0, "request changes when an array's max |Δ| exceeds this (0 = no limit)")
+	f.BoolVar(&o.allowNonFinite, "allow-nonfinite", false, "do not request changes for newly introduced NaN/Inf")
+	f.BoolVar(&o.approve, "approve", false, "APPROVE when every check passes (default: COMMENT)")
+	f.IntVar(&o.maxComments, "max-comments", review.DefaultMaxComments, "most line comments per review; the rest go into the body (0 = none)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print the review instead of posting it")
+	f.StringVar(&o.base, "base", "", "with --dry-run: local base version (instead of --repo/--pr)")
+	f.StringVar(&o.head, "head", "", "with --dry-run: local head version (instead of --repo/--pr)")
+	f.StringVar(&o.path, "path", "", "with --base/--head: the path shown in the review (default: --head)")
+	f.BoolVar(&o.debug, "debug", false, "log every API request (method, path, status; never credentials) to stderr")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "HTTP timeout of one API request")
+	cmd.MarkFlagsRequiredTogether("base", "head")
+	cmd.MarkFlagsRequiredTogether("app-id", "app-key", "installation-id")
+	cmd.MarkFlagsMutuallyExclusive("app-id", "token-file")
+	return cmd
+}
+
+// errReviewRequestsChanges makes `snapd review` exit 1 after a review that
+// requests changes was posted or printed.
+type errReviewRequestsChanges struct{}
+
+func (errReviewRequestsChanges) Error() string { return "the review requests changes" }
+
+func runReview(ctx context.Context, e *env, o *reviewOptions) error {
+	local := o.base != "" || o.head != ""
+	switch {
+	case local && !o.dryRun:
+		return usageError{errors.New("--base/--head need --dry-run (a local review is never posted)")}
+	case local && (o.repo != "" || o.pr != 0):
+		return usageError{errors.New("--base/--head exclude --repo/--pr")}
+	case !local && o.pr <= 0:
+		return usageError{errors.New("--pr N is required (or --dry-run --base FILE --head FILE)")}
+	case o.maxRelL2 < 0 || o.maxAbsDelta < 0:
+		return usageError{errors.New("--max-rel-l2 and --max-abs-delta must not be negative")}
+	}
+	logger := e.logger
+	if o.debug {
+		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	opts := review.Options{RequireSignature: o.requireSig, Approve: o.approve, MaxComments: o.maxComments, Logger: logger,
+		Thresholds: review.Thresholds{AllowNonFinite: o.allowNonFinite, MaxRelL2: o.maxRelL2, MaxAbsDelta: o.maxAbsDelta}}
+	if o.maxComments == 0 {
+		opts.MaxComments = -1
+	}
+	var err error
+	if opts.TrustedKeys, err = loadTrusted(o.pubkeys); err != nil {
+		return err
+	}
+	if o.hmacKey != "" {
+		if opts.HMACKey, err = keys.LoadHMACKey(o.hmacKey); err != nil {
+			return keyError(err)
+		}
+	}
+	if local {
+		return reviewLocal(ctx, e, o, opts)
+	}
+
+	if o.repo == "" {
+		o.repo = e.getenv("GITHUB_REPOSITORY")
+	}
+	owner, name, ok := strings.Cut(o.repo, "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return usageError{fmt.Errorf("--repo %q: want OWNER/NAME", o.repo)}
+	}
+	copts := review.ClientOptions{APIURL: o.apiURL, Retry: o.retry, Logger: logger, UserAgent: "snapd/" + version,
+		HTTPClient: o.httpClient}
+	if copts.APIURL == "" {
+		copts.APIURL = e.getenv("GITHUB_API_URL")
+	}
+	if copts.HTTPClient == nil {
+		copts.HTTPClient = &http.Client{Timeout: o.timeout}
+	}
+	switch {
+	case o.appID != "":
+		pem, err := review.LoadAppKey(o.appKey)
+		if err != nil {
+			return ioError{err}
+		}
+		copts.App = &review.AppConfig{AppID: o.appID, InstallationID: o.installationID, PrivateKeyPEM: pem, Repositories: []string{name}}
+	case o.tokenFile != "":
+		t, err := review.TokenFromFile(o.tokenFile)
+		if err != nil {
+			return ioError{err}
+		}
+		copts.Token = t
+	default:
+		t, err := review.TokenFromEnv(e.getenv, o.tokenEnv)
+		switch {
+		case err == nil:
+			copts.Token = t
+		case o.dryRun:
+			// Read-only: a public repository needs no token.
+		default:
+			return withHint(usageError{err}, "set "+o.tokenEnv+", or pass --token-file or --app-id/--app-key/--installation-id")
+		}
+	}
+	client, err := review.NewClient(copts)
+	if err != nil {
+		return usageError{err}
+	}
+	fetch := review.Fallback{review.GitFetcher{Dir: o.workdir}, review.ContentsFetcher{Client: client, Owner: owner, Repo: name}}
+	res, err := client.ReviewPullRequest(ctx, review.Request{Owner: owner, Repo: name, Number: o.pr, Fetch: fetch, Options: opts, DryRun: o.dryRun})
+	if err != nil {
+		return ioError{err}
+	}
+	rv := res.Review
+	if o.dryRun {
+		if err := rv.WriteDryRun(e.stdout); err != nil {
+			return ioError{err}
+		}
+	} else {
+		verb := "created"
+		if res.Updated {
+			verb = "updated"
+		}
+		ev := rv.Event
+		if res.Event != rv.Event {
+			ev = fmt.Sprintf("%s (posted as %s: GitHub refused the event)", rv.Event, res.Event)
+		}
+		fmt.Fprintf(e.stdout, "review %d %s on %s#%d: %s, %d line comment(s) posted, %d already present, %d file(s)\n",
+			res.ReviewID, verb, o.repo, o.pr, ev, res.CommentsPosted, res.CommentsKept, len(rv.Files))
+	}
+	if rv.Event == review.EventRequestChanges {
+		return errReviewRequestsChanges{}
+	}
+	return nil
+}
+
+// reviewLocal builds the review of two local files, with positions from
+// `git diff --no-index`, and prints it.
+func reviewLocal(ctx context.Context, e *env, o *reviewOptions, opts review.Options) error {
+	for _, p := range []string{o.base, o.head} {
+		if _, err := readHead(p, 1); err != nil {
+			return ioError{err}
+		}
+	}
+	patch, err := review.LocalPatch(ctx, "", o.base, o.head)
+	if err != nil {
+		return ioError{err}
+	}
+	path := o.path
+	if path == "" {
+		path = filepath.ToSlash(o.head)
+	}
+	in := review.FileInput{Path: path, Base: o.base, Head: o.head, HasPatch: true, Parsed: patch}
+	if w := strings.TrimSuffix(o.head, filepath.Ext(o.head)) + ".wsum"; fileExists(w) {
+		in.HeadWSUM = w
+	}
+	if w := strings.TrimSuffix(o.base, filepath.Ext(o.base)) + ".wsum"; fileExists(w) {
+		in.BaseWSUM = w
+	}
+	opts.HeadSHA = "local"
+	rv, err := review.Build(ctx, []review.FileInput{in}, opts)
+	if err != nil {
+		return ioError{err}
+	}
+	if err := rv.WriteDryRun(e.stdout); err != nil {
+		return ioError{err}
+	}
+	if rv.Event == review.EventRequestChanges {
+		return errReviewRequestsChanges{}
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := readHead(p, 0)
+	return err == nil
+}

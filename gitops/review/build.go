@@ -1,0 +1,580 @@
+package review
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+
+	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// Review events (the values GitHub's API takes).
+const (
+	EventApprove        = "APPROVE"
+	EventRequestChanges = "REQUEST_CHANGES"
+	EventComment        = "COMMENT"
+)
+
+// File statuses of a FileResult.
+const (
+	StatusAdded    = "added"
+	StatusModified = "modified"
+	StatusRemoved  = "removed"
+)
+
+// DefaultMaxComments is Options.MaxComments when zero.
+const DefaultMaxComments = 50
+
+// FileInput is one WTXT file of a change, with both versions as local
+// files (the fetchers write them; Build only reads them).
+type FileInput struct {
+	// Path is the file's path in the repository at head (for a removed
+	// file, at base).
+	Path string
+	// OldPath is the base path when the file was renamed ("" otherwise).
+	OldPath string
+	// Base and Head are local files holding the base and head versions;
+	// "" when the file does not exist on that side.
+	Base, Head string
+	// BaseWSUM and HeadWSUM are local WSUM files for streamed snapshots
+	// (root_pending); "" when absent.
+	BaseWSUM, HeadWSUM string
+	// Patch is the unified diff of the file as the pull request shows it
+	// (GitHub's `patch` field, or `git diff` output). HasPatch is false
+	// when none is available (GitHub omits it for diffs too large to
+	// render); then no comment can be anchored and all are folded into the
+	// review body.
+	Patch    string
+	HasPatch bool
+	// Parsed, when set, is used instead of Patch (for diffs parsed while
+	// streaming, see LocalPatch); HasPatch must be set too.
+	Parsed *Patch
+}
+
+// Thresholds make a review request changes even when every integrity
+// check passes.
+type Thresholds struct {
+	// AllowNonFinite accepts NaN/Inf newly introduced into float arrays
+	// (by default they request changes).
+	AllowNonFinite bool
+	// MaxRelL2 requests changes when an array's relative L2 change exceeds
+	// it (0 = no limit).
+	MaxRelL2 float64
+	// MaxAbsDelta requests changes when an array's max |Δ| exceeds it
+	// (0 = no limit).
+	MaxAbsDelta float64
+}
+
+// Options configure how a review is built.
+type Options struct {
+	// TrustedKeys are the Ed25519 keys a head snapshot's signature may
+	// come from (keys.LoadPublicKeys).
+	TrustedKeys []ed25519.PublicKey
+	// HMACKey, when set, checks every array's HMAC.
+	HMACKey []byte
+	// RequireSignature fails a head snapshot not signed by a trusted key.
+	RequireSignature bool
+	Thresholds       Thresholds
+	// Approve lets a review that passes everything be an APPROVE (else it
+	// is a COMMENT).
+	Approve bool
+	// MaxComments caps line comments; the rest are folded into the body.
+	// 0 means DefaultMaxComments; negative means no line comments.
+	MaxComments int
+	// HeadSHA is the commit reviewed; it goes into the hidden markers that
+	// make re-runs idempotent.
+	HeadSHA string
+	// Logger receives debug messages (nil = discard).
+	Logger *slog.Logger
+}
+
+// Review is a complete pull-request review: the event, the summary body
+// and the line comments that could be anchored in the diff.
+type Review struct {
+	HeadSHA  string
+	Event    string
+	Body     string
+	Comments []Comment
+	Files    []*FileResult
+
+	opts Options // for re-rendering (foldAll)
+}
+
+// Comment is a line comment on the RIGHT (head) side of a file's diff.
+type Comment struct {
+	Path string
+	// Line is the line of the head file the comment is on (the `ch` line
+	// of a changed chunk, or the `arr` line of a new/reshaped array).
+	Line int
+	// Position is the legacy diff position of Line in the file's patch.
+	Position int
+	Array    string
+	Chunk    int64 // -1 for an array-level comment
+	// Marker is the hidden HTML comment that starts Body and identifies
+	// the comment across re-runs.
+	Marker string
+	Body   string
+}
+
+// ChunkChange is one changed WTXT chunk of a head file.
+type ChunkChange struct {
+	Array string
+	Chunk int64 // ix; -1 for an array-level change (added/reshaped/retyped)
+	Line  int   // line of the ch (or arr) line in the head file
+	// FirstRow and EndRow delimit the chunk's rows [FirstRow, EndRow).
+	FirstRow, EndRow int64
+	// Stats is the element-level comparison of the chunk's rows (row
+	// numbers in ChangedRows are absolute); nil when not computable.
+	Stats *snapshot.ArrayDiff
+	// Change is the array's change kind.
+	Change snapshot.ArrayChange
+	// Anchored is set when the line appears in the patch.
+	Anchored bool
+	Position int
+}
+
+// FileResult is what the review says about one file.
+type FileResult struct {
+	Path, OldPath string
+	Status        string
+	// Report is the verification report of the head version (nil for a
+	// removed file or when the file could not be read).
+	Report  *wtxt.Report
+	BaseGen string
+	HeadGen string
+	// BaseMerkle is the base version's merkle_this ("" when unknown).
+	BaseMerkle string
+	// Diffs is snapshot.Diff of base against head (nil when either side
+	// does not decode).
+	Diffs  []snapshot.ArrayDiff
+	Chunks []ChunkChange
+	// Problems make the review REQUEST_CHANGES.
+	Problems []string
+	// Notes are facts that keep a review from approving without being
+	// the change's fault (e.g. the base version does not decode).
+	Notes    []string
+	HasPatch bool
+}
+
+// Build verifies and compares every file and renders the review. Content
+// problems (a failed check, a threshold) become part of the review; an
+// error is returned only when a local file cannot be read or ctx ends.
+func Build(ctx context.Context, files []FileInput, opts Options) (*Review, error) {
+	if opts.MaxComments == 0 {
+		opts.MaxComments = DefaultMaxComments
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rv := &Review{HeadSHA: opts.HeadSHA, opts: opts}
+	sorted := append([]FileInput(nil), files...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	for _, in := range sorted {
+		log.Debug("review file", "path", in.Path, "base", in.Base != "", "head", in.Head != "", "patch", in.HasPatch)
+		fr, err := reviewFile(ctx, in, opts)
+		if err != nil {
+			return nil, err
+		}
+		rv.Files = append(rv.Files, fr)
+	}
+	rv.Event = decideEvent(rv.Files, opts)
+	rv.Comments = makeComments(rv.Files, opts)
+	rv.Body = renderBody(rv, opts)
+	return rv, nil
+}
+
+func decideEvent(files []*FileResult, opts Options) string {
+	clean := len(files) > 0
+	for _, f := range files {
+		if len(f.Problems) > 0 {
+			return EventRequestChanges
+		}
+		if len(f.Notes) > 0 {
+			clean = false
+		}
+	}
+	if opts.Approve && clean {
+		return EventApprove
+	}
+	return EventComment
+}
+
+// opened is one decoded version of a file.
+type opened struct {
+	snap *snapshot.Snapshot
+	idx  *fileIndex
+	hdr  *wtxt.Header
+	m    *snapshot.Mapping
+}
+
+func (o *opened) close() {
+	if o != nil && o.m != nil {
+		o.m.Close()
+	}
+}
+
+// openVersion indexes and decodes a local WTXT file. Content errors are
+// returned as decodeErr (the file is still indexed when possible); err is
+// an I/O error.
+func openVersion(ctx context.Context, path, name string) (o *opened, decodeErr, err error) {
+	o = &opened{}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	o.hdr, decodeErr = wtxt.ReadHeader(f)
+	if decodeErr != nil {
+		return o, decodeErr, nil
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		return nil, nil, err
+	}
+	if o.idx, decodeErr = scanIndex(f); decodeErr != nil {
+		return o, decodeErr, nil
+	}
+	m, err := snapshot.MapFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, derr := wtxt.New().Decode(ctx, m, m.Size(), formats.DecodeOptions{Name: name})
+	if derr != nil {
+		m.Close()
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return o, derr, nil
+	}
+	o.snap, o.m = s, m
+	return o, nil, nil
+}
+
+func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, error) {
+	fr := &FileResult{Path: in.Path, OldPath: in.OldPath, HasPatch: in.HasPatch}
+	switch {
+	case in.Base == "" && in.Head == "":
+		return nil, fmt.Errorf("review: %s: neither a base nor a head version", in.Path)
+	case in.Base == "":
+		fr.Status = StatusAdded
+	case in.Head == "":
+		fr.Status = StatusRemoved
+	default:
+		fr.Status = StatusModified
+	}
+	var base, head *opened
+	defer func() { base.close(); head.close() }()
+
+	var prevMerkle *[32]byte
+	if in.Base != "" {
+		var derr, err error
+		base, derr, err = openVersion(ctx, in.Base, in.Path+"@base")
+		if err != nil {
+			return nil, fmt.Errorf("review: %s: base version: %w", in.Path, err)
+		}
+		if derr != nil {
+			fr.Notes = append(fr.Notes, "base version does not decode, so nothing is compared: "+derr.Error())
+		}
+		if base.hdr != nil {
+			fr.BaseGen = base.hdr.Gen
+			switch {
+			case !base.hdr.Pending:
+				pm := base.hdr.MerkleThis
+				prevMerkle = &pm
+			case in.BaseWSUM != "":
+				pm, err := wsumMerkle(in.BaseWSUM)
+				if err != nil {
+					fr.Notes = append(fr.Notes, "base WSUM unreadable, chain not checked: "+err.Error())
+				} else {
+					prevMerkle = &pm
+				}
+			default:
+				fr.Notes = append(fr.Notes, "base version is streamed (root_pending) and has no WSUM: chain not checked")
+			}
+			if prevMerkle != nil {
+				fr.BaseMerkle = hex.EncodeToString(prevMerkle[:])
+			}
+		}
+	}
+	if in.Head != "" {
+		vopts := wtxt.VerifyOptions{File: in.Path, TrustedKeys: opts.TrustedKeys, HMACKey: opts.HMACKey,
+			PrevMerkle: prevMerkle, RequireSignature: opts.RequireSignature}
+		if in.HeadWSUM != "" {
+			b, err := readLimited(in.HeadWSUM, 4096)
+			if err != nil {
+				return nil, fmt.Errorf("review: %s: head WSUM: %w", in.Path, err)
+			}
+			vopts.WSUM = b
+		}
+		f, err := os.Open(in.Head)
+		if err != nil {
+			return nil, fmt.Errorf("review: %s: head version: %w", in.Path, err)
+		}
+		rep, verr := wtxt.Verify(ctx, f, vopts)
+		f.Close()
+		var werr *wtxt.Error
+		if verr != nil && !errors.As(verr, &werr) {
+			return nil, fmt.Errorf("review: %s: verify head: %w", in.Path, verr)
+		}
+		fr.Report = rep
+		if rep != nil {
+			if rep.Header != nil {
+				fr.HeadGen = rep.Header.Gen
+			}
+			for _, fl := range rep.Failures {
+				fr.Problems = append(fr.Problems, "verification failed: "+fl.Error())
+			}
+		}
+		if verr != nil && (rep == nil || len(rep.Failures) == 0) {
+			fr.Problems = append(fr.Problems, "verification failed: "+verr.Error())
+		}
+		var derr error
+		head, derr, err = openVersion(ctx, in.Head, in.Path)
+		if err != nil {
+			return nil, fmt.Errorf("review: %s: head version: %w", in.Path, err)
+		}
+		if derr != nil && verr == nil {
+			fr.Problems = append(fr.Problems, "head version does not decode: "+derr.Error())
+		}
+		if head.hdr != nil && base != nil && base.hdr != nil && head.hdr.Meta.Gen <= base.hdr.Meta.Gen {
+			fr.Notes = append(fr.Notes, fmt.Sprintf("generation does not increase: base %s, head %s", fr.BaseGen, head.hdr.Gen))
+		}
+	}
+
+	// Array-level comparison.
+	var baseSnap, headSnap *snapshot.Snapshot
+	if base != nil {
+		baseSnap = base.snap
+	}
+	if head != nil {
+		headSnap = head.snap
+	}
+	bothOK := (in.Base == "" || baseSnap != nil) && (in.Head == "" || headSnap != nil)
+	if bothOK {
+		a, b := baseSnap, headSnap
+		if a == nil {
+			a = &snapshot.Snapshot{}
+		}
+		if b == nil {
+			b = &snapshot.Snapshot{}
+		}
+		var hidx *fileIndex
+		if head != nil {
+			hidx = head.idx
+		}
+		ds, err := snapshot.Diff(ctx, a, b, snapshot.DiffOptions{RowsPerChunk: geometryOf(hidx)})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			fr.Notes = append(fr.Notes, "comparison failed: "+err.Error())
+		} else {
+			fr.Diffs = ds
+			fr.Problems = append(fr.Problems, thresholdProblems(ds, opts.Thresholds)...)
+		}
+	}
+
+	// Chunk-level changes, from the files' structure (exact for any
+	// geometry), with per-chunk numbers where both sides decode.
+	if head != nil && head.idx != nil {
+		var bidx *fileIndex
+		if base != nil {
+			bidx = base.idx
+		}
+		patch := in.Parsed
+		if in.HasPatch && patch == nil {
+			p, err := ParsePatch(in.Patch)
+			if err != nil {
+				fr.Notes = append(fr.Notes, "the diff could not be parsed, so no line comments: "+err.Error())
+				fr.HasPatch = false
+			} else {
+				patch = p
+			}
+		}
+		chunks, err := chunkChanges(ctx, bidx, head.idx, baseSnap, headSnap, fr.Diffs)
+		if err != nil {
+			return nil, fmt.Errorf("review: %s: %w", in.Path, err)
+		}
+		for i := range chunks {
+			if pos, ok := patch.Position(chunks[i].Line); ok {
+				chunks[i].Anchored, chunks[i].Position = true, pos
+			}
+		}
+		fr.Chunks = chunks
+	}
+	return fr, nil
+}
+
+// geometryOf returns the chunk geometry of the head file for snapshot.Diff:
+// rows_per_chunk from the idx line, or, for arrays without one (fixed
+// 32768-byte chunks), the rows of one such chunk (approximate when rows
+// straddle chunks; the exact chunk list comes from chunkChanges).
+func geometryOf(x *fileIndex) func(*snapshot.Array, int64) int64 {
+	return func(a *snapshot.Array, rowSize int64) int64 {
+		if e := x.array(a.Name); e != nil && e.RowsPerChunk > 0 {
+			return e.RowsPerChunk
+		}
+		if x != nil && rowSize > 0 {
+			return max(1, 32768/rowSize)
+		}
+		return snapshot.DefaultRowsPerChunk(rowSize)
+	}
+}
+
+func thresholdProblems(ds []snapshot.ArrayDiff, t Thresholds) []string {
+	var out []string
+	for _, d := range ds {
+		if d.Change != snapshot.Modified {
+			continue
+		}
+		if !t.AllowNonFinite && d.NewNaN+d.NewInf > 0 {
+			out = append(out, fmt.Sprintf("array `%s`: %d NaN and %d Inf newly introduced", d.Name, d.NewNaN, d.NewInf))
+		}
+		if t.MaxRelL2 > 0 && d.RelL2 > t.MaxRelL2 {
+			out = append(out, fmt.Sprintf("array `%s`: relative L2 change %s exceeds the limit %s", d.Name, num(d.RelL2), num(t.MaxRelL2)))
+		}
+		if t.MaxAbsDelta > 0 && d.MaxAbsDelta > t.MaxAbsDelta {
+			out = append(out, fmt.Sprintf("array `%s`: max |Δ| %s exceeds the limit %s", d.Name, num(d.MaxAbsDelta), num(t.MaxAbsDelta)))
+		}
+	}
+	return out
+}
+
+// chunkChanges lists the head file's changed chunks: every chunk of an
+// array whose ch line (sha256 at the same ix, same geometry) differs from
+// the base. New, reshaped or retyped arrays give one array-level entry on
+// their arr line instead.
+func chunkChanges(ctx context.Context, bidx, hidx *fileIndex, baseSnap, headSnap *snapshot.Snapshot, ds []snapshot.ArrayDiff) ([]ChunkChange, error) {
+	kinds := map[string]snapshot.ArrayChange{}
+	for _, d := range ds {
+		kinds[d.Name] = d.Change
+	}
+	baseArrays, headArrays := arrayMap(baseSnap), arrayMap(headSnap)
+	var out []ChunkChange
+	for _, h := range hidx.Arrays {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		b := bidx.array(h.Name)
+		kind, known := kinds[h.Name]
+		if !known {
+			// Not in the decoded snapshots (the reserved attrs array, or a
+			// side that does not decode): classify from the structure.
+			switch {
+			case b == nil:
+				kind = snapshot.Added
+			case b.DType != h.DType:
+				kind = snapshot.Retyped
+			case b.Shape != h.Shape:
+				kind = snapshot.Reshaped
+			default:
+				kind = snapshot.Modified
+			}
+		}
+		if kind == snapshot.Added || kind == snapshot.Reshaped || kind == snapshot.Retyped {
+			out = append(out, ChunkChange{Array: h.Name, Chunk: -1, Line: h.Line, Change: kind})
+			continue
+		}
+		sameGeo := b != nil && b.RowsPerChunk == h.RowsPerChunk && b.RowSize == h.RowSize
+		ba, ha := baseArrays[h.Name], headArrays[h.Name]
+		for _, c := range h.Chunks {
+			if sameGeo && c.IX < int64(len(b.Chunks)) {
+				bc := b.Chunks[c.IX]
+				if bc.IX == c.IX && bc.Off == c.Off && bc.Len == c.Len && bc.SHA256 == c.SHA256 {
+					continue
+				}
+			}
+			cc := ChunkChange{Array: h.Name, Chunk: c.IX, Line: c.Line, Change: snapshot.Modified}
+			if ha != nil {
+				rowSize, rows := snapshot.RowGeometry(ha)
+				if rowSize > 0 {
+					cc.FirstRow = c.Off / rowSize
+					cc.EndRow = min(rows, (c.Off+c.Len+rowSize-1)/rowSize)
+				}
+				if ba != nil && rowSize > 0 && cc.EndRow > cc.FirstRow {
+					st, err := chunkStats(ctx, ba, ha, cc.FirstRow, cc.EndRow, rowSize)
+					if err != nil {
+						return nil, err
+					}
+					cc.Stats = st
+				}
+			}
+			out = append(out, cc)
+		}
+	}
+	return out, nil
+}
+
+func arrayMap(s *snapshot.Snapshot) map[string]*snapshot.Array {
+	m := map[string]*snapshot.Array{}
+	if s != nil {
+		for _, a := range s.Arrays {
+			m[a.Name] = a
+		}
+	}
+	return m
+}
+
+// chunkStats runs snapshot.Diff over rows [r0, r1) of a and b (same dtype
+// and shape), giving the chunk's own numbers; row numbers are made
+// absolute.
+func chunkStats(ctx context.Context, a, b *snapshot.Array, r0, r1, rowSize int64) (*snapshot.ArrayDiff, error) {
+	var shape []int64 // a scalar stays a scalar (one row of one element)
+	if len(b.Shape) > 0 {
+		shape = append([]int64{r1 - r0}, b.Shape[1:]...)
+	}
+	sub := func(x *snapshot.Array) *snapshot.Snapshot {
+		return &snapshot.Snapshot{Arrays: []*snapshot.Array{{Name: x.Name, DType: x.DType, Shape: shape,
+			Data: snapshot.Section(x.Data, r0*rowSize, (r1-r0)*rowSize)}}}
+	}
+	ds, err := snapshot.Diff(ctx, sub(a), sub(b), snapshot.DiffOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("array %q rows %d-%d: %w", b.Name, r0, r1-1, err)
+	}
+	d := ds[0]
+	for i := range d.ChangedRows {
+		d.ChangedRows[i].Start += r0
+		d.ChangedRows[i].End += r0
+	}
+	d.Chunks, d.RowsPerChunk = nil, 0
+	return &d, nil
+}
+
+func wsumMerkle(path string) ([32]byte, error) {
+	b, err := readLimited(path, 4096)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	w, err := wtxt.ParseWSUM(b)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return w.MerkleThis, nil
+}
+
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes, larger than the limit %d", path, st.Size(), limit)
+	}
+	b := make([]byte, st.Size())
+	if _, err := f.ReadAt(b, 0); err != nil && st.Size() > 0 {
+		return nil, err
+	}
+	return b, nil
+}

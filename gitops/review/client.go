@@ -1,0 +1,182 @@
+package review
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+)
+
+// DefaultAPIURL is GitHub.com's REST API root.
+const DefaultAPIURL = "https://api.github.com/"
+
+// ClientOptions configure a Client. Exactly one of Token and App is set
+// (neither is allowed for read-only use against public repositories).
+type ClientOptions struct {
+	// APIURL is the REST API root ("" = DefaultAPIURL); for GitHub
+	// Enterprise Server it is https://HOST/api/v3/ (what Actions exports as
+	// GITHUB_API_URL). It is used as given, no path is appended.
+	APIURL string
+	Token  TokenSource
+	App    *AppConfig
+	// HTTPClient supplies the underlying transport (nil = http.DefaultTransport).
+	HTTPClient *http.Client
+	Retry      RetryPolicy
+	// Logger receives debug/warn messages; tokens and headers are never
+	// logged (nil = discard).
+	Logger    *slog.Logger
+	UserAgent string
+}
+
+// Client talks to the GitHub REST API through go-github with
+// authorization, rate-limit handling and logging in its transport.
+type Client struct {
+	gh     *github.Client
+	log    *slog.Logger
+	policy RetryPolicy
+}
+
+// NewClient builds a Client. With App set, installation tokens are minted
+// on first use (and renewed before they expire).
+func NewClient(opts ClientOptions) (*Client, error) {
+	if opts.Token != nil && opts.App != nil {
+		return nil, errors.New("github: both a token and an App configured")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	api := opts.APIURL
+	if api == "" {
+		api = DefaultAPIURL
+	}
+	if !strings.HasSuffix(api, "/") {
+		api += "/"
+	}
+	u, err := url.Parse(api)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("github: API URL %q: want an absolute http(s) URL", opts.APIURL)
+	}
+	base := http.DefaultTransport
+	var timeout time.Duration
+	if opts.HTTPClient != nil {
+		timeout = opts.HTTPClient.Timeout
+		if opts.HTTPClient.Transport != nil {
+			base = opts.HTTPClient.Transport
+		}
+	}
+	policy := opts.Retry.withDefaults()
+	newGH := func(auth TokenSource) *github.Client {
+		t := &transport{base: base, host: u.Host, policy: policy, log: log}
+		if auth != nil {
+			t.authorize = auth.Authorization
+		}
+		hc := &http.Client{Transport: t, Timeout: timeout}
+		c := github.NewClient(hc)
+		c.BaseURL = u
+		c.UploadURL = u
+		if opts.UserAgent != "" {
+			c.UserAgent = opts.UserAgent
+		}
+		return c
+	}
+	auth := opts.Token
+	if opts.App != nil {
+		if opts.App.AppID == "" || opts.App.InstallationID <= 0 {
+			return nil, errors.New("github app: an App ID and an installation ID are required")
+		}
+		key, err := parseAppKey(opts.App.PrivateKeyPEM)
+		if err != nil {
+			return nil, err
+		}
+		a := &appTokenSource{cfg: *opts.App, key: key, now: policy.Now}
+		a.gh = newGH(jwtAuth{a})
+		auth = a
+	}
+	return &Client{gh: newGH(auth), log: log, policy: policy}, nil
+}
+
+// GitHub returns the underlying go-github client (authorized, rate-limit
+// aware) for callers that need other endpoints.
+func (c *Client) GitHub() *github.Client { return c.gh }
+
+// PullRequestInfo is what a review needs to know about a pull request.
+type PullRequestInfo struct {
+	Number           int
+	HeadSHA, BaseSHA string
+	HeadRef, BaseRef string
+	URL              string
+}
+
+// PullRequest fetches a pull request's head and base commits.
+func (c *Client) PullRequest(ctx context.Context, owner, repo string, number int) (*PullRequestInfo, error) {
+	pr, _, err := c.gh.PullRequests.Get(ctx, owner, repo, number)
+	if err != nil {
+		return nil, fmt.Errorf("github: get pull request %s/%s#%d: %w", owner, repo, number, err)
+	}
+	info := &PullRequestInfo{Number: pr.GetNumber(), HeadSHA: pr.GetHead().GetSHA(), BaseSHA: pr.GetBase().GetSHA(),
+		HeadRef: pr.GetHead().GetRef(), BaseRef: pr.GetBase().GetRef(), URL: pr.GetHTMLURL()}
+	if info.HeadSHA == "" || info.BaseSHA == "" {
+		return nil, fmt.Errorf("github: pull request %s/%s#%d: response lacks head or base sha", owner, repo, number)
+	}
+	return info, nil
+}
+
+// maxPRFiles is GitHub's cap on the files endpoint (3000 files).
+const maxPRFiles = 3000
+
+// PullRequestFiles lists a pull request's changed files (all pages).
+func (c *Client) PullRequestFiles(ctx context.Context, owner, repo string, number int) ([]*github.CommitFile, error) {
+	var all []*github.CommitFile
+	opt := &github.ListOptions{PerPage: 100}
+	for {
+		fs, resp, err := c.gh.PullRequests.ListFiles(ctx, owner, repo, number, opt)
+		if err != nil {
+			return nil, fmt.Errorf("github: list files of %s/%s#%d: %w", owner, repo, number, err)
+		}
+		all = append(all, fs...)
+		if resp.NextPage == 0 || len(all) >= maxPRFiles {
+			return all, nil
+		}
+		opt.Page = resp.NextPage
+	}
+}
+
+// EnsurePullRequest finds the open pull request from head to base (head
+// is a branch of owner/repo) and updates its title and body when they
+// differ, or creates it. It returns the pull request and whether it was
+// created.
+func (c *Client) EnsurePullRequest(ctx context.Context, owner, repo, head, base, title, body string) (*PullRequestInfo, bool, error) {
+	prs, _, err := c.gh.PullRequests.List(ctx, owner, repo, &github.PullRequestListOptions{
+		State: "open", Head: owner + ":" + head, Base: base, ListOptions: github.ListOptions{PerPage: 10}})
+	if err != nil {
+		return nil, false, fmt.Errorf("github: list pull requests %s -> %s: %w", head, base, err)
+	}
+	for _, pr := range prs {
+		if pr.GetHead().GetRef() != head || pr.GetBase().GetRef() != base {
+			continue
+		}
+		if pr.GetTitle() != title || pr.GetBody() != body {
+			pr, _, err = c.gh.PullRequests.Edit(ctx, owner, repo, pr.GetNumber(), &github.PullRequest{Title: &title, Body: &body})
+			if err != nil {
+				return nil, false, fmt.Errorf("github: update pull request #%d: %w", pr.GetNumber(), err)
+			}
+		}
+		c.log.Debug("pull request exists", "number", pr.GetNumber())
+		info, err := c.PullRequest(ctx, owner, repo, pr.GetNumber())
+		return info, false, err
+	}
+	pr, _, err := c.gh.PullRequests.Create(ctx, owner, repo, &github.NewPullRequest{Title: &title, Head: &head, Base: &base, Body: &body})
+	if err != nil {
+		return nil, false, fmt.Errorf("github: create pull request %s -> %s: %w", head, base, err)
+	}
+	c.log.Debug("pull request created", "number", pr.GetNumber())
+	info, err := c.PullRequest(ctx, owner, repo, pr.GetNumber())
+	return info, true, err
+}

@@ -1,0 +1,264 @@
+package review
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// RetryPolicy says how rate limits and transient failures are waited out.
+// The zero value uses the defaults below.
+type RetryPolicy struct {
+	// MaxRetries bounds the retries of one request (default 5).
+	MaxRetries int
+	// MaxWait is the longest single wait honored (default 15 minutes);
+	// when GitHub asks for more, the request fails with the rate-limit
+	// response instead of sleeping.
+	MaxWait time.Duration
+	// SecondaryDelay is the first wait after a secondary rate limit that
+	// names no time (default 60 s, GitHub's advice); it doubles per retry.
+	SecondaryDelay time.Duration
+	// ServerDelay is the first wait after a 502/503/504 or a network error
+	// of an idempotent request (default 1 s); it doubles per retry.
+	ServerDelay time.Duration
+	// Now and Sleep are the clock (tests inject both). Sleep must return
+	// early with ctx.Err() when ctx ends.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MaxRetries <= 0 {
+		p.MaxRetries = 5
+	}
+	if p.MaxWait <= 0 {
+		p.MaxWait = 15 * time.Minute
+	}
+	if p.SecondaryDelay <= 0 {
+		p.SecondaryDelay = time.Minute
+	}
+	if p.ServerDelay <= 0 {
+		p.ServerDelay = time.Second
+	}
+	if p.Now == nil {
+		p.Now = time.Now
+	}
+	if p.Sleep == nil {
+		p.Sleep = sleepCtx
+	}
+	return p
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// transport authorizes requests to the API host and waits out rate limits.
+// It sits below go-github's client, so go-github only sees the final
+// response of a request.
+//
+// go-github refuses requests on its own (without calling the server) while
+// the last response said X-RateLimit-Remaining: 0 until X-RateLimit-Reset,
+// judged by the real clock. This transport does that waiting itself (with
+// the injectable clock), so it removes X-RateLimit-Reset from successful
+// responses whose Remaining is 0 before go-github sees them.
+type transport struct {
+	base      http.RoundTripper
+	host      string // requests to other hosts get no Authorization
+	authorize func(ctx context.Context) (string, error)
+	policy    RetryPolicy
+	log       *slog.Logger
+
+	mu           sync.Mutex
+	blockedUntil time.Time // primary limit exhausted until then
+}
+
+// maxErrorBody bounds how much of an error response is read to classify it.
+const maxErrorBody = 64 << 10
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	p := t.policy
+	for attempt := 0; ; attempt++ {
+		if err := t.waitPrimary(ctx); err != nil {
+			return nil, err
+		}
+		r := req.Clone(ctx)
+		if attempt > 0 && req.Body != nil && req.Body != http.NoBody {
+			if req.GetBody == nil {
+				return nil, fmt.Errorf("github: %s %s: cannot resend the request body", req.Method, req.URL.Path)
+			}
+			b, err := req.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			r.Body = b
+		}
+		if t.authorize != nil && r.URL.Host == t.host {
+			v, err := t.authorize(ctx)
+			if err != nil {
+				return nil, err
+			}
+			r.Header.Set("Authorization", v)
+		}
+		start := p.Now()
+		resp, err := t.base.RoundTrip(r)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if !idempotent(req.Method) || attempt >= p.MaxRetries {
+				return nil, err
+			}
+			d := backoff(p.ServerDelay, attempt)
+			t.log.Debug("github request failed, retrying", "method", req.Method, "path", req.URL.Path, "attempt", attempt+1, "wait", d, "err", err.Error())
+			if err := p.Sleep(ctx, d); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		t.log.Debug("github request", "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "attempt", attempt+1, "elapsed", p.Now().Sub(start))
+		wait, reason, err := t.classify(resp, attempt, req.Method)
+		if err != nil {
+			return nil, err
+		}
+		if reason == "" {
+			t.notePrimary(resp)
+			return resp, nil
+		}
+		if attempt >= p.MaxRetries || wait > p.MaxWait {
+			t.log.Warn("github: giving up", "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "reason", reason, "attempts", attempt+1, "wait", wait)
+			return resp, nil
+		}
+		t.log.Warn("github: waiting before retry", "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "reason", reason, "wait", wait, "attempt", attempt+1)
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		if err := p.Sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func idempotent(m string) bool { return m == http.MethodGet || m == http.MethodHead }
+
+func backoff(base time.Duration, attempt int) time.Duration {
+	d := base << min(attempt, 10)
+	return d
+}
+
+// classify decides whether resp is a rate limit or transient failure and
+// how long to wait. It may replace resp.Body with a re-readable copy.
+func (t *transport) classify(resp *http.Response, attempt int, method string) (time.Duration, string, error) {
+	p := t.policy
+	switch resp.StatusCode {
+	case http.StatusForbidden, http.StatusTooManyRequests:
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		if idempotent(method) {
+			return backoff(p.ServerDelay, attempt), "server error", nil
+		}
+		return 0, "", nil
+	default:
+		return 0, "", nil
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		if s, err := strconv.ParseInt(strings.TrimSpace(ra), 10, 64); err == nil && s >= 0 {
+			return time.Duration(s) * time.Second, "Retry-After", nil
+		}
+		if when, err := http.ParseTime(ra); err == nil {
+			return max(0, when.Sub(p.Now())), "Retry-After", nil
+		}
+	}
+	if resp.Header.Get("X-RateLimit-Remaining") == "0" {
+		if reset, ok := parseReset(resp.Header); ok {
+			return max(0, reset.Sub(p.Now())) + time.Second, "X-RateLimit-Reset", nil
+		}
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		return backoff(p.SecondaryDelay, attempt), "secondary rate limit", nil
+	}
+	// A 403 is a rate limit only when its message says so; otherwise it is
+	// a permission error and returned as it is.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	if err != nil {
+		return 0, "", fmt.Errorf("github: read %d response: %w", resp.StatusCode, err)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if bytes.Contains(bytes.ToLower(body), []byte("rate limit")) {
+		return backoff(p.SecondaryDelay, attempt), "secondary rate limit", nil
+	}
+	return 0, "", nil
+}
+
+func parseReset(h http.Header) (time.Time, bool) {
+	v, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64)
+	if err != nil || v <= 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(v, 0), true
+}
+
+// notePrimary remembers an exhausted primary limit from a successful
+// response and hides its reset time from go-github (see transport).
+func (t *transport) notePrimary(resp *http.Response) {
+	if resp.Header.Get("X-RateLimit-Remaining") != "0" {
+		return
+	}
+	reset, ok := parseReset(resp.Header)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	if reset.After(t.blockedUntil) {
+		t.blockedUntil = reset
+	}
+	t.mu.Unlock()
+	resp.Header = resp.Header.Clone()
+	resp.Header.Del("X-RateLimit-Reset")
+}
+
+// errRateLimitTooLong is returned when the primary limit resets later than
+// RetryPolicy.MaxWait.
+var errRateLimitTooLong = errors.New("github: API rate limit exhausted")
+
+func (t *transport) waitPrimary(ctx context.Context) error {
+	t.mu.Lock()
+	until := t.blockedUntil
+	t.mu.Unlock()
+	if until.IsZero() {
+		return nil
+	}
+	d := until.Sub(t.policy.Now())
+	if d <= 0 {
+		return nil
+	}
+	d += time.Second
+	if d > t.policy.MaxWait {
+		return fmt.Errorf("%w until %s (more than the %s this run waits)", errRateLimitTooLong, until.UTC().Format(time.RFC3339), t.policy.MaxWait)
+	}
+	t.log.Warn("github: primary rate limit exhausted, waiting for reset", "wait", d)
+	if err := t.policy.Sleep(ctx, d); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	if !t.blockedUntil.After(until) {
+		t.blockedUntil = time.Time{}
+	}
+	t.mu.Unlock()
+	return nil
+}
