@@ -612,6 +612,9 @@ type ReclaimOptions struct {
 	// Snapshotted reports whether a generation has been snapshotted (for
 	// snapd: its WAL outcome is done). Nil means none is.
 	Snapshotted func(gen uint64) bool
+	// Abandoned reports generations to treat as abandoned in addition to
+	// those marked with Abandon (e.g. for a dry run). Nil means none.
+	Abandoned func(gen uint64) bool
 	// DryRun reports what would be deleted without deleting.
 	DryRun bool
 }
@@ -676,7 +679,7 @@ func (s *GenStore) Reclaim(opts ReclaimOptions) (ReclaimReport, error) {
 				reason = "newest snapshotted"
 			case pinned[g.Gen]:
 				reason = "pinned"
-			case !snapped(g.Gen) && !s.Abandoned(g.Gen):
+			case !snapped(g.Gen) && !s.Abandoned(g.Gen) && (opts.Abandoned == nil || !opts.Abandoned(g.Gen)):
 				reason = "not snapshotted"
 			}
 			if reason != "" {

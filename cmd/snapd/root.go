@@ -60,6 +60,9 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newQueueCommand(e),
 		newAssembleCommand(e),
 		newReviewCommand(e),
+		newRequestSnapshotCommand(e),
+		newWALCommand(e),
+		newGCCommand(e),
 		newVerifyRepoCommand(e),
 	)
 	return root

@@ -1,0 +1,118 @@
+// Package wal is snapd's request log: the training loop appends one ASCII
+// line per "snapshot requested" in microseconds and forgets about it; the
+// daemon consumes the lines in order, at least once, and handles each
+// generation once.
+//
+// # State directory
+//
+//	STATE_DIR/                 --state-dir, default ./.snapd
+//	  wal/                     the WAL directory (this package)
+//	    00000001.wal           segment 1 (sealed: mode 0444)
+//	    00000002.wal           segment 2, the active one (mode 0644)
+//	    cursor                 consumer position, replaced atomically
+//	    outcomes.log           done/failed per generation, append + fsync
+//	    consumer.lock          flock held by the running consumer
+//	    .snapd-tmp-*           temp files of atomic writes (swept at open)
+//	  gens/                    generations directory (snapshot.GenStore)
+//	    gen-000123.safetensors a published generation (file or directory)
+//	    .pins/ .abandoned/ .lock  pins and markers (see snapshot/genstore.go)
+//
+// # Request line (version 1)
+//
+// One line per request, printable ASCII, at most MaxLineSize (4096) bytes
+// including the newline, fields in this order separated by one space:
+//
+//	snapreq/1 gen=<G> ts=<T> by=<R> src=<S> crc=<C>\n
+//
+//	G  generation: canonical decimal uint64 (no sign, no leading zeros)
+//	T  request time: Unix nanoseconds, canonical decimal int64 >= 0
+//	R  requester: 1..64 of [A-Za-z0-9._:@/+-] (e.g. "py:4711", "cli:4711")
+//	S  source path (the published generation), 1+ bytes, percent-encoded:
+//	   bytes <= 0x20, >= 0x7F and '%' become %XX (uppercase hex); no other
+//	   byte may be escaped. S therefore contains no space, and the last
+//	   field boundary is unambiguous.
+//	C  CRC-32C (Castagnoli) of every byte before " crc=", 8 lowercase hex
+//
+// Example:
+//
+//	snapreq/1 gen=123 ts=1760000000000000005 by=trainer:4711 src=/data/gens/gen-000123.safetensors crc=2194d071
+//
+// The encoding is canonical: a line parses only if re-encoding it yields
+// the same bytes (FuzzParseLine checks this). "snapreq/1 gen=" can only
+// occur at the start of a record, which the reader uses to resynchronize.
+//
+// # Segments and appends
+//
+// Segments are named %08d.wal (more digits past 99999999), numbered from 1.
+// The active segment is the highest-numbered one; its owner-write bit is
+// set. Appenders (Go Writer, scripts/snapd_trainer.py, any number of
+// processes) do, per request:
+//
+//	flock(fd, LOCK_SH); fstat(fd): write bit clear (sealed) or nlink 0
+//	(removed by hand)? → unlock,
+//	reopen the highest segment (creating highest+1 with O_EXCL if that one
+//	is sealed too) and retry; else write(fd, line) — one write(2) on an
+//	O_APPEND descriptor — then flock(fd, LOCK_UN).
+//
+// The kernel does not interleave single O_APPEND writes to a local file,
+// so lines never mix; the shared lock only orders appends against sealing
+// and repair, never against each other. A missing directory or segment is
+// created (segment 1 with O_CREAT|O_EXCL, fchmod 0644, fsync of the
+// directory). Appends are not fsynced: a request survives the appender's
+// crash, not the machine's. NFS and other file systems without atomic
+// O_APPEND or flock are not supported. Trainer and daemon must run as the
+// same user (sealing is a chmod).
+//
+// Rotation (by the consumer, when a completion finds the active segment at
+// least SegmentSize bytes): create segment N+1 (durably), then seal N:
+// flock(LOCK_EX) — which waits for appends in flight — chmod 0444, fsync,
+// unlock. Every append to N has either finished before the seal or sees
+// the seal and goes to N+1. Readers move past N only once it is sealed
+// and read to its end; the consumer deletes segments below its cursor.
+// A consumer's reader also seals an open segment that is not the highest
+// (a rotation interrupted between its two steps).
+//
+// # Reading, corruption and repair
+//
+// Reader is a scanner (Next/Record/Err) that tails the log. A complete
+// line that does not parse (bad CRC, garbage) is reported through
+// OnCorrupt as a *CorruptError (segment, offset, length, reason) and
+// skipped, never fatal; if a valid record follows a torn fragment on the
+// same line (a crash mid-write, then more appends) that record is
+// recovered. A run of MaxLineSize bytes without a newline is skipped up to
+// the next possible record start. An unterminated last line is either an
+// append in progress or a torn write: in the active segment the reader
+// waits (Pending); RepairSegment takes the segment's exclusive lock —
+// appends hold it shared — and truncates the unterminated tail, which is
+// then certainly torn. The consumer repairs every segment at open and its
+// listener repairs a tail that stays pending across two polls. A torn
+// tail in a sealed segment is reported and skipped.
+//
+// # Consumer: cursor and outcomes
+//
+// One Consumer per WAL directory (flock on consumer.lock, else ErrLocked).
+// For each delivered record it runs the handler unless the generation is
+// already done (or this same request already failed), appends an outcome
+// line to outcomes.log and fsyncs it, then replaces the cursor file
+// atomically (temp, fsync, rename, fsync dir). A crash at any point
+// therefore re-delivers at most the records after the last persisted
+// cursor, and those whose generation is done are skipped: delivery is at
+// least once, handling idempotent by generation. A failed generation is
+// retried when a newer request for it arrives.
+//
+//	outcome gen=<G> state=done|failed seg=<N> off=<O> ts=<unix ns> src=<S> msg=<M> crc=<C>\n
+//	cursor seg=<N> off=<O> crc=<C>\n
+//
+// S and M are percent-encoded like src; C is the CRC-32C of the bytes
+// before " crc=". At open a torn last outcome line is truncated and
+// corrupt ones are skipped (reported by Repairs); a corrupt cursor file is
+// an error (it is only ever replaced atomically).
+//
+// # Listener
+//
+// Listener watches the WAL directory with fsnotify (falling back to
+// polling if it cannot) and also polls every PollInterval; each wake-up
+// drains everything appended so far (bursts coalesce into one read) and
+// sends records in log order on the caller's channel. Start(ctx, out) /
+// Close(ctx); no goroutine outlives Close.
+package wal

@@ -1,0 +1,335 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"strconv"
+	"time"
+)
+
+// Magic starts every request line; it names the line format and its
+// version. Together with the following " gen=" it can only occur at the
+// start of a record, because no field value may contain a space.
+const Magic = "snapreq/1"
+
+// MaxLineSize is the largest request line, newline included, that Append
+// writes. A line is written with exactly one write(2) on a file opened with
+// O_APPEND, which the kernel does not interleave with other appends on a
+// local file system; 4096 bytes keeps every line within one page so that
+// even readers racing the write never see more than one partial line.
+const MaxLineSize = 4096
+
+// MaxRequesterLen is the longest requester token.
+const MaxRequesterLen = 64
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrLineTooLong: the encoded request exceeds MaxLineSize.
+	ErrLineTooLong = errors.New("wal: request line exceeds MaxLineSize")
+	// ErrInvalidRequest: a field cannot be encoded (empty source, bad
+	// requester token, negative time).
+	ErrInvalidRequest = errors.New("wal: invalid request")
+	// ErrCorrupt: a line in a segment is not a valid record (bad CRC,
+	// garbage, torn). Readers report and skip such lines.
+	ErrCorrupt = errors.New("wal: corrupt record")
+	// ErrLocked: another consumer holds the WAL directory.
+	ErrLocked = errors.New("wal: directory is locked by another consumer")
+	// ErrClosed: the object was closed.
+	ErrClosed = errors.New("wal: closed")
+	// ErrOutOfOrder: a completion was reported for a record before the
+	// consumer's cursor.
+	ErrOutOfOrder = errors.New("wal: completion out of order")
+)
+
+// Request is one "snapshot requested" entry.
+type Request struct {
+	Gen       uint64    // generation to snapshot
+	Time      time.Time // when it was requested (stored as Unix nanoseconds)
+	Requester string    // who asked: 1..64 of [A-Za-z0-9._:@/+-]
+	Source    string    // path of the published generation (file or directory)
+}
+
+// Pos is a position in the log: a segment number and a byte offset in it.
+type Pos struct {
+	Segment uint64
+	Offset  int64
+}
+
+// String renders p as SEGMENT:OFFSET.
+func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.Segment, p.Offset) }
+
+// Less orders positions.
+func (p Pos) Less(q Pos) bool {
+	if p.Segment != q.Segment {
+		return p.Segment < q.Segment
+	}
+	return p.Offset < q.Offset
+}
+
+// Record is a request read back from the log with where it was found.
+type Record struct {
+	Request
+	Pos Pos // first byte of the line
+	End Pos // first byte after the line's newline
+}
+
+// ParseError is a line that is not a valid record.
+type ParseError struct {
+	Col    int    // byte offset in the line where the check failed
+	Reason string // which check failed
+}
+
+func (e *ParseError) Error() string {
+	return fmt.Sprintf("column %d: %s", e.Col, e.Reason)
+}
+
+func (e *ParseError) Unwrap() error { return ErrCorrupt }
+
+// CorruptError describes bytes of a segment that were skipped.
+type CorruptError struct {
+	Segment uint64
+	Offset  int64 // first skipped byte
+	Length  int64 // number of skipped bytes (newline included)
+	Reason  string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("wal: segment %08d offset %d: %d bytes skipped: %s", e.Segment, e.Offset, e.Length, e.Reason)
+}
+
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+func validRequesterByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '.' || c == '_' || c == ':' || c == '@' || c == '/' || c == '+' || c == '-'
+}
+
+// needsEscape reports whether a source byte is percent-encoded.
+func needsEscape(c byte) bool { return c <= ' ' || c >= 0x7f || c == '%' }
+
+const hexUpper = "0123456789ABCDEF"
+const hexLower = "0123456789abcdef"
+
+// validate checks the fields that have constraints.
+func (r Request) validate() error {
+	if len(r.Requester) == 0 || len(r.Requester) > MaxRequesterLen {
+		return fmt.Errorf("%w: requester %q: length must be 1..%d", ErrInvalidRequest, r.Requester, MaxRequesterLen)
+	}
+	for i := 0; i < len(r.Requester); i++ {
+		if !validRequesterByte(r.Requester[i]) {
+			return fmt.Errorf("%w: requester %q: byte %d (%q) not in [A-Za-z0-9._:@/+-]", ErrInvalidRequest, r.Requester, i, r.Requester[i])
+		}
+	}
+	if r.Source == "" {
+		return fmt.Errorf("%w: empty source path", ErrInvalidRequest)
+	}
+	if r.Time.Before(time.Unix(0, 0)) {
+		return fmt.Errorf("%w: time %s before the Unix epoch", ErrInvalidRequest, r.Time)
+	}
+	return nil
+}
+
+// AppendLine appends the request's line (with CRC and newline) to dst.
+// It fails with ErrInvalidRequest or ErrLineTooLong; on failure dst is
+// returned unchanged.
+func (r Request) AppendLine(dst []byte) ([]byte, error) {
+	if err := r.validate(); err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	b := append(dst, Magic...)
+	b = append(b, " gen="...)
+	b = strconv.AppendUint(b, r.Gen, 10)
+	b = append(b, " ts="...)
+	b = strconv.AppendInt(b, r.Time.UnixNano(), 10)
+	b = append(b, " by="...)
+	b = append(b, r.Requester...)
+	b = append(b, " src="...)
+	for i := 0; i < len(r.Source); i++ {
+		c := r.Source[i]
+		if needsEscape(c) {
+			b = append(b, '%', hexUpper[c>>4], hexUpper[c&15])
+		} else {
+			b = append(b, c)
+		}
+	}
+	crc := crc32.Checksum(b[start:], castagnoli)
+	b = append(b, " crc="...)
+	for s := 28; s >= 0; s -= 4 {
+		b = append(b, hexLower[(crc>>uint(s))&15])
+	}
+	b = append(b, '\n')
+	if len(b)-start > MaxLineSize {
+		return b[:start], fmt.Errorf("%w: %d bytes > %d (source %d bytes)", ErrLineTooLong, len(b)-start, MaxLineSize, len(r.Source))
+	}
+	return b, nil
+}
+
+// ParseLine parses one record line, with or without its trailing newline.
+// Only the canonical encoding is accepted: exact field order, no leading
+// zeros, percent escapes exactly for the bytes that need them (uppercase
+// hex), lowercase CRC. Errors are *ParseError wrapping ErrCorrupt.
+func ParseLine(line []byte) (Request, error) {
+	var r Request
+	if n := len(line); n > 0 && line[n-1] == '\n' {
+		line = line[:n-1]
+	}
+	if len(line) > MaxLineSize-1 {
+		return r, &ParseError{MaxLineSize - 1, fmt.Sprintf("line of %d bytes exceeds MaxLineSize", len(line)+1)}
+	}
+	const crcField = len(" crc=") + 8
+	if len(line) < len(Magic)+crcField {
+		return r, &ParseError{0, "line too short"}
+	}
+	body := line[:len(line)-crcField]
+	tail := line[len(line)-crcField:]
+	if string(tail[:5]) != " crc=" {
+		return r, &ParseError{len(body), "missing \" crc=\" field at end"}
+	}
+	var want uint32
+	for i, c := range tail[5:] {
+		var v byte
+		switch {
+		case c >= '0' && c <= '9':
+			v = c - '0'
+		case c >= 'a' && c <= 'f':
+			v = c - 'a' + 10
+		default:
+			return r, &ParseError{len(body) + 5 + i, "crc is not 8 lowercase hex digits"}
+		}
+		want = want<<4 | uint32(v)
+	}
+	if got := crc32.Checksum(body, castagnoli); got != want {
+		return r, &ParseError{len(body) + 5, fmt.Sprintf("crc32c mismatch: line says %08x, content has %08x", want, got)}
+	}
+	p := parser{b: body}
+	if !p.lit(Magic) {
+		return r, &ParseError{0, "missing magic " + Magic}
+	}
+	gen, ok := p.field(" gen=", 20)
+	if !ok {
+		return r, &ParseError{p.i, "bad gen field"}
+	}
+	if r.Gen, ok = parseUint(gen); !ok {
+		return r, &ParseError{p.i - len(gen), "gen is not a canonical decimal uint64"}
+	}
+	ts, ok := p.field(" ts=", 19)
+	if !ok {
+		return r, &ParseError{p.i, "bad ts field"}
+	}
+	nanos, ok := parseUint(ts)
+	if !ok || nanos > 1<<63-1 {
+		return r, &ParseError{p.i - len(ts), "ts is not a canonical decimal int64"}
+	}
+	r.Time = time.Unix(0, int64(nanos)).UTC()
+	by, ok := p.field(" by=", MaxRequesterLen)
+	if !ok || len(by) == 0 {
+		return r, &ParseError{p.i, "bad by field"}
+	}
+	for i, c := range by {
+		if !validRequesterByte(c) {
+			return r, &ParseError{p.i - len(by) + i, "requester byte not in [A-Za-z0-9._:@/+-]"}
+		}
+	}
+	r.Requester = string(by)
+	if !p.lit(" src=") {
+		return r, &ParseError{p.i, "missing src field"}
+	}
+	src := body[p.i:]
+	if len(src) == 0 {
+		return r, &ParseError{p.i, "empty src"}
+	}
+	out := make([]byte, 0, len(src))
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		if c == '%' {
+			if i+2 >= len(src) {
+				return r, &ParseError{p.i + i, "truncated percent escape"}
+			}
+			hi, ok1 := unhexUpper(src[i+1])
+			lo, ok2 := unhexUpper(src[i+2])
+			if !ok1 || !ok2 {
+				return r, &ParseError{p.i + i, "percent escape is not two uppercase hex digits"}
+			}
+			v := hi<<4 | lo
+			if !needsEscape(v) {
+				return r, &ParseError{p.i + i, fmt.Sprintf("non-canonical escape of %q", v)}
+			}
+			out = append(out, v)
+			i += 2
+			continue
+		}
+		if needsEscape(c) {
+			return r, &ParseError{p.i + i, fmt.Sprintf("unescaped byte 0x%02x in src", c)}
+		}
+		out = append(out, c)
+	}
+	r.Source = string(out)
+	return r, nil
+}
+
+type parser struct {
+	b []byte
+	i int
+}
+
+func (p *parser) lit(s string) bool {
+	if len(p.b)-p.i < len(s) || string(p.b[p.i:p.i+len(s)]) != s {
+		return false
+	}
+	p.i += len(s)
+	return true
+}
+
+// field consumes key and a value running up to the next space (at most
+// max bytes); the value must be followed by a space.
+func (p *parser) field(key string, max int) ([]byte, bool) {
+	if !p.lit(key) {
+		return nil, false
+	}
+	j := p.i
+	for j < len(p.b) && p.b[j] != ' ' {
+		j++
+		if j-p.i > max {
+			return nil, false
+		}
+	}
+	if j == len(p.b) {
+		return nil, false
+	}
+	v := p.b[p.i:j]
+	p.i = j
+	return v, true
+}
+
+// parseUint parses a canonical decimal (no sign, no leading zero).
+func parseUint(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 || (b[0] == '0' && len(b) > 1) {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if v > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
+}
+
+func unhexUpper(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
