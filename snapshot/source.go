@@ -51,9 +51,15 @@ type Releaser interface {
 }
 
 // Release calls s.Release when s is a Releaser.
-func Release(s Source, off, n int64) {
-	if r, ok := s.(Releaser); ok {
-		r.Release(off, n)
+func Release(s Source, off, n int64) { ReleaseAt(s, off, n) }
+
+// ReleaseAt calls r.Release when r is a Releaser (a memory map or a region
+// of one); for any other reader it does nothing. Decoders that hash large
+// mapped regions call it so that verifying a file does not leave the whole
+// file resident.
+func ReleaseAt(r io.ReaderAt, off, n int64) {
+	if rr, ok := r.(Releaser); ok {
+		rr.Release(off, n)
 	}
 }
 

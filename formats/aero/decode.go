@@ -190,6 +190,7 @@ func (d *decoder) stream(ctx context.Context, off, n int64, fn func([]byte)) err
 		k := min(n, streamBlock)
 		if d.mem != nil {
 			fn(d.mem[off : off+k])
+			snapshot.ReleaseAt(d.r, off, k)
 		} else {
 			if buf == nil {
 				buf = make([]byte, min(n, streamBlock))

@@ -529,6 +529,7 @@ func (d *decoder) readChunk(i int, di descInfo) (chunkData, error) {
 
 	sum := sha256.Sum256(stored)
 	gotCRC := crc32.Checksum(stored, castagnoli)
+	snapshot.ReleaseAt(d.r, int64(dataOff), int64(compLen))
 	crcOK := gotCRC == crc
 	_, shaErr := checkHash(di.sha, sum[:], where+" index sha256")
 	if shaErr != nil && !errors.Is(shaErr, ErrChecksum) {
