@@ -47,6 +47,9 @@ type Snap struct {
 	Cuda         string `yaml:"cuda"`           // default off
 	RowsPerChunk int    `yaml:"rows_per_chunk"` // 0 = the profile's default per array
 	Streaming    bool   `yaml:"streaming"`      // root_pending + WSUM
+	// Workers bounds the encoder's parallelism (the daemon's CPU use beside
+	// the training job); 0 = half the CPUs, at least 1.
+	Workers int `yaml:"workers"`
 	// EncryptTo is an age recipients file; when set every snapshot, delta
 	// and WSUM is age-armored and gets a WSEAL seal.
 	EncryptTo string `yaml:"encrypt_to"`
@@ -80,7 +83,10 @@ type Git struct {
 	Repo    string `yaml:"repo"`    // local repository path, default StateDir/repo
 	Branch  string `yaml:"branch"`  // default snapshots
 	Path    string `yaml:"path"`    // directory inside the repository, default snapshots
-	Remote  string `yaml:"remote"`  // URL or path; empty = no push
+	// Layout: auto (split files larger than split_above, the default),
+	// single (one file whatever its size) or split (always part files).
+	Layout string `yaml:"layout"`
+	Remote string `yaml:"remote"` // URL or path; empty = no push
 	// Auth for HTTP(S): TokenFile or TokenEnv (never logged); SSHKey for ssh.
 	TokenFile string `yaml:"token_file"`
 	TokenEnv  string `yaml:"token_env"`
@@ -137,7 +143,7 @@ func Default() *Config {
 		Snapshot: Snap{Schema: "weights/v1", Build: "unknown", Host: "cpu", Cuda: "off"},
 		Ring:     Ring{Keep: 8},
 		Queue:    Queue{Max: 16, Policy: "coalesce"},
-		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots",
+		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots", Layout: "auto",
 			SplitAbove: 64 << 20, PartLimit: 32 << 20, RetryMax: Duration(5 * time.Minute)},
 		Metrics: Metric{Addr: "127.0.0.1:9464"},
 		WAL:     WAL{PollInterval: Duration(time.Second)},
@@ -221,6 +227,9 @@ func (c *Config) Validate() error {
 	if c.Snapshot.RowsPerChunk < 0 {
 		return bad("snapshot.rows_per_chunk", "%d: must be >= 0 (0 = default)", c.Snapshot.RowsPerChunk)
 	}
+	if c.Snapshot.Workers < 0 {
+		return bad("snapshot.workers", "%d: must be >= 0 (0 = half the CPUs)", c.Snapshot.Workers)
+	}
 	if c.Ring.Keep < 1 {
 		return bad("ring.keep", "%d: must be >= 1", c.Ring.Keep)
 	}
@@ -237,6 +246,11 @@ func (c *Config) Validate() error {
 	}
 	if filepath.IsAbs(c.Git.Path) || strings.Contains(filepath.ToSlash(c.Git.Path), "..") {
 		return bad("git.path", "%q: must be relative inside the repository", c.Git.Path)
+	}
+	switch c.Git.Layout {
+	case "auto", "single", "split":
+	default:
+		return bad("git.layout", "%q: want auto, single or split", c.Git.Layout)
 	}
 	if c.Git.TokenFile != "" && c.Git.TokenEnv != "" {
 		return bad("git.token_file", "set token_file or token_env, not both")

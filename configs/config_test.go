@@ -49,6 +49,8 @@ func TestStrictErrors(t *testing.T) {
 		"git:\n  path: /abs\n":                    "git.path",
 		"a: 1\n---\nb: 2\n":                       "unknown key",
 		"log:\n  format: xml\n":                   "log.format",
+		"git:\n  layout: zip\n":                   "git.layout",
+		"snapshot:\n  workers: -1\n":              "snapshot.workers",
 		"git:\n  token_file: a\n  token_env: B\n": "git.token_file",
 	}
 	for in, want := range cases {

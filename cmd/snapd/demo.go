@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math"
@@ -11,13 +12,17 @@ import (
 	"os"
 	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/keys"
+	"github.com/snapd-ml/snapd/pipeline"
 	"github.com/snapd-ml/snapd/snapshot"
+	"github.com/snapd-ml/snapd/wal"
 )
 
 type demoOptions struct {
@@ -31,11 +36,14 @@ func newDemoCommand(e *env) *cobra.Command {
 		Use:   "demo",
 		Short: "Run snapd end to end on a synthetic training job (no config, no network)",
 		Long: `demo shows what snapd does, in a few seconds, with nothing but defaults:
-it generates keys, runs a synthetic "trainer" that publishes generations in
-two formats (safetensors and zTensor) with a few rows changing each step,
-turns each into a signed, HMAC'd, Merkle-chained WTXT snapshot, makes a
-DELTA v2 against the previous generation, verifies everything with the
-public key only, and prints a row-blocked diff of the last step.
+it generates keys, starts the daemon in-process (as "snapd run" does), runs a
+synthetic "trainer" that publishes generations in two formats (safetensors
+and zTensor) with a few rows changing each step and requests a snapshot of
+each through the WAL. The daemon turns each into a signed, HMAC'd,
+Merkle-chained WTXT snapshot with a DELTA v2 against the previous generation,
+keeps them in its ring and commits them to a local Git repository. The demo
+then verifies everything with the public key and prints a row-blocked diff
+of the last step.
 
 Files go to --dir (kept) or to a temporary directory (removed at the end).`,
 		Args: exactArgs(0),
@@ -121,7 +129,7 @@ func runDemo(ctx context.Context, e *env, o *demoOptions) error {
 		return usageError{fmt.Errorf("--gens %d: need at least 2", o.gens)}
 	}
 	w := e.stdout
-	k, err := keys.Generate(filepath.Join(dir, "keys"))
+	k, err := keys.Generate(filepath.Join(dir, pipeline.KeysDir))
 	if err != nil {
 		return ioError{err}
 	}
@@ -134,93 +142,130 @@ func runDemo(ctx context.Context, e *env, o *demoOptions) error {
 		return err
 	}
 	pubs := []ed25519.PublicKey{k.PublicKey}
-	fmt.Fprintf(w, "snapd demo in %s\nkeys: %s (keyid %s)\n\n", dir, k.Dir, keys.KeyID(k.PublicKey))
-	gensDir, ringDir := filepath.Join(dir, "gens"), filepath.Join(dir, "ring")
-	os.MkdirAll(gensDir, 0o755)
-	os.MkdirAll(ringDir, 0o755)
+	fmt.Fprintf(w, "snapd demo in %s\nkeys: %s (keyid %s)\n", dir, k.Dir, keys.KeyID(k.PublicKey))
+
+	// The daemon, in-process, exactly as `snapd run --state-dir DIR` wires
+	// it (minus the metrics endpoint and the push queue: no network).
 	reg := newRegistry()
-	model := newDemoModel()
-	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "gen\tpublished as\tsource bytes\tWTXT bytes\tdelta bytes\tchunks changed\tmerkle_this\tverify\t")
-	var prevMerkle [32]byte
-	var prevWTXT []byte
-	var lastTwo [2]*snapshot.Snapshot
-	for gen := 1; gen <= o.gens; gen++ {
-		if gen > 1 {
-			model.train()
-		}
-		// The trainer publishes in whatever format it writes.
-		fmtName := "safetensors"
-		ext := ".safetensors"
-		if gen%2 == 0 {
-			fmtName, ext = "ztensor", ".zt"
-		}
-		codec, _ := reg.ByName(fmtName)
-		src := filepath.Join(gensDir, fmt.Sprintf("gen-%06d%s", gen, ext))
-		if err := writeAtomic(src, func(f *os.File) error {
-			return codec.Encode(ctx, f, model.snapshot(), formats.EncodeOptions{})
-		}); err != nil {
-			return err
-		}
-		// snapd's part: sniff, decode, encode WTXT, delta, verify.
-		in, err := openSnapshot(ctx, reg, src, "")
-		if err != nil {
-			return err
-		}
-		s := in.Snapshot
-		s.Meta = snapshot.DefaultMeta()
-		s.Meta.Gen = uint64(gen)
-		s.Meta.TS, _ = wtxt.DefaultTS(e.getenv, e.now)
-		s.Meta.Build = "demo"
-		var buf bytes.Buffer
-		res, err := wtxt.Encode(ctx, &buf, s, wtxt.EncodeOptions{SignKey: signer, HMACKey: hmacKey, PrevMerkle: prevMerkle})
-		if err != nil {
-			in.Close()
-			return err
-		}
-		out := buf.Bytes()
-		plain, err := wtxt.New().Decode(ctx, bytes.NewReader(out), int64(len(out)), formats.DecodeOptions{Name: "demo"})
-		if err != nil {
-			in.Close()
-			return err
-		}
-		lastTwo[0], lastTwo[1] = lastTwo[1], plain
-		if err := os.WriteFile(filepath.Join(ringDir, fmt.Sprintf("gen-%06d.wtxt", gen)), out, 0o644); err != nil {
-			in.Close()
-			return ioError{err}
-		}
-		st, _ := os.Stat(src)
-		deltaCol, changedCol := "-", "-"
-		if prevWTXT != nil {
-			var d bytes.Buffer
-			info, err := wtxt.MakeDelta(ctx, &d, bytes.NewReader(prevWTXT), int64(len(prevWTXT)), bytes.NewReader(out), int64(len(out)))
-			if err != nil {
-				in.Close()
-				return err
-			}
-			os.WriteFile(filepath.Join(ringDir, fmt.Sprintf("gen-%06d.wtxtdelta", gen)), d.Bytes(), 0o644)
-			deltaCol = fmt.Sprintf("%d (%.1f%%)", d.Len(), 100*float64(d.Len())/float64(len(out)))
-			changedCol = fmt.Sprintf("%d/%d", info.Changed, info.Chunks)
-		}
-		pm := prevMerkle
-		rep, verr := wtxt.Verify(ctx, bytes.NewReader(out), wtxt.VerifyOptions{TrustedKeys: pubs, HMACKey: hmacKey, PrevMerkle: &pm, RequireSignature: true})
-		in.Close()
-		status := "OK (signature, HMAC, chain)"
-		if verr != nil {
-			status = "FAILED: " + verr.Error()
-		}
-		fmt.Fprintf(tw, "%06d\t%s\t%d\t%d\t%s\t%s\t%s…\t%s\t\n", gen, fmtName, st.Size(), len(out), deltaCol, changedCol, rep.MerkleThis[:16], status)
-		prevMerkle, prevWTXT = res.MerkleThis, out
-	}
-	tw.Flush()
-	ds, err := snapshot.Diff(ctx, lastTwo[0], lastTwo[1], snapshot.DiffOptions{})
+	repo, err := gitops.OpenRepo(filepath.Join(dir, pipeline.RepoDir), gitops.Config{SigningKey: signer})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nWhat changed from generation %06d to %06d (row-blocked diff):\n", o.gens-1, o.gens)
+	d, err := pipeline.New(pipeline.Config{StateDir: dir, SignKey: signer, HMACKey: hmacKey, Build: "demo",
+		PollInterval: 50 * time.Millisecond, Policy: pipeline.PolicyBlock, RingKeep: o.gens},
+		pipeline.Deps{Registry: reg, Logger: e.logger, Repo: repo, Now: e.now})
+	if err != nil {
+		return err
+	}
+	if err := d.Start(ctx); err != nil {
+		d.Close(context.Background())
+		return err
+	}
+	defer d.Close(context.Background())
+	fmt.Fprintf(w, "daemon: started in-process on state dir %s (wal/, gens/, ring/, state, repo/)\n\n", dir)
+
+	// The synthetic trainer: publish each generation in the format it
+	// writes, then append one request line to the WAL and carry on.
+	store, err := snapshot.OpenGenStore(filepath.Join(dir, pipeline.GensDir))
+	if err != nil {
+		return ioError{err}
+	}
+	walw, err := wal.OpenWriter(filepath.Join(dir, pipeline.WALDir))
+	if err != nil {
+		return ioError{err}
+	}
+	defer walw.Close()
+	model := newDemoModel()
+	formatOf := map[uint64]string{}
+	for gen := uint64(1); gen <= uint64(o.gens); gen++ {
+		if gen > 1 {
+			model.train()
+		}
+		fmtName, ext := "safetensors", ".safetensors"
+		if gen%2 == 0 {
+			fmtName, ext = "ztensor", ".zt"
+		}
+		codec, err := reg.ByName(fmtName)
+		if err != nil {
+			return err
+		}
+		snap := model.snapshot()
+		g, err := store.Publish(gen, ext, func(f io.Writer) error { return codec.Encode(ctx, f, snap, formats.EncodeOptions{}) })
+		if err != nil {
+			return ioError{err}
+		}
+		formatOf[gen] = fmtName
+		if err := walw.Append(wal.Request{Gen: gen, Time: e.now(), Requester: "demo-trainer", Source: g.Path}); err != nil {
+			return ioError{err}
+		}
+	}
+	fmt.Fprintf(w, "trainer: published %d generations into %s and requested a snapshot of each through %s\n\n",
+		o.gens, store.Dir(), filepath.Join(dir, pipeline.WALDir))
+
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "gen\tpublished as\tsource bytes\tWTXT bytes\tdelta bytes\tchunks changed\tmerkle_this\tlatency\tverify\t")
+	var prevMerkle *[32]byte
+	var results []*pipeline.GenResult
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for gen := uint64(1); gen <= uint64(o.gens); gen++ {
+		r, err := d.Wait(wctx, gen)
+		if err != nil {
+			return fmt.Errorf("waiting for generation %d: %w", gen, err)
+		}
+		if r.Error != "" {
+			return fmt.Errorf("generation %d: %s", gen, r.Error)
+		}
+		results = append(results, r)
+		deltaCol, changedCol := "-", "-"
+		if r.Delta != "" {
+			deltaCol = fmt.Sprintf("%d (%.1f%%)", r.DeltaBytes, 100*float64(r.DeltaBytes)/float64(r.WTXTBytes))
+			changedCol = fmt.Sprintf("%d/%d", r.DeltaChanged, r.DeltaChunks)
+		}
+		status := "OK (signature, HMAC, chain)"
+		f, err := os.Open(r.WTXT)
+		if err != nil {
+			return ioError{err}
+		}
+		_, verr := wtxt.Verify(ctx, f, wtxt.VerifyOptions{File: r.WTXT, TrustedKeys: pubs, HMACKey: hmacKey, PrevMerkle: prevMerkle, RequireSignature: true})
+		f.Close()
+		if verr != nil {
+			status = "FAILED: " + verr.Error()
+		}
+		var mt [32]byte
+		hex.Decode(mt[:], []byte(r.MerkleThis))
+		prevMerkle = &mt
+		fmt.Fprintf(tw, "%06d\t%s\t%d\t%d\t%s\t%s\t%s…\t%s\t%s\t\n", gen, formatOf[gen], r.SourceBytes, r.WTXTBytes, deltaCol, changedCol,
+			r.MerkleThis[:16], r.Latency.Round(time.Millisecond), status)
+	}
+	tw.Flush()
+
+	head := d.Head()
+	last, prev := results[len(results)-1], results[len(results)-2]
+	fmt.Fprintf(w, "\nchain head (STATE_DIR/state): gen %s merkle_this %s…, chained to gen %d\n", head.GenText, head.MerkleThis[:16], head.PrevGen)
+	if last.Commit != "" {
+		fmt.Fprintf(w, "git: %d signed commits on branch %s in %s (tag %s = %s)\n", len(results), repo.Config().Branch, repo.Dir(), last.Tag, last.Commit[:12])
+	}
+	// The row-blocked diff of the last step, read back from the ring.
+	var snaps [2]*snapshot.Snapshot
+	for i, r := range []*pipeline.GenResult{prev, last} {
+		b, err := os.ReadFile(r.WTXT)
+		if err != nil {
+			return ioError{err}
+		}
+		if snaps[i], err = wtxt.New().Decode(ctx, bytes.NewReader(b), int64(len(b)), formats.DecodeOptions{Name: r.WTXT}); err != nil {
+			return err
+		}
+	}
+	ds, err := snapshot.Diff(ctx, snaps[0], snaps[1], snapshot.DiffOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nWhat changed from generation %06d to %06d (row-blocked diff):\n", prev.Gen, last.Gen)
 	writeDiffText(indent{w}, ds)
 	fmt.Fprintf(w, "\nEvery generation is chained to the previous one (merkle_prev = previous merkle_this) and\nsigned; verify one yourself with:\n  snapd verify %s --pubkey %s --prev %s\n",
-		filepath.Join(ringDir, fmt.Sprintf("gen-%06d.wtxt", o.gens)), k.SignPub, filepath.Join(ringDir, fmt.Sprintf("gen-%06d.wtxt", o.gens-1)))
+		last.WTXT, k.SignPub, prev.WTXT)
+	fmt.Fprintf(w, "and see the daemon's view with:\n  snapd status --state-dir %s\n", dir)
 	if o.dir == "" {
 		fmt.Fprintln(w, "(the demo's files are removed at exit; pass --dir DIR to keep them)")
 	}

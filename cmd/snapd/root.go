@@ -59,11 +59,12 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newDemoCommand(e),
 		newQueueCommand(e),
 		newAssembleCommand(e),
+		newRunCommand(e),
+		newStatusCommand(e),
 		newReviewCommand(e),
 		newRequestSnapshotCommand(e),
 		newWALCommand(e),
 		newGCCommand(e),
-		newVerifyRepoCommand(e),
 	)
 	return root
 }

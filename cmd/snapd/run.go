@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/snapd-ml/snapd/configs"
+	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/keys"
+	"github.com/snapd-ml/snapd/pipeline"
+)
+
+type runOptions struct {
+	stateDir     string
+	config       string
+	metricsAddr  string
+	logFormat    string
+	logLevel     string
+	remote       string
+	branch       string
+	ringKeep     int
+	queueMax     int
+	policy       string
+	workers      int
+	rowsPerChunk int
+	build        string
+	stream       bool
+	encryptTo    string
+	signKey      string
+	hmacKey      string
+	noGit        bool
+	// changed reports whether a flag was set on the command line.
+	changed func(name string) bool
+	// signals delivers SIGHUP/SIGTERM/SIGINT (tests inject their own).
+	signals <-chan os.Signal
+}
+
+func newRunCommand(e *env) *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the snapshot daemon beside a training job",
+		Long: `run is the daemon. It watches STATE_DIR/wal for snapshot requests (one line
+per request, appended by the trainer, e.g. with scripts/snapd_trainer.py),
+pins the generation, converts it to a signed, HMAC'd, Merkle-chained WTXT,
+optionally age-encrypts it, writes a DELTA v2 against the previous
+generation into the local ring (STATE_DIR/ring), commits it to the local Git
+repository (STATE_DIR/repo) and, with a remote, pushes through a durable
+resend queue.
+
+It needs no configuration: keys are generated into STATE_DIR/keys on first
+start. --config FILE (strict YAML, see configs/snapd.example.yaml) sets
+everything; flags override it. SIGHUP reloads the config file; SIGTERM and
+SIGINT stop cleanly (the generation in flight is abandoned and handled again
+after a restart). A second daemon on the same state dir refuses to start.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.changed = func(n string) bool { return cmd.Flags().Changed(n) }
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			return runRun(ctx, e, &o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.stateDir, "state-dir", configs.Default().StateDir, "state directory (wal/, gens/, keys/, ring/, state, repo/)")
+	f.StringVar(&o.config, "config", "", "YAML config file (unknown keys are errors)")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", `Prometheus /metrics and /healthz address, "off" to disable (default from config: 127.0.0.1:9464)`)
+	f.StringVar(&o.logFormat, "log-format", "", "text or json")
+	f.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error")
+	f.StringVar(&o.remote, "git-remote", "", "Git remote to push to (URL or path)")
+	f.StringVar(&o.branch, "git-branch", "", "Git branch of the generations")
+	f.BoolVar(&o.noGit, "no-git", false, "do not commit to a local Git repository")
+	f.IntVar(&o.ringKeep, "ring-keep", 0, "generations kept in the local ring")
+	f.IntVar(&o.queueMax, "queue-max", 0, "requests waiting for the pipeline before the queue policy applies")
+	f.StringVar(&o.policy, "queue-policy", "", "block or coalesce")
+	f.IntVar(&o.workers, "workers", 0, "encoder threads (0 = half the CPUs)")
+	f.IntVar(&o.rowsPerChunk, "rows-per-chunk", 0, "WTXT rows per chunk (0 = profile default)")
+	f.StringVar(&o.build, "build", "", "meta build value")
+	f.BoolVar(&o.stream, "stream", false, "streaming WTXT (root_pending + WSUM)")
+	f.StringVar(&o.encryptTo, "encrypt-to", "", "age recipients file: armor every ring file and write WSEAL seals")
+	f.StringVar(&o.signKey, "sign-key", "", "OpenSSH Ed25519 private key (default STATE_DIR/keys/sign_ed25519, generated)")
+	f.StringVar(&o.hmacKey, "hmac-key", "", "HMAC key file (default STATE_DIR/keys/hmac.key, generated)")
+	return cmd
+}
+
+// loadRunConfig reads the config file (or the defaults) and applies the
+// flags that were set.
+func loadRunConfig(o *runOptions) (*configs.Config, error) {
+	c := configs.Default()
+	if o.config != "" {
+		var err error
+		if c, err = configs.Load(o.config); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, ioError{err}
+			}
+			return nil, usageError{err}
+		}
+	}
+	ch := o.changed
+	if ch == nil {
+		ch = func(string) bool { return false }
+	}
+	set := func(name string, apply func()) {
+		if ch(name) {
+			apply()
+		}
+	}
+	set("state-dir", func() { c.StateDir = o.stateDir })
+	set("metrics-addr", func() { c.Metrics.Addr = o.metricsAddr })
+	set("log-format", func() { c.Log.Format = o.logFormat })
+	set("log-level", func() { c.Log.Level = o.logLevel })
+	set("git-remote", func() { c.Git.Remote = o.remote })
+	set("git-branch", func() { c.Git.Branch = o.branch })
+	set("no-git", func() { c.Git.Enabled = !o.noGit })
+	set("ring-keep", func() { c.Ring.Keep = o.ringKeep })
+	set("queue-max", func() { c.Queue.Max = o.queueMax })
+	set("queue-policy", func() { c.Queue.Policy = o.policy })
+	set("workers", func() { c.Snapshot.Workers = o.workers })
+	set("rows-per-chunk", func() { c.Snapshot.RowsPerChunk = o.rowsPerChunk })
+	set("build", func() { c.Snapshot.Build = o.build })
+	set("stream", func() { c.Snapshot.Streaming = o.stream })
+	set("encrypt-to", func() { c.Snapshot.EncryptTo = o.encryptTo })
+	set("sign-key", func() { c.Keys.Sign = o.signKey })
+	set("hmac-key", func() { c.Keys.HMAC = o.hmacKey })
+	if err := c.Validate(); err != nil {
+		return nil, usageError{err}
+	}
+	return c, nil
+}
+
+func newLogger(w io.Writer, c *configs.Config) *slog.Logger {
+	var lv slog.Level
+	lv.UnmarshalText([]byte(c.Log.Level))
+	ho := &slog.HandlerOptions{Level: lv}
+	if c.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+// daemonKeys returns the signing and HMAC keys, generating the key set in
+// STATE_DIR/keys on first start when the config names none.
+func daemonKeys(c *configs.Config, log *slog.Logger) (signPath, hmacPath string, err error) {
+	kd := filepath.Join(c.StateDir, pipeline.KeysDir)
+	signPath, hmacPath = c.Keys.Sign, c.Keys.HMAC
+	if signPath == "" {
+		signPath = filepath.Join(kd, keys.SignKeyFile)
+	}
+	if hmacPath == "" {
+		hmacPath = filepath.Join(kd, keys.HMACKeyFile)
+	}
+	if c.Keys.Sign == "" || c.Keys.HMAC == "" {
+		if _, err := os.Stat(filepath.Join(kd, keys.SignKeyFile)); errors.Is(err, fs.ErrNotExist) {
+			g, err := keys.Generate(kd)
+			if err != nil {
+				return "", "", ioError{fmt.Errorf("generate keys in %s: %w", kd, err)}
+			}
+			log.Info("generated keys", "dir", kd, "keyid", keys.KeyID(g.PublicKey), "public_key", g.SignPub)
+		}
+	}
+	return signPath, hmacPath, nil
+}
+
+// pipelineConfig turns the file config into the daemon's config.
+func pipelineConfig(c *configs.Config, log *slog.Logger) (pipeline.Config, error) {
+	signPath, hmacPath, err := daemonKeys(c, log)
+	if err != nil {
+		return pipeline.Config{}, err
+	}
+	sk, err := keys.LoadSigner(signPath)
+	if err != nil {
+		return pipeline.Config{}, keyError(err)
+	}
+	hk, err := keys.LoadHMACKey(hmacPath)
+	if err != nil {
+		return pipeline.Config{}, keyError(err)
+	}
+	pc := pipeline.Config{
+		StateDir: c.StateDir, Schema: c.Snapshot.Schema, Build: c.Snapshot.Build, Host: c.Snapshot.Host, Cuda: c.Snapshot.Cuda,
+		RowsPerChunk: c.Snapshot.RowsPerChunk, Stream: c.Snapshot.Streaming, Workers: c.Snapshot.Workers,
+		SignKey: sk, HMACKey: hk, RingKeep: c.Ring.Keep, QueueMax: c.Queue.Max, Policy: pipeline.Policy(c.Queue.Policy),
+		PollInterval: time.Duration(c.WAL.PollInterval), NoNotify: c.WAL.DisableFsnotify,
+	}
+	if c.Metrics.Addr != "off" {
+		pc.MetricsAddr = c.Metrics.Addr
+	}
+	if c.Snapshot.EncryptTo != "" {
+		if pc.Recipients, err = keys.LoadAgeRecipients(c.Snapshot.EncryptTo); err != nil {
+			return pipeline.Config{}, keyError(err)
+		}
+	}
+	return pc, nil
+}
+
+func runRun(ctx context.Context, e *env, o *runOptions) error {
+	c, err := loadRunConfig(o)
+	if err != nil {
+		return err
+	}
+	log := newLogger(e.stderr, c)
+	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
+		return ioError{err}
+	}
+	// The lock first: nothing of the state directory is touched while
+	// another daemon owns it.
+	lock, err := pipeline.LockStateDir(c.StateDir)
+	if err != nil {
+		if errors.Is(err, pipeline.ErrLocked) {
+			return withHint(ioError{err}, "another snapd run uses this state directory; stop it or pick another --state-dir")
+		}
+		return ioError{err}
+	}
+	owned := false
+	defer func() {
+		if !owned {
+			lock.Release()
+		}
+	}()
+	pc, err := pipelineConfig(c, log)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock}
+	if c.Git.Enabled {
+		repoDir := c.Git.Repo
+		if repoDir == "" {
+			repoDir = filepath.Join(c.StateDir, pipeline.RepoDir)
+		}
+		layout, err := gitops.ParseLayout(c.Git.Layout)
+		if err != nil {
+			return usageError{err}
+		}
+		split := c.Git.SplitAbove
+		if split > gitops.MaxPartLimit {
+			split = gitops.MaxPartLimit
+		}
+		if deps.Repo, err = gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path, Layout: layout,
+			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey}); err != nil {
+			return err
+		}
+		if c.Git.Remote != "" {
+			p, err := gitops.NewPusher(repoDir, gitops.Remote{URL: c.Git.Remote, Username: c.Git.Username,
+				TokenFile: c.Git.TokenFile, TokenEnv: c.Git.TokenEnv, SSHKeyFile: c.Git.SSHKey})
+			if err != nil {
+				return usageError{err}
+			}
+			if deps.Queue, err = queue.Open(filepath.Join(c.StateDir, pipeline.QueueDir), queue.Options{Pusher: p, Logger: log,
+				MaxDelay: time.Duration(c.Git.RetryMax)}); err != nil {
+				return ioError{err}
+			}
+		}
+	}
+	owned = true // New releases the lock on failure, Close otherwise
+	d, err := pipeline.New(pc, deps)
+	if err != nil {
+		return err
+	}
+	sigs := o.signals
+	if sigs == nil {
+		ch := make(chan os.Signal, 4)
+		signal.Notify(ch, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+		defer signal.Stop(ch)
+		sigs = ch
+	}
+	if err := d.Start(ctx); err != nil {
+		d.Close(context.Background())
+		return err
+	}
+	if a := d.Addr(); a != nil {
+		log.Info("metrics", "url", "http://"+a.String()+"/metrics")
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return closeDaemon(d, log)
+		case s := <-sigs:
+			if s != syscall.SIGHUP {
+				log.Info("signal: stopping", "signal", s.String())
+				return closeDaemon(d, log)
+			}
+			nc, err := loadRunConfig(o)
+			if err == nil && nc.StateDir != c.StateDir {
+				err = errors.New("state_dir cannot change on reload")
+			}
+			var npc pipeline.Config
+			if err == nil {
+				npc, err = pipelineConfig(nc, log)
+			}
+			if err == nil {
+				err = d.Reload(npc)
+			}
+			if err != nil {
+				log.Error("SIGHUP: config not reloaded; keeping the running configuration", "error", err)
+			}
+		}
+	}
+}
+
+func closeDaemon(d *pipeline.Daemon, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := d.Close(ctx); err != nil {
+		log.Error("close", "error", err)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapd-ml/snapd/configs"
+	"github.com/snapd-ml/snapd/pipeline"
+)
+
+type statusOptions struct {
+	stateDir string
+	json     bool
+}
+
+func newStatusCommand(e *env) *cobra.Command {
+	var o statusOptions
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the daemon's chain head, ring, backlog, push queue and last error",
+		Long: `status reads the state directory's files (it works whether or not the
+daemon runs and changes nothing): the chain head (last generation and its
+root values), the generations in the ring, requests not yet handled
+(backlog), failed requests with their error, the resend queue and the last
+error.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error { return runStatus(e, &o) },
+	}
+	cmd.Flags().StringVar(&o.stateDir, "state-dir", configs.Default().StateDir, "state directory")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+func runStatus(e *env, o *statusOptions) error {
+	st, err := pipeline.ReadStatus(o.stateDir)
+	if err != nil {
+		return withHint(ioError{err}, "is --state-dir the daemon's state directory?")
+	}
+	if o.json {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	writeStatus(e.stdout, st, e.now())
+	return nil
+}
+
+func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
+	run := "not running"
+	if st.Running {
+		run = fmt.Sprintf("running (pid %d)", st.PID)
+	}
+	fmt.Fprintf(w, "state dir:   %s\ndaemon:      %s\n", st.StateDir, run)
+	if c := st.Chain; c.Gen == 0 {
+		fmt.Fprintf(w, "chain head:  none (no generation snapshotted yet)\n")
+	} else {
+		fmt.Fprintf(w, "chain head:  gen %s  ts %s  build %s  (%d generations chained here)\n", c.GenText, c.TS, c.Build, c.Generations)
+		fmt.Fprintf(w, "  sha256_all  %s\n  merkle_this %s\n  merkle_prev %s", c.SHA256All, c.MerkleThis, c.MerklePrev)
+		if c.PrevGen != 0 {
+			fmt.Fprintf(w, " (gen %d)", c.PrevGen)
+		}
+		fmt.Fprintln(w)
+	}
+	if n := len(st.Ring); n == 0 {
+		fmt.Fprintf(w, "ring:        empty\n")
+	} else {
+		var total int64
+		for _, r := range st.Ring {
+			total += r.Bytes
+		}
+		fmt.Fprintf(w, "ring:        %d generations (%d..%d), %d bytes\n", n, st.Ring[0].Gen, st.Ring[n-1].Gen, total)
+	}
+	fmt.Fprintf(w, "requests:    %d pending (backlog), %d done, %d failed\n", st.Backlog, st.Done, len(st.Failed))
+	for _, f := range st.Failed {
+		fmt.Fprintf(w, "  failed gen %d (%s): %s\n", f.Gen, f.Source, f.Message)
+	}
+	if q := st.Queue; q == nil {
+		fmt.Fprintf(w, "push queue:  none (no git remote configured)\n")
+	} else {
+		fmt.Fprintf(w, "push queue:  %s, %d pending", q.State, q.Pending)
+		if !q.NextAttempt.IsZero() {
+			fmt.Fprintf(w, ", next attempt in %s", q.NextAttempt.Sub(now).Round(time.Second))
+		}
+		fmt.Fprintln(w)
+		if q.LastError != "" {
+			fmt.Fprintf(w, "  last push error: %s\n", q.LastError)
+		}
+	}
+	if le := st.LastError; le != nil {
+		fmt.Fprintf(w, "last error:  %s gen %d [%s]: %s\n", le.Time.Format(time.RFC3339), le.Gen, le.Stage, le.Message)
+	}
+	for _, wn := range st.Warnings {
+		fmt.Fprintf(w, "warning:     %s\n", wn)
+	}
+}

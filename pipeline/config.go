@@ -1,0 +1,156 @@
+package pipeline
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"filippo.io/age"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// Policy says what the daemon does when requests arrive faster than
+// snapshots complete and QueueMax requests are already waiting.
+type Policy string
+
+const (
+	// PolicyBlock stops reading the WAL: the requests stay there
+	// (durably) until the pipeline catches up. Nothing is skipped.
+	PolicyBlock Policy = "block"
+	// PolicyCoalesce keeps reading: the newest waiting request is replaced
+	// by the one that arrives, so the queue holds the oldest QueueMax-1
+	// requests and always the newest. Each replaced request is completed
+	// in the WAL as failed with the message "coalesced: ...", logged and
+	// counted (snapd_requests_total{result="coalesced"}).
+	PolicyCoalesce Policy = "coalesce"
+)
+
+// Config is everything that tunes a Daemon. Only cmd/snapd builds it
+// (from configs.Config and flags).
+type Config struct {
+	// StateDir holds wal/, gens/, ring/, state, lock (see doc.go).
+	StateDir string
+	// Meta values written into every generation (gen and ts come from the
+	// request).
+	Schema, Build, Host, Cuda string
+	// WTXT writer options.
+	RowsPerChunk int
+	Stream       bool // root_pending + WSUM file
+	// Workers bounds the encoder's parallelism; 0 = half the CPUs (>= 1).
+	Workers int
+	SignKey ed25519.PrivateKey // nil: unsigned
+	HMACKey []byte             // nil: no per-array HMAC
+	// Recipients: when set, ring files are age-armored with WSEAL seals.
+	Recipients []age.Recipient
+	// RingKeep is how many generations the ring keeps (>= 1).
+	RingKeep int
+	// QueueMax bounds requests waiting for the pipeline (>= 1); Policy
+	// applies beyond it.
+	QueueMax int
+	Policy   Policy
+	// WAL listener.
+	PollInterval time.Duration
+	NoNotify     bool
+	// RetryBase and RetryMax bound the backoff for transient errors
+	// (disk full, I/O): default 200ms and 30s.
+	RetryBase, RetryMax time.Duration
+	// MetricsAddr is the host:port of /metrics and /healthz; "" disables
+	// the HTTP endpoint.
+	MetricsAddr string
+}
+
+// Deps are the daemon's collaborators.
+type Deps struct {
+	// Registry decodes sources (required).
+	Registry *formats.Registry
+	// Logger: nil discards.
+	Logger *slog.Logger
+	// Metrics receives the collectors and is served on /metrics; nil
+	// uses a private registry (never the global default one).
+	Metrics *prometheus.Registry
+	// Repo: every generation is committed to it; nil disables Git.
+	Repo *gitops.Repo
+	// Queue: when set (with a Pusher), every commit is enqueued for push
+	// and the daemon runs the queue. Its branch is Repo's.
+	Queue *queue.Queue
+	// FS writes the ring's files; nil means OSFS.
+	FS FS
+	// Lock is the state directory's lock if the caller took it already
+	// (LockStateDir); the daemon owns it from New on (also when New fails)
+	// and releases it in Close.
+	Lock *StateLock
+	// Now is the clock (for stamps and durations); nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultWorkers is the encoder parallelism for Config.Workers == 0: half
+// the CPUs, at least one, leaving the rest to the training job.
+func DefaultWorkers() int {
+	n := runtime.GOMAXPROCS(0) / 2
+	if n < 1 {
+		n = 1
+	}
+	return n
+}
+
+func (c *Config) setDefaults() error {
+	if c.StateDir == "" {
+		return errors.New("pipeline: config: StateDir is empty")
+	}
+	if c.Schema == "" {
+		c.Schema = snapshot.DefaultMeta().Schema
+	}
+	if c.Build == "" {
+		c.Build = snapshot.DefaultMeta().Build
+	}
+	if c.Host == "" {
+		c.Host = snapshot.DefaultMeta().Host
+	}
+	if c.Cuda == "" {
+		c.Cuda = snapshot.DefaultMeta().Cuda
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers()
+	}
+	if c.RingKeep == 0 {
+		c.RingKeep = 8
+	}
+	if c.QueueMax == 0 {
+		c.QueueMax = 16
+	}
+	if c.Policy == "" {
+		c.Policy = PolicyCoalesce
+	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = 200 * time.Millisecond
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 30 * time.Second
+	}
+	if c.RetryMax < c.RetryBase {
+		c.RetryMax = c.RetryBase
+	}
+	switch {
+	case c.Policy != PolicyBlock && c.Policy != PolicyCoalesce:
+		return fmt.Errorf("pipeline: config: policy %q: want block or coalesce", c.Policy)
+	case c.RingKeep < 1:
+		return fmt.Errorf("pipeline: config: ring keep %d: must be >= 1", c.RingKeep)
+	case c.QueueMax < 1:
+		return fmt.Errorf("pipeline: config: queue max %d: must be >= 1", c.QueueMax)
+	case c.Workers < 0:
+		return fmt.Errorf("pipeline: config: workers %d: must be >= 0", c.Workers)
+	case c.RowsPerChunk < 0:
+		return fmt.Errorf("pipeline: config: rows per chunk %d: must be >= 0", c.RowsPerChunk)
+	case c.SignKey != nil && len(c.SignKey) != ed25519.PrivateKeySize:
+		return errors.New("pipeline: config: sign key is not an Ed25519 private key")
+	}
+	return nil
+}

@@ -1,0 +1,511 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/snapshot"
+	"github.com/snapd-ml/snapd/wal"
+)
+
+// GenResult is what became of one request, as Wait and Results report it.
+type GenResult struct {
+	Gen       uint64    `json:"gen"`
+	Source    string    `json:"source"`
+	State     wal.State `json:"-"`
+	StateName string    `json:"state"` // done or failed
+	Error     string    `json:"error,omitempty"`
+	// Redelivered: the generation was already in the ring (a request
+	// delivered again after a crash); nothing was rewritten.
+	Redelivered bool `json:"redelivered,omitempty"`
+
+	Format      string `json:"format,omitempty"` // codec of the source
+	SourceBytes int64  `json:"source_bytes,omitempty"`
+	WTXTBytes   int64  `json:"wtxt_bytes,omitempty"` // as stored (armored when encrypting)
+	DeltaBytes  int64  `json:"delta_bytes,omitempty"`
+	// BaseGen is the generation the delta (and merkle_prev) refer to; 0
+	// for the first of a chain.
+	BaseGen      uint64 `json:"base_gen,omitempty"`
+	DeltaChunks  int64  `json:"delta_chunks,omitempty"`  // chunks of the target
+	DeltaChanged int64  `json:"delta_changed,omitempty"` // chunks carried by the delta
+	SHA256All    string `json:"sha256_all,omitempty"`
+	MerklePrev   string `json:"merkle_prev,omitempty"`
+	MerkleThis   string `json:"merkle_this,omitempty"`
+	// Ring file paths.
+	WTXT, Delta, WSUM, Seal string `json:"-"`
+	// Git.
+	Commit string `json:"commit,omitempty"`
+	Tag    string `json:"tag,omitempty"`
+	// Stages holds the time spent per stage.
+	Stages map[string]time.Duration `json:"stages,omitempty"`
+	// Latency is from the request's ts to completion.
+	Latency time.Duration `json:"latency"`
+}
+
+// item is one WAL record travelling through the stages. Every record goes
+// through every stage, in log order, so that the last stage completes
+// them in the order the consumer requires; skipped and failed items just
+// pass through.
+type item struct {
+	rec       wal.Record
+	admitted  time.Time
+	skip      bool   // already handled (duplicate / redelivery)
+	coalesced uint64 // replaced by the request for this generation
+	err       error  // permanent failure
+	stage     string // where err happened
+	aborted   bool   // abandoned because the daemon is closing
+
+	pin  *snapshot.Pin
+	m    *snapshot.Mapping
+	snap *snapshot.Snapshot
+	res  GenResult
+	head *ChainState // the chain head after this generation (done items)
+}
+
+func (it *item) release() {
+	if it.m != nil {
+		it.m.Close()
+		it.m = nil
+	}
+	if it.pin != nil {
+		it.pin.Release()
+		it.pin = nil
+	}
+	it.snap = nil
+}
+
+// Daemon is the snapshot pipeline beside a training job. Lifecycle: New,
+// Start, Close (Close also after a failed Start). No goroutine it starts
+// outlives Close.
+type Daemon struct {
+	deps    Deps
+	log     *slog.Logger
+	m       *metrics
+	gather  prometheus.Gatherer
+	fs      FS
+	now     func() time.Time
+	ringDir string
+
+	cfgMu sync.Mutex
+	cfg   Config
+
+	lock     *StateLock
+	consumer *wal.Consumer
+	gens     *snapshot.GenStore
+
+	headMu sync.Mutex
+	head   ChainState
+
+	resMu   sync.Mutex
+	results map[uint64]*GenResult
+	order   []uint64
+	changed chan struct{}
+
+	lifeMu   sync.Mutex
+	started  bool
+	closed   bool
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	listener *wal.Listener
+	srv      *http.Server
+	addr     net.Addr
+	chans    []chan *item
+	runErr   error
+}
+
+// New opens the state directory (creating what is missing), takes its
+// lock (ErrLocked if another daemon holds it), opens the WAL consumer and
+// the generation store, and recovers from a crash: stale temp files,
+// stale pins and ring entries newer than the persisted chain state (half
+// written) are removed.
+func New(cfg Config, deps Deps) (_ *Daemon, err error) {
+	defer func() {
+		if err != nil && deps.Lock != nil {
+			deps.Lock.release()
+		}
+	}()
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if deps.Registry == nil {
+		return nil, errors.New("pipeline: Deps.Registry is required")
+	}
+	d := &Deps{}
+	*d = deps
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.FS == nil {
+		d.FS = OSFS{}
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	reg := d.Metrics
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: metrics: %w", err)
+	}
+	dm := &Daemon{deps: *d, log: d.Logger, m: m, gather: reg, fs: d.FS, now: d.Now, cfg: cfg,
+		ringDir: filepath.Join(cfg.StateDir, RingDir), results: map[uint64]*GenResult{}, changed: make(chan struct{})}
+	for _, dir := range []string{cfg.StateDir, dm.ringDir, filepath.Join(dm.ringDir, plainDir)} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("pipeline: %w", err)
+		}
+	}
+	os.Chmod(filepath.Join(dm.ringDir, plainDir), 0o700)
+	if dm.lock = d.Lock; dm.lock == nil {
+		if dm.lock, err = lockStateDir(cfg.StateDir); err != nil {
+			return nil, err
+		}
+	}
+	if err := dm.open(); err != nil {
+		if dm.consumer != nil {
+			dm.consumer.Close()
+		}
+		dm.lock.release()
+		return nil, err
+	}
+	return dm, nil
+}
+
+func (d *Daemon) open() error {
+	var err error
+	if d.consumer, err = wal.OpenConsumer(filepath.Join(d.cfg.StateDir, WALDir), wal.ConsumerOptions{}); err != nil {
+		return err
+	}
+	for _, r := range d.consumer.Repairs() {
+		d.log.Warn("wal repaired", "error", r.Error())
+	}
+	if d.gens, err = snapshot.OpenGenStore(filepath.Join(d.cfg.StateDir, GensDir)); err != nil {
+		return err
+	}
+	head, err := ReadChainState(d.cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	d.head = *head
+	d.m.lastGen.Set(float64(head.Gen))
+	return d.recover()
+}
+
+// recover removes what a crash left behind.
+func (d *Daemon) recover() error {
+	for _, dir := range []string{d.cfg.StateDir, d.ringDir, filepath.Join(d.ringDir, plainDir)} {
+		if n, err := atomicfile.Sweep(dir); err != nil {
+			return fmt.Errorf("pipeline: sweep %s: %w", dir, err)
+		} else if n > 0 {
+			d.log.Info("recovery: removed stale temp files", "dir", dir, "count", n)
+		}
+	}
+	if stale, err := d.gens.RecoverStalePins(); err != nil {
+		d.log.Warn("recovery: pins", "error", err)
+	} else {
+		for _, p := range stale {
+			d.log.Info("recovery: removed stale pin", "gen", p.Gen, "pid", p.PID)
+		}
+	}
+	entries, err := ListRing(d.ringDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Gen > d.head.Gen || e.WTXT == "" {
+			d.log.Info("recovery: removing half-written ring entry", "gen", e.Gen, "chain_head", d.head.Gen, "files", e.Files)
+			if err := removeRingGen(d.ringDir, e.Gen); err != nil {
+				return fmt.Errorf("pipeline: recovery: %w", err)
+			}
+		}
+	}
+	// Plaintext copies (encryption) are kept for the chain head only.
+	pd := filepath.Join(d.ringDir, plainDir)
+	if ents, err := os.ReadDir(pd); err == nil {
+		for _, e := range ents {
+			if g, _, ok := snapshot.ParseGenName(e.Name()); !ok || g != d.head.Gen {
+				os.Remove(filepath.Join(pd, e.Name()))
+			}
+		}
+	}
+	return nil
+}
+
+// config returns the current configuration (Reload may replace it).
+func (d *Daemon) config() Config {
+	d.cfgMu.Lock()
+	defer d.cfgMu.Unlock()
+	return d.cfg
+}
+
+// Reload replaces the configuration used from the next request on (keys,
+// meta, writer options, ring size, queue bound and policy). StateDir,
+// the WAL listener settings and MetricsAddr need a restart; a change is an
+// error.
+func (d *Daemon) Reload(cfg Config) error {
+	if err := cfg.setDefaults(); err != nil {
+		return err
+	}
+	d.cfgMu.Lock()
+	defer d.cfgMu.Unlock()
+	old := d.cfg
+	if cfg.StateDir != old.StateDir || cfg.MetricsAddr != old.MetricsAddr || cfg.PollInterval != old.PollInterval || cfg.NoNotify != old.NoNotify {
+		return errors.New("pipeline: reload: state dir, metrics address and WAL settings need a restart")
+	}
+	d.cfg = cfg
+	d.log.Info("configuration reloaded", "policy", cfg.Policy, "queue_max", cfg.QueueMax, "ring_keep", cfg.RingKeep, "workers", cfg.Workers)
+	return nil
+}
+
+// Head returns the chain head.
+func (d *Daemon) Head() ChainState {
+	d.headMu.Lock()
+	defer d.headMu.Unlock()
+	return d.head
+}
+
+// Addr returns the metrics listener's address (nil when disabled or
+// before Start).
+func (d *Daemon) Addr() net.Addr {
+	d.lifeMu.Lock()
+	defer d.lifeMu.Unlock()
+	return d.addr
+}
+
+// Start recommits ring generations missing from Git, starts the metrics
+// endpoint, the WAL listener, the stages and (with Deps.Queue) the resend
+// queue. It returns at once; ctx bounds the daemon's life (Close also
+// stops it).
+func (d *Daemon) Start(ctx context.Context) error {
+	d.lifeMu.Lock()
+	defer d.lifeMu.Unlock()
+	if d.started || d.closed {
+		return errors.New("pipeline: Start called twice or after Close")
+	}
+	d.started = true
+	ctx, d.cancel = context.WithCancel(ctx)
+	cfg := d.config()
+	if cfg.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("pipeline: metrics listener: %w", err)
+		}
+		d.addr = ln.Addr()
+		d.srv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.log.Error("metrics server", "error", err)
+			}
+		}()
+	}
+	d.recommit(ctx)
+
+	recs := make(chan wal.Record, 1)
+	admitted := make(chan *item)
+	prepared := make(chan *item, 1)
+	built := make(chan *item, 1)
+	d.chans = []chan *item{admitted, prepared, built}
+	d.listener = wal.NewListener(d.consumer.Dir(), d.consumer.Cursor(), wal.ListenerOptions{
+		PollInterval: cfg.PollInterval, NoNotify: cfg.NoNotify,
+		OnCorrupt: func(e *wal.CorruptError) { d.log.Warn("wal: skipped corrupt bytes", "error", e.Error()) },
+		OnError:   func(err error) { d.log.Warn("wal listener", "error", err) },
+	})
+	if err := d.listener.Start(ctx, recs); err != nil {
+		return err
+	}
+	stages := []func(){
+		func() { d.admitStage(ctx, recs, admitted) },
+		func() { d.prepareStage(ctx, admitted, prepared) },
+		func() { d.buildStage(ctx, prepared, built) },
+		func() { d.finishStage(ctx, built) },
+	}
+	for _, s := range stages {
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); s() }()
+	}
+	if d.deps.Queue != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := d.deps.Queue.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				d.log.Error("resend queue stopped", "error", err)
+			}
+		}()
+	}
+	d.log.Info("snapd running", "state_dir", cfg.StateDir, "chain_head", d.Head().Gen, "wal_cursor", d.consumer.Cursor().String(), "policy", cfg.Policy, "workers", cfg.Workers)
+	return nil
+}
+
+// Close stops the daemon: the generation in flight is abandoned cleanly
+// (its temp files are removed, its pin released, its request stays in the
+// WAL and is handled again after a restart); every finished generation is
+// already persisted. It waits for every goroutine (or ctx) and releases
+// the state directory.
+func (d *Daemon) Close(ctx context.Context) error {
+	d.lifeMu.Lock()
+	if d.closed {
+		d.lifeMu.Unlock()
+		return nil
+	}
+	d.closed = true
+	if d.cancel != nil {
+		d.cancel()
+	}
+	l, srv := d.listener, d.srv
+	d.lifeMu.Unlock()
+	var errs []error
+	if l != nil {
+		errs = append(errs, l.Close(ctx))
+	}
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		srv.Shutdown(sctx)
+		cancel()
+	}
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("pipeline: close: %w", ctx.Err())
+	}
+	for _, ch := range d.chans {
+		for more := true; more; {
+			select {
+			case it := <-ch:
+				it.release()
+			default:
+				more = false
+			}
+		}
+	}
+	errs = append(errs, d.consumer.Close(), d.lock.release())
+	d.log.Info("snapd stopped", "chain_head", d.Head().Gen)
+	return errors.Join(errs...)
+}
+
+// Handler serves /metrics (the injected registry) and /healthz.
+func (d *Daemon) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(d.gather, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		d.lifeMu.Lock()
+		ok := d.started && !d.closed
+		d.lifeMu.Unlock()
+		if !ok {
+			http.Error(w, "stopped", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "ok gen=%d\n", d.Head().Gen)
+	})
+	return mux
+}
+
+// Wait blocks until the request for gen has an outcome recorded by this
+// daemon (done or failed) and returns it, or until ctx ends.
+func (d *Daemon) Wait(ctx context.Context, gen uint64) (*GenResult, error) {
+	for {
+		d.resMu.Lock()
+		r, ok := d.results[gen]
+		ch := d.changed
+		d.resMu.Unlock()
+		if ok {
+			c := *r
+			return &c, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Results returns the outcomes recorded since Start (the last 1024), in
+// completion order.
+func (d *Daemon) Results() []GenResult {
+	d.resMu.Lock()
+	defer d.resMu.Unlock()
+	out := make([]GenResult, 0, len(d.order))
+	for _, g := range d.order {
+		out = append(out, *d.results[g])
+	}
+	return out
+}
+
+func (d *Daemon) record(r *GenResult) {
+	d.resMu.Lock()
+	defer d.resMu.Unlock()
+	if _, ok := d.results[r.Gen]; !ok {
+		d.order = append(d.order, r.Gen)
+	}
+	d.results[r.Gen] = r
+	if len(d.order) > 1024 {
+		delete(d.results, d.order[0])
+		d.order = d.order[1:]
+	}
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+// fail records a failure in STATE_DIR/last_error and the metrics.
+func (d *Daemon) fail(stage string, gen uint64, err error) {
+	d.m.failures.WithLabelValues(stage).Inc()
+	if werr := writeLastError(d.config().StateDir, &LastError{Time: d.now().UTC(), Gen: gen, Stage: stage, Message: err.Error()}); werr != nil {
+		d.log.Error("cannot persist last error", "error", werr)
+	}
+}
+
+func hexs(b [32]byte) string { return hex.EncodeToString(b[:]) }
+
+// send delivers it downstream or, when the daemon stops, releases it.
+func send(ctx context.Context, out chan<- *item, it *item) bool {
+	select {
+	case out <- it:
+		return true
+	case <-ctx.Done():
+		it.release()
+		return false
+	}
+}
+
+// sleep waits d or until ctx ends (false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// queueStatus reads the resend queue's status, if there is a queue.
+func queueStatus(q *queue.Queue) *queue.Status {
+	if q == nil {
+		return nil
+	}
+	st, err := q.Status()
+	if err != nil {
+		return nil
+	}
+	return &st
+}

@@ -1,0 +1,146 @@
+// Package pipeline is the snapd daemon: it turns snapshot requests from
+// the WAL into chained WTXT generations in a local ring, commits them to
+// Git and hands them to the resend queue. It owns every channel between
+// its stages; only cmd/snapd wires configuration, keys, the format
+// registry, the Git repository and the queue into it (Config, Deps).
+//
+// # Stages
+//
+//	wal.Listener ──rec──▶ admit ──▶ prepare ──▶ build ──▶ finish
+//	 (fsnotify+poll)     policy    pin+decode   encode     Git commit + enqueue push,
+//	                     bound                  [armor]    WAL outcome, ring trim
+//	                                            [WSUM]
+//	                                            delta
+//	                                            ring+state
+//
+// Each stage is one goroutine reading one channel and writing the next;
+// the channels are unbuffered or hold one item, so a slow stage stops the
+// ones before it (back-pressure), and memory is bounded by a few items,
+// whose array data is memory-mapped from the source, never copied. Every
+// WAL record travels through every stage in log order — duplicates,
+// coalesced and failed ones just pass through — so the last stage can
+// complete them in the order wal.Consumer requires.
+//
+// admit holds up to Config.QueueMax requests that will be snapshotted.
+// Beyond that, PolicyBlock stops reading the WAL (the requests wait there,
+// durably) and PolicyCoalesce replaces the newest waiting request by the
+// arriving one; the replaced request is completed in the WAL as failed
+// with "coalesced: superseded by the request for gen N", logged and
+// counted — never silently dropped. (The admission stage holds at most
+// 4096 such pass-through items before it blocks as well.) A request whose
+// generation is already done, or that already failed at the same log
+// position, is skipped (redelivery after a crash).
+//
+// prepare pins the generation in the generation store when the source is
+// an entry of STATE_DIR/gens (snapshot.GenStore.Pin: a reclaim in any
+// process keeps it), resolves a directory generation to its single
+// checkpoint file, memory-maps it, sniffs the format (formats.Registry
+// .Detect: magic bytes, then extension) and decodes it. Sources elsewhere
+// are read as they are; the trainer must keep them until the request is
+// done. A relative source is relative to the daemon's working directory.
+//
+// build encodes the WTXT (meta gen from the request; meta ts = the
+// request's ts, truncated to seconds, so re-encoding after a crash gives
+// the same bytes; schema/build/host/cuda from Config; signature, HMAC and
+// merkle_prev = the chain head's merkle_this), optionally armors it with
+// age (Config.Recipients) and writes a WSEAL seal, writes the WSUM when
+// streaming, makes the DELTA v2 against the chain head's plaintext and
+// persists the new chain head. build is the only writer of the chain
+// head; the pin is released and the mapping closed right after it.
+//
+// finish commits the generation to Git (Deps.Repo; the Header is passed
+// explicitly, so armored files commit too) and enqueues its push
+// (Deps.Queue), then records the outcome in the WAL (done or failed with
+// the error), then trims the ring. A Git failure does not fail the
+// request: it is logged, counted and kept in last_error, and the next
+// start recommits every ring generation missing from the branch.
+//
+// # Chain rule
+//
+// Generations enter the chain in request order and only upwards. A
+// request for a generation newer than the head is chained to the head:
+// when it is not head+1 (a gap — normal with coalescing or after failed
+// requests) that is logged at warn level and counted in
+// snapd_chain_gaps_total; merkle_prev always names the head's
+// merkle_this, and the delta is made against the head. A request for a
+// generation at or below the head fails with ErrNotNewer ("a chain never
+// goes backwards") unless that generation is in the ring: then it is a
+// redelivery whose outcome a crash lost, and it is done without
+// rewriting anything. A failed request (corrupt or unknown source,
+// missing file) is recorded as failed and does not touch the chain.
+//
+// Errors are permanent (recorded as failed) unless they are transient
+// I/O conditions — ENOSPC, EDQUOT, EIO, EAGAIN, EMFILE, ENOMEM, ... — which
+// are retried in place with exponential backoff (Config.RetryBase ..
+// RetryMax), each attempt logged (rate-limited), counted and written to
+// last_error. The failing request holds the line: later ones wait.
+//
+// # State directory
+//
+//	STATE_DIR/
+//	  lock            flock held by the daemon; contains its pid
+//	  state           chain head (JSON, atomic): version, gen, gen_text,
+//	                  prev_gen, ts, build, sha256_all, merkle_prev,
+//	                  merkle_this, updated, generations
+//	  last_error      the last failure (JSON, atomic): time, gen, stage, message
+//	  wal/            request log, cursor, outcomes (package wal)
+//	  gens/           the generation store the trainer publishes into
+//	  keys/           generated key set (private files 0600) unless configured
+//	  ring/           finished generations (below)
+//	  repo/           local bare Git repository (gitops)
+//	  push-queue/     resend queue (gitops/queue), when a remote is configured
+//
+// # Ring
+//
+//	ring/gen-NNNNNN.wtxt               the WTXT (age armor when encrypting)
+//	ring/gen-NNNNNN.wtxt.wseal         its seal (encrypting only)
+//	ring/gen-NNNNNN.wtxtdelta          DELTA v2 from the previous chained generation
+//	ring/gen-NNNNNN.wtxtdelta.wseal    (encrypting only)
+//	ring/gen-NNNNNN.wsum               WSUM (streaming only; + .wseal when encrypting)
+//	ring/.plain/gen-NNNNNN.wtxt        encrypting only: plaintext of the chain head,
+//	                                   0600 in a 0700 directory, the base of the next
+//	                                   delta; removed when the next head is persisted
+//
+// Every file is written through FS (default OSFS: temp file, fsync,
+// rename, fsync of the directory), so no partial file is ever visible
+// under its final name. The commit point of a generation is the state
+// file: ring entries newer than the persisted head are half-written and
+// removed at start. The ring keeps Config.RingKeep generations; trimming
+// never removes the head nor a generation not yet acknowledged in the
+// WAL.
+//
+// # Recovery (New)
+//
+// Take the lock (ErrLocked names the holder's pid), open the WAL consumer
+// (which repairs torn tails), sweep temp files of the state dir and ring,
+// remove stale pins of dead daemons, remove half-written ring entries and
+// stale plaintext copies. Start then recommits ring generations missing
+// from Git and the listener resumes at the WAL cursor: requests whose
+// outcome was lost are delivered again and recognized.
+//
+// # Lifecycle
+//
+// New(cfg, deps), Start(ctx), Close(ctx). Close cancels the stages: the
+// generation in flight is abandoned cleanly (temp files removed, pin
+// released, request left pending in the WAL and handled after a restart);
+// a Git commit in progress is finished. Close waits for every goroutine
+// it started (listener, stages, queue runner, metrics server). Reload
+// swaps keys, meta and writer options, ring size and queue policy for the
+// next request (SIGHUP in `snapd run`).
+//
+// # Metrics
+//
+// On Deps.Metrics (never the global registry), served with /healthz at
+// Config.MetricsAddr: snapd_requests_total{result=done|failed|duplicate|
+// coalesced}, snapd_snapshots_total, snapd_bytes_total{kind=source|wtxt|
+// delta}, snapd_stage_seconds{stage=prepare|encode|armor|delta|state|git},
+// snapd_queue_depth, snapd_last_generation, snapd_failures_total{stage},
+// snapd_retries_total{stage}, snapd_chain_gaps_total,
+// snapd_last_success_timestamp_seconds, snapd_push_enqueued_total.
+//
+// # Status
+//
+// ReadStatus reads all of the above from the files, without locking or
+// modifying anything (the push queue is read directly, since queue.Open
+// sweeps temp files), so `snapd status` works with or without a daemon.
+package pipeline

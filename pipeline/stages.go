@@ -1,0 +1,743 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/formats/wtxt/armor"
+	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/snapshot"
+	"github.com/snapd-ml/snapd/wal"
+)
+
+// maxSkipped bounds the coalesced and duplicate items the admission stage
+// holds (they must still be completed in log order); beyond it the stage
+// stops reading the WAL as with PolicyBlock.
+const maxSkipped = 4096
+
+// admitStage reads WAL records and applies the queue bound and policy.
+func (d *Daemon) admitStage(ctx context.Context, in <-chan wal.Record, out chan<- *item) {
+	var buf []*item
+	jobs := 0 // items in buf that will be snapshotted
+	for {
+		cfg := d.config()
+		var next chan<- *item
+		var head *item
+		if len(buf) > 0 {
+			next, head = out, buf[0]
+		}
+		src := in
+		if (cfg.Policy == PolicyBlock && jobs >= cfg.QueueMax) || len(buf)-jobs >= maxSkipped {
+			src = nil // back-pressure: requests stay in the WAL
+		}
+		select {
+		case <-ctx.Done():
+			for _, it := range buf {
+				it.release()
+			}
+			return
+		case next <- head:
+			buf[0] = nil
+			buf = buf[1:]
+			if !head.skip && head.coalesced == 0 {
+				jobs--
+			}
+		case rec := <-src:
+			it := &item{rec: rec, admitted: d.now()}
+			if d.consumer.Seen(rec) {
+				it.skip = true
+				buf = append(buf, it)
+				continue
+			}
+			if jobs >= cfg.QueueMax {
+				// PolicyCoalesce: replace the newest waiting job.
+				for i := len(buf) - 1; i >= 0; i-- {
+					if b := buf[i]; !b.skip && b.coalesced == 0 {
+						b.coalesced = rec.Gen
+						jobs--
+						d.log.Warn("queue full: request coalesced", "gen", b.rec.Gen, "superseded_by", rec.Gen, "queue_max", cfg.QueueMax)
+						d.m.queueDepth.Dec()
+						break
+					}
+				}
+			}
+			buf = append(buf, it)
+			jobs++
+			d.m.queueDepth.Inc()
+		}
+	}
+}
+
+// prepareStage pins the generation and decodes its source.
+func (d *Daemon) prepareStage(ctx context.Context, in <-chan *item, out chan<- *item) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case it := <-in:
+			if !it.skip && it.coalesced == 0 {
+				t := d.now()
+				err := d.retry(ctx, "prepare", it.rec.Gen, func() error { return d.prepare(ctx, it) })
+				if ctx.Err() != nil {
+					it.release()
+					it.aborted = true
+				} else if err != nil {
+					it.release()
+					it.err, it.stage = err, "prepare"
+				}
+				it.stage1("prepare", d.now().Sub(t))
+			}
+			if !send(ctx, out, it) {
+				return
+			}
+		}
+	}
+}
+
+func (it *item) stage1(name string, dt time.Duration) {
+	if it.res.Stages == nil {
+		it.res.Stages = map[string]time.Duration{}
+	}
+	it.res.Stages[name] += dt
+}
+
+// permanent marks an error that retrying cannot fix.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// transient reports whether err may go away by itself: disk full, quota,
+// I/O errors, resource exhaustion.
+func transient(err error) bool {
+	var p permanent
+	if errors.As(err, &p) {
+		return false
+	}
+	for _, e := range []error{unix.ENOSPC, unix.EDQUOT, unix.EIO, unix.EAGAIN, unix.EINTR, unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EBUSY, unix.ETIMEDOUT, unix.EROFS} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// retry runs fn until it succeeds, fails permanently or ctx ends,
+// backing off exponentially (RetryBase..RetryMax) after transient errors.
+// The failing request holds the line: later requests wait (their order is
+// the chain's order).
+func (d *Daemon) retry(ctx context.Context, stage string, gen uint64, fn func() error) error {
+	delay := d.config().RetryBase
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		d.m.retries.WithLabelValues(stage).Inc()
+		d.fail(stage, gen, fmt.Errorf("attempt %d (will retry in %s): %w", attempt, delay, err))
+		if attempt == 1 || attempt%10 == 0 {
+			d.log.Warn("transient failure, retrying", "stage", stage, "gen", gen, "attempt", attempt, "retry_in", delay, "error", err)
+		}
+		if !sleep(ctx, delay) {
+			return ctx.Err()
+		}
+		if delay *= 2; delay > d.config().RetryMax {
+			delay = d.config().RetryMax
+		}
+	}
+}
+
+// sourcePath resolves a request's source: a directory generation must
+// hold exactly one checkpoint file (names starting with '.' are ignored).
+func sourcePath(gen uint64, src string) (string, error) {
+	st, err := os.Stat(src)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", permanent{fmt.Errorf("%w: gen %d: %s does not exist", ErrSource, gen, src)}
+		}
+		return "", err
+	}
+	if st.Mode().IsRegular() {
+		return src, nil
+	}
+	if !st.IsDir() {
+		return "", permanent{fmt.Errorf("%w: gen %d: %s is not a regular file or directory", ErrSource, gen, src)}
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return "", err
+	}
+	var files []string
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") && e.Type().IsRegular() {
+			files = append(files, e.Name())
+		}
+	}
+	if len(files) != 1 {
+		return "", permanent{fmt.Errorf("%w: gen %d: directory %s holds %d checkpoint files; snapd reads exactly one per generation", ErrSource, gen, src, len(files))}
+	}
+	return filepath.Join(src, files[0]), nil
+}
+
+// prepare pins the request's generation (when its source is in the
+// generation store) and decodes the source.
+func (d *Daemon) prepare(ctx context.Context, it *item) error {
+	it.release()
+	gen, src := it.rec.Gen, it.rec.Source
+	abs, _ := filepath.Abs(src)
+	store, _ := filepath.Abs(d.gens.Dir())
+	if filepath.Dir(abs) == store {
+		if g, _, ok := snapshot.ParseGenName(filepath.Base(abs)); ok {
+			if g != gen {
+				return permanent{fmt.Errorf("%w: request for gen %d names %s, which is generation %d", ErrSource, gen, src, g)}
+			}
+			pin, err := d.gens.Pin(gen)
+			if errors.Is(err, snapshot.ErrGenNotFound) {
+				return permanent{fmt.Errorf("%w: gen %d: %s is not published (or was reclaimed): %v", ErrSource, gen, src, err)}
+			}
+			if err != nil {
+				return err
+			}
+			it.pin = pin
+		}
+	}
+	path, err := sourcePath(gen, src)
+	if err != nil {
+		return err
+	}
+	m, err := snapshot.MapFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return permanent{fmt.Errorf("%w: gen %d: %v", ErrSource, gen, err)}
+		}
+		return err
+	}
+	it.m = m
+	c, err := d.deps.Registry.Detect(path, m, m.Size())
+	if err != nil {
+		return permanent{fmt.Errorf("%w: gen %d: %s: %v", ErrSource, gen, path, err)}
+	}
+	s, err := c.Decode(ctx, m, m.Size(), formats.DecodeOptions{Name: path})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return permanent{fmt.Errorf("%w: gen %d: %s: %s: %v", ErrSource, gen, path, c.Name(), err)}
+	}
+	it.snap = s
+	it.res.Format, it.res.SourceBytes = c.Name(), m.Size()
+	d.m.bytes.WithLabelValues("source").Add(float64(m.Size()))
+	return nil
+}
+
+// buildStage encodes, armors, makes the delta, writes the ring and
+// persists the chain state; it is the only writer of the chain head.
+func (d *Daemon) buildStage(ctx context.Context, in <-chan *item, out chan<- *item) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case it := <-in:
+			if !it.skip && it.coalesced == 0 && it.err == nil && !it.aborted {
+				d.build(ctx, it)
+			}
+			it.release()
+			if !send(ctx, out, it) {
+				return
+			}
+		}
+	}
+}
+
+func (d *Daemon) build(ctx context.Context, it *item) {
+	head := d.Head()
+	gen := it.rec.Gen
+	if gen <= head.Gen {
+		// Generations up to the head that are in the ring were chained
+		// before a crash lost their WAL outcome (the build stage runs
+		// ahead of the acknowledgements, and trim never removes an
+		// unacknowledged generation): delivered again, handled
+		// idempotently.
+		if d.redelivered(it, &head) {
+			return
+		}
+		it.err = fmt.Errorf("%w: gen %d, chain head is gen %d (a chain never goes backwards; publish a higher generation)", ErrNotNewer, gen, head.Gen)
+		it.stage = "build"
+		return
+	}
+	if head.Gen != 0 && gen != head.Gen+1 {
+		d.m.gaps.Inc()
+		d.log.Warn("generation gap: chaining to the last snapshotted generation", "gen", gen, "prev_gen", head.Gen)
+	}
+	var next *ChainState
+	err := d.retry(ctx, "build", gen, func() error {
+		var err error
+		next, err = d.buildOnce(ctx, it, &head)
+		return err
+	})
+	switch {
+	case err == nil:
+		// Persisted: the generation is in the chain even if the daemon
+		// is stopping now (an unrecorded outcome is redelivered and
+		// recognized after a restart).
+		d.headMu.Lock()
+		d.head = *next
+		d.headMu.Unlock()
+		it.head = next
+		d.m.lastGen.Set(float64(gen))
+	case ctx.Err() != nil:
+		it.aborted = true
+		removeRingGen(d.ringDir, gen)
+	default:
+		removeRingGen(d.ringDir, gen)
+		it.err, it.stage = err, "build"
+	}
+}
+
+// redelivered recognizes a request for a generation already in the ring
+// and fills its result from the ring.
+func (d *Daemon) redelivered(it *item, head *ChainState) bool {
+	gen := it.rec.Gen
+	p := ringPath(d.ringDir, gen, ExtWTXT)
+	st, err := os.Stat(p)
+	if err != nil {
+		return false
+	}
+	r := &it.res
+	r.Redelivered, r.WTXT, r.WTXTBytes = true, p, st.Size()
+	if gen == head.Gen {
+		r.SHA256All, r.MerklePrev, r.MerkleThis, r.BaseGen = head.SHA256All, head.MerklePrev, head.MerkleThis, head.PrevGen
+	} else if sb, err := os.ReadFile(armor.SealPath(p)); err == nil {
+		if s, err := armor.ParseSeal(sb); err == nil {
+			r.SHA256All, r.MerklePrev, r.MerkleThis = hexs(s.SHA256All), hexs(s.MerklePrev), hexs(s.MerkleThis)
+		}
+	} else if f, err := os.Open(p); err == nil {
+		if h, err := wtxt.ReadHeader(f); err == nil && !h.Pending {
+			r.SHA256All, r.MerklePrev, r.MerkleThis = hexs(h.SHA256All), hexs(h.MerklePrev), hexs(h.MerkleThis)
+		}
+		f.Close()
+	}
+	it.fillRing(d.ringDir)
+	return true
+}
+
+func (it *item) fillRing(ringDir string) {
+	gen := it.rec.Gen
+	for _, f := range []struct {
+		ext   string
+		path  *string
+		bytes *int64
+	}{{ExtDelta, &it.res.Delta, &it.res.DeltaBytes}, {ExtWSUM, &it.res.WSUM, nil}, {ExtWTXT + ExtSeal, &it.res.Seal, nil}} {
+		p := ringPath(ringDir, gen, f.ext)
+		if st, err := os.Stat(p); err == nil {
+			*f.path = p
+			if f.bytes != nil {
+				*f.bytes = st.Size()
+			}
+		}
+	}
+}
+
+// writeFile writes one ring file through the FS seam: fill gets the
+// writer; nothing is visible under path unless everything succeeded.
+func (d *Daemon) writeFile(path string, perm os.FileMode, fill func(w io.Writer) error) error {
+	f, err := d.fs.Create(path, perm)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if err := fill(f.Writer()); err != nil {
+		return err
+	}
+	return f.Commit()
+}
+
+// encrypted wraps fill so that its output is age-armored on the way to w.
+func encrypted(fill func(w io.Writer) error, cfg *Config) func(w io.Writer) error {
+	if len(cfg.Recipients) == 0 {
+		return fill
+	}
+	return func(w io.Writer) error {
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			err := fill(pw)
+			pw.CloseWithError(err)
+			done <- err
+		}()
+		err := armor.Encrypt(w, pr, cfg.Recipients...)
+		pr.CloseWithError(err)
+		if ferr := <-done; ferr != nil {
+			return ferr
+		}
+		return err
+	}
+}
+
+// buildOnce produces generation it.rec.Gen's ring entry and persists the
+// new chain head. Any failure leaves no file visible under a final name
+// except complete ones of this generation, which the caller removes.
+func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*ChainState, error) {
+	cfg := d.config()
+	gen := it.rec.Gen
+	s := it.snap
+	it.res.BaseGen = head.Gen
+	s.Meta = snapshot.Meta{Schema: cfg.Schema, Gen: gen, TS: it.rec.Time.UTC().Truncate(time.Second), Build: cfg.Build, Host: cfg.Host, Cuda: cfg.Cuda}
+	prev, err := head.MerkleThisBytes()
+	if err != nil {
+		return nil, permanent{err}
+	}
+	opts := wtxt.EncodeOptions{RowsPerChunk: cfg.RowsPerChunk, SignKey: cfg.SignKey, HMACKey: cfg.HMACKey, PrevMerkle: prev, Stream: cfg.Stream, Workers: cfg.Workers}
+	enc := len(cfg.Recipients) > 0
+	plainDirPath := filepath.Join(d.ringDir, plainDir)
+	wtxtPath := ringPath(d.ringDir, gen, ExtWTXT)
+	plain := wtxtPath
+	perm := os.FileMode(0o644)
+	if enc {
+		plain, perm = ringPath(plainDirPath, gen, ExtWTXT), 0o600
+	}
+
+	// Encode.
+	t := d.now()
+	var res *wtxt.Result
+	err = d.writeFile(plain, perm, func(w io.Writer) error {
+		var err error
+		res, err = wtxt.Encode(ctx, w, s, opts)
+		if err != nil && ctx.Err() == nil && !transient(err) {
+			return permanent{fmt.Errorf("gen %d: wtxt encode: %w", gen, err)}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	it.stage1("encode", d.now().Sub(t))
+	sealValues := armor.Seal{Gen: wtxt.FormatGen(gen), TS: wtxt.FormatTS(s.Meta.TS), Build: s.Meta.Build,
+		SHA256All: res.SHA256All, MerklePrev: res.MerklePrev, MerkleThis: res.MerkleThis}
+	seal := func(path, kind string) error {
+		v := sealValues
+		v.Kind = kind
+		_, err := armor.WriteSeal(path, v, cfg.SignKey, 0o644)
+		return err
+	}
+	if enc {
+		t = d.now()
+		err := d.writeFile(wtxtPath, 0o644, encrypted(func(w io.Writer) error {
+			f, err := os.Open(plain)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.Copy(w, f)
+			return err
+		}, &cfg))
+		if err == nil {
+			err = seal(wtxtPath, armor.KindWTXT)
+		}
+		if err != nil {
+			return nil, err
+		}
+		it.res.Seal = armor.SealPath(wtxtPath)
+		it.stage1("armor", d.now().Sub(t))
+	}
+	if cfg.Stream {
+		p := ringPath(d.ringDir, gen, ExtWSUM)
+		err := d.writeFile(p, 0o644, encrypted(func(w io.Writer) error { _, err := w.Write(res.WSUM); return err }, &cfg))
+		if err == nil && enc {
+			err = seal(p, armor.KindWSUM)
+		}
+		if err != nil {
+			return nil, err
+		}
+		it.res.WSUM = p
+	}
+
+	// Delta against the chain head.
+	if head.Gen != 0 {
+		base := ringPath(d.ringDir, head.Gen, ExtWTXT)
+		if enc {
+			base = ringPath(plainDirPath, head.Gen, ExtWTXT)
+		}
+		if bf, err := os.Open(base); err == nil {
+			t = d.now()
+			err = d.delta(ctx, it, bf, plain, &cfg)
+			bf.Close()
+			if err == nil && enc {
+				err = seal(it.res.Delta, armor.KindDelta)
+			}
+			if err != nil {
+				return nil, err
+			}
+			it.stage1("delta", d.now().Sub(t))
+		} else {
+			d.log.Warn("no delta: the previous generation is not in the ring", "gen", gen, "base_gen", head.Gen, "error", err)
+		}
+	}
+
+	// Commit point: the chain state.
+	t = d.now()
+	next := &ChainState{Version: 1, Gen: gen, GenText: wtxt.FormatGen(gen), PrevGen: head.Gen, TS: wtxt.FormatTS(s.Meta.TS), Build: s.Meta.Build,
+		SHA256All: hexs(res.SHA256All), MerklePrev: hexs(res.MerklePrev), MerkleThis: hexs(res.MerkleThis),
+		Updated: d.now().UTC(), Generations: head.Generations + 1}
+	if err := writeChainState(cfg.StateDir, next); err != nil {
+		return nil, err
+	}
+	if enc && head.Gen != 0 {
+		os.Remove(ringPath(plainDirPath, head.Gen, ExtWTXT))
+	}
+	it.stage1("state", d.now().Sub(t))
+	st, _ := os.Stat(wtxtPath)
+	if st != nil {
+		it.res.WTXTBytes = st.Size()
+	}
+	it.res.WTXT = wtxtPath
+	it.res.BaseGen = head.Gen
+	it.res.SHA256All, it.res.MerklePrev, it.res.MerkleThis = next.SHA256All, next.MerklePrev, next.MerkleThis
+	d.m.bytes.WithLabelValues("wtxt").Add(float64(it.res.WTXTBytes))
+	d.m.bytes.WithLabelValues("delta").Add(float64(it.res.DeltaBytes))
+	return next, nil
+}
+
+// delta writes gen's DELTA v2 against the plaintext base.
+func (d *Daemon) delta(ctx context.Context, it *item, base *os.File, target string, cfg *Config) error {
+	bst, err := base.Stat()
+	if err != nil {
+		return err
+	}
+	tf, err := os.Open(target)
+	if err != nil {
+		return err
+	}
+	defer tf.Close()
+	tst, err := tf.Stat()
+	if err != nil {
+		return err
+	}
+	p := ringPath(d.ringDir, it.rec.Gen, ExtDelta)
+	var info *wtxt.DeltaInfo
+	err = d.writeFile(p, 0o644, encrypted(func(w io.Writer) error {
+		var err error
+		info, err = wtxt.MakeDelta(ctx, w, base, bst.Size(), tf, tst.Size())
+		if err != nil && ctx.Err() == nil && !transient(err) {
+			return permanent{fmt.Errorf("gen %d: delta against gen %d: %w", it.rec.Gen, it.res.BaseGen, err)}
+		}
+		return err
+	}, cfg))
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	it.res.Delta, it.res.DeltaBytes = p, st.Size()
+	it.res.DeltaChunks, it.res.DeltaChanged = info.Chunks, info.Changed
+	return nil
+}
+
+// finishStage completes every record in the WAL in log order, commits
+// finished generations to Git, hands them to the resend queue and trims
+// the ring.
+func (d *Daemon) finishStage(ctx context.Context, in <-chan *item) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case it := <-in:
+			if it.aborted {
+				it.release()
+				return
+			}
+			d.finish(ctx, it)
+		}
+	}
+}
+
+func (d *Daemon) finish(ctx context.Context, it *item) {
+	rec := it.rec
+	r := &it.res
+	r.Gen, r.Source = rec.Gen, rec.Source
+	if it.skip {
+		if err := d.consumer.Skip(rec); err != nil {
+			d.log.Error("wal: skip", "gen", rec.Gen, "error", err)
+			d.fail("wal", rec.Gen, err)
+		}
+		d.m.requests.WithLabelValues("duplicate").Inc()
+		d.log.Debug("request already handled", "gen", rec.Gen, "pos", rec.Pos.String())
+		return
+	}
+	d.m.queueDepth.Dec()
+	if it.coalesced != 0 && it.err == nil {
+		d.m.queueDepth.Inc() // was already decremented when coalesced
+		it.err = fmt.Errorf("coalesced: superseded by the request for gen %d (queue full, policy coalesce)", it.coalesced)
+		it.stage = "admit"
+		d.m.requests.WithLabelValues("coalesced").Inc()
+	}
+	state, msg := wal.Done, ""
+	if it.err != nil {
+		state, msg = wal.Failed, it.err.Error()
+	} else {
+		// Git before the WAL acknowledgement: a done request is committed
+		// and queued (or its failure is in last_error). A commit in
+		// progress is finished even when the daemon is stopping.
+		// (A redelivered generation was recommitted at Start.)
+		if !r.Redelivered {
+			t := d.now()
+			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			d.commit(gctx, r, it.head)
+			cancel()
+			it.stage1("git", d.now().Sub(t))
+		}
+	}
+	if _, err := d.consumer.Complete(rec, state, msg); err != nil {
+		// The outcome is lost; the request is delivered again after a
+		// restart and handled idempotently.
+		d.log.Error("wal: record outcome", "gen", rec.Gen, "error", err)
+		d.fail("wal", rec.Gen, err)
+	}
+	r.State, r.StateName = state, state.String()
+	r.Latency = d.now().Sub(rec.Time)
+	if it.err != nil {
+		r.Error = msg
+		if it.coalesced == 0 {
+			d.m.requests.WithLabelValues("failed").Inc()
+			d.fail(it.stage, rec.Gen, it.err)
+			d.log.Error("request failed", "gen", rec.Gen, "source", rec.Source, "stage", it.stage, "error", it.err)
+		}
+		d.record(r)
+		return
+	}
+	d.m.requests.WithLabelValues("done").Inc()
+	if !r.Redelivered {
+		d.m.snapshots.Inc()
+		for st, dt := range r.Stages {
+			d.m.stage.WithLabelValues(st).Observe(dt.Seconds())
+		}
+	}
+	d.m.lastSuccess.Set(float64(d.now().Unix()))
+	d.trim(rec.Gen)
+	d.log.Info("generation snapshotted", "gen", rec.Gen, "format", r.Format, "source_bytes", r.SourceBytes, "wtxt_bytes", r.WTXTBytes,
+		"delta_bytes", r.DeltaBytes, "base_gen", r.BaseGen, "merkle_this", r.MerkleThis, "commit", r.Commit, "latency", r.Latency.Round(time.Millisecond), "redelivered", r.Redelivered)
+	d.record(r)
+}
+
+// commit records the generation in Git and enqueues its push. Failures
+// are logged and kept in last_error; the next start recommits.
+func (d *Daemon) commit(ctx context.Context, r *GenResult, head *ChainState) {
+	repo := d.deps.Repo
+	if repo == nil || head == nil {
+		return
+	}
+	g := gitops.Generation{WTXT: r.WTXT, Delta: r.Delta, WSUM: r.WSUM, Seal: r.Seal,
+		Header: &gitops.Header{Gen: head.Gen, GenText: head.GenText, TS: head.TS, Build: head.Build,
+			SHA256All: head.SHA256All, MerklePrev: head.MerklePrev, MerkleThis: head.MerkleThis}}
+	res, err := repo.Commit(ctx, g)
+	if err != nil {
+		d.log.Error("git commit failed (recommitted at the next start)", "gen", r.Gen, "error", err)
+		d.fail("git", r.Gen, err)
+		return
+	}
+	r.Commit, r.Tag = res.Commit.String(), res.Tag
+	d.enqueue(res)
+}
+
+func (d *Daemon) enqueue(res *gitops.Result) {
+	if d.deps.Queue == nil {
+		return
+	}
+	j := queue.Job{Branch: d.deps.Repo.Config().Branch, Gen: res.Gen, Commit: res.Commit.String(), Tag: res.Tag, Enqueued: d.now().UTC()}
+	if err := d.deps.Queue.Enqueue(j); err != nil {
+		d.log.Error("resend queue: enqueue", "gen", res.Gen, "error", err)
+		d.fail("git", res.Gen, err)
+		return
+	}
+	d.m.pushEnqueued.Inc()
+}
+
+// recommit commits ring generations that a crash (or a Git failure) kept
+// out of the repository, oldest first.
+func (d *Daemon) recommit(ctx context.Context) {
+	if d.deps.Repo == nil {
+		return
+	}
+	entries, err := ListRing(d.ringDir)
+	if err != nil {
+		d.log.Warn("recovery: list ring", "error", err)
+		return
+	}
+	head := d.Head()
+	for _, e := range entries {
+		if e.Gen > head.Gen || e.WTXT == "" {
+			continue
+		}
+		g := gitops.Generation{WTXT: e.WTXT, Delta: e.Delta, WSUM: e.WSUM}
+		if s := e.WTXT + ExtSeal; fileExists(s) {
+			g.Seal = s
+		}
+		if e.Gen == head.Gen {
+			g.Header = &gitops.Header{Gen: head.Gen, GenText: head.GenText, TS: head.TS, Build: head.Build,
+				SHA256All: head.SHA256All, MerklePrev: head.MerklePrev, MerkleThis: head.MerkleThis}
+		} else if g.Seal != "" {
+			sb, err := os.ReadFile(g.Seal)
+			if err != nil {
+				continue
+			}
+			s, err := armor.ParseSeal(sb)
+			if err != nil {
+				continue
+			}
+			g.Header = &gitops.Header{Gen: e.Gen, GenText: s.Gen, TS: s.TS, Build: s.Build, SHA256All: hexs(s.SHA256All), MerklePrev: hexs(s.MerklePrev), MerkleThis: hexs(s.MerkleThis)}
+		}
+		res, err := d.deps.Repo.Commit(ctx, g)
+		switch {
+		case errors.Is(err, gitops.ErrGenOrder):
+			continue // already committed
+		case err != nil:
+			d.log.Warn("recovery: git commit", "gen", e.Gen, "error", err)
+			d.fail("git", e.Gen, err)
+			continue
+		}
+		if !res.Existing {
+			d.log.Info("recovery: committed generation missing from git", "gen", e.Gen, "commit", res.Commit.String())
+		}
+		d.enqueue(res)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// trim removes the oldest ring entries beyond RingKeep. acked is the
+// generation just acknowledged in the WAL: newer entries (built ahead of
+// their acknowledgement) are never removed, nor is the chain head.
+func (d *Daemon) trim(acked uint64) {
+	keep := d.config().RingKeep
+	entries, err := ListRing(d.ringDir)
+	if err != nil {
+		d.log.Warn("ring: list", "error", err)
+		return
+	}
+	head := d.Head().Gen
+	for i := 0; i < len(entries)-keep; i++ {
+		if entries[i].Gen == head || entries[i].Gen >= acked {
+			continue
+		}
+		if err := removeRingGen(d.ringDir, entries[i].Gen); err != nil {
+			d.log.Warn("ring: trim", "gen", entries[i].Gen, "error", err)
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package pipeline
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/snapd-ml/snapd/internal/atomicfile"
+)
+
+// Names inside the state directory (see doc.go).
+const (
+	WALDir        = "wal"
+	GensDir       = "gens"
+	KeysDir       = "keys"
+	RingDir       = "ring"
+	RepoDir       = "repo"
+	QueueDir      = "push-queue"
+	StateFile     = "state"
+	LastErrorFile = "last_error"
+	LockFile      = "lock"
+	plainDir      = ".plain"
+)
+
+// Sentinel errors.
+var (
+	// ErrLocked: another daemon holds the state directory.
+	ErrLocked = errors.New("pipeline: state directory is in use by another snapd")
+	// ErrNotNewer: a request names a generation that is not newer than the
+	// chain head; the chain never goes backwards.
+	ErrNotNewer = errors.New("generation is not newer than the chain head")
+	// ErrSource: the source of a request cannot be read as a checkpoint
+	// (missing, not a regular file, unknown format, corrupt).
+	ErrSource = errors.New("source")
+	// ErrCorruptState: the state file exists but does not parse.
+	ErrCorruptState = errors.New("pipeline: corrupt state file")
+)
+
+// ChainState is the chain head, persisted atomically in STATE_DIR/state
+// after every generation (see doc.go). The zero value is an empty chain.
+type ChainState struct {
+	Version int `json:"version"`
+	// Gen is the newest generation in the chain; 0 when empty.
+	Gen     uint64 `json:"gen"`
+	GenText string `json:"gen_text"` // as written in meta (e.g. "000123")
+	PrevGen uint64 `json:"prev_gen"` // the generation Gen was chained to (0: first)
+	TS      string `json:"ts"`
+	Build   string `json:"build"`
+	// Root values of Gen, lowercase hex.
+	SHA256All  string    `json:"sha256_all"`
+	MerklePrev string    `json:"merkle_prev"`
+	MerkleThis string    `json:"merkle_this"`
+	Updated    time.Time `json:"updated"`
+	// Generations counts the generations chained by this state directory.
+	Generations uint64 `json:"generations"`
+}
+
+// MerkleThisBytes returns merkle_this as bytes (zero for an empty chain).
+func (c *ChainState) MerkleThisBytes() ([32]byte, error) {
+	var out [32]byte
+	if c.Gen == 0 {
+		return out, nil
+	}
+	b, err := hex.DecodeString(c.MerkleThis)
+	if err != nil || len(b) != 32 {
+		return out, fmt.Errorf("%w: merkle_this %q is not 64 hex digits", ErrCorruptState, c.MerkleThis)
+	}
+	copy(out[:], b)
+	return out, nil
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ReadChainState reads STATE_DIR/state; a missing file is an empty chain.
+func ReadChainState(stateDir string) (*ChainState, error) {
+	p := filepath.Join(stateDir, StateFile)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &ChainState{Version: 1}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: read state: %w", err)
+	}
+	var c ChainState
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%w %s: %v", ErrCorruptState, p, err)
+	}
+	if c.Version != 1 {
+		return nil, fmt.Errorf("%w %s: version %d, want 1", ErrCorruptState, p, c.Version)
+	}
+	if c.Gen != 0 && (!isHex64(c.SHA256All) || !isHex64(c.MerkleThis) || !isHex64(c.MerklePrev)) {
+		return nil, fmt.Errorf("%w %s: gen %d: root values must be 64 lowercase hex digits", ErrCorruptState, p, c.Gen)
+	}
+	return &c, nil
+}
+
+// writeChainState persists c atomically (temp, fsync, rename, fsync dir).
+func writeChainState(stateDir string, c *ChainState) error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(filepath.Join(stateDir, StateFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("pipeline: write state: %w", err)
+	}
+	return nil
+}
+
+// LastError is the most recent failure, persisted in STATE_DIR/last_error
+// so that `snapd status` shows it without the daemon.
+type LastError struct {
+	Time    time.Time `json:"time"`
+	Gen     uint64    `json:"gen,omitempty"`
+	Stage   string    `json:"stage"`
+	Message string    `json:"message"`
+}
+
+// ReadLastError reads STATE_DIR/last_error (nil when there is none).
+func ReadLastError(stateDir string) (*LastError, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, LastErrorFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: read last error: %w", err)
+	}
+	var e LastError
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("pipeline: %s: %v", LastErrorFile, err)
+	}
+	return &e, nil
+}
+
+func writeLastError(stateDir string, e *LastError) error {
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(stateDir, LastErrorFile), append(b, '\n'), 0o644)
+}
+
+// StateLock is the exclusive flock on STATE_DIR/lock, held for the
+// daemon's lifetime; the file holds the owner's pid.
+type StateLock struct{ f *os.File }
+
+// LockStateDir takes the state directory's lock (creating the directory),
+// failing with ErrLocked (naming the holder's pid) when another daemon
+// holds it. Callers that open other state (the Git repository, the resend
+// queue) before New take it first and pass it in Deps.Lock.
+func LockStateDir(stateDir string) (*StateLock, error) {
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	return lockStateDir(stateDir)
+}
+
+// Release drops the lock (New's daemon releases it in Close).
+func (l *StateLock) Release() error { return l.release() }
+
+func lockStateDir(stateDir string) (*StateLock, error) {
+	p := filepath.Join(stateDir, LockFile)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: open lock: %w", err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		pid := readPID(f)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			if pid > 0 {
+				return nil, fmt.Errorf("%w: %s (pid %d)", ErrLocked, stateDir, pid)
+			}
+			return nil, fmt.Errorf("%w: %s", ErrLocked, stateDir)
+		}
+		return nil, fmt.Errorf("pipeline: lock %s: %w", p, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return &StateLock{f: f}, nil
+}
+
+func readPID(f *os.File) int {
+	b := make([]byte, 32)
+	n, _ := f.ReadAt(b, 0)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+	return pid
+}
+
+func (l *StateLock) release() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+// daemonRunning reports whether a daemon holds the state directory's lock
+// and its pid (from the lock file), without disturbing it.
+func daemonRunning(stateDir string) (bool, int) {
+	f, err := os.Open(filepath.Join(stateDir, LockFile))
+	if err != nil {
+		return false, 0
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		return true, readPID(f)
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false, 0
+}

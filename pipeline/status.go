@@ -1,0 +1,152 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/wal"
+)
+
+// Status is what `snapd status` shows. ReadStatus builds it from the state
+// files alone, so it works whether or not the daemon runs.
+type Status struct {
+	StateDir string `json:"state_dir"`
+	Running  bool   `json:"running"`
+	PID      int    `json:"pid,omitempty"`
+	// Chain is the chain head (Gen 0: no generation yet).
+	Chain *ChainState `json:"chain"`
+	// Ring lists the generations kept locally.
+	Ring []RingEntry `json:"ring"`
+	// Backlog counts requests in the WAL that are not handled yet.
+	Backlog int `json:"backlog"`
+	// Failed lists requests whose generation failed (newest last).
+	Failed []FailedRequest `json:"failed"`
+	// Done counts generations recorded as done in the WAL.
+	Done int `json:"done"`
+	// Queue is the resend queue (nil when there is none).
+	Queue     *queue.Status `json:"queue,omitempty"`
+	LastError *LastError    `json:"last_error,omitempty"`
+	// Warnings are problems met while reading (corrupt WAL lines, ...).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// FailedRequest is a failed request from the WAL.
+type FailedRequest struct {
+	Gen     uint64 `json:"gen"`
+	Source  string `json:"source"`
+	Message string `json:"message"`
+}
+
+// ReadStatus reads the state directory without locking or modifying it.
+func ReadStatus(stateDir string) (*Status, error) {
+	if _, err := os.Stat(stateDir); err != nil {
+		return nil, err
+	}
+	st := &Status{StateDir: stateDir}
+	st.Running, st.PID = daemonRunning(stateDir)
+	var err error
+	if st.Chain, err = ReadChainState(stateDir); err != nil {
+		return nil, err
+	}
+	if st.Ring, err = ListRing(filepath.Join(stateDir, RingDir)); err != nil {
+		return nil, err
+	}
+	if st.Ring == nil {
+		st.Ring = []RingEntry{}
+	}
+	walDir := filepath.Join(stateDir, WALDir)
+	if _, err := os.Stat(walDir); err == nil {
+		ents, err := wal.List(walDir, func(e *wal.CorruptError) { st.Warnings = append(st.Warnings, e.Error()) })
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			switch e.State {
+			case wal.Pending:
+				st.Backlog++
+			case wal.Failed:
+				st.Failed = append(st.Failed, FailedRequest{Gen: e.Gen, Source: e.Source, Message: e.Message})
+			case wal.Done:
+				st.Done++
+			}
+		}
+	}
+	if st.Failed == nil {
+		st.Failed = []FailedRequest{}
+	}
+	qd := filepath.Join(stateDir, QueueDir)
+	if _, err := os.Stat(qd); err == nil {
+		if qs, err := readQueueStatus(qd); err != nil {
+			st.Warnings = append(st.Warnings, err.Error())
+		} else {
+			st.Queue = qs
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		st.Warnings = append(st.Warnings, err.Error())
+	}
+	if st.LastError, err = ReadLastError(stateDir); err != nil {
+		st.Warnings = append(st.Warnings, err.Error())
+	}
+	return st, nil
+}
+
+// readQueueStatus computes queue.Status from the queue directory without
+// queue.Open, which sweeps temp files and could therefore remove a write
+// the running daemon has in progress. It follows queue.Status: a hold
+// means needs-attention; a job with failed attempts means retrying.
+func readQueueStatus(dir string) (*queue.Status, error) {
+	st := &queue.Status{State: queue.StateOK}
+	if b, err := os.ReadFile(filepath.Join(dir, "hold.json")); err == nil {
+		var h queue.Hold
+		if err := json.Unmarshal(b, &h); err != nil {
+			return nil, fmt.Errorf("queue %s: hold.json: %v", dir, err)
+		}
+		st.State, st.LastError, st.Hold = queue.StateNeedsAttention, h.Error, &h
+	}
+	branches, err := os.ReadDir(filepath.Join(dir, "jobs"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for _, b := range branches {
+		if !b.IsDir() {
+			continue
+		}
+		jobs, err := os.ReadDir(filepath.Join(dir, "jobs", b.Name()))
+		if err != nil {
+			return nil, err
+		}
+		first := true
+		for _, e := range jobs {
+			if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(dir, "jobs", b.Name(), e.Name()))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // pushed meanwhile
+			}
+			var j queue.Job
+			if err == nil {
+				err = json.Unmarshal(data, &j)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("queue job %s: %v", e.Name(), err)
+			}
+			st.Pending++
+			if st.Hold == nil && j.Attempts > 0 {
+				st.State, st.LastError = queue.StateRetrying, j.LastError
+			}
+			if first && !j.NextAttempt.IsZero() && (st.NextAttempt.IsZero() || j.NextAttempt.Before(st.NextAttempt)) {
+				st.NextAttempt = j.NextAttempt
+			}
+			first = false
+		}
+	}
+	return st, nil
+}
