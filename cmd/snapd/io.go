@@ -151,21 +151,7 @@ func writeWTXT(ctx context.Context, e *env, s *snapshot.Snapshot, opts wtxt.Enco
 		}
 	} else {
 		// Encrypt while encoding: the plaintext never touches the disk.
-		if err := writeAtomic(out, func(file *os.File) error {
-			pr, pw := io.Pipe()
-			done := make(chan error, 1)
-			go func() {
-				err := encode(pw)
-				pw.CloseWithError(err)
-				done <- err
-			}()
-			err := armor.Encrypt(file, pr, recipients...)
-			pr.CloseWithError(err)
-			if encErr := <-done; encErr != nil {
-				return encErr
-			}
-			return err
-		}); err != nil {
+		if err := writeAtomic(out, func(file *os.File) error { return encryptStream(file, recipients, encode) }); err != nil {
 			return nil, err
 		}
 	}
