@@ -9,8 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -31,6 +34,7 @@ type Config struct {
 	Git      Git    `yaml:"git"`
 	Metrics  Metric `yaml:"metrics"`
 	WAL      WAL    `yaml:"wal"`
+	GitHub   GitHub `yaml:"github"`
 }
 
 // Log configures log/slog output.
@@ -87,17 +91,70 @@ type Git struct {
 	// single (one file whatever its size) or split (always part files).
 	Layout string `yaml:"layout"`
 	Remote string `yaml:"remote"` // URL or path; empty = no push
-	// Auth for HTTP(S): TokenFile or TokenEnv (never logged); SSHKey for ssh.
-	TokenFile string `yaml:"token_file"`
-	TokenEnv  string `yaml:"token_env"`
-	Username  string `yaml:"username"`
-	SSHKey    string `yaml:"ssh_key"`
+	// Auth for HTTP(S): TokenFile or TokenEnv (read at every push, never
+	// logged), Username (default git). For ssh: SSHKey, SSHKnownHosts
+	// (default the user's known_hosts) and SSHPassphraseEnv (the key's
+	// passphrase, if any, from that environment variable).
+	TokenFile        string `yaml:"token_file"`
+	TokenEnv         string `yaml:"token_env"`
+	Username         string `yaml:"username"`
+	SSHKey           string `yaml:"ssh_key"`
+	SSHKnownHosts    string `yaml:"ssh_known_hosts"`
+	SSHPassphraseEnv string `yaml:"ssh_passphrase_env"`
 	// SplitAbove is the WTXT size above which a generation is stored as
 	// part files; default 64 MiB. PartLimit caps one part; default 32 MiB.
 	SplitAbove int64 `yaml:"split_above"`
 	PartLimit  int64 `yaml:"part_limit"`
-	// RetryMax caps the resend queue's backoff; default 5m.
+	// RetryBase is the resend queue's first retry delay after a failed
+	// push (default 2s); it doubles per failure up to RetryMax (default 5m).
+	RetryBase Duration `yaml:"retry_base"`
+	RetryMax  Duration `yaml:"retry_max"`
+	// AuthRecheck: after the remote refused the credential the queue stops
+	// (snapd status: needs-attention) and tries one push this often, so it
+	// resumes by itself once the token file or key is fixed; default 5m.
+	// `snapd queue retry` resumes at once.
+	AuthRecheck Duration `yaml:"auth_recheck"`
+}
+
+// GitHub makes the daemon open (or update) a pull request from the
+// generations branch (git.branch, pushed to git.remote) to Base after every
+// successful push, and post a review of the newest generation (gitops/review).
+// It is enabled by Repo.
+type GitHub struct {
+	// Repo is OWNER/NAME of the GitHub repository git.remote points to;
+	// empty disables the pull-request step.
+	Repo string `yaml:"repo"`
+	// Base is the branch the pull request targets; default main.
+	Base string `yaml:"base"`
+	// APIURL is the REST API root; default https://api.github.com/ (GitHub
+	// Enterprise Server: https://HOST/api/v3/).
+	APIURL string `yaml:"api_url"`
+	// Exactly one credential: TokenEnv (an environment variable holding a
+	// token), TokenFile, or a GitHub App (AppID, AppKey = its private key
+	// PEM file, InstallationID). Tokens are never logged.
+	TokenEnv       string `yaml:"token_env"`
+	TokenFile      string `yaml:"token_file"`
+	AppID          string `yaml:"app_id"`
+	AppKey         string `yaml:"app_key"`
+	InstallationID int64  `yaml:"installation_id"`
+	// Title of the pull request; default "snapd: generations from <branch>".
+	// It stays the same across generations (each review names its own).
+	Title string `yaml:"title"`
+	// Approve lets a review that passes every check be an APPROVE instead
+	// of a COMMENT.
+	Approve bool `yaml:"approve"`
+	// MaxComments caps line comments per review (0 = 50, -1 = none).
+	MaxComments int        `yaml:"max_comments"`
+	Thresholds  Thresholds `yaml:"thresholds"`
+	// RetryMax caps the backoff between failed attempts to publish; default 5m.
 	RetryMax Duration `yaml:"retry_max"`
+}
+
+// Thresholds make a review request changes even when every check passes.
+type Thresholds struct {
+	MaxRelL2       float64 `yaml:"max_rel_l2"`       // relative L2 change of an array; 0 = no limit
+	MaxAbsDelta    float64 `yaml:"max_abs_delta"`    // max |delta| of an element; 0 = no limit
+	AllowNonFinite bool    `yaml:"allow_non_finite"` // accept newly introduced NaN/Inf
 }
 
 // Metric configures the Prometheus endpoint.
@@ -144,9 +201,11 @@ func Default() *Config {
 		Ring:     Ring{Keep: 8},
 		Queue:    Queue{Max: 16, Policy: "coalesce"},
 		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots", Layout: "auto",
-			SplitAbove: 64 << 20, PartLimit: 32 << 20, RetryMax: Duration(5 * time.Minute)},
+			SplitAbove: 64 << 20, PartLimit: 32 << 20, RetryBase: Duration(2 * time.Second), RetryMax: Duration(5 * time.Minute),
+			AuthRecheck: Duration(5 * time.Minute)},
 		Metrics: Metric{Addr: "127.0.0.1:9464"},
 		WAL:     WAL{PollInterval: Duration(time.Second)},
+		GitHub:  GitHub{Base: "main", APIURL: "https://api.github.com/", RetryMax: Duration(5 * time.Minute)},
 	}
 }
 
@@ -241,7 +300,7 @@ func (c *Config) Validate() error {
 	default:
 		return bad("queue.policy", "%q: want block or coalesce", c.Queue.Policy)
 	}
-	if c.Git.Branch == "" || strings.ContainsAny(c.Git.Branch, " ~^:?*[\\") || strings.HasPrefix(c.Git.Branch, "-") {
+	if !validBranch(c.Git.Branch) {
 		return bad("git.branch", "%q: not a valid branch name", c.Git.Branch)
 	}
 	if filepath.IsAbs(c.Git.Path) || strings.Contains(filepath.ToSlash(c.Git.Path), "..") {
@@ -261,14 +320,121 @@ func (c *Config) Validate() error {
 	if c.Git.SplitAbove <= 0 {
 		return bad("git.split_above", "%d: must be > 0", c.Git.SplitAbove)
 	}
+	if c.Git.SSHKey != "" && (c.Git.TokenFile != "" || c.Git.TokenEnv != "") {
+		return bad("git.ssh_key", "set ssh_key (ssh remotes) or token_file/token_env (https remotes), not both")
+	}
+	if c.Git.RetryBase <= 0 {
+		return bad("git.retry_base", "must be > 0")
+	}
 	if c.Git.RetryMax <= 0 {
 		return bad("git.retry_max", "must be > 0")
+	}
+	if c.Git.RetryMax < c.Git.RetryBase {
+		return bad("git.retry_max", "%v: must be >= git.retry_base (%v)", time.Duration(c.Git.RetryMax), time.Duration(c.Git.RetryBase))
+	}
+	if c.Git.AuthRecheck <= 0 {
+		return bad("git.auth_recheck", "must be > 0")
 	}
 	if c.WAL.PollInterval < Duration(10*time.Millisecond) {
 		return bad("wal.poll_interval", "%v: must be >= 10ms", time.Duration(c.WAL.PollInterval))
 	}
+	return c.validateGitHub()
+}
+
+// validBranch is a conservative check of a branch name (git
+// check-ref-format rules that matter in a config file).
+func validBranch(b string) bool {
+	if b == "" || strings.ContainsAny(b, " ~^:?*[\\\t\n") || strings.HasPrefix(b, "-") || strings.HasPrefix(b, "/") ||
+		strings.HasSuffix(b, "/") || strings.HasSuffix(b, ".lock") || strings.HasSuffix(b, ".") || strings.Contains(b, "..") ||
+		strings.Contains(b, "@{") || strings.Contains(b, "//") {
+		return false
+	}
+	return true
+}
+
+var (
+	reGitHubOwner = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+	reGitHubName  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+)
+
+// validateGitHub checks the github section.
+func (c *Config) validateGitHub() error {
+	g := &c.GitHub
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("github.%s: %s", field, fmt.Sprintf(format, a...))
+	}
+	app := g.AppID != "" || g.AppKey != "" || g.InstallationID != 0
+	if g.Repo == "" {
+		for field, set := range map[string]bool{"token_env": g.TokenEnv != "", "token_file": g.TokenFile != "", "app_id": app, "title": g.Title != ""} {
+			if set {
+				return bad("repo", "must be set (OWNER/NAME) when github.%s is", field)
+			}
+		}
+		return nil
+	}
+	owner, name, ok := strings.Cut(g.Repo, "/")
+	if !ok || !reGitHubOwner.MatchString(owner) || !reGitHubName.MatchString(name) || name == "." || name == ".." {
+		return bad("repo", "%q: want OWNER/NAME", g.Repo)
+	}
+	if !c.Git.Enabled || c.Git.Remote == "" {
+		return bad("repo", "needs git.remote: the pull request's head branch (git.branch) is pushed there")
+	}
+	if c.Snapshot.EncryptTo != "" {
+		return bad("repo", "snapshot.encrypt_to is set: encrypted snapshots cannot be reviewed")
+	}
+	if !validBranch(g.Base) {
+		return bad("base", "%q: not a valid branch name", g.Base)
+	}
+	if g.Base == c.Git.Branch {
+		return bad("base", "%q: must differ from git.branch, the pull request's head", g.Base)
+	}
+	u, err := url.Parse(g.APIURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return bad("api_url", "%q: want an absolute http(s) URL such as https://api.github.com/", g.APIURL)
+	}
+	if u.User != nil {
+		return bad("api_url", "must not carry credentials; use token_env, token_file or a GitHub App")
+	}
+	n := 0
+	for _, set := range []bool{g.TokenEnv != "", g.TokenFile != "", app} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		return bad("token_env", "a credential is required: token_env, token_file, or app_id + app_key + installation_id")
+	case n > 1:
+		return bad("token_env", "set exactly one of token_env, token_file, or app_id + app_key + installation_id")
+	}
+	if app {
+		switch {
+		case g.AppID == "":
+			return bad("app_id", "required with github.app_key and github.installation_id")
+		case g.AppKey == "":
+			return bad("app_key", "required with github.app_id (the App's private key PEM file)")
+		case g.InstallationID <= 0:
+			return bad("installation_id", "%d: required with github.app_id, must be > 0", g.InstallationID)
+		}
+	}
+	if g.TokenEnv != "" && !reEnvName.MatchString(g.TokenEnv) {
+		return bad("token_env", "%q: not an environment variable name", g.TokenEnv)
+	}
+	if g.MaxComments < -1 {
+		return bad("max_comments", "%d: must be >= -1 (0 = default, -1 = no line comments)", g.MaxComments)
+	}
+	for field, v := range map[string]float64{"thresholds.max_rel_l2": g.Thresholds.MaxRelL2, "thresholds.max_abs_delta": g.Thresholds.MaxAbsDelta} {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return bad(field, "%v: must be a finite number >= 0 (0 = no limit)", v)
+		}
+	}
+	if g.RetryMax <= 0 {
+		return bad("retry_max", "must be > 0")
+	}
 	return nil
 }
+
+var reEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // IsToken reports whether s is a WTXT token: one or more of
 // A-Z a-z 0-9 . _ - / : +.

@@ -60,3 +60,78 @@ func TestStrictErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestGitAuthAndQueueSettings(t *testing.T) {
+	c, err := Parse([]byte("git:\n  remote: ssh://git@example.com/a/b.git\n  ssh_key: /k\n  ssh_known_hosts: /kh\n  ssh_passphrase_env: PASS\n" +
+		"  retry_base: 100ms\n  retry_max: 1s\n  auth_recheck: 30s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.Git
+	if g.SSHKey != "/k" || g.SSHKnownHosts != "/kh" || g.SSHPassphraseEnv != "PASS" || time.Duration(g.RetryBase) != 100*time.Millisecond ||
+		time.Duration(g.RetryMax) != time.Second || time.Duration(g.AuthRecheck) != 30*time.Second {
+		t.Fatalf("%+v", g)
+	}
+	d := Default().Git
+	if time.Duration(d.RetryBase) != 2*time.Second || time.Duration(d.AuthRecheck) != 5*time.Minute {
+		t.Fatalf("defaults %+v", d)
+	}
+}
+
+const ghRemote = "git:\n  remote: https://github.com/acme/models.git\n  token_env: GIT_TOKEN\n"
+
+func TestGitHubSection(t *testing.T) {
+	c, err := Parse([]byte(ghRemote + "github:\n  repo: acme/models\n  base: release\n  api_url: https://ghe.example.com/api/v3/\n" +
+		"  app_id: \"12\"\n  app_key: /etc/snapd/app.pem\n  installation_id: 34\n  approve: true\n  max_comments: -1\n" +
+		"  thresholds: {max_rel_l2: 0.5, max_abs_delta: 2, allow_non_finite: true}\n  retry_max: 1m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := GitHub{Repo: "acme/models", Base: "release", APIURL: "https://ghe.example.com/api/v3/", AppID: "12", AppKey: "/etc/snapd/app.pem",
+		InstallationID: 34, Approve: true, MaxComments: -1, Thresholds: Thresholds{MaxRelL2: 0.5, MaxAbsDelta: 2, AllowNonFinite: true},
+		RetryMax: Duration(time.Minute)}
+	if c.GitHub != want {
+		t.Fatalf("got  %+v\nwant %+v", c.GitHub, want)
+	}
+	c, err = Parse([]byte(ghRemote + "github: {repo: acme/models, token_env: GITHUB_TOKEN}\n"))
+	if err != nil || c.GitHub.Base != "main" || c.GitHub.APIURL != "https://api.github.com/" || c.GitHub.TokenEnv != "GITHUB_TOKEN" {
+		t.Fatalf("%v %+v", err, c)
+	}
+}
+
+func TestGitHubErrors(t *testing.T) {
+	cases := map[string]string{
+		"github: {token_env: T}\n":                                                                  "github.repo: must be set (OWNER/NAME) when github.token_env is",
+		"github: {repo: acme/models, token_env: T}\n":                                               "github.repo: needs git.remote",
+		ghRemote + "github: {repo: acme, token_env: T}\n":                                           `github.repo: "acme": want OWNER/NAME`,
+		ghRemote + "github: {repo: acme/a/b, token_env: T}\n":                                       "github.repo",
+		ghRemote + "github: {repo: -acme/x, token_env: T}\n":                                        "github.repo",
+		ghRemote + "github: {repo: acme/models}\n":                                                  "github.token_env: a credential is required",
+		ghRemote + "github: {repo: acme/models, token_env: T, token_file: /f}\n":                    "github.token_env: set exactly one",
+		ghRemote + "github: {repo: acme/models, token_env: 'A B'}\n":                                `github.token_env: "A B"`,
+		ghRemote + "github: {repo: acme/models, app_id: '1', installation_id: 2}\n":                 "github.app_key: required",
+		ghRemote + "github: {repo: acme/models, app_key: /k, installation_id: 2}\n":                 "github.app_id: required",
+		ghRemote + "github: {repo: acme/models, app_id: '1', app_key: /k}\n":                        "github.installation_id",
+		ghRemote + "github: {repo: acme/models, token_env: T, base: snapshots}\n":                   "github.base: \"snapshots\": must differ from git.branch",
+		ghRemote + "github: {repo: acme/models, token_env: T, base: 'a..b'}\n":                      "github.base",
+		ghRemote + "github: {repo: acme/models, token_env: T, api_url: ftp://x/}\n":                 "github.api_url",
+		ghRemote + "github: {repo: acme/models, token_env: T, api_url: 'https://u:p@x/'}\n":         "github.api_url: must not carry credentials",
+		ghRemote + "github: {repo: acme/models, token_env: T, max_comments: -2}\n":                  "github.max_comments",
+		ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {max_rel_l2: -1}}\n":      "github.thresholds.max_rel_l2",
+		ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {max_abs_delta: .nan}}\n": "github.thresholds.max_abs_delta",
+		ghRemote + "github: {repo: acme/models, token_env: T, retry_max: 0s}\n":                     "github.retry_max",
+		ghRemote + "github: {repo: acme/models, token_env: T, tokn: x}\n":                           `unknown key "tokn"`,
+		ghRemote + "snapshot: {encrypt_to: /r}\ngithub: {repo: acme/models, token_env: T}\n":        "snapshot.encrypt_to is set",
+		"git: {remote: x, ssh_key: /k, token_file: /t}\n":                                           "git.ssh_key",
+		"git: {retry_base: 0s}\n":                 "git.retry_base",
+		"git: {retry_base: 10s, retry_max: 1s}\n": "git.retry_max",
+		"git: {auth_recheck: 0s}\n":               "git.auth_recheck",
+		"git: {enabled: false, remote: x}\ngithub: {repo: acme/models, token_env: T}\n": "github.repo: needs git.remote",
+	}
+	for in, want := range cases {
+		_, err := Parse([]byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want error containing %q", in, err, want)
+		}
+	}
+}

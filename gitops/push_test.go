@@ -21,7 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"github.com/snapd-ml/snapd/gitops/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/gittest"
 )
 
 // chainRepo commits n small generations and returns the repo and results.

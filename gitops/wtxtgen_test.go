@@ -3,7 +3,7 @@ package gitops
 import (
 	"testing"
 
-	"github.com/snapd-ml/snapd/gitops/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/gittest"
 )
 
 type testArray struct {

@@ -81,6 +81,10 @@ type Deps struct {
 	// Queue: when set (with a Pusher), every commit is enqueued for push
 	// and the daemon runs the queue. Its branch is Repo's.
 	Queue *queue.Queue
+	// PullRequest: when set (needs Repo and Queue, whose Pusher must be
+	// PullRequest.Pushes), every successful push is followed by opening or
+	// updating a pull request from Repo's branch and reviewing its head.
+	PullRequest *PullRequest
 	// FS writes the ring's files; nil means OSFS.
 	FS FS
 	// Lock is the state directory's lock if the caller took it already

@@ -146,6 +146,13 @@ func New(cfg Config, deps Deps) (_ *Daemon, err error) {
 	}
 	d := &Deps{}
 	*d = deps
+	if d.PullRequest != nil {
+		pr := *d.PullRequest
+		if err := pr.check(d); err != nil {
+			return nil, err
+		}
+		d.PullRequest = &pr
+	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -347,6 +354,13 @@ func (d *Daemon) Start(ctx context.Context) error {
 			if err := d.deps.Queue.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 				d.log.Error("resend queue stopped", "error", err)
 			}
+		}()
+	}
+	if d.deps.PullRequest != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.pullRequestStage(ctx)
 		}()
 	}
 	d.log.Info("snapd running", "state_dir", cfg.StateDir, "chain_head", d.Head().Gen, "wal_cursor", d.consumer.Cursor().String(), "policy", cfg.Policy, "workers", cfg.Workers)

@@ -55,6 +55,29 @@
 // request: it is logged, counted and kept in last_error, and the next
 // start recommits every ring generation missing from the branch.
 //
+// # Pull requests
+//
+// With Deps.PullRequest (the github section of the config), every
+// successful push is followed by a review. PushTracker wraps the resend
+// queue's Pusher: when a push succeeds it records the commit in
+// STATE_DIR/pull-request ("pushed") before the queue deletes the job, so
+// a crash in between repeats the push (a no-op) and never loses the
+// review. A goroutine then opens or updates the pull request from the
+// generations branch (Repo's) to PullRequest.Base (review.Client
+// .EnsurePullRequest; title and body stay the same across generations)
+// and, once GitHub shows the pushed commit as the pull request's head
+// (it updates pull requests asynchronously), posts the review of that
+// head (review.Client.ReviewPullRequest: verification with the daemon's
+// own public and HMAC keys, the Merkle chain against the base version,
+// changed rows, thresholds; idempotent per head commit). Only the newest
+// pushed generation is reviewed: pushes that arrive during a review
+// coalesce. The result is recorded as "published"; at start, a pushed
+// commit not yet published is reviewed. Failures (network, 401, GitHub
+// not yet showing the commit) are retried with backoff from RetryBase
+// doubling to RetryMax, counted in snapd_failures_total{stage="github"},
+// written to last_error and STATE_DIR/pull-request, and logged after the
+// 1st, 2nd, 4th, 8th, ... consecutive failure. Tokens are never logged.
+//
 // # Chain rule
 //
 // Generations enter the chain in request order and only upwards. A
@@ -89,6 +112,9 @@
 //	  ring/           finished generations (below)
 //	  repo/           local bare Git repository (gitops)
 //	  push-queue/     resend queue (gitops/queue), when a remote is configured
+//	  pull-request    pull-request step (JSON, atomic): newest push, newest
+//	                  review, last failure (Deps.PullRequest only)
+//	  review-tmp/     versions fetched for a review (emptied at start)
 //
 // # Ring
 //
@@ -124,7 +150,9 @@
 // generation in flight is abandoned cleanly (temp files removed, pin
 // released, request left pending in the WAL and handled after a restart);
 // a Git commit in progress is finished. Close waits for every goroutine
-// it started (listener, stages, queue runner, metrics server). Reload
+// it started (listener, stages, queue runner, pull-request step, metrics
+// server; a review in progress is abandoned and done again at the next
+// start). Reload
 // swaps keys, meta and writer options, ring size and queue policy for the
 // next request (SIGHUP in `snapd run`).
 //
@@ -136,7 +164,9 @@
 // delta}, snapd_stage_seconds{stage=prepare|encode|armor|delta|state|git},
 // snapd_queue_depth, snapd_last_generation, snapd_failures_total{stage},
 // snapd_retries_total{stage}, snapd_chain_gaps_total,
-// snapd_last_success_timestamp_seconds, snapd_push_enqueued_total.
+// snapd_last_success_timestamp_seconds, snapd_push_enqueued_total,
+// snapd_pull_request_reviews_total{event} (stage "github" in
+// snapd_stage_seconds and snapd_failures_total).
 //
 // # Status
 //

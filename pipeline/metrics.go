@@ -18,6 +18,7 @@ type metrics struct {
 	gaps         prometheus.Counter
 	lastSuccess  prometheus.Gauge // unix seconds of the last generation
 	pushEnqueued prometheus.Counter
+	reviews      *prometheus.CounterVec // pull-request reviews posted, by event
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -45,11 +46,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "When the last generation was completed."}),
 		pushEnqueued: prometheus.NewCounter(prometheus.CounterOpts{Name: "snapd_push_enqueued_total",
 			Help: "Generations handed to the resend queue."}),
+		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "snapd_pull_request_reviews_total",
+			Help: "Pull-request reviews posted after a push, by event (APPROVE, REQUEST_CHANGES, COMMENT)."}, []string{"event"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.snapshots, m.bytes, m.stage, m.queueDepth, m.lastGen, m.failures, m.retries, m.gaps, m.lastSuccess, m.pushEnqueued} {
+	for _, c := range []prometheus.Collector{m.requests, m.snapshots, m.bytes, m.stage, m.queueDepth, m.lastGen, m.failures, m.retries, m.gaps, m.lastSuccess, m.pushEnqueued, m.reviews} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

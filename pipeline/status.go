@@ -31,8 +31,10 @@ type Status struct {
 	// Done counts generations recorded as done in the WAL.
 	Done int `json:"done"`
 	// Queue is the resend queue (nil when there is none).
-	Queue     *queue.Status `json:"queue,omitempty"`
-	LastError *LastError    `json:"last_error,omitempty"`
+	Queue *queue.Status `json:"queue,omitempty"`
+	// PullRequest is the pull-request step's state (nil when it never ran).
+	PullRequest *PullRequestState `json:"pull_request,omitempty"`
+	LastError   *LastError        `json:"last_error,omitempty"`
 	// Warnings are problems met while reading (corrupt WAL lines, ...).
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -89,6 +91,9 @@ func ReadStatus(stateDir string) (*Status, error) {
 			st.Queue = qs
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
+		st.Warnings = append(st.Warnings, err.Error())
+	}
+	if st.PullRequest, err = ReadPullRequestState(stateDir); err != nil {
 		st.Warnings = append(st.Warnings, err.Error())
 	}
 	if st.LastError, err = ReadLastError(stateDir); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/snapd-ml/snapd/configs"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/pipeline"
 )
@@ -60,7 +63,9 @@ pins the generation, converts it to a signed, HMAC'd, Merkle-chained WTXT,
 optionally age-encrypts it, writes a DELTA v2 against the previous
 generation into the local ring (STATE_DIR/ring), commits it to the local Git
 repository (STATE_DIR/repo) and, with a remote, pushes through a durable
-resend queue.
+resend queue. With a github section it then opens (or updates) a pull
+request from the generations branch to github.base and posts a review of the
+newest generation (verification, changed rows, thresholds).
 
 It needs no configuration: keys are generated into STATE_DIR/keys on first
 start. --config FILE (strict YAML, see configs/snapd.example.yaml) sets
@@ -257,13 +262,25 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			return err
 		}
 		if c.Git.Remote != "" {
-			p, err := gitops.NewPusher(repoDir, gitops.Remote{URL: c.Git.Remote, Username: c.Git.Username,
-				TokenFile: c.Git.TokenFile, TokenEnv: c.Git.TokenEnv, SSHKeyFile: c.Git.SSHKey})
+			gp, err := gitops.NewPusher(repoDir, gitops.Remote{URL: c.Git.Remote, Username: c.Git.Username,
+				TokenFile: c.Git.TokenFile, TokenEnv: c.Git.TokenEnv, SSHKeyFile: c.Git.SSHKey,
+				SSHKnownHostsFile: c.Git.SSHKnownHosts, SSHPassphraseEnv: c.Git.SSHPassphraseEnv})
 			if err != nil {
 				return usageError{err}
 			}
+			var p gitops.Pusher = gp
+			if c.GitHub.Repo != "" {
+				if deps.PullRequest, err = pullRequestDeps(e, c, &pc, log); err != nil {
+					return err
+				}
+				if deps.PullRequest.Pushes, err = pipeline.TrackPushes(gp, c.StateDir); err != nil {
+					return ioError{err}
+				}
+				p = deps.PullRequest.Pushes
+			}
 			if deps.Queue, err = queue.Open(filepath.Join(c.StateDir, pipeline.QueueDir), queue.Options{Pusher: p, Logger: log,
-				MaxDelay: time.Duration(c.Git.RetryMax)}); err != nil {
+				BaseDelay: time.Duration(c.Git.RetryBase), MaxDelay: time.Duration(c.Git.RetryMax),
+				AuthRecheck: time.Duration(c.Git.AuthRecheck)}); err != nil {
 				return ioError{err}
 			}
 		}
@@ -307,11 +324,87 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			if err == nil {
 				err = d.Reload(npc)
 			}
+			if err == nil && (nc.Git != c.Git || nc.GitHub != c.GitHub || (c.GitHub.Repo != "" && nc.Keys != c.Keys)) {
+				log.Warn("SIGHUP: the git and github sections (and the keys the reviews check) take effect at the next start")
+			}
 			if err != nil {
 				log.Error("SIGHUP: config not reloaded; keeping the running configuration", "error", err)
 			}
 		}
 	}
+}
+
+// pullRequestDeps builds the pull-request step from the github section:
+// the API client (a token read from its file at every request, from the
+// environment at start, or a GitHub App) and the review options (the
+// daemon's own public key is the trusted signer, its HMAC key checks the
+// arrays).
+func pullRequestDeps(e *env, c *configs.Config, pc *pipeline.Config, log *slog.Logger) (*pipeline.PullRequest, error) {
+	g := c.GitHub
+	owner, name, _ := strings.Cut(g.Repo, "/")
+	copts := review.ClientOptions{APIURL: g.APIURL, Logger: log, UserAgent: "snapd"}
+	switch {
+	case g.TokenFile != "":
+		if _, err := review.TokenFromFile(g.TokenFile); err != nil {
+			return nil, withHint(credError(fmt.Errorf("github.token_file: %w", err)), "put a GitHub token with contents:read and pull_requests:write into the file")
+		}
+		copts.Token = fileToken(g.TokenFile)
+	case g.TokenEnv != "":
+		t, err := review.TokenFromEnv(e.getenv, g.TokenEnv)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("github.token_env: %w", err)}
+		}
+		copts.Token = t
+	default:
+		pem, err := review.LoadAppKey(g.AppKey)
+		if err != nil {
+			return nil, credError(fmt.Errorf("github.app_key: %w", err))
+		}
+		copts.App = &review.AppConfig{AppID: g.AppID, InstallationID: g.InstallationID, PrivateKeyPEM: pem, Repositories: []string{name}}
+	}
+	client, err := review.NewClient(copts)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("github: %w", err)}
+	}
+	ropts := review.Options{HMACKey: pc.HMACKey, Approve: g.Approve, MaxComments: g.MaxComments,
+		Thresholds: review.Thresholds{MaxRelL2: g.Thresholds.MaxRelL2, MaxAbsDelta: g.Thresholds.MaxAbsDelta, AllowNonFinite: g.Thresholds.AllowNonFinite}}
+	if pc.SignKey != nil {
+		ropts.TrustedKeys = []ed25519.PublicKey{pc.SignKey.Public().(ed25519.PublicKey)}
+		ropts.RequireSignature = true
+	}
+	title := g.Title
+	if title == "" {
+		title = "snapd: generations from " + c.Git.Branch
+	}
+	body := fmt.Sprintf("Snapshot generations written by the snapd daemon to `%s`.\n\n"+
+		"Every push of a generation updates this pull request and snapd reviews the newest one: "+
+		"verification (signature, HMACs, Merkle chain against `%s`) and which rows of which arrays changed, by how much. "+
+		"Merging accepts the newest generation into `%s`.\n", c.Git.Branch, g.Base, g.Base)
+	return &pipeline.PullRequest{Client: client, Owner: owner, Repo: name, Base: g.Base, Title: title, Body: body,
+		Options: ropts, RetryBase: time.Duration(c.Git.RetryBase), RetryMax: time.Duration(g.RetryMax)}, nil
+}
+
+// credError classifies a credential that cannot be loaded: an unreadable
+// file is an I/O error, anything else (empty, malformed) a usage error.
+func credError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return ioError{err}
+	}
+	return usageError{err}
+}
+
+// fileToken is a GitHub token read from a file at every request, so a
+// rotated token takes effect without a restart. It never prints the token.
+type fileToken string
+
+// Authorization implements review.TokenSource.
+func (f fileToken) Authorization(ctx context.Context) (string, error) {
+	t, err := review.TokenFromFile(string(f))
+	if err != nil {
+		return "", err
+	}
+	return t.Authorization(ctx)
 }
 
 func closeDaemon(d *pipeline.Daemon, log *slog.Logger) error {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/gitops"
-	"github.com/snapd-ml/snapd/gitops/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/gittest"
 )
 
 // fakeClock advances virtual time by every wait; each wait also takes 1ms
