@@ -117,7 +117,9 @@ func TestRunZeroConfigWithRemote(t *testing.T) {
 	publishAndRequest(t, state, 1)
 	publishAndRequest(t, state, 2)
 	st := waitStatus(t, state, "gen 2 and a failed push", func(s *pipeline.Status) bool {
-		return s.Chain.Gen == 2 && s.Queue != nil && s.Queue.Pending == 2 && s.Queue.State == "retrying"
+		// The WAL outcome is recorded after the commit and enqueue: wait
+		// for it too, or Backlog may still count gen 2.
+		return s.Chain.Gen == 2 && s.Done == 2 && s.Queue != nil && s.Queue.Pending == 2 && s.Queue.State == "retrying"
 	})
 	if !st.Running || len(st.Ring) != 2 || st.Backlog != 0 {
 		t.Fatalf("status %+v", st)
