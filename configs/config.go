@@ -102,7 +102,8 @@ type Git struct {
 	SSHKnownHosts    string `yaml:"ssh_known_hosts"`
 	SSHPassphraseEnv string `yaml:"ssh_passphrase_env"`
 	// SplitAbove is the WTXT size above which a generation is stored as
-	// part files; default 64 MiB. PartLimit caps one part; default 32 MiB.
+	// part files; default 64 MiB. PartLimit caps one part; default 256 KiB
+	// (small parts keep repository growth close to the changed bytes).
 	SplitAbove int64 `yaml:"split_above"`
 	PartLimit  int64 `yaml:"part_limit"`
 	// RetryBase is the resend queue's first retry delay after a failed
@@ -201,7 +202,7 @@ func Default() *Config {
 		Ring:     Ring{Keep: 8},
 		Queue:    Queue{Max: 16, Policy: "coalesce"},
 		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots", Layout: "auto",
-			SplitAbove: 64 << 20, PartLimit: 32 << 20, RetryBase: Duration(2 * time.Second), RetryMax: Duration(5 * time.Minute),
+			SplitAbove: 64 << 20, PartLimit: 256 << 10, RetryBase: Duration(2 * time.Second), RetryMax: Duration(5 * time.Minute),
 			AuthRecheck: Duration(5 * time.Minute)},
 		Metrics: Metric{Addr: "127.0.0.1:9464"},
 		WAL:     WAL{PollInterval: Duration(time.Second)},
@@ -314,8 +315,8 @@ func (c *Config) Validate() error {
 	if c.Git.TokenFile != "" && c.Git.TokenEnv != "" {
 		return bad("git.token_file", "set token_file or token_env, not both")
 	}
-	if c.Git.PartLimit <= 0 || c.Git.PartLimit > 100<<20 {
-		return bad("git.part_limit", "%d: must be in (0, 100 MiB] (GitHub rejects files over 100 MiB)", c.Git.PartLimit)
+	if c.Git.PartLimit < 64<<10 || c.Git.PartLimit > 95<<20 {
+		return bad("git.part_limit", "%d: must be in [64 KiB, 95 MiB] (GitHub rejects files over 100 MiB)", c.Git.PartLimit)
 	}
 	if c.Git.SplitAbove <= 0 {
 		return bad("git.split_above", "%d: must be > 0", c.Git.SplitAbove)

@@ -26,8 +26,13 @@ const (
 	MinPartLimit = 64 << 10
 	// MaxPartLimit stays below GitHub's 100 MiB hard file limit.
 	MaxPartLimit = 95 << 20
-	// DefaultPartLimit keeps parts under GitHub's 50 MiB warning size.
-	DefaultPartLimit = 48 << 20
+	// DefaultPartLimit is small so that a changed chunk rewrites little:
+	// a part is rewritten whole when any chunk in it changes, so the
+	// repository grows by about (changed chunks) × (part size). 256 KiB
+	// parts keep growth within ~3× the changed raw bytes for clustered
+	// row changes (gitops/bench_test.go); a 256 MiB snapshot is ~1,500
+	// parts, which Git handles easily.
+	DefaultPartLimit = 256 << 10
 	// MaxManifestSize bounds the MANIFEST file a reader accepts.
 	MaxManifestSize = 16 << 20
 	// maxLine is the longest WTXT line the structured splitter accepts.

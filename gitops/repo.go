@@ -221,6 +221,18 @@ func OpenRepo(dir string, cfg Config) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gitops: open repository %s: %w", dir, err)
 	}
+	// WTXT chunks are base64 of high-entropy floats: a changed chunk has
+	// nothing in common with the old one, so go-git's delta search on push
+	// (pack.window, default 10) costs tens of seconds and saves nothing.
+	// snapd owns this repository and turns it off.
+	gc, err := r.Config()
+	if err == nil && gc.Pack.Window != 0 {
+		gc.Pack.Window = 0
+		err = r.SetConfig(gc)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gitops: repository %s: set pack.window=0: %w", dir, err)
+	}
 	return &Repo{dir: dir, cfg: cfg, r: r}, nil
 }
 

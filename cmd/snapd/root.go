@@ -65,6 +65,7 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newRequestSnapshotCommand(e),
 		newWALCommand(e),
 		newGCCommand(e),
+		newVerifyRepoCommand(e),
 	)
 	return root
 }

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/verify"
+)
+
+type verifyRepoOptions struct {
+	target    string
+	pubkeys   []string
+	branch    string
+	path      string
+	tagPrefix string
+	since     string
+	tokenEnv  string
+	json      bool
+}
+
+func newVerifyRepoCommand(e *env) *cobra.Command {
+	var o verifyRepoOptions
+	cmd := &cobra.Command{
+		Use:   "verify-repo [PATH|URL]",
+		Short: "Verify a snapshot repository's whole history with public keys only (CI)",
+		Long: `Walk the first-parent chain of the snapshot branch (default "snapshots") of a
+Git repository and check, with public keys only and without decrypting:
+
+  - every generation's WTXT fully (every profile check, Ed25519 signature by a
+    trusted key); an age-armored generation through its seal current.wseal
+    (signature, size and SHA-256 of the armored bytes, armor form, Merkle);
+    the split layout is reassembled with every part's size and SHA-256 checked;
+  - the Merkle chain: merkle_prev of each generation equals merkle_this of the
+    previous commit's generation; generation numbers strictly increase (a gap
+    in the numbers is reported, not a failure: the chain decides);
+  - the SSHSIG signatures (namespace "git") of every commit and of its
+    annotated tag (TAG-PREFIX + gen), by a trusted key, as git verify-commit /
+    verify-tag check them; the tag must point at the commit;
+  - that current.wtxtdelta applied to the previous generation gives this
+    generation's WTXT byte for byte (age-armored deltas are skipped with a note);
+  - that the commit trailers and generation.txt agree with the content.
+
+PATH is a local repository (bare or with a work tree; default "."); a URL
+(file://, http(s)://, ssh://) is cloned into a temporary directory with the
+branch and all tags. --since REV starts at that commit: its generation is the
+chain anchor (verified itself; its merkle_prev is trusted, not checked).
+
+Exit status: 0 every check passed, 1 any check failed (each failure names the
+commit, generation, file and check), 2 usage or I/O error.`,
+		Example: `  snapd verify-repo . --pubkey .snapd/allowed_signers
+  snapd verify-repo https://github.com/org/model-snapshots.git --pubkey keys/sign_ed25519.pub --json
+  snapd verify-repo /srv/snapshots.git --pubkey allowed_signers --since gen-000120`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.target = "."
+			if len(args) == 1 {
+				o.target = args[0]
+			}
+			return runVerifyRepo(cmd.Context(), e, &o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "trusted signer: ssh-ed25519 .pub file or allowed_signers file (repeatable; required)")
+	f.StringVar(&o.branch, "branch", gitops.DefaultBranch, "snapshot branch")
+	f.StringVar(&o.path, "path", gitops.DefaultPath, "directory holding the generation files")
+	f.StringVar(&o.tagPrefix, "tag-prefix", gitops.DefaultTagPrefix, "generation tag prefix")
+	f.StringVar(&o.since, "since", "", "start at this revision (commit, tag); it is the trusted chain anchor")
+	f.StringVar(&o.tokenEnv, "token-env", "", "environment variable holding an HTTP(S) token for cloning a URL")
+	f.BoolVar(&o.json, "json", false, "print the report as JSON")
+	return cmd
+}
+
+// errRepoFailed makes verify-repo exit 1 after printing its report.
+type errRepoFailed struct {
+	n, gens int
+	first   verify.Failure
+}
+
+func (e errRepoFailed) Error() string {
+	return fmt.Sprintf("verify-repo: %d failed check(s) in %d generation(s); first: %v", e.n, e.gens, e.first)
+}
+
+func runVerifyRepo(ctx context.Context, e *env, o *verifyRepoOptions) error {
+	if len(o.pubkeys) == 0 {
+		return usageError{errors.New("--pubkey is required (the trusted signers: a .pub or allowed_signers file)")}
+	}
+	trusted, err := loadTrusted(o.pubkeys)
+	if err != nil {
+		return err
+	}
+	oo := verify.OpenOptions{Branch: o.branch}
+	if o.tokenEnv != "" {
+		if oo.Token = e.getenv(o.tokenEnv); oo.Token == "" {
+			return usageError{fmt.Errorf("--token-env %s: the variable is empty or unset", o.tokenEnv)}
+		}
+	}
+	repo, cleanup, err := verify.Open(ctx, o.target, oo)
+	if err != nil {
+		return ioError{err}
+	}
+	defer cleanup()
+	vo := verify.Options{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix, Since: o.since, TrustedKeys: trusted}
+	if !o.json {
+		fmt.Fprintf(e.stdout, "%s: branch %s, path %s\n", o.target, o.branch, o.path)
+		vo.OnGeneration = func(g *verify.Generation) { printGeneration(e.stdout, g) }
+	}
+	rep, err := verify.Verify(ctx, repo, vo)
+	if err != nil {
+		if errors.Is(err, verify.ErrBranch) || errors.Is(err, verify.ErrSince) {
+			return usageError{err}
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		return ioError{err}
+	}
+	if o.json {
+		out := struct {
+			Repo string `json:"repo"`
+			*verify.Report
+		}{o.target, rep}
+		if err := writeJSON(e.stdout, out); err != nil {
+			return ioError{err}
+		}
+	} else {
+		printRepoSummary(e.stdout, rep)
+	}
+	if !rep.OK {
+		bad := 0
+		for _, g := range rep.Generations {
+			if !g.OK() {
+				bad++
+			}
+		}
+		return errRepoFailed{n: rep.Failures, gens: bad, first: rep.AllFailures()[0]}
+	}
+	return nil
+}
+
+func printGeneration(w io.Writer, g *verify.Generation) {
+	c := g.Commit
+	if len(c) > 12 {
+		c = c[:12]
+	}
+	gen := g.Gen
+	if gen == "" {
+		gen = "?"
+	}
+	status := "ok"
+	if !g.OK() {
+		status = fmt.Sprintf("FAIL(%d)", len(g.Failures))
+	}
+	content := "wtxt signature " + g.Signature
+	if g.Encrypted {
+		content = "sealed (age-armored) signature " + g.Signature
+	}
+	if g.KeyID != "" {
+		content += " keyid " + g.KeyID
+	}
+	fmt.Fprintf(w, "gen %-6s %s %-6s %-8s %s; commit %s, tag %s; chain %s; delta %s\n",
+		gen, c, g.Layout, status, content, g.CommitSignature, g.TagSignature, g.Chain, g.Delta)
+	for _, f := range g.Failures {
+		fmt.Fprintf(w, "  FAIL %v\n", f)
+	}
+	for _, n := range g.Notes {
+		if !strings.HasPrefix(n, "delta applied") {
+			fmt.Fprintf(w, "  note: %s\n", n)
+		}
+	}
+}
+
+func printRepoSummary(w io.Writer, rep *verify.Report) {
+	n := len(rep.Generations)
+	if n == 0 {
+		fmt.Fprintf(w, "summary: no generations\n")
+		return
+	}
+	first, last := rep.Generations[0], rep.Generations[n-1]
+	var applied, skipped, sealed, bad int
+	for _, g := range rep.Generations {
+		switch g.Delta {
+		case "applied":
+			applied++
+		case "skipped":
+			skipped++
+		}
+		if g.Encrypted {
+			sealed++
+		}
+		if !g.OK() {
+			bad++
+		}
+	}
+	result := "all checks passed"
+	if !rep.OK {
+		result = fmt.Sprintf("FAILED: %d check(s) in %d generation(s)", rep.Failures, bad)
+	}
+	fmt.Fprintf(w, "summary: %d generation(s) %s..%s (head %.12s): %s\n", n, first.Gen, last.Gen, rep.Head, result)
+	fmt.Fprintf(w, "  chain: %s at %s, %d link(s) checked; deltas: %d applied, %d skipped; sealed (encrypted): %d\n",
+		first.Chain, first.Gen, n-1, applied, skipped, sealed)
+	for _, gp := range rep.Gaps {
+		fmt.Fprintf(w, "  gap: %d generation number(s) missing between %s and %s (reported, not a failure: the chain check decides whether a committed generation was removed)\n", gp.Missing, gp.After, gp.Before)
+	}
+}

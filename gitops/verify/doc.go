@@ -1,0 +1,100 @@
+// Package verify checks a snapshot repository written by gitops.Repo with
+// public keys only — no HMAC key, no age identity, nothing secret — as a CI
+// job does (`snapd verify-repo`, scripts/ci-verify.sh).
+//
+// # What is walked
+//
+// The first-parent chain of the branch (Options.Branch, default
+// "snapshots"; resolved as refs/heads/B, else refs/remotes/origin/B as in
+// a CI checkout of another ref, else as a revision), from its root commit,
+// or from Options.Since, to its head, oldest first. Every commit on the
+// chain must be a generation commit: gitops.Repo never writes any other
+// kind, so a commit without the Snapd-* trailers is a failure, and so is a
+// merge commit ("history"). Open opens a local repository (bare, a work
+// tree, or a subdirectory of one) or clones a URL (file://, http(s)://
+// with an optional Basic-auth token, ssh://) bare into a temp directory,
+// fetching only the branch and all tags.
+//
+// # Checks per generation (the Failure.Check values)
+//
+//   - "commit-signature": the commit's gpgsig header is an SSHSIG
+//     (namespace "git") by one of Options.TrustedKeys over the raw commit
+//     object without its gpgsig / gpgsig-sha256 headers — the bytes `git
+//     verify-commit` checks (split from the raw object, not re-encoded by
+//     go-git, so foreign headers are kept exactly). Unsigned, another
+//     key, a bad signature or a non-SSH signature all fail.
+//   - "tag", "tag-signature": the annotated tag TagPrefix+gen exists,
+//     points at this commit, carries the commit's message, and is signed
+//     like the commit (the payload ends where the last signature-marker
+//     line starts, as git's parse_signed_buffer decides). A missing tag is
+//     a failure: gitops.Repo always writes one (a clone must fetch tags).
+//   - "layout", "parts", "object": <path>/current.wtxt or
+//     current.wtxt.parts/ (not both; the latter reassembled with
+//     gitops.AssembleFS, every part's size and SHA-256 and the whole
+//     file's checked) and readable objects. The WTXT is copied to a temp
+//     file (at most two generations' copies exist at a time).
+//   - "wtxt/<check>": a plaintext WTXT is verified fully with wtxt.Verify
+//     (every profile check, RequireSignature with the trusted keys; the
+//     WSUM current.wsum is passed along when present). Each failure keeps
+//     the verifier's line, array and chunk. Per-array HMACs are not
+//     checked: that needs the secret HMAC key.
+//   - "seal/<check>": an age-armored WTXT (detected by its armor header)
+//     is verified without decrypting through current.wseal
+//     (armor.ParseSeal, armor.Scan of the armored bytes, Seal.Verify with
+//     RequireSignature): signature by a trusted key, size and SHA-256 of
+//     the armored bytes, armor form, the seal's own Merkle consistency;
+//     the seal must be of kind wtxt. "seal/missing" when there is no seal.
+//     The plaintext is not checked (noted).
+//   - "trailer": the commit trailers (Snapd-Gen, -Ts, -Build,
+//     -Sha256-All, -Merkle-Prev, -Merkle-This, -Layout) are present and
+//     equal the values in the WTXT header (or seal) and the stored layout.
+//   - "summary": generation.txt has exactly the values gitops.Repo writes:
+//     header values, layout, wtxt_bytes/wtxt_sha256 of the stored (possibly
+//     armored) WTXT, and <ext>_bytes/<ext>_sha256 for each optional file
+//     present and none for an absent one.
+//   - "gen-order": gen is strictly greater than the previous commit's.
+//   - "chain": merkle_prev equals the previous commit's generation's
+//     merkle_this. Values used for the chain and the trailer and summary
+//     comparisons are the file's declared (signed) header values — or the
+//     seal's, or for a streamed WTXT the WSUM's — so a corrupted body is
+//     reported once, where it is, instead of also breaking the next link.
+//     When a generation's content cannot be read at all, its trailer
+//     values stand in for the next link (noted).
+//   - "delta": when current.wtxtdelta (or .parts/) is present, it is
+//     applied with wtxt.ApplyDelta to the previous generation's WTXT and
+//     the output must equal this generation's WTXT byte for byte (the first
+//     differing byte offset is reported; a delta for another base fails
+//     with the delta's line 1). Skipped, with a note, when the delta is
+//     age-armored, when either generation is armored (no plaintext without
+//     the identity), or when the previous generation is outside the walk.
+//
+// All failures of a generation are collected; the walk never stops at the
+// first. Verify returns an error only when it cannot walk (no keys, branch
+// or --since not found or --since not on the first-parent chain, an
+// unreadable commit, a temp file that cannot be written, cancellation):
+// `snapd verify-repo` maps that to exit 2 and failures to exit 1.
+//
+// # Decisions
+//
+//   - A gap in generation numbers (gen 5 followed by gen 7) is reported
+//     (Report.Gaps, a note) but is not a failure. The daemon may skip a
+//     checkpoint (coalesced requests, a generation that was never
+//     published), and the Merkle chain is what proves nothing committed
+//     was removed: generation 7's signed merkle_prev names generation 5's
+//     merkle_this exactly when 6 was never part of the chain. Removing a
+//     committed generation from the history breaks the chain check.
+//   - The first generation of the walk: with Since it is the anchor (its
+//     own content, signatures and tag are verified; its merkle_prev is
+//     trusted and its delta, whose base is outside the walk, is skipped).
+//     Without Since, the root commit must have a zero merkle_prev to be
+//     "first"; a non-zero one (a repository started mid-chain) is reported
+//     as an anchor with a note, not a failure — the signatures still bind
+//     it to a trusted key.
+//   - Keys: the trusted keys verify the WTXT/seal Ed25519 signatures and
+//     the commit and tag SSHSIG signatures alike. allowed_signers
+//     principals and options (namespaces=, valid-after=) are not
+//     evaluated: any listed key is trusted for all of them.
+//   - Encrypted generations never need a secret: the seal is the
+//     verify-only evidence; a plaintext seal beside a plaintext WTXT is
+//     ignored (noted), an armored WSUM is not used (noted).
+package verify
