@@ -14,7 +14,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 
 	"github.com/snapd-ml/snapd/gitops"
-	"github.com/snapd-ml/snapd/gitops/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/gittest"
 	"github.com/snapd-ml/snapd/gitops/verify/verifytest"
 )
 
