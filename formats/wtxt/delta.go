@@ -524,7 +524,7 @@ func applyShort(ctx context.Context, w io.Writer, base io.ReaderAt, brep *Report
 		for ix, c := range a.chunks {
 			if r, ok := repl[a.head.name][int64(ix)]; ok {
 				off, _ := a.head.geo.chunk(int64(ix))
-				bw.Write(appendChunk(nil, int64(ix), off, r))
+				bw.Write(appendChunk(nil, int64(ix), off, r, nil))
 				continue
 			}
 			if err := copyRange(bw, base, c.start, c.end); err != nil {

@@ -38,13 +38,13 @@ var ErrInvalid = errors.New("invalid WTXT")
 
 // Error is a failed check at a place in a WTXT (or WSUM, or delta) file.
 type Error struct {
-	File  string // file name when known
-	Line  int    // 1-based line number; 0 when the check is not about one line
-	Array string // array name, when inside an array
-	Chunk int64  // chunk ix, or -1
-	Check Check
-	Msg   string
-	Err   error // underlying cause, if any
+	File  string `json:"file,omitempty"`  // file name when known
+	Line  int    `json:"line,omitempty"`  // 1-based line number; 0 when the check is not about one line
+	Array string `json:"array,omitempty"` // array name, when inside an array
+	Chunk int64  `json:"chunk"`           // chunk ix, or -1
+	Check Check  `json:"check"`
+	Msg   string `json:"message"`
+	Err   error  `json:"-"` // underlying cause, if any
 }
 
 func (e *Error) Error() string {

@@ -3,6 +3,7 @@ package wtxt
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -213,11 +214,18 @@ func parityNibble(s []byte) byte {
 // xorWords XORs the little-endian 64-bit words of p (its tail zero-padded);
 // a stream offset o contributes rotl(xorWords(p), 8*(o mod 8)).
 func xorWords(p []byte) uint64 {
-	var x uint64
+	var x, y, z, u uint64
 	i := 0
+	for ; i+32 <= len(p); i += 32 {
+		q := p[i : i+32 : i+32]
+		x ^= binary.LittleEndian.Uint64(q)
+		y ^= binary.LittleEndian.Uint64(q[8:])
+		z ^= binary.LittleEndian.Uint64(q[16:])
+		u ^= binary.LittleEndian.Uint64(q[24:])
+	}
+	x ^= y ^ z ^ u
 	for ; i+8 <= len(p); i += 8 {
-		x ^= uint64(p[i]) | uint64(p[i+1])<<8 | uint64(p[i+2])<<16 | uint64(p[i+3])<<24 |
-			uint64(p[i+4])<<32 | uint64(p[i+5])<<40 | uint64(p[i+6])<<48 | uint64(p[i+7])<<56
+		x ^= binary.LittleEndian.Uint64(p[i:])
 	}
 	for j := 0; i < len(p); i, j = i+1, j+1 {
 		x ^= uint64(p[i]) << (8 * j)

