@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -472,7 +473,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 		}
 		if bf, err := os.Open(base); err == nil {
 			t = d.now()
-			err = d.delta(ctx, it, bf, plain, &cfg)
+			err = d.delta(ctx, it, bf, plain, head.SHA256All, &cfg)
 			bf.Close()
 			if err == nil && enc {
 				err = seal(it.res.Delta, armor.KindDelta)
@@ -511,7 +512,12 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 }
 
 // delta writes gen's DELTA v2 against the plaintext base.
-func (d *Daemon) delta(ctx context.Context, it *item, base *os.File, target string, cfg *Config) error {
+//
+// Both files are the daemon's own (the base was verified when it was made,
+// the target was just encoded), so the delta indexes them by structure
+// only instead of re-verifying ~2 × the WTXT size of hashing; baseAll is
+// the base's sha256_all from the chain state.
+func (d *Daemon) delta(ctx context.Context, it *item, base *os.File, target, baseAll string, cfg *Config) error {
 	bst, err := base.Stat()
 	if err != nil {
 		return err
@@ -529,7 +535,11 @@ func (d *Daemon) delta(ctx context.Context, it *item, base *os.File, target stri
 	var info *wtxt.DeltaInfo
 	err = d.writeFile(p, 0o644, encrypted(func(w io.Writer) error {
 		var err error
-		info, err = wtxt.MakeDelta(ctx, w, base, bst.Size(), tf, tst.Size())
+		opts := wtxt.DeltaOptions{Trusted: true}
+		if b, herr := hex.DecodeString(baseAll); herr == nil && len(b) == 32 {
+			opts.BaseSHA256All = (*[32]byte)(b)
+		}
+		info, err = wtxt.MakeDeltaWith(ctx, w, base, bst.Size(), tf, tst.Size(), opts)
 		if err != nil && ctx.Err() == nil && !transient(err) {
 			return permanent{fmt.Errorf("gen %d: delta against gen %d: %w", it.rec.Gen, it.res.BaseGen, err)}
 		}

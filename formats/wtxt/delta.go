@@ -46,6 +46,96 @@ func verifiedIndex(ctx context.Context, name string, r io.ReaderAt, size int64) 
 	return rep, all, nil
 }
 
+// structIndex indexes a WTXT file by its structure only — grammar of the
+// header, arr, idx and ch lines, chunk geometry and line counts — skipping
+// the base64 lines by their known length instead of decoding and hashing
+// them. The returned sha256_all is the header's (zero for root_pending).
+func structIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*Report, [32]byte, error) {
+	lr := newLineReader(io.NewSectionReader(r, 0, size), name)
+	h, line, err := readHeader(lr)
+	if err != nil {
+		return nil, [32]byte{}, err
+	}
+	rep := &Report{File: name, Header: h, bodyStart: lr.last}
+	fail := func(array string, ix int64, format string, a ...any) error {
+		return &Error{File: name, Line: lr.n, Array: array, Chunk: ix, Check: CheckGrammar, Msg: fmt.Sprintf(format, a...)}
+	}
+	for bytes.HasPrefix(line, []byte("arr ")) {
+		if err := ctx.Err(); err != nil {
+			return nil, [32]byte{}, err
+		}
+		ai := &arrIndex{start: lr.last}
+		head, msg := parseArr(line)
+		if msg != "" {
+			return nil, [32]byte{}, fail("", -1, "%s", msg)
+		}
+		ai.head = head
+		if line, err = lr.next(); err != nil {
+			return nil, [32]byte{}, err
+		}
+		head.geo = geometry{nbytes: head.nbytes, chunkLen: UnblockedChunk}
+		if bytes.HasPrefix(line, []byte("idx ")) {
+			if msg := parseIdx(line, head); msg != "" {
+				return nil, [32]byte{}, fail(head.name, -1, "%s", msg)
+			}
+			if line, err = lr.next(); err != nil {
+				return nil, [32]byte{}, err
+			}
+		}
+		for ix := range head.geo.numChunks() {
+			ch, msg := parseCh(line)
+			if msg != "" {
+				return nil, [32]byte{}, fail(head.name, ix, "%s", msg)
+			}
+			off, n := head.geo.chunk(ix)
+			if ch.ix != ix || ch.off != off || ch.n != n || ch.lines != numLines(n) {
+				return nil, [32]byte{}, fail(head.name, ix, "ch line does not match the array's geometry")
+			}
+			rec := chunkRec{start: lr.last, data: lr.off, sha: ch.sha}
+			skip := int64(0)
+			if ch.lines > 0 {
+				last := n - (ch.lines-1)*rawPerLine
+				skip = (ch.lines-1)*(B64Width+3) + int64(base64.StdEncoding.EncodedLen(int(last))) + 3
+			}
+			k, err := lr.r.Discard(int(skip))
+			lr.off += int64(k)
+			lr.n += int(ch.lines)
+			if err != nil {
+				return nil, [32]byte{}, fail(head.name, ix, "file ends inside the chunk")
+			}
+			if line, err = lr.next(); err != nil {
+				return nil, [32]byte{}, err
+			}
+			if string(line) != "endch" {
+				return nil, [32]byte{}, fail(head.name, ix, "want endch after %d base64 lines", ch.lines)
+			}
+			rec.end = lr.off
+			ai.chunks = append(ai.chunks, rec)
+			if line, err = lr.next(); err != nil {
+				return nil, [32]byte{}, err
+			}
+		}
+		if string(line) != "endarr" {
+			return nil, [32]byte{}, fail(head.name, -1, "want endarr")
+		}
+		ai.end = lr.off
+		rep.index = append(rep.index, ai)
+		if line, err = lr.next(); err != nil {
+			return nil, [32]byte{}, err
+		}
+	}
+	if bytes.HasPrefix(line, []byte("audit")) {
+		rep.Audit = string(line)
+		if line, err = lr.next(); err != nil {
+			return nil, [32]byte{}, err
+		}
+	}
+	if string(line) != endLine {
+		return nil, [32]byte{}, fail("", -1, "want arr, audit or endwtxt")
+	}
+	return rep, h.SHA256All, nil
+}
+
 // sameGeometry reports whether a target array's chunks can be compared
 // with (or taken from) the base array's chunks of the same ix.
 func sameGeometry(a, b *arrHead) bool {
@@ -74,11 +164,39 @@ func copyRange(w io.Writer, r io.ReaderAt, start, end int64) error {
 // dtype, shape or geometry. Memory holds the two files' indexes (a few
 // dozen bytes per chunk), never chunk data beyond a copy buffer.
 func MakeDelta(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int64, target io.ReaderAt, targetSize int64) (*DeltaInfo, error) {
-	brep, ball, err := verifiedIndex(ctx, "base", base, baseSize)
+	return MakeDeltaWith(ctx, w, base, baseSize, target, targetSize, DeltaOptions{})
+}
+
+// DeltaOptions tune MakeDeltaWith.
+type DeltaOptions struct {
+	// Trusted skips verifying base and target: both files are only
+	// indexed by their structure (line grammar, chunk geometry), and
+	// chunks are compared by the sha256 their ch lines declare. Use it
+	// only for files this process wrote and verified itself (the daemon's
+	// ring); the delta's result is still verified when applied.
+	Trusted bool
+	// BaseSHA256All is base_sha256_all for a trusted streamed base
+	// (root_pending), whose header does not hold it. Ignored otherwise.
+	BaseSHA256All *[32]byte
+}
+
+// MakeDeltaWith is MakeDelta with options.
+func MakeDeltaWith(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int64, target io.ReaderAt, targetSize int64, opts DeltaOptions) (*DeltaInfo, error) {
+	index := verifiedIndex
+	if opts.Trusted {
+		index = structIndex
+	}
+	brep, ball, err := index(ctx, "base", base, baseSize)
 	if err != nil {
 		return nil, fmt.Errorf("delta base: %w", err)
 	}
-	trep, _, err := verifiedIndex(ctx, "target", target, targetSize)
+	if opts.Trusted && brep.Header.Pending {
+		if opts.BaseSHA256All == nil {
+			return nil, errors.New("delta base: a trusted streamed base needs its sha256_all (from its WSUM)")
+		}
+		ball = *opts.BaseSHA256All
+	}
+	trep, _, err := index(ctx, "target", target, targetSize)
 	if err != nil {
 		return nil, fmt.Errorf("delta target: %w", err)
 	}

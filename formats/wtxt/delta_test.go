@@ -282,3 +282,28 @@ func BenchmarkDeltaRowLocality(b *testing.B) {
 		})
 	}
 }
+
+// TestTrustedDeltaSameBytes: the trusted (structure-only) delta of files
+// this process wrote equals the fully verified one, streamed base too.
+func TestTrustedDeltaSameBytes(t *testing.T) {
+	R := randArray(1, "R", snapshot.F64, 1024, 64)
+	key := testKey(2)
+	b, bres := encodeBytes(t, &snapshot.Snapshot{Meta: testMeta(1), Arrays: []*snapshot.Array{R, randArray(2, "z", snapshot.U8)}}, EncodeOptions{SignKey: key, Stream: true})
+	tg, _ := encodeBytes(t, &snapshot.Snapshot{Meta: testMeta(2), Arrays: []*snapshot.Array{setRows(R, 1, 9, 999)}}, EncodeOptions{SignKey: key, PrevMerkle: bres.MerkleThis})
+	want, _ := makeDelta(t, b, tg)
+	var got bytes.Buffer
+	if _, err := MakeDeltaWith(context.Background(), &got, bytes.NewReader(b), int64(len(b)), bytes.NewReader(tg), int64(len(tg)), DeltaOptions{Trusted: true, BaseSHA256All: &bres.SHA256All}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("trusted delta differs at %d", firstDiff(got.Bytes(), want))
+	}
+	if _, err := MakeDeltaWith(context.Background(), &got, bytes.NewReader(b), int64(len(b)), bytes.NewReader(tg), int64(len(tg)), DeltaOptions{Trusted: true}); err == nil {
+		t.Fatal("trusted streamed base without its sha256_all accepted")
+	}
+	// Structure errors are still caught.
+	bad := bytes.Replace(tg, []byte("endch\n"), []byte("endchx\n"), 1)
+	if _, err := MakeDeltaWith(context.Background(), &got, bytes.NewReader(b), int64(len(b)), bytes.NewReader(bad), int64(len(bad)), DeltaOptions{Trusted: true, BaseSHA256All: &bres.SHA256All}); err == nil {
+		t.Fatal("broken target accepted")
+	}
+}
