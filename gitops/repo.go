@@ -854,6 +854,10 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 	return AssembleFS(treeFS{parts}, ".", w)
 }
 
+// TreeFS returns a read-only fs.FS over the blobs of one Git tree, e.g. to
+// AssembleFS a split file straight from a commit.
+func TreeFS(t *object.Tree) fs.FS { return treeFS{t} }
+
 // treeFS is a read-only fs.FS over the blobs of one Git tree.
 type treeFS struct{ t *object.Tree }
 

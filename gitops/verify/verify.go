@@ -10,12 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"strconv"
 	"strings"
-	"time"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -621,7 +619,7 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 		} else if t, err := dir.Tree(name + ".parts"); err != nil {
 			cerr, check = err, CheckObject
 		} else {
-			cerr = gitops.AssembleFS(treeFS{t}, ".", bw)
+			cerr = gitops.AssembleFS(gitops.TreeFS(t), ".", bw)
 		}
 	}
 	if cerr == nil {
@@ -992,38 +990,3 @@ func (c *compareWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// treeFS is a read-only fs.FS over the blobs of one Git tree (for
-// gitops.AssembleFS).
-type treeFS struct{ t *object.Tree }
-
-func (f treeFS) Open(name string) (fs.File, error) {
-	if !fs.ValidPath(name) {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
-	}
-	file, err := f.t.File(name)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
-	}
-	rd, err := file.Reader()
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
-	}
-	return &treeFile{ReadCloser: rd, name: name, size: file.Size}, nil
-}
-
-type treeFile struct {
-	io.ReadCloser
-	name string
-	size int64
-}
-
-func (f *treeFile) Stat() (fs.FileInfo, error) { return treeFileInfo{f}, nil }
-
-type treeFileInfo struct{ f *treeFile }
-
-func (i treeFileInfo) Name() string       { return path.Base(i.f.name) }
-func (i treeFileInfo) Size() int64        { return i.f.size }
-func (i treeFileInfo) Mode() fs.FileMode  { return 0o444 }
-func (i treeFileInfo) ModTime() time.Time { return time.Time{} }
-func (i treeFileInfo) IsDir() bool        { return false }
-func (i treeFileInfo) Sys() any           { return nil }
