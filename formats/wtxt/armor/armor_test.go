@@ -15,6 +15,8 @@ import (
 	"filippo.io/age"
 	"filippo.io/age/agessh"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
 )
 
 var plain = []byte("WTXT 1\nmeta schema=weights/v1 gen=000001 ts=2026-01-01T00:00:00Z build=x endian=LE host=cpu cuda=off\n" + strings.Repeat("line\n", 200))
@@ -109,7 +111,7 @@ func TestSealSignVerifyTamper(t *testing.T) {
 	var prev, all [32]byte
 	prev[0], all[1] = 1, 2
 	s := &Seal{Kind: KindWTXT, Bytes: d.Bytes, SHA256: d.SHA256, Gen: "000002", TS: "2026-01-01T00:00:00Z", Build: "b", SHA256All: all, MerklePrev: prev}
-	s.MerkleThis = Merkle(prev, all, s.TS, s.Gen, s.Build)
+	s.MerkleThis = wtxt.Merkle(prev, all, s.TS, s.Gen, s.Build)
 	s.Sign(priv)
 	line := s.Marshal()
 	p, err := ParseSeal(line)

@@ -3,7 +3,6 @@ package armor
 import (
 	"bytes"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/keys"
 )
 
@@ -181,20 +181,6 @@ func isToken(s string) bool {
 	return true
 }
 
-// Merkle computes WTXT's merkle_this = SHA-256(prev || all || ts || gen ||
-// build).
-func Merkle(prev, all [32]byte, ts, gen, build string) [32]byte {
-	h := sha256.New()
-	h.Write(prev[:])
-	h.Write(all[:])
-	h.Write([]byte(ts))
-	h.Write([]byte(gen))
-	h.Write([]byte(build))
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
-	return out
-}
-
 // VerifyOptions say what a seal is checked against.
 type VerifyOptions struct {
 	// Trusted are the public keys a signature may come from.
@@ -242,7 +228,7 @@ func (s *Seal) Verify(d Digest, opts VerifyOptions) (*SealReport, error) {
 	if d.SHA256 != s.SHA256 {
 		return rep, sealErr("sha256", "armored file sha256 %x, seal says %x", d.SHA256, s.SHA256)
 	}
-	if m := Merkle(s.MerklePrev, s.SHA256All, s.TS, s.Gen, s.Build); m != s.MerkleThis {
+	if m := wtxt.Merkle(s.MerklePrev, s.SHA256All, s.TS, s.Gen, s.Build); m != s.MerkleThis {
 		return rep, sealErr("merkle", "merkle_this %x does not follow from the seal's values (want %x)", s.MerkleThis, m)
 	}
 	if opts.PrevMerkle != nil && *opts.PrevMerkle != s.MerklePrev {

@@ -4,6 +4,8 @@ import (
 	"crypto/ed25519"
 	"os"
 	"testing"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
 )
 
 // TestWriteSeedSeal regenerates testdata/signed.wseal when SNAPD_REGEN=1;
@@ -12,7 +14,7 @@ import (
 func TestSeedSeal(t *testing.T) {
 	priv := ed25519.NewKeyFromSeed(make([]byte, 32))
 	s := &Seal{Kind: KindDelta, Bytes: 10, Gen: "000042", TS: "2026-01-01T00:00:00Z", Build: "seed"}
-	s.MerkleThis = Merkle(s.MerklePrev, s.SHA256All, s.TS, s.Gen, s.Build)
+	s.MerkleThis = wtxt.Merkle(s.MerklePrev, s.SHA256All, s.TS, s.Gen, s.Build)
 	s.Sign(priv)
 	if os.Getenv("SNAPD_REGEN") == "1" {
 		os.WriteFile("testdata/signed.wseal", s.Marshal(), 0o644)
