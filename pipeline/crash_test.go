@@ -85,12 +85,16 @@ func startChild(t *testing.T, dir string) *exec.Cmd {
 // daemon), restarting it until everything is done. Afterwards every
 // requested generation is in the ring exactly once, the chain and every
 // delta verify end to end, Git holds the head, and no temp files or pins
-// are left. PIPELINE_CRASH_RUNS sets the number of runs (the full
-// size is 50); the default keeps the test within a few seconds per run.
+// are left. PIPELINE_CRASH_RUNS overrides the number of runs.
 func TestKill9(t *testing.T) {
-	runs, gens := 4, 20
-	if testing.Short() {
+	// The full size: 50 runs of 20 generations (about 16 s);
+	// under the race detector 10 runs keep CI within its budget.
+	runs, gens := 50, 20
+	switch {
+	case testing.Short():
 		runs = 2
+	case raceEnabled:
+		runs = 10
 	}
 	if s := os.Getenv("PIPELINE_CRASH_RUNS"); s != "" {
 		n, err := strconv.Atoi(s)

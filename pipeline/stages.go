@@ -365,6 +365,66 @@ func (d *Daemon) writeFile(path string, perm os.FileMode, fill func(w io.Writer)
 	return f.Commit()
 }
 
+// pendingCommit is an atomic write whose commit (fsync, rename, fsync
+// dir) runs in the background.
+type pendingCommit struct {
+	r    *os.File // a read descriptor on the written content, or nil
+	done chan error
+	err  error
+	got  bool
+}
+
+// writeFileAsync fills path like writeFile, then commits in the background
+// and returns at once. When the FS hands out real files it also opens a
+// read descriptor on the content, valid across the rename (file()); wait()
+// returns the commit's error and closes it. A nil *pendingCommit is a
+// finished one.
+func (d *Daemon) writeFileAsync(path string, perm os.FileMode, fill func(w io.Writer) error) (*pendingCommit, error) {
+	f, err := d.fs.Create(path, perm)
+	if err != nil {
+		return nil, err
+	}
+	if err := fill(f.Writer()); err != nil {
+		f.Abort()
+		return nil, err
+	}
+	p := &pendingCommit{done: make(chan error, 1)}
+	if of, ok := f.Writer().(*os.File); ok {
+		if r, err := os.Open(of.Name()); err == nil {
+			p.r = r
+			go func() { p.done <- f.Commit() }()
+			return p, nil
+		}
+	}
+	// No descriptor to read the content before the rename: commit now.
+	if err := f.Commit(); err != nil {
+		return nil, err
+	}
+	p.done <- nil
+	return p, nil
+}
+
+func (p *pendingCommit) file() *os.File {
+	if p == nil {
+		return nil
+	}
+	return p.r
+}
+
+func (p *pendingCommit) wait() error {
+	if p == nil {
+		return nil
+	}
+	if !p.got {
+		p.err, p.got = <-p.done, true
+		if p.r != nil {
+			p.r.Close()
+			p.r = nil
+		}
+	}
+	return p.err
+}
+
 // encrypted wraps fill so that its output is age-armored on the way to w.
 func encrypted(fill func(w io.Writer) error, cfg *Config) func(w io.Writer) error {
 	if len(cfg.Recipients) == 0 {
@@ -410,20 +470,28 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 		plain, perm = ringPath(plainDirPath, gen, ExtWTXT), 0o600
 	}
 
-	// Encode.
+	// Encode. When a plaintext delta follows, the WTXT's fsync runs while
+	// the delta is built (pending.wait before anything depends on it).
 	t := d.now()
 	var res *wtxt.Result
-	err = d.writeFile(plain, perm, func(w io.Writer) error {
+	fill := func(w io.Writer) error {
 		var err error
 		res, err = wtxt.Encode(ctx, w, s, opts)
 		if err != nil && ctx.Err() == nil && !transient(err) {
 			return permanent{fmt.Errorf("gen %d: wtxt encode: %w", gen, err)}
 		}
 		return err
-	})
+	}
+	var pending *pendingCommit
+	if !enc && head.Gen != 0 {
+		pending, err = d.writeFileAsync(plain, perm, fill)
+	} else {
+		err = d.writeFile(plain, perm, fill)
+	}
 	if err != nil {
 		return nil, err
 	}
+	defer pending.wait() // no goroutine outlives build
 	it.stage1("encode", d.now().Sub(t))
 	sealValues := armor.Seal{Gen: wtxt.FormatGen(gen), TS: wtxt.FormatTS(s.Meta.TS), Build: s.Meta.Build,
 		SHA256All: res.SHA256All, MerklePrev: res.MerklePrev, MerkleThis: res.MerkleThis}
@@ -473,8 +541,11 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 		}
 		if bf, err := os.Open(base); err == nil {
 			t = d.now()
-			err = d.delta(ctx, it, bf, plain, head.SHA256All, &cfg)
+			err = d.delta(ctx, it, bf, plain, pending.file(), head.SHA256All, &cfg)
 			bf.Close()
+			if werr := pending.wait(); err == nil {
+				err = werr
+			}
 			if err == nil && enc {
 				err = seal(it.res.Delta, armor.KindDelta)
 			}
@@ -487,6 +558,9 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 		}
 	}
 
+	if err := pending.wait(); err != nil {
+		return nil, err
+	}
 	// Commit point: the chain state.
 	t = d.now()
 	next := &ChainState{Version: 1, Gen: gen, GenText: wtxt.FormatGen(gen), PrevGen: head.Gen, TS: wtxt.FormatTS(s.Meta.TS), Build: s.Meta.Build,
@@ -517,16 +591,19 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 // the target was just encoded), so the delta indexes them by structure
 // only instead of re-verifying ~2 × the WTXT size of hashing; baseAll is
 // the base's sha256_all from the chain state.
-func (d *Daemon) delta(ctx context.Context, it *item, base *os.File, target, baseAll string, cfg *Config) error {
+// tf, when not nil, is an open descriptor on the target (whose rename
+// into place may still be in progress); otherwise target is opened.
+func (d *Daemon) delta(ctx context.Context, it *item, base *os.File, target string, tf *os.File, baseAll string, cfg *Config) error {
 	bst, err := base.Stat()
 	if err != nil {
 		return err
 	}
-	tf, err := os.Open(target)
-	if err != nil {
-		return err
+	if tf == nil {
+		if tf, err = os.Open(target); err != nil {
+			return err
+		}
+		defer tf.Close()
 	}
-	defer tf.Close()
 	tst, err := tf.Stat()
 	if err != nil {
 		return err
