@@ -227,6 +227,9 @@ func TestRunGitHubPullRequest(t *testing.T) {
 		p.Published.Verdict != "APPROVE" || p.LastError != "" || p.Attempts != 0 {
 		t.Fatalf("status pull_request: %+v", p)
 	}
+	if out := mustRun(t, "status", "--state-dir", state); !strings.Contains(out, "pull request: #7") || !strings.Contains(out, "APPROVE") {
+		t.Fatalf("status does not show the pull request:\n%s", out)
+	}
 	if !strings.Contains(logs, "pull request reviewed") || !strings.Contains(logs, "publish failed; will retry") || !strings.Contains(logs, "not yet the pushed "+gen2) {
 		t.Fatalf("logs:\n%s", logs)
 	}

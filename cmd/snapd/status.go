@@ -90,6 +90,22 @@ func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
 			fmt.Fprintf(w, "  last push error: %s\n", q.LastError)
 		}
 	}
+	if pr := st.PullRequest; pr != nil {
+		switch p := pr.Published; {
+		case p != nil && p.Skipped != "":
+			fmt.Fprintf(w, "pull request: skipped for %.12s: %s\n", p.Commit, p.Skipped)
+		case p != nil:
+			fmt.Fprintf(w, "pull request: #%d %s, review of %.12s: %s (verdict %s)\n", p.Number, p.URL, p.Commit, p.Event, p.Verdict)
+		default:
+			fmt.Fprintf(w, "pull request: none posted yet\n")
+		}
+		if pr.Pushed != nil && (pr.Published == nil || pr.Published.Commit != pr.Pushed.Commit) {
+			fmt.Fprintf(w, "  pending review of %.12s (%d attempts)\n", pr.Pushed.Commit, pr.Attempts)
+		}
+		if pr.LastError != "" {
+			fmt.Fprintf(w, "  last pull-request error: %s\n", pr.LastError)
+		}
+	}
 	if le := st.LastError; le != nil {
 		fmt.Fprintf(w, "last error:  %s gen %d [%s]: %s\n", le.Time.Format(time.RFC3339), le.Gen, le.Stage, le.Message)
 	}
