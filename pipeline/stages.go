@@ -384,7 +384,10 @@ func (d *Daemon) writeFileAsync(path string, perm os.FileMode, fill func(w io.Wr
 	if err != nil {
 		return nil, err
 	}
-	if err := fill(f.Writer()); err != nil {
+	stop := startWriteback(f.Writer())
+	err = fill(f.Writer())
+	stop()
+	if err != nil {
 		f.Abort()
 		return nil, err
 	}
@@ -402,6 +405,33 @@ func (d *Daemon) writeFileAsync(path string, perm os.FileMode, fill func(w io.Wr
 	}
 	p.done <- nil
 	return p, nil
+}
+
+// startWriteback asks the kernel, every 20 ms while a large file is being
+// written, to start writing its dirty pages (sync_file_range with
+// SYNC_FILE_RANGE_WRITE: asynchronous, no wait), so the fsync at commit
+// finds most of the file already on disk. The returned func stops it.
+func startWriteback(w io.Writer) func() {
+	f, ok := w.(*os.File)
+	if !ok {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
 }
 
 func (p *pendingCommit) file() *os.File {

@@ -51,7 +51,11 @@ func verifiedIndex(ctx context.Context, name string, r io.ReaderAt, size int64) 
 // the base64 lines by their known length instead of decoding and hashing
 // them. The returned sha256_all is the header's (zero for root_pending).
 func structIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*Report, [32]byte, error) {
-	lr := newLineReader(io.NewSectionReader(r, 0, size), name)
+	// Small reads and seeks past the base64 lines: only the structure
+	// lines (a few KiB per chunk) are read, not the file.
+	sec := io.NewSectionReader(r, 0, size)
+	small := smallReader{sec}
+	lr := newLineReader(small, name)
 	h, line, err := readHeader(lr)
 	if err != nil {
 		return nil, [32]byte{}, err
@@ -97,12 +101,19 @@ func structIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*
 				last := n - (ch.lines-1)*rawPerLine
 				skip = (ch.lines-1)*(B64Width+3) + int64(base64.StdEncoding.EncodedLen(int(last))) + 3
 			}
-			k, err := lr.r.Discard(int(skip))
-			lr.off += int64(k)
-			lr.n += int(ch.lines)
-			if err != nil {
-				return nil, [32]byte{}, fail(head.name, ix, "file ends inside the chunk")
+			if skip <= int64(lr.r.Buffered()) {
+				lr.r.Discard(int(skip))
+			} else {
+				if lr.off+skip > size {
+					return nil, [32]byte{}, fail(head.name, ix, "file ends inside the chunk")
+				}
+				if _, err := sec.Seek(lr.off+skip, io.SeekStart); err != nil {
+					return nil, [32]byte{}, err
+				}
+				lr.r.Reset(small)
 			}
+			lr.off += skip
+			lr.n += int(ch.lines)
 			if line, err = lr.next(); err != nil {
 				return nil, [32]byte{}, err
 			}
@@ -134,6 +145,17 @@ func structIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*
 		return nil, [32]byte{}, fail("", -1, "want arr, audit or endwtxt")
 	}
 	return rep, h.SHA256All, nil
+}
+
+// smallReader caps each Read at 4 KiB so that a bufio.Reader over it reads
+// little more than the lines asked for.
+type smallReader struct{ r io.Reader }
+
+func (s smallReader) Read(p []byte) (int, error) {
+	if len(p) > 4096 {
+		p = p[:4096]
+	}
+	return s.r.Read(p)
 }
 
 // sameGeometry reports whether a target array's chunks can be compared
