@@ -227,3 +227,28 @@ func ApplyAttrs(s *Snapshot, doc []byte) error {
 	}
 	return nil
 }
+
+// MaxNameLen is the longest array name a snapshot can carry into WTXT.
+const MaxNameLen = 1024
+
+// NameByte reports whether c may appear in an array name that WTXT can
+// carry (with its tensor_ext): A-Z a-z 0-9 _ . : / -. Codecs map other
+// bytes of source names to legal ones and keep the original in Attrs.
+func NameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '_' || c == '.' || c == ':' || c == '/' || c == '-'
+}
+
+// PortableName reports whether s is 1..MaxNameLen NameBytes and not the
+// reserved AttrsArrayName: a name every format's array can keep in WTXT.
+func PortableName(s string) bool {
+	if len(s) == 0 || len(s) > MaxNameLen || s == AttrsArrayName {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !NameByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}

@@ -122,7 +122,7 @@ type fileSource struct {
 }
 
 func (s fileSource) ReadAt(p []byte, off int64) (int, error) { return s.f.ReadAt(p, off) }
-func (s fileSource) Size() int64                              { return s.size }
+func (s fileSource) Size() int64                             { return s.size }
 
 // FileSource returns a Source reading size bytes of f through ReadAt.
 func FileSource(f *os.File, size int64) Source { return fileSource{f: f, size: size} }

@@ -96,17 +96,12 @@ type namer struct {
 	next map[string]int
 }
 
-func validNameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-		c == '_' || c == '.' || c == ':' || c == '/' || c == '-'
-}
-
 // sanitize maps s to the WTXT name alphabet, replacing every other byte by
 // '_' and bounding the length.
 func sanitize(s string) string {
 	b := []byte(s)
 	for i, c := range b {
-		if !validNameByte(c) {
+		if !snapshot.NameByte(c) {
 			b[i] = '_'
 		}
 	}

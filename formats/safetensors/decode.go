@@ -362,7 +362,7 @@ func assignNames(entries []*entry) ([]string, error) {
 	out := make([]string, len(entries))
 	taken := map[string]bool{}
 	for i, e := range entries {
-		if legalName(e.name) {
+		if snapshot.PortableName(e.name) {
 			out[i] = e.name
 			taken[e.name] = true
 		}

@@ -66,7 +66,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("decoded snapshot invalid: %v", err)
 		}
 		for _, a := range s.Arrays {
-			if !legalName(a.Name) {
+			if !snapshot.PortableName(a.Name) {
 				t.Fatalf("illegal array name %q", a.Name)
 			}
 		}

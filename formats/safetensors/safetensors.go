@@ -194,25 +194,6 @@ func byteSize(d dtypeInfo, shape []int64) (int64, error) {
 	return bits / 8, nil
 }
 
-// legalName reports whether s is a legal WTXT array name (and not the
-// reserved attrs array name).
-func legalName(s string) bool {
-	if len(s) < 1 || len(s) > 1024 || s == snapshot.AttrsArrayName {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !legalByte(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func legalByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-		c == '_' || c == '.' || c == ':' || c == '/' || c == '-'
-}
-
 // sanitizedName returns the WTXT name for an illegal tensor name: its
 // bytes with every illegal byte replaced by '_' (cut to leave room for the
 // suffix), then '-' and the first hexLen hex digits of SHA-256(orig).
@@ -223,7 +204,7 @@ func sanitizedName(orig string, hexLen int) string {
 		b = b[:maxBase]
 	}
 	for i, c := range b {
-		if !legalByte(c) {
+		if !snapshot.NameByte(c) {
 			b[i] = '_'
 		}
 	}

@@ -228,7 +228,7 @@ func TestRoundTripThroughWTXT(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, a := range s1.Arrays {
-				if !legalName(a.Name) {
+				if !snapshot.PortableName(a.Name) {
 					t.Fatalf("array name %q is not WTXT-legal", a.Name)
 				}
 			}

@@ -8,26 +8,7 @@ import (
 )
 
 // maxArrayName is WTXT's limit on array names.
-const maxArrayName = 1024
-
-// legalName reports whether s matches ^[A-Za-z0-9_.:/-]{1,1024}$ and is not
-// the reserved attrs array name.
-func legalName(s string) bool {
-	if len(s) == 0 || len(s) > maxArrayName || s == snapshot.AttrsArrayName {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !legalByte(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func legalByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-		c == '_' || c == '.' || c == ':' || c == '/' || c == '-'
-}
+const maxArrayName = snapshot.MaxNameLen
 
 // sanitize maps every byte outside WTXT's name alphabet to '_', truncates
 // to max bytes and maps "" to "_".
@@ -37,7 +18,7 @@ func sanitize(s string, max int) string {
 	}
 	b := []byte(s)
 	for i, c := range b {
-		if !legalByte(c) {
+		if !snapshot.NameByte(c) {
 			b[i] = '_'
 		}
 	}
@@ -63,7 +44,7 @@ func sanitize(s string, max int) string {
 func assignNames(ts []*tensorInfo) {
 	taken := map[string]bool{snapshot.AttrsArrayName: true}
 	for _, t := range ts {
-		if t.format == formatDense && legalName(t.name) {
+		if t.format == formatDense && snapshot.PortableName(t.name) {
 			t.comps[0].arrayName = t.name
 			taken[t.name] = true
 		}

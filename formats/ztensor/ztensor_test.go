@@ -349,7 +349,7 @@ func simulateWTXT(t testing.TB, s *snapshot.Snapshot) *snapshot.Snapshot {
 	t.Helper()
 	out := &snapshot.Snapshot{}
 	for _, a := range s.Sorted() {
-		if !legalName(a.Name) {
+		if !snapshot.PortableName(a.Name) {
 			t.Fatalf("array name %q is not WTXT-legal", a.Name)
 		}
 		data, err := snapshot.ReadAll(a.Data)
@@ -480,7 +480,7 @@ func TestNames(t *testing.T) {
 	got := map[string]string{}
 	for _, a := range s1.Arrays {
 		got[a.Name] = a.Attrs["ztensor.name"]
-		if !legalName(a.Name) {
+		if !snapshot.PortableName(a.Name) {
 			t.Errorf("illegal array name %q", a.Name)
 		}
 	}

@@ -989,4 +989,3 @@ func (c *compareWriter) Write(p []byte) (int, error) {
 	c.n += int64(len(p))
 	return len(p), nil
 }
-

@@ -14,8 +14,8 @@ import (
 	git "github.com/go-git/go-git/v5"
 
 	"github.com/snapd-ml/snapd/gitops"
-	"github.com/snapd-ml/snapd/internal/gittest"
 	"github.com/snapd-ml/snapd/gitops/verify/verifytest"
+	"github.com/snapd-ml/snapd/internal/gittest"
 )
 
 func run(t *testing.T, dir string, o Options, keys ...ed25519.PublicKey) *Report {
