@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 )
@@ -323,12 +322,5 @@ func readFull(s Source, p []byte, off int64) error {
 	if s == nil {
 		return fmt.Errorf("no data")
 	}
-	n, err := s.ReadAt(p, off)
-	if n == len(p) {
-		return nil
-	}
-	if err == nil || err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	return err
+	return ReadFullAt(s, p, off)
 }

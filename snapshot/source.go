@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -126,3 +127,63 @@ func (s fileSource) Size() int64                             { return s.size }
 
 // FileSource returns a Source reading size bytes of f through ReadAt.
 func FileSource(f *os.File, size int64) Source { return fileSource{f: f, size: size} }
+
+// copyPiece is how many bytes CopyTo moves between context checks.
+const copyPiece = 4 << 20
+
+// CopyTo writes the first n bytes of src to w in pieces of at most 4 MiB,
+// checking ctx between pieces. A memory-backed source is written without
+// an intermediate copy and a memory-mapped one releases each piece's pages
+// once written (so converting a huge mapped file keeps RSS bounded); any
+// other source is read into *buf, which is allocated on first use and may
+// be reused across calls.
+func CopyTo(ctx context.Context, w io.Writer, src Source, n int64, buf *[]byte) error {
+	if n == 0 {
+		return nil
+	}
+	if b, ok := BytesOf(src); ok && int64(len(b)) >= n {
+		for off := int64(0); off < n; off += copyPiece {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			end := min(off+copyPiece, n)
+			if _, err := w.Write(b[off:end]); err != nil {
+				return err
+			}
+			Release(src, off, end-off)
+		}
+		return nil
+	}
+	if len(*buf) == 0 {
+		*buf = make([]byte, copyPiece)
+	}
+	for off := int64(0); off < n; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		k := min(int64(len(*buf)), n-off)
+		p := (*buf)[:k]
+		if err := readFull(src, p, off); err != nil {
+			return fmt.Errorf("read data at %d: %w", off, err)
+		}
+		if _, err := w.Write(p); err != nil {
+			return err
+		}
+		off += k
+	}
+	return nil
+}
+
+// ReadFullAt reads exactly len(p) bytes of r at off. A short read is
+// io.ErrUnexpectedEOF (also when r reports io.EOF or no error), so callers
+// can tell a truncated file from other read errors.
+func ReadFullAt(r io.ReaderAt, p []byte, off int64) error {
+	n, err := r.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}

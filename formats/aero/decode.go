@@ -155,22 +155,10 @@ func (d *decoder) readAt(off, n int64) ([]byte, error) {
 		return d.mem[off : off+n : off+n], nil
 	}
 	buf := make([]byte, n)
-	if err := readFull(d.r, buf, off); err != nil {
+	if err := snapshot.ReadFullAt(d.r, buf, off); err != nil {
 		return nil, d.readErr(err, off, n)
 	}
 	return buf, nil
-}
-
-// readFull reads len(buf) bytes at off; a short read is io.ErrUnexpectedEOF.
-func readFull(r io.ReaderAt, buf []byte, off int64) error {
-	k, err := r.ReadAt(buf, off)
-	if k == len(buf) {
-		return nil
-	}
-	if err == nil || errors.Is(err, io.EOF) {
-		return io.ErrUnexpectedEOF
-	}
-	return err
 }
 
 func (d *decoder) readErr(err error, off, n int64) error {
@@ -195,7 +183,7 @@ func (d *decoder) stream(ctx context.Context, off, n int64, fn func([]byte)) err
 			if buf == nil {
 				buf = make([]byte, min(n, streamBlock))
 			}
-			if err := readFull(d.r, buf[:k], off); err != nil {
+			if err := snapshot.ReadFullAt(d.r, buf[:k], off); err != nil {
 				return d.readErr(err, off, k)
 			}
 			fn(buf[:k])

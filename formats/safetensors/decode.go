@@ -38,7 +38,7 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 		return nil, fail("", 0, ErrCorrupt, "file has %d bytes, need at least 8 for the header length", size)
 	}
 	var lenBuf [8]byte
-	if err := readFull(r, lenBuf[:], 0); err != nil {
+	if err := snapshot.ReadFullAt(r, lenBuf[:], 0); err != nil {
 		return nil, fmt.Errorf("safetensors: read header length: %w", err)
 	}
 	n := binary.LittleEndian.Uint64(lenBuf[:])
@@ -54,7 +54,7 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 		hdr = b[8 : 8+hlen]
 	} else {
 		hdr = make([]byte, hlen)
-		if err := readFull(r, hdr, 8); err != nil {
+		if err := snapshot.ReadFullAt(r, hdr, 8); err != nil {
 			return nil, fmt.Errorf("safetensors: read header: %w", err)
 		}
 	}
@@ -178,18 +178,6 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 type unsupportedError struct{ msg string }
 
 func (e unsupportedError) Error() string { return e.msg }
-
-// readFull reads len(p) bytes at off.
-func readFull(r io.ReaderAt, p []byte, off int64) error {
-	n, err := r.ReadAt(p, off)
-	if n == len(p) {
-		return nil
-	}
-	if err == nil || errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	return err
-}
 
 // walkObject reads a JSON object from dec, calling f for each key with the
 // decoder positioned at the value; f must consume the value.

@@ -83,7 +83,7 @@ func (Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts
 	}
 	var buf []byte
 	for _, t := range tensors {
-		if err := copyData(ctx, w, t.data, t.nbytes, &buf); err != nil {
+		if err := snapshot.CopyTo(ctx, w, t.data, t.nbytes, &buf); err != nil {
 			return fmt.Errorf("safetensors: tensor %q: %w", t.name, err)
 		}
 	}
@@ -253,47 +253,6 @@ func writeString(b *strings.Builder, s string) {
 		}
 	}
 	b.WriteByte('"')
-}
-
-// copyChunk is how many bytes copyData moves between context checks.
-const copyChunk = 4 << 20
-
-// copyData writes the n bytes of src to w, checking ctx between chunks.
-// A memory-backed source is written without an intermediate copy.
-func copyData(ctx context.Context, w io.Writer, src snapshot.Source, n int64, buf *[]byte) error {
-	if n == 0 {
-		return nil
-	}
-	if b, ok := snapshot.BytesOf(src); ok && int64(len(b)) >= n {
-		for off := int64(0); off < n; off += copyChunk {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			end := min(off+copyChunk, n)
-			if _, err := w.Write(b[off:end]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if len(*buf) == 0 {
-		*buf = make([]byte, copyChunk)
-	}
-	for off := int64(0); off < n; {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		k := min(int64(len(*buf)), n-off)
-		p := (*buf)[:k]
-		if err := readFull(src, p, off); err != nil {
-			return fmt.Errorf("read data at %d: %w", off, err)
-		}
-		if _, err := w.Write(p); err != nil {
-			return err
-		}
-		off += k
-	}
-	return nil
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -66,7 +66,7 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 		return nil, fail(-1, 0, 0, ErrCorrupt, "file has %d bytes, the header needs %d", size, HeaderSize)
 	}
 	var hb [HeaderSize]byte
-	if err := readFull(r, hb[:], 0); err != nil {
+	if err := snapshot.ReadFullAt(r, hb[:], 0); err != nil {
 		return nil, fmt.Errorf("stb: read header: %w", err)
 	}
 	if string(hb[:4]) != Magic {
@@ -97,7 +97,7 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 	}
 
 	table := make([]byte, tableEnd-HeaderSize) // <= 65535*32 bytes, checked against size above
-	if err := readFull(r, table, HeaderSize); err != nil {
+	if err := snapshot.ReadFullAt(r, table, HeaderSize); err != nil {
 		return nil, fmt.Errorf("stb: read tensor table: %w", err)
 	}
 	s := &snapshot.Snapshot{}
@@ -224,16 +224,4 @@ func mulBytes(shape []int64, esize int64) (int64, error) {
 		return 0, errors.New("byte size overflows int64")
 	}
 	return int64(lo), nil
-}
-
-// readFull reads len(p) bytes at off.
-func readFull(r io.ReaderAt, p []byte, off int64) error {
-	n, err := r.ReadAt(p, off)
-	if n == len(p) {
-		return nil
-	}
-	if err == nil || errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	return err
 }

@@ -193,7 +193,7 @@ func (Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts
 	}
 	var buf []byte
 	for _, e := range outs {
-		if err := copyData(ctx, w, e.a.Data, e.size, &buf); err != nil {
+		if err := snapshot.CopyTo(ctx, w, e.a.Data, e.size, &buf); err != nil {
 			return fmt.Errorf("stb: array %q: %w", e.a.Name, err)
 		}
 	}
@@ -282,46 +282,6 @@ func prepareEntry(a *snapshot.Array, lossyOK bool, lossy, invalid func(string, .
 		return nil, lossy("array %q: shape %v: STB stores only the first 3 dims of rank %d, the file would read back as shape %v", a.Name, a.Shape, e.rank, back)
 	}
 	return e, nil
-}
-
-// copyChunk is how many bytes copyData moves between context checks.
-const copyChunk = 4 << 20
-
-// copyData writes the n bytes of src to w, checking ctx between chunks.
-// A memory-backed source is written without an intermediate copy.
-func copyData(ctx context.Context, w io.Writer, src snapshot.Source, n int64, buf *[]byte) error {
-	if n == 0 {
-		return nil
-	}
-	if b, ok := snapshot.BytesOf(src); ok && int64(len(b)) >= n {
-		for off := int64(0); off < n; off += copyChunk {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if _, err := w.Write(b[off:min(off+copyChunk, n)]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if len(*buf) == 0 {
-		*buf = make([]byte, copyChunk)
-	}
-	for off := int64(0); off < n; {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		k := min(int64(len(*buf)), n-off)
-		p := (*buf)[:k]
-		if err := readFull(src, p, off); err != nil {
-			return fmt.Errorf("read data at %d: %w", off, err)
-		}
-		if _, err := w.Write(p); err != nil {
-			return err
-		}
-		off += k
-	}
-	return nil
 }
 
 func sortedKeys(m map[string]string) []string {
