@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/ztensor"
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
@@ -117,24 +117,7 @@ type fixture struct {
 	reg  *prometheus.Registry
 	d    *Daemon
 	repo *gitops.Repo
-	logs *syncBuf
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs *testutil.SyncBuffer
 }
 
 func testConfig(dir string, k *testKeys) Config {
@@ -153,7 +136,7 @@ func (f *fixture) start(t testing.TB, mod func(*Config, *Deps)) {
 	}
 	f.reg = prometheus.NewRegistry()
 	if f.logs == nil {
-		f.logs = &syncBuf{}
+		f.logs = &testutil.SyncBuffer{}
 	}
 	cfg := testConfig(f.dir, f.keys)
 	deps := Deps{Registry: testRegistry(), Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Metrics: f.reg, Repo: f.repo}

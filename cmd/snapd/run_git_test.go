@@ -20,6 +20,7 @@ import (
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
 	"github.com/snapd-ml/snapd/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/pipeline"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
@@ -86,13 +87,13 @@ func requestTiny(t *testing.T, stateDir string, gen uint64) {
 type daemon struct {
 	cancel context.CancelFunc
 	done   chan int
-	stderr *lockedBuf
+	stderr *testutil.SyncBuffer
 }
 
 func startDaemon(t *testing.T, args ...string) *daemon {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &daemon{cancel: cancel, done: make(chan int, 1), stderr: &lockedBuf{}}
+	d := &daemon{cancel: cancel, done: make(chan int, 1), stderr: &testutil.SyncBuffer{}}
 	go func() { d.done <- run(ctx, append([]string{"run"}, args...), io.Discard, d.stderr) }()
 	t.Cleanup(func() { d.stop(t) })
 	return d
@@ -355,7 +356,7 @@ func TestRunGitKilledMidPush(t *testing.T) {
 	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%squeue: {policy: block}\nmetrics: {addr: \"off\"}\n", remote.URL, fastGit))
 	remote.SetMode(gittest.HangAck)
 
-	var childErr lockedBuf
+	var childErr testutil.SyncBuffer
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonChildProcess$")
 	cmd.Env = append(os.Environ(), "SNAPD_TEST_DAEMON_ARGS="+strings.Join([]string{"run", "--state-dir", state, "--config", cfg}, "\n"))
 	cmd.Stdout, cmd.Stderr = io.Discard, &childErr

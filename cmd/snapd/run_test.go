@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,27 +17,11 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/pipeline"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // publishAndRequest publishes a small safetensors generation and appends
 // its request, as a trainer does.
@@ -100,7 +83,7 @@ func TestRunZeroConfigWithRemote(t *testing.T) {
 	cfgPath := filepath.Join(dir, "snapd.yaml")
 	os.WriteFile(cfgPath, []byte(fmt.Sprintf("git: {remote: %s/repo.git}\n", srv.URL)), 0o644)
 
-	var stderr lockedBuf
+	var stderr testutil.SyncBuffer
 	e := newEnv(io.Discard, &stderr)
 	sigs := make(chan os.Signal, 1)
 	o := &runOptions{stateDir: state, config: cfgPath, metricsAddr: "127.0.0.1:0", signals: sigs,

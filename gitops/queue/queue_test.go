@@ -17,6 +17,7 @@ import (
 
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 // fakeClock advances virtual time by every wait; each wait also takes 1ms
@@ -77,36 +78,18 @@ func (p *producer) next() Job {
 	return Job{Branch: p.repo.Config().Branch, Gen: res.Gen, Commit: res.Commit.String(), Tag: res.Tag}
 }
 
-// logBuf is a concurrency-safe log sink.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type harness struct {
 	t     *testing.T
 	prod  *producer
 	srv   *gittest.HTTPRemote
 	clock *fakeClock
-	logs  *logBuf
+	logs  *testutil.SyncBuffer
 	qdir  string
 	pr    gitops.Pusher
 }
 
 func newHarness(t *testing.T, remote gitops.Remote) *harness {
-	h := &harness{t: t, prod: newProducer(t), srv: gittest.NewHTTPRemote(t), clock: newFakeClock(), logs: &logBuf{}, qdir: filepath.Join(t.TempDir(), "queue")}
+	h := &harness{t: t, prod: newProducer(t), srv: gittest.NewHTTPRemote(t), clock: newFakeClock(), logs: &testutil.SyncBuffer{}, qdir: filepath.Join(t.TempDir(), "queue")}
 	remote.URL = h.srv.URL
 	pr, err := gitops.NewPusher(h.prod.repo.Dir(), remote)
 	if err != nil {
