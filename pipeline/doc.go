@@ -171,6 +171,7 @@
 // # Status
 //
 // ReadStatus reads all of the above from the files, without locking or
-// modifying anything (the push queue is read directly, since queue.Open
-// sweeps temp files), so `snapd status` works with or without a daemon.
+// modifying anything (the push queue is opened with queue.Options.Shared,
+// which leaves the daemon's temp files alone), so `snapd status` works with
+// or without a daemon.
 package pipeline

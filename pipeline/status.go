@@ -1,16 +1,12 @@
 package pipeline
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/snapd-ml/snapd/gitops/queue"
-	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/wal"
 )
 
@@ -102,56 +98,16 @@ func ReadStatus(stateDir string) (*Status, error) {
 	return st, nil
 }
 
-// readQueueStatus computes queue.Status from the queue directory without
-// queue.Open, which sweeps temp files and could therefore remove a write
-// the running daemon has in progress. It follows queue.Status: a hold
-// means needs-attention; a job with failed attempts means retrying.
+// readQueueStatus reads the push queue's status without disturbing a
+// daemon that is running it (queue.Options.Shared: no temp-file sweep).
 func readQueueStatus(dir string) (*queue.Status, error) {
-	st := &queue.Status{State: queue.StateOK}
-	if b, err := os.ReadFile(filepath.Join(dir, "hold.json")); err == nil {
-		var h queue.Hold
-		if err := json.Unmarshal(b, &h); err != nil {
-			return nil, fmt.Errorf("queue %s: hold.json: %v", dir, err)
-		}
-		st.State, st.LastError, st.Hold = queue.StateNeedsAttention, h.Error, &h
-	}
-	branches, err := os.ReadDir(filepath.Join(dir, "jobs"))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	q, err := queue.Open(dir, queue.Options{Shared: true})
+	if err != nil {
 		return nil, err
 	}
-	for _, b := range branches {
-		if !b.IsDir() {
-			continue
-		}
-		jobs, err := os.ReadDir(filepath.Join(dir, "jobs", b.Name()))
-		if err != nil {
-			return nil, err
-		}
-		first := true
-		for _, e := range jobs {
-			if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
-				continue
-			}
-			data, err := os.ReadFile(filepath.Join(dir, "jobs", b.Name(), e.Name()))
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // pushed meanwhile
-			}
-			var j queue.Job
-			if err == nil {
-				err = json.Unmarshal(data, &j)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("queue job %s: %v", e.Name(), err)
-			}
-			st.Pending++
-			if st.Hold == nil && j.Attempts > 0 {
-				st.State, st.LastError = queue.StateRetrying, j.LastError
-			}
-			if first && !j.NextAttempt.IsZero() && (st.NextAttempt.IsZero() || j.NextAttempt.Before(st.NextAttempt)) {
-				st.NextAttempt = j.NextAttempt
-			}
-			first = false
-		}
+	st, err := q.Status()
+	if err != nil {
+		return nil, err
 	}
-	return st, nil
+	return &st, nil
 }

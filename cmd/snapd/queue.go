@@ -79,7 +79,7 @@ about clears that stop.`,
 }
 
 func openQueue(o *queueOptions) (*queue.Queue, error) {
-	q, err := queue.Open(o.dir, queue.Options{})
+	q, err := queue.Open(o.dir, queue.Options{Shared: true})
 	if err != nil {
 		return nil, ioError{err}
 	}

@@ -116,6 +116,11 @@ type Options struct {
 	// by itself once the credential is fixed (default 5m; negative: only
 	// Retry resumes). Other stops (diverged, rejected) wait for Retry.
 	AuthRecheck time.Duration
+	// Shared opens a queue that another process (the daemon) may be
+	// running: Open then leaves temp files alone instead of sweeping them,
+	// since one may be that process's write in progress. Operator tools
+	// (snapd queue, snapd status) set it.
+	Shared bool
 }
 
 // Queue is a durable push queue in one directory. Methods are safe for
@@ -178,6 +183,9 @@ func Open(dir string, opts Options) (*Queue, error) {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	q := &Queue{dir: dir, opts: opts, log: opts.Logger, kick: make(chan struct{}, 1)}
+	if opts.Shared {
+		return q, nil
+	}
 	if _, err := atomicfile.Sweep(dir); err != nil {
 		return nil, fmt.Errorf("queue: sweep %s: %w", dir, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/gittest"
 	"github.com/snapd-ml/snapd/internal/testutil"
 )
@@ -667,4 +668,34 @@ func TestQueueChild(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	q.Run(ctx) // killed by the parent long before the timeout
+}
+
+// TestSharedOpenKeepsTempFiles: an operator tool opening the queue of a
+// running daemon must not sweep the daemon's in-progress writes; the
+// owner's Open does sweep leftovers.
+func TestSharedOpenKeepsTempFiles(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, atomicfile.TempPrefix+"job-in-progress")
+	if err := os.WriteFile(tmp, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	q, err := Open(dir, Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); err != nil {
+		t.Fatalf("shared open removed a temp file: %v", err)
+	}
+	if st, err := q.Status(); err != nil || st.State != StateOK || st.Pending != 0 {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if _, err := Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatalf("owner's open kept a stale temp file: %v", err)
+	}
 }
