@@ -38,7 +38,10 @@ func newRootCommand(e *env) *cobra.Command {
 		Long: `snapd converts ML training checkpoints (safetensors, zTensor, FOLD, AERO, STB)
 into WTXT 1.1: a deterministic, ASCII-only snapshot with per-line parity,
 per-chunk CRC32C/SHA-256, per-array HMAC, a Merkle chain across generations
-and an Ed25519 signature. It verifies such snapshots with public keys only.
+and an Ed25519 signature. As a daemon (snapd run) it snapshots every
+generation a training job requests, writes DELTA v2 diffs and pushes them to
+Git; in CI it verifies snapshots and their history with public keys only.
+Start with: snapd demo
 
 Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		Version:       version,
