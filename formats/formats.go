@@ -30,6 +30,49 @@ var ErrLossy = errors.New("target format cannot represent this losslessly")
 type DecodeOptions struct {
 	// Name is used in error messages (usually the file path).
 	Name string
+	// MaxDecoded bounds the bytes one Decode call may decompress or
+	// materialise (copy out of the file into new memory); see Budget.
+	// 0 selects DefaultMaxDecoded(size); a negative value is invalid and
+	// treated as 0.
+	MaxDecoded int64
+	// Diagnostic, when set, receives what a reader noticed without it
+	// being an error (an ECC block corrected, parity inconsistent with
+	// intact data). Diagnostics are never stored in the snapshot, so
+	// X -> WTXT -> X stays a fixed point. nil drops them.
+	Diagnostic func(Diagnostic)
+}
+
+// Diagnostic is a reader's note about a file that decoded successfully.
+// Its text describes the file's structure, never its content.
+type Diagnostic struct {
+	// Where names the part of the file (chunk, tensor, TOC entry).
+	Where string
+	// Message says what was noticed.
+	Message string
+}
+
+func (d Diagnostic) String() string {
+	if d.Where == "" {
+		return d.Message
+	}
+	return d.Where + ": " + d.Message
+}
+
+// Report hands d to o.Diagnostic when it is set.
+func (o DecodeOptions) Report(where, format string, args ...any) {
+	if o.Diagnostic != nil {
+		o.Diagnostic(Diagnostic{Where: where, Message: fmt.Sprintf(format, args...)})
+	}
+}
+
+// Budget returns the decode budget of one Decode call on a file of size
+// bytes: opts.MaxDecoded, or DefaultMaxDecoded(size) when it is not set.
+func (o DecodeOptions) Budget(size int64) *Budget {
+	limit := o.MaxDecoded
+	if limit <= 0 {
+		limit = DefaultMaxDecoded(size)
+	}
+	return NewBudget(limit)
 }
 
 // EncodeOptions tune encoding.
@@ -117,7 +160,7 @@ func (r *Registry) Sniff(head []byte) (Codec, error) {
 			return c, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: magic bytes %q match no codec", ErrUnknownFormat, printable(head, 8))
+	return nil, fmt.Errorf("%w: the first %d bytes match no codec's magic (not a known format)", ErrUnknownFormat, len(head))
 }
 
 // Detect picks the codec for reading a file: by magic first, then by
@@ -135,11 +178,4 @@ func (r *Registry) Detect(path string, ra io.ReaderAt, size int64) (Codec, error
 		return c, nil
 	}
 	return r.ByExtension(path)
-}
-
-func printable(b []byte, n int) string {
-	if len(b) > n {
-		b = b[:n]
-	}
-	return string(b)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -110,7 +111,8 @@ func TestFlippedDigestDetected(t *testing.T) {
 			t.Fatalf("%s: digest %s not found", c.file, c.digest)
 		}
 		b[i+len(c.digest)-1] = swapHex(c.digest[len(c.digest)-1])
-		wantErr(t, b, ErrChecksum, `tensor "`+c.tensor+`"`, c.digest[:len(c.digest)-1])
+		// The error gives the computed value, never the manifest's text.
+		wantErr(t, b, ErrChecksum, `tensor "`+c.tensor+`"`, c.digest[len("crc32c:"):], "digest differs")
 	}
 	// Lower-case hex in the manifest is accepted (the reference parses hex
 	// case-insensitively).
@@ -504,5 +506,45 @@ func TestContextCancelled(t *testing.T) {
 	}
 	if err := (Codec{}).Encode(ctx, io.Discard, s, formats.EncodeOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("encode: %v", err)
+	}
+}
+
+// TestDecompressionBombs: issue 11 item 5. A ~100 KB file whose zstd
+// component inflates to 3 GiB is refused by the per-file decode budget
+// (formats.Budget) before its output buffer is allocated, whether the
+// frame declares its size or not; the error wraps formats.ErrLimit.
+func TestDecompressionBombs(t *testing.T) {
+	const huge = 3 << 30
+	for _, declare := range []bool{false, true} {
+		bomb := testutil.ZstdBomb(huge, 0, declare)
+		f := oneTensor(bomb, []uint64{huge}, "zstd")
+		if len(f) > 128<<10 {
+			t.Fatalf("bomb file is %d bytes", len(f))
+		}
+		_, err := decodeBytes(f)
+		if !errors.Is(err, ErrLimit) || !errors.Is(err, formats.ErrLimit) {
+			t.Fatalf("declare=%v: %v, want ErrLimit", declare, err)
+		}
+		if !strings.Contains(err.Error(), "decode budget") || !strings.Contains(err.Error(), `tensor "t"`) {
+			t.Errorf("declare=%v: error %q does not name the budget and the tensor", declare, err)
+		}
+	}
+	// A shape that allows the bytes (extension format: no declared size)
+	// still cannot decode past the budget; the budget is per file, set by
+	// DecodeOptions.MaxDecoded.
+	blobs := make([]byte, 64)
+	copy(blobs, Magic)
+	bomb := testutil.ZstdBomb(64<<20, 7, false)
+	blobs = append(blobs, bomb...)
+	m := &manifest{Version: "1.0", Generator: "test", Attributes: map[string]string{}, Tensors: map[string]*tensorEntry{
+		"x": {DType: "uint8", Shape: []uint64{4}, Format: "x-custom", Components: map[string]componentEntry{
+			"blob": {Offset: 64, Length: uint64(len(bomb)), Encoding: "zstd"}}}}}
+	f := assemble(blobs, m.marshal())
+	_, err := Codec{}.Decode(context.Background(), snapshot.Bytes(f), int64(len(f)), formats.DecodeOptions{MaxDecoded: 1 << 20})
+	if !errors.Is(err, formats.ErrLimit) {
+		t.Fatalf("extension component: %v, want ErrLimit", err)
+	}
+	if _, err := (Codec{}).Decode(context.Background(), snapshot.Bytes(f), int64(len(f)), formats.DecodeOptions{MaxDecoded: 65 << 20}); err != nil {
+		t.Fatalf("the same file within a 65 MiB budget: %v", err)
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -30,7 +29,7 @@ type decoder struct {
 	r      io.ReaderAt
 	size   int64
 	file   string
-	budget int64 // remaining decompression budget in bytes
+	budget *formats.Budget // decompressed bytes of this file
 	crcTab *crc32.Table
 }
 
@@ -69,7 +68,10 @@ func (d *decoder) fail(sentinel error, tensor, comp string, off int64, format st
 // zstd component before returning. Raw component data is a
 // snapshot.Section of r (no copy when r is memory-backed).
 func (c Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats.DecodeOptions) (*snapshot.Snapshot, error) {
-	d := &decoder{ctx: ctx, r: r, size: size, file: opts.Name, budget: c.maxDecompressed(), crcTab: crc32.MakeTable(crc32.Castagnoli)}
+	if opts.MaxDecoded <= 0 && c.MaxDecompressed > 0 {
+		opts.MaxDecoded = c.MaxDecompressed
+	}
+	d := &decoder{ctx: ctx, r: r, size: size, file: opts.Name, budget: opts.Budget(size), crcTab: crc32.MakeTable(crc32.Castagnoli)}
 	mOff, mBytes, err := d.readLayout(c.maxManifest())
 	if err != nil {
 		return nil, err
@@ -154,7 +156,7 @@ func (d *decoder) readLayout(maxManifest int64) (int64, []byte, error) {
 	case magicV2:
 		return 0, nil, d.fail(ErrUnsupportedVersion, "", "", 0, "magic 89 5A 54 32 0D 0A 1A 0A is zTensor v2; this codec reads v1.0 only")
 	default:
-		return 0, nil, d.fail(ErrNotZTensor, "", "", 0, "magic %q is not %q", head[:], Magic)
+		return 0, nil, d.fail(ErrNotZTensor, "", "", 0, "the first 8 bytes are not the zTensor magic %q", Magic)
 	}
 	if d.size < 16 {
 		return 0, nil, d.fail(ErrCorrupt, "", "", 0, "file is %d bytes; a v1.0 file holds at least the magic and the 8-byte manifest size (16 bytes)", d.size)
@@ -340,13 +342,13 @@ func (d *decoder) materialize(t *tensorInfo) ([]*snapshot.Array, error) {
 		case digestCRC32C:
 			if got := binary.BigEndian.Uint32(storedHash.Sum(nil)); got != ci.crcWant {
 				return nil, d.fail(ErrChecksum, t.name, ci.role, off,
-					"crc32c of %d stored bytes is 0x%08X, manifest says %s", n, got, ci.entry.Digest)
+					"crc32c of %d stored bytes is 0x%08X, the manifest's digest differs", n, got)
 			}
 		case digestSHA256:
 			storedOK = bytes.Equal(storedHash.Sum(nil), ci.shaWant)
 			if !storedOK && ci.entry.Encoding == "" {
 				return nil, d.fail(ErrChecksum, t.name, ci.role, off,
-					"sha256 of %d stored bytes is %x, manifest says %s", n, storedHash.Sum(nil), ci.entry.Digest)
+					"sha256 of %d stored bytes is %x, the manifest's digest differs", n, storedHash.Sum(nil))
 			}
 		}
 		if ci.entry.Encoding == "" {
@@ -354,13 +356,13 @@ func (d *decoder) materialize(t *tensorInfo) ([]*snapshot.Array, error) {
 			continue
 		}
 		bound, exact := d.decodedBound(t, ci.role)
-		buf, err := d.decompress(t, ci, stored, bound)
+		buf, err := d.decompress(t, ci, stored, bound, exact)
 		if err != nil {
 			if !storedOK && d.ctx.Err() == nil {
 				// The stored bytes already failed the digest; report that.
 				return nil, d.fail(ErrChecksum, t.name, ci.role, off,
-					"sha256 of %d stored bytes is %x, manifest says %s, and the data does not decompress: %v",
-					n, storedHash.Sum(nil), ci.entry.Digest, err)
+					"sha256 of %d stored bytes is %x, the manifest's digest differs, and the data does not decompress: %v",
+					n, storedHash.Sum(nil), err)
 			}
 			return nil, err
 		}
@@ -371,8 +373,8 @@ func (d *decoder) materialize(t *tensorInfo) ([]*snapshot.Array, error) {
 		if !storedOK {
 			if sum := sha256.Sum256(buf); !bytes.Equal(sum[:], ci.shaWant) {
 				return nil, d.fail(ErrChecksum, t.name, ci.role, off,
-					"sha256 matches neither the %d stored bytes (%x) nor the %d decoded bytes (%x); manifest says %s",
-					n, storedHash.Sum(nil), len(buf), sum, ci.entry.Digest)
+					"the manifest's sha256 matches neither the %d stored bytes (%x) nor the %d decoded bytes (%x)",
+					n, storedHash.Sum(nil), len(buf), sum)
 			}
 		}
 		ci.data = snapshot.Bytes(buf)
@@ -491,47 +493,24 @@ func (d *decoder) decodedBound(t *tensorInfo, role string) (int64, bool) {
 	return math.MaxInt64, false
 }
 
-// decompress decodes the zstd frames of a component, never producing more
-// than limit = min(bound, remaining budget) bytes and never accepting a
-// frame window (history buffer) larger than max(8 MiB, min(limit, 128 MiB)).
-func (d *decoder) decompress(t *tensorInfo, ci *compInfo, stored snapshot.Source, bound int64) ([]byte, error) {
+// decompress decodes the zstd frames of a component through the file's
+// decode budget (formats.Budget.DecompressZstd): at most bound bytes
+// (exactly bound when exact), charged before the buffer is allocated.
+func (d *decoder) decompress(t *tensorInfo, ci *compInfo, stored snapshot.Source, bound int64, exact bool) ([]byte, error) {
 	off := int64(ci.entry.Offset)
-	limit := min(bound, d.budget)
-	window := uint64(min(max(limit, minZstdWindow), maxZstdWindow))
-	dec, err := zstd.NewReader(nil,
-		zstd.WithDecoderConcurrency(1),
-		zstd.WithDecoderLowmem(true),
-		zstd.WithDecoderMaxWindow(window),
-		zstd.WithDecoderMaxMemory(window))
-	if err != nil {
-		return nil, d.fail(err, t.name, ci.role, off, "zstd decoder")
-	}
-	defer dec.Close()
-	if err := dec.Reset(io.NewSectionReader(stored, 0, stored.Size())); err != nil {
-		return nil, d.fail(ErrCorrupt, t.name, ci.role, off, "zstd: %v", err)
-	}
-	var buf bytes.Buffer
-	_, err = buf.ReadFrom(&ctxReader{ctx: d.ctx, r: io.LimitReader(dec, satAdd(limit, 1))})
+	what := fmt.Sprintf("tensor %q component %q (shape %v, dtype %s)", t.name, ci.role, t.ushape, t.dname)
+	buf, err := d.budget.DecompressZstd(d.ctx, io.NewSectionReader(stored, 0, stored.Size()), bound, exact, what)
 	if err != nil {
 		if ctxErr := d.ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
 		sentinel := ErrCorrupt
-		if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		if errors.Is(err, formats.ErrLimit) {
 			sentinel = ErrLimit
 		}
 		return nil, d.fail(sentinel, t.name, ci.role, off, "zstd data (%d bytes): %v", stored.Size(), err)
 	}
-	if int64(buf.Len()) > limit {
-		if limit == bound {
-			return nil, d.fail(ErrCorrupt, t.name, ci.role, off,
-				"zstd data decompresses to more than the %d bytes shape %v and dtype %s allow", bound, t.ushape, t.dname)
-		}
-		return nil, d.fail(ErrLimit, t.name, ci.role, off,
-			"zstd data decompresses to more than the remaining decompression budget of %d bytes", d.budget)
-	}
-	d.budget -= int64(buf.Len())
-	return buf.Bytes(), nil
+	return buf, nil
 }
 
 // hashSource feeds all bytes of s to h.

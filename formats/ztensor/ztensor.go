@@ -37,17 +37,6 @@ const (
 	// DefaultMaxManifestSize bounds the CBOR manifest a decoder reads into
 	// memory.
 	DefaultMaxManifestSize = 64 << 20
-	// DefaultMaxDecompressed bounds the total number of bytes all zstd
-	// components of one file may decompress to.
-	DefaultMaxDecompressed = 16 << 30
-	// minZstdWindow is the largest zstd window (history buffer, allocated
-	// in full by the decoder) a frame may declare whatever the component's
-	// size bound; frames written by zstd at levels up to 19 fit. Above it
-	// the window may be as large as the component's size bound, up to
-	// maxZstdWindow (windowLog 27, the largest any non-long-mode zstd level
-	// uses).
-	minZstdWindow = 8 << 20
-	maxZstdWindow = 128 << 20
 )
 
 // Sentinel errors. Every error returned by Decode wraps exactly one of
@@ -55,18 +44,18 @@ const (
 // ErrInvalidSnapshot, formats.ErrLossy or the writer's error.
 var (
 	// ErrNotZTensor: the file does not start with a zTensor magic.
-	ErrNotZTensor = errors.New("not a zTensor file")
+	ErrNotZTensor = formats.Kind("not a zTensor file", formats.ErrCorrupt)
 	// ErrUnsupportedVersion: a zTensor file of a version other than 1.x
 	// with the v1.0 layout (v0.1, 1.1+, v2, or a manifest version whose
 	// major is not 1).
-	ErrUnsupportedVersion = errors.New("unsupported zTensor version")
+	ErrUnsupportedVersion = formats.Kind("unsupported zTensor version", formats.ErrUnsupported)
 	// ErrCorrupt: the file violates the v1.0 layout or manifest schema.
-	ErrCorrupt = errors.New("malformed zTensor file")
+	ErrCorrupt = formats.Kind("malformed zTensor file", formats.ErrCorrupt)
 	// ErrChecksum: a component's digest does not match its bytes.
-	ErrChecksum = errors.New("digest mismatch")
+	ErrChecksum = formats.Kind("digest mismatch", formats.ErrChecksum)
 	// ErrLimit: a documented limit (manifest size, decompressed size,
 	// zstd window) was exceeded.
-	ErrLimit = errors.New("limit exceeded")
+	ErrLimit = formats.Kind("limit exceeded", formats.ErrLimit)
 	// ErrInvalidSnapshot: Encode was given a snapshot whose ztensor.*
 	// attributes are inconsistent or whose data does not match its shape.
 	ErrInvalidSnapshot = errors.New("invalid snapshot for zTensor")
@@ -118,7 +107,8 @@ type Codec struct {
 	// (0 = DefaultMaxManifestSize).
 	MaxManifestSize int64
 	// MaxDecompressed bounds the total bytes the zstd components of one
-	// file may decompress to (0 = DefaultMaxDecompressed).
+	// file may decompress to when DecodeOptions.MaxDecoded is not set
+	// (0 = formats.DefaultMaxDecoded of the file size).
 	MaxDecompressed int64
 }
 
@@ -144,12 +134,6 @@ func (c Codec) maxManifest() int64 {
 	return DefaultMaxManifestSize
 }
 
-func (c Codec) maxDecompressed() int64 {
-	if c.MaxDecompressed > 0 {
-		return c.MaxDecompressed
-	}
-	return DefaultMaxDecompressed
-}
 
 // dtypes maps zTensor dtype names to snapshot dtypes; every zTensor dtype
 // has a counterpart and vice versa.
