@@ -15,8 +15,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/fold/rs"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -131,7 +129,7 @@ var derivedKeys = []string{"offset", "header_len", "comp_len", "uncomp_len", "cr
 // Decode implements formats.Codec. See doc.go for the checks and the
 // snapshot it produces.
 func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats.DecodeOptions) (*snapshot.Snapshot, error) {
-	d := &decoder{r: r, size: size, file: opts.Name}
+	d := &decoder{ctx: ctx, r: r, size: size, file: opts.Name, opts: opts, budget: opts.Budget(size)}
 	if b, ok := snapshot.BytesOf(r); ok && int64(len(b)) >= size {
 		d.mem = b[:size]
 	}
@@ -146,10 +144,13 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 }
 
 type decoder struct {
-	r    io.ReaderAt
-	mem  []byte
-	size int64
-	file string
+	ctx    context.Context
+	r      io.ReaderAt
+	mem    []byte
+	size   int64
+	file   string
+	opts   formats.DecodeOptions
+	budget *formats.Budget
 }
 
 // read returns n bytes at off; the caller has checked off+n <= size. With
@@ -211,12 +212,12 @@ func checkHash(s string, digest []byte, what string) (hashForm, error) {
 	form, h := parseHashString(s)
 	switch form {
 	case formBad:
-		return form, errorf(ErrFormat, "%s: malformed sha256 string %q", what, s)
+		return form, errorf(ErrFormat, "%s: malformed sha256 string (%d bytes; want 64 hex digits, sha256:<hex> or hmac-sha256:<hex>)", what, len(s))
 	case formHMAC:
 		return form, nil
 	}
 	if h != hex.EncodeToString(digest) {
-		return form, errorf(ErrChecksum, "%s: sha256 %s, index says %s", what, hex.EncodeToString(digest), s)
+		return form, errorf(ErrChecksum, "%s: sha256 of the bytes is %s, the index's value differs", what, hex.EncodeToString(digest))
 	}
 	return form, nil
 }
@@ -232,7 +233,7 @@ func parseECCAlgo(s string) (int, error) {
 			return n, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown ecc_algo %q", s)
+	return 0, fmt.Errorf("unknown ecc_algo (%d bytes; want none or rs(N), 1 <= N < %d)", len(s), rs.MaxCodeword)
 }
 
 // eccLen is the ECC length for a payload of n bytes: nsym per block of
@@ -251,7 +252,7 @@ func (d *decoder) decode(ctx context.Context) (*snapshot.Snapshot, error) {
 		return nil, err
 	}
 	if string(hdr[:8]) != Magic {
-		return nil, errorf(ErrFormat, "offset 0: magic %q, want %q", hdr[:8], Magic)
+		return nil, errorf(ErrFormat, "offset 0: the first 8 bytes are not the FOLD magic %q", Magic)
 	}
 	if hl := binary.BigEndian.Uint32(hdr[8:]); hl != HeaderLen {
 		return nil, errorf(ErrFormat, "offset 8: header_len %d, want %d", hl, HeaderLen)
@@ -280,7 +281,7 @@ func (d *decoder) decode(ctx context.Context) (*snapshot.Snapshot, error) {
 	}
 	if f := root.get("format"); f != nil {
 		if s, _ := f.asString(); s != "fold" {
-			return nil, errorf(ErrFormat, "index format is %s, want \"fold\"", indexJSON(f))
+			return nil, errorf(ErrFormat, "index format is not \"fold\"")
 		}
 	}
 	meta := root.get("metadata")
@@ -347,14 +348,20 @@ func (d *decoder) decode(ctx context.Context) (*snapshot.Snapshot, error) {
 		if e := c.get("encrypted"); e != nil && e.kind == jBool && e.b {
 			return nil, errorf(ErrUnsupported, "chunk %q is encrypted (AES-256-GCM); no key support", di.name)
 		}
+		if di.dup, err = parseDup(c, di.name); err != nil {
+			return nil, err
+		}
 		descs[i] = di
 		lastByName[di.name] = i
+	}
+
+	if err := checkLayout(descs, indexOff, indexLen); err != nil {
+		return nil, err
 	}
 
 	s := &snapshot.Snapshot{Attrs: map[string]string{}}
 	nm := &namer{used: map[string]bool{}, next: map[string]int{}}
 	var recs []chunkRec
-	eccStatus := map[string]string{}
 	for i, di := range descs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -364,7 +371,7 @@ func (d *decoder) decode(ctx context.Context) (*snapshot.Snapshot, error) {
 			return nil, err
 		}
 		if c.eccNote != "" {
-			eccStatus[di.name] = c.eccNote
+			d.opts.Report(c.where, "ecc: %s", c.eccNote)
 		}
 		f, _ := parseHashString(di.sha)
 		forms[f] = true
@@ -387,19 +394,25 @@ func (d *decoder) decode(ctx context.Context) (*snapshot.Snapshot, error) {
 		switch ctype {
 		case CTypeNPZ:
 			kind = "npz"
-			tensors, err = parseNPZ(payload)
+			tensors, err = parseNPZ(payload, d.budget)
 		case CTypeSTEN:
 			kind = "sten"
 			tensors, err = parseSTEN(payload)
 		case CTypeTSAV:
 			kind = "tsav"
-			tensors, note, err = parseTSAV(payload)
+			tensors, note, err = parseTSAV(payload, d.budget)
 		}
 		if err != nil {
+			if errors.Is(err, formats.ErrLimit) {
+				return nil, fmt.Errorf("%w: %s (%s): %w", ErrLimit, where, ctype, err)
+			}
 			return nil, fmt.Errorf("%w: %s (%s): %w", ErrFormat, where, ctype, err)
 		}
-		rec, arrays, err := assemble(payload, tensors, di.name, kind, nm)
+		rec, arrays, err := assemble(payload, tensors, di.name, kind, nm, d.budget)
 		if err != nil {
+			if errors.Is(err, formats.ErrLimit) {
+				return nil, fmt.Errorf("%w: %s: %w", ErrLimit, where, err)
+			}
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		// Descriptor with derived fields zeroed.
@@ -449,10 +462,6 @@ func (d *decoder) decode(ctx context.Context) (*snapshot.Snapshot, error) {
 	default:
 		s.Attrs[AttrHashForm] = "hex"
 	}
-	if len(eccStatus) > 0 {
-		b, _ := json.Marshal(eccStatus)
-		s.Attrs[AttrECCStatus] = string(b)
-	}
 	return s, nil
 }
 
@@ -463,6 +472,83 @@ type descInfo struct {
 	offset uint64
 	sha    string
 	algo   string
+	dup    dupFields
+	// end is where the next chunk or the index starts (0: none follows);
+	// the chunk's bytes must end there at the latest.
+	end uint64
+}
+
+// dupFields are the chunk header's fields that the index descriptor
+// repeats; each is checked against the header when the descriptor has it.
+type dupFields struct {
+	ctype                                    *string
+	flags, headerLen, comp, uncomp, crc, ecc *uint64
+}
+
+// parseDup reads the descriptor's copies of header fields.
+func parseDup(c *jvalue, name string) (dupFields, error) {
+	var f dupFields
+	if v := c.get("ctype"); v != nil {
+		s, ok := v.asString()
+		if !ok {
+			return f, errorf(ErrFormat, "index chunk %q: ctype is not a string", name)
+		}
+		f.ctype = &s
+	}
+	for _, k := range []struct {
+		key string
+		dst **uint64
+	}{{"flags", &f.flags}, {"header_len", &f.headerLen}, {"comp_len", &f.comp}, {"uncomp_len", &f.uncomp}, {"crc32c", &f.crc}, {"ecc_len", &f.ecc}} {
+		v := c.get(k.key)
+		if v == nil {
+			continue
+		}
+		n, ok := v.asInt64()
+		if !ok || n < 0 {
+			return f, errorf(ErrFormat, "index chunk %q: %s is not a non-negative integer", name, k.key)
+		}
+		u := uint64(n)
+		*k.dst = &u
+	}
+	return f, nil
+}
+
+// checkLayout refuses an index whose chunks overlap the header, the index
+// or each other: every chunk must own its bytes, as the writers lay them
+// out. Only the 32-byte headers are known here; payload extents are
+// checked against the next chunk once the headers are read (readChunk).
+func checkLayout(descs []descInfo, indexOff, indexLen uint64) error {
+	type span struct {
+		off  uint64
+		name string
+		i    int
+	}
+	spans := make([]span, len(descs))
+	for i, di := range descs {
+		if di.offset < HeaderLen {
+			return errorf(ErrFormat, "index chunk %q (index %d): offset %d is inside the %d-byte file header", di.name, i, di.offset, HeaderLen)
+		}
+		if di.offset < indexOff+indexLen && indexOff < di.offset+ChunkHeaderLen {
+			return errorf(ErrFormat, "index chunk %q (index %d): offset %d overlaps the index at [%d, %d)", di.name, i, di.offset, indexOff, indexOff+indexLen)
+		}
+		spans[i] = span{di.offset, di.name, i}
+	}
+	sort.Slice(spans, func(a, b int) bool { return spans[a].off < spans[b].off })
+	for k := range spans {
+		if k > 0 && spans[k].off-spans[k-1].off < ChunkHeaderLen {
+			return errorf(ErrFormat, "index chunks %q (index %d) and %q (index %d): offsets %d and %d overlap",
+				spans[k-1].name, spans[k-1].i, spans[k].name, spans[k].i, spans[k-1].off, spans[k].off)
+		}
+		end := uint64(0)
+		if k+1 < len(spans) {
+			end = spans[k+1].off
+		}
+		if indexOff > spans[k].off && (end == 0 || indexOff < end) {
+			end = indexOff
+		}
+		descs[spans[k].i].end = end
+	}
+	return nil
 }
 
 // chunkData is one chunk after the integrity checks and decompression.
@@ -489,9 +575,9 @@ func (d *decoder) readChunk(i int, di descInfo) (chunkData, error) {
 		return c, fmt.Errorf("%s: %w", where, err)
 	}
 	ctype := string(ch[:4])
-	for _, b := range ch[:4] {
+	for k, b := range ch[:4] {
 		if b >= 0x80 {
-			return c, errorf(ErrFormat, "%s: ctype %q is not ASCII", where, ch[:4])
+			return c, errorf(ErrFormat, "%s: ctype byte %d of the chunk header is not ASCII", where, k)
 		}
 	}
 	flags := binary.BigEndian.Uint32(ch[4:])
@@ -499,6 +585,27 @@ func (d *decoder) readChunk(i int, di descInfo) (chunkData, error) {
 	compLen := binary.BigEndian.Uint64(ch[16:])
 	crc := binary.BigEndian.Uint32(ch[24:])
 	eccN := uint64(binary.BigEndian.Uint32(ch[28:]))
+	// The chunk header is covered by no hash: every field the index
+	// repeats must agree with it, or one flipped bit could change how the
+	// chunk is read (its type, its compression, its length).
+	if di.dup.ctype != nil && *di.dup.ctype != ctype {
+		return c, errorf(ErrFormat, "%s: chunk header ctype (header byte 0) disagrees with the index's ctype", where)
+	}
+	for _, f := range []struct {
+		n   string
+		at  int
+		hdr uint64
+		idx *uint64
+	}{{"flags", 4, uint64(flags), di.dup.flags}, {"header_len", -1, ChunkHeaderLen, di.dup.headerLen},
+		{"uncomp_len", 8, uncompLen, di.dup.uncomp}, {"comp_len", 16, compLen, di.dup.comp},
+		{"crc32c", 24, uint64(crc), di.dup.crc}, {"ecc_len", 28, eccN, di.dup.ecc}} {
+		if f.idx != nil && *f.idx != f.hdr {
+			if f.at < 0 {
+				return c, errorf(ErrFormat, "%s: index header_len %d, chunk headers are %d bytes", where, *f.idx, ChunkHeaderLen)
+			}
+			return c, errorf(ErrFormat, "%s: chunk header %s %d (header byte %d) disagrees with the index's %d", where, f.n, f.hdr, f.at, *f.idx)
+		}
+	}
 	for _, f := range []struct {
 		n  string
 		v  uint64
@@ -511,6 +618,9 @@ func (d *decoder) readChunk(i int, di descInfo) (chunkData, error) {
 	dataOff := di.offset + ChunkHeaderLen
 	if !d.inFile(dataOff, compLen+eccN) {
 		return c, errorf(ErrTruncated, "%s: payload at %d + comp_len %d + ecc_len %d exceeds file size %d", where, dataOff, compLen, eccN, d.size)
+	}
+	if di.end > 0 && dataOff+compLen+eccN > di.end {
+		return c, errorf(ErrFormat, "%s: payload at %d + comp_len %d + ecc_len %d runs into the next chunk or the index at %d", where, dataOff, compLen, eccN, di.end)
 	}
 	stored, err := d.read(int64(dataOff), int64(compLen))
 	if err != nil {
@@ -546,6 +656,9 @@ func (d *decoder) readChunk(i int, di descInfo) (chunkData, error) {
 		if err != nil {
 			return c, fmt.Errorf("%s: %w", where, err)
 		}
+		if err := d.budget.Take(int64(compLen), where+": ECC-corrected copy"); err != nil {
+			return c, fmt.Errorf("%w: %w", ErrLimit, err)
+		}
 		fixed, n, err := eccCorrect(stored, ecc, nsym)
 		if err != nil {
 			return c, fmt.Errorf("%w: %s: crc32c/sha256 mismatch and ECC %s cannot correct it: %w", ErrChecksum, where, di.algo, err)
@@ -568,9 +681,15 @@ func (d *decoder) readChunk(i int, di descInfo) (chunkData, error) {
 	// Payload.
 	var payload []byte
 	if flags == 1 {
-		payload, err = decompress(stored, uncompLen)
+		payload, err = d.budget.DecompressZstd(d.ctx, bytes.NewReader(stored), int64(uncompLen), true, where+" (uncomp_len)")
 		if err != nil {
-			return c, fmt.Errorf("%w: %s: zstd: %w", ErrFormat, where, err)
+			if cerr := d.ctx.Err(); cerr != nil {
+				return c, cerr
+			}
+			if errors.Is(err, formats.ErrLimit) {
+				return c, fmt.Errorf("%w: %w", ErrLimit, err)
+			}
+			return c, fmt.Errorf("%w: %w", ErrFormat, err)
 		}
 	} else {
 		if uncompLen != compLen {
@@ -626,37 +745,9 @@ func eccCorrect(data, ecc []byte, nsym int) ([]byte, int, error) {
 	return out, total, nil
 }
 
-// decompress inflates one or more zstd frames, refusing output beyond
-// want bytes; the buffer grows with the real output, so a small file
-// cannot make it allocate want bytes up front.
-func decompress(src []byte, want uint64) ([]byte, error) {
-	dec, err := zstd.NewReader(bytes.NewReader(src),
-		zstd.WithDecoderConcurrency(1),
-		zstd.WithDecoderMaxMemory(max(want, 1<<10)),
-		zstd.WithDecoderMaxWindow(MaxZstdWindow),
-		zstd.WithDecoderLowmem(true))
-	if err != nil {
-		return nil, err
-	}
-	defer dec.Close()
-	initial := min(want, uint64(len(src))*8+4096)
-	buf := bytes.NewBuffer(make([]byte, 0, initial))
-	n, err := io.Copy(buf, io.LimitReader(dec, int64(want)+1))
-	if err != nil {
-		return nil, err
-	}
-	if uint64(n) != want {
-		if uint64(n) > want {
-			return nil, fmt.Errorf("decompresses to more than uncomp_len %d", want)
-		}
-		return nil, fmt.Errorf("decompressed %d bytes, uncomp_len says %d", n, want)
-	}
-	return buf.Bytes(), nil
-}
-
 // assemble turns a payload and the tensors found in it into arrays and
 // the chunk record: spliced tensor ranges are cut out of the payload array.
-func assemble(payload []byte, tensors []tensorOut, chunk, kind string, nm *namer) (chunkRec, []*snapshot.Array, error) {
+func assemble(payload []byte, tensors []tensorOut, chunk, kind string, nm *namer, budget *formats.Budget) (chunkRec, []*snapshot.Array, error) {
 	rec := chunkRec{Kind: kind}
 	// Order splices by offset; overlapping ranges become copies.
 	idx := make([]int, len(tensors))
@@ -681,6 +772,9 @@ func assemble(payload []byte, tensors []tensorOut, chunk, kind string, nm *namer
 	skel := payload
 	cut := int64(0)
 	if end > 0 {
+		if err := budget.Take(int64(len(payload)), fmt.Sprintf("chunk %q: payload without its tensors", chunk)); err != nil {
+			return rec, nil, err
+		}
 		skel = make([]byte, 0, len(payload))
 		var pos int64
 		for _, i := range idx {

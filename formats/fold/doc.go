@@ -54,6 +54,18 @@
 //     bytes inside the file, all checked before anything is allocated.
 //     ctype, flags, lengths and crc come from the chunk header; name,
 //     offset, sha256 and ecc_algo from the index (as the references do).
+//     The header is covered by no hash, so every field the index repeats
+//     (ctype, flags, header_len, comp_len, uncomp_len, crc32c, ecc_len)
+//     must equal the header's (ErrFormat otherwise: one flipped header bit
+//     must not change how a chunk is read). Chunks must not overlap the
+//     file header, the index or each other, and a chunk's stored+ECC bytes
+//     must end before the next chunk (or the index) starts.
+//   - one decode budget per file (formats.Budget, DecodeOptions.MaxDecoded;
+//     default formats.DefaultMaxDecoded of the file size): zstd output,
+//     inflated zip members, ECC-corrected copies, byte-swapped, transposed
+//     and gathered (strided-view) tensors and payload skeletons are charged
+//     before they are allocated; ErrLimit (wrapping formats.ErrLimit) when
+//     it is exhausted.
 //   - integrity, in this order: crc32c and the index sha256 of the stored
 //     bytes. Only when one of them fails and the chunk has usable rs(N)
 //     ECC is the payload corrected block by block (syndromes,
@@ -63,8 +75,9 @@
 //     reads the seed-era files whose multi-block ECC bytes are not parity
 //     (ecc_rs32_spec_era.mind) and can never "correct" intact data with
 //     bad ECC. When the data is intact the ECC is still compared with the
-//     data and any inconsistent block is reported in the fold.ecc_status
-//     attribute, as are corrections.
+//     data and any inconsistent block is reported as a diagnostic
+//     (DecodeOptions.Diagnostic), as are corrections; diagnostics are never
+//     stored in the snapshot, so X -> WTXT -> X -> WTXT is a fixed point.
 //   - metadata.chunk_hashes[name] (when present) is checked against the
 //     last chunk of that name (the writer keeps the last); manifest_hash
 //     (when present) is recomputed. Mismatches are errors (ErrChecksum),
@@ -131,8 +144,6 @@
 //	                sig}: tensors decoded from bytes the payload keeps),
 //	                note
 //	fold.hash_form  "hex" or "sha256" (the string form Encode writes)
-//	fold.ecc_status JSON {chunk: report}, only when ECC corrected something
-//	                or disagrees with intact data (informational)
 //
 // # What Encode writes
 //

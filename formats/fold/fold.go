@@ -2,7 +2,6 @@ package fold
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"hash/crc32"
 
@@ -51,10 +50,9 @@ const (
 // Snapshot attribute keys (Snapshot.Attrs) written by Decode and read by
 // Encode. Their values are documented in doc.go.
 const (
-	AttrIndex     = "fold.index"
-	AttrChunks    = "fold.chunks"
-	AttrHashForm  = "fold.hash_form"
-	AttrECCStatus = "fold.ecc_status"
+	AttrIndex    = "fold.index"
+	AttrChunks   = "fold.chunks"
+	AttrHashForm = "fold.hash_form"
 	// AttrName (Array.Attrs) holds a tensor's original name when it had to
 	// be sanitized for WTXT.
 	AttrName = "fold.name"
@@ -72,17 +70,20 @@ const (
 var (
 	// ErrFormat: the bytes are not a well-formed FOLD file (magic, header,
 	// index JSON, chunk header, bounds, limits, embedded container).
-	ErrFormat = errors.New("fold: malformed file")
+	ErrFormat = formats.Kind("fold: malformed file", formats.ErrCorrupt)
 	// ErrTruncated: a declared range runs past the end of the file.
-	ErrTruncated = errors.New("fold: truncated file")
-	// ErrLimit: a declared size exceeds a security limit.
-	ErrLimit = errors.New("fold: size limit exceeded")
+	ErrTruncated = formats.Kind("fold: truncated file", formats.ErrTruncated)
+	// ErrLimit: a declared size exceeds a security limit or the file's
+	// decode budget (formats.Budget: decompressed chunks, inflated zip
+	// members, gathered views and other copies, all charged before they are
+	// allocated).
+	ErrLimit = formats.Kind("fold: size limit exceeded", formats.ErrLimit)
 	// ErrChecksum: crc32c, sha256, chunk_hashes or manifest_hash mismatch
 	// that ECC could not repair.
-	ErrChecksum = errors.New("fold: integrity check failed")
+	ErrChecksum = formats.Kind("fold: integrity check failed", formats.ErrChecksum)
 	// ErrUnsupported: a valid file uses something this package cannot read
 	// (encrypted chunks).
-	ErrUnsupported = errors.New("fold: unsupported feature")
+	ErrUnsupported = formats.Kind("fold: unsupported feature", formats.ErrUnsupported)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

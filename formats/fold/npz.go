@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -30,7 +31,7 @@ func openZip(payload []byte) (*zip.Reader, error) {
 // member it returns the slice of payload and its offset (zero-copy);
 // DEFLATED members are inflated with the declared size as cap and their
 // CRC-32 checked. Other methods return ok=false.
-func memberBytes(payload []byte, f *zip.File) (data []byte, off int64, stored, ok bool, err error) {
+func memberBytes(payload []byte, f *zip.File, budget *formats.Budget) (data []byte, off int64, stored, ok bool, err error) {
 	switch f.Method {
 	case zip.Store:
 		doff, err := f.DataOffset()
@@ -59,7 +60,11 @@ func memberBytes(payload []byte, f *zip.File) (data []byte, off int64, stored, o
 			return nil, 0, false, false, fmt.Errorf("member %q: %w", f.Name, err)
 		}
 		defer rc.Close()
-		// Grow with the real output rather than trusting the declared size.
+		// The declared size is charged to the file's decode budget first,
+		// then the buffer grows with the real output.
+		if err := budget.Take(int64(f.UncompressedSize64), fmt.Sprintf("member %q: inflated size", f.Name)); err != nil {
+			return nil, 0, false, false, err
+		}
 		w := bytes.NewBuffer(make([]byte, 0, min(f.UncompressedSize64, 4*f.CompressedSize64+4096)))
 		if _, err := io.Copy(w, io.LimitReader(rc, int64(f.UncompressedSize64)+1)); err != nil {
 			return nil, 0, false, false, fmt.Errorf("member %q: inflate: %w", f.Name, err)
@@ -320,7 +325,7 @@ func (p *pyLit) skipValue(depth int) error {
 // whose descr has no snapshot dtype (complex, strings, objects,
 // structured) are carried as u8 with their descr and shape in attrs;
 // members not named *.npy stay inside the payload array.
-func parseNPZ(payload []byte) ([]tensorOut, error) {
+func parseNPZ(payload []byte, budget *formats.Budget) ([]tensorOut, error) {
 	zr, err := openZip(payload)
 	if err != nil {
 		return nil, err
@@ -330,7 +335,7 @@ func parseNPZ(payload []byte) ([]tensorOut, error) {
 		if !strings.HasSuffix(f.Name, ".npy") {
 			continue
 		}
-		data, off, stored, ok, err := memberBytes(payload, f)
+		data, off, stored, ok, err := memberBytes(payload, f, budget)
 		if err != nil {
 			return nil, err
 		}
@@ -354,6 +359,13 @@ func parseNPZ(payload []byte) ([]tensorOut, error) {
 			t.dtype, t.shape, t.n, t.swap, t.fortran = dt, h.shape, int64(len(raw)), swap, h.fortran && len(h.shape) > 1
 			t.data = raw
 			if t.swap > 0 || t.fortran {
+				copies := int64(1)
+				if t.fortran {
+					copies = 2
+				}
+				if err := budget.Take(copies*int64(len(raw)), fmt.Sprintf("member %q: reordered copy", f.Name)); err != nil {
+					return nil, err
+				}
 				t.data = append([]byte(nil), raw...)
 				if t.fortran {
 					t.data = fortranToC(t.data, h.shape, dt.Size())

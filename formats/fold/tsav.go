@@ -13,6 +13,7 @@ import (
 	"github.com/nlpodyssey/gopickle/pickle"
 	"github.com/nlpodyssey/gopickle/types"
 
+	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -249,7 +250,8 @@ func unpickle(data []byte, storages map[string]*torchStorage) (out any, err erro
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("pickle: %v", r)
+			// The panic value may quote the pickle; never echo it.
+			out, err = nil, errors.New("pickle: the decoder failed on malformed input")
 		}
 	}()
 	u := pickle.NewUnpickler(bytes.NewReader(data))
@@ -260,7 +262,7 @@ func unpickle(data []byte, storages map[string]*torchStorage) (out any, err erro
 			return nil, fmt.Errorf("persistent id %T is not a storage tuple", id)
 		}
 		if s, _ := t.Get(0).(string); s != "storage" {
-			return nil, fmt.Errorf("persistent id kind %v", t.Get(0))
+			return nil, errors.New(`persistent id kind is not "storage"`)
 		}
 		cls, ok := t.Get(1).(*storageClass)
 		key, ok2 := t.Get(2).(string)
@@ -351,7 +353,7 @@ func (w *tensorWalker) walk(v any, path string, depth int) {
 // pickle and every non-tensor object stay in the payload array byte for
 // byte. A payload that is not a readable torch zip is kept opaque: it
 // returns no tensors and a note instead of failing.
-func parseTSAV(payload []byte) ([]tensorOut, string, error) {
+func parseTSAV(payload []byte, budget *formats.Budget) ([]tensorOut, string, error) {
 	zr, err := openZip(payload)
 	if err != nil {
 		return nil, "not a torch zip archive: " + err.Error(), nil
@@ -368,7 +370,7 @@ func parseTSAV(payload []byte) ([]tensorOut, string, error) {
 		return nil, "torch zip without data.pkl", nil
 	}
 	prefix := strings.TrimSuffix(pkl.Name, "data.pkl")
-	pdata, _, _, ok, err := memberBytes(payload, pkl)
+	pdata, _, _, ok, err := memberBytes(payload, pkl, budget)
 	if err != nil {
 		return nil, "", err
 	}
@@ -377,7 +379,7 @@ func parseTSAV(payload []byte) ([]tensorOut, string, error) {
 	}
 	bigEndian := false
 	if bo := members[prefix+"byteorder"]; bo != nil {
-		b, _, _, ok, err := memberBytes(payload, bo)
+		b, _, _, ok, err := memberBytes(payload, bo, budget)
 		if err != nil {
 			return nil, "", err
 		}
@@ -413,7 +415,7 @@ func parseTSAV(payload []byte) ([]tensorOut, string, error) {
 		}
 		m, seen := cache[f]
 		if !seen {
-			m.data, m.off, m.stored, m.ok, m.err = memberBytes(payload, f)
+			m.data, m.off, m.stored, m.ok, m.err = memberBytes(payload, f, budget)
 			cache[f] = m
 		}
 		sdata, soff, stored, ok, err := m.data, m.off, m.stored, m.ok, m.err
@@ -479,6 +481,12 @@ func parseTSAV(payload []byte) ([]tensorOut, string, error) {
 			out1.data = raw
 			out1.spliced, out1.off, out1.n = stored, soff+t.offset*es, n*es
 		} else {
+			// Every gathered view is a new copy: many stride-0 views of
+			// one storage would cost views × size, so each is charged to
+			// the file's budget before it is allocated.
+			if err := budget.Take(n*es, fmt.Sprintf("tensor %q: strided view of %d elements", ft.path, n)); err != nil {
+				return nil, "", err
+			}
 			raw := make([]byte, 0, n*es)
 			idx := make([]int64, len(t.size))
 			for c := int64(0); c < n; c++ {
@@ -498,6 +506,9 @@ func parseTSAV(payload []byte) ([]tensorOut, string, error) {
 			out1.data = raw
 		}
 		if out1.swap > 0 {
+			if err := budget.Take(int64(len(out1.data)), fmt.Sprintf("tensor %q: byte-swapped copy", ft.path)); err != nil {
+				return nil, "", err
+			}
 			out1.data = append([]byte(nil), out1.data...)
 			byteSwap(out1.data, out1.swap)
 		}
