@@ -558,7 +558,7 @@ type chunkData struct {
 	flags   uint32
 	payload []byte
 	sum     [32]byte // sha256 of the (corrected) stored bytes
-	eccNote string   // ECC report for fold.ecc_status ("" when clean)
+	eccNote string   // ECC report, a diagnostic ("" when clean)
 }
 
 // readChunk reads chunk i's header, checks bounds and limits, verifies

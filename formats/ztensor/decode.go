@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 
-
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/snapshot"
 )

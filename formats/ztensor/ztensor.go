@@ -134,7 +134,6 @@ func (c Codec) maxManifest() int64 {
 	return DefaultMaxManifestSize
 }
 
-
 // dtypes maps zTensor dtype names to snapshot dtypes; every zTensor dtype
 // has a counterpart and vice versa.
 var dtypes = [...]struct {
