@@ -61,7 +61,9 @@ type inspectJSON struct {
 	Meta   map[string]any    `json:"meta,omitempty"`
 	Attrs  map[string]string `json:"attrs,omitempty"`
 	Audit  string            `json:"audit,omitempty"`
-	Arrays []inspectArray    `json:"arrays"`
+	// Diagnostics are the reader's notes about the file (not data).
+	Diagnostics []string       `json:"diagnostics,omitempty"`
+	Arrays      []inspectArray `json:"arrays"`
 }
 
 func runInspect(ctx context.Context, e *env, o *inspectOptions) error {
@@ -105,6 +107,9 @@ func runInspect(ctx context.Context, e *env, o *inspectOptions) error {
 	defer src.Close()
 	out.Format = src.Codec.Name()
 	out.Attrs = src.Attrs
+	for _, d := range src.Diagnostics {
+		out.Diagnostics = append(out.Diagnostics, d.String())
+	}
 	for _, a := range src.Sorted() {
 		n, _ := a.NumBytes()
 		ia := inspectArray{Name: a.Name, DType: a.DType.String(), Shape: a.Shape, Bytes: n, Attrs: a.Attrs}
@@ -130,6 +135,9 @@ func printInspect(w io.Writer, out *inspectJSON, asJSON bool) error {
 		for _, k := range keys {
 			fmt.Fprintf(w, "  %-12s %v\n", k+":", out.Meta[k])
 		}
+	}
+	for _, d := range out.Diagnostics {
+		fmt.Fprintf(w, "  note %s\n", d)
 	}
 	for _, k := range sortedKeys(out.Attrs) {
 		fmt.Fprintf(w, "  attr %s = %s\n", k, out.Attrs[k])

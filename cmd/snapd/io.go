@@ -22,7 +22,10 @@ import (
 type openedSnapshot struct {
 	*snapshot.Snapshot
 	Codec formats.Codec
-	m     *snapshot.Mapping
+	// Diagnostics are the reader's notes (e.g. ECC corrections); they are
+	// not part of the snapshot.
+	Diagnostics []formats.Diagnostic
+	m           *snapshot.Mapping
 }
 
 func (o *openedSnapshot) Close() error {
@@ -53,12 +56,13 @@ func openSnapshot(ctx context.Context, reg *formats.Registry, path, from string)
 		}
 		return nil, withHint(fmt.Errorf("%s: %w", path, err), "name the format with --from")
 	}
-	s, err := c.Decode(ctx, m, m.Size(), formats.DecodeOptions{Name: path})
+	var diags []formats.Diagnostic
+	s, err := c.Decode(ctx, m, m.Size(), formats.DecodeOptions{Name: path, Diagnostic: func(d formats.Diagnostic) { diags = append(diags, d) }})
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("%s: %s: %w", path, c.Name(), err)
 	}
-	return &openedSnapshot{Snapshot: s, Codec: c, m: m}, nil
+	return &openedSnapshot{Snapshot: s, Codec: c, Diagnostics: diags, m: m}, nil
 }
 
 func head(m *snapshot.Mapping) []byte {
