@@ -2,7 +2,6 @@ package aero
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -60,17 +59,18 @@ var magic = [4]byte{'A', 'E', 'R', 'O'}
 // *Error, possibly several through *CorruptError).
 var (
 	// ErrNotAero: the file does not start with the AERO magic.
-	ErrNotAero = errors.New("not an AERO file")
+	ErrNotAero = formats.Kind("not an AERO file", formats.ErrCorrupt)
 	// ErrVersion: version, header_size or file_flags are not those of 0.1.
-	ErrVersion = errors.New("unsupported AERO version or header")
+	ErrVersion = formats.Kind("unsupported AERO version or header", formats.ErrUnsupported)
 	// ErrTruncated: a declared range lies beyond the end of the file.
-	ErrTruncated = errors.New("range beyond end of file")
-	// ErrLimit: a declared size exceeds a documented security limit.
-	ErrLimit = errors.New("security limit exceeded")
+	ErrTruncated = formats.Kind("range beyond end of file", formats.ErrTruncated)
+	// ErrLimit: a declared size exceeds a documented security limit or
+	// the file's decode budget (formats.Budget).
+	ErrLimit = formats.Kind("security limit exceeded", formats.ErrLimit)
 	// ErrCorrupt: a structural problem (bad name, bad msgpack, overlap, ...).
-	ErrCorrupt = errors.New("corrupt AERO file")
+	ErrCorrupt = formats.Kind("corrupt AERO file", formats.ErrCorrupt)
 	// ErrChecksum: a BLAKE3 value (chunk, hash_b3, IHSH, PHSH) does not match.
-	ErrChecksum = errors.New("checksum mismatch")
+	ErrChecksum = formats.Kind("checksum mismatch", formats.ErrChecksum)
 )
 
 // Error is one problem found in a file: which check failed, where.
@@ -200,7 +200,7 @@ func fourccString(f [4]byte) string {
 	if fourccValid(f) {
 		return string(f[:])
 	}
-	return fmt.Sprintf("%q", string(f[:]))
+	return "(non-printable fourcc)" // never echo the bytes
 }
 
 func fourccValid(f [4]byte) bool {

@@ -17,7 +17,6 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
 	"lukechampine.com/blake3"
 
@@ -77,9 +76,10 @@ type phshInfo struct {
 type decoder struct {
 	ctx  context.Context
 	r    io.ReaderAt
-	mem  []byte // non-nil when r is memory-backed
-	size int64
-	file string
+	mem    []byte // non-nil when r is memory-backed
+	size   int64
+	file   string
+	budget *formats.Budget // decompressed bytes of this file
 
 	hdr     header
 	entries []*tocEntry
@@ -122,7 +122,7 @@ func (d *decoder) fatal(sentinel error, check string, off int64, format string, 
 // an *Error for a file whose header or TOC cannot be parsed, otherwise a
 // *CorruptError listing every problem found.
 func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats.DecodeOptions) (*snapshot.Snapshot, error) {
-	d := &decoder{ctx: ctx, r: r, size: size, file: opts.Name}
+	d := &decoder{ctx: ctx, r: r, size: size, file: opts.Name, budget: opts.Budget(size)}
 	if b, ok := snapshot.BytesOf(r); ok && int64(len(b)) >= size {
 		d.mem = b[:size]
 	}
@@ -135,6 +135,10 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 	}
 	d.parseTIDX()
 	d.resolveTensors()
+	d.checkManifest()
+	if err := d.checkCoverage(); err != nil {
+		return nil, err
+	}
 	if err := d.verifyData(); err != nil {
 		return nil, err
 	}
@@ -211,7 +215,7 @@ func (d *decoder) readControl() error {
 	}
 	le := binary.LittleEndian
 	if [4]byte(h[:4]) != magic {
-		return d.fatal(ErrNotAero, "header", 0, "magic %q is not \"AERO\"", h[:4])
+		return d.fatal(ErrNotAero, "header", 0, "the first 4 bytes are not the magic \"AERO\"")
 	}
 	if maj, mnr := le.Uint16(h[4:]), le.Uint16(h[6:]); maj != 0 || mnr != 1 {
 		return d.fatal(ErrVersion, "header", 4, "version %d.%d is not 0.1", maj, mnr)
@@ -242,8 +246,11 @@ func (d *decoder) readControl() error {
 	if n > MaxEntryCount {
 		return d.fatal(ErrLimit, "toc", int64(hd.tocOff), "entry_count %d exceeds MAX_ENTRY_COUNT %d", n, MaxEntryCount)
 	}
-	if need := tocHeaderLen + tocEntryLen*n; need > hd.tocLen {
-		return d.fatal(ErrCorrupt, "toc", int64(hd.tocOff), "toc_length %d is shorter than 16 + 80 × %d entries = %d", hd.tocLen, n, need)
+	if need := tocHeaderLen + tocEntryLen*n; need != hd.tocLen {
+		// The count and the length say the same thing twice; a TOC whose
+		// entry_count disagrees with toc_length (e.g. flipped to 0) is not
+		// read as fewer chunks.
+		return d.fatal(ErrCorrupt, "toc", int64(hd.tocOff), "toc_length %d (header byte 20) disagrees with entry_count %d: 16 + 80 × %d = %d", hd.tocLen, n, n, need)
 	}
 	if hd.stLen > MaxStringTable {
 		return d.fatal(ErrLimit, "string table", 36, "string_table_length %d exceeds MAX_STRING_TABLE %d", hd.stLen, MaxStringTable)
@@ -295,7 +302,7 @@ func (d *decoder) checkEntries() {
 	for i, e := range d.entries {
 		eo := d.entryOff(i)
 		if !fourccValid(e.fourcc) {
-			d.problem(ErrCorrupt, "fourcc", e, "", eo, "fourcc %q is not four printable ASCII characters", string(e.fourcc[:]))
+			d.problem(ErrCorrupt, "fourcc", e, "", eo, "fourcc is not four printable ASCII characters")
 		}
 		if !e.bad {
 			switch {
@@ -386,35 +393,32 @@ func (d *decoder) checkEntries() {
 	}
 }
 
-// unzstd decompresses src, requiring exactly ulen bytes of output; memory
-// grows with the real output, never with a declared size.
-func unzstd(src []byte, ulen uint64) ([]byte, error) {
-	var out bytes.Buffer
-	if err := unzstdTo(&out, src, ulen); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
+// unzstd decompresses a chunk through the file's decode budget: exactly
+// e.ulen bytes, charged before the buffer is allocated
+// (formats.Budget.DecompressZstd).
+func (d *decoder) unzstd(e *tocEntry, src []byte) ([]byte, error) {
+	return d.budget.DecompressZstd(d.ctx, bytes.NewReader(src), int64(e.ulen), true, e.label())
 }
 
-// unzstdTo decompresses src into w, requiring exactly ulen bytes.
-func unzstdTo(w io.Writer, src []byte, ulen uint64) error {
-	win := max(ulen, 1<<20)
-	dec, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
-		zstd.WithDecoderMaxMemory(win), zstd.WithDecoderMaxWindow(win))
-	if err != nil {
-		return err
+// unzstdTo streams a chunk's decompressed bytes into w (exactly e.ulen),
+// charging the budget for them.
+func (d *decoder) unzstdTo(w io.Writer, e *tocEntry, src []byte) error {
+	_, err := d.budget.DecompressZstdTo(d.ctx, w, bytes.NewReader(src), int64(e.ulen), true, e.label())
+	return err
+}
+
+// zstdProblem records a decompression failure: ErrLimit when the budget
+// or a window limit refused it, ErrCorrupt otherwise.
+func (d *decoder) zstdProblem(e *tocEntry, err error) error {
+	if cerr := d.ctx.Err(); cerr != nil {
+		return cerr
 	}
-	defer dec.Close()
-	n, err := io.Copy(w, io.LimitReader(dec, int64(ulen)+1))
-	if err != nil {
-		return fmt.Errorf("zstd: %w", err)
+	e.bad = true
+	sentinel := ErrCorrupt
+	if errors.Is(err, formats.ErrLimit) {
+		sentinel = ErrLimit
 	}
-	if uint64(n) != ulen {
-		if uint64(n) > ulen {
-			return fmt.Errorf("zstd: decompresses to more than ulen %d bytes", ulen)
-		}
-		return fmt.Errorf("zstd: decompresses to %d bytes, ulen is %d", n, ulen)
-	}
+	d.problem(sentinel, "zstd", e, "", int64(e.off), "%v", err)
 	return nil
 }
 
@@ -448,9 +452,10 @@ func (d *decoder) loadChunks() error {
 				if err != nil {
 					return err
 				}
-				if err := unzstdTo(h, stored, e.ulen); err != nil {
-					e.bad = true
-					d.problem(ErrCorrupt, "zstd", e, "", int64(e.off), "%v", err)
+				if err := d.unzstdTo(h, e, stored); err != nil {
+					if err := d.zstdProblem(e, err); err != nil {
+						return err
+					}
 					continue
 				}
 			}
@@ -462,9 +467,10 @@ func (d *decoder) loadChunks() error {
 			return err // I/O error or a reader shorter than size
 		}
 		if e.compressed() {
-			if c, err = unzstd(c, e.ulen); err != nil {
-				e.bad = true
-				d.problem(ErrCorrupt, "zstd", e, "", int64(e.off), "%v", err)
+			if c, err = d.unzstd(e, c); err != nil {
+				if err := d.zstdProblem(e, err); err != nil {
+					return err
+				}
 				continue
 			}
 		}
@@ -795,7 +801,7 @@ func (d *decoder) verifyData() error {
 			}
 			if got := hex.EncodeToString(h.Sum(nil)); got != t.hash {
 				d.problem(ErrChecksum, "hash_b3", t.shard, t.name, int64(t.shard.off+t.dataOff),
-					"BLAKE3 of the %d tensor bytes is %s, TIDX hash_b3 says %q", t.dataLen, got, t.hash)
+					"BLAKE3 of the %d tensor bytes is %s, TIDX hash_b3 differs", t.dataLen, got)
 			}
 			return nil
 		})

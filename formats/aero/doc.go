@@ -58,7 +58,7 @@
 //
 // Fatal (an *Error, nothing else is read): size < 96, magic, version ≠ 0.1,
 // header_size ≠ 96, file_flags ≠ 0, TOC outside the file or before byte 96,
-// toc_length < 16 + 80·N, N > MAX_ENTRY_COUNT (1,000,000), string table >
+// toc_length ≠ 16 + 80·N, N > MAX_ENTRY_COUNT (1,000,000), string table >
 // MAX_STRING_TABLE (512 MiB) or outside the file or overlapping header/TOC.
 // These limits are checked before anything sized by them is allocated.
 //
@@ -71,9 +71,18 @@
 //     length == ulen; ulen ≤ MAX_METADATA_ULEN (2 GiB) for every chunk but
 //     WTSH; WTSH and IHSH never compressed; non-empty payloads must not
 //     overlap each other or the header/TOC/string table;
-//   - zstd: streamed, output capped at ulen, exactly ulen bytes required
-//     (frames without a content size are accepted; window ≤ max(ulen,1 MiB));
-//     memory grows with real output, never with a declared size;
+//   - zstd: exactly ulen bytes required (frames without a content size are
+//     accepted; a declared content size is checked before decoding; window
+//     ≤ max(8 MiB, min(ulen, 128 MiB))); ulen is charged to the file's one
+//     decode budget (formats.Budget: DecodeOptions.MaxDecoded, default
+//     formats.DefaultMaxDecoded of the file size) before the output buffer
+//     is allocated, also for opaque chunks that are only hashed (ErrLimit);
+//   - cross-checks: toc_length must equal 16 + 80·entry_count; every byte
+//     of the file belongs to the header, the TOC, the string table or a
+//     chunk, except zero padding between them, and the file ends where the
+//     last of them ends (a forged entry_count leaves data uncovered); the
+//     MMSG manifest's chunks[].toc_index/fourcc and shards[].toc_index/
+//     shard_id/size_bytes/tensor_count must agree with the TOC and TIDX;
 //   - BLAKE3 of every chunk's uncompressed bytes against the TOC (including
 //     empty chunks, whose hash is BLAKE3("") = af1349b9…);
 //   - IHSH (first IHSH entry): algo, 32-byte digest, covered_ranges[0] =

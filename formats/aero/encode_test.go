@@ -291,7 +291,7 @@ func TestLimitsBeforeAllocation(t *testing.T) {
 		msg  string
 	}{
 		{"entry count", mkHeader(16, 112, 0, MaxEntryCount+1), ErrLimit, "MAX_ENTRY_COUNT"},
-		{"entry count vs toc_length", mkHeader(16, 112, 0, 5), ErrCorrupt, "toc_length 16 is shorter"},
+		{"entry count vs toc_length", mkHeader(16, 112, 0, 5), ErrCorrupt, "toc_length 16 (header byte 20) disagrees with entry_count 5"},
 		{"string table", mkHeader(16, 112, MaxStringTable+1, 0), ErrLimit, "MAX_STRING_TABLE"},
 		{"string table beyond file", mkHeader(16, 112, 1<<20, 0), ErrTruncated, "exceeds file size"},
 		{"toc beyond file", mkHeader(1<<40, 112, 0, 0), ErrTruncated, "exceeds file size"},
