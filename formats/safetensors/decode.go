@@ -219,11 +219,15 @@ func tokenString(t json.Token) string {
 	case json.Delim:
 		return fmt.Sprintf("'%s'", v)
 	case string:
-		return fmt.Sprintf("string %q", v)
+		return fmt.Sprintf("a string of %d bytes", len(v)) // never echo the header's text
 	case nil:
 		return "null"
+	case float64, json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
 	}
-	return fmt.Sprintf("%v", t)
+	return fmt.Sprintf("a %T", t)
 }
 
 // decodeMetadata reads the __metadata__ value: an object of strings (keys
@@ -240,7 +244,7 @@ func decodeMetadata(dec *json.Decoder) (string, bool, error) {
 	inner := json.NewDecoder(bytes.NewReader(raw))
 	err := walkObject(inner, func(key string) error {
 		if _, dup := md[key]; dup {
-			return fmt.Errorf("duplicate key %q", key)
+			return fmt.Errorf("duplicate key (%d bytes)", len(key))
 		}
 		tok, err := inner.Token()
 		if err != nil {
@@ -248,7 +252,7 @@ func decodeMetadata(dec *json.Decoder) (string, bool, error) {
 		}
 		v, ok := tok.(string)
 		if !ok {
-			return fmt.Errorf("value of %q is %s, want a string", key, tokenString(tok))
+			return fmt.Errorf("value of key %d is %s, want a string", len(md)+1, tokenString(tok))
 		}
 		md[key] = v
 		return nil
@@ -300,7 +304,7 @@ func decodeEntry(dec *json.Decoder, name string) (*entry, error) {
 				return fmt.Errorf("data_offsets has %d elements, want 2", len(offsets))
 			}
 		default:
-			return fmt.Errorf("unknown field %q", key)
+			return fmt.Errorf("unknown field (a key of %d bytes; want dtype, shape, data_offsets)", len(key))
 		}
 		return nil
 	})
@@ -317,7 +321,7 @@ func decodeEntry(dec *json.Decoder, name string) (*entry, error) {
 	}
 	d, ok := lookupDType(*dtype)
 	if !ok {
-		return nil, unsupportedError{fmt.Sprintf("dtype %q is not a safetensors dtype this codec knows", *dtype)}
+		return nil, unsupportedError{fmt.Sprintf("dtype (a string of %d bytes) is not a safetensors dtype this codec knows", len(*dtype))}
 	}
 	e := &entry{name: name, dtype: d, shape: make([]int64, len(shape))}
 	for i, v := range shape {

@@ -40,11 +40,11 @@ const attrPrefix = "safetensors."
 // ErrInvalidSnapshot, formats.ErrLossy or the writer's error.
 var (
 	// ErrCorrupt: the file violates the safetensors layout.
-	ErrCorrupt = errors.New("malformed safetensors file")
+	ErrCorrupt = formats.Kind("malformed safetensors file", formats.ErrCorrupt)
 	// ErrLimit: the header is larger than MaxHeaderSize.
-	ErrLimit = errors.New("limit exceeded")
+	ErrLimit = formats.Kind("limit exceeded", formats.ErrLimit)
 	// ErrUnsupported: a dtype this codec does not know.
-	ErrUnsupported = errors.New("unsupported safetensors feature")
+	ErrUnsupported = formats.Kind("unsupported safetensors feature", formats.ErrUnsupported)
 	// ErrInvalidSnapshot: Encode was given a snapshot it cannot write
 	// (bad safetensors.* attributes, names, sizes).
 	ErrInvalidSnapshot = errors.New("invalid snapshot for safetensors")

@@ -70,7 +70,7 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 		return nil, fmt.Errorf("stb: read header: %w", err)
 	}
 	if string(hb[:4]) != Magic {
-		return nil, fail(-1, 0, 0, ErrCorrupt, "magic %q, want %q", hb[:4], Magic)
+		return nil, fail(-1, 0, 0, ErrCorrupt, "the first 4 bytes are not the STB magic %q", Magic)
 	}
 	h := parseHeader(hb[:])
 	if h.version != Version {
@@ -149,6 +149,18 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 		s.Arrays = append(s.Arrays, a)
 		names[i] = a.Name
 	}
+	// The table and the data region describe the same tensors: every byte
+	// of [data_offset, file_size) must belong to a tensor, so a
+	// tensor_count that disagrees with the data (flipped to 0, one too
+	// few) is refused instead of dropping tensors silently.
+	if err := checkCoverage(table[:EntrySize*int(h.count)], h.dataOffset, uint64(size)); err != nil {
+		return nil, fail(-1, 0, 6, ErrCorrupt, "tensor_count %d: %v", h.count, err)
+	}
+	if off, err := firstNonZero(ctx, r, tableEnd, int64(h.dataOffset)); err != nil {
+		return nil, fmt.Errorf("stb: read padding: %w", err)
+	} else if off >= 0 {
+		return nil, fail(-1, 0, off, ErrCorrupt, "tensor_count %d: the padding [%d, %d) between the table and data_offset is not zero (byte %d): a table entry the count leaves out?", h.count, tableEnd, h.dataOffset, off)
+	}
 	if !sort.SliceIsSorted(s.Arrays, func(i, j int) bool { return lessDefault(s.Arrays[i], s.Arrays[j]) }) {
 		order, err := json.Marshal(names)
 		if err != nil {
@@ -224,4 +236,52 @@ func mulBytes(shape []int64, esize int64) (int64, error) {
 		return 0, errors.New("byte size overflows int64")
 	}
 	return int64(lo), nil
+}
+
+// checkCoverage reports the first bytes of [dataOff, size) that no table
+// entry's [offset, offset+size_bytes) covers. Entries are already checked
+// to lie inside the file.
+func checkCoverage(table []byte, dataOff, size uint64) error {
+	type span struct{ lo, hi uint64 }
+	spans := make([]span, 0, len(table)/EntrySize)
+	for i := 0; i+EntrySize <= len(table); i += EntrySize {
+		e := parseEntry(table[i:])
+		if e.size > 0 {
+			spans = append(spans, span{e.offset, e.offset + e.size})
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
+	pos := dataOff
+	for _, sp := range spans {
+		if sp.lo > pos {
+			return fmt.Errorf("bytes [%d, %d) of the data region belong to no tensor", pos, sp.lo)
+		}
+		pos = max(pos, sp.hi)
+	}
+	if pos < size {
+		return fmt.Errorf("bytes [%d, %d) of the data region belong to no tensor", pos, size)
+	}
+	return nil
+}
+
+// firstNonZero returns the offset of the first non-zero byte in [lo, hi)
+// of r, or -1.
+func firstNonZero(ctx context.Context, r io.ReaderAt, lo, hi int64) (int64, error) {
+	var buf [4096]byte
+	for lo < hi {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		n := min(hi-lo, int64(len(buf)))
+		if err := snapshot.ReadFullAt(r, buf[:n], lo); err != nil {
+			return 0, err
+		}
+		for i, c := range buf[:n] {
+			if c != 0 {
+				return lo + int64(i), nil
+			}
+		}
+		lo += n
+	}
+	return -1, nil
 }

@@ -35,9 +35,11 @@
 // size_bytes > file_size, and for rank ≤ 3 size_bytes ≠ product(dims[0:rank])
 // × element size or a non-zero dim beyond the rank. The table is read only
 // after its size (at most 65535 × 32 bytes) is checked against the file
-// size. Reserved header fields and the bytes between the table and
-// data_offset are ignored (the reference writes zeros and its readers
-// ignore them); Encode writes zeros there.
+// size. The table and the data must agree (ErrCorrupt otherwise): every
+// byte of [data_offset, file_size) belongs to some tensor, and the bytes
+// between the table and data_offset are zero (the reference writes zeros
+// there; a tensor_count lowered by a flipped bit leaves entries or data
+// uncovered). Reserved header fields are ignored; Encode writes zeros.
 //
 // # Mapping to a snapshot
 //

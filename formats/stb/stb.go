@@ -54,10 +54,10 @@ const attrPrefix = "stb."
 // formats.ErrLossy or the writer's error.
 var (
 	// ErrCorrupt: the file violates the STB 0.1 layout.
-	ErrCorrupt = errors.New("malformed STB file")
+	ErrCorrupt = formats.Kind("malformed STB file", formats.ErrCorrupt)
 	// ErrUnsupported: a version, flags value or dtype this codec (and the
 	// reference readers) do not read.
-	ErrUnsupported = errors.New("unsupported STB feature")
+	ErrUnsupported = formats.Kind("unsupported STB feature", formats.ErrUnsupported)
 	// ErrInvalidSnapshot: Encode was given a snapshot it cannot write in
 	// any mode (bad stb.* attributes, dimensions beyond u32, too many
 	// tensors).
