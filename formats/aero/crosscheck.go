@@ -126,4 +126,3 @@ func (d *decoder) zeroGap(lo, hi uint64) error {
 	}
 	return nil
 }
-

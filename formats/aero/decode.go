@@ -74,8 +74,8 @@ type phshInfo struct {
 }
 
 type decoder struct {
-	ctx  context.Context
-	r    io.ReaderAt
+	ctx    context.Context
+	r      io.ReaderAt
 	mem    []byte // non-nil when r is memory-backed
 	size   int64
 	file   string

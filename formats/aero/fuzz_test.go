@@ -12,6 +12,7 @@ import (
 	"lukechampine.com/blake3"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -41,6 +42,10 @@ func checkDecodeProperty(t *testing.T, b []byte) {
 	{
 		ctx := context.Background()
 		c := New()
+		testutil.NoEcho(t, func(b []byte) error {
+			_, err := c.Decode(ctx, snapshot.Bytes(b), int64(len(b)), formats.DecodeOptions{})
+			return err
+		}, b, 4)
 		s, err := c.Decode(ctx, snapshot.Bytes(b), int64(len(b)), formats.DecodeOptions{})
 		if err != nil {
 			return

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -49,7 +50,11 @@ func FuzzDecode(f *testing.F) {
 		sten(`{"__metadata__":{"k":"v"},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, f32s(1, 2)))))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ctx := context.Background()
-		s, err := New().Decode(ctx, snapshot.Bytes(b), int64(len(b)), formats.DecodeOptions{})
+		testutil.NoEcho(t, func(b []byte) error {
+			_, err := New().Decode(ctx, snapshot.Bytes(b), int64(len(b)), formats.DecodeOptions{MaxDecoded: 64 << 20})
+			return err
+		}, b, len(Magic))
+		s, err := New().Decode(ctx, snapshot.Bytes(b), int64(len(b)), formats.DecodeOptions{MaxDecoded: 64 << 20})
 		if err != nil {
 			return
 		}
