@@ -1,7 +1,6 @@
 package formats
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -112,28 +111,53 @@ func (b *Budget) DecompressZstd(ctx context.Context, src io.Reader, limit int64,
 	if limit < 0 {
 		return nil, fmt.Errorf("%w: %s: negative size %d", ErrCorrupt, what, limit)
 	}
-	var buf *bytes.Buffer
 	if exact {
 		if err := b.Take(limit, what+": zstd output"); err != nil {
 			return nil, err
 		}
-		buf = bytes.NewBuffer(make([]byte, 0, limit))
+		// The buffer grows with the real output (never beyond limit), so a
+		// declared size alone does not make anything allocate.
+		buf := &growBuffer{max: limit}
 		if _, err := b.zstdCopy(ctx, buf, src, limit, limit, true, what); err != nil {
 			b.Give(limit)
 			return nil, err
 		}
-		return buf.Bytes(), nil
+		return buf.b, nil
 	}
-	cap := min(limit, b.Remaining())
-	buf = new(bytes.Buffer)
-	n, err := b.zstdCopy(ctx, buf, src, limit, cap, false, what)
+	stop := min(limit, b.Remaining())
+	buf := &growBuffer{max: stop}
+	n, err := b.zstdCopy(ctx, buf, src, limit, stop, false, what)
 	if err != nil {
 		return nil, err
 	}
 	if err := b.Take(n, what+": zstd output"); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return buf.b, nil
+}
+
+// growBuffer collects output, doubling its capacity as data arrives but
+// never beyond max (more input than max is accepted and dropped: the
+// caller's limit reader stops one byte past it and reports the excess).
+type growBuffer struct {
+	b   []byte
+	max int64
+}
+
+func (g *growBuffer) Write(p []byte) (int, error) {
+	room := g.max - int64(len(g.b))
+	k := int64(len(p))
+	if k > room {
+		k = max(room, 0)
+	}
+	if need := int64(len(g.b)) + k; need > int64(cap(g.b)) {
+		c := min(max(2*int64(cap(g.b)), need, 64<<10), g.max)
+		nb := make([]byte, len(g.b), c)
+		copy(nb, g.b)
+		g.b = nb
+	}
+	g.b = append(g.b, p[:k]...)
+	return len(p), nil
 }
 
 // DecompressZstdTo streams the zstd frames read from src into w (a hash,
