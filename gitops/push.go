@@ -21,6 +21,8 @@ import (
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/snapd-ml/snapd/keys"
 )
 
 // PushRequest names one generation to publish.
@@ -171,7 +173,7 @@ func (p *GitPusher) httpAuth() (transport.AuthMethod, error) {
 	var token string
 	switch {
 	case p.remote.TokenFile != "":
-		b, err := os.ReadFile(p.remote.TokenFile)
+		b, err := keys.ReadSecretFile(p.remote.TokenFile)
 		if err != nil {
 			// The error names the file, never its content.
 			return nil, fmt.Errorf("read token file: %w", err)
@@ -200,7 +202,11 @@ func (p *GitPusher) sshAuth(user string) (transport.AuthMethod, error) {
 	if p.remote.SSHPassphraseEnv != "" {
 		pass = p.getenv(p.remote.SSHPassphraseEnv)
 	}
-	keys, err := gitssh.NewPublicKeysFromFile(user, p.remote.SSHKeyFile, pass)
+	pem, err := keys.ReadSecretFile(p.remote.SSHKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("SSH key: %w", err)
+	}
+	pk, err := gitssh.NewPublicKeys(user, pem, pass)
 	if err != nil {
 		return nil, fmt.Errorf("SSH key %s: %w", p.remote.SSHKeyFile, err)
 	}
@@ -209,9 +215,9 @@ func (p *GitPusher) sshAuth(user string) (transport.AuthMethod, error) {
 		if err != nil {
 			return nil, fmt.Errorf("known_hosts %s: %w", p.remote.SSHKnownHostsFile, err)
 		}
-		keys.HostKeyCallback = cb
+		pk.HostKeyCallback = cb
 	}
-	return keys, nil
+	return pk, nil
 }
 
 func (p *GitPusher) fail(branch string, kind, err error) error {

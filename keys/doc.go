@@ -13,10 +13,14 @@
 //   - a fresh set of all of the above, Generate (`snapd keygen DIR`);
 //   - the WTXT key id of a public key, KeyID.
 //
-// Secret files (signing key, HMAC key, age identities) are refused, like
-// ssh refuses them, when their mode grants any access to group or others;
-// the error wraps ErrPermissions and says which chmod fixes it. Every
-// loader reads at most MaxKeyFileSize bytes. Errors name the file and,
+// Every credential file — signing key, HMAC key, age identities, and
+// outside this package the GitHub/Git token files, the GitHub App private
+// key and the SSH key used for pushing — is read by one function,
+// ReadSecretFile: it is refused, like ssh refuses it, when its mode grants
+// any access to group or others (the error wraps ErrPermissions and says
+// which chmod fixes it), it is opened without blocking and must be a
+// regular file (a FIFO at the path cannot hang the daemon), and at most
+// MaxKeyFileSize bytes are read. Errors name the file and,
 // for line-based files, the line; they never quote secret material.
 //
 // Decisions:

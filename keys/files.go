@@ -32,11 +32,31 @@ func (e *PermissionError) Error() string {
 // Unwrap returns ErrPermissions.
 func (e *PermissionError) Unwrap() error { return ErrPermissions }
 
-// readKeyFile reads at most MaxKeyFileSize bytes of path. When secret is
-// set, it first refuses a file whose mode grants anything to group or
-// others (on systems with Unix permissions).
+// ReadSecretFile reads a credential file: an HMAC key, an Ed25519 signing
+// key, an age identity, a GitHub or Git token, a GitHub App private key,
+// an SSH key for pushing. Every credential goes through it, so all of them
+// get the same checks:
+//
+//   - the file is opened without blocking (O_NONBLOCK: a FIFO or device
+//     planted at the path cannot hang the caller) and must be a regular
+//     file (checked on the opened descriptor, so a swap after a stat
+//     cannot change what is read); symlinks are followed, the target's
+//     mode is what counts;
+//   - on systems with Unix permissions, a mode granting anything to group
+//     or others is refused with a *PermissionError (wrapping
+//     ErrPermissions) that names the mode, the file and the chmod that
+//     fixes it, as ssh does;
+//   - at most MaxKeyFileSize bytes are read.
+//
+// Errors name the file, never its content.
+func ReadSecretFile(path string) ([]byte, error) {
+	return readKeyFile(path, true)
+}
+
+// readKeyFile reads at most MaxKeyFileSize bytes of path (see
+// ReadSecretFile); secret selects the permission check.
 func readKeyFile(path string, secret bool) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openNonblock(path)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +66,7 @@ func readKeyFile(path string, secret bool) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
+		return nil, fmt.Errorf("%s: not a regular file (%s)", path, st.Mode().Type())
 	}
 	if secret && runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
 		return nil, &PermissionError{Path: path, Mode: st.Mode().Perm()}

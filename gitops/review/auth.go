@@ -11,6 +11,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-github/v60/github"
+
+	"github.com/snapd-ml/snapd/keys"
 )
 
 // TokenSource yields the value of the Authorization header for API calls.
@@ -50,9 +52,12 @@ const maxTokenFile = 4096
 
 // TokenFromFile reads a token from path (surrounding whitespace trimmed).
 func TokenFromFile(path string) (StaticToken, error) {
-	b, err := readLimited(path, maxTokenFile)
+	b, err := keys.ReadSecretFile(path)
 	if err != nil {
 		return "", fmt.Errorf("github: token file: %w", err)
+	}
+	if len(b) > maxTokenFile {
+		return "", fmt.Errorf("github: token file %s: %d bytes, larger than the limit %d", path, len(b), maxTokenFile)
 	}
 	v := strings.TrimSpace(string(b))
 	if v == "" {
@@ -167,7 +172,7 @@ func parseAppKey(pemBytes []byte) (*rsa.PrivateKey, error) {
 
 // LoadAppKey reads an App private key PEM file (at most 64 KiB).
 func LoadAppKey(path string) ([]byte, error) {
-	b, err := readLimited(path, 64<<10)
+	b, err := keys.ReadSecretFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("github app: private key: %w", err)
 	}

@@ -123,10 +123,12 @@ func GitRun(dir string, args ...string) (string, error) {
 	return string(out), err
 }
 
+// WriteFile writes data to dir/name with mode 0600 (tests write
+// credentials with it; keys.ReadSecretFile refuses group/other access).
 func WriteFile(t testing.TB, dir, name string, data []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, data, 0o644); err != nil {
+	if err := os.WriteFile(p, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p
