@@ -13,10 +13,13 @@ import (
 
 // Default decode budget: a file may decode to DefaultBudgetRatio times its
 // size, at least DefaultBudgetFloor and never more than DefaultBudgetCap
-// bytes (DecodeOptions.MaxDecoded overrides all three).
+// bytes (DecodeOptions.MaxDecoded overrides all three). The ratio leaves
+// room for checkpoints with large all-zero tensors (zstd compresses those
+// far beyond 256:1 only in files of at least 64 MiB, where the cap
+// applies); the bombs of issue 11 inflate 100 KB to GiBs.
 const (
 	DefaultBudgetFloor = 256 << 20
-	DefaultBudgetRatio = 64
+	DefaultBudgetRatio = 256
 	DefaultBudgetCap   = 16 << 30
 )
 

@@ -332,6 +332,18 @@ func writeFile(ctx context.Context, w io.Writer, root *jvalue, chunks []builtChu
 			}
 			stored = enc.EncodeAll(c.payload, nil)
 		}
+		// The index repeats the chunk header's ctype and flags; Decode
+		// refuses a file where they disagree, so Encode never writes one.
+		if v := c.desc.get("ctype"); v != nil {
+			if ct, ok := v.asString(); !ok || ct != c.ctype {
+				return fmt.Errorf("fold: chunk %q: descriptor ctype disagrees with the chunk's ctype %q", c.name, c.ctype)
+			}
+		}
+		if v := c.desc.get("flags"); v != nil {
+			if fl, ok := v.asInt64(); !ok || fl != int64(c.flags) {
+				return fmt.Errorf("fold: chunk %q: descriptor flags disagree with the chunk's flags %d", c.name, c.flags)
+			}
+		}
 		algo := "none"
 		if a := c.desc.get("ecc_algo"); a != nil {
 			algo, _ = a.asString()

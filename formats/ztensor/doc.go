@@ -110,13 +110,18 @@
 // exactly product(shape) × dtype size bytes, CSR/COO values to at most that,
 // indices to at most product(shape) × 8, indptr to exactly (rows+1) × 8,
 // coords to at most ndim × product(shape) × 8; extension components have no
-// declared size. All are further capped by the remaining per-file budget
-// Codec.MaxDecompressed (default 16 GiB, ErrLimit). Decoding stops one byte
-// past the cap, so a bomb costs at most its cap; the output buffer grows
-// with the data actually produced, never by the declared size. A frame may
-// declare a window (which the decoder allocates in full) of at most
-// max(8 MiB, min(cap, 128 MiB)) — ErrLimit otherwise. Decompression happens
-// during Decode; the arrays hold heap bytes.
+// declared size. All are further capped by the file's one decode budget
+// (formats.Budget: DecodeOptions.MaxDecoded, else Codec.MaxDecompressed,
+// else formats.DefaultMaxDecoded of the file size — 256 × the size, at
+// least 256 MiB, at most 16 GiB; ErrLimit wrapping formats.ErrLimit). An
+// exact size is charged before anything is decoded, and a frame whose
+// header declares more content than allowed is refused before decoding;
+// otherwise decoding stops one byte past the cap, so a bomb costs at most
+// its cap; the output buffer grows with the data actually produced, never
+// by the declared size. A frame may declare a window (which the decoder
+// allocates in full) of at most max(8 MiB, min(cap, 128 MiB)) — ErrLimit
+// otherwise. Decompression happens during Decode; the arrays hold heap
+// bytes.
 //
 // Raw components are returned as snapshot.Section of the reader: no copy
 // when it is memory-backed (snapshot.Bytes, snapshot.Mapping).
