@@ -52,6 +52,11 @@ func LoadAgeIdentities(path string) ([]age.Identity, error) {
 		default:
 			err = errors.New("unknown identity type: want AGE-SECRET-KEY-1... (age-keygen) or an OpenSSH private key file")
 		}
+		if err != nil && strings.HasPrefix(t, "AGE-SECRET-KEY-") {
+			// The library's message may carry part of the key (a bech32
+			// checksum computed from it): never pass it on.
+			err = errors.New("malformed age secret key (bad encoding, length or checksum)")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
 		}
@@ -97,20 +102,26 @@ func ParseAgeRecipient(s string) (age.Recipient, error) {
 		return nil, errors.New("recipient is not valid UTF-8")
 	}
 	switch {
+	// The libraries' errors quote the line; they are replaced, so a
+	// secret given where a recipient was expected never reaches a log.
 	case strings.HasPrefix(s, "age1pq1"):
 		r, err := age.ParseHybridRecipient(s)
 		if err != nil {
-			return nil, err
+			return nil, errors.New("malformed age1pq1 recipient (bad encoding, length or checksum)")
 		}
 		return r, nil
 	case strings.HasPrefix(s, "age1"):
 		r, err := age.ParseX25519Recipient(s)
 		if err != nil {
-			return nil, err
+			return nil, errors.New("malformed age1 recipient (bad encoding, length or checksum)")
 		}
 		return r, nil
 	case strings.HasPrefix(s, "ssh-"):
-		return agessh.ParseRecipient(s)
+		r, err := agessh.ParseRecipient(s)
+		if err != nil {
+			return nil, errors.New("malformed or unsupported SSH recipient: want ssh-ed25519 or ssh-rsa followed by base64 key data")
+		}
+		return r, nil
 	case strings.HasPrefix(s, "AGE-SECRET-KEY-"):
 		return nil, errors.New("this is a secret identity, not a recipient: use `age-keygen -y` to get the public key")
 	}

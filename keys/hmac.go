@@ -2,6 +2,7 @@ package keys
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 )
 
@@ -35,7 +36,7 @@ func ParseHMACKey(b []byte) ([]byte, error) {
 	}
 	for i, c := range b {
 		if !isHex(c) {
-			return nil, fmt.Errorf("HMAC key: byte %d (0x%02x) is not a hex digit; want %d hex digits and an optional newline", i, c, 2*HMACKeySize)
+			return nil, fmt.Errorf("HMAC key: byte %d is not a hex digit; want %d hex digits and an optional newline", i, 2*HMACKeySize)
 		}
 	}
 	if len(b) != 2*HMACKeySize {
@@ -43,7 +44,7 @@ func ParseHMACKey(b []byte) ([]byte, error) {
 	}
 	k := make([]byte, HMACKeySize)
 	if _, err := hex.Decode(k, b); err != nil {
-		return nil, fmt.Errorf("HMAC key: %v", err)
+		return nil, errors.New("HMAC key: not hex")
 	}
 	return k, nil
 }

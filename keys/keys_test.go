@@ -317,9 +317,9 @@ func TestHMACKey(t *testing.T) {
 		"":                              "0 hex digits, want 64",
 		hexKey[:62] + "\n":              "62 hex digits, want 64",
 		hexKey + "00\n":                 "66 hex digits, want 64",
-		hexKey + "\n\n":                 "byte 64 (0x0a) is not a hex digit",
-		" " + hexKey:                    "byte 0 (0x20) is not a hex digit",
-		hexKey[:10] + "g" + hexKey[11:]: "byte 10 (0x67) is not a hex digit",
+		hexKey + "\n\n":                 "byte 64 is not a hex digit",
+		" " + hexKey:                    "byte 0 is not a hex digit",
+		hexKey[:10] + "g" + hexKey[11:]: "byte 10 is not a hex digit",
 	}
 	for in, want := range bad {
 		_, err := ParseHMACKey([]byte(in))

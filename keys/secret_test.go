@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -90,6 +91,50 @@ func TestLoadersShareTheCheck(t *testing.T) {
 		}
 		if err := c.load(c.path); !errors.Is(err, ErrPermissions) {
 			t.Errorf("%s at 0644: %v", c.path, err)
+		}
+	}
+}
+
+// TestKeyErrorsNeverEchoContent: issue 11 item 10. A key file of the
+// wrong kind or malformed gives an error that names the file and line but
+// never quotes its bytes (a secret passed where a public key, an HMAC key
+// or an identity was expected must not reach a log).
+func TestKeyErrorsNeverEchoContent(t *testing.T) {
+	const marker = "S3CRETMARKERxK9q"
+	dir := t.TempDir()
+	contents := []string{
+		marker + "\n",
+		"AGE-SECRET-KEY-1" + marker + "\n",
+		"AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ" + marker + "\n",
+		"ssh-ed25519 " + marker + "\n",
+		marker + " ssh-ed25519 AAAA\n",
+		"-----BEGIN OPENSSH PRIVATE KEY-----\n" + marker + "\n-----END OPENSSH PRIVATE KEY-----\n",
+		"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde" + marker + "\n",
+	}
+	loaders := map[string]func(string) error{
+		"hmac":       func(p string) error { _, err := LoadHMACKey(p); return err },
+		"signer":     func(p string) error { _, err := LoadSigner(p); return err },
+		"identity":   func(p string) error { _, err := LoadAgeIdentities(p); return err },
+		"recipients": func(p string) error { _, err := LoadAgeRecipients(p); return err },
+		"pubkeys":    func(p string) error { _, err := LoadPublicKeys(p); return err },
+	}
+	for i, c := range contents {
+		p := filepath.Join(dir, "k"+string(rune('a'+i)))
+		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for name, load := range loaders {
+			err := load(p)
+			if err == nil {
+				t.Errorf("%s accepted content %d", name, i)
+				continue
+			}
+			for _, s := range []string{marker, marker[:8], marker[8:]} {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("%s: error quotes the file: %v", name, err)
+					break
+				}
+			}
 		}
 	}
 }
