@@ -230,7 +230,9 @@ func (d *Daemon) prepare(ctx context.Context, it *item) error {
 	if err != nil {
 		return permanent{fmt.Errorf("%w: gen %d: %s: %v", ErrSource, gen, path, err)}
 	}
-	s, err := c.Decode(ctx, m, m.Size(), formats.DecodeOptions{Name: path})
+	s, err := c.Decode(ctx, m, m.Size(), formats.DecodeOptions{Name: path, Diagnostic: func(dg formats.Diagnostic) {
+		d.log.Info("source diagnostic", "gen", gen, "path", path, "where", dg.Where, "note", dg.Message)
+	}})
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
