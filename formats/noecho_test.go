@@ -14,11 +14,12 @@ import (
 	"github.com/snapd-ml/snapd/formats/stb"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/ztensor"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // marker stands for a secret: it must never appear in an error.
-const marker = "S3CRETMARKERxK9q"
+const marker = testutil.SecretMarker
 
 func codecs() []formats.Codec {
 	return []formats.Codec{wtxt.New(), safetensors.New(), ztensor.New(), stb.New(), fold.New(), aero.New()}
@@ -85,7 +86,7 @@ func TestErrorsNeverEchoContent(t *testing.T) {
 func checkNoEcho(t *testing.T, what string, err error, b []byte) {
 	t.Helper()
 	msg := err.Error()
-	for _, s := range []string{marker, marker[:8], marker[8:]} {
+	for _, s := range testutil.SecretForms() {
 		if strings.Contains(msg, s) {
 			t.Errorf("%s: error quotes the file's secret: %s", what, msg)
 			return

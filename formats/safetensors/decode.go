@@ -43,10 +43,13 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 	}
 	n := binary.LittleEndian.Uint64(lenBuf[:])
 	if n > MaxHeaderSize {
-		return nil, fail("", 0, ErrLimit, "header length %d exceeds the limit of %d bytes", n, MaxHeaderSize)
+		// safetensors has no magic: the length field is the file's first 8
+		// bytes, which may be anything (a key file named *.safetensors);
+		// its value is not printed.
+		return nil, fail("", 0, ErrLimit, "header length (the first 8 bytes, little-endian) exceeds the limit of %d bytes: not a safetensors file?", MaxHeaderSize)
 	}
 	if n > uint64(size-8) {
-		return nil, fail("", 0, ErrCorrupt, "header length %d exceeds the %d bytes after the length field (file size %d)", n, size-8, size)
+		return nil, fail("", 0, ErrCorrupt, "header length (the first 8 bytes, little-endian) exceeds the %d bytes after the length field (file size %d)", size-8, size)
 	}
 	hlen := int64(n)
 	var hdr []byte

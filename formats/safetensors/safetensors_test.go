@@ -429,8 +429,8 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"empty file", nil, ErrCorrupt, "file has 0 bytes, need at least 8"},
 		{"short file", []byte{1, 2, 3}, ErrCorrupt, "file has 3 bytes"},
-		{"absurd length", huge, ErrLimit, "header length 100000001 exceeds the limit"},
-		{"length past end", past, ErrCorrupt, "header length 9 exceeds the 8 bytes after the length field"},
+		{"absurd length", huge, ErrLimit, "header length (the first 8 bytes, little-endian) exceeds the limit"},
+		{"length past end", past, ErrCorrupt, "header length (the first 8 bytes, little-endian) exceeds the 8 bytes after the length field"},
 		{"max uint64 length", []byte{255, 255, 255, 255, 255, 255, 255, 255, '{', '}'}, ErrLimit, "exceeds the limit"},
 		{"truncated data", mk(ok, []byte{1}), ErrCorrupt, "end beyond the 1-byte data region"},
 		{"extra data", mk(ok, []byte{1, 2, 3}), ErrCorrupt, "tensor data covers 2 bytes but the data region after the header has 3"},

@@ -171,10 +171,12 @@ func (d *decoder) readLayout(maxManifest int64) (int64, []byte, error) {
 	}
 	msize := binary.LittleEndian.Uint64(foot[:])
 	if msize > uint64(d.size-16) {
-		return 0, nil, d.fail(ErrCorrupt, "", "", footOff, "manifest size %d exceeds file size %d - 16", msize, d.size)
+		// The size field's value is not printed: in a file that only
+		// looks like zTensor these are anybody's bytes.
+		return 0, nil, d.fail(ErrCorrupt, "", "", footOff, "manifest size (the last 8 bytes) exceeds file size %d - 16", d.size)
 	}
 	if msize > uint64(maxManifest) {
-		return 0, nil, d.fail(ErrLimit, "", "", footOff, "manifest size %d exceeds limit %d", msize, maxManifest)
+		return 0, nil, d.fail(ErrLimit, "", "", footOff, "manifest size (the last 8 bytes) exceeds limit %d", maxManifest)
 	}
 	mOff := footOff - int64(msize)
 	buf := make([]byte, msize)

@@ -1,6 +1,8 @@
 package testutil
 
 import (
+	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -26,10 +28,26 @@ func NoEcho(t testing.TB, decode func([]byte) error, b []byte, magicLen int) {
 			continue
 		}
 		msg := err.Error()
-		for _, s := range []string{SecretMarker, SecretMarker[:8], SecretMarker[8:]} {
+		for _, s := range SecretForms() {
 			if strings.Contains(msg, s) {
 				t.Fatalf("decoder error quotes the file's bytes: %s", msg)
 			}
 		}
 	}
+}
+
+// SecretForms lists the ways an error could reveal SecretMarker: the
+// marker and its halves as text, escaped or hex, and its 4- and 8-byte
+// windows read as little- or big-endian integers (a length field printed
+// in decimal reveals the bytes it was read from).
+func SecretForms() []string {
+	m := []byte(SecretMarker)
+	forms := []string{SecretMarker, SecretMarker[:8], SecretMarker[8:], fmt.Sprintf("%x", m[:8]), fmt.Sprintf("%x", m[8:])}
+	for i := 0; i+8 <= len(m); i++ {
+		forms = append(forms, fmt.Sprint(binary.LittleEndian.Uint64(m[i:])), fmt.Sprint(binary.BigEndian.Uint64(m[i:])))
+	}
+	for i := 0; i+4 <= len(m); i++ {
+		forms = append(forms, fmt.Sprint(binary.LittleEndian.Uint32(m[i:])), fmt.Sprint(binary.BigEndian.Uint32(m[i:])))
+	}
+	return forms
 }
