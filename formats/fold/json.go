@@ -257,7 +257,7 @@ func (p *jparser) value(depth int) (*jvalue, error) {
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.number()
 	default:
-		return nil, p.errf("unexpected character %q", c)
+		return nil, p.errf("unexpected character")
 	}
 }
 
@@ -312,7 +312,7 @@ func (p *jparser) number() (*jvalue, error) {
 	}
 	f, err := strconv.ParseFloat(text, 64)
 	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return nil, p.errf("malformed float %q", text)
+		return nil, p.errf("malformed float (%d bytes)", len(text))
 	}
 	return &jvalue{kind: jFloat, f: f}, nil
 }

@@ -83,6 +83,12 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 	seen := map[string]bool{}
 	dec := json.NewDecoder(bytes.NewReader(hdr))
 	jsonErr := func(tensor string, err error) error {
+		// encoding/json's syntax errors quote the offending character:
+		// only the position is reported.
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return fail(tensor, 8+se.Offset, ErrCorrupt, "header JSON: syntax error")
+		}
 		return fail(tensor, 8+dec.InputOffset(), ErrCorrupt, "header JSON: %v", err)
 	}
 	err := walkObject(dec, func(key string) error {
