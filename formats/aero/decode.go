@@ -678,7 +678,7 @@ func parseTIDXEntry(m *mdec) (*tidxEntry, error) {
 		}
 		if k.kind == kStr {
 			if seen[k.s] {
-				return nil, m.errf("duplicate key %q", k.s)
+				return nil, m.errf("duplicate key (%d bytes)", len(k.s))
 			}
 			seen[k.s] = true
 		}
