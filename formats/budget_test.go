@@ -101,3 +101,37 @@ func TestDecompressZstd(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
+
+// FuzzDecompressZstd: whatever the frames, DecompressZstd never panics,
+// never returns more than the limit (exactly the limit when exact), and
+// charges the budget exactly what it returns.
+func FuzzDecompressZstd(f *testing.F) {
+	f.Add(testutil.ZstdBomb(1000, 'x', false), int64(1000), true)
+	f.Add(testutil.ZstdBomb(1000, 'x', true), int64(999), false)
+	f.Add(testutil.ZstdBomb(5<<20, 0, false), int64(1<<30), false)
+	f.Add(testutil.ZstdBomb(0, 0, true), int64(0), true)
+	f.Add([]byte("not zstd"), int64(8), false)
+	f.Fuzz(func(t *testing.T, src []byte, limit int64, exact bool) {
+		const budget = 4 << 20
+		if limit < 0 || limit > 1<<40 {
+			return
+		}
+		b := formats.NewBudget(budget)
+		out, err := b.DecompressZstd(context.Background(), bytes.NewReader(src), limit, exact, "fuzz")
+		if err != nil {
+			if !errors.Is(err, formats.ErrLimit) && !errors.Is(err, formats.ErrCorrupt) {
+				t.Fatalf("error wraps neither ErrLimit nor ErrCorrupt: %v", err)
+			}
+			if b.Remaining() != budget {
+				t.Fatalf("failed call charged %d bytes", budget-b.Remaining())
+			}
+			return
+		}
+		if int64(len(out)) > limit || (exact && int64(len(out)) != limit) {
+			t.Fatalf("%d bytes for limit %d (exact %v)", len(out), limit, exact)
+		}
+		if got := budget - b.Remaining(); got != int64(len(out)) {
+			t.Fatalf("charged %d bytes for %d returned", got, len(out))
+		}
+	})
+}
