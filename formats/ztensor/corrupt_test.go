@@ -548,3 +548,25 @@ func TestDecompressionBombs(t *testing.T) {
 		t.Fatalf("the same file within a 65 MiB budget: %v", err)
 	}
 }
+
+// TestTensorCountDisagreement: issue 11 item 6, the same class in
+// zTensor. The manifest is CBOR, which states every count; a tensors map
+// whose count is lowered leaves bytes the decoder refuses (extraneous
+// data or a type error), so no tensor disappears silently.
+func TestTensorCountDisagreement(t *testing.T) {
+	for _, name := range []string{"dense_dtypes.zt", "sparse_csr_coo.zt", "zstd_crc32c.zt"} {
+		b := readFixture(t, name)
+		blobs, mb := splitFile(t, b)
+		i := bytes.Index(mb, []byte("tensors"))
+		if i < 0 || mb[i+7]&0xe0 != 0xa0 || mb[i+7]&0x1f == 0 || mb[i+7]&0x1f > 23 {
+			t.Fatalf("%s: no small tensors map header", name)
+		}
+		forged := append([]byte(nil), mb...)
+		forged[i+7]--
+		if s, err := decodeBytes(assemble(blobs, forged)); err == nil {
+			t.Errorf("%s: tensors count lowered: decoded %d arrays", name, len(s.Arrays))
+		} else if !errors.Is(err, formats.ErrCorrupt) {
+			t.Errorf("%s: %v does not wrap formats.ErrCorrupt", name, err)
+		}
+	}
+}
