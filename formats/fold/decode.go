@@ -363,6 +363,7 @@ func (d *decoder) decode(ctx context.Context) (*snapshot.Snapshot, error) {
 	s := &snapshot.Snapshot{Attrs: map[string]string{}}
 	nm := &namer{used: map[string]bool{}, next: map[string]int{}}
 	var recs []chunkRec
+	ends := make([]uint64, len(descs))
 	for i, di := range descs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -371,6 +372,7 @@ func (d *decoder) decode(ctx context.Context) (*snapshot.Snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
+		ends[i] = c.end
 		if c.eccNote != "" {
 			d.opts.Report(c.where, "ecc: %s", c.eccNote)
 		}
@@ -435,6 +437,17 @@ func (d *decoder) decode(ctx context.Context) (*snapshot.Snapshot, error) {
 		s.Arrays = append(s.Arrays, arrays...)
 	}
 
+	if err := checkTiling(descs, ends, indexOff, indexLen, uint64(d.size)); err != nil {
+		return nil, err
+	}
+	if chunkHashes != nil {
+		for _, m := range chunkHashes.obj {
+			if _, ok := lastByName[m.key]; !ok {
+				return nil, errorf(ErrFormat, "metadata.chunk_hashes lists a chunk (%d-byte name) that the index does not", len(m.key))
+			}
+		}
+	}
+
 	// Index skeleton: chunks emptied, hashes blanked, key order kept.
 	rootCopy := &jvalue{kind: jObject, obj: append([]jmember(nil), root.obj...)}
 	metaCopy := &jvalue{kind: jObject, obj: append([]jmember(nil), meta.obj...)}
@@ -464,6 +477,32 @@ func (d *decoder) decode(ctx context.Context) (*snapshot.Snapshot, error) {
 		s.Attrs[AttrHashForm] = "hex"
 	}
 	return s, nil
+}
+
+// checkTiling requires the chunks to fill [28, index_off) back to back in
+// offset order, and the file to end with the index, as the writers lay
+// files out: a chunk dropped from the index (or bytes added) leaves a gap
+// and is refused instead of disappearing silently.
+func checkTiling(descs []descInfo, ends []uint64, indexOff, indexLen, size uint64) error {
+	order := make([]int, len(descs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return descs[order[a]].offset < descs[order[b]].offset })
+	pos := uint64(HeaderLen)
+	for _, i := range order {
+		if descs[i].offset != pos {
+			return errorf(ErrFormat, "bytes [%d, %d) belong to no chunk the index lists (next: chunk %q at %d)", pos, descs[i].offset, descs[i].name, descs[i].offset)
+		}
+		pos = ends[i]
+	}
+	if pos != indexOff {
+		return errorf(ErrFormat, "bytes [%d, %d) between the last chunk and the index belong to no chunk the index lists", pos, indexOff)
+	}
+	if end := indexOff + indexLen; end != size {
+		return errorf(ErrFormat, "the index ends at %d but the file has %d bytes", end, size)
+	}
+	return nil
 }
 
 // descInfo is what the reader takes from one index chunk descriptor.
@@ -560,6 +599,7 @@ type chunkData struct {
 	payload []byte
 	sum     [32]byte // sha256 of the (corrected) stored bytes
 	eccNote string   // ECC report, a diagnostic ("" when clean)
+	end     uint64   // file offset just past the chunk's ECC bytes
 }
 
 // readChunk reads chunk i's header, checks bounds and limits, verifies
@@ -700,6 +740,7 @@ func (d *decoder) readChunk(i int, di descInfo) (chunkData, error) {
 	}
 
 	c.ctype, c.flags, c.payload, c.sum = ctype, flags, payload, sum
+	c.end = dataOff + compLen + eccN
 	return c, nil
 }
 

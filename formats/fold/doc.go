@@ -47,8 +47,11 @@
 //   - magic, header_len == 28, index_off >= 28, index_len <= MaxIndexSize
 //     (100 MiB), index inside the file; the index must be UTF-8 JSON (NaN
 //     and ±Infinity accepted as Python does) holding an object with a
-//     chunks list; "format", when present, must be "fold". Bytes between
-//     the chunks and the index, and after the index, are not read.
+//     chunks list; "format", when present, must be "fold". The chunks
+//     must fill [28, index_off) back to back (in offset order) and the
+//     file must end with the index, as both reference writers lay files
+//     out: a chunk dropped from the index, or bytes added, is refused.
+//     metadata.chunk_hashes may only name chunks the index lists.
 //   - every chunk: header inside the file; uncomp_len, comp_len, ecc_len
 //     <= MaxChunkSize (2 GiB, the later reference's limit) and stored+ECC
 //     bytes inside the file, all checked before anything is allocated.

@@ -190,3 +190,44 @@ func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// TestIndexAgreesWithChunks: issue 11 item 6, the same class in FOLD. A
+// chunk dropped from the index (its bytes still in the file), bytes after
+// the index, or chunk_hashes naming a chunk the index lacks are refused.
+func TestIndexAgreesWithChunks(t *testing.T) {
+	for _, file := range []string{"basic_nocomp.fold", "zstd_tsav_npz.fold", "ecc_rs32_head.mind"} {
+		orig := readFixture(t, file)
+		n := len(root(t, orig).get("chunks").arr)
+		for drop := 0; drop < n; drop++ {
+			b := withIndex(t, orig, func(r *jvalue) {
+				cs := r.get("chunks")
+				cs.arr = append(append([]*jvalue(nil), cs.arr[:drop]...), cs.arr[drop+1:]...)
+				if m := r.get("metadata"); m != nil {
+					m.set("chunk_hashes", &jvalue{kind: jObject})
+					m.set("manifest_hash", jstr(sha256Hex([]byte(canonicalJSON(m.without("manifest_hash"))))))
+				}
+			})
+			err := decodeErr(b, formats.DecodeOptions{})
+			if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "belong to no chunk") {
+				t.Errorf("%s: chunk %d dropped from the index: %v", file, drop, err)
+			}
+		}
+		if err := decodeErr(append(append([]byte(nil), orig...), 0), formats.DecodeOptions{}); !errors.Is(err, ErrFormat) {
+			t.Errorf("%s: a byte after the index: %v", file, err)
+		}
+		b := withIndex(t, orig, func(r *jvalue) {
+			ch := r.get("metadata").get("chunk_hashes")
+			ch.obj = append(ch.obj, jmember{"ghost", jstr(strings.Repeat("0", 64))})
+			m := r.get("metadata")
+			m.set("manifest_hash", jstr(sha256Hex([]byte(canonicalJSON(m.without("manifest_hash"))))))
+		})
+		if err := decodeErr(b, formats.DecodeOptions{}); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "chunk_hashes lists a chunk") {
+			t.Errorf("%s: chunk_hashes names a missing chunk: %v", file, err)
+		}
+	}
+}
+
+func root(t *testing.T, b []byte) *jvalue {
+	_, r := rawChunks(t, b)
+	return r
+}
