@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/google/go-github/v60/github"
 )
@@ -25,9 +24,13 @@ type ClientOptions struct {
 	APIURL string
 	Token  TokenSource
 	App    *AppConfig
-	// HTTPClient supplies the underlying transport (nil = http.DefaultTransport).
+	// HTTPClient supplies the underlying transport (nil: one with
+	// Timeouts' dial, TLS and response-header limits) and, through its
+	// Timeout, the per-attempt overall limit (0: Timeouts.Attempt).
 	HTTPClient *http.Client
-	Retry      RetryPolicy
+	// Timeouts bound every request (zero fields take the defaults).
+	Timeouts Timeouts
+	Retry    RetryPolicy
 	// Logger receives debug/warn messages; tokens and headers are never
 	// logged (nil = discard).
 	Logger    *slog.Logger
@@ -63,21 +66,30 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("github: API URL %q: want an absolute http(s) URL", opts.APIURL)
 	}
-	base := http.DefaultTransport
-	var timeout time.Duration
+	to := opts.Timeouts.withDefaults()
+	var base http.RoundTripper
 	if opts.HTTPClient != nil {
-		timeout = opts.HTTPClient.Timeout
-		if opts.HTTPClient.Transport != nil {
-			base = opts.HTTPClient.Transport
+		if opts.HTTPClient.Timeout > 0 {
+			to.Attempt = opts.HTTPClient.Timeout
 		}
+		base = opts.HTTPClient.Transport
 	}
+	if base == nil {
+		base = to.transport()
+	}
+	base = attemptTimeout{base: base, d: to.Attempt}
 	policy := opts.Retry.withDefaults()
 	newGH := func(auth TokenSource) *github.Client {
 		t := &transport{base: base, host: u.Host, policy: policy, log: log}
 		if auth != nil {
 			t.authorize = auth.Authorization
+			if inv, ok := auth.(Invalidator); ok {
+				t.invalidate = inv.Invalidate
+			}
 		}
-		hc := &http.Client{Transport: t, Timeout: timeout}
+		// No http.Client.Timeout: it would also cut the transport's
+		// rate-limit waits; attemptTimeout bounds each attempt instead.
+		hc := &http.Client{Transport: t}
 		c := github.NewClient(hc)
 		c.BaseURL = u
 		c.UploadURL = u
