@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/google/go-github/v60/github"
 )
@@ -35,14 +36,24 @@ type ClientOptions struct {
 	// logged (nil = discard).
 	Logger    *slog.Logger
 	UserAgent string
+	// Login is the account the credentials act as, when the caller knows
+	// it better than GitHub says (GitHub Actions' GITHUB_TOKEN is
+	// "github-actions[bot]" and may not call GET /user). "" = ask GitHub
+	// (GET /user for a token, GET /app for an App: "<slug>[bot]").
+	Login string
 }
 
 // Client talks to the GitHub REST API through go-github with
 // authorization, rate-limit handling and logging in its transport.
 type Client struct {
 	gh     *github.Client
+	appGH  *github.Client // authorized with the App's JWT (nil for a token)
 	log    *slog.Logger
 	policy RetryPolicy
+
+	mu         sync.Mutex
+	login      string
+	loginKnown bool
 }
 
 // NewClient builds a Client. With App set, installation tokens are minted
@@ -110,8 +121,48 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		a := &appTokenSource{cfg: *opts.App, key: key, now: policy.Now}
 		a.gh = newGH(jwtAuth{a})
 		auth = a
+		c := &Client{gh: newGH(auth), appGH: a.gh, log: log, policy: policy}
+		c.login, c.loginKnown = opts.Login, opts.Login != ""
+		return c, nil
 	}
-	return &Client{gh: newGH(auth), log: log, policy: policy}, nil
+	c := &Client{gh: newGH(auth), log: log, policy: policy}
+	c.login, c.loginKnown = opts.Login, opts.Login != ""
+	return c, nil
+}
+
+// Login returns the account the client acts as (see ClientOptions.Login):
+// the App's "<slug>[bot]", or the token's user. It is "" when GitHub does
+// not say (GET /user answers 403 to integration tokens); such a client
+// edits, dismisses and deletes no review, it only creates them. The
+// answer is cached.
+func (c *Client) Login(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loginKnown {
+		return c.login, nil
+	}
+	if c.appGH != nil {
+		app, _, err := c.appGH.Apps.Get(ctx, "")
+		if err != nil {
+			return "", fmt.Errorf("github app: who am I (GET /app): %w", err)
+		}
+		if app.GetSlug() == "" {
+			return "", errors.New("github app: GET /app names no slug")
+		}
+		c.login, c.loginKnown = app.GetSlug()+"[bot]", true
+		return c.login, nil
+	}
+	u, resp, err := c.gh.Users.Get(ctx, "")
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusForbidden {
+			c.log.Warn("github: GET /user refused (an integration token?); reviews of earlier runs cannot be recognised as this account's and will not be edited or dismissed")
+			c.loginKnown = true
+			return "", nil
+		}
+		return "", fmt.Errorf("github: who am I (GET /user): %w", err)
+	}
+	c.login, c.loginKnown = u.GetLogin(), true
+	return c.login, nil
 }
 
 // GitHub returns the underlying go-github client (authorized, rate-limit

@@ -139,6 +139,10 @@ type Server struct {
 	// Author opened the pull request Number when it was not created
 	// through POST /pulls ("" = "octo-author").
 	Author string
+	// Unplaceable lists "path:line" positions GitHub cannot place a
+	// comment on although the patch shows them (as when GitHub's diff
+	// differs from the one the review was built on).
+	Unplaceable map[string]bool
 	// AllowActionsApproval lets GitHub Actions approve pull requests (the
 	// repository setting; off by default, as GitHub's).
 	AllowActionsApproval bool
@@ -719,7 +723,7 @@ func (s *Server) checkComment(path string, line int, side, body string) string {
 		if f.Filename != path {
 			continue
 		}
-		if f.Patch == "" || !commentable(f.Patch)[line] {
+		if f.Patch == "" || !commentable(f.Patch)[line] || s.Unplaceable[fmt.Sprintf("%s:%d", path, line)] {
 			return "Pull request review thread line must be part of the diff"
 		}
 		return ""
@@ -808,7 +812,8 @@ func (s *Server) getApp(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, 401, "%s", msg)
 		return
 	}
-	writeJSON(w, 200, map[string]any{"id": s.App.ID, "slug": strings.TrimSuffix(s.App.Login(), "[bot]")})
+	slug := strings.TrimSuffix(s.App.Login(), "[bot]")
+	writeJSON(w, 200, map[string]any{"slug": slug, "name": slug, "client_id": s.App.ID})
 }
 
 func (s *Server) installationToken(w http.ResponseWriter, r *http.Request, id string) {
