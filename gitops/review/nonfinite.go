@@ -1,0 +1,183 @@
+package review
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// NonFiniteArray counts the elements of one float array that a
+// generation made NaN or ±Inf.
+type NonFiniteArray struct {
+	Array  string `json:"array"`
+	NewNaN int64  `json:"new_nan"`
+	NewInf int64  `json:"new_inf"`
+}
+
+// NonFiniteIntroduced compares two plaintext WTXT generations, base and
+// head, chunk by chunk and returns, per float array, the elements that are
+// NaN or ±Inf in head and were not in base (nil when there are none).
+// Only chunks whose ch line differs are decoded (each checked against its
+// sha256); an array that is new, or whose type, shape or chunk geometry
+// changed, is decoded whole and counts the NaN/Inf it holds beyond what
+// the base's array of the same type held. Both files are mapped, not
+// read, so the cost is one page per chunk plus the changed chunks. The
+// files are not verified otherwise (wtxt.Verify's job).
+func NonFiniteIntroduced(ctx context.Context, basePath, headPath string) ([]NonFiniteArray, error) {
+	bm, err := snapshot.MapFile(basePath)
+	if err != nil {
+		return nil, err
+	}
+	defer bm.Close()
+	hm, err := snapshot.MapFile(headPath)
+	if err != nil {
+		return nil, err
+	}
+	defer hm.Close()
+	bb, hb := bm.Bytes(), hm.Bytes()
+	bidx, err := scanIndexBytes(bb)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", basePath, err)
+	}
+	hidx, err := scanIndexBytes(hb)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", headPath, err)
+	}
+	var out []NonFiniteArray
+	for _, h := range hidx.Arrays {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		dt, err := snapshot.ParseDType(h.DType)
+		if err != nil || !dt.IsFloat() {
+			continue
+		}
+		b := bidx.array(h.Name)
+		var nan, inf int64
+		if b != nil && b.DType == h.DType && b.Shape == h.Shape && b.RowsPerChunk == h.RowsPerChunk && b.RowSize == h.RowSize && sameOffsets(b, h) {
+			for i, c := range h.Chunks {
+				bc := b.Chunks[i]
+				if bc.SHA256 == c.SHA256 {
+					continue
+				}
+				old, err := chunkData(bb, b, bc)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", basePath, err)
+				}
+				cur, err := chunkData(hb, h, c)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", headPath, err)
+				}
+				d, err := diffFlat(ctx, dt, old, cur)
+				if err != nil {
+					return nil, err
+				}
+				nan, inf = nan+d.NewNaN, inf+d.NewInf
+			}
+		} else {
+			n1, i1, err := countNonFinite(ctx, hb, h, dt)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", headPath, err)
+			}
+			var n0, i0 int64
+			if b != nil && b.DType == h.DType {
+				if n0, i0, err = countNonFinite(ctx, bb, b, dt); err != nil {
+					return nil, fmt.Errorf("%s: %w", basePath, err)
+				}
+			}
+			nan, inf = max(0, n1-n0), max(0, i1-i0)
+		}
+		if nan+inf > 0 {
+			out = append(out, NonFiniteArray{Array: h.Name, NewNaN: nan, NewInf: inf})
+		}
+	}
+	return out, nil
+}
+
+func sameOffsets(b, h *arrayEntry) bool {
+	if len(b.Chunks) != len(h.Chunks) {
+		return false
+	}
+	for i, c := range h.Chunks {
+		if bc := b.Chunks[i]; bc.IX != c.IX || bc.Off != c.Off || bc.Len != c.Len {
+			return false
+		}
+	}
+	return true
+}
+
+// diffFlat compares two chunks' bytes as flat arrays of dt.
+func diffFlat(ctx context.Context, dt snapshot.DType, old, cur []byte) (*snapshot.ArrayDiff, error) {
+	esz := int64(dt.Size())
+	if int64(len(old))%esz != 0 || len(old) != len(cur) {
+		return nil, fmt.Errorf("review: chunks of %d and %d bytes are not whole %s elements", len(old), len(cur), dt)
+	}
+	arr := func(b []byte) *snapshot.Snapshot {
+		return &snapshot.Snapshot{Arrays: []*snapshot.Array{{Name: "c", DType: dt, Shape: []int64{int64(len(b)) / esz}, Data: snapshot.Bytes(b)}}}
+	}
+	ds, err := snapshot.Diff(ctx, arr(old), arr(cur), snapshot.DiffOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return &ds[0], nil
+}
+
+// countNonFinite counts the NaN and ±Inf elements of an array, chunk by
+// chunk (a comparison with zeros: every NaN/Inf is "new" against 0).
+func countNonFinite(ctx context.Context, file []byte, a *arrayEntry, dt snapshot.DType) (nan, inf int64, err error) {
+	for _, c := range a.Chunks {
+		cur, err := chunkData(file, a, c)
+		if err != nil {
+			return 0, 0, err
+		}
+		d, err := diffFlat(ctx, dt, make([]byte, len(cur)), cur)
+		if err != nil {
+			return 0, 0, err
+		}
+		nan, inf = nan+d.NewNaN, inf+d.NewInf
+	}
+	return nan, inf, nil
+}
+
+// chunkData decodes one chunk's base64 lines ("<b64> p") from a mapped
+// WTXT file and checks its length and sha256 against the ch line.
+func chunkData(file []byte, a *arrayEntry, c chunkEntry) ([]byte, error) {
+	fail := func(what string) error {
+		return fmt.Errorf("line %d: array %q chunk %d: %s", c.Line, a.Name, c.IX, what)
+	}
+	if c.Pos < 0 || c.Pos > int64(len(file)) || c.Len > int64(len(file)) {
+		return nil, fail("outside the file")
+	}
+	out := make([]byte, 0, c.Len)
+	var buf [64]byte
+	pos := c.Pos
+	for n := (c.Len + 56) / 57; n > 0; n-- {
+		end := bytes.IndexByte(file[pos:], '\n')
+		if end < 0 {
+			return nil, fail("file ends inside the base64")
+		}
+		line := file[pos : pos+int64(end)]
+		sp := bytes.LastIndexByte(line, ' ')
+		if sp < 0 || len(line[:sp]) > base64.StdEncoding.EncodedLen(len(buf)) {
+			return nil, fail("malformed base64 line")
+		}
+		k, err := base64.StdEncoding.Decode(buf[:], line[:sp])
+		if err != nil {
+			return nil, fail("base64 does not decode")
+		}
+		out = append(out, buf[:k]...)
+		pos += int64(end) + 1
+	}
+	if int64(len(out)) != c.Len {
+		return nil, fail(fmt.Sprintf("decodes to %d bytes, the ch line says %d", len(out), c.Len))
+	}
+	if sum := sha256.Sum256(out); hex.EncodeToString(sum[:]) != c.SHA256 {
+		return nil, fail("sha256 of the decoded bytes differs from the ch line")
+	}
+	return out, nil
+}
