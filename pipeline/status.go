@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -91,6 +92,9 @@ func ReadStatus(stateDir string) (*Status, error) {
 	}
 	if st.PullRequest, err = ReadPullRequestState(stateDir); err != nil {
 		st.Warnings = append(st.Warnings, err.Error())
+	}
+	if c := st.Chain; c != nil && len(c.NonFinite) > 0 {
+		st.Warnings = append(st.Warnings, fmt.Sprintf("generation %d introduced NaN/Inf (against generation %d): %s", c.Gen, c.PrevGen, nonFiniteSummary(c.NonFinite)))
 	}
 	if st.LastError, err = ReadLastError(stateDir); err != nil {
 		st.Warnings = append(st.Warnings, err.Error())
