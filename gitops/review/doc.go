@@ -45,11 +45,22 @@
 //	                 that does not increase, an unparsable diff)
 //	COMMENT          otherwise
 //
-// GitHub refuses APPROVE and REQUEST_CHANGES on one's own pull request
-// (the daemon's App opens the pull request it reviews). Post then posts
-// the review as COMMENT with a note naming the verdict, and a hidden
-// "<!-- snapd-review downgraded -->" line so re-runs update it;
-// Result.Event says what was posted, Review.Event stays the verdict.
+// GitHub answers 422 for several reasons; Post tells them apart by
+// GitHub's message and reacts to each:
+//
+//	"Can not approve your own pull request" /      posted as COMMENT, a note says the account
+//	"Can not request changes on your own …"        opened the pull request (the daemon's does)
+//	"GitHub Actions is not permitted to approve    posted as COMMENT, a note names the repository
+//	pull requests."                                setting that allows it
+//	"User can only have one pending review per     the account's pending review is deleted when it
+//	pull request"                                  is snapd's or empty, then created again; another
+//	                                               pending review is an error naming it
+//	"Pull request review thread line must be part  created without line comments, which are then
+//	of the diff" (or path/line not resolved)       posted singly: only those GitHub refuses are folded
+//
+// A downgraded review carries "<!-- snapd-review downgraded reason=own|actions -->"
+// so re-runs update it; Result.Event says what was posted, Review.Event
+// stays the verdict.
 //
 // # Review layout
 //
@@ -109,10 +120,17 @@
 // with every comment folded into the body; a rejected single comment on a
 // re-run is folded and the body updated.
 //
-// # Idempotence
+// # Identity and idempotence
 //
-// Post lists the pull request's reviews and takes the last whose body
-// starts with the marker for the head SHA. If its state matches the event
+// Post acts as one account (Client.Login): the token's user (GET /user),
+// an App installation's "<slug>[bot]" (GET /app with the App's JWT), or
+// ClientOptions.Login (GitHub Actions' GITHUB_TOKEN is
+// "github-actions[bot]" and may not call GET /user). Only that account's
+// reviews and comments count: another account's review is never edited
+// (GitHub refuses it anyway) and its comments never stand for snapd's,
+// marker or not. When GitHub does not say who the token is, no review is
+// edited or dismissed. Post lists the pull request's reviews and takes
+// the account's last whose body starts with the marker for the head SHA. If its state matches the event
 // it updates that review's body (PUT); a different event creates a new
 // review and replaces the old one's body by a "superseded" note (GitHub
 // cannot change a submitted review's state). Line comments whose marker is
