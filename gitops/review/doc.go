@@ -137,7 +137,10 @@
 // already among the pull request's review comments are not posted again;
 // missing ones are posted singly (POST /pulls/N/comments), one second
 // apart. A new head SHA makes new markers, so a new push gets a new
-// review.
+// review. When a review's verdict is not REQUEST_CHANGES, the account's
+// earlier snapd reviews that requested changes are dismissed (PUT
+// …/reviews/{id}/dismissals): GitHub keeps a pull request blocked by a
+// request for changes until it is dismissed, whatever later reviews say.
 //
 // # Authentication and rate limits
 //
@@ -146,7 +149,12 @@
 // POST /app/installations/{id}/access_tokens, which asks for
 // contents:read and pull_requests:write only (and, from the CLI, only the
 // reviewed repository); the installation token is cached until five
-// minutes before it expires. Authorization is added by the transport only
+// minutes before it expires, and dropped when GitHub answers 401 (revoked,
+// or the installation changed): the request is then retried once with a
+// new token (a static token is not retried). Every request has timeouts
+// (Timeouts): connect 10 s, TLS handshake 10 s, response headers 60 s, and
+// 10 minutes for one attempt including its body; rate-limit waits between
+// attempts are bounded by RetryPolicy.MaxWait instead. Authorization is added by the transport only
 // for the API host, and no header, token or JWT is ever logged (debug
 // logs carry method, path, status, attempt and timing).
 //
