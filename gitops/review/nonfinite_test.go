@@ -81,3 +81,28 @@ func TestNonFiniteIntroducedChecksChunks(t *testing.T) {
 		t.Fatalf("tampered chunk: %v", err)
 	}
 }
+
+// FuzzNonFiniteIntroduced: any head file against a real base gives a
+// result or an error, never a panic or an allocation beyond the file.
+func FuzzNonFiniteIntroduced(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/*.wtxt")
+	if len(seeds) == 0 {
+		f.Fatal("no testdata/*.wtxt seeds")
+	}
+	for _, p := range seeds {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	base := seeds[0]
+	f.Fuzz(func(t *testing.T, b []byte) {
+		head := filepath.Join(t.TempDir(), "head.wtxt")
+		if err := os.WriteFile(head, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		NonFiniteIntroduced(context.Background(), base, head)
+		NonFiniteIntroduced(context.Background(), head, head)
+	})
+}
