@@ -400,6 +400,18 @@ func TestPublish(t *testing.T) {
 	if len(s.PRs) != 1 || !res.Updated || len(s.ReviewList()) != 1 || len(s.CommentList()) != 4 {
 		t.Fatalf("second publish duplicated: PRs %d, %+v", len(s.PRs), res)
 	}
+	// A new title edits the open pull request (PATCH), it opens no other.
+	p.Title = "gen 000002 (renamed)"
+	if _, err := c.Publish(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	patched := false
+	for _, r := range s.RequestLog() {
+		patched = patched || r == "PATCH /repos/acme/weights/pulls/7"
+	}
+	if !patched || len(s.PRs) != 1 || s.PRs[0]["title"] != p.Title {
+		t.Fatalf("title not updated: PATCH %v, %v", patched, s.PRs)
+	}
 }
 
 func TestTokenSources(t *testing.T) {
