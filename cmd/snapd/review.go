@@ -229,6 +229,12 @@ func runReview(ctx context.Context, e *env, o *reviewOptions) error {
 		}
 		fmt.Fprintf(e.stdout, "review %d %s on %s#%d: %s, %d line comment(s) posted, %d already present, %d file(s)\n",
 			res.ReviewID, verb, o.repo, o.pr, ev, res.CommentsPosted, res.CommentsKept, len(rv.Files))
+		if len(res.Dismissed) > 0 {
+			fmt.Fprintf(e.stdout, "dismissed %d earlier snapd request(s) for changes it supersedes: %v\n", len(res.Dismissed), res.Dismissed)
+		}
+		if len(res.DeletedPending) > 0 {
+			fmt.Fprintf(e.stdout, "deleted %d pending review(s) an interrupted run left: %v\n", len(res.DeletedPending), res.DeletedPending)
+		}
 	}
 	if rv.Event == review.EventRequestChanges {
 		return errReviewRequestsChanges{}
