@@ -14,6 +14,7 @@ import (
 type chunkEntry struct {
 	IX, Off, Len int64
 	SHA256       string
+	CRC32C       string
 	Line         int   // 1-based line number of the ch line
 	Pos          int64 // byte offset of the chunk's first base64 line
 }
@@ -167,7 +168,7 @@ func (s *indexScanner) line(l []byte) (int64, error) {
 			return 0, fmt.Errorf("line %d: more than %d chunks", lineNo, maxIndexChunks)
 		}
 		f := lineFields(string(l[3:]))
-		c := chunkEntry{SHA256: f["sha256"], Line: lineNo, Pos: s.off + int64(len(l)) + 1}
+		c := chunkEntry{SHA256: f["sha256"], CRC32C: f["crc32c"], Line: lineNo, Pos: s.off + int64(len(l)) + 1}
 		var e1, e2, e3 error
 		c.IX, e1 = strconv.ParseInt(f["ix"], 10, 64)
 		c.Off, e2 = strconv.ParseInt(f["off"], 10, 64)

@@ -3,10 +3,9 @@ package review
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
+	"hash/crc32"
 
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -19,16 +18,33 @@ type NonFiniteArray struct {
 	NewInf int64  `json:"new_inf"`
 }
 
+// NonFiniteReport is what NonFiniteIntroduced found.
+type NonFiniteReport struct {
+	// Arrays lists the float arrays with NaN/±Inf the head introduced
+	// (nil when none).
+	Arrays []NonFiniteArray `json:"arrays,omitempty"`
+	// ChangedBytes is the raw size of the head's changed chunks of float
+	// arrays; CheckedBytes how much of it was decoded and compared (less
+	// when the budget ran out: the check is then partial).
+	ChangedBytes int64 `json:"changed_bytes"`
+	CheckedBytes int64 `json:"checked_bytes"`
+}
+
+// Partial reports whether the budget left changed chunks unchecked.
+func (r *NonFiniteReport) Partial() bool { return r.CheckedBytes < r.ChangedBytes }
+
 // NonFiniteIntroduced compares two plaintext WTXT generations, base and
-// head, chunk by chunk and returns, per float array, the elements that are
-// NaN or ±Inf in head and were not in base (nil when there are none).
-// Only chunks whose ch line differs are decoded (each checked against its
-// sha256); an array that is new, or whose type, shape or chunk geometry
-// changed, is decoded whole and counts the NaN/Inf it holds beyond what
-// the base's array of the same type held. Both files are mapped, not
-// read, so the cost is one page per chunk plus the changed chunks. The
-// files are not verified otherwise (wtxt.Verify's job).
-func NonFiniteIntroduced(ctx context.Context, basePath, headPath string) ([]NonFiniteArray, error) {
+// head, chunk by chunk and reports, per float array, the elements that
+// are NaN or ±Inf in head and were not in base. Only chunks whose ch line
+// differs are decoded (each checked against its crc32c); an array that is
+// new, or whose type, shape or chunk geometry changed, is decoded whole
+// and counts the NaN/Inf it holds beyond what the base's array of the
+// same type held. Both files are mapped, not read: the cost is one page
+// per chunk plus the changed chunks, of which at most maxBytes (raw, head
+// side; <= 0: no limit) are decoded, in file order — a dense update of a
+// large model is then checked in part (Partial). The files are not
+// verified otherwise (wtxt.Verify's job).
+func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxBytes int64) (*NonFiniteReport, error) {
 	bm, err := snapshot.MapFile(basePath)
 	if err != nil {
 		return nil, err
@@ -48,7 +64,15 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string) ([]NonF
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", headPath, err)
 	}
-	var out []NonFiniteArray
+	rep := &NonFiniteReport{}
+	budget := func(n int64) bool {
+		rep.ChangedBytes += n
+		if maxBytes > 0 && rep.CheckedBytes+n > maxBytes {
+			return false
+		}
+		rep.CheckedBytes += n
+		return true
+	}
 	for _, h := range hidx.Arrays {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -62,7 +86,7 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string) ([]NonF
 		if b != nil && b.DType == h.DType && b.Shape == h.Shape && b.RowsPerChunk == h.RowsPerChunk && b.RowSize == h.RowSize && sameOffsets(b, h) {
 			for i, c := range h.Chunks {
 				bc := b.Chunks[i]
-				if bc.SHA256 == c.SHA256 {
+				if bc.SHA256 == c.SHA256 || !budget(c.Len) {
 					continue
 				}
 				old, err := chunkData(bb, b, bc)
@@ -73,13 +97,13 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string) ([]NonF
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", headPath, err)
 				}
-				d, err := diffFlat(ctx, dt, old, cur)
+				d, err := diffFlat(ctx, dt, h.RowSize, old, cur)
 				if err != nil {
 					return nil, err
 				}
 				nan, inf = nan+d.NewNaN, inf+d.NewInf
 			}
-		} else {
+		} else if budget(h.Bytes) {
 			n1, i1, err := countNonFinite(ctx, hb, h, dt)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", headPath, err)
@@ -93,10 +117,10 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string) ([]NonF
 			nan, inf = max(0, n1-n0), max(0, i1-i0)
 		}
 		if nan+inf > 0 {
-			out = append(out, NonFiniteArray{Array: h.Name, NewNaN: nan, NewInf: inf})
+			rep.Arrays = append(rep.Arrays, NonFiniteArray{Array: h.Name, NewNaN: nan, NewInf: inf})
 		}
 	}
-	return out, nil
+	return rep, nil
 }
 
 func sameOffsets(b, h *arrayEntry) bool {
@@ -111,14 +135,21 @@ func sameOffsets(b, h *arrayEntry) bool {
 	return true
 }
 
-// diffFlat compares two chunks' bytes as flat arrays of dt.
-func diffFlat(ctx context.Context, dt snapshot.DType, old, cur []byte) (*snapshot.ArrayDiff, error) {
+// diffFlat compares two chunks' bytes as arrays of dt, in rows of
+// rowSize bytes when they divide the chunk (fewer, larger rows compare
+// faster), else element by element.
+func diffFlat(ctx context.Context, dt snapshot.DType, rowSize int64, old, cur []byte) (*snapshot.ArrayDiff, error) {
 	esz := int64(dt.Size())
-	if int64(len(old))%esz != 0 || len(old) != len(cur) {
+	n := int64(len(old))
+	if n%esz != 0 || len(old) != len(cur) {
 		return nil, fmt.Errorf("review: chunks of %d and %d bytes are not whole %s elements", len(old), len(cur), dt)
 	}
+	shape := []int64{n / esz}
+	if rowSize > 0 && rowSize%esz == 0 && n%rowSize == 0 {
+		shape = []int64{n / rowSize, rowSize / esz}
+	}
 	arr := func(b []byte) *snapshot.Snapshot {
-		return &snapshot.Snapshot{Arrays: []*snapshot.Array{{Name: "c", DType: dt, Shape: []int64{int64(len(b)) / esz}, Data: snapshot.Bytes(b)}}}
+		return &snapshot.Snapshot{Arrays: []*snapshot.Array{{Name: "c", DType: dt, Shape: shape, Data: snapshot.Bytes(b)}}}
 	}
 	ds, err := snapshot.Diff(ctx, arr(old), arr(cur), snapshot.DiffOptions{})
 	if err != nil {
@@ -135,7 +166,7 @@ func countNonFinite(ctx context.Context, file []byte, a *arrayEntry, dt snapshot
 		if err != nil {
 			return 0, 0, err
 		}
-		d, err := diffFlat(ctx, dt, make([]byte, len(cur)), cur)
+		d, err := diffFlat(ctx, dt, a.RowSize, make([]byte, len(cur)), cur)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -144,8 +175,10 @@ func countNonFinite(ctx context.Context, file []byte, a *arrayEntry, dt snapshot
 	return nan, inf, nil
 }
 
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 // chunkData decodes one chunk's base64 lines ("<b64> p") from a mapped
-// WTXT file and checks its length and sha256 against the ch line.
+// WTXT file and checks its length and crc32c against the ch line.
 func chunkData(file []byte, a *arrayEntry, c chunkEntry) ([]byte, error) {
 	fail := func(what string) error {
 		return fmt.Errorf("line %d: array %q chunk %d: %s", c.Line, a.Name, c.IX, what)
@@ -176,8 +209,10 @@ func chunkData(file []byte, a *arrayEntry, c chunkEntry) ([]byte, error) {
 	if int64(len(out)) != c.Len {
 		return nil, fail(fmt.Sprintf("decodes to %d bytes, the ch line says %d", len(out), c.Len))
 	}
-	if sum := sha256.Sum256(out); hex.EncodeToString(sum[:]) != c.SHA256 {
-		return nil, fail("sha256 of the decoded bytes differs from the ch line")
+	// The ring's own files: CRC32C guards against misreading (a torn or
+	// damaged file); authenticity is wtxt.Verify's job.
+	if fmt.Sprintf("%08x", crc32.Checksum(out, castagnoli)) != c.CRC32C {
+		return nil, fail("crc32c of the decoded bytes differs from the ch line")
 	}
 	return out, nil
 }
