@@ -13,6 +13,7 @@
 //	GitFetcher, ContentsFetcher, Fallback           where base/head versions come from
 //	StaticToken, TokenFromEnv, TokenFromFile, AppConfig   credentials
 //	LocalPatch                                       `git diff --no-index` for dry runs
+//	NonFiniteIntroduced(ctx, base, head, budget)     NaN/Inf a generation introduces, from its changed chunks (the daemon's warning)
 //
 // # What is reviewed
 //
