@@ -117,9 +117,9 @@
 // The API calls use the modern fields: `line` (the head-file line number)
 // with `side: RIGHT`, and `commit_id` = head SHA; the legacy position is
 // computed too and shown by --dry-run (Comment.Position). If GitHub still
-// rejects the comments of a new review (422), the review is posted again
-// with every comment folded into the body; a rejected single comment on a
-// re-run is folded and the body updated.
+// cannot place a comment of a new review (422; it does not say which),
+// the review is created without line comments and they are posted singly:
+// only those GitHub refuses are folded into the body, which is updated.
 //
 // # Identity and idempotence
 //
