@@ -232,3 +232,30 @@ func TestTimeouts(t *testing.T) {
 		t.Fatalf("attempt timeout: %v", err)
 	}
 }
+
+// With more reviews than fit a page (GitHub: at most 100), snapd's own
+// review of the head is still found on a later page and updated.
+func TestReviewsPaginate(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	s := newPRServer(t, f, true)
+	for i := 0; i < 150; i++ {
+		s.AddReview("octo-reviewer", "COMMENTED", f.baseSHA, "nit")
+	}
+	c := newTestClient(t, s, newFakeClock(), nil)
+	if _, err := c.ReviewPullRequest(context.Background(), reviewReq(f)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.ReviewPullRequest(context.Background(), reviewReq(f))
+	if err != nil || !res.Updated || len(s.ReviewList()) != 151 {
+		t.Fatalf("%v %+v, %d reviews", err, res, len(s.ReviewList()))
+	}
+	pages := 0
+	for _, r := range s.RequestLog() {
+		if r == "GET /repos/acme/weights/pulls/7/reviews" {
+			pages++
+		}
+	}
+	if pages != 4 { // two pages per run
+		t.Fatalf("%d review list requests, want 4", pages)
+	}
+}
