@@ -34,17 +34,28 @@ func TestNonFiniteGenerationWarns(t *testing.T) {
 		}
 		return g.Path
 	}
-	request(t, f.dir, 1, publishModel(1, model(1)))
-	if r := f.wait(t, 1); r.Error != "" || r.NonFinite != nil {
+	withNaN := func(s *snapshot.Snapshot, arr int, nan, inf []int) *snapshot.Snapshot {
+		b := append([]byte(nil), s.Arrays[arr].Data.(snapshot.Bytes)...)
+		for _, i := range nan {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(math.NaN())))
+		}
+		for _, i := range inf {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(math.Inf(1))))
+		}
+		s.Arrays[arr].Data = snapshot.Bytes(b)
+		return s
+	}
+	// Generation 1 starts with one NaN in embed.weight: warned against
+	// nothing.
+	request(t, f.dir, 1, publishModel(1, withNaN(model(1), 0, []int{3}, nil)))
+	if r := f.wait(t, 1); r.Error != "" || len(r.NonFinite) != 1 || r.NonFinite[0].Array != "embed.weight" || r.NonFinite[0].NewNaN != 1 {
 		t.Fatalf("gen 1: %+v", r)
 	}
-	bad := model(1)
-	b := append([]byte(nil), bad.Arrays[1].Data.(snapshot.Bytes)...)
-	binary.LittleEndian.PutUint32(b[4*7:], math.Float32bits(float32(math.NaN())))
-	binary.LittleEndian.PutUint32(b[4*100:], math.Float32bits(float32(math.NaN())))
-	binary.LittleEndian.PutUint32(b[4*2000:], math.Float32bits(float32(math.Inf(1))))
-	bad.Arrays[1].Data = snapshot.Bytes(b)
-	request(t, f.dir, 2, publishModel(2, bad))
+	if st, _ := ReadStatus(f.dir); !strings.Contains(strings.Join(st.Warnings, "\n"), "generation 1 introduced NaN/Inf (the first of the chain): embed.weight (1 NaN, 0 Inf)") {
+		t.Fatalf("status warnings: %v", st.Warnings)
+	}
+	// Generation 2 keeps that NaN (not new) and adds three in head.weight.
+	request(t, f.dir, 2, publishModel(2, withNaN(withNaN(model(1), 0, []int{3}, nil), 1, []int{7, 100}, []int{2000})))
 	r := f.wait(t, 2)
 	if r.Error != "" || len(r.NonFinite) != 1 || r.NonFinite[0].Array != "head.weight" || r.NonFinite[0].NewNaN != 2 || r.NonFinite[0].NewInf != 1 {
 		t.Fatalf("gen 2: %+v", r.NonFinite)

@@ -592,6 +592,9 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 	if err := pending.wait(); err != nil {
 		return nil, err
 	}
+	if head.Gen == 0 {
+		d.checkNonFinite(ctx, it, "", plain) // the first generation: against nothing
+	}
 	// Commit point: the chain state.
 	t = d.now()
 	next := &ChainState{Version: 1, Gen: gen, GenText: wtxt.FormatGen(gen), PrevGen: head.Gen, TS: wtxt.FormatTS(s.Meta.TS), Build: s.Meta.Build,

@@ -94,7 +94,11 @@ func ReadStatus(stateDir string) (*Status, error) {
 		st.Warnings = append(st.Warnings, err.Error())
 	}
 	if c := st.Chain; c != nil && len(c.NonFinite) > 0 {
-		st.Warnings = append(st.Warnings, fmt.Sprintf("generation %d introduced NaN/Inf (against generation %d): %s", c.Gen, c.PrevGen, nonFiniteSummary(c.NonFinite)))
+		against := fmt.Sprintf("against generation %d", c.PrevGen)
+		if c.PrevGen == 0 {
+			against = "the first of the chain"
+		}
+		st.Warnings = append(st.Warnings, fmt.Sprintf("generation %d introduced NaN/Inf (%s): %s", c.Gen, against, nonFiniteSummary(c.NonFinite)))
 	}
 	if st.LastError, err = ReadLastError(stateDir); err != nil {
 		st.Warnings = append(st.Warnings, err.Error())

@@ -43,19 +43,24 @@ func (r *NonFiniteReport) Partial() bool { return r.CheckedBytes < r.ChangedByte
 // per chunk plus the changed chunks, of which at most maxBytes (raw, head
 // side; <= 0: no limit) are decoded, in file order — a dense update of a
 // large model is then checked in part (Partial). The files are not
-// verified otherwise (wtxt.Verify's job).
+// verified otherwise (wtxt.Verify's job). basePath "" stands for no base
+// (a first generation): every NaN/±Inf of head is new.
 func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxBytes int64) (*NonFiniteReport, error) {
-	bm, err := snapshot.MapFile(basePath)
-	if err != nil {
-		return nil, err
+	var bb []byte
+	if basePath != "" {
+		bm, err := snapshot.MapFile(basePath)
+		if err != nil {
+			return nil, err
+		}
+		defer bm.Close()
+		bb = bm.Bytes()
 	}
-	defer bm.Close()
 	hm, err := snapshot.MapFile(headPath)
 	if err != nil {
 		return nil, err
 	}
 	defer hm.Close()
-	bb, hb := bm.Bytes(), hm.Bytes()
+	hb := hm.Bytes()
 	bidx, err := scanIndexBytes(bb)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", basePath, err)

@@ -170,3 +170,16 @@ func TestNonFiniteIntroducedBudget(t *testing.T) {
 		t.Fatalf("budget 1: %v %+v (full %+v)", err, part, full)
 	}
 }
+
+// Without a base (a first generation) every NaN/Inf of head is new.
+func TestNonFiniteIntroducedNoBase(t *testing.T) {
+	f := newFixture(t, func(s *snapshot.Snapshot) *snapshot.Snapshot {
+		return reviewtest.SetF32(s, "layer.0/b", 5, float32(math.NaN()))
+	}, nil)
+	head := filepath.Join(t.TempDir(), "2.wtxt")
+	os.WriteFile(head, f.gen2, 0o600)
+	rep, err := NonFiniteIntroduced(context.Background(), "", head, 0)
+	if err != nil || len(rep.Arrays) != 1 || rep.Arrays[0].Array != "layer.0/b" || rep.Arrays[0].NewNaN != 1 || rep.Partial() {
+		t.Fatalf("%v %+v", err, rep)
+	}
+}
