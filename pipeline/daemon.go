@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
@@ -45,6 +46,9 @@ type GenResult struct {
 	SHA256All    string `json:"sha256_all,omitempty"`
 	MerklePrev   string `json:"merkle_prev,omitempty"`
 	MerkleThis   string `json:"merkle_this,omitempty"`
+	// NonFinite lists the float arrays in which this generation made
+	// elements NaN or ±Inf that were not in BaseGen.
+	NonFinite []review.NonFiniteArray `json:"nonfinite,omitempty"`
 	// Ring file paths.
 	WTXT, Delta, WSUM, Seal string `json:"-"`
 	// Git.

@@ -90,6 +90,9 @@ type PublishedReview struct {
 	ReviewID int64  `json:"review_id"`
 	Event    string `json:"event"`   // posted: APPROVE, REQUEST_CHANGES or COMMENT
 	Verdict  string `json:"verdict"` // the review's own event (GitHub may refuse it on one's own PR)
+	// Dismissed lists earlier requests for changes of this account that
+	// this review superseded (GitHub would keep the pull request blocked).
+	Dismissed []int64 `json:"dismissed,omitempty"`
 	// Skipped says why nothing was posted (no pull request can be opened
 	// because the base already contains the commit).
 	Skipped string    `json:"skipped,omitempty"`
@@ -275,7 +278,7 @@ func (d *Daemon) pullRequestStage(ctx context.Context) {
 			if pub.Event != "" {
 				d.m.reviews.WithLabelValues(pub.Event).Inc()
 				d.log.Info("pull request reviewed", "number", pub.Number, "url", pub.URL, "created", pub.Created, "commit", pub.Commit,
-					"tag", pub.Tag, "event", pub.Event, "verdict", pub.Verdict, "review_id", pub.ReviewID)
+					"tag", pub.Tag, "event", pub.Event, "verdict", pub.Verdict, "review_id", pub.ReviewID, "dismissed", pub.Dismissed)
 			}
 			// Not recorded (disk trouble): retried with backoff below; the
 			// review is posted idempotently again.
@@ -348,7 +351,7 @@ func (d *Daemon) publish(ctx context.Context, pr *PullRequest, pushed *PushedCom
 		return nil, err
 	}
 	pub := &PublishedReview{Commit: res.PullRequest.HeadSHA, Number: info.Number, URL: info.URL, Created: created,
-		ReviewID: res.ReviewID, Event: res.Event, Verdict: res.Review.Event, Time: d.now().UTC()}
+		ReviewID: res.ReviewID, Event: res.Event, Verdict: res.Review.Event, Dismissed: res.Dismissed, Time: d.now().UTC()}
 	if pub.Commit == pushed.Commit {
 		pub.Tag = pushed.Tag
 	}

@@ -585,6 +585,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 				return nil, err
 			}
 			it.stage1("delta", d.now().Sub(t))
+			d.checkNonFinite(ctx, it, base, plain)
 		} else {
 			d.log.Warn("no delta: the previous generation is not in the ring", "gen", gen, "base_gen", head.Gen, "error", err)
 		}
@@ -593,11 +594,14 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 	if err := pending.wait(); err != nil {
 		return nil, err
 	}
+	if head.Gen == 0 {
+		d.checkNonFinite(ctx, it, "", plain) // the first generation: against nothing
+	}
 	// Commit point: the chain state.
 	t = d.now()
 	next := &ChainState{Version: 1, Gen: gen, GenText: wtxt.FormatGen(gen), PrevGen: head.Gen, TS: wtxt.FormatTS(s.Meta.TS), Build: s.Meta.Build,
 		SHA256All: hexs(res.SHA256All), MerklePrev: hexs(res.MerklePrev), MerkleThis: hexs(res.MerkleThis),
-		Updated: d.now().UTC(), Generations: head.Generations + 1}
+		Updated: d.now().UTC(), Generations: head.Generations + 1, NonFinite: it.res.NonFinite}
 	if err := writeChainState(cfg.StateDir, next); err != nil {
 		return nil, err
 	}
@@ -749,6 +753,9 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 	d.trim(rec.Gen)
 	d.log.Info("generation snapshotted", "gen", rec.Gen, "format", r.Format, "source_bytes", r.SourceBytes, "wtxt_bytes", r.WTXTBytes,
 		"delta_bytes", r.DeltaBytes, "base_gen", r.BaseGen, "merkle_this", r.MerkleThis, "commit", r.Commit, "latency", r.Latency.Round(time.Millisecond), "redelivered", r.Redelivered)
+	if len(r.NonFinite) > 0 {
+		d.log.Warn("generation introduces NaN/Inf", "gen", rec.Gen, "base_gen", r.BaseGen, "arrays", nonFiniteSummary(r.NonFinite))
+	}
 	d.record(r)
 }
 

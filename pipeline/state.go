@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 )
 
@@ -62,6 +63,9 @@ type ChainState struct {
 	Updated    time.Time `json:"updated"`
 	// Generations counts the generations chained by this state directory.
 	Generations uint64 `json:"generations"`
+	// NonFinite: the arrays in which Gen introduced NaN/±Inf (against
+	// PrevGen); `snapd status` warns about them.
+	NonFinite []review.NonFiniteArray `json:"nonfinite,omitempty"`
 }
 
 // MerkleThisBytes returns merkle_this as bytes (zero for an empty chain).

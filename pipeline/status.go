@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -91,6 +92,13 @@ func ReadStatus(stateDir string) (*Status, error) {
 	}
 	if st.PullRequest, err = ReadPullRequestState(stateDir); err != nil {
 		st.Warnings = append(st.Warnings, err.Error())
+	}
+	if c := st.Chain; c != nil && len(c.NonFinite) > 0 {
+		against := fmt.Sprintf("against generation %d", c.PrevGen)
+		if c.PrevGen == 0 {
+			against = "the first of the chain"
+		}
+		st.Warnings = append(st.Warnings, fmt.Sprintf("generation %d introduced NaN/Inf (%s): %s", c.Gen, against, nonFiniteSummary(c.NonFinite)))
 	}
 	if st.LastError, err = ReadLastError(stateDir); err != nil {
 		st.Warnings = append(st.Warnings, err.Error())

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -45,16 +46,55 @@ type ArrayDiff struct {
 
 	Elements        int64 `json:"elements"`
 	ChangedElements int64 `json:"changed_elements"`
-	// Floats (f64 f32 f16 bf16): over finite pairs that differ.
+
+	// Element statistics over every changed element (floats and
+	// integers), with IEEE semantics for floats: NaN when a changed
+	// element is NaN on either side (its |Δ| is undefined), else +Inf when
+	// an element changed to or from ±Inf or a difference exceeds the
+	// float64 range. Integers: exact |Δ| as float64, RelL2 0.
 	MaxAbsDelta  float64 `json:"max_abs_delta"`
 	MeanAbsDelta float64 `json:"mean_abs_delta"` // mean over changed elements
-	// RelL2 = ||new-old||2 / ||old||2 over finite pairs (+Inf when old is
-	// all zero and something changed).
+	// RelL2 = ||new-old||2 / ||old||2, ||old||2 over old's finite
+	// elements, computed with scaled sums (no overflow or underflow for
+	// any finite input); +Inf when old is all zero and something changed.
 	RelL2 float64 `json:"rel_l2"`
-	// NewNaN / NewInf count elements that are NaN / ±Inf in the new
-	// snapshot but were finite in the old one.
-	NewNaN int64 `json:"new_nan"`
-	NewInf int64 `json:"new_inf"`
+
+	// Floats only: the same statistics over the changed elements that are
+	// finite on both sides (FiniteChanged of them), so ordinary changes
+	// keep their magnitude next to a NaN. Thresholds use these.
+	FiniteChanged      int64   `json:"finite_changed"`
+	FiniteMaxAbsDelta  float64 `json:"finite_max_abs_delta"`
+	FiniteMeanAbsDelta float64 `json:"finite_mean_abs_delta"`
+	FiniteRelL2        float64 `json:"finite_rel_l2"`
+
+	// Non-finite changes (floats): NonFiniteChanged counts changed
+	// elements that are NaN or ±Inf on either side. NewNaN counts elements
+	// NaN now and not NaN before (finite or ±Inf); NewInf elements ±Inf now
+	// and not the same infinity before; GoneNaN / GoneInf the reverse
+	// (NaN / an infinity before, something else now).
+	NonFiniteChanged int64 `json:"nonfinite_changed"`
+	NewNaN           int64 `json:"new_nan"`
+	NewInf           int64 `json:"new_inf"`
+	GoneNaN          int64 `json:"gone_nan"`
+	GoneInf          int64 `json:"gone_inf"`
+}
+
+// IntroducesNonFinite reports whether the change makes any element NaN or
+// ±Inf that was not so before.
+func (d *ArrayDiff) IntroducesNonFinite() bool { return d.NewNaN+d.NewInf > 0 }
+
+// FormatStat formats a statistic for people: "NaN", "inf", "-inf", or
+// three significant digits.
+func FormatStat(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return fmt.Sprintf("%.3g", f)
 }
 
 // DiffOptions tune Diff.
@@ -155,6 +195,7 @@ func diffArray(a, b *Array, opts DiffOptions) (ArrayDiff, error) {
 		block = max(1, (1<<20)/rowSize)
 	}
 	esz := int64(b.DType.Size())
+	isFloat := b.DType.IsFloat()
 	var acc floatAcc
 	bufA := make([]byte, min(block, rows)*rowSize)
 	bufB := make([]byte, len(bufA))
@@ -187,14 +228,18 @@ func diffArray(a, b *Array, opts DiffOptions) (ArrayDiff, error) {
 					continue
 				}
 				d.ChangedElements++
-				acc.add(b.DType, x, y)
+				if isFloat {
+					acc.addFloat(toFloat(b.DType, x), toFloat(b.DType, y))
+				} else {
+					acc.addInt(intAbsDiff(b.DType, x, y))
+				}
 			}
 		}
 		// Every row contributes to ||old||2 for floats.
-		if b.DType.IsFloat() {
+		if isFloat {
 			for e := int64(0); e < int64(len(pa)); e += esz {
 				if v := toFloat(b.DType, pa[e:e+esz]); !math.IsNaN(v) && !math.IsInf(v, 0) {
-					acc.oldSq += v * v
+					acc.old.add(v)
 				}
 			}
 		}
@@ -203,54 +248,140 @@ func diffArray(a, b *Array, opts DiffOptions) (ArrayDiff, error) {
 	if d.ChangedElements > 0 {
 		d.Change = Modified
 	}
-	d.MaxAbsDelta = acc.maxAbs
-	if d.ChangedElements > 0 {
-		d.MeanAbsDelta = acc.sumAbs / float64(d.ChangedElements)
-	}
-	if b.DType.IsFloat() {
-		switch {
-		case acc.oldSq > 0:
-			d.RelL2 = math.Sqrt(acc.diffSq) / math.Sqrt(acc.oldSq)
-		case acc.diffSq > 0:
-			d.RelL2 = math.Inf(1)
+	if !isFloat {
+		d.MaxAbsDelta = acc.intMax
+		if d.ChangedElements > 0 {
+			d.MeanAbsDelta = acc.intSum / float64(d.ChangedElements)
 		}
+		return d, nil
 	}
-	d.NewNaN, d.NewInf = acc.newNaN, acc.newInf
+	acc.finish(&d)
 	return d, nil
 }
 
-type floatAcc struct {
-	maxAbs, sumAbs, diffSq, oldSq float64
-	newNaN, newInf                int64
+// l2acc sums squares without overflow or underflow for any finite input
+// (Blue's scaling, as math.Hypot scales): magnitudes above 2^300 are
+// summed scaled by 2^-600, below 2^-300 scaled by 2^600, the rest as they
+// are. The norm is m·2^e (see norm).
+type l2acc struct{ small, mid, big float64 }
+
+const (
+	l2Big   = 0x1p300
+	l2Small = 0x1p-300
+)
+
+func (l *l2acc) add(x float64) {
+	ax := math.Abs(x)
+	switch {
+	case ax > l2Big:
+		y := ax * 0x1p-600
+		l.big += y * y
+	case ax < l2Small:
+		y := ax * 0x1p600
+		l.small += y * y
+	default:
+		l.mid += ax * ax
+	}
 }
 
-func (f *floatAcc) add(dt DType, x, y []byte) {
-	if !dt.IsFloat() {
-		delta := intAbsDiff(dt, x, y)
-		f.sumAbs += delta
-		f.maxAbs = max(f.maxAbs, delta)
-		return
-	}
-	a, b := toFloat(dt, x), toFloat(dt, y)
-	aFinite := !math.IsNaN(a) && !math.IsInf(a, 0)
+// norm returns m and e with ||x||2 = m·2^e (m finite).
+func (l *l2acc) norm() (float64, int) {
 	switch {
-	case math.IsNaN(b):
-		if aFinite {
-			f.newNaN++
+	case l.big > 0:
+		return math.Sqrt(l.big + math.Ldexp(l.mid, -1200) + math.Ldexp(l.small, -2400)), 600
+	case l.mid > 0:
+		return math.Sqrt(l.mid + math.Ldexp(l.small, -1200)), 0
+	}
+	return math.Sqrt(l.small), -600
+}
+
+// l2ratio returns (||num||2·2^shift) / ||den||2 (+Inf when den is zero and
+// num is not, 0 when both are).
+func l2ratio(num, den *l2acc, shift int) float64 {
+	mn, en := num.norm()
+	md, ed := den.norm()
+	switch {
+	case mn == 0:
+		return 0
+	case md == 0:
+		return math.Inf(1)
+	}
+	return math.Ldexp(mn/md, en+shift-ed)
+}
+
+// floatAcc accumulates the statistics of changed elements. Finite deltas
+// are accumulated halved (h = b/2 - a/2 cannot overflow); sums of |h| are
+// split at 1 so they cannot overflow either.
+type floatAcc struct {
+	intMax, intSum float64
+
+	finite             int64
+	maxH, sumHi, sumLo float64 // sumHi holds |h|·2^-64 for |h| >= 1
+	diff, old          l2acc
+
+	nonFinite, nanChanges            int64
+	newNaN, newInf, goneNaN, goneInf int64
+}
+
+func (f *floatAcc) addInt(delta float64) {
+	f.intSum += delta
+	f.intMax = max(f.intMax, delta)
+}
+
+func (f *floatAcc) addFloat(a, b float64) {
+	aNaN, bNaN := math.IsNaN(a), math.IsNaN(b)
+	aInf, bInf := math.IsInf(a, 0), math.IsInf(b, 0)
+	if !aNaN && !bNaN && !aInf && !bInf {
+		h := math.Abs(b*0.5 - a*0.5)
+		f.finite++
+		f.maxH = max(f.maxH, h)
+		if h >= 1 {
+			f.sumHi += h * 0x1p-64
+		} else {
+			f.sumLo += h
 		}
-		return
-	case math.IsInf(b, 0):
-		if aFinite {
-			f.newInf++
-		}
-		return
-	case !aFinite:
+		f.diff.add(h)
 		return
 	}
-	delta := math.Abs(b - a)
-	f.sumAbs += delta
-	f.diffSq += delta * delta
-	f.maxAbs = max(f.maxAbs, delta)
+	f.nonFinite++
+	if aNaN || bNaN {
+		f.nanChanges++
+	}
+	if bNaN && !aNaN {
+		f.newNaN++
+	}
+	if aNaN && !bNaN {
+		f.goneNaN++
+	}
+	// The elements differ bitwise, so two infinities here have opposite
+	// signs.
+	if bInf {
+		f.newInf++
+	}
+	if aInf {
+		f.goneInf++
+	}
+}
+
+func (f *floatAcc) finish(d *ArrayDiff) {
+	d.FiniteChanged = f.finite
+	if f.finite > 0 {
+		d.FiniteMaxAbsDelta = 2 * f.maxH // +Inf when |Δ| exceeds the float64 range
+		n := float64(f.finite)
+		d.FiniteMeanAbsDelta = math.Ldexp(f.sumHi/n, 65) + 2*(f.sumLo/n)
+	}
+	d.FiniteRelL2 = l2ratio(&f.diff, &f.old, 1)
+	d.NonFiniteChanged = f.nonFinite
+	d.NewNaN, d.NewInf, d.GoneNaN, d.GoneInf = f.newNaN, f.newInf, f.goneNaN, f.goneInf
+	d.MaxAbsDelta, d.MeanAbsDelta, d.RelL2 = d.FiniteMaxAbsDelta, d.FiniteMeanAbsDelta, d.FiniteRelL2
+	switch {
+	case f.nanChanges > 0:
+		nan := math.NaN()
+		d.MaxAbsDelta, d.MeanAbsDelta, d.RelL2 = nan, nan, nan
+	case f.nonFinite > 0:
+		inf := math.Inf(1)
+		d.MaxAbsDelta, d.MeanAbsDelta, d.RelL2 = inf, inf, inf
+	}
 }
 
 func intAbsDiff(dt DType, x, y []byte) float64 {
@@ -323,4 +454,94 @@ func readFull(s Source, p []byte, off int64) error {
 		return fmt.Errorf("no data")
 	}
 	return ReadFullAt(s, p, off)
+}
+
+// arrayDiffFields is ArrayDiff without its methods (for its JSON form).
+type arrayDiffFields ArrayDiff
+
+// arrayDiffJSON is ArrayDiff's JSON form: JSON has no NaN or infinities,
+// so every float statistic is a number or null, and Nonfinite names each
+// null one with its value ("NaN", "+Inf" or "-Inf"). The finite_*
+// statistics are present for float dtypes only.
+type arrayDiffJSON struct {
+	arrayDiffFields
+	MaxAbsDelta        *float64          `json:"max_abs_delta"`
+	MeanAbsDelta       *float64          `json:"mean_abs_delta"`
+	RelL2              *float64          `json:"rel_l2"`
+	FiniteMaxAbsDelta  *float64          `json:"finite_max_abs_delta,omitempty"`
+	FiniteMeanAbsDelta *float64          `json:"finite_mean_abs_delta,omitempty"`
+	FiniteRelL2        *float64          `json:"finite_rel_l2,omitempty"`
+	Nonfinite          map[string]string `json:"nonfinite,omitempty"`
+}
+
+// MarshalJSON writes the statistics as numbers, or as null plus an entry
+// in "nonfinite" (e.g. "rel_l2": "NaN") where they are NaN or ±Inf; see
+// docs/DIFF-JSON.md.
+func (d ArrayDiff) MarshalJSON() ([]byte, error) {
+	out := arrayDiffJSON{arrayDiffFields: arrayDiffFields(d)}
+	set := func(name string, v float64, dst **float64) {
+		switch {
+		case math.IsNaN(v):
+			out.Nonfinite[name] = "NaN"
+		case math.IsInf(v, 1):
+			out.Nonfinite[name] = "+Inf"
+		case math.IsInf(v, -1):
+			out.Nonfinite[name] = "-Inf"
+		default:
+			*dst = &v
+			return
+		}
+	}
+	out.Nonfinite = map[string]string{}
+	set("max_abs_delta", d.MaxAbsDelta, &out.MaxAbsDelta)
+	set("mean_abs_delta", d.MeanAbsDelta, &out.MeanAbsDelta)
+	set("rel_l2", d.RelL2, &out.RelL2)
+	if dt, err := ParseDType(d.DType); err == nil && dt.IsFloat() {
+		set("finite_max_abs_delta", d.FiniteMaxAbsDelta, &out.FiniteMaxAbsDelta)
+		set("finite_mean_abs_delta", d.FiniteMeanAbsDelta, &out.FiniteMeanAbsDelta)
+		set("finite_rel_l2", d.FiniteRelL2, &out.FiniteRelL2)
+	}
+	if len(out.Nonfinite) == 0 {
+		out.Nonfinite = nil
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *ArrayDiff) UnmarshalJSON(b []byte) error {
+	var in arrayDiffJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*d = ArrayDiff(in.arrayDiffFields)
+	for _, f := range []struct {
+		name string
+		src  *float64
+		dst  *float64
+	}{
+		{"max_abs_delta", in.MaxAbsDelta, &d.MaxAbsDelta},
+		{"mean_abs_delta", in.MeanAbsDelta, &d.MeanAbsDelta},
+		{"rel_l2", in.RelL2, &d.RelL2},
+		{"finite_max_abs_delta", in.FiniteMaxAbsDelta, &d.FiniteMaxAbsDelta},
+		{"finite_mean_abs_delta", in.FiniteMeanAbsDelta, &d.FiniteMeanAbsDelta},
+		{"finite_rel_l2", in.FiniteRelL2, &d.FiniteRelL2},
+	} {
+		*f.dst = 0
+		if f.src != nil {
+			*f.dst = *f.src
+			continue
+		}
+		switch v := in.Nonfinite[f.name]; v {
+		case "":
+		case "NaN":
+			*f.dst = math.NaN()
+		case "+Inf":
+			*f.dst = math.Inf(1)
+		case "-Inf":
+			*f.dst = math.Inf(-1)
+		default:
+			return fmt.Errorf("snapshot: diff JSON: nonfinite %s: %q is not NaN, +Inf or -Inf", f.name, v)
+		}
+	}
+	return nil
 }

@@ -50,7 +50,8 @@ func TestDiffRowsAndNumbers(t *testing.T) {
 		if !slices.Equal(d.Chunks, []int64{0, 5, 31}) {
 			t.Fatalf("block %d: chunks %v", block, d.Chunks)
 		}
-		if d.ChangedElements != 4 || d.MaxAbsDelta != 4 || d.MeanAbsDelta != 2 || d.NewNaN != 1 || d.NewInf != 0 {
+		if d.ChangedElements != 4 || d.FiniteChanged != 3 || d.FiniteMaxAbsDelta != 4 || math.Abs(d.FiniteMeanAbsDelta-8.0/3) > 1e-15 ||
+			d.NewNaN != 1 || d.NewInf != 0 || d.NonFiniteChanged != 1 || !math.IsNaN(d.MaxAbsDelta) || !math.IsNaN(d.MeanAbsDelta) || !math.IsNaN(d.RelL2) {
 			t.Fatalf("block %d: stats %+v", block, d)
 		}
 		var oldSq float64
@@ -59,8 +60,8 @@ func TestDiffRowsAndNumbers(t *testing.T) {
 				oldSq += base(r, c) * base(r, c)
 			}
 		}
-		if want := math.Sqrt(4+4+16) / math.Sqrt(oldSq); math.Abs(d.RelL2-want) > 1e-15 {
-			t.Fatalf("relL2 %g want %g", d.RelL2, want)
+		if want := math.Sqrt(4+4+16) / math.Sqrt(oldSq); math.Abs(d.FiniteRelL2-want) > 1e-15 {
+			t.Fatalf("relL2 %g want %g", d.FiniteRelL2, want)
 		}
 	}
 }
@@ -101,7 +102,7 @@ func TestDiffKinds(t *testing.T) {
 	if got["gone"].Change != Removed || got["new"].Change != Added || got["re"].Change != Reshaped || got["ty"].Change != Retyped {
 		t.Fatalf("kinds: %+v", ds)
 	}
-	if got["h"].NewInf != 1 || got["h"].Change != Modified {
+	if h := got["h"]; h.NewInf != 1 || h.Change != Modified || !math.IsInf(h.MaxAbsDelta, 1) || h.FiniteChanged != 0 || h.FiniteMaxAbsDelta != 0 {
 		t.Fatalf("f16 inf: %+v", got["h"])
 	}
 }

@@ -28,8 +28,12 @@ func newDiffCommand(e *env) *cobra.Command {
 		Long: `Compare two snapshots in any supported format, streaming. For every array:
 added, removed, reshaped, retyped, or the changed row ranges and WTXT chunks,
 the number of changed elements and, for float dtypes, max |Δ|, mean |Δ| (over
-changed elements), relative L2 change and newly introduced NaN/Inf; integer
-dtypes get counts and max |Δ|.
+changed elements), relative L2 change and the elements that became (or
+stopped being) NaN or ±Inf; integer dtypes get counts and max |Δ|. A change
+to or from NaN makes max/mean |Δ| and rel L2 read NaN (inf for a change to or
+from ±Inf); the numbers over the elements finite on both sides follow.
+With --json, NaN and infinities are null plus a "nonfinite" entry
+(docs/DIFF-JSON.md).
 
 Exit status: 0 when the snapshots are equal, 1 when they differ (like diff(1)),
 2 on usage or I/O errors.`,
@@ -140,7 +144,7 @@ func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 			A      string               `json:"a"`
 			B      string               `json:"b"`
 			Arrays []snapshot.ArrayDiff `json:"arrays"`
-		}{o.a, o.b, jsonSafe(ds)}); err != nil {
+		}{o.a, o.b, ds}); err != nil {
 			return ioError{err}
 		}
 	case o.md:
@@ -154,18 +158,6 @@ func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 		}
 	}
 	return nil
-}
-
-// jsonSafe replaces +Inf rel_l2 (old all zero) by -1, since JSON has no
-// infinities; documented in --help of the JSON output.
-func jsonSafe(ds []snapshot.ArrayDiff) []snapshot.ArrayDiff {
-	out := append([]snapshot.ArrayDiff(nil), ds...)
-	for i := range out {
-		if out[i].RelL2 > 1e308 {
-			out[i].RelL2 = -1
-		}
-	}
-	return out
 }
 
 func fmtRows(rs []snapshot.RowRange) string {
@@ -207,9 +199,17 @@ func describe(d snapshot.ArrayDiff) string {
 	}
 	s := fmt.Sprintf("%d of %d elements in rows %s (chunks %s)", d.ChangedElements, d.Elements, fmtRows(d.ChangedRows), fmtChunks(d.Chunks))
 	if isFloat(d.DType) {
-		s += fmt.Sprintf("; max|Δ| %.3g mean|Δ| %.3g relL2 %.3g", d.MaxAbsDelta, d.MeanAbsDelta, d.RelL2)
+		st := snapshot.FormatStat
+		s += fmt.Sprintf("; max|Δ| %s mean|Δ| %s relL2 %s", st(d.MaxAbsDelta), st(d.MeanAbsDelta), st(d.RelL2))
+		if d.NonFiniteChanged > 0 {
+			s += fmt.Sprintf(" (%d finite pairs: max|Δ| %s mean|Δ| %s relL2 %s)", d.FiniteChanged,
+				st(d.FiniteMaxAbsDelta), st(d.FiniteMeanAbsDelta), st(d.FiniteRelL2))
+		}
 		if d.NewNaN+d.NewInf > 0 {
 			s += fmt.Sprintf("; NEW NaN %d Inf %d", d.NewNaN, d.NewInf)
+		}
+		if d.GoneNaN+d.GoneInf > 0 {
+			s += fmt.Sprintf("; gone NaN %d Inf %d", d.GoneNaN, d.GoneInf)
 		}
 	} else {
 		s += fmt.Sprintf("; max|Δ| %.0f", d.MaxAbsDelta)
@@ -254,12 +254,15 @@ func writeDiffMarkdown(w io.Writer, ds []snapshot.ArrayDiff) {
 			if !ok || d.Change != snapshot.Modified {
 				return ""
 			}
-			return fmt.Sprintf("%.3g", f)
+			return snapshot.FormatStat(f)
 		}
 		fl := isFloat(d.DType)
 		nan := ""
 		if fl && d.Change == snapshot.Modified {
 			nan = fmt.Sprintf("%d/%d", d.NewNaN, d.NewInf)
+			if d.GoneNaN+d.GoneInf > 0 {
+				nan += fmt.Sprintf(" (gone %d/%d)", d.GoneNaN, d.GoneInf)
+			}
 		}
 		elems := ""
 		if d.Change == snapshot.Modified {

@@ -115,7 +115,7 @@ Exit status: 0 review posted (or printed) and not requesting changes,
 	f.StringVar(&o.head, "head", "", "with --dry-run: local head version (instead of --repo/--pr)")
 	f.StringVar(&o.path, "path", "", "with --base/--head: the path shown in the review (default: --head)")
 	f.BoolVar(&o.debug, "debug", false, "log every API request (method, path, status; never credentials) to stderr")
-	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "HTTP timeout of one API request")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "HTTP timeout of one API request attempt, body included (connect, TLS and response headers have their own shorter limits)")
 	cmd.MarkFlagsRequiredTogether("base", "head")
 	cmd.MarkFlagsRequiredTogether("app-id", "app-key", "installation-id")
 	cmd.MarkFlagsMutuallyExclusive("app-id", "token-file")
@@ -174,8 +174,11 @@ func runReview(ctx context.Context, e *env, o *reviewOptions) error {
 	if copts.APIURL == "" {
 		copts.APIURL = e.getenv("GITHUB_API_URL")
 	}
-	if copts.HTTPClient == nil {
-		copts.HTTPClient = &http.Client{Timeout: o.timeout}
+	copts.Timeouts.Attempt = o.timeout
+	if o.tokenFile == "" && o.appID == "" && o.tokenEnv == "GITHUB_TOKEN" && e.getenv("GITHUB_ACTIONS") == "true" {
+		// Actions' GITHUB_TOKEN acts as github-actions[bot] and may not
+		// ask GET /user who it is.
+		copts.Login = "github-actions[bot]"
 	}
 	switch {
 	case o.appID != "":
@@ -226,6 +229,12 @@ func runReview(ctx context.Context, e *env, o *reviewOptions) error {
 		}
 		fmt.Fprintf(e.stdout, "review %d %s on %s#%d: %s, %d line comment(s) posted, %d already present, %d file(s)\n",
 			res.ReviewID, verb, o.repo, o.pr, ev, res.CommentsPosted, res.CommentsKept, len(rv.Files))
+		if len(res.Dismissed) > 0 {
+			fmt.Fprintf(e.stdout, "dismissed %d earlier snapd request(s) for changes it supersedes: %v\n", len(res.Dismissed), res.Dismissed)
+		}
+		if len(res.DeletedPending) > 0 {
+			fmt.Fprintf(e.stdout, "deleted %d pending review(s) an interrupted run left: %v\n", len(res.DeletedPending), res.DeletedPending)
+		}
 	}
 	if rv.Event == review.EventRequestChanges {
 		return errReviewRequestsChanges{}

@@ -180,7 +180,10 @@ func TestRunGitHubPullRequest(t *testing.T) {
 	// first attempt meets a 500, the next ones a pull request that GitHub
 	// has not moved to the new commit yet; all are retried. The second review
 	// compares generation 1 with 2: chain continues, the changed rows get
-	// line comments, every check passes: APPROVE.
+	// line comments, every check passes: the verdict is APPROVE, but the
+	// daemon's own account opened the pull request and GitHub refuses an
+	// approval of one's own pull request (422), so it is posted as a
+	// COMMENT that says so.
 	gittest.Git(t, remote.Dir, "update-ref", "refs/heads/main", gen1)
 	gh.AddFailure(reviewtest.Failure{Method: http.MethodGet, PathSuffix: "/pulls", Status: http.StatusInternalServerError, Body: `{"message":"boom"}`})
 	gh.mu.Lock()
@@ -199,8 +202,9 @@ func TestRunGitHubPullRequest(t *testing.T) {
 	logs += d.stderr.String()
 	gen2 := strings.TrimSpace(gittest.Git(t, remote.Dir, "rev-parse", "gen-000002^{commit}"))
 	rv = gh.ReviewList()[1]
-	if rv.CommitID != gen2 || rv.State != "APPROVED" || !strings.Contains(rv.Body, "continues the base") ||
-		!strings.Contains(rv.Body, "gen 000001 → 000002") {
+	if rv.CommitID != gen2 || rv.State != "COMMENTED" || !strings.Contains(rv.Body, "continues the base") ||
+		!strings.Contains(rv.Body, "gen 000001 → 000002") || rv.User.Login != "snapd-bot" ||
+		!strings.Contains(rv.Body, "GitHub does not let `snapd-bot` approve on this pull request: the account opened it, so the verdict **APPROVE** is posted as a comment") {
 		t.Fatalf("review of generation 2 (commit %s):\n%+v", gen2, rv)
 	}
 	var onCh int
@@ -223,11 +227,11 @@ func TestRunGitHubPullRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := js.PullRequest
-	if p == nil || p.Published == nil || p.Published.Commit != gen2 || p.Published.Number != 7 || p.Published.Event != "APPROVE" ||
+	if p == nil || p.Published == nil || p.Published.Commit != gen2 || p.Published.Number != 7 || p.Published.Event != "COMMENT" ||
 		p.Published.Verdict != "APPROVE" || p.LastError != "" || p.Attempts != 0 {
 		t.Fatalf("status pull_request: %+v", p)
 	}
-	if out := mustRun(t, "status", "--state-dir", state); !strings.Contains(out, "pull request: #7") || !strings.Contains(out, "APPROVE") {
+	if out := mustRun(t, "status", "--state-dir", state); !strings.Contains(out, "pull request: #7") || !strings.Contains(out, ": COMMENT (verdict APPROVE)") {
 		t.Fatalf("status does not show the pull request:\n%s", out)
 	}
 	if !strings.Contains(logs, "pull request reviewed") || !strings.Contains(logs, "publish failed; will retry") || !strings.Contains(logs, "not yet the pushed "+gen2) {

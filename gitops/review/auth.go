@@ -151,6 +151,16 @@ func (a *appTokenSource) Authorization(ctx context.Context) (string, error) {
 	return "Bearer " + a.token, nil
 }
 
+// Invalidate implements Invalidator: the cached installation token is
+// dropped when it is the one GitHub refused.
+func (a *appTokenSource) Invalidate(authorization string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.token != "" && authorization == "Bearer "+a.token {
+		a.token, a.expires = "", time.Time{}
+	}
+}
+
 // jwtAuth authorizes App-level calls with a fresh JWT.
 type jwtAuth struct{ a *appTokenSource }
 

@@ -450,11 +450,17 @@ func thresholdProblems(ds []snapshot.ArrayDiff, t Thresholds) []string {
 		if !t.AllowNonFinite && d.NewNaN+d.NewInf > 0 {
 			out = append(out, fmt.Sprintf("array `%s`: %d NaN and %d Inf newly introduced", d.Name, d.NewNaN, d.NewInf))
 		}
-		if t.MaxRelL2 > 0 && d.RelL2 > t.MaxRelL2 {
-			out = append(out, fmt.Sprintf("array `%s`: relative L2 change %s exceeds the limit %s", d.Name, num(d.RelL2), num(t.MaxRelL2)))
+		// The limits judge the finite pairs (non-finite changes are the
+		// NaN/Inf rule's); integers have no non-finite values.
+		rel, maxAbs := d.RelL2, d.MaxAbsDelta
+		if isFloat(d.DType) {
+			rel, maxAbs = d.FiniteRelL2, d.FiniteMaxAbsDelta
 		}
-		if t.MaxAbsDelta > 0 && d.MaxAbsDelta > t.MaxAbsDelta {
-			out = append(out, fmt.Sprintf("array `%s`: max |Δ| %s exceeds the limit %s", d.Name, num(d.MaxAbsDelta), num(t.MaxAbsDelta)))
+		if t.MaxRelL2 > 0 && rel > t.MaxRelL2 {
+			out = append(out, fmt.Sprintf("array `%s`: relative L2 change %s exceeds the limit %s", d.Name, num(rel), num(t.MaxRelL2)))
+		}
+		if t.MaxAbsDelta > 0 && maxAbs > t.MaxAbsDelta {
+			out = append(out, fmt.Sprintf("array `%s`: max |Δ| %s exceeds the limit %s", d.Name, num(maxAbs), num(t.MaxAbsDelta)))
 		}
 	}
 	return out

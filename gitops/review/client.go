@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
+	"sync"
 
 	"github.com/google/go-github/v60/github"
 )
@@ -25,21 +25,35 @@ type ClientOptions struct {
 	APIURL string
 	Token  TokenSource
 	App    *AppConfig
-	// HTTPClient supplies the underlying transport (nil = http.DefaultTransport).
+	// HTTPClient supplies the underlying transport (nil: one with
+	// Timeouts' dial, TLS and response-header limits) and, through its
+	// Timeout, the per-attempt overall limit (0: Timeouts.Attempt).
 	HTTPClient *http.Client
-	Retry      RetryPolicy
+	// Timeouts bound every request (zero fields take the defaults).
+	Timeouts Timeouts
+	Retry    RetryPolicy
 	// Logger receives debug/warn messages; tokens and headers are never
 	// logged (nil = discard).
 	Logger    *slog.Logger
 	UserAgent string
+	// Login is the account the credentials act as, when the caller knows
+	// it better than GitHub says (GitHub Actions' GITHUB_TOKEN is
+	// "github-actions[bot]" and may not call GET /user). "" = ask GitHub
+	// (GET /user for a token, GET /app for an App: "<slug>[bot]").
+	Login string
 }
 
 // Client talks to the GitHub REST API through go-github with
 // authorization, rate-limit handling and logging in its transport.
 type Client struct {
 	gh     *github.Client
+	appGH  *github.Client // authorized with the App's JWT (nil for a token)
 	log    *slog.Logger
 	policy RetryPolicy
+
+	mu         sync.Mutex
+	login      string
+	loginKnown bool
 }
 
 // NewClient builds a Client. With App set, installation tokens are minted
@@ -63,21 +77,30 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("github: API URL %q: want an absolute http(s) URL", opts.APIURL)
 	}
-	base := http.DefaultTransport
-	var timeout time.Duration
+	to := opts.Timeouts.withDefaults()
+	var base http.RoundTripper
 	if opts.HTTPClient != nil {
-		timeout = opts.HTTPClient.Timeout
-		if opts.HTTPClient.Transport != nil {
-			base = opts.HTTPClient.Transport
+		if opts.HTTPClient.Timeout > 0 {
+			to.Attempt = opts.HTTPClient.Timeout
 		}
+		base = opts.HTTPClient.Transport
 	}
+	if base == nil {
+		base = to.transport()
+	}
+	base = attemptTimeout{base: base, d: to.Attempt}
 	policy := opts.Retry.withDefaults()
 	newGH := func(auth TokenSource) *github.Client {
 		t := &transport{base: base, host: u.Host, policy: policy, log: log}
 		if auth != nil {
 			t.authorize = auth.Authorization
+			if inv, ok := auth.(Invalidator); ok {
+				t.invalidate = inv.Invalidate
+			}
 		}
-		hc := &http.Client{Transport: t, Timeout: timeout}
+		// No http.Client.Timeout: it would also cut the transport's
+		// rate-limit waits; attemptTimeout bounds each attempt instead.
+		hc := &http.Client{Transport: t}
 		c := github.NewClient(hc)
 		c.BaseURL = u
 		c.UploadURL = u
@@ -98,8 +121,48 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		a := &appTokenSource{cfg: *opts.App, key: key, now: policy.Now}
 		a.gh = newGH(jwtAuth{a})
 		auth = a
+		c := &Client{gh: newGH(auth), appGH: a.gh, log: log, policy: policy}
+		c.login, c.loginKnown = opts.Login, opts.Login != ""
+		return c, nil
 	}
-	return &Client{gh: newGH(auth), log: log, policy: policy}, nil
+	c := &Client{gh: newGH(auth), log: log, policy: policy}
+	c.login, c.loginKnown = opts.Login, opts.Login != ""
+	return c, nil
+}
+
+// Login returns the account the client acts as (see ClientOptions.Login):
+// the App's "<slug>[bot]", or the token's user. It is "" when GitHub does
+// not say (GET /user answers 403 to integration tokens); such a client
+// edits, dismisses and deletes no review, it only creates them. The
+// answer is cached.
+func (c *Client) Login(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loginKnown {
+		return c.login, nil
+	}
+	if c.appGH != nil {
+		app, _, err := c.appGH.Apps.Get(ctx, "")
+		if err != nil {
+			return "", fmt.Errorf("github app: who am I (GET /app): %w", err)
+		}
+		if app.GetSlug() == "" {
+			return "", errors.New("github app: GET /app names no slug")
+		}
+		c.login, c.loginKnown = app.GetSlug()+"[bot]", true
+		return c.login, nil
+	}
+	u, resp, err := c.gh.Users.Get(ctx, "")
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusForbidden {
+			c.log.Warn("github: GET /user refused (an integration token?); reviews of earlier runs cannot be recognised as this account's and will not be edited or dismissed")
+			c.loginKnown = true
+			return "", nil
+		}
+		return "", fmt.Errorf("github: who am I (GET /user): %w", err)
+	}
+	c.login, c.loginKnown = u.GetLogin(), true
+	return c.login, nil
 }
 
 // GitHub returns the underlying go-github client (authorized, rate-limit

@@ -208,21 +208,35 @@ func TestReviewPullRequestContentsAPIAndLargeDiff(t *testing.T) {
 	}
 }
 
-// GitHub rejecting the line comments (422) still yields a complete review.
+// GitHub refusing one line comment of a new review (422 "must be part of
+// the diff", which does not say which) still yields a complete review:
+// the review is created without line comments, they are posted singly,
+// and only the refused one is folded into the body.
 func TestRejectedCommentsAreFolded(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	s := newPRServer(t, f, true)
-	s.AddFailure(reviewtest.Failure{Method: "POST", PathSuffix: "/pulls/7/reviews", Status: 422,
-		Header: map[string]string{"Content-Type": "application/json"}, Body: `{"message":"Unprocessable Entity","errors":["Line could not be resolved"]}`})
 	c := newTestClient(t, s, newFakeClock(), nil)
-	res, err := c.ReviewPullRequest(context.Background(), Request{Owner: "acme", Repo: "weights", Number: 7, Fetch: GitFetcher{Dir: f.repo.Dir}, Options: f.opts()})
+	req := Request{Owner: "acme", Repo: "weights", Number: 7, Fetch: GitFetcher{Dir: f.repo.Dir}, Options: f.opts(), DryRun: true}
+	dry, err := c.ReviewPullRequest(context.Background(), req)
+	if err != nil || len(dry.Review.Comments) != 4 {
+		t.Fatalf("dry run: %v, %+v", err, dry)
+	}
+	bad := dry.Review.Comments[1]
+	s.Unplaceable = map[string]bool{fmt.Sprintf("%s:%d", bad.Path, bad.Line): true}
+	req.DryRun = false
+	res, err := c.ReviewPullRequest(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.CommentsPosted != 0 || len(s.CommentList()) != 0 || len(s.ReviewList()) != 1 {
-		t.Fatalf("%+v", res)
+	if res.CommentsPosted != 3 || len(s.CommentList()) != 3 || len(s.ReviewList()) != 1 || res.Event != EventComment {
+		t.Fatalf("%+v, %d comments", res, len(s.CommentList()))
 	}
-	if b := s.ReviewList()[0].Body; !strings.Contains(b, "4 changed chunk(s) without a line comment") {
+	for _, cm := range s.CommentList() {
+		if cm.Line == bad.Line {
+			t.Fatalf("the refused comment was posted: %+v", cm)
+		}
+	}
+	if b := s.ReviewList()[0].Body; !strings.Contains(b, "1 changed chunk(s) without a line comment") || !strings.Contains(b, "3 line comment(s)") {
 		t.Fatalf("folded body:\n%s", b)
 	}
 }
@@ -385,6 +399,18 @@ func TestPublish(t *testing.T) {
 	}
 	if len(s.PRs) != 1 || !res.Updated || len(s.ReviewList()) != 1 || len(s.CommentList()) != 4 {
 		t.Fatalf("second publish duplicated: PRs %d, %+v", len(s.PRs), res)
+	}
+	// A new title edits the open pull request (PATCH), it opens no other.
+	p.Title = "gen 000002 (renamed)"
+	if _, err := c.Publish(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	patched := false
+	for _, r := range s.RequestLog() {
+		patched = patched || r == "PATCH /repos/acme/weights/pulls/7"
+	}
+	if !patched || len(s.PRs) != 1 || s.PRs[0]["title"] != p.Title {
+		t.Fatalf("title not updated: PATCH %v, %v", patched, s.PRs)
 	}
 }
 

@@ -13,6 +13,7 @@
 //	GitFetcher, ContentsFetcher, Fallback           where base/head versions come from
 //	StaticToken, TokenFromEnv, TokenFromFile, AppConfig   credentials
 //	LocalPatch                                       `git diff --no-index` for dry runs
+//	NonFiniteIntroduced(ctx, base, head, budget)     NaN/Inf a generation introduces, from its changed chunks (the daemon's warning)
 //
 // # What is reviewed
 //
@@ -45,11 +46,22 @@
 //	                 that does not increase, an unparsable diff)
 //	COMMENT          otherwise
 //
-// GitHub refuses APPROVE and REQUEST_CHANGES on one's own pull request
-// (the daemon's App opens the pull request it reviews). Post then posts
-// the review as COMMENT with a note naming the verdict, and a hidden
-// "<!-- snapd-review downgraded -->" line so re-runs update it;
-// Result.Event says what was posted, Review.Event stays the verdict.
+// GitHub answers 422 for several reasons; Post tells them apart by
+// GitHub's message and reacts to each:
+//
+//	"Can not approve your own pull request" /      posted as COMMENT, a note says the account
+//	"Can not request changes on your own …"        opened the pull request (the daemon's does)
+//	"GitHub Actions is not permitted to approve    posted as COMMENT, a note names the repository
+//	pull requests."                                setting that allows it
+//	"User can only have one pending review per     the account's pending review is deleted when it
+//	pull request"                                  is snapd's or empty, then created again; another
+//	                                               pending review is an error naming it
+//	"Pull request review thread line must be part  created without line comments, which are then
+//	of the diff" (or path/line not resolved)       posted singly: only those GitHub refuses are folded
+//
+// A downgraded review carries "<!-- snapd-review downgraded reason=own|actions -->"
+// so re-runs update it; Result.Event says what was posted, Review.Event
+// stays the verdict.
 //
 // # Review layout
 //
@@ -105,21 +117,31 @@
 // The API calls use the modern fields: `line` (the head-file line number)
 // with `side: RIGHT`, and `commit_id` = head SHA; the legacy position is
 // computed too and shown by --dry-run (Comment.Position). If GitHub still
-// rejects the comments of a new review (422), the review is posted again
-// with every comment folded into the body; a rejected single comment on a
-// re-run is folded and the body updated.
+// cannot place a comment of a new review (422; it does not say which),
+// the review is created without line comments and they are posted singly:
+// only those GitHub refuses are folded into the body, which is updated.
 //
-// # Idempotence
+// # Identity and idempotence
 //
-// Post lists the pull request's reviews and takes the last whose body
-// starts with the marker for the head SHA. If its state matches the event
+// Post acts as one account (Client.Login): the token's user (GET /user),
+// an App installation's "<slug>[bot]" (GET /app with the App's JWT), or
+// ClientOptions.Login (GitHub Actions' GITHUB_TOKEN is
+// "github-actions[bot]" and may not call GET /user). Only that account's
+// reviews and comments count: another account's review is never edited
+// (GitHub refuses it anyway) and its comments never stand for snapd's,
+// marker or not. When GitHub does not say who the token is, no review is
+// edited or dismissed. Post lists the pull request's reviews and takes
+// the account's last whose body starts with the marker for the head SHA. If its state matches the event
 // it updates that review's body (PUT); a different event creates a new
 // review and replaces the old one's body by a "superseded" note (GitHub
 // cannot change a submitted review's state). Line comments whose marker is
 // already among the pull request's review comments are not posted again;
 // missing ones are posted singly (POST /pulls/N/comments), one second
 // apart. A new head SHA makes new markers, so a new push gets a new
-// review.
+// review. When a review's verdict is not REQUEST_CHANGES, the account's
+// earlier snapd reviews that requested changes are dismissed (PUT
+// …/reviews/{id}/dismissals): GitHub keeps a pull request blocked by a
+// request for changes until it is dismissed, whatever later reviews say.
 //
 // # Authentication and rate limits
 //
@@ -128,7 +150,12 @@
 // POST /app/installations/{id}/access_tokens, which asks for
 // contents:read and pull_requests:write only (and, from the CLI, only the
 // reviewed repository); the installation token is cached until five
-// minutes before it expires. Authorization is added by the transport only
+// minutes before it expires, and dropped when GitHub answers 401 (revoked,
+// or the installation changed): the request is then retried once with a
+// new token (a static token is not retried). Every request has timeouts
+// (Timeouts): connect 10 s, TLS handshake 10 s, response headers 60 s, and
+// 10 minutes for one attempt including its body; rate-limit waits between
+// attempts are bounded by RetryPolicy.MaxWait instead. Authorization is added by the transport only
 // for the API host, and no header, token or JWT is ever logged (debug
 // logs carry method, path, status, attempt and timing).
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -85,8 +86,16 @@ func FuzzScanIndex(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		x, err := scanIndex(bytes.NewReader(b))
+		// The in-memory scanner (used on mmapped files) agrees.
+		y, yerr := scanIndexBytes(b)
+		if (err == nil) != (yerr == nil) {
+			t.Fatalf("stream: %v, bytes: %v", err, yerr)
+		}
 		if err != nil {
 			return
+		}
+		if !reflect.DeepEqual(x, y) {
+			t.Fatalf("stream and bytes scanners disagree:\n%+v\n%+v", x, y)
 		}
 		for _, a := range x.Arrays {
 			if x.array(a.Name) != a {

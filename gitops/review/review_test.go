@@ -273,6 +273,12 @@ func TestBuildRequestsChanges(t *testing.T) {
 		{name: "new NaN", mutate: func(s *snapshot.Snapshot) *snapshot.Snapshot {
 			return reviewtest.SetF32(s, "layer.0/b", 5, float32(math.NaN()))
 		}, want: "array `layer.0/b`: 1 NaN and 0 Inf newly introduced"},
+		{name: "new NaN shown as NaN", mutate: func(s *snapshot.Snapshot) *snapshot.Snapshot {
+			return reviewtest.SetF32(s, "layer.0/b", 5, float32(math.NaN()))
+		}, want: "| NaN | NaN | NaN | **1/0** |"},
+		{name: "new Inf shown as inf", mutate: func(s *snapshot.Snapshot) *snapshot.Snapshot {
+			return reviewtest.SetF32(s, "layer.0/b", 5, float32(math.Inf(-1)))
+		}, want: "| inf | inf | inf | **0/1** |"},
 		{name: "rel L2 limit", opts: func(o *Options) { o.Thresholds.MaxRelL2 = 1e-6 }, want: "relative L2 change"},
 		{name: "abs delta limit", opts: func(o *Options) { o.Thresholds.MaxAbsDelta = 1 }, want: "array `layer.0/w`: max |Δ|"},
 		{name: "broken chain", prev: &zero, want: "chain"},

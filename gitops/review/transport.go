@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -68,6 +69,90 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// Timeouts bound the network side of every API request. Zero fields take
+// the defaults.
+type Timeouts struct {
+	// Dial bounds a TCP connect (default 10 s); TLSHandshake the TLS
+	// handshake (10 s); ResponseHeader the wait for a response's headers
+	// after the request is written (60 s).
+	Dial, TLSHandshake, ResponseHeader time.Duration
+	// Attempt bounds one attempt from start to the end of reading its
+	// body (default 10 minutes: a 100 MB contents download). Rate-limit
+	// waits between attempts are bounded by RetryPolicy.MaxWait instead.
+	Attempt time.Duration
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	if t.Dial <= 0 {
+		t.Dial = 10 * time.Second
+	}
+	if t.TLSHandshake <= 0 {
+		t.TLSHandshake = 10 * time.Second
+	}
+	if t.ResponseHeader <= 0 {
+		t.ResponseHeader = time.Minute
+	}
+	if t.Attempt <= 0 {
+		t.Attempt = 10 * time.Minute
+	}
+	return t
+}
+
+// transport returns an HTTP transport with t's limits (proxy settings
+// from the environment, as http.DefaultTransport).
+func (t Timeouts) transport() *http.Transport {
+	d := &net.Dialer{Timeout: t.Dial, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          16,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   t.TLSHandshake,
+		ResponseHeaderTimeout: t.ResponseHeader,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// attemptTimeout bounds one round trip, body included: the deadline ends
+// when the body is closed or the time is up.
+type attemptTimeout struct {
+	base http.RoundTripper
+	d    time.Duration
+}
+
+func (a attemptTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), a.d)
+	resp, err := a.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		if ctx.Err() == context.DeadlineExceeded && req.Context().Err() == nil {
+			return nil, fmt.Errorf("github: %s %s: no complete answer within %s: %w", req.Method, req.URL.Path, a.d, err)
+		}
+		return nil, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// Invalidator is implemented by a TokenSource that caches credentials:
+// after a 401 the transport calls Invalidate with the Authorization value
+// GitHub refused, then retries the request once with a fresh one.
+type Invalidator interface {
+	Invalidate(authorization string)
+}
+
 // transport authorizes requests to the API host and waits out rate limits.
 // It sits below go-github's client, so go-github only sees the final
 // response of a request.
@@ -81,8 +166,11 @@ type transport struct {
 	base      http.RoundTripper
 	host      string // requests to other hosts get no Authorization
 	authorize func(ctx context.Context) (string, error)
-	policy    RetryPolicy
-	log       *slog.Logger
+	// invalidate drops cached credentials after a 401 (nil: nothing is
+	// cached, a retry could not help).
+	invalidate func(authorization string)
+	policy     RetryPolicy
+	log        *slog.Logger
 
 	mu           sync.Mutex
 	blockedUntil time.Time // primary limit exhausted until then
@@ -94,6 +182,7 @@ const maxErrorBody = 64 << 10
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	p := t.policy
+	reauthorized := false
 	for attempt := 0; ; attempt++ {
 		if err := t.waitPrimary(ctx); err != nil {
 			return nil, err
@@ -109,11 +198,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			r.Body = b
 		}
+		auth := ""
 		if t.authorize != nil && r.URL.Host == t.host {
 			v, err := t.authorize(ctx)
 			if err != nil {
 				return nil, err
 			}
+			auth = v
 			r.Header.Set("Authorization", v)
 		}
 		start := p.Now()
@@ -133,6 +224,16 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			continue
 		}
 		t.log.Debug("github request", "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "attempt", attempt+1, "elapsed", p.Now().Sub(start))
+		if resp.StatusCode == http.StatusUnauthorized && auth != "" && t.invalidate != nil && !reauthorized {
+			// A cached token GitHub no longer accepts (revoked, or the
+			// installation changed): drop it and try once with a new one.
+			reauthorized = true
+			t.invalidate(auth)
+			t.log.Warn("github: credentials refused (401); dropped the cached token, retrying once with a new one", "method", req.Method, "path", req.URL.Path)
+			io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+			resp.Body.Close()
+			continue
+		}
 		wait, reason, err := t.classify(resp, attempt, req.Method)
 		if err != nil {
 			return nil, err

@@ -1,18 +1,37 @@
 // Package reviewtest provides a fake GitHub REST API for tests of
 // gitops/review and `snapd review`: an httptest server that implements the
-// endpoints the review uses (pull request, files, reviews list/create/
-// update, review comments list/create, contents, App installation token),
-// checks every request's Authorization header and request body the way
-// GitHub would reject them, and records what was posted.
+// endpoints the review uses and behaves as GitHub does where tests have
+// found the difference to matter:
+//
+//   - every request body is validated against GitHub's published OpenAPI
+//     request schema of its operation (../shared/github-openapi, validated
+//     with github.com/santhosh-tekuri/jsonschema/v6); a body that does not
+//     conform fails the test and is answered 422, as GitHub answers;
+//   - it knows who calls (a token's user, an App installation's
+//     "<slug>[bot]") and who opened the pull request: approving or
+//     requesting changes on one's own pull request is a 422 with GitHub's
+//     message, so is approving with GitHub Actions' token where the
+//     repository does not allow it, and so is a second pending review;
+//   - only a review's author can update it; pending reviews are visible
+//     to their author only, and can be submitted or deleted;
+//   - reviews that approve or request changes can be dismissed;
+//   - pull requests can be listed (filtered by head and base), created,
+//     read and updated (PATCH);
+//   - lists paginate like GitHub (per_page at most 100, Link header with
+//     first/prev/next/last) and an empty page is [], never null.
 package reviewtest
 
 import (
+	"bytes"
 	"crypto/rsa"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,6 +40,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // File is one changed file of the fake pull request.
@@ -33,11 +53,18 @@ type File struct {
 	Patch string `json:"patch,omitempty"`
 }
 
+// User is an account as GitHub shows it in reviews and comments.
+type User struct {
+	Login string `json:"login"`
+	Type  string `json:"type,omitempty"` // "User" or "Bot"
+}
+
 // Review is a stored review.
 type Review struct {
 	ID       int64  `json:"id"`
+	User     User   `json:"user"`
 	Body     string `json:"body"`
-	State    string `json:"state"`
+	State    string `json:"state"` // PENDING, COMMENTED, APPROVED, CHANGES_REQUESTED, DISMISSED
 	CommitID string `json:"commit_id"`
 }
 
@@ -45,6 +72,7 @@ type Review struct {
 type Comment struct {
 	ID       int64  `json:"id"`
 	ReviewID int64  `json:"pull_request_review_id"`
+	User     User   `json:"user"`
 	Body     string `json:"body"`
 	Path     string `json:"path"`
 	Line     int    `json:"line"`
@@ -63,17 +91,32 @@ type Failure struct {
 // App describes the GitHub App whose JWTs the server accepts.
 type App struct {
 	ID             string
+	Slug           string // "" = "snapd-app"; the installation acts as Slug+"[bot]"
 	InstallationID int64
 	Key            *rsa.PublicKey
-	// Token is the installation token handed out.
+	// Token is the installation token handed out (after RevokeTokens, a
+	// new one derived from it).
 	Token string
 	// WantRepositories and WantPermissions are required in the request.
 	WantRepositories []string
 	WantPermissions  map[string]string
 }
 
+// Login is the account an App installation acts as.
+func (a *App) Login() string {
+	slug := a.Slug
+	if slug == "" {
+		slug = "snapd-app"
+	}
+	return slug + "[bot]"
+}
+
+// ActionsLogin is the account GitHub Actions' GITHUB_TOKEN acts as.
+const ActionsLogin = "github-actions[bot]"
+
 // Server is the fake API. Configure the exported fields before the first
-// request; read them after (under no concurrent requests).
+// request; read them after (under no concurrent requests), or through the
+// accessor methods.
 type Server struct {
 	*httptest.Server
 	t testing.TB
@@ -85,9 +128,24 @@ type Server struct {
 	Files            []File
 	// Contents maps "sha:path" to file content for the contents API.
 	Contents map[string][]byte
-	// Token is the token every /repos request must carry.
-	Token string
+	// Token is the token every /repos request must carry (with App nil);
+	// TokenLogin the account it belongs to ("" = "snapd-bot"; ActionsLogin
+	// makes it GitHub Actions' GITHUB_TOKEN, which GET /user refuses).
+	Token      string
+	TokenLogin string
+	// Users maps further tokens to their accounts (other reviewers).
+	Users map[string]string
 	App   *App
+	// Author opened the pull request Number when it was not created
+	// through POST /pulls ("" = "octo-author").
+	Author string
+	// Unplaceable lists "path:line" positions GitHub cannot place a
+	// comment on although the patch shows them (as when GitHub's diff
+	// differs from the one the review was built on).
+	Unplaceable map[string]bool
+	// AllowActionsApproval lets GitHub Actions approve pull requests (the
+	// repository setting; off by default, as GitHub's).
+	AllowActionsApproval bool
 	// Now is the server's clock (for JWT checks).
 	Now func() time.Time
 
@@ -100,24 +158,143 @@ type Server struct {
 	TokenRequests int
 	// Failures are served first, in order, to matching requests.
 	Failures []Failure
-	nextID   int64
+	// SchemaErrors lists request bodies that failed GitHub's schema.
+	SchemaErrors []string
+	nextID       int64
+	revoked      int
 	// PRs are pull requests created through POST /pulls.
 	PRs []map[string]any
+
+	ops []operation
 }
 
-// New starts a fake API for pull request owner/repo#number.
+// New starts a fake API for pull request owner/repo#number. The request
+// schemas are read from the shared OpenAPI fragments (SchemaFile).
 func New(t testing.TB, owner, repo string, number int) *Server {
+	ops, err := loadOperations(SchemaFile())
+	if err != nil {
+		t.Fatalf("reviewtest: %v", err)
+	}
 	s := &Server{t: t, Owner: owner, Repo: repo, Number: number, Contents: map[string][]byte{},
-		HeadRef: "snapshots-next", BaseRef: "snapshots", Now: time.Now, nextID: 100}
+		HeadRef: "snapshots-next", BaseRef: "snapshots", Now: time.Now, nextID: 100, ops: ops}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// SchemaFile is the OpenAPI fragment file with the request schemas:
+// $SNAPD_GITHUB_OPENAPI, else ../shared/github-openapi/compact-operations.json
+// beside the module root.
+func SchemaFile() string {
+	if p := os.Getenv("SNAPD_GITHUB_OPENAPI"); p != "" {
+		return p
+	}
+	dir, _ := os.Getwd()
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return filepath.Join(d, "..", "shared", "github-openapi", "compact-operations.json")
+		}
+		if filepath.Dir(d) == d {
+			return filepath.Join(dir, "compact-operations.json")
+		}
+	}
+}
+
+// operation is one API operation with its compiled request schema.
+type operation struct {
+	id, method string
+	path       *regexp.Regexp
+	required   bool
+	schema     *jsonschema.Schema // nil: no request body
+}
+
+func loadOperations(file string) ([]operation, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("GitHub OpenAPI fragments: %w", err)
+	}
+	var raw map[string]struct {
+		Method      string `json:"method"`
+		Path        string `json:"path"`
+		RequestBody *struct {
+			Required bool            `json:"required"`
+			Schema   json.RawMessage `json:"schema"`
+		} `json:"request_body"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	var ops []operation
+	for id, o := range raw {
+		re := "^" + regexp.MustCompile(`\\\{[a-z_]+\\\}`).ReplaceAllString(regexp.QuoteMeta(o.Path), `[^/]+`) + "$"
+		if strings.HasSuffix(o.Path, "{path}") {
+			re = "^" + regexp.QuoteMeta(strings.TrimSuffix(o.Path, "{path}")) + ".+$"
+			re = regexp.MustCompile(`\\\{[a-z_]+\\\}`).ReplaceAllString(re, `[^/]+`)
+		}
+		op := operation{id: id, method: o.Method, path: regexp.MustCompile(re)}
+		if o.RequestBody != nil {
+			op.required = o.RequestBody.Required
+			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(o.RequestBody.Schema))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", file, id, err)
+			}
+			c := jsonschema.NewCompiler()
+			loc := "mem:///" + strings.ReplaceAll(id, "/", "_") + ".json"
+			if err := c.AddResource(loc, doc); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", file, id, err)
+			}
+			if op.schema, err = c.Compile(loc); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", file, id, err)
+			}
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
+}
+
+// checkSchema validates a request body against its operation's schema. It
+// returns the operation id ("" when the server knows no schema for the
+// request) and a problem ("" when the body conforms).
+func (s *Server) checkSchema(r *http.Request, body []byte) (string, string) {
+	for _, op := range s.ops {
+		if op.method != r.Method || !op.path.MatchString(r.URL.Path) {
+			continue
+		}
+		if op.schema == nil {
+			if len(bytes.TrimSpace(body)) > 0 {
+				return op.id, "this operation takes no request body"
+			}
+			return op.id, ""
+		}
+		if len(bytes.TrimSpace(body)) == 0 {
+			if op.required {
+				return op.id, "the request body is required"
+			}
+			return op.id, ""
+		}
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+		if err != nil {
+			return op.id, "the body is not JSON: " + err.Error()
+		}
+		if err := op.schema.Validate(v); err != nil {
+			return op.id, err.Error()
+		}
+		return op.id, ""
+	}
+	return "", ""
 }
 
 func (s *Server) fail(w http.ResponseWriter, status int, format string, a ...any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]string{"message": fmt.Sprintf(format, a...)})
+}
+
+// unprocessable answers 422 the way GitHub's review endpoints do:
+// {"message": "Unprocessable Entity", "errors": [msg]}.
+func (s *Server) unprocessable(w http.ResponseWriter, msg string) {
+	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Unprocessable Entity", "errors": []string{msg},
+		"documentation_url": "https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request"})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -128,8 +305,58 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 var (
 	reInstall = regexp.MustCompile(`^/app/installations/(\d+)/access_tokens$`)
-	reReview  = regexp.MustCompile(`^/reviews/(\d+)$`)
+	reReview  = regexp.MustCompile(`^/reviews/(\d+)(/events|/dismissals)?$`)
 )
+
+func (s *Server) tokenLogin() string {
+	if s.TokenLogin == "" {
+		return "snapd-bot"
+	}
+	return s.TokenLogin
+}
+
+func (s *Server) author() string {
+	if s.Author == "" {
+		return "octo-author"
+	}
+	return s.Author
+}
+
+// appToken is the installation token currently valid.
+func (s *Server) appToken() string {
+	if s.revoked == 0 {
+		return s.App.Token
+	}
+	return fmt.Sprintf("%s_r%d", s.App.Token, s.revoked)
+}
+
+// RevokeTokens makes the installation token handed out so far invalid
+// (as GitHub does when an installation's permissions change): requests
+// carrying it get 401 until a new one is requested.
+func (s *Server) RevokeTokens() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revoked++
+}
+
+// caller returns the account of the request's credentials ("" = none
+// valid).
+func (s *Server) caller(r *http.Request) string {
+	auth := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok {
+		tok, _ = strings.CutPrefix(auth, "token ")
+	}
+	switch {
+	case tok == "":
+		return ""
+	case s.App != nil && tok == s.appToken():
+		return s.App.Login()
+	case s.App == nil && s.Token != "" && tok == s.Token:
+		return s.tokenLogin()
+	}
+	return s.Users[tok]
+}
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
@@ -146,16 +373,38 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	if err != nil {
+		s.fail(w, 400, "read body: %v", err)
+		return
+	}
+	if op, problem := s.checkSchema(r, body); problem != "" {
+		msg := fmt.Sprintf("%s %s (%s): the request body does not match GitHub's schema: %s", r.Method, r.URL.Path, op, problem)
+		s.SchemaErrors = append(s.SchemaErrors, msg)
+		s.t.Errorf("reviewtest: %s", msg)
+		s.fail(w, http.StatusUnprocessableEntity, "Invalid request.\n\n%s", problem)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	if m := reInstall.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodPost {
 		s.installationToken(w, r, m[1])
 		return
 	}
-	want := s.Token
-	if s.App != nil {
-		want = s.App.Token
+	if r.URL.Path == "/app" && r.Method == http.MethodGet {
+		s.getApp(w, r)
+		return
 	}
-	if got := r.Header.Get("Authorization"); want != "" && got != "Bearer "+want && got != "token "+want {
+	who := s.caller(r)
+	if who == "" && (s.Token != "" || s.App != nil) {
 		s.fail(w, http.StatusUnauthorized, "Bad credentials")
+		return
+	}
+	if r.URL.Path == "/user" && r.Method == http.MethodGet {
+		if s.App != nil || who == ActionsLogin {
+			s.fail(w, http.StatusForbidden, "Resource not accessible by integration")
+			return
+		}
+		writeJSON(w, 200, User{Login: who, Type: "User"})
 		return
 	}
 	prefix := fmt.Sprintf("/repos/%s/%s/", s.Owner, s.Repo)
@@ -179,43 +428,81 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/vnd.github.raw")
 		w.Write(b)
 	case rest == "pulls" && r.Method == http.MethodGet:
+		q := r.URL.Query()
 		var out []map[string]any
 		for _, pr := range s.PRs {
+			h, _ := pr["head"].(map[string]any)
+			b, _ := pr["base"].(map[string]any)
+			if v := q.Get("head"); v != "" && v != s.Owner+":"+fmt.Sprint(h["ref"]) {
+				continue
+			}
+			if v := q.Get("base"); v != "" && v != fmt.Sprint(b["ref"]) {
+				continue
+			}
+			if v := q.Get("state"); v != "" && v != "all" && v != fmt.Sprint(pr["state"]) {
+				continue
+			}
 			out = append(out, pr)
 		}
-		writeJSON(w, 200, out)
+		s.page(w, r, len(out), func(i int) any { return out[i] })
 	case rest == "pulls" && r.Method == http.MethodPost:
-		var body map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			s.fail(w, 400, "bad JSON: %v", err)
+		var in struct{ Title, Head, Base, Body string }
+		if err := json.Unmarshal(body, &in); err != nil {
+			s.fail(w, 400, "Problems parsing JSON")
 			return
 		}
-		for _, k := range []string{"title", "head", "base"} {
-			if v, _ := body[k].(string); v == "" {
-				s.fail(w, 422, "%s is missing", k)
-				return
-			}
+		if in.Title == "" {
+			s.fail(w, 422, "Validation Failed: title is missing")
+			return
 		}
-		s.HeadRef, s.BaseRef = body["head"].(string), body["base"].(string)
-		pr := map[string]any{"number": s.Number, "title": body["title"], "body": body["body"],
+		s.HeadRef, s.BaseRef = in.Head, in.Base
+		s.Author = who
+		pr := map[string]any{"number": s.Number, "state": "open", "title": in.Title, "body": in.Body, "user": User{Login: who},
 			"head": map[string]any{"ref": s.HeadRef, "sha": s.HeadSHA}, "base": map[string]any{"ref": s.BaseRef, "sha": s.BaseSHA}}
 		s.PRs = append(s.PRs, pr)
 		writeJSON(w, 201, pr)
 	case rest == pull && r.Method == http.MethodGet:
-		writeJSON(w, 200, map[string]any{"number": s.Number, "html_url": "https://github.example/" + s.Owner + "/" + s.Repo + "/pull/" + strconv.Itoa(s.Number),
-			"head": map[string]any{"sha": s.HeadSHA, "ref": s.HeadRef}, "base": map[string]any{"sha": s.BaseSHA, "ref": s.BaseRef}})
+		writeJSON(w, 200, s.pullJSON())
+	case rest == pull && r.Method == http.MethodPatch:
+		var in map[string]any
+		if err := json.Unmarshal(body, &in); err != nil {
+			s.fail(w, 400, "Problems parsing JSON")
+			return
+		}
+		for _, pr := range s.PRs {
+			if pr["number"] == s.Number {
+				for _, k := range []string{"title", "body", "state"} {
+					if v, ok := in[k]; ok {
+						pr[k] = v
+					}
+				}
+			}
+		}
+		writeJSON(w, 200, s.pullJSON())
 	case rest == pull+"/files" && r.Method == http.MethodGet:
 		s.page(w, r, len(s.Files), func(i int) any { return s.Files[i] })
 	case rest == pull+"/reviews" && r.Method == http.MethodGet:
-		s.page(w, r, len(s.Reviews), func(i int) any { return s.Reviews[i] })
+		var vis []*Review
+		for _, rv := range s.Reviews {
+			if rv.State != "PENDING" || rv.User.Login == who {
+				vis = append(vis, rv)
+			}
+		}
+		s.page(w, r, len(vis), func(i int) any { return vis[i] })
 	case rest == pull+"/comments" && r.Method == http.MethodGet:
-		s.page(w, r, len(s.Comments), func(i int) any { return s.Comments[i] })
+		var vis []*Comment
+		for _, c := range s.Comments {
+			if rv := s.review(c.ReviewID); rv == nil || rv.State != "PENDING" || rv.User.Login == who {
+				vis = append(vis, c)
+			}
+		}
+		s.page(w, r, len(vis), func(i int) any { return vis[i] })
 	case rest == pull+"/reviews" && r.Method == http.MethodPost:
-		s.createReview(w, r)
+		s.createReview(w, body, who)
 	case rest == pull+"/comments" && r.Method == http.MethodPost:
 		var c Comment
-		if err := json.NewDecoder(r.Body).Decode(&c); err != nil {
-			s.fail(w, 400, "bad JSON: %v", err)
+		if err := json.Unmarshal(body, &c); err != nil {
+			s.fail(w, 400, "Problems parsing JSON")
 			return
 		}
 		if msg := s.checkComment(c.Path, c.Line, c.Side, c.Body); msg != "" {
@@ -227,56 +514,171 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.nextID++
-		c.ID = s.nextID
+		c.ID, c.User = s.nextID, User{Login: who}
 		s.Comments = append(s.Comments, &c)
 		writeJSON(w, 201, c)
-	case strings.HasPrefix(rest, pull+"/reviews/") && r.Method == http.MethodPut:
+	case strings.HasPrefix(rest, pull+"/reviews/"):
 		m := reReview.FindStringSubmatch(strings.TrimPrefix(rest, pull))
 		if m == nil {
 			s.fail(w, 404, "Not Found")
 			return
 		}
 		id, _ := strconv.ParseInt(m[1], 10, 64)
-		var body struct {
-			Body string `json:"body"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Body == "" {
-			s.fail(w, 422, "body is required")
+		rv := s.review(id)
+		if rv == nil || rv.State == "PENDING" && rv.User.Login != who {
+			s.fail(w, 404, "Not Found")
 			return
 		}
-		for _, rv := range s.Reviews {
-			if rv.ID == id {
-				rv.Body = body.Body
-				writeJSON(w, 200, rv)
-				return
-			}
-		}
-		s.fail(w, 404, "Not Found")
+		s.reviewAction(w, r.Method, m[2], body, who, rv)
 	default:
 		s.fail(w, http.StatusNotFound, "Not Found: %s %s", r.Method, r.URL.Path)
 	}
 }
 
-// page serves GitHub-style pagination (page, per_page, Link header).
+func (s *Server) pullJSON() map[string]any {
+	title, prBody, state := "", "", "open"
+	for _, pr := range s.PRs {
+		if pr["number"] == s.Number {
+			title, _ = pr["title"].(string)
+			prBody, _ = pr["body"].(string)
+			state, _ = pr["state"].(string)
+		}
+	}
+	return map[string]any{"number": s.Number, "state": state, "title": title, "body": prBody, "user": User{Login: s.author()},
+		"html_url": "https://github.example/" + s.Owner + "/" + s.Repo + "/pull/" + strconv.Itoa(s.Number),
+		"head":     map[string]any{"sha": s.HeadSHA, "ref": s.HeadRef}, "base": map[string]any{"sha": s.BaseSHA, "ref": s.BaseRef}}
+}
+
+func (s *Server) review(id int64) *Review {
+	for _, rv := range s.Reviews {
+		if rv.ID == id {
+			return rv
+		}
+	}
+	return nil
+}
+
+// reviewAction serves PUT (update the body), DELETE (a pending review),
+// POST …/events (submit a pending review) and PUT …/dismissals.
+func (s *Server) reviewAction(w http.ResponseWriter, method, sub string, body []byte, who string, rv *Review) {
+	var in struct{ Body, Event, Message string }
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &in); err != nil {
+			s.fail(w, 400, "Problems parsing JSON")
+			return
+		}
+	}
+	switch {
+	case method == http.MethodPut && sub == "":
+		if rv.User.Login != who {
+			// GitHub: only a review's author can edit it.
+			s.fail(w, http.StatusForbidden, "You can only edit your own reviews (review by %s)", rv.User.Login)
+			return
+		}
+		if in.Body == "" {
+			s.unprocessable(w, "Body can't be blank")
+			return
+		}
+		rv.Body = in.Body
+		writeJSON(w, 200, rv)
+	case method == http.MethodDelete && sub == "":
+		if rv.State != "PENDING" {
+			s.unprocessable(w, "Can not delete a non-pending pull request review")
+			return
+		}
+		kept := s.Reviews[:0]
+		for _, x := range s.Reviews {
+			if x != rv {
+				kept = append(kept, x)
+			}
+		}
+		s.Reviews = kept
+		cs := s.Comments[:0]
+		for _, c := range s.Comments {
+			if c.ReviewID != rv.ID {
+				cs = append(cs, c)
+			}
+		}
+		s.Comments = cs
+		writeJSON(w, 200, rv)
+	case method == http.MethodPost && sub == "/events":
+		if rv.State != "PENDING" {
+			s.unprocessable(w, "Can not submit a non-pending pull request review")
+			return
+		}
+		state, msg := s.eventState(in.Event, who, in.Body)
+		if msg != "" {
+			s.unprocessable(w, msg)
+			return
+		}
+		rv.State = state
+		if in.Body != "" {
+			rv.Body = in.Body
+		}
+		writeJSON(w, 200, rv)
+	case method == http.MethodPut && sub == "/dismissals":
+		if rv.State != "APPROVED" && rv.State != "CHANGES_REQUESTED" {
+			s.unprocessable(w, "Can not dismiss a "+strings.ToLower(rv.State)+" pull request review")
+			return
+		}
+		rv.State = "DISMISSED"
+		writeJSON(w, 200, rv)
+	default:
+		s.fail(w, 404, "Not Found")
+	}
+}
+
+// eventState checks an event as GitHub does for the caller and returns
+// the review state it makes, or GitHub's 422 message.
+func (s *Server) eventState(event, who, body string) (string, string) {
+	state := map[string]string{"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED", "": "PENDING"}[event]
+	switch {
+	case event == "APPROVE" && who == s.author():
+		return "", "Can not approve your own pull request"
+	case event == "REQUEST_CHANGES" && who == s.author():
+		return "", "Can not request changes on your own pull request"
+	case event == "APPROVE" && who == ActionsLogin && !s.AllowActionsApproval:
+		return "", "GitHub Actions is not permitted to approve pull requests."
+	case body == "" && (event == "REQUEST_CHANGES" || event == "COMMENT"):
+		return "", "Body can't be blank"
+	case len(body) > 65536:
+		return "", "Body is too long (maximum is 65536 characters)"
+	}
+	return state, ""
+}
+
+// page serves GitHub-style pagination: page, per_page (default 30, at
+// most 100) and a Link header with first, prev, next and last.
 func (s *Server) page(w http.ResponseWriter, r *http.Request, n int, item func(int) any) {
 	per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
 	if per <= 0 {
 		per = 30
 	}
+	per = min(per, 100)
 	pg, _ := strconv.Atoi(r.URL.Query().Get("page"))
 	if pg <= 0 {
 		pg = 1
 	}
+	last := max(1, (n+per-1)/per)
 	out := []any{}
 	for i := (pg - 1) * per; i < n && i < pg*per; i++ {
 		out = append(out, item(i))
 	}
-	if pg*per < n {
+	link := func(p int, rel string) string {
 		q := r.URL.Query()
-		q.Set("page", strconv.Itoa(pg+1))
-		u := *r.URL
-		u.RawQuery = q.Encode()
-		w.Header().Set("Link", fmt.Sprintf(`<%s%s>; rel="next"`, s.URL, u.String()))
+		q.Set("page", strconv.Itoa(p))
+		u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
+		return fmt.Sprintf(`<%s%s>; rel="%s"`, s.URL, u.String(), rel)
+	}
+	var links []string
+	if pg < last {
+		links = append(links, link(pg+1, "next"), link(last, "last"))
+	}
+	if pg > 1 {
+		links = append(links, link(1, "first"), link(min(pg-1, last), "prev"))
+	}
+	if len(links) > 0 {
+		w.Header().Set("Link", strings.Join(links, ", "))
 	}
 	writeJSON(w, 200, out)
 }
@@ -309,29 +711,27 @@ func commentable(patch string) map[int]bool {
 	return lines
 }
 
+// checkComment returns GitHub's message for a line comment it refuses.
 func (s *Server) checkComment(path string, line int, side, body string) string {
 	if side != "RIGHT" {
 		return fmt.Sprintf("side %q: the review comments on the head", side)
 	}
 	if body == "" {
-		return "comment body is empty"
+		return "Body can't be blank"
 	}
 	for _, f := range s.Files {
 		if f.Filename != path {
 			continue
 		}
-		if f.Patch == "" {
-			return fmt.Sprintf("pull_request_review_thread.line: %s has no diff", path)
-		}
-		if !commentable(f.Patch)[line] {
-			return fmt.Sprintf("pull_request_review_thread.line: line %d of %s is not part of the diff", line, path)
+		if f.Patch == "" || !commentable(f.Patch)[line] || s.Unplaceable[fmt.Sprintf("%s:%d", path, line)] {
+			return "Pull request review thread line must be part of the diff"
 		}
 		return ""
 	}
-	return fmt.Sprintf("path %q is not in the pull request", path)
+	return "Pull request review thread path could not be resolved"
 }
 
-func (s *Server) createReview(w http.ResponseWriter, r *http.Request) {
+func (s *Server) createReview(w http.ResponseWriter, body []byte, who string) {
 	var req struct {
 		CommitID string `json:"commit_id"`
 		Body     string `json:"body"`
@@ -344,43 +744,76 @@ func (s *Server) createReview(w http.ResponseWriter, r *http.Request) {
 			Position int    `json:"position"`
 		} `json:"comments"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		s.fail(w, 400, "bad JSON: %v", err)
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.fail(w, 400, "Problems parsing JSON")
 		return
 	}
-	state := map[string]string{"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED"}[req.Event]
-	switch {
-	case state == "":
-		s.fail(w, 422, "event %q is not one of APPROVE, REQUEST_CHANGES, COMMENT", req.Event)
+	for _, rv := range s.Reviews {
+		if rv.State == "PENDING" && rv.User.Login == who {
+			s.unprocessable(w, "User can only have one pending review per pull request")
+			return
+		}
+	}
+	if req.CommitID != s.HeadSHA {
+		s.unprocessable(w, fmt.Sprintf("commit_id %s is not the head of the pull request", req.CommitID))
 		return
-	case req.CommitID != s.HeadSHA:
-		s.fail(w, 422, "commit_id %q is not the head %q", req.CommitID, s.HeadSHA)
-		return
-	case req.Body == "" && req.Event != "APPROVE":
-		s.fail(w, 422, "body is required for %s", req.Event)
-		return
-	case len(req.Body) > 65536:
-		s.fail(w, 422, "body is too long (maximum is 65536 characters)")
+	}
+	state, msg := s.eventState(req.Event, who, req.Body)
+	if msg != "" {
+		s.unprocessable(w, msg)
 		return
 	}
 	for _, c := range req.Comments {
 		if c.Position != 0 {
-			s.fail(w, 422, "use line+side or position, the test expects line+side")
+			s.unprocessable(w, "the test server expects line+side, not the deprecated position")
 			return
 		}
 		if msg := s.checkComment(c.Path, c.Line, c.Side, c.Body); msg != "" {
-			s.fail(w, 422, "%s", msg)
+			s.unprocessable(w, msg)
 			return
 		}
 	}
 	s.nextID++
-	rv := &Review{ID: s.nextID, Body: req.Body, State: state, CommitID: req.CommitID}
+	rv := &Review{ID: s.nextID, User: User{Login: who}, Body: req.Body, State: state, CommitID: req.CommitID}
 	s.Reviews = append(s.Reviews, rv)
 	for _, c := range req.Comments {
 		s.nextID++
-		s.Comments = append(s.Comments, &Comment{ID: s.nextID, ReviewID: rv.ID, Body: c.Body, Path: c.Path, Line: c.Line, Side: c.Side, CommitID: req.CommitID})
+		s.Comments = append(s.Comments, &Comment{ID: s.nextID, ReviewID: rv.ID, User: User{Login: who}, Body: c.Body, Path: c.Path,
+			Line: c.Line, Side: c.Side, CommitID: req.CommitID})
 	}
 	writeJSON(w, 200, rv)
+}
+
+func (s *Server) jwtClaims(r *http.Request) (*jwt.RegisteredClaims, string) {
+	auth := r.Header.Get("Authorization")
+	raw, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok {
+		return nil, "A JSON web token could not be decoded"
+	}
+	claims := &jwt.RegisteredClaims{}
+	_, err := jwt.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) { return s.App.Key, nil },
+		jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuer(s.App.ID), jwt.WithTimeFunc(s.Now), jwt.WithIssuedAt())
+	if err != nil {
+		return nil, fmt.Sprintf("JWT rejected: %v", err)
+	}
+	if claims.ExpiresAt == nil || claims.IssuedAt == nil || claims.ExpiresAt.Sub(claims.IssuedAt.Time) > 10*time.Minute {
+		return nil, "JWT exp must be at most 10 minutes after iat"
+	}
+	return claims, ""
+}
+
+// getApp serves GET /app (JWT): the App's slug.
+func (s *Server) getApp(w http.ResponseWriter, r *http.Request) {
+	if s.App == nil {
+		s.fail(w, 404, "Not Found")
+		return
+	}
+	if _, msg := s.jwtClaims(r); msg != "" {
+		s.fail(w, 401, "%s", msg)
+		return
+	}
+	slug := strings.TrimSuffix(s.App.Login(), "[bot]")
+	writeJSON(w, 200, map[string]any{"slug": slug, "name": slug, "client_id": s.App.ID})
 }
 
 func (s *Server) installationToken(w http.ResponseWriter, r *http.Request, id string) {
@@ -393,21 +826,8 @@ func (s *Server) installationToken(w http.ResponseWriter, r *http.Request, id st
 		s.fail(w, 404, "installation %s not found", id)
 		return
 	}
-	auth := r.Header.Get("Authorization")
-	raw, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok {
-		s.fail(w, 401, "A JSON web token could not be decoded")
-		return
-	}
-	claims := &jwt.RegisteredClaims{}
-	_, err := jwt.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) { return s.App.Key, nil },
-		jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuer(s.App.ID), jwt.WithTimeFunc(s.Now), jwt.WithIssuedAt())
-	if err != nil {
-		s.fail(w, 401, "JWT rejected: %v", err)
-		return
-	}
-	if claims.ExpiresAt == nil || claims.IssuedAt == nil || claims.ExpiresAt.Sub(claims.IssuedAt.Time) > 10*time.Minute {
-		s.fail(w, 401, "JWT exp must be at most 10 minutes after iat")
+	if _, msg := s.jwtClaims(r); msg != "" {
+		s.fail(w, 401, "%s", msg)
 		return
 	}
 	var body struct {
@@ -415,7 +835,7 @@ func (s *Server) installationToken(w http.ResponseWriter, r *http.Request, id st
 		Permissions  map[string]string `json:"permissions"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		s.fail(w, 400, "bad JSON: %v", err)
+		s.fail(w, 400, "Problems parsing JSON")
 		return
 	}
 	if fmt.Sprint(body.Repositories) != fmt.Sprint(s.App.WantRepositories) {
@@ -426,7 +846,17 @@ func (s *Server) installationToken(w http.ResponseWriter, r *http.Request, id st
 		s.fail(w, 422, "permissions %v, want %v", body.Permissions, s.App.WantPermissions)
 		return
 	}
-	writeJSON(w, 201, map[string]any{"token": s.App.Token, "expires_at": s.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	writeJSON(w, 201, map[string]any{"token": s.appToken(), "expires_at": s.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+}
+
+// AddReview stores a review as if login had posted it (another account's
+// review, or debris such as a pending review of an interrupted run).
+func (s *Server) AddReview(login, state, commit, body string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	s.Reviews = append(s.Reviews, &Review{ID: s.nextID, User: User{Login: login}, Body: body, State: state, CommitID: commit})
+	return s.nextID
 }
 
 // ReviewList returns a copy of the stored reviews.

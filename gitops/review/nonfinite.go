@@ -1,0 +1,223 @@
+package review
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// NonFiniteArray counts the elements of one float array that a
+// generation made NaN or ±Inf.
+type NonFiniteArray struct {
+	Array  string `json:"array"`
+	NewNaN int64  `json:"new_nan"`
+	NewInf int64  `json:"new_inf"`
+}
+
+// NonFiniteReport is what NonFiniteIntroduced found.
+type NonFiniteReport struct {
+	// Arrays lists the float arrays with NaN/±Inf the head introduced
+	// (nil when none).
+	Arrays []NonFiniteArray `json:"arrays,omitempty"`
+	// ChangedBytes is the raw size of the head's changed chunks of float
+	// arrays; CheckedBytes how much of it was decoded and compared (less
+	// when the budget ran out: the check is then partial).
+	ChangedBytes int64 `json:"changed_bytes"`
+	CheckedBytes int64 `json:"checked_bytes"`
+}
+
+// Partial reports whether the budget left changed chunks unchecked.
+func (r *NonFiniteReport) Partial() bool { return r.CheckedBytes < r.ChangedBytes }
+
+// NonFiniteIntroduced compares two plaintext WTXT generations, base and
+// head, chunk by chunk and reports, per float array, the elements that
+// are NaN or ±Inf in head and were not in base. Only chunks whose ch line
+// differs are decoded (each checked against its crc32c); an array that is
+// new, or whose type, shape or chunk geometry changed, is decoded whole
+// and counts the NaN/Inf it holds beyond what the base's array of the
+// same type held. Both files are mapped, not read: the cost is one page
+// per chunk plus the changed chunks, of which at most maxBytes (raw, head
+// side; <= 0: no limit) are decoded, in file order — a dense update of a
+// large model is then checked in part (Partial). The files are not
+// verified otherwise (wtxt.Verify's job). basePath "" stands for no base
+// (a first generation): every NaN/±Inf of head is new.
+func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxBytes int64) (*NonFiniteReport, error) {
+	var bb []byte
+	if basePath != "" {
+		bm, err := snapshot.MapFile(basePath)
+		if err != nil {
+			return nil, err
+		}
+		defer bm.Close()
+		bb = bm.Bytes()
+	}
+	hm, err := snapshot.MapFile(headPath)
+	if err != nil {
+		return nil, err
+	}
+	defer hm.Close()
+	hb := hm.Bytes()
+	bidx, err := scanIndexBytes(bb)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", basePath, err)
+	}
+	hidx, err := scanIndexBytes(hb)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", headPath, err)
+	}
+	rep := &NonFiniteReport{}
+	budget := func(n int64) bool {
+		rep.ChangedBytes += n
+		if maxBytes > 0 && rep.CheckedBytes+n > maxBytes {
+			return false
+		}
+		rep.CheckedBytes += n
+		return true
+	}
+	for _, h := range hidx.Arrays {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		dt, err := snapshot.ParseDType(h.DType)
+		if err != nil || !dt.IsFloat() {
+			continue
+		}
+		b := bidx.array(h.Name)
+		var nan, inf int64
+		if b != nil && b.DType == h.DType && b.Shape == h.Shape && b.RowsPerChunk == h.RowsPerChunk && b.RowSize == h.RowSize && sameOffsets(b, h) {
+			for i, c := range h.Chunks {
+				bc := b.Chunks[i]
+				if bc.SHA256 == c.SHA256 || !budget(c.Len) {
+					continue
+				}
+				old, err := chunkData(bb, b, bc)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", basePath, err)
+				}
+				cur, err := chunkData(hb, h, c)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", headPath, err)
+				}
+				d, err := diffFlat(ctx, dt, h.RowSize, old, cur)
+				if err != nil {
+					return nil, err
+				}
+				nan, inf = nan+d.NewNaN, inf+d.NewInf
+			}
+		} else if budget(h.Bytes) {
+			n1, i1, err := countNonFinite(ctx, hb, h, dt)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", headPath, err)
+			}
+			var n0, i0 int64
+			if b != nil && b.DType == h.DType {
+				if n0, i0, err = countNonFinite(ctx, bb, b, dt); err != nil {
+					return nil, fmt.Errorf("%s: %w", basePath, err)
+				}
+			}
+			nan, inf = max(0, n1-n0), max(0, i1-i0)
+		}
+		if nan+inf > 0 {
+			rep.Arrays = append(rep.Arrays, NonFiniteArray{Array: h.Name, NewNaN: nan, NewInf: inf})
+		}
+	}
+	return rep, nil
+}
+
+func sameOffsets(b, h *arrayEntry) bool {
+	if len(b.Chunks) != len(h.Chunks) {
+		return false
+	}
+	for i, c := range h.Chunks {
+		if bc := b.Chunks[i]; bc.IX != c.IX || bc.Off != c.Off || bc.Len != c.Len {
+			return false
+		}
+	}
+	return true
+}
+
+// diffFlat compares two chunks' bytes as arrays of dt, in rows of
+// rowSize bytes when they divide the chunk (fewer, larger rows compare
+// faster), else element by element.
+func diffFlat(ctx context.Context, dt snapshot.DType, rowSize int64, old, cur []byte) (*snapshot.ArrayDiff, error) {
+	esz := int64(dt.Size())
+	n := int64(len(old))
+	if n%esz != 0 || len(old) != len(cur) {
+		return nil, fmt.Errorf("review: chunks of %d and %d bytes are not whole %s elements", len(old), len(cur), dt)
+	}
+	shape := []int64{n / esz}
+	if rowSize > 0 && rowSize%esz == 0 && n%rowSize == 0 {
+		shape = []int64{n / rowSize, rowSize / esz}
+	}
+	arr := func(b []byte) *snapshot.Snapshot {
+		return &snapshot.Snapshot{Arrays: []*snapshot.Array{{Name: "c", DType: dt, Shape: shape, Data: snapshot.Bytes(b)}}}
+	}
+	ds, err := snapshot.Diff(ctx, arr(old), arr(cur), snapshot.DiffOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return &ds[0], nil
+}
+
+// countNonFinite counts the NaN and ±Inf elements of an array, chunk by
+// chunk (a comparison with zeros: every NaN/Inf is "new" against 0).
+func countNonFinite(ctx context.Context, file []byte, a *arrayEntry, dt snapshot.DType) (nan, inf int64, err error) {
+	for _, c := range a.Chunks {
+		cur, err := chunkData(file, a, c)
+		if err != nil {
+			return 0, 0, err
+		}
+		d, err := diffFlat(ctx, dt, a.RowSize, make([]byte, len(cur)), cur)
+		if err != nil {
+			return 0, 0, err
+		}
+		nan, inf = nan+d.NewNaN, inf+d.NewInf
+	}
+	return nan, inf, nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// chunkData decodes one chunk's base64 lines ("<b64> p") from a mapped
+// WTXT file and checks its length and crc32c against the ch line.
+func chunkData(file []byte, a *arrayEntry, c chunkEntry) ([]byte, error) {
+	fail := func(what string) error {
+		return fmt.Errorf("line %d: array %q chunk %d: %s", c.Line, a.Name, c.IX, what)
+	}
+	if c.Pos < 0 || c.Pos > int64(len(file)) || c.Len > int64(len(file)) {
+		return nil, fail("outside the file")
+	}
+	out := make([]byte, 0, c.Len)
+	var buf [64]byte
+	pos := c.Pos
+	for n := (c.Len + 56) / 57; n > 0; n-- {
+		end := bytes.IndexByte(file[pos:], '\n')
+		if end < 0 {
+			return nil, fail("file ends inside the base64")
+		}
+		line := file[pos : pos+int64(end)]
+		sp := bytes.LastIndexByte(line, ' ')
+		if sp < 0 || len(line[:sp]) > base64.StdEncoding.EncodedLen(len(buf)) {
+			return nil, fail("malformed base64 line")
+		}
+		k, err := base64.StdEncoding.Decode(buf[:], line[:sp])
+		if err != nil {
+			return nil, fail("base64 does not decode")
+		}
+		out = append(out, buf[:k]...)
+		pos += int64(end) + 1
+	}
+	if int64(len(out)) != c.Len {
+		return nil, fail(fmt.Sprintf("decodes to %d bytes, the ch line says %d", len(out), c.Len))
+	}
+	// The ring's own files: CRC32C guards against misreading (a torn or
+	// damaged file); authenticity is wtxt.Verify's job.
+	if fmt.Sprintf("%08x", crc32.Checksum(out, castagnoli)) != c.CRC32C {
+		return nil, fail("crc32c of the decoded bytes differs from the ch line")
+	}
+	return out, nil
+}
