@@ -124,8 +124,10 @@ func decodeNPY(r io.ReaderAt, base, size int64, l loc, bud *budget) (*snapshot.A
 		a.Data = snapshot.Section(r, base+dataOff, nbytes)
 	} else {
 		var stored []byte
+		var rel io.ReaderAt
 		if b, ok := snapshot.BytesOf(r); ok && int64(len(b)) >= base+dataOff+nbytes {
 			stored = b[base+dataOff : base+dataOff+nbytes]
+			rel = r
 		} else {
 			if !bud.take(nbytes) {
 				return nil, l.fail(dataOff, ErrLimit, "array of %d bytes must be converted in memory and exceeds the remaining budget of %d bytes", nbytes, bud.left)
@@ -135,7 +137,7 @@ func decodeNPY(r io.ReaderAt, base, size int64, l loc, bud *budget) (*snapshot.A
 				return nil, l.fail(dataOff, ErrCorrupt, "read array data: %v", err)
 			}
 		}
-		a.Data = newConvSource(lay, stored)
+		a.Data = newConvSource(lay, stored, rel, base+dataOff)
 	}
 	attrs := map[string]string{}
 	if major != 1 {
@@ -294,21 +296,47 @@ func writeNPY(ctx context.Context, w io.Writer, p *npyPlan, bud *budget) error {
 			return fmt.Errorf("numpy: array %q: read data: %w", p.a.Name, err)
 		}
 	}
+	// Fortran order of shape is C order of the reversed shape, and the C
+	// bytes are its Fortran bytes: write rows of the reversed shape's
+	// dimension 0 (the last dimension) a piece at a time.
+	rev := make([]int64, len(p.a.Shape))
+	for i, d := range p.a.Shape {
+		rev[len(rev)-1-i] = d
+	}
 	es := int64(p.lay.esize)
-	strides := cStrides(p.a.Shape)
-	total := p.nbytes / es
-	perPiece := int64(copyPiece) / es
-	buf = make([]byte, min(total, perPiece)*es)
-	for e := int64(0); e < total; {
+	row := p.nbytes / es / rev[0] // elements per row; nbytes > 0 so rev[0] > 0
+	if row*es > copyPiece {
+		// rows too long for one piece: element by element
+		strides := cStrides(p.a.Shape)
+		total := p.nbytes / es
+		perPiece := int64(copyPiece) / es
+		buf = make([]byte, perPiece*es)
+		for e := int64(0); e < total; {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			n := min(perPiece, total-e)
+			gather(buf[:n*es], cb, p.a.Shape, strides, false, e, n, p.lay.esize, p.lay.swap)
+			if _, err := w.Write(buf[:n*es]); err != nil {
+				return err
+			}
+			e += n
+		}
+		return nil
+	}
+	rowsPer := max(1, int64(copyPiece)/es/row)
+	buf = make([]byte, min(rowsPer, rev[0])*row*es)
+	for a := int64(0); a < rev[0]; {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n := min(perPiece, total-e)
-		gather(buf[:n*es], cb, p.a.Shape, strides, false, e, n, p.lay.esize, p.lay.swap)
-		if _, err := w.Write(buf[:n*es]); err != nil {
+		b := min(a+rowsPer, rev[0])
+		out := buf[:(b-a)*row*es]
+		boxC(out, cb, rev, a, b, p.lay.esize, p.lay.swap)
+		if _, err := w.Write(out); err != nil {
 			return err
 		}
-		e += n
+		a = b
 	}
 	return nil
 }

@@ -1,8 +1,12 @@
 package numpy
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
+	"sync"
+
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // layout maps between the C-order little-endian bytes a snapshot holds and
@@ -122,6 +126,23 @@ func gather(dst, src []byte, shape, strides []int64, iterC bool, e0, n int64, es
 
 // swapInPlace reverses the bytes of each esize-byte element of b.
 func swapInPlace(b []byte, esize int) {
+	switch esize {
+	case 8:
+		for i := 0; i+8 <= len(b); i += 8 {
+			binary.BigEndian.PutUint64(b[i:], binary.LittleEndian.Uint64(b[i:]))
+		}
+		return
+	case 4:
+		for i := 0; i+4 <= len(b); i += 4 {
+			binary.BigEndian.PutUint32(b[i:], binary.LittleEndian.Uint32(b[i:]))
+		}
+		return
+	case 2:
+		for i := 0; i+2 <= len(b); i += 2 {
+			binary.BigEndian.PutUint16(b[i:], binary.LittleEndian.Uint16(b[i:]))
+		}
+		return
+	}
 	for i := 0; i+esize <= len(b); i += esize {
 		e := b[i : i+esize]
 		for j, k := 0, esize-1; j < k; j, k = j+1, k-1 {
@@ -134,15 +155,94 @@ func swapInPlace(b []byte, esize int) {
 // stored bytes (in memory: a mapped file region or an inflated member) are
 // big-endian and/or in Fortran order. It holds no copy: each ReadAt
 // converts just the elements it is asked for. Safe for concurrent use.
+//
+// Transposing one small read at a time would touch the stored bytes with
+// a stride of a whole column per element; instead a read of a transposed
+// array converts the block of whole rows (of dimension 0) around it, at
+// most blockBytes, with boxC, and keeps the last cachedBlocks blocks for
+// the reads that follow. The blocks are dropped when a read reaches the
+// end of the array (the end of an encoder's pass), so an array holds no
+// memory between passes.
 type convSource struct {
-	l       layout
-	stored  []byte
-	strides []int64 // Fortran strides of l.shape
-	size    int64
+	l         layout
+	stored    []byte
+	strides   []int64 // Fortran strides of l.shape
+	size      int64
+	rowBytes  int64 // bytes of one row of dimension 0
+	blockRows int64 // rows per cached block, 0: no blocks (rows too long)
+
+	// rel and relBase locate stored in a memory-mapped reader, whose pages
+	// are released after use (see snapshot.Releaser); rel may be nil.
+	rel     io.ReaderAt
+	relBase int64
+
+	mu    sync.Mutex
+	cache []*convBlock // most recently used first
 }
 
-func newConvSource(l layout, stored []byte) *convSource {
-	return &convSource{l: l, stored: stored, strides: fortranStrides(l.shape), size: int64(len(stored))}
+// convBlock is rows [first, first+len(data)/rowBytes) in C order.
+type convBlock struct {
+	first int64
+	data  []byte
+}
+
+const (
+	blockBytes   = 4 << 20
+	cachedBlocks = 2
+)
+
+func newConvSource(l layout, stored []byte, rel io.ReaderAt, relBase int64) *convSource {
+	c := &convSource{l: l, stored: stored, strides: fortranStrides(l.shape), size: int64(len(stored)), rel: rel, relBase: relBase}
+	if l.transposes() && c.size > 0 {
+		c.rowBytes = c.size / l.shape[0]
+		if c.rowBytes <= blockBytes {
+			c.blockRows = blockBytes / c.rowBytes
+		}
+	}
+	return c
+}
+
+// block returns the converted block holding row r.
+func (c *convSource) block(r int64) *convBlock {
+	first := r / c.blockRows * c.blockRows
+	c.mu.Lock()
+	for i, b := range c.cache {
+		if b.first == first {
+			copy(c.cache[1:i+1], c.cache[:i])
+			c.cache[0] = b
+			c.mu.Unlock()
+			return b
+		}
+	}
+	c.mu.Unlock()
+	last := min(first+c.blockRows, c.l.shape[0])
+	b := &convBlock{first: first, data: make([]byte, (last-first)*c.rowBytes)}
+	boxC(b.data, c.stored, c.l.shape, first, last, c.l.esize, c.l.swap)
+	c.mu.Lock()
+	c.cache = append([]*convBlock{b}, c.cache...)
+	if len(c.cache) > cachedBlocks {
+		c.cache = c.cache[:cachedBlocks]
+	}
+	c.mu.Unlock()
+	return b
+}
+
+// readBlocks serves want (at off) from converted blocks.
+func (c *convSource) readBlocks(want []byte, off int64) {
+	for pos := 0; pos < len(want); {
+		r := (off + int64(pos)) / c.rowBytes
+		b := c.block(r)
+		start := off + int64(pos) - b.first*c.rowBytes
+		pos += copy(want[pos:], b.data[start:])
+	}
+	if off+int64(len(want)) == c.size {
+		c.mu.Lock()
+		c.cache = nil
+		c.mu.Unlock()
+		if c.rel != nil {
+			snapshot.ReleaseAt(c.rel, c.relBase, c.size)
+		}
+	}
 }
 
 // Size implements snapshot.Source.
@@ -163,6 +263,10 @@ func (c *convSource) ReadAt(p []byte, off int64) (int, error) {
 	var short error
 	if rest := c.size - off; int64(len(p)) > rest {
 		want, short = p[:rest], io.EOF
+	}
+	if c.blockRows > 0 {
+		c.readBlocks(want, off)
+		return len(want), short
 	}
 	es := int64(c.l.esize)
 	e0 := off / es
@@ -187,6 +291,9 @@ func (c *convSource) ReadAt(p []byte, off int64) (int, error) {
 		c.elems(tmp[:es], e, 1)
 		pos += copy(want[pos:], tmp[:es])
 	}
+	if c.rel != nil && !c.l.transposes() {
+		snapshot.ReleaseAt(c.rel, c.relBase+off, int64(len(want)))
+	}
 	return pos, short
 }
 
@@ -200,5 +307,106 @@ func (c *convSource) elems(dst []byte, e, n int64) {
 		}
 		return
 	}
+	if row := c.rowLen(); row > 0 && e%row == 0 && n%row == 0 {
+		boxC(dst, c.stored, c.l.shape, e/row, (e+n)/row, c.l.esize, c.l.swap)
+		return
+	}
 	gather(dst, c.stored, c.l.shape, c.strides, true, e, n, c.l.esize, c.l.swap)
+}
+
+// rowLen returns the element count of one row (index of dimension 0).
+func (c *convSource) rowLen() int64 {
+	n := int64(1)
+	for _, d := range c.l.shape[1:] {
+		n *= d
+	}
+	return n
+}
+
+// boxC fills dst with the C-order elements of rows [a, b) of dimension 0
+// of an array of the given shape whose bytes src holds in Fortran order.
+// Unlike gather it reads src in runs of b-a contiguous elements (dimension
+// 0 is contiguous in Fortran order), so converting a chunk of rows costs
+// one pass over cache-friendly runs instead of one strided access per
+// element. The Fortran-order bytes of an array are the C-order bytes of
+// the reversed shape, so the writer calls boxC with the reversed shape to
+// produce Fortran order from C order.
+func boxC(dst, src []byte, shape []int64, a, b int64, esize int, swap bool) {
+	d0, rest := shape[0], shape[1:]
+	S := int64(1)
+	for _, d := range rest {
+		S *= d
+	}
+	cstr := cStrides(rest)
+	idx := make([]int64, len(rest))
+	es := int64(esize)
+	// Tiles of tileRows rows × tileCols positions of the other dimensions
+	// keep both the source runs and the destination lines in use few (a
+	// cache- and TLB-friendly transpose).
+	const tileRows, tileCols = 64, 64
+	idx0 := make([]int64, len(rest))
+	for rt := int64(0); rt < S; rt += tileCols {
+		re := min(rt+tileCols, S)
+		// multi-index and C offset of position rt (Fortran order over rest)
+		var rC0 int64
+		q := rt
+		for j := range rest {
+			idx0[j] = q % rest[j]
+			q /= rest[j]
+			rC0 += idx0[j] * cstr[j]
+		}
+		for t := a; t < b; t += tileRows {
+			te := min(t+tileRows, b)
+			copy(idx, idx0)
+			rC := rC0
+			for r := rt; r < re; r++ {
+				s := src[(t+d0*r)*es : (te+d0*r)*es]
+				copyStrided(dst[((t-a)*S+rC)*es:], s, S*es, te-t, esize, swap)
+				for j := range rest {
+					idx[j]++
+					rC += cstr[j]
+					if idx[j] < rest[j] {
+						break
+					}
+					rC -= idx[j] * cstr[j]
+					idx[j] = 0
+				}
+			}
+		}
+	}
+}
+
+// copyStrided copies n contiguous elements of s to dst at every stride-th
+// byte, byte-reversing each when swap is set.
+func copyStrided(dst, s []byte, stride, n int64, esize int, swap bool) {
+	switch {
+	case esize == 8 && swap:
+		for k := int64(0); k < n; k++ {
+			binary.LittleEndian.PutUint64(dst[k*stride:], binary.BigEndian.Uint64(s[k*8:]))
+		}
+	case esize == 8:
+		for k := int64(0); k < n; k++ {
+			binary.LittleEndian.PutUint64(dst[k*stride:], binary.LittleEndian.Uint64(s[k*8:]))
+		}
+	case esize == 4 && swap:
+		for k := int64(0); k < n; k++ {
+			binary.LittleEndian.PutUint32(dst[k*stride:], binary.BigEndian.Uint32(s[k*4:]))
+		}
+	case esize == 4:
+		for k := int64(0); k < n; k++ {
+			binary.LittleEndian.PutUint32(dst[k*stride:], binary.LittleEndian.Uint32(s[k*4:]))
+		}
+	case esize == 2 && swap:
+		for k := int64(0); k < n; k++ {
+			binary.LittleEndian.PutUint16(dst[k*stride:], binary.BigEndian.Uint16(s[k*2:]))
+		}
+	case esize == 2:
+		for k := int64(0); k < n; k++ {
+			binary.LittleEndian.PutUint16(dst[k*stride:], binary.LittleEndian.Uint16(s[k*2:]))
+		}
+	default:
+		for k := int64(0); k < n; k++ {
+			dst[k*stride] = s[k]
+		}
+	}
 }
