@@ -107,8 +107,12 @@
 // which numpy loads but whose bytes differ from zlib's). So every file
 // NumPy writes with np.save, np.lib.format.write_array or np.savez comes
 // back byte for byte through WTXT, and a savez_compressed archive comes
-// back with the same arrays, attributes and member layout. Members or
-// archives over 2 GiB (which would need zip64 sizes) are not written
-// (ErrLimit). Arrays NumPy has no dtype for (bf16) fail with
+// back with the same arrays, attributes and member layout. Sizes and
+// offsets over 2 GiB − 1 (Python's ZIP64_LIMIT) go where Python puts
+// them: 0xFFFFFFFF in the headers with the values in the zip64 extra
+// field (version 4.5), and zip64 end record + locator when the central
+// directory's offset or size is over the limit or there are more than
+// 65,535 members (tested by lowering the limit in both Python and Go).
+// Arrays NumPy has no dtype for (bf16) fail with
 // formats.ErrLossy, or are dropped with EncodeOptions.Lossy.
 package numpy

@@ -354,7 +354,7 @@ func (c Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, op
 	}
 	bud := &budget{left: c.budget()}
 	if c.NPZ {
-		return encodeNPZ(ctx, w, s, opts, bud)
+		return encodeNPZ(ctx, w, s, opts, bud, c.zip64Limit())
 	}
 	var plans []*npyPlan
 	for _, a := range s.Arrays {

@@ -37,7 +37,7 @@ const (
 	methodDeflate = 8
 
 	// zip64Limit is Python zipfile's ZIP64_LIMIT: sizes and offsets above
-	// it need zip64 records.
+	// it are written to zip64 fields and records.
 	zip64Limit = 1<<31 - 1
 
 	// defaultDOSDate is 1980-01-01, the earliest MS-DOS date.
@@ -478,11 +478,12 @@ type npzEntry struct {
 	crc        uint32
 	csize      int64
 	offset     int64
+	version    uint16 // version needed to extract: 20, or 45 with zip64 sizes
 }
 
 // encodeNPZ writes an .npz archive the way np.savez (Python's zipfile with
 // force_zip64) lays it out; see the package documentation.
-func encodeNPZ(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts formats.EncodeOptions, bud *budget) error {
+func encodeNPZ(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts formats.EncodeOptions, bud *budget, lim int64) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("numpy: npz: %s: %w", fmt.Sprintf(format, a...), ErrInvalidSnapshot)
 	}
@@ -571,19 +572,24 @@ func encodeNPZ(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts form
 			e.csize = dc.n
 		}
 		e.offset = cw.n
-		if usize > zip64Limit || e.csize > zip64Limit || e.offset > zip64Limit {
-			return fmt.Errorf("numpy: npz: array %q: members or archives over 2 GiB (zip64 sizes) are not written: %w", e.plan.a.Name, ErrLimit)
+		// Python's zipfile: sizes over the limit go to the zip64 extra
+		// (always present, NumPy forces zip64) and need version 4.5
+		e.version = 20
+		lcs, lus := uint32(e.csize), uint32(usize)
+		if usize > lim || e.csize > lim {
+			e.version = 45
+			lcs, lus = 0xffffffff, 0xffffffff
 		}
 		lh := make([]byte, 0, localLen+len(e.name)+20)
 		lh = binary.LittleEndian.AppendUint32(lh, sigLocal)
-		lh = binary.LittleEndian.AppendUint16(lh, 20)
+		lh = binary.LittleEndian.AppendUint16(lh, e.version)
 		lh = binary.LittleEndian.AppendUint16(lh, nameFlags(e.name))
 		lh = binary.LittleEndian.AppendUint16(lh, e.method())
 		lh = binary.LittleEndian.AppendUint16(lh, e.time)
 		lh = binary.LittleEndian.AppendUint16(lh, e.date)
 		lh = binary.LittleEndian.AppendUint32(lh, e.crc)
-		lh = binary.LittleEndian.AppendUint32(lh, uint32(e.csize))
-		lh = binary.LittleEndian.AppendUint32(lh, uint32(usize))
+		lh = binary.LittleEndian.AppendUint32(lh, lcs)
+		lh = binary.LittleEndian.AppendUint32(lh, lus)
 		lh = binary.LittleEndian.AppendUint16(lh, uint16(len(e.name)))
 		lh = binary.LittleEndian.AppendUint16(lh, 20)
 		lh = append(lh, e.name...)
@@ -604,40 +610,84 @@ func encodeNPZ(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts form
 	}
 	cdOff := cw.n
 	var cd bytes.Buffer
+	le := binary.LittleEndian
 	for _, e := range entries {
-		c := make([]byte, 0, centralLen+len(e.name))
-		c = binary.LittleEndian.AppendUint32(c, sigCentral)
-		c = binary.LittleEndian.AppendUint16(c, 3<<8|20) // made by: unix, 2.0
-		c = binary.LittleEndian.AppendUint16(c, 20)
-		c = binary.LittleEndian.AppendUint16(c, nameFlags(e.name))
-		c = binary.LittleEndian.AppendUint16(c, e.method())
-		c = binary.LittleEndian.AppendUint16(c, e.time)
-		c = binary.LittleEndian.AppendUint16(c, e.date)
-		c = binary.LittleEndian.AppendUint32(c, e.crc)
-		c = binary.LittleEndian.AppendUint32(c, uint32(e.csize))
-		c = binary.LittleEndian.AppendUint32(c, uint32(e.plan.size()))
-		c = binary.LittleEndian.AppendUint16(c, uint16(len(e.name)))
-		c = binary.LittleEndian.AppendUint16(c, 0) // extra
-		c = binary.LittleEndian.AppendUint16(c, 0) // comment
-		c = binary.LittleEndian.AppendUint16(c, 0) // disk
-		c = binary.LittleEndian.AppendUint16(c, 0) // internal attributes
-		c = binary.LittleEndian.AppendUint32(c, 0o600<<16)
-		c = binary.LittleEndian.AppendUint32(c, uint32(e.offset))
+		usize := e.plan.size()
+		cs, us, off := uint32(e.csize), uint32(usize), uint32(e.offset)
+		var ex []uint64
+		if usize > lim || e.csize > lim {
+			ex = append(ex, uint64(usize), uint64(e.csize))
+			cs, us = 0xffffffff, 0xffffffff
+		}
+		if e.offset > lim {
+			ex = append(ex, uint64(e.offset))
+			off = 0xffffffff
+		}
+		ver := e.version
+		if len(ex) > 0 {
+			ver = 45
+		}
+		c := make([]byte, 0, centralLen+len(e.name)+4+8*len(ex))
+		c = le.AppendUint32(c, sigCentral)
+		c = le.AppendUint16(c, 3<<8|ver) // made by: Unix
+		c = le.AppendUint16(c, ver)
+		c = le.AppendUint16(c, nameFlags(e.name))
+		c = le.AppendUint16(c, e.method())
+		c = le.AppendUint16(c, e.time)
+		c = le.AppendUint16(c, e.date)
+		c = le.AppendUint32(c, e.crc)
+		c = le.AppendUint32(c, cs)
+		c = le.AppendUint32(c, us)
+		c = le.AppendUint16(c, uint16(len(e.name)))
+		xlen := 0
+		if len(ex) > 0 {
+			xlen = 4 + 8*len(ex)
+		}
+		c = le.AppendUint16(c, uint16(xlen))
+		c = le.AppendUint16(c, 0) // comment
+		c = le.AppendUint16(c, 0) // disk
+		c = le.AppendUint16(c, 0) // internal attributes
+		c = le.AppendUint32(c, 0o600<<16)
+		c = le.AppendUint32(c, off)
 		c = append(c, e.name...)
+		if len(ex) > 0 {
+			c = le.AppendUint16(c, 1)
+			c = le.AppendUint16(c, uint16(8*len(ex)))
+			for _, v := range ex {
+				c = le.AppendUint64(c, v)
+			}
+		}
 		cd.Write(c)
 	}
-	if cdOff > zip64Limit || int64(cd.Len()) > zip64Limit || len(entries) > 0xffff {
-		return fmt.Errorf("numpy: npz: archives over 2 GiB or 65535 members (zip64 end records) are not written: %w", ErrLimit)
+	count, cdSize := int64(len(entries)), int64(cd.Len())
+	if count > 0xffff || cdOff > lim || cdSize > lim {
+		// zip64 end record and locator, as Python's zipfile writes them
+		z := le.AppendUint32(nil, sigEOCD64)
+		z = le.AppendUint64(z, eocd64Len-12)
+		z = le.AppendUint16(z, 45)
+		z = le.AppendUint16(z, 45)
+		z = le.AppendUint32(z, 0)
+		z = le.AppendUint32(z, 0)
+		z = le.AppendUint64(z, uint64(count))
+		z = le.AppendUint64(z, uint64(count))
+		z = le.AppendUint64(z, uint64(cdSize))
+		z = le.AppendUint64(z, uint64(cdOff))
+		z = le.AppendUint32(z, sigLocator64)
+		z = le.AppendUint32(z, 0)
+		z = le.AppendUint64(z, uint64(cdOff+cdSize))
+		z = le.AppendUint32(z, 1)
+		cd.Write(z)
+		count, cdSize, cdOff = min(count, 0xffff), min(cdSize, 0xffffffff), min(cdOff, 0xffffffff)
 	}
 	end := make([]byte, 0, eocdLen)
-	end = binary.LittleEndian.AppendUint32(end, sigEOCD)
-	end = binary.LittleEndian.AppendUint16(end, 0)
-	end = binary.LittleEndian.AppendUint16(end, 0)
-	end = binary.LittleEndian.AppendUint16(end, uint16(len(entries)))
-	end = binary.LittleEndian.AppendUint16(end, uint16(len(entries)))
-	end = binary.LittleEndian.AppendUint32(end, uint32(cd.Len()))
-	end = binary.LittleEndian.AppendUint32(end, uint32(cdOff))
-	end = binary.LittleEndian.AppendUint16(end, 0)
+	end = le.AppendUint32(end, sigEOCD)
+	end = le.AppendUint16(end, 0)
+	end = le.AppendUint16(end, 0)
+	end = le.AppendUint16(end, uint16(count))
+	end = le.AppendUint16(end, uint16(count))
+	end = le.AppendUint32(end, uint32(cdSize))
+	end = le.AppendUint32(end, uint32(cdOff))
+	end = le.AppendUint16(end, 0)
 	cd.Write(end)
 	_, err := cw.Write(cd.Bytes())
 	return err

@@ -178,6 +178,10 @@ type Codec struct {
 	// backed. 0 means DefaultBudget. Stored members and .npy data of a
 	// memory-mapped file cost nothing against it.
 	Budget int64
+
+	// zip64At replaces Python's ZIP64_LIMIT (tests write zip64 records
+	// without 2 GiB files); 0 means zip64Limit.
+	zip64At int64
 }
 
 // New returns the .npy codec.
@@ -244,3 +248,10 @@ func (b *budget) take(n int64) bool {
 
 // give returns n bytes taken earlier.
 func (b *budget) give(n int64) { b.left += n }
+
+func (c Codec) zip64Limit() int64 {
+	if c.zip64At > 0 {
+		return c.zip64At
+	}
+	return zip64Limit
+}

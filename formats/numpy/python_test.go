@@ -147,7 +147,7 @@ func TestNumPyCrossCheck(t *testing.T) {
 		writeFile(t, back, s)
 		x, _ := os.ReadFile(path)
 		y, _ := os.ReadFile(back)
-		if string(x) != string(y) && name != "savez_compressed.npz" {
+		if string(x) != string(y) && !strings.HasPrefix(name, "savez_compressed") {
 			t.Fatalf("%s: written back not byte-identical", name)
 		}
 		pairs = append(pairs, [3]any{back, path, false})

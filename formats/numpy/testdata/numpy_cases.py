@@ -91,6 +91,20 @@ def gen(d):
         fn(p, *[values(np.dtype("<f8"), (2, 2))], **arrs)
         with np.load(p, allow_pickle=False) as z:
             manifest[name] = {k: describe(z[k]) for k in z.files}
+    # zip64 records at small sizes: Python's limit lowered to 100 bytes
+    # (the Go test writes with the same limit, see codecFor)
+    import zipfile
+    saved = zipfile.ZIP64_LIMIT
+    zipfile.ZIP64_LIMIT = 100
+    try:
+        for name, fn in [("savez_zip64.npz", np.savez), ("savez_compressed_zip64.npz", np.savez_compressed)]:
+            p = os.path.join(d, name)
+            fn(p, *[values(np.dtype("<f8"), (2, 2))], **arrs)
+    finally:
+        zipfile.ZIP64_LIMIT = saved
+    for name in ["savez_zip64.npz", "savez_compressed_zip64.npz"]:
+        with np.load(os.path.join(d, name), allow_pickle=False) as z:
+            manifest[name] = {k: describe(z[k]) for k in z.files}
     with open(os.path.join(d, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
 
