@@ -215,3 +215,52 @@ func TestSniff(t *testing.T) {
 		t.Fatal("npz sniffs a torch zip")
 	}
 }
+
+// TestConvSourceConcurrent: concurrent reads of a transposing, swapping
+// source (cached row blocks, element path for unaligned reads) all return
+// the bytes a plain element-by-element conversion gives.
+func TestConvSourceConcurrent(t *testing.T) {
+	shape := []int64{301, 7, 5}
+	n := shape[0] * shape[1] * shape[2]
+	stored := make([]byte, n*8)
+	for i := range stored {
+		stored[i] = byte(i*31 + i/8)
+	}
+	l := layout{esize: 8, swap: true, fortran: true, shape: shape}
+	want := make([]byte, len(stored))
+	gather(want, stored, shape, fortranStrides(shape), true, 0, n, 8, true)
+	// small blocks, so that reads cross them; and no blocks (the path for
+	// rows longer than blockBytes)
+	for _, rows := range []int64{16, 0} {
+		src := newConvSource(l, stored, nil, 0)
+		src.blockRows = rows
+		readConcurrently(t, src, want)
+	}
+}
+
+func readConcurrently(t *testing.T, src *convSource, want []byte) {
+	done := make(chan error)
+	for g := 0; g < 4; g++ {
+		go func(g int) {
+			var err error
+			for _, piece := range []int64{7, 280, 35 * 8, 4096, 1} {
+				buf := make([]byte, piece)
+				for off := int64(g); off < src.Size(); off += piece {
+					k, rerr := src.ReadAt(buf, off)
+					if rerr != nil && !errors.Is(rerr, io.EOF) {
+						err = rerr
+					}
+					if !bytes.Equal(buf[:k], want[off:off+int64(k)]) {
+						err = errors.New("bytes differ")
+					}
+				}
+			}
+			done <- err
+		}(g)
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
