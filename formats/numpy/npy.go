@@ -288,7 +288,7 @@ func writeNPY(ctx context.Context, w io.Writer, p *npyPlan, bud *budget) error {
 	cb, ok := snapshot.BytesOf(src)
 	if !ok || int64(len(cb)) < p.nbytes {
 		if !bud.take(p.nbytes) {
-			return fmt.Errorf("numpy: array %q: writing %d bytes in Fortran order needs them in memory, beyond the remaining budget of %d bytes: %w", p.a.Name, p.nbytes, bud.left, ErrLimit)
+			return writeFortranPasses(ctx, w, p, bud)
 		}
 		defer bud.give(p.nbytes)
 		cb = make([]byte, p.nbytes)
@@ -371,4 +371,81 @@ func (c Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, op
 		return fmt.Errorf("numpy: a .npy file holds exactly one array, the snapshot has %d (write an .npz): %w", len(plans), ErrInvalidSnapshot)
 	}
 	return writeNPY(ctx, w, plans[0], bud)
+}
+
+// writeFortranPasses writes the Fortran-order data of p from a source that
+// is not memory backed and does not fit the budget: each pass reads the
+// whole source sequentially and fills, in a buffer within the budget, the
+// output for a range of indices of the last dimension (the slowest in
+// Fortran order). It fails with ErrLimit only when not even one index of
+// the last dimension fits.
+func writeFortranPasses(ctx context.Context, w io.Writer, p *npyPlan, bud *budget) error {
+	shape := p.a.Shape
+	n := len(shape)
+	es := int64(p.lay.esize)
+	last := shape[n-1]
+	R := p.nbytes / es / last // elements per index of the last dimension
+	slice := R * es
+	cols := min(bud.left/slice, last)
+	if cols < 1 {
+		return fmt.Errorf("numpy: array %q: writing Fortran order needs at least %d bytes in memory, beyond the remaining budget of %d bytes: %w", p.a.Name, slice, bud.left, ErrLimit)
+	}
+	bud.take(cols * slice)
+	defer bud.give(cols * slice)
+	piece := make([]byte, cols*slice)
+	rowBytes := last * es
+	rowsPerRead := max(1, int64(copyPiece)/rowBytes)
+	var buf []byte
+	if rowBytes <= copyPiece {
+		buf = make([]byte, min(rowsPerRead, R)*rowBytes)
+	} else {
+		buf = make([]byte, cols*es)
+	}
+	fstr := fortranStrides(shape[:n-1])
+	idx := make([]int64, n-1)
+	for a := int64(0); a < last; a += cols {
+		b := min(a+cols, last)
+		clear(idx)
+		var rF int64
+		advance := func() {
+			for k := n - 2; k >= 0; k-- {
+				idx[k]++
+				rF += fstr[k]
+				if idx[k] < shape[k] {
+					return
+				}
+				rF -= idx[k] * fstr[k]
+				idx[k] = 0
+			}
+		}
+		for q := int64(0); q < R; {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if rowBytes > copyPiece {
+				part := buf[:(b-a)*es]
+				if err := snapshot.ReadFullAt(p.a.Data, part, q*rowBytes+a*es); err != nil {
+					return fmt.Errorf("numpy: array %q: read data at %d: %w", p.a.Name, q*rowBytes+a*es, err)
+				}
+				copyStrided(piece[rF*es:], part, slice, b-a, p.lay.esize, p.lay.swap)
+				advance()
+				q++
+				continue
+			}
+			k := min(rowsPerRead, R-q)
+			rows := buf[:k*rowBytes]
+			if err := snapshot.ReadFullAt(p.a.Data, rows, q*rowBytes); err != nil {
+				return fmt.Errorf("numpy: array %q: read data at %d: %w", p.a.Name, q*rowBytes, err)
+			}
+			for i := int64(0); i < k; i++ {
+				copyStrided(piece[rF*es:], rows[i*rowBytes+a*es:i*rowBytes+b*es], slice, b-a, p.lay.esize, p.lay.swap)
+				advance()
+			}
+			q += k
+		}
+		if _, err := w.Write(piece[:(b-a)*slice]); err != nil {
+			return err
+		}
+	}
+	return nil
 }

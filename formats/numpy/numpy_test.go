@@ -264,3 +264,54 @@ func readConcurrently(t *testing.T, src *convSource, want []byte) {
 		}
 	}
 }
+
+// hidden is a Source that is not memory backed.
+type hidden struct {
+	io.ReaderAt
+	n int64
+}
+
+func (h hidden) Size() int64 { return h.n }
+
+// TestFortranWriteWithinBudget: writing Fortran order from a source that
+// is not memory backed gives the same bytes with the whole array in
+// memory (large budget) and in passes (budget for a few last-dimension
+// indices), for short and for long rows; below one index it fails.
+func TestFortranWriteWithinBudget(t *testing.T) {
+	for _, shape := range [][]int64{{5, 3, 7}, {2, 600000, 3}, {2, 3, 1100000}} {
+		n, _ := snapshot.NumElements(shape)
+		data := make([]byte, n*4)
+		for i := range data {
+			data[i] = byte(i*13 + i>>9)
+		}
+		mk := func() *snapshot.Snapshot {
+			return &snapshot.Snapshot{Arrays: []*snapshot.Array{{Name: "a", DType: snapshot.F32, Shape: shape,
+				Data:  hidden{bytes.NewReader(data), int64(len(data))},
+				Attrs: map[string]string{AttrFortranOrder: "true", AttrByteOrder: "big"}}}}
+		}
+		whole, err := encodeBytes(t, Codec{}, mk(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slice := n / shape[len(shape)-1] * 4
+		// about a third of the array: three or four passes
+		passes, err := encodeBytes(t, Codec{Budget: max(slice, n*4/3)}, mk(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(whole, passes) {
+			t.Fatalf("shape %v: writing in passes gives other bytes", shape)
+		}
+		s, err := decodeBytes(t, Codec{}, passes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := snapshot.ReadAll(s.Arrays[0].Data)
+		if !bytes.Equal(got, data) {
+			t.Fatalf("shape %v: round trip differs", shape)
+		}
+		if _, err := encodeBytes(t, Codec{Budget: slice - 1}, mk(), false); !errors.Is(err, ErrLimit) {
+			t.Fatalf("shape %v: budget below one slice: %v", shape, err)
+		}
+	}
+}
