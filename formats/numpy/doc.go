@@ -102,6 +102,11 @@
 // CRC-32 and sizes) with a zip64 extra field (id 1, 16 bytes: size and
 // compressed size), the data, then the central directory (made by Unix
 // 2.0, external attributes 0600 << 16, no extra) and the end record.
+// Fortran order is written from the C-order source in tiles when it is
+// memory backed (a mapped file), else from a copy within Codec.Budget,
+// else in passes that each read the source sequentially and fill a
+// budget-sized share of the output (a range of last-dimension indices).
+//
 // Members come in numpy.npz.order, else sorted by name; stored unless
 // numpy.zip.method says deflate (Go's compress/flate at the default level,
 // which numpy loads but whose bytes differ from zlib's). So every file
