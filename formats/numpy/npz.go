@@ -153,6 +153,9 @@ func readDirectory(r io.ReaderAt, size int64, file string) ([]*member, error) {
 	if cdOff > uint64(cdEnd) || cdSize != uint64(cdEnd)-cdOff {
 		return nil, fail("", eocd, ErrCorrupt, "central directory at %d of %d bytes does not end where the end records start (%d)", cdOff, cdSize, cdEnd)
 	}
+	if cdSize > MaxDirectorySize {
+		return nil, fail("", eocd, ErrLimit, "central directory of %d bytes exceeds the limit of %d", cdSize, MaxDirectorySize)
+	}
 	if count > MaxMembers {
 		return nil, fail("", eocd, ErrLimit, "%d members exceed the limit of %d", count, MaxMembers)
 	}

@@ -22,6 +22,8 @@ const (
 	MaxDims = 64
 	// MaxMembers is the most members an .npz archive may have.
 	MaxMembers = 1 << 20
+	// MaxDirectorySize bounds an .npz central directory: 256 MiB.
+	MaxDirectorySize = 256 << 20
 	// DefaultBudget is the default of Codec.Budget: 1 GiB.
 	DefaultBudget = 1 << 30
 )
