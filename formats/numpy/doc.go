@@ -27,7 +27,8 @@
 // grammar (see parseHeader): exactly the keys descr, fortran_order and
 // shape; descr a quoted "<kind><size>" with byte order '<', '>' or '|'
 // (only 1-byte types may use '|'); shape a tuple of at most MaxDims
-// non-negative int64 values; fortran_order True or False. Headers longer
+// non-negative int64 values (in 1.0/2.0 headers a Python 2 'L' suffix is
+// accepted, as NumPy does); fortran_order True or False. Headers longer
 // than MaxHeaderSize are refused.
 //
 // Element types: f8 f4 f2, i8 i4 i2 i1, u8 u4 u2 u1, b1 — in either byte

@@ -49,9 +49,10 @@ func FuzzHeader(f *testing.F) {
 		f.Add(b[plen : plen+hlen])
 	}
 	f.Add([]byte(`{"shape":(1,2,),"fortran_order":True,"descr":">u8",}`))
+	f.Add([]byte(`{'descr': '<f8', 'fortran_order': False, 'shape': (3L, 4L), }`))
 	f.Add([]byte(`{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (), }`))
 	f.Fuzz(func(t *testing.T, text []byte) {
-		h, err := parseHeader(text)
+		h, err := parseHeader(text, 1)
 		if err != nil {
 			if _, ok := err.(*headerError); !ok {
 				t.Fatalf("error of type %T", err)
@@ -60,7 +61,7 @@ func FuzzHeader(f *testing.F) {
 		}
 		for major := byte(1); major <= 3; major++ {
 			w := wrapHeader(canonicalText(h), major)
-			g, err := parseHeader([]byte(w))
+			g, err := parseHeader([]byte(w), major)
 			if err != nil {
 				t.Fatalf("canonical text does not parse: %v", err)
 			}

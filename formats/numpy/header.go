@@ -54,7 +54,10 @@ func prefixLen(major byte) int {
 // <, > or |), fortran_order (a bool) and shape (a tuple of at most MaxDims
 // ints), each once. A list descr (structured dtype) and dtypes snapd does
 // not hold are unsupported; anything else is corrupt.
-func parseHeader(text []byte) (*header, error) {
+//
+// For versions 1.0 and 2.0 an int may end in 'L' (Python 2's long, which
+// old NumPy wrote and NumPy still reads); such a header is kept verbatim.
+func parseHeader(text []byte, major byte) (*header, error) {
 	for i, c := range text {
 		if c >= 0x80 {
 			return nil, &headerError{pos: i, msg: "non-ASCII byte in the header (only structured dtypes need one; not supported)", unsupported: true}
@@ -63,7 +66,7 @@ func parseHeader(text []byte) (*header, error) {
 			return nil, &headerError{pos: i, msg: "control byte in the header"}
 		}
 	}
-	p := &hparser{b: text}
+	p := &hparser{b: text, longOK: major <= 2}
 	h := &header{}
 	p.ws()
 	if !p.eat('{') {
@@ -189,8 +192,9 @@ func parseDescr(s string, h *header) *headerError {
 }
 
 type hparser struct {
-	b []byte
-	i int
+	b      []byte
+	i      int
+	longOK bool // accept a Python 2 'L' after an int
 }
 
 func (p *hparser) fail(msg string) *headerError { return &headerError{pos: p.i, msg: msg} }
@@ -308,12 +312,15 @@ func (p *hparser) int() (int64, error) {
 	if len(s) > 1 && s[0] == '0' {
 		return 0, &headerError{pos: start, msg: "shape element has a leading zero"}
 	}
-	if c := p.peek(); c == '_' || c == '.' || c == 'e' || c == 'E' || c == 'j' || c == 'L' || c == 'x' {
-		return 0, p.fail("shape element is not a plain decimal integer")
-	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		return 0, &headerError{pos: start, msg: "shape element overflows int64"}
+	}
+	if p.longOK && p.peek() == 'L' {
+		p.i++
+	}
+	if c := p.peek(); c == '_' || c == '.' || c == 'e' || c == 'E' || c == 'j' || c == 'L' || c == 'l' || c == 'x' {
+		return 0, p.fail("shape element is not a plain decimal integer")
 	}
 	return v, nil
 }

@@ -150,6 +150,11 @@ func TestHostileInput(t *testing.T) {
 		{"duplicate key", false, npyFile("{'descr': '<f8', 'descr': '<f8', 'fortran_order': False, 'shape': (), }", nil), ErrCorrupt, "duplicate"},
 		{"code", false, npyFile("{'descr': __import__('os'), 'fortran_order': False, 'shape': (), }", nil), ErrCorrupt, "quoted string"},
 		{"1-tuple without comma", false, npyFile("{'descr': '<f8', 'fortran_order': False, 'shape': (1), }", nil), ErrCorrupt, "trailing comma"},
+		{"long in v3", false, func() []byte {
+			b := npyFile("{'descr': '<f8', 'fortran_order': False, 'shape': (1L,), }", make([]byte, 8))
+			b[6] = 3
+			return append(b[:10:10], append([]byte{0, 0}, b[10:]...)...)
+		}(), ErrCorrupt, "plain decimal"},
 		{"zip bomb", true, mkzip([]zmember{bombZ}), ErrLimit, "decompression budget"},
 		{"lying inflated size", true, mkzip([]zmember{lying}), ErrCorrupt, "more than the declared 4096"},
 		{"local size lies", true, mkzip([]zmember{func() zmember { m := stored("a.npy", good); m.lsize = u32(5); return m }()}), ErrCorrupt, "local header crc/compressed size/size"},

@@ -96,7 +96,7 @@ func decodeNPY(r io.ReaderAt, base, size int64, l loc, bud *budget) (*snapshot.A
 			return nil, l.fail(plen, ErrCorrupt, "read header: %v", err)
 		}
 	}
-	h, err := parseHeader(text)
+	h, err := parseHeader(text, major)
 	if err != nil {
 		var he *headerError
 		if errors.As(err, &he) {
@@ -225,7 +225,7 @@ func planNPY(a *snapshot.Array) (*npyPlan, error) {
 		h.big = true
 	}
 	if v, ok := a.Attrs[AttrHeader]; ok {
-		g, err := parseHeader([]byte(v))
+		g, err := parseHeader([]byte(v), p.major)
 		if err != nil {
 			return nil, bad("%s does not parse: %v", AttrHeader, err)
 		}

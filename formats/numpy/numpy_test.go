@@ -315,3 +315,20 @@ func TestFortranWriteWithinBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestPython2Long: a v1.0 header with Python 2 longs ("3L"), as old NumPy
+// wrote it, decodes and is written back byte for byte.
+func TestPython2Long(t *testing.T) {
+	raw := npyFile("{'descr': '<i2', 'fortran_order': False, 'shape': (3L, 1L), }", []byte{1, 0, 2, 0, 3, 0})
+	s, err := decodeBytes(t, Codec{}, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s.Arrays[0].Shape, []int64{3, 1}) || s.Arrays[0].Attrs[AttrHeader] == "" {
+		t.Fatalf("shape %v attrs %v", s.Arrays[0].Shape, s.Arrays[0].Attrs)
+	}
+	out, err := encodeBytes(t, Codec{}, s, false)
+	if err != nil || !bytes.Equal(out, raw) {
+		t.Fatalf("written back differently (%v)", err)
+	}
+}
