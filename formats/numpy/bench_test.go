@@ -12,7 +12,7 @@ func BenchmarkFortranRead(b *testing.B) {
 	for i := range stored {
 		stored[i] = byte(i * 7)
 	}
-	src := newConvSource(layout{esize: 4, swap: true, fortran: true, shape: []int64{n, n}}, stored, nil, 0)
+	src := newConvSource(layout{esize: 4, swap: true, fortran: true, shape: []int64{n, n}}, stored, nil, 0, &blockCache{})
 	buf := make([]byte, 64<<10)
 	b.SetBytes(int64(len(stored)))
 	for b.Loop() {
@@ -26,7 +26,7 @@ func BenchmarkFortranRead(b *testing.B) {
 func BenchmarkSwapRead(b *testing.B) {
 	const n = 4096
 	stored := make([]byte, n*n*4)
-	src := newConvSource(layout{esize: 4, swap: true, shape: []int64{n, n}}, stored, nil, 0)
+	src := newConvSource(layout{esize: 4, swap: true, shape: []int64{n, n}}, stored, nil, 0, &blockCache{})
 	buf := make([]byte, 64<<10)
 	b.SetBytes(int64(len(stored)))
 	for b.Loop() {

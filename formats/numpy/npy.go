@@ -38,7 +38,7 @@ func (c Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts forma
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	bud := &budget{left: c.budget()}
+	bud := &budget{left: c.budget(), cache: &blockCache{}}
 	if c.NPZ {
 		return decodeNPZ(ctx, r, size, opts.Name, bud)
 	}
@@ -137,7 +137,7 @@ func decodeNPY(r io.ReaderAt, base, size int64, l loc, bud *budget) (*snapshot.A
 				return nil, l.fail(dataOff, ErrCorrupt, "read array data: %v", err)
 			}
 		}
-		a.Data = newConvSource(lay, stored, rel, base+dataOff)
+		a.Data = newConvSource(lay, stored, rel, base+dataOff, bud.cache)
 	}
 	attrs := map[string]string{}
 	if major != 1 {

@@ -236,8 +236,12 @@ func (c Codec) budget() int64 {
 	return DefaultBudget
 }
 
-// budget tracks bytes held in memory during one call.
-type budget struct{ left int64 }
+// budget tracks bytes held in memory during one call, and holds the
+// converted-block cache of the arrays one Decode returns.
+type budget struct {
+	left  int64
+	cache *blockCache
+}
 
 // take reserves n bytes or reports false.
 func (b *budget) take(n int64) bool {

@@ -232,7 +232,7 @@ func TestConvSourceConcurrent(t *testing.T) {
 	// small blocks, so that reads cross them; and no blocks (the path for
 	// rows longer than blockBytes)
 	for _, rows := range []int64{16, 0} {
-		src := newConvSource(l, stored, nil, 0)
+		src := newConvSource(l, stored, nil, 0, &blockCache{})
 		src.blockRows = rows
 		readConcurrently(t, src, want)
 	}

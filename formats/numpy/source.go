@@ -159,10 +159,10 @@ func swapInPlace(b []byte, esize int) {
 // Transposing one small read at a time would touch the stored bytes with
 // a stride of a whole column per element; instead a read of a transposed
 // array converts the block of whole rows (of dimension 0) around it, at
-// most blockBytes, with boxC, and keeps the last cachedBlocks blocks for
-// the reads that follow. The blocks are dropped when a read reaches the
-// end of the array (the end of an encoder's pass), so an array holds no
-// memory between passes.
+// most blockBytes, with boxC, and keeps it in a blockCache shared by all
+// arrays of one Decode, so an encoder's concurrent passes over an array
+// reuse it while memory stays bounded by the cache, however many arrays
+// the snapshot has.
 type convSource struct {
 	l         layout
 	stored    []byte
@@ -170,30 +170,62 @@ type convSource struct {
 	size      int64
 	rowBytes  int64 // bytes of one row of dimension 0
 	blockRows int64 // rows per cached block, 0: no blocks (rows too long)
+	cache     *blockCache
 
 	// rel and relBase locate stored in a memory-mapped reader, whose pages
 	// are released after use (see snapshot.Releaser); rel may be nil.
 	rel     io.ReaderAt
 	relBase int64
-
-	mu    sync.Mutex
-	cache []*convBlock // most recently used first
 }
 
-// convBlock is rows [first, first+len(data)/rowBytes) in C order.
+// convBlock is rows [first, first+len(data)/rowBytes) of src in C order.
 type convBlock struct {
+	src   *convSource
 	first int64
 	data  []byte
 }
 
 const (
 	blockBytes   = 4 << 20
-	cachedBlocks = 2
+	cachedBlocks = 8
 )
 
-func newConvSource(l layout, stored []byte, rel io.ReaderAt, relBase int64) *convSource {
-	c := &convSource{l: l, stored: stored, strides: fortranStrides(l.shape), size: int64(len(stored)), rel: rel, relBase: relBase}
-	if l.transposes() && c.size > 0 {
+// blockCache holds the cachedBlocks most recently used converted blocks
+// (at most cachedBlocks × blockBytes = 32 MiB) of the converting sources
+// of one Decode. Safe for concurrent use.
+type blockCache struct {
+	mu     sync.Mutex
+	blocks []*convBlock // most recently used first
+}
+
+func (bc *blockCache) get(src *convSource, first int64) *convBlock {
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	for i, b := range bc.blocks {
+		if b.src == src && b.first == first {
+			copy(bc.blocks[1:i+1], bc.blocks[:i])
+			bc.blocks[0] = b
+			return b
+		}
+	}
+	return nil
+}
+
+func (bc *blockCache) put(b *convBlock) {
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	bc.blocks = append(bc.blocks, nil)
+	copy(bc.blocks[1:], bc.blocks)
+	bc.blocks[0] = b
+	if len(bc.blocks) > cachedBlocks {
+		bc.blocks[cachedBlocks] = nil
+		bc.blocks = bc.blocks[:cachedBlocks]
+	}
+}
+
+func newConvSource(l layout, stored []byte, rel io.ReaderAt, relBase int64, cache *blockCache) *convSource {
+	c := &convSource{l: l, stored: stored, strides: fortranStrides(l.shape), size: int64(len(stored)), rel: rel, relBase: relBase, cache: cache}
+	if l.transposes() && c.size > 0 && cache != nil {
 		c.rowBytes = c.size / l.shape[0]
 		if c.rowBytes <= blockBytes {
 			c.blockRows = blockBytes / c.rowBytes
@@ -205,29 +237,18 @@ func newConvSource(l layout, stored []byte, rel io.ReaderAt, relBase int64) *con
 // block returns the converted block holding row r.
 func (c *convSource) block(r int64) *convBlock {
 	first := r / c.blockRows * c.blockRows
-	c.mu.Lock()
-	for i, b := range c.cache {
-		if b.first == first {
-			copy(c.cache[1:i+1], c.cache[:i])
-			c.cache[0] = b
-			c.mu.Unlock()
-			return b
-		}
+	if b := c.cache.get(c, first); b != nil {
+		return b
 	}
-	c.mu.Unlock()
 	last := min(first+c.blockRows, c.l.shape[0])
-	b := &convBlock{first: first, data: make([]byte, (last-first)*c.rowBytes)}
+	b := &convBlock{src: c, first: first, data: make([]byte, (last-first)*c.rowBytes)}
 	boxC(b.data, c.stored, c.l.shape, first, last, c.l.esize, c.l.swap)
-	c.mu.Lock()
-	c.cache = append([]*convBlock{b}, c.cache...)
-	if len(c.cache) > cachedBlocks {
-		c.cache = c.cache[:cachedBlocks]
-	}
-	c.mu.Unlock()
+	c.cache.put(b)
 	return b
 }
 
-// readBlocks serves want (at off) from converted blocks.
+// readBlocks serves want (at off) from converted blocks. A read that ends
+// the array releases the mapped pages (the end of a pass).
 func (c *convSource) readBlocks(want []byte, off int64) {
 	for pos := 0; pos < len(want); {
 		r := (off + int64(pos)) / c.rowBytes
@@ -235,13 +256,8 @@ func (c *convSource) readBlocks(want []byte, off int64) {
 		start := off + int64(pos) - b.first*c.rowBytes
 		pos += copy(want[pos:], b.data[start:])
 	}
-	if off+int64(len(want)) == c.size {
-		c.mu.Lock()
-		c.cache = nil
-		c.mu.Unlock()
-		if c.rel != nil {
-			snapshot.ReleaseAt(c.rel, c.relBase, c.size)
-		}
+	if off+int64(len(want)) == c.size && c.rel != nil {
+		snapshot.ReleaseAt(c.rel, c.relBase, c.size)
 	}
 }
 
