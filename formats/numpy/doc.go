@@ -41,10 +41,14 @@
 //
 // Data of a C-order little-endian array (or 1-byte, or with at most one
 // dimension longer than 1) is served zero-copy from the input (a section
-// of the mapped file). Big-endian and Fortran-order data is served by a
-// converting source that byte-swaps and transposes just the elements each
-// read asks for, from the mapped bytes; only when the input is not memory
-// backed are those bytes read into memory, within Codec.Budget.
+// of the mapped file). Big-endian data is byte-swapped per read from the
+// mapped bytes. Fortran-order data is transposed (tiled, cache-friendly)
+// into blocks of whole rows of at most 4 MiB, kept in one LRU cache of 8
+// blocks per Decode (32 MiB however many arrays), so memory does not grow
+// with the array or the snapshot. Only when the input is not memory
+// backed are such arrays' bytes read into memory, within Codec.Budget.
+// Mapped pages are released after each pass (snapshot.Releaser); a
+// transposing pass necessarily touches the whole array's pages.
 //
 // # .npz
 //
