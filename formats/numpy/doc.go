@@ -63,11 +63,16 @@
 // (including the zip64 extra field NumPy always writes), and that no two
 // members share bytes and none runs into the central directory. Stored
 // members are CRC-checked and then served zero-copy as sections of the
-// file. Deflated members are inflated once, at Decode: the declared size
-// must fit what the compressed size can expand to (1032:1) and the
-// remaining Codec.Budget before anything is allocated, inflation stops one
-// byte past the declared size, and the CRC-32 must match — a zip bomb is
-// an ErrLimit or ErrCorrupt naming the member, never an allocation.
+// file. Deflated members are streamed, never held whole: the declared
+// size must fit what the compressed size can expand to (1032:1) and the
+// remaining Codec.MaxInflate (total declared bytes per Decode), then
+// Decode inflates the member once into a CRC-32 (stopping one byte past
+// the declared size; size and CRC must match) — a zip bomb is an ErrLimit
+// or ErrCorrupt naming the member, never an allocation. The array then
+// reads through a few decompression cursors that continue where earlier
+// reads stopped (see inflateSource); only Fortran-order or big-endian
+// arrays inside deflated members are inflated into memory, within
+// Codec.Budget.
 // Encrypted members, other compression methods, members not named *.npy
 // and multi-disk archives are refused.
 //

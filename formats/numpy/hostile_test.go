@@ -177,7 +177,7 @@ func TestHostileInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Codec{NPZ: tc.npz, Budget: 1 << 20}
+			c := Codec{NPZ: tc.npz, Budget: 1 << 20, MaxInflate: 1 << 20}
 			_, err := c.Decode(context.Background(), snapshot.Bytes(tc.raw), int64(len(tc.raw)), formats.DecodeOptions{Name: "in.np"})
 			var e *Error
 			if !errors.As(err, &e) || !errors.Is(err, tc.sentinel) {

@@ -38,7 +38,7 @@ func (c Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts forma
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	bud := &budget{left: c.budget(), cache: &blockCache{}}
+	bud := &budget{left: c.budget(), inflLeft: c.maxInflate(), cache: &blockCache{}}
 	if c.NPZ {
 		return decodeNPZ(ctx, r, size, opts.Name, bud)
 	}

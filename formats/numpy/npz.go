@@ -316,12 +316,18 @@ func decodeNPZ(ctx context.Context, r io.ReaderAt, size int64, file string, bud 
 			}
 			a, err = decodeNPY(r, m.dataOff, int64(m.usize), loc{file: file, member: m.name, base: m.dataOff}, bud)
 		case methodDeflate:
-			var data []byte
-			data, err = inflate(r, m, bud, fail)
-			if err != nil {
+			if m.usize > m.csize*maxDeflateRatio+1024 {
+				return nil, fail(m.dataOff, ErrCorrupt, "declared size %d is impossible for %d deflated bytes", m.usize, m.csize)
+			}
+			if m.usize > uint64(bud.inflLeft) {
+				return nil, fail(m.dataOff, ErrLimit, "declared size %d exceeds the remaining decompression budget of %d bytes", m.usize, bud.inflLeft)
+			}
+			bud.inflLeft -= int64(m.usize)
+			if err := verifyInflate(r, m, fail); err != nil {
 				return nil, err
 			}
-			a, err = decodeNPY(snapshot.Bytes(data), 0, int64(len(data)), loc{file: file, member: m.name, base: -1}, bud)
+			src := &inflateSource{r: r, off: m.dataOff, csize: int64(m.csize), size: int64(m.usize)}
+			a, err = decodeNPY(src, 0, src.size, loc{file: file, member: m.name, base: -1}, bud)
 		}
 		if err != nil {
 			return nil, err
@@ -387,38 +393,6 @@ func checkCRC(r io.ReaderAt, m *member) error {
 // maxDeflateRatio bounds how much deflate can expand: 258 bytes from one
 // 2-bit code, i.e. about 1032:1.
 const maxDeflateRatio = 1032
-
-// inflate decompresses a deflated member within the budget: the declared
-// size is checked against the budget and what its compressed size can
-// expand to before anything is allocated, and inflation stops one byte past
-// the declared size.
-func inflate(r io.ReaderAt, m *member, bud *budget, fail func(int64, error, string, ...any) error) ([]byte, error) {
-	if m.usize > m.csize*maxDeflateRatio+1024 {
-		return nil, fail(m.dataOff, ErrCorrupt, "declared size %d is impossible for %d deflated bytes", m.usize, m.csize)
-	}
-	if m.usize > uint64(bud.left) || !bud.take(int64(m.usize)) {
-		return nil, fail(m.dataOff, ErrLimit, "declared size %d exceeds the remaining decompression budget of %d bytes", m.usize, bud.left)
-	}
-	zr := flate.NewReader(io.NewSectionReader(r, m.dataOff, int64(m.csize)))
-	defer zr.Close()
-	out := make([]byte, m.usize+1)
-	n, err := io.ReadFull(zr, out)
-	switch {
-	case err == nil:
-		return nil, fail(m.dataOff, ErrCorrupt, "inflates to more than the declared %d bytes", m.usize)
-	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		if uint64(n) != m.usize {
-			return nil, fail(m.dataOff, ErrCorrupt, "inflates to %d bytes, the zip says %d", n, m.usize)
-		}
-	default:
-		return nil, fail(m.dataOff, ErrCorrupt, "inflate: %v", err)
-	}
-	out = out[:n]
-	if crc := crc32.ChecksumIEEE(out); crc != m.crc {
-		return nil, fail(m.dataOff, ErrCorrupt, "crc32 of the inflated data is %08x, the zip says %08x", crc, m.crc)
-	}
-	return out, nil
-}
 
 // sanitizedName returns a portable name for an .npz key: illegal bytes
 // replaced by '_', then '-' and 16 hex digits of SHA-256(key).

@@ -24,6 +24,8 @@ const (
 	MaxMembers = 1 << 20
 	// MaxDirectorySize bounds an .npz central directory: 256 MiB.
 	MaxDirectorySize = 256 << 20
+	// DefaultMaxInflate is the default of Codec.MaxInflate: 64 GiB.
+	DefaultMaxInflate = 64 << 30
 	// DefaultBudget is the default of Codec.Budget: 1 GiB.
 	DefaultBudget = 1 << 30
 )
@@ -175,11 +177,18 @@ type Codec struct {
 	// NPZ selects the .npz (zip of .npy members) container.
 	NPZ bool
 	// Budget bounds the bytes one Decode or Encode call holds in memory
-	// for array data: inflated (deflated) .npz members, and arrays that
-	// must be transposed or byte-swapped from a reader that is not memory
-	// backed. 0 means DefaultBudget. Stored members and .npy data of a
-	// memory-mapped file cost nothing against it.
+	// for array data: arrays that must be transposed or byte-swapped from
+	// a reader that is not memory backed (a deflated member, a non-mapped
+	// file), and Fortran-order writes from such sources. 0 means
+	// DefaultBudget. Stored members and .npy data of a memory-mapped file
+	// cost nothing against it.
 	Budget int64
+
+	// MaxInflate bounds the total declared uncompressed size of the
+	// deflated .npz members one Decode accepts (each is inflated once to
+	// verify it, and again as it is read, never held whole). 0 means
+	// DefaultMaxInflate.
+	MaxInflate int64
 
 	// zip64At replaces Python's ZIP64_LIMIT (tests write zip64 records
 	// without 2 GiB files); 0 means zip64Limit.
@@ -239,8 +248,9 @@ func (c Codec) budget() int64 {
 // budget tracks bytes held in memory during one call, and holds the
 // converted-block cache of the arrays one Decode returns.
 type budget struct {
-	left  int64
-	cache *blockCache
+	left     int64
+	inflLeft int64 // bytes deflated members may still declare
+	cache    *blockCache
 }
 
 // take reserves n bytes or reports false.
@@ -260,4 +270,11 @@ func (c Codec) zip64Limit() int64 {
 		return c.zip64At
 	}
 	return zip64Limit
+}
+
+func (c Codec) maxInflate() int64 {
+	if c.MaxInflate > 0 {
+		return c.MaxInflate
+	}
+	return DefaultMaxInflate
 }

@@ -238,7 +238,7 @@ func TestConvSourceConcurrent(t *testing.T) {
 	}
 }
 
-func readConcurrently(t *testing.T, src *convSource, want []byte) {
+func readConcurrently(t *testing.T, src snapshot.Source, want []byte) {
 	done := make(chan error)
 	for g := 0; g < 4; g++ {
 		go func(g int) {
@@ -331,4 +331,17 @@ func TestPython2Long(t *testing.T) {
 	if err != nil || !bytes.Equal(out, raw) {
 		t.Fatalf("written back differently (%v)", err)
 	}
+}
+
+// TestInflateSourceConcurrent: concurrent reads at scattered offsets of a
+// deflated member (more readers than decompression cursors) return the
+// member's bytes.
+func TestInflateSourceConcurrent(t *testing.T) {
+	want := make([]byte, 50000)
+	for i := range want {
+		want[i] = byte(i / 1000 * 7)
+	}
+	z := deflate(want)
+	src := &inflateSource{r: bytes.NewReader(z), csize: int64(len(z)), size: int64(len(want))}
+	readConcurrently(t, src, want)
 }
