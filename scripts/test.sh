@@ -14,6 +14,7 @@ command -v age >/dev/null        || need+=(age)
 command -v age-keygen >/dev/null || need+=(age)
 command -v ssh-keygen >/dev/null || need+=(openssh-client)
 command -v python3 >/dev/null    || need+=(python3)
+{ python3 -c 'import numpy' || /usr/bin/python3 -c 'import numpy'; } >/dev/null 2>&1 || need+=(python3-numpy)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing missing tools: ${need[*]}" >&2
   SUDO=""

@@ -4,6 +4,7 @@ import (
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/aero"
 	"github.com/snapd-ml/snapd/formats/fold"
+	"github.com/snapd-ml/snapd/formats/numpy"
 	"github.com/snapd-ml/snapd/formats/safetensors"
 	"github.com/snapd-ml/snapd/formats/stb"
 	"github.com/snapd-ml/snapd/formats/wtxt"
@@ -20,5 +21,7 @@ func newRegistry() *formats.Registry {
 		stb.New(),
 		fold.New(),
 		aero.New(),
+		numpy.New(),
+		numpy.NewNPZ(),
 	)
 }
