@@ -6,6 +6,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/fold"
 	"github.com/snapd-ml/snapd/formats/safetensors"
 	"github.com/snapd-ml/snapd/formats/stb"
+	"github.com/snapd-ml/snapd/formats/torch"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/ztensor"
 )
@@ -20,5 +21,6 @@ func newRegistry() *formats.Registry {
 		stb.New(),
 		fold.New(),
 		aero.New(),
+		torch.New(),
 	)
 }
