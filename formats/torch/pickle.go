@@ -59,7 +59,7 @@ const (
 	maxMemo      = 1 << 20 // memo entries
 	maxMarkDepth = 1000    // nested MARKs
 	maxDepth     = 1000    // nested containers (see walk)
-	maxNodes     = 1 << 22 // values visited when walking the result
+	maxNodes     = 1 << 20 // values visited when walking the result (shared references count each time)
 )
 
 // persistentLoader resolves a BINPERSID id (already a Python value) to a

@@ -111,6 +111,8 @@ func (w *walker) arrayName(path []string) string {
 	return name
 }
 
+// node converts v; path is the key path to v (callees may append to it:
+// its elements are only read, never kept).
 func (w *walker) node(v any, path []string, depth int) (any, error) {
 	w.nodes++
 	if w.nodes > maxNodes {
@@ -130,7 +132,7 @@ func (w *walker) node(v any, path []string, depth int) (any, error) {
 	seq := func(items []any) ([]any, error) {
 		out := make([]any, len(items))
 		for i, e := range items {
-			n, err := w.node(e, append(path[:len(path):len(path)], strconv.Itoa(i)), depth+1)
+			n, err := w.node(e, append(path, strconv.Itoa(i)), depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -166,7 +168,7 @@ func (w *walker) node(v any, path []string, depth int) (any, error) {
 		}
 		n := map[string]any{kind: pairs}
 		if x.state != nil {
-			st, err := w.pairs(x.state, append(path[:len(path):len(path)], "_state"), depth)
+			st, err := w.pairs(x.state, append(path, "_state"), depth)
 			if err != nil {
 				return nil, err
 			}
@@ -198,7 +200,7 @@ func (w *walker) pairs(d *pyDict, path []string, depth int) ([]any, error) {
 		if _, isT := k.(*tensorVal); isT {
 			return nil, fmt.Errorf("tensor used as a dict key")
 		}
-		vn, err := w.node(d.vals[i], append(path[:len(path):len(path)], keyString(k)), depth+1)
+		vn, err := w.node(d.vals[i], append(path, keyString(k)), depth+1)
 		if err != nil {
 			return nil, err
 		}
