@@ -262,9 +262,14 @@ func (d *decoder) storage(t []any) (*storageVal, error) {
 // keys, then each storage as an 8-byte element count and its bytes.
 func (d *decoder) readLegacy() (any, error) {
 	n := min(d.size, d.c.maxPickle())
-	buf := make([]byte, n)
-	if err := snapshot.ReadFullAt(d.r, buf, 0); err != nil {
-		return nil, d.errf("legacy header", 0, ErrCorrupt, "read: %v", err)
+	buf, ok := snapshot.BytesOf(d.r)
+	if ok && int64(len(buf)) >= n {
+		buf = buf[:n] // memory-backed: the pickles are read in place
+	} else {
+		buf = make([]byte, n)
+		if err := snapshot.ReadFullAt(d.r, buf, 0); err != nil {
+			return nil, d.errf("legacy header", 0, ErrCorrupt, "read: %v", err)
+		}
 	}
 	u := &unpickler{b: buf}
 	next := func(what string) (any, int64, error) {
