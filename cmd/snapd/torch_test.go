@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,32 +11,14 @@ import (
 )
 
 // torchPython returns a Python interpreter that can import torch, or skips
-// the test naming why (PATH's python3 may be a pyenv build without
-// Debian's python3-torch, so /usr/bin/python3 is tried too).
+// the test naming why.
 func torchPython(t *testing.T) string {
 	t.Helper()
-	var tried []string
-	for _, py := range []string{"python3", "/usr/bin/python3"} {
-		out, err := exec.Command(py, "-c", "import torch; print(torch.__version__)").CombinedOutput()
-		if err == nil {
-			t.Logf("%s: torch %s", py, strings.TrimSpace(string(out)))
-			return py
-		}
-		tried = append(tried, py+": "+lastLine(string(out), err))
+	py, why := findTorchPython(context.Background())
+	if py == "" {
+		t.Skipf("no PyTorch (apt-get install python3-torch): %s", why)
 	}
-	t.Skipf("no python3 can import torch (apt-get install python3-torch): %s", strings.Join(tried, "; "))
-	return ""
-}
-
-func lastLine(s string, err error) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	if s == "" {
-		return err.Error()
-	}
-	return s
+	return py
 }
 
 // torchGen writes checkpoints with the real torch.save: a state_dict with
