@@ -1,8 +1,12 @@
 package main
 
 import (
+	"io"
+	"syscall"
+
 	"bytes"
 	"context"
+	"github.com/snapd-ml/snapd/pipeline"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,4 +158,62 @@ func TestTorchRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// trainerLoop is the three-line PyTorch loop of scripts/snapd_trainer.py:
+// torch.save into a published generation, then request_snapshot.
+const trainerLoop = `
+import os, sys, torch
+sys.path.insert(0, sys.argv[1])
+import snapd_trainer
+state = sys.argv[2]
+log = snapd_trainer.RequestLog(os.path.join(state, "wal"))
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in (1, 2):
+    model(torch.randn(5, 4)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    path = snapd_trainer.publish_generation(os.path.join(state, "gens"), step,
+                                            lambda f: torch.save(model.state_dict(), f), suffix=".pt")
+    snapd_trainer.request_snapshot(step, path, log=log)
+log.close()
+`
+
+// TestTrainerTorchLoop: a PyTorch training loop publishes .pt generations
+// with scripts/snapd_trainer.py; the daemon (snapd run) snapshots them,
+// and the WTXT of generation 2 converts back to a .pt that torch loads
+// (weights_only=True) equal to what the trainer saved.
+func TestTrainerTorchLoop(t *testing.T) {
+	py := torchPython(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	loop := filepath.Join(dir, "loop.py")
+	os.WriteFile(loop, []byte(trainerLoop), 0o644)
+	sigs := make(chan os.Signal, 1)
+	o := &runOptions{stateDir: state, metricsAddr: "off", signals: sigs,
+		changed: func(n string) bool { return n == "state-dir" || n == "metrics-addr" }}
+	done := make(chan error, 1)
+	go func() { done <- runRun(context.Background(), newEnv(io.Discard, io.Discard), o) }()
+	scripts, _ := filepath.Abs("../../scripts")
+	if out, err := exec.Command(py, loop, scripts, state).CombinedOutput(); err != nil {
+		sigs <- syscall.SIGTERM
+		<-done
+		t.Fatalf("trainer loop: %v\n%s", err, out)
+	}
+	waitStatus(t, state, "gen 2 done", func(s *pipeline.Status) bool { return s.Chain.Gen == 2 && s.Done == 2 })
+	sigs <- syscall.SIGTERM
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	back := filepath.Join(dir, "back.pt")
+	mustRun(t, "convert", filepath.Join(state, "ring/gen-000002.wtxt"), back)
+	check := filepath.Join(dir, "check.py")
+	os.WriteFile(check, []byte(torchCheck), 0o644)
+	out, err := exec.Command(py, check, filepath.Join(state, "gens/gen-000002.pt"), back).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "weights_only=True") {
+		t.Fatalf("torch comparison: %v\n%s", err, out)
+	}
+	t.Logf("%s", bytes.TrimSpace(out))
 }
