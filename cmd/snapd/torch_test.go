@@ -1,17 +1,17 @@
 package main
 
 import (
-	"io"
-	"syscall"
-
 	"bytes"
 	"context"
-	"github.com/snapd-ml/snapd/pipeline"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/snapd-ml/snapd/pipeline"
 )
 
 // torchPython returns a Python interpreter that can import torch, or skips
