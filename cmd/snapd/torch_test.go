@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"io"
@@ -216,4 +217,49 @@ func TestTrainerTorchLoop(t *testing.T) {
 		t.Fatalf("torch comparison: %v\n%s", err, out)
 	}
 	t.Logf("%s", bytes.TrimSpace(out))
+}
+
+// TestTorchHostileCLI: a .pt whose pickle would run os.system fails with
+// exit 1 and a one-line error naming the global; the command never runs
+// and no output file is left. A torch checkpoint named .bin is recognised
+// by its magic bytes.
+func TestTorchHostileCLI(t *testing.T) {
+	d := t.TempDir()
+	marker := filepath.Join(d, "PWNED")
+	cmd := "touch " + marker
+	pkl := []byte("\x80\x02cos\nsystem\nX")
+	pkl = append(pkl, byte(len(cmd)), 0, 0, 0)
+	pkl = append(pkl, cmd...)
+	pkl = append(pkl, "\x85R."...)
+	var zb bytes.Buffer
+	zw := zip.NewWriter(&zb)
+	for name, data := range map[string][]byte{"evil/data.pkl": pkl, "evil/version": []byte("3\n")} {
+		w, _ := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
+		w.Write(data)
+	}
+	zw.Close()
+	in := filepath.Join(d, "evil.pt")
+	os.WriteFile(in, zb.Bytes(), 0o644)
+	out := filepath.Join(d, "out.wtxt")
+	code, _, errs := snapd(t, nil, "convert", in, out)
+	if code != exitInvalid || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "global os.system is not allowed") {
+		t.Fatalf("exit %d: %q", code, errs)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the pickle's command ran")
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("a failed conversion left its output")
+	}
+	t.Logf("%s", strings.TrimSpace(errs))
+
+	bin := filepath.Join(d, "pytorch_model.bin")
+	b, err := os.ReadFile(filepath.Join(fixtures, "torch/state_dict.pt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(bin, b, 0o644)
+	if o := mustRun(t, "inspect", bin); !strings.Contains(o, "emb.weight") {
+		t.Fatalf("inspect of a torch .bin:\n%s", o)
+	}
 }
