@@ -290,6 +290,9 @@ func (p *plan) add(name string) error {
 			return encErr("array %q: malformed %s/%s/%s attributes", name, AttrStorageNumel, AttrOffset, AttrStride)
 		}
 	}
+	if numel > math.MaxInt64/int64(a.DType.Size()) {
+		return encErr("array %q: storage of %d elements overflows", name, numel)
+	}
 	last, err := reach(v.off, a.Shape, v.stride)
 	if err != nil {
 		return encErr("array %q: %v", name, err)
@@ -367,6 +370,11 @@ func (c *Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, o
 		views: map[string]*outView{}, dropped: map[string]bool{}}
 	if err := p.collect(tree); err != nil {
 		return err
+	}
+	for _, a := range s.Arrays {
+		if _, ok := p.views[a.Name]; !ok && !p.dropped[a.Name] && !opts.Lossy {
+			return fmt.Errorf("torch: array %q is not referenced by %s: %w", a.Name, AttrTree, formats.ErrLossy)
+		}
 	}
 	var pk pickler
 	pk.op(0x80, 2)

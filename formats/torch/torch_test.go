@@ -7,10 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats"
@@ -227,6 +229,49 @@ func checkAlignment(t *testing.T, pt []byte) {
 		off, err := f.DataOffset()
 		if err != nil || off%64 != 0 || f.Method != zip.Store {
 			t.Errorf("%s: data at %d, method %d (%v)", f.Name, off, f.Method, err)
+		}
+	}
+}
+
+// TestEncodeChecks: what Encode refuses, and what Lossy drops.
+func TestEncodeChecks(t *testing.T) {
+	s := decodeFile(t, "testdata/state_dict.pt")
+	ctx := context.Background()
+	// An array the tree does not reference.
+	s.Arrays = append(s.Arrays, &snapshot.Array{Name: "extra", DType: snapshot.F32, Shape: []int64{1}, Data: snapshot.Bytes(make([]byte, 4))})
+	var buf bytes.Buffer
+	if err := New().Encode(ctx, &buf, s, formats.EncodeOptions{}); !errors.Is(err, formats.ErrLossy) {
+		t.Fatalf("unreferenced array: %v", err)
+	}
+	if err := New().Encode(ctx, &buf, s, formats.EncodeOptions{Lossy: true}); err != nil {
+		t.Fatalf("lossy: %v", err)
+	}
+	s.Arrays = s.Arrays[:len(s.Arrays)-1]
+	// Tied arrays edited apart.
+	emb := s.Array("emb.weight")
+	b, _ := snapshot.ReadAll(emb.Data)
+	b = append([]byte{}, b...)
+	b[0] ^= 1
+	emb.Data = snapshot.Bytes(b)
+	if err := New().Encode(ctx, &buf, s, formats.EncodeOptions{}); !errors.Is(err, ErrInvalidSnapshot) || !strings.Contains(err.Error(), "bytes differ") {
+		t.Fatalf("diverged tie: %v", err)
+	}
+	// A dtype torch 1.13 has no storage for.
+	u := &snapshot.Snapshot{Arrays: []*snapshot.Array{{Name: "u", DType: snapshot.U32, Shape: []int64{1}, Data: snapshot.Bytes(make([]byte, 4))}}}
+	if err := New().Encode(ctx, &buf, u, formats.EncodeOptions{}); !errors.Is(err, formats.ErrLossy) {
+		t.Fatalf("u32: %v", err)
+	}
+	// A storage size that overflows.
+	o := decodeFile(t, "testdata/state_dict.pt")
+	o.Array("emb.weight").Attrs[AttrStorageNumel] = "4611686018427387905"
+	if err := New().Encode(ctx, &buf, o, formats.EncodeOptions{}); !errors.Is(err, ErrInvalidSnapshot) {
+		t.Fatalf("overflowing storage_numel: %v", err)
+	}
+	// Hostile attributes.
+	for _, tree := range []string{`[1]`, `{"int":"x"}`, `{"odict":[[{"tensor":"nope"},null]]}`, `{"tensor":"missing"}`, strings.Repeat(`{"list":[`, 2000) + strings.Repeat(`]}`, 2000)} {
+		bad := &snapshot.Snapshot{Attrs: map[string]string{AttrTree: tree}}
+		if err := New().Encode(ctx, &buf, bad, formats.EncodeOptions{}); err == nil {
+			t.Errorf("tree %.40s accepted", tree)
 		}
 	}
 }
