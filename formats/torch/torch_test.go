@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -272,6 +273,94 @@ func TestEncodeChecks(t *testing.T) {
 		bad := &snapshot.Snapshot{Attrs: map[string]string{AttrTree: tree}}
 		if err := New().Encode(ctx, &buf, bad, formats.EncodeOptions{}); err == nil {
 			t.Errorf("tree %.40s accepted", tree)
+		}
+	}
+}
+
+// relayout rewrites a torch 1.13 zip fixture as torch 2.x lays it out
+// (directory "archive", byteorder, .format_version, .data/version,
+// .data/serialization_id records); with big it stores every storage
+// big-endian and says so in byteorder.
+func relayout(t *testing.T, path string, big bool) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	zw := zip.NewWriter(&out)
+	add := func(name string, data []byte) {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: "archive/" + name, Method: zip.Store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(data)
+	}
+	order := "little"
+	if big {
+		order = "big"
+	}
+	add("byteorder", []byte(order))
+	for _, f := range zr.File {
+		rc, _ := f.Open()
+		data, _ := io.ReadAll(rc)
+		rc.Close()
+		rel := f.Name[strings.IndexByte(f.Name, '/')+1:]
+		if big && strings.HasPrefix(rel, "data/") {
+			swapBytes(data, storageElemSize(t, zr, rel))
+		}
+		add(rel, data)
+	}
+	add(".format_version", []byte("1"))
+	add(".data/version", []byte("3\n"))
+	add(".data/serialization_id", []byte("1234567890123456789012345678901234567890"))
+	zw.Close()
+	return out.Bytes()
+}
+
+// storageElemSize finds the element size of storage member rel ("data/3")
+// from the class in its persistent id in data.pkl.
+func storageElemSize(t *testing.T, zr *zip.Reader, rel string) int {
+	t.Helper()
+	for _, f := range zr.File {
+		if strings.HasSuffix(f.Name, "/data.pkl") {
+			rc, _ := f.Open()
+			pkl, _ := io.ReadAll(rc)
+			rc.Close()
+			var es int
+			u := &unpickler{b: pkl, persist: func(pid any) (*storageVal, error) {
+				tp := pid.(*pyTuple)
+				if "data/"+tp.items[2].(string) == rel {
+					es = tp.items[1].(*global).storage.Size()
+				}
+				return &storageVal{key: tp.items[2].(string), dtype: tp.items[1].(*global).storage}, nil
+			}}
+			if _, err := u.load(); err != nil {
+				t.Fatal(err)
+			}
+			return es
+		}
+	}
+	t.Fatal("no data.pkl")
+	return 0
+}
+
+// TestTorch2Layout: the fixtures laid out as torch 2.x writes them, and
+// with big-endian storages, decode to the same tensors.
+func TestTorch2Layout(t *testing.T) {
+	exp := expected(t)
+	for _, file := range []string{"state_dict.pt", "mixed_views.pt", "training_checkpoint.pt"} {
+		for _, big := range []bool{false, true} {
+			b := relayout(t, filepath.Join("testdata", file), big)
+			s, err := New().Decode(context.Background(), snapshot.Bytes(b), int64(len(b)), formats.DecodeOptions{Name: file})
+			if err != nil {
+				t.Fatalf("%s big=%v: %v", file, big, err)
+			}
+			checkExpected(t, s, exp[file])
 		}
 	}
 }
