@@ -133,6 +133,20 @@ func TestTorchRoundTrip(t *testing.T) {
 	if out, err := exec.Command(py, gen, d).CombinedOutput(); err != nil {
 		t.Fatalf("torch.save: %v\n%s", err, out)
 	}
+	// A snapshot from another format becomes a flat OrderedDict that
+	// torch loads with weights_only=True, and comes back with the same
+	// arrays.
+	t.Run("from-safetensors", func(t *testing.T) {
+		pt := filepath.Join(d, "v2.pt")
+		back := filepath.Join(d, "v2.safetensors")
+		mustRun(t, "convert", filepath.Join(vectors, "v2-ext.safetensors"), pt)
+		out, err := exec.Command(py, "-c", "import sys, torch; d = torch.load(sys.argv[1], weights_only=True); print(type(d).__name__, len(d))", pt).CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "OrderedDict ") {
+			t.Fatalf("torch.load: %v\n%s", err, out)
+		}
+		mustRun(t, "convert", pt, back)
+		mustRun(t, "diff", filepath.Join(vectors, "v2-ext.safetensors"), back)
+	})
 	for _, name := range []string{"sd", "sd_legacy", "views", "views_legacy", "ckpt"} {
 		t.Run(name, func(t *testing.T) {
 			in := filepath.Join(d, name+".pt")

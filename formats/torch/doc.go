@@ -107,7 +107,12 @@
 //
 // The four array attributes are written only for a tensor that shares its
 // storage or does not view all of it in C order from offset 0; a plain
-// state_dict entry has none.
+// state_dict entry has none. torch.tree is left out when the checkpoint is
+// exactly what Encode writes without one (an OrderedDict of plain tensors
+// keyed by array name, ascending, no attributes), so such a file converts
+// losslessly to formats without attributes. A torch state_dict carries
+// _metadata, so it keeps torch.tree: converting it to safetensors needs
+// --lossy, which drops the tree (the tensors are kept).
 //
 // # Encode
 //

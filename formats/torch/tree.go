@@ -274,7 +274,10 @@ func (d *decoder) snapshot(obj any) (*snapshot.Snapshot, error) {
 	if err != nil {
 		return nil, d.errf("data.pkl", -1, ErrCorrupt, "tree: %v", err)
 	}
-	s := &snapshot.Snapshot{Meta: snapshot.DefaultMeta(), Attrs: map[string]string{AttrTree: string(treeJSON)}}
+	s := &snapshot.Snapshot{Meta: snapshot.DefaultMeta()}
+	if !defaultTree(obj, w) {
+		s.Attrs = map[string]string{AttrTree: string(treeJSON)}
+	}
 	// Storages are numbered in order of first use; count the views of each.
 	ordinal := map[string]int{}
 	uses := map[string]int{}
@@ -347,4 +350,23 @@ func (d *decoder) array(nt namedTensor, shared bool, ordinal int) (*snapshot.Arr
 		a.Data = newViewSource(d.r, rg.off, es, off, t.size, t.stride, d.swap && es > 1)
 	}
 	return a, nb, nil
+}
+
+// defaultTree reports whether obj is what Encode writes for a snapshot
+// without AttrTree: an OrderedDict, without attributes, of plain tensors
+// keyed by their array names in ascending order. Such a checkpoint needs
+// no torch.tree (so it converts to formats without attributes).
+func defaultTree(obj any, w *walker) bool {
+	d, ok := obj.(*pyDict)
+	if !ok || !d.ordered || d.state != nil || len(d.keys) != len(w.tensors) {
+		return false
+	}
+	for i, k := range d.keys {
+		name, ok := k.(string)
+		t, ok2 := d.vals[i].(*tensorVal)
+		if !ok || !ok2 || t.param || t.requiresGrad || w.tensors[i].name != name || i > 0 && d.keys[i-1].(string) >= name {
+			return false
+		}
+	}
+	return true
 }
