@@ -53,6 +53,9 @@ func (d *decoder) pickleErr(where string, err error) error {
 // Decode implements formats.Codec.
 func (c *Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats.DecodeOptions) (*snapshot.Snapshot, error) {
 	d := &decoder{c: c, ctx: ctx, r: r, size: size, file: opts.Name, regions: map[string]region{}, st: map[string]*storageVal{}}
+	if size < 0 {
+		return nil, d.errf("", -1, ErrCorrupt, "negative size %d", size)
+	}
 	head := make([]byte, min(size, 64))
 	if err := snapshot.ReadFullAt(r, head, 0); err != nil {
 		return nil, d.errf("", 0, ErrCorrupt, "reading the first %d bytes: %v", len(head), err)
@@ -201,20 +204,20 @@ func (d *decoder) readZip() (any, error) {
 		if _, ok := d.regions[st.key]; !ok {
 			f := members["data/"+st.key]
 			if f == nil {
-				return nil, fmt.Errorf("storage %s: no member data/%s", strconv.QuoteToASCII(truncate(st.key, 64)), strconv.QuoteToASCII(truncate(st.key, 64)))
+				return nil, fmt.Errorf("storage %s: no member data/<key>", quoteKey(st.key))
 			}
 			m, err := d.locate(f)
 			if err != nil {
 				return nil, err
 			}
 			if f.Method != zip.Store || f.CompressedSize64 != f.UncompressedSize64 {
-				return nil, fmt.Errorf("storage member data/%s: compression method %d (torch stores storages uncompressed)", st.key, f.Method)
+				return nil, fmt.Errorf("storage %s: compression method %d (torch stores storages uncompressed)", quoteKey(st.key), f.Method)
 			}
 			es := int64(st.dtype.Size())
 			if hi, lo := bits.Mul64(uint64(st.numel), uint64(es)); hi != 0 || lo > uint64(m.n) {
-				return nil, fmt.Errorf("storage member data/%s holds %d bytes, the persistent id says %d elements of %d bytes", st.key, m.n, st.numel, es)
+				return nil, fmt.Errorf("storage %s: member holds %d bytes, the persistent id says %d elements of %d bytes", quoteKey(st.key), m.n, st.numel, es)
 			}
-			d.regions[st.key] = region{off: m.off, elems: m.n / es, where: "zip member " + prefix + "data/" + st.key}
+			d.regions[st.key] = region{off: m.off, elems: m.n / es, where: "storage " + quoteKey(st.key)}
 		}
 		return st, nil
 	}
@@ -248,7 +251,7 @@ func (d *decoder) storage(t []any) (*storageVal, error) {
 	}
 	if st := d.st[key]; st != nil {
 		if st.dtype != g.storage || st.numel != numel {
-			return nil, fmt.Errorf("storage %s used as %s[%d] and %s[%d]", key, st.dtype, st.numel, g.storage, numel)
+			return nil, fmt.Errorf("storage %s used as %s[%d] and %s[%d]", quoteKey(key), st.dtype, st.numel, g.storage, numel)
 		}
 		return st, nil
 	}
@@ -369,7 +372,7 @@ func (d *decoder) readLegacy() (any, error) {
 		if !ok || st == nil {
 			return nil, d.errf("legacy storage keys pickle", at, ErrCorrupt, "key %d names no storage of the object", i)
 		}
-		where := fmt.Sprintf("legacy storage %d (key %s)", i, strconv.QuoteToASCII(truncate(key, 64)))
+		where := fmt.Sprintf("legacy storage %d (key %s)", i, quoteKey(key))
 		var hdr [8]byte
 		if err := snapshot.ReadFullAt(d.r, hdr[:], off); err != nil {
 			return nil, d.errf(where, off, ErrCorrupt, "element count: %v", err)
@@ -394,8 +397,12 @@ func (d *decoder) readLegacy() (any, error) {
 	}
 	for k, st := range d.st {
 		if _, ok := d.regions[st.key]; !ok {
-			return nil, d.errf("legacy storage keys pickle", at, ErrCorrupt, "storage %s has no data record", strconv.QuoteToASCII(truncate(strings.TrimPrefix(k, "\x00view:"), 64)))
+			return nil, d.errf("legacy storage keys pickle", at, ErrCorrupt, "storage %s has no data record", quoteKey(strings.TrimPrefix(k, "\x00view:")))
 		}
 	}
 	return obj, nil
 }
+
+// quoteKey renders a storage key (file content) for an error: quoted,
+// ASCII, at most 64 bytes.
+func quoteKey(k string) string { return strconv.QuoteToASCII(truncate(k, 64)) }
