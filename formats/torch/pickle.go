@@ -2,6 +2,7 @@ package torch
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -502,6 +503,10 @@ func (u *unpickler) step(op byte, at int) error {
 		}
 		st, err := u.persist(pid)
 		if err != nil {
+			var located *Error
+			if errors.As(err, &located) {
+				return err // already names its zip member
+			}
 			return u.fail(at, ErrCorrupt, "persistent id: %v", err)
 		}
 		u.push(st)
