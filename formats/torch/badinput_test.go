@@ -182,3 +182,30 @@ func TestTruncatedAndFlipped(t *testing.T) {
 		}
 	}
 }
+
+// TestLyingSizes: a central directory entry claiming more bytes than the
+// file holds is refused naming the member.
+func TestLyingSizes(t *testing.T) {
+	b, err := os.ReadFile("testdata/state_dict.pt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := []byte("state_dict/data/0")
+	i := -1
+	for j := 0; j+46+len(name) <= len(b); j++ {
+		if bytes.HasPrefix(b[j:], []byte("PK\x01\x02")) && bytes.Equal(b[j+46:j+46+len(name)], name) {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
+		t.Fatal("central directory entry not found")
+	}
+	for _, off := range []int{20, 24} { // compressed, uncompressed size
+		copy(b[i+off:], []byte{0xff, 0xff, 0xff, 0x7f})
+	}
+	err = decodeErr(t, b)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `zip member "state_dict/data/0"`) || !strings.Contains(err.Error(), "does not fit") {
+		t.Fatalf("got %v", err)
+	}
+}
