@@ -5,6 +5,19 @@ Two calls a training loop needs:
     publish_generation(gens_dir, gen, data)   # atomic, immutable checkpoint file
     request_snapshot(gen, path, state_dir)    # append one WAL line, ~microseconds
 
+With PyTorch the whole loop is three lines (snapd reads torch.save's files,
+zip or legacy, without running their pickles: see formats/torch/doc.go):
+
+    log = RequestLog(os.path.join(state_dir, "wal"))          # once
+    ...
+    path = publish_generation(gens_dir, step, lambda f: torch.save(model.state_dict(), f), suffix=".pt")
+    request_snapshot(step, path, log=log)
+
+(a training checkpoint works the same: torch.save({"model": ..., "optimizer":
+opt.state_dict(), "step": step}, f); snapd names its tensors by key path,
+e.g. optimizer.state.0.exp_avg, and keeps the rest so `snapd convert
+gen.wtxt back.pt` restores it.)
+
 request_snapshot writes the same line format as snapd's Go `wal` package
 (see wal/doc.go):
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README). On a fresh Debian machine it installs
-# the tools the tests drive for real (git, age, ssh-keygen, python3), then
+# the tools the tests drive for real (git, age, ssh-keygen, python3,
+# python3-torch), then
 # runs every Go test under the race detector.
 #
 #   scripts/test.sh                 # all tests
@@ -15,12 +16,15 @@ command -v age-keygen >/dev/null || need+=(age)
 command -v ssh-keygen >/dev/null || need+=(openssh-client)
 command -v python3 >/dev/null    || need+=(python3)
 { python3 -c 'import numpy' || /usr/bin/python3 -c 'import numpy'; } >/dev/null 2>&1 || need+=(python3-numpy)
+# PyTorch for the torch codec's real-torch tests (Debian's 1.13; the tests
+# also look in /usr/bin/python3 when python3 on PATH is another build).
+python3 -c 'import torch' 2>/dev/null || /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing missing tools: ${need[*]}" >&2
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 # Git refuses to commit without an identity; tests that drive the git CLI set

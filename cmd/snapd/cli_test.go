@@ -261,6 +261,9 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(out, "embed.weight:") || !strings.Contains(out, "rows") {
 		t.Fatalf("demo shows no row-blocked diff:\n%s", out)
 	}
+	if py, _ := findTorchPython(context.Background()); (py != "") != strings.Contains(out, "  torch  ") {
+		t.Fatalf("torch importable: %v, but the demo output says otherwise:\n%s", py != "", out)
+	}
 	// What it left verifies with the CLI.
 	mustRun(t, "verify", filepath.Join(dir, "ring/gen-000003.wtxt"), "--pubkey", filepath.Join(dir, "keys/sign_ed25519.pub"),
 		"--prev", filepath.Join(dir, "ring/gen-000002.wtxt"), "--require-signature")

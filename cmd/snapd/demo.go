@@ -10,7 +10,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -38,7 +40,8 @@ func newDemoCommand(e *env) *cobra.Command {
 		Long: `demo shows what snapd does, in a few seconds, with nothing but defaults:
 it generates keys, starts the daemon in-process (as "snapd run" does), runs a
 synthetic "trainer" that publishes generations in two formats (safetensors
-and zTensor) with a few rows changing each step and requests a snapshot of
+and zTensor; generation 3 by the real torch.save when python3 can import
+torch) with a few rows changing each step and requests a snapshot of
 each through the WAL. The daemon turns each into a signed, HMAC'd,
 Merkle-chained WTXT snapshot with a DELTA v2 against the previous generation,
 keeps them in its ring and commits them to a local Git repository. The demo
@@ -177,6 +180,12 @@ func runDemo(ctx context.Context, e *env, o *demoOptions) error {
 	defer walw.Close()
 	model := newDemoModel()
 	formatOf := map[uint64]string{}
+	// Generation 3 is written by the real PyTorch (torch.save) when a
+	// python3 with torch is installed.
+	py, why := findTorchPython(ctx)
+	if py == "" {
+		fmt.Fprintf(w, "note: no PyTorch generation (%s)\n", why)
+	}
 	for gen := uint64(1); gen <= uint64(o.gens); gen++ {
 		if gen > 1 {
 			model.train()
@@ -185,12 +194,19 @@ func runDemo(ctx context.Context, e *env, o *demoOptions) error {
 		if gen%2 == 0 {
 			fmtName, ext = "ztensor", ".zt"
 		}
+		if gen == 3 && py != "" {
+			fmtName, ext = "torch", ".pt"
+		}
 		codec, err := reg.ByName(fmtName)
 		if err != nil {
 			return err
 		}
 		snap := model.snapshot()
-		g, err := store.Publish(gen, ext, func(f io.Writer) error { return codec.Encode(ctx, f, snap, formats.EncodeOptions{}) })
+		write := func(f io.Writer) error { return codec.Encode(ctx, f, snap, formats.EncodeOptions{}) }
+		if fmtName == "torch" {
+			write = func(f io.Writer) error { return torchSave(ctx, py, dir, codec, snap, f) }
+		}
+		g, err := store.Publish(gen, ext, write)
 		if err != nil {
 			return ioError{err}
 		}
@@ -283,4 +299,54 @@ func (i indent) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// findTorchPython returns a Python interpreter that can import torch
+// (python3 on PATH, then /usr/bin/python3, where Debian's python3-torch
+// lives), or "" and why not.
+func findTorchPython(ctx context.Context) (string, string) {
+	var why []string
+	for _, py := range []string{"python3", "/usr/bin/python3"} {
+		out, err := exec.CommandContext(ctx, py, "-c", "import torch").CombinedOutput()
+		if err == nil {
+			return py, ""
+		}
+		msg := strings.TrimSpace(string(out))
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		why = append(why, py+": "+msg)
+	}
+	return "", "python3 -c 'import torch' failed: " + strings.Join(why, "; ")
+}
+
+// torchSave has PyTorch write snap as a checkpoint, as a trainer's
+// torch.save(model.state_dict(), path) would: the tensors reach Python
+// through a .pt of snapd's torch codec (loaded with weights_only=True)
+// and torch.save writes the published file.
+func torchSave(ctx context.Context, py, dir string, codec formats.Codec, snap *snapshot.Snapshot, f io.Writer) error {
+	in := filepath.Join(dir, "demo-torch-in.pt")
+	out := filepath.Join(dir, "demo-torch-out.pt")
+	defer os.Remove(in)
+	defer os.Remove(out)
+	var buf bytes.Buffer
+	if err := codec.Encode(ctx, &buf, snap, formats.EncodeOptions{}); err != nil {
+		return err
+	}
+	if err := os.WriteFile(in, buf.Bytes(), 0o600); err != nil {
+		return err
+	}
+	script := "import sys, torch; torch.save(torch.load(sys.argv[1], weights_only=True), sys.argv[2])"
+	if msg, err := exec.CommandContext(ctx, py, "-c", script, in, out).CombinedOutput(); err != nil {
+		return fmt.Errorf("torch.save: %v: %s", err, bytes.TrimSpace(msg))
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	return err
 }

@@ -18,7 +18,7 @@ const fixtures = "../../../shared/fixtures"
 // the same arrays (name, dtype, shape, bytes) and the same attributes.
 func TestLosslessThroughWTXT(t *testing.T) {
 	var files []string
-	for _, pat := range []string{"ztensor/*.zt", "fold/*.fold", "fold/*.mind", "aero/*.aero", "stb/*.stb"} {
+	for _, pat := range []string{"ztensor/*.zt", "fold/*.fold", "fold/*.mind", "aero/*.aero", "stb/*.stb", "torch/*.pt"} {
 		m, _ := filepath.Glob(filepath.Join(fixtures, pat))
 		files = append(files, m...)
 	}

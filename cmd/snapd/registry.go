@@ -7,6 +7,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/numpy"
 	"github.com/snapd-ml/snapd/formats/safetensors"
 	"github.com/snapd-ml/snapd/formats/stb"
+	"github.com/snapd-ml/snapd/formats/torch"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/ztensor"
 )
@@ -23,5 +24,6 @@ func newRegistry() *formats.Registry {
 		aero.New(),
 		numpy.New(),
 		numpy.NewNPZ(),
+		torch.New(),
 	)
 }

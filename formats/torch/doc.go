@@ -1,0 +1,141 @@
+// Package torch reads and writes PyTorch checkpoints (`torch.save`,
+// `.pt`/`.pth`, also `pytorch_model.bin`) without running any of their
+// code.
+//
+// # Zip layout (torch >= 1.6; the default)
+//
+//	zip archive, every member under one directory <a>/ (the file's stem in
+//	torch 1.x, "archive" in 2.x), stored (method 0) and, as torch writes it,
+//	with data starting on a 64-byte boundary (extra field "FB" of 'Z' bytes)
+//
+//	<a>/data.pkl                 pickle (protocol 2) of the saved object;
+//	                             tensors appear as
+//	                             torch._utils._rebuild_tensor_v2(
+//	                               PERSID ('storage', torch.<T>Storage, key,
+//	                                       location, numel),
+//	                               storage_offset, size, stride,
+//	                               requires_grad, OrderedDict()[, metadata])
+//	<a>/byteorder                "little" or "big"          (torch >= 2.0)
+//	<a>/data/<key>               a storage: numel elements, raw, C order
+//	<a>/version                  "3\n" (also <a>/.data/version)
+//	<a>/.format_version, <a>/.data/serialization_id         (torch >= 2.x,
+//	                             ignored)
+//
+// # Legacy layout (torch < 1.6, `_use_new_zipfile_serialization=False`)
+//
+//	pickle  MAGIC_NUMBER 0x1950a86a20f9469cfc6c   (protocol 2: 80 02 8a 0a ...)
+//	pickle  PROTOCOL_VERSION 1001
+//	pickle  sys_info {'protocol_version', 'little_endian', 'type_sizes'}
+//	pickle  the object; persistent ids ('storage', torch.<T>Storage, key,
+//	        location, numel, view_metadata) where view_metadata is None or
+//	        (view_key, element offset, view numel) of the root storage
+//	pickle  the storage keys, a list, in the order of the records below
+//	per key: u64 element count (the file's byte order), then its bytes
+//
+// The pre-1.0 tar layout is not read.
+//
+// # Sniffing and extensions
+//
+// Sniff accepts a zip whose first local header names "<a>/data.pkl" (a
+// name longer than the sniffed head is accepted and checked by Decode) or
+// a pickle of the legacy magic number. Extensions are .pt and .pth only:
+// `.bin` is used by too many formats to claim, so a torch `.bin` is
+// recognised by its magic bytes (snapd reads by magic first) and written
+// as torch only with --to torch.
+//
+// # The unpickler
+//
+// A pickle virtual machine of this package (not a general one) builds only
+// None, bool, int (arbitrary size), float, str, bytes, list, tuple, dict,
+// collections.OrderedDict (with the attribute dict BUILD gives it, e.g. a
+// state_dict's _metadata), storages and tensors. Globals are an allowlist
+// — the part of torch's own weights_only loader a checkpoint of dense
+// tensors needs:
+//
+//	collections.OrderedDict           torch._utils._rebuild_tensor_v2
+//	torch._utils._rebuild_tensor      torch._utils._rebuild_parameter
+//	torch._utils._rebuild_parameter_with_state (empty state)
+//	torch.nn.parameter.Parameter      torch.Size      _codecs.encode (latin1)
+//	torch.{Double,Float,Half,BFloat16,Long,Int,Short,Char,Byte,Bool}Storage
+//	torch.UntypedStorage (bytes)
+//
+// Any other global is refused when the GLOBAL/STACK_GLOBAL opcode is read,
+// with an error naming it (module.name) and the offset in data.pkl: it is
+// never looked up or called. weights_only globals for sparse, quantized,
+// meta and complex tensors are refused as unsupported. Opcodes that build
+// arbitrary objects (INST, OBJ, NEWOBJ_EX, EXT*, sets, buffers) are
+// refused. Bounds: data.pkl ≤ Codec.MaxPickle (64 MiB), memo ≤ 2^20
+// entries, MARK nesting ≤ 1000, containers nested ≤ 1000, 2^20 values
+// when walking the result (shared references count each time, so a small
+// pickle cannot expand exponentially), no cycles. Every length is checked
+// against the bytes left before anything is allocated.
+//
+// # Tensors
+//
+// dtypes f64 f32 f16 bf16 i64 i32 i16 i8 u8 bool. Each tensor becomes one
+// array named by its key path: dict keys (ints in decimal) and list/tuple
+// indices joined by '.', e.g. "optimizer.state.0.exp_avg"; a root tensor is
+// "tensor"; bytes a WTXT name cannot hold become '_', and a name taken
+// twice gets "_2", "_3", ... Every view is checked before use: offset,
+// size and stride non-negative, offset + Σ(size_i-1)·stride_i computed
+// without overflow and inside the storage member (which must hold numel ×
+// element size bytes). A C-contiguous view of a little-endian storage is a
+// snapshot.Section of the input: zero-copy from a mapped file. Any other
+// view (transposed, strided, stride 0) and big-endian storages are served
+// by a Source that gathers (and swaps) on demand, so nothing is
+// materialised; instead the arrays' total size is bounded by ExpandFactor
+// (4) × the file size + ExpandSlack (64 MiB), which a view-heavy file
+// cannot exceed by accident and a hostile one cannot get past. Storage
+// CRC-32s are not checked (the bytes are never all read while decoding;
+// WTXT hashes what is converted); data.pkl's, byteorder's and version's
+// are.
+//
+// # Attributes
+//
+//	snapshot  torch.tree           the object as canonical JSON: null, true,
+//	                               false, "str", {"int":"12"}, {"float":"0.5"}
+//	                               ("inf", "-inf", "nan"), {"bytes":base64},
+//	                               {"list":[...]}, {"tuple":[...]},
+//	                               {"dict":[[k,v],...]}, {"odict":[[k,v],...],
+//	                               "state":[[k,v],...]}, {"tensor":"array name",
+//	                               "param":true, "requires_grad":true}
+//	array     torch.storage        storage number (0, 1, ... in order of first
+//	                               use); arrays with the same number are tied
+//	          torch.storage_numel  that storage's element count
+//	          torch.offset         the view's storage offset (elements)
+//	          torch.stride         the view's strides, JSON array
+//
+// The four array attributes are written only for a tensor that shares its
+// storage or does not view all of it in C order from offset 0; a plain
+// state_dict entry has none. torch.tree is left out when the checkpoint is
+// exactly what Encode writes without one (an OrderedDict of plain tensors
+// keyed by array name, ascending, no attributes), so such a file converts
+// losslessly to formats without attributes. A torch state_dict carries
+// _metadata, so it keeps torch.tree: converting it to safetensors needs
+// --lossy, which drops the tree (the tensors are kept).
+//
+// # Encode
+//
+// Encode writes the zip layout under "archive/": data.pkl, byteorder
+// "little", data/0 ... data/N (storages numbered in pickling order),
+// version "3\n"; every member stored with its data 64-byte aligned; no
+// timestamps, so output is a function of the snapshot. The pickle uses
+// only opcodes torch 1.13's weights_only loader knows (BINUNICODE
+// strings, no memo) — except Python floats, which that loader cannot read
+// at all (torch 2.x can); torch.load(weights_only=True) of torch 1.13
+// therefore loads state_dicts and tensor dicts, and a checkpoint with
+// float leaves (an optimizer's lr) only with weights_only=False, exactly
+// as for torch's own file. The tree comes from torch.tree; without it
+// (a snapshot from another format) the file is an OrderedDict of the
+// arrays by name. Arrays sharing torch.storage become one storage again:
+// if one of them covers it whole it is streamed from its source and the
+// others are checked to be views of it; otherwise the views are
+// scattered into a buffer (≤ MaxScatter, 1 GiB) and must agree where
+// they overlap. Storage elements no view covers are written as zeros.
+// Arrays of dtypes torch 1.13 lacks (u16, u32, u64) fail with
+// formats.ErrLossy, or are written as None with Lossy.
+//
+// All Decode format errors are *Error values naming the file, the member
+// or pickle stream (with the file offset) or the tensor, and the failed
+// check, wrapping ErrCorrupt, ErrRefused, ErrLimit or ErrUnsupported.
+package torch

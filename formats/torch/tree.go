@@ -1,0 +1,372 @@
+package torch
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// walker turns the unpickled object into the JSON tree of AttrTree and
+// the list of tensors with their array names.
+type walker struct {
+	nodes   int
+	open    map[any]bool
+	names   map[string]bool
+	tensors []namedTensor
+}
+
+type namedTensor struct {
+	name string
+	t    *tensorVal
+}
+
+func formatFloat(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "nan"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+func parseFloat(s string) (float64, error) {
+	switch s {
+	case "inf":
+		return math.Inf(1), nil
+	case "-inf":
+		return math.Inf(-1), nil
+	case "nan":
+		return math.NaN(), nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, fmt.Errorf("malformed float %s", strconv.QuoteToASCII(truncate(s, 40)))
+	}
+	return f, nil
+}
+
+// keyString is a dict key's part of an array name.
+func keyString(k any) string {
+	switch x := k.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case *big.Int:
+		return x.String()
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case nil:
+		return "None"
+	case float64:
+		return formatFloat(x)
+	case pyBytes:
+		return string(x)
+	case *pyTuple:
+		parts := make([]string, len(x.items))
+		for i, e := range x.items {
+			parts[i] = keyString(e)
+		}
+		return strings.Join(parts, "_")
+	}
+	return "key"
+}
+
+// arrayName makes a unique portable array name of a key path: the keys
+// joined by '.', every byte WTXT cannot carry replaced by '_'; "tensor"
+// for the root; a suffix _2, _3, ... on collision.
+func (w *walker) arrayName(path []string) string {
+	s := strings.Join(path, ".")
+	b := []byte(s)
+	for i, c := range b {
+		if !snapshot.NameByte(c) {
+			b[i] = '_'
+		}
+	}
+	s = string(b)
+	if s == "" {
+		s = "tensor"
+	}
+	if len(s) > 1000 {
+		s = s[:1000]
+	}
+	name := s
+	for n := 2; w.names[name] || !snapshot.PortableName(name); n++ {
+		name = s + "_" + strconv.Itoa(n)
+	}
+	w.names[name] = true
+	return name
+}
+
+// node converts v; path is the key path to v (callees may append to it:
+// its elements are only read, never kept).
+func (w *walker) node(v any, path []string, depth int) (any, error) {
+	w.nodes++
+	if w.nodes > maxNodes {
+		return nil, fmt.Errorf("the object expands to more than %d values", maxNodes)
+	}
+	if depth > maxDepth {
+		return nil, fmt.Errorf("containers nested deeper than %d", maxDepth)
+	}
+	switch x := v.(type) {
+	case *pyList, *pyTuple, *pyDict:
+		if w.open[x] {
+			return nil, fmt.Errorf("%s at %s contains itself", typeName(x), strconv.QuoteToASCII(truncate(strings.Join(path, "."), 200)))
+		}
+		w.open[x] = true
+		defer delete(w.open, x)
+	}
+	seq := func(items []any) ([]any, error) {
+		out := make([]any, len(items))
+		for i, e := range items {
+			n, err := w.node(e, append(path, strconv.Itoa(i)), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = n
+		}
+		return out, nil
+	}
+	switch x := v.(type) {
+	case nil, bool, string:
+		return x, nil
+	case int64:
+		return map[string]any{"int": strconv.FormatInt(x, 10)}, nil
+	case *big.Int:
+		return map[string]any{"int": x.String()}, nil
+	case float64:
+		return map[string]any{"float": formatFloat(x)}, nil
+	case pyBytes:
+		return map[string]any{"bytes": base64.StdEncoding.EncodeToString(x)}, nil
+	case *pyList:
+		items, err := seq(x.items)
+		return map[string]any{"list": items}, err
+	case *pyTuple:
+		items, err := seq(x.items)
+		return map[string]any{"tuple": items}, err
+	case *pyDict:
+		pairs, err := w.pairs(x, path, depth)
+		if err != nil {
+			return nil, err
+		}
+		kind := "dict"
+		if x.ordered {
+			kind = "odict"
+		}
+		n := map[string]any{kind: pairs}
+		if x.state != nil {
+			st, err := w.pairs(x.state, append(path, "_state"), depth)
+			if err != nil {
+				return nil, err
+			}
+			n["state"] = st
+		}
+		return n, nil
+	case *tensorVal:
+		name := w.arrayName(path)
+		w.tensors = append(w.tensors, namedTensor{name, x})
+		n := map[string]any{"tensor": name}
+		if x.param {
+			n["param"] = true
+		}
+		if x.requiresGrad {
+			n["requires_grad"] = true
+		}
+		return n, nil
+	}
+	return nil, fmt.Errorf("a %s at %s is not checkpoint data", typeName(v), strconv.QuoteToASCII(truncate(strings.Join(path, "."), 200)))
+}
+
+func (w *walker) pairs(d *pyDict, path []string, depth int) ([]any, error) {
+	out := make([]any, len(d.keys))
+	for i, k := range d.keys {
+		kn, err := w.node(k, path, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if _, isT := k.(*tensorVal); isT {
+			return nil, fmt.Errorf("tensor used as a dict key")
+		}
+		vn, err := w.node(d.vals[i], append(path, keyString(k)), depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = []any{kn, vn}
+	}
+	return out, nil
+}
+
+// canonicalJSON encodes v with sorted keys, no HTML escaping, no newline.
+func canonicalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// contiguous reports whether stride is the C-order stride of size
+// (dimensions of size 1 may have any stride, as in torch).
+func contiguous(size, stride []int64) bool {
+	expect := int64(1)
+	for i := len(size) - 1; i >= 0; i-- {
+		if size[i] != 1 && stride[i] != expect {
+			return false
+		}
+		expect *= size[i]
+	}
+	return true
+}
+
+// reach returns the largest storage element a view touches (offset when
+// it has no elements), with overflow checks.
+func reach(offset int64, size, stride []int64) (int64, error) {
+	if offset < 0 {
+		return 0, fmt.Errorf("negative storage offset %d", offset)
+	}
+	r := offset
+	for i := range size {
+		if size[i] < 0 || stride[i] < 0 {
+			return 0, fmt.Errorf("negative size or stride")
+		}
+		if size[i] > 1 {
+			if stride[i] > 0 && size[i]-1 > (math.MaxInt64-r)/stride[i] {
+				return 0, fmt.Errorf("size %v × stride %v overflows", size, stride)
+			}
+			r += (size[i] - 1) * stride[i]
+		}
+	}
+	return r, nil
+}
+
+func jsonInts(v []int64) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// snapshot builds the snapshot from the unpickled object.
+func (d *decoder) snapshot(obj any) (*snapshot.Snapshot, error) {
+	w := &walker{open: map[any]bool{}, names: map[string]bool{}}
+	tree, err := w.node(obj, nil, 0)
+	if err != nil {
+		sentinel := ErrCorrupt
+		if w.nodes > maxNodes || strings.Contains(err.Error(), "nested deeper") {
+			sentinel = ErrLimit
+		}
+		return nil, d.errf("data.pkl", -1, sentinel, "%v", err)
+	}
+	treeJSON, err := canonicalJSON(tree)
+	if err != nil {
+		return nil, d.errf("data.pkl", -1, ErrCorrupt, "tree: %v", err)
+	}
+	s := &snapshot.Snapshot{Meta: snapshot.DefaultMeta()}
+	if !defaultTree(obj, w) {
+		s.Attrs = map[string]string{AttrTree: string(treeJSON)}
+	}
+	// Storages are numbered in order of first use; count the views of each.
+	ordinal := map[string]int{}
+	uses := map[string]int{}
+	for _, nt := range w.tensors {
+		k := nt.t.st.key
+		if _, ok := ordinal[k]; !ok {
+			ordinal[k] = len(ordinal)
+		}
+		uses[k]++
+	}
+	budget := d.c.expandBudget(d.size)
+	for _, nt := range w.tensors {
+		if err := d.ctx.Err(); err != nil {
+			return nil, err
+		}
+		a, n, err := d.array(nt, uses[nt.t.st.key] > 1, ordinal[nt.t.st.key])
+		if err != nil {
+			return nil, err
+		}
+		if n > budget {
+			return nil, d.errf(fmt.Sprintf("tensor %q", nt.name), -1, ErrLimit, "the arrays exceed %d bytes, the budget for a %d-byte file: views expand it too much", d.c.expandBudget(d.size), d.size)
+		}
+		budget -= n
+		s.Arrays = append(s.Arrays, a)
+	}
+	return s, nil
+}
+
+func (d *decoder) array(nt namedTensor, shared bool, ordinal int) (*snapshot.Array, int64, error) {
+	t := nt.t
+	where := fmt.Sprintf("tensor %q", nt.name)
+	root := d.st[t.st.key]
+	rg, ok := d.regions[t.st.key]
+	if root == nil || !ok {
+		return nil, 0, d.errf(where, -1, ErrCorrupt, "storage without data")
+	}
+	a := &snapshot.Array{Name: nt.name, DType: t.st.dtype, Shape: append([]int64{}, t.size...)}
+	nb, err := a.NumBytes()
+	if err != nil {
+		return nil, 0, d.errf(where, -1, ErrCorrupt, "shape %v: %v", t.size, err)
+	}
+	n := nb / int64(a.DType.Size())
+	if t.offset > math.MaxInt64-t.st.viewOff {
+		return nil, 0, d.errf(where, -1, ErrCorrupt, "storage offset overflows")
+	}
+	off := t.st.viewOff + t.offset
+	last, err := reach(off, t.size, t.stride)
+	if err != nil {
+		return nil, 0, d.errf(where, -1, ErrCorrupt, "%v", err)
+	}
+	if n > 0 && last >= rg.elems {
+		return nil, 0, d.errf(where, rg.off, ErrCorrupt, "view (offset %d, size %v, stride %v) reaches element %d, %s holds %d elements", off, t.size, t.stride, last, rg.where, rg.elems)
+	}
+	cont := contiguous(t.size, t.stride)
+	if shared || off != 0 || !cont || n != root.numel {
+		a.Attrs = map[string]string{
+			AttrStorage:      strconv.Itoa(ordinal),
+			AttrStorageNumel: strconv.FormatInt(root.numel, 10),
+			AttrOffset:       strconv.FormatInt(off, 10),
+			AttrStride:       jsonInts(t.stride),
+		}
+	}
+	es := int64(a.DType.Size())
+	switch {
+	case n == 0:
+		a.Data = snapshot.Bytes{}
+	case cont && (!d.swap || es == 1):
+		a.Data = snapshot.Section(d.r, rg.off+off*es, nb)
+	default:
+		a.Data = newViewSource(d.r, rg.off, es, off, t.size, t.stride, d.swap && es > 1)
+	}
+	return a, nb, nil
+}
+
+// defaultTree reports whether obj is what Encode writes for a snapshot
+// without AttrTree: an OrderedDict, without attributes, of plain tensors
+// keyed by their array names in ascending order. Such a checkpoint needs
+// no torch.tree (so it converts to formats without attributes).
+func defaultTree(obj any, w *walker) bool {
+	d, ok := obj.(*pyDict)
+	if !ok || !d.ordered || d.state != nil || len(d.keys) != len(w.tensors) {
+		return false
+	}
+	for i, k := range d.keys {
+		name, ok := k.(string)
+		t, ok2 := d.vals[i].(*tensorVal)
+		if !ok || !ok2 || t.param || t.requiresGrad || w.tensors[i].name != name || i > 0 && d.keys[i-1].(string) >= name {
+			return false
+		}
+	}
+	return true
+}
