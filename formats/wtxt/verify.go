@@ -115,7 +115,7 @@ type Report struct {
 	// Deferred names the checks not run because a streamed file was
 	// verified without its WSUM (VerifyOptions.DeferWSUM): they must be
 	// run once the WSUM is at hand.
-	Deferred []Check `json:"deferred,omitempty"`
+	Deferred []Check  `json:"deferred,omitempty"`
 	Failures []*Error `json:"failures"`
 
 	index []*arrIndex // with VerifyOptions.index: where everything is
