@@ -78,8 +78,8 @@ if [ -n "${SNAPD_PR_BASE:-}" ]; then
     exit 2
   fi
   g show "$base:$pubkey" >"$keyfile"
+  echo "ci-verify: pull request: base ${base:0:12}, head ${head:0:12}; trusted keys from the base's $pubkey"
   pubkey="$keyfile"
-  echo "ci-verify: pull request: base ${base:0:12}, head ${head:0:12}; trusted keys from the base's $SNAPD_PUBKEY_FILE"
   tree_of() { g rev-parse --verify --quiet "$1:$spath" 2>/dev/null || echo none; }
   head_tree="$(tree_of "$head")"
   base_tree="$(tree_of "$base")"
