@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"filippo.io/age"
 	"github.com/spf13/cobra"
@@ -252,11 +251,7 @@ func runDeltaApply(ctx context.Context, e *env, o *deltaApplyOptions) error {
 	}
 	fmt.Fprintf(e.stdout, "%s: applied %d changed chunks (%d chunks in %d arrays)\n", o.out, info.Changed, info.Chunks, info.Arrays)
 	if len(rep.Deferred) > 0 {
-		names := make([]string, len(rep.Deferred))
-		for i, c := range rep.Deferred {
-			names[i] = string(c)
-		}
-		fmt.Fprintf(e.stdout, "streamed target: checks deferred until its WSUM is at hand: %s (run: snapd verify %s --wsum WSUM)\n", strings.Join(names, ", "), o.out)
+		fmt.Fprintf(e.stdout, "streamed target: checks deferred until its WSUM is at hand: %s (run: snapd verify %s --wsum WSUM)\n", checksText(rep.Deferred), o.out)
 	}
 	if len(info.Short) > 0 {
 		fmt.Fprintf(e.stdout, "short-form arrays re-hashed; their HMAC is the base's and does not authenticate them: %v\n", info.Short)
