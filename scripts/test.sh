@@ -32,6 +32,12 @@ fi
 git config --global user.email >/dev/null 2>&1 || git config --global user.email "ci@snapd.invalid"
 git config --global user.name  >/dev/null 2>&1 || git config --global user.name  "snapd CI"
 
+# actionlint checks configs/github/verify.yml (TestWorkflowActionlint skips
+# without it, naming the reason).
+export PATH="$PATH:$(go env GOPATH)/bin"
+command -v actionlint >/dev/null || go install github.com/rhysd/actionlint/cmd/actionlint@v1.7.12 ||
+  echo "test.sh: could not install actionlint; the workflow lint test will be skipped" >&2
+
 if [ $# -eq 0 ]; then set -- ./...; fi
 go vet "$@"
 exec go test -race -count=1 -timeout 15m "$@"

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,6 +120,7 @@ type convertOptions struct {
 	in, out  string
 	from, to string
 	lossy    bool
+	wsum     string
 	w        wtxtFlags
 }
 
@@ -144,6 +146,7 @@ Known formats: ` + strings.Join(newRegistry().Names(), ", ") + `.`,
 	cmd.Flags().StringVar(&o.from, "from", "", "input format (default: detect)")
 	cmd.Flags().StringVar(&o.to, "to", "", "output format (default: from OUT's extension)")
 	cmd.Flags().BoolVar(&o.lossy, "lossy", false, "allow dropping what the target format cannot hold (reported on stderr)")
+	cmd.Flags().StringVar(&o.wsum, "wsum", "", "WSUM of a streamed WTXT input (default: IN with .wsum); it is verified before converting")
 	o.w.register(cmd)
 	return cmd
 }
@@ -155,6 +158,11 @@ func runConvert(ctx context.Context, e *env, o *convertOptions) error {
 		return err
 	}
 	defer src.Close()
+	if src.Codec.Name() == "wtxt" {
+		if err := verifyStreamedInput(ctx, o.in, o.wsum, src.m); err != nil {
+			return err
+		}
+	}
 
 	var target formats.Codec
 	if o.to != "" {
@@ -181,6 +189,37 @@ func runConvert(ctx context.Context, e *env, o *convertOptions) error {
 	s.Meta = meta
 	_, err = writeWTXT(ctx, e, s, opts, o.out, &o.w)
 	return err
+}
+
+// verifyStreamedInput verifies a streamed WTXT input (root_pending) with
+// its WSUM before it is converted: decoding alone checks every chunk and
+// array hash but not the root values, which only the WSUM holds, so a
+// renamed array or a dropped one would convert silently. The WSUM is
+// --wsum or the file beside IN (as `snapd verify` finds it); without one
+// the input is refused. Other WTXT inputs were fully checked (every check
+// that needs no key) by decoding.
+func verifyStreamedInput(ctx context.Context, path, wsum string, m *snapshot.Mapping) error {
+	h, err := wtxt.ReadHeader(io.NewSectionReader(m, 0, m.Size()))
+	if err != nil || !h.Pending {
+		return nil // decoding accepted the header: not streamed
+	}
+	vo := &verifyOptions{file: path, wsum: wsum}
+	opts := wtxt.VerifyOptions{File: path}
+	if err := loadWSUM(vo, &opts); err != nil {
+		return err
+	}
+	if opts.WSUM == nil {
+		return withHint(fmt.Errorf("%s: streamed WTXT (root_pending): its WSUM is needed to verify it before converting", path),
+			"put the WSUM beside it as "+strings.TrimSuffix(path, ".wtxt")+".wsum or pass --wsum FILE")
+	}
+	if _, err := wtxt.Verify(ctx, io.NewSectionReader(m, 0, m.Size()), opts); err != nil {
+		var we *wtxt.Error
+		if errors.As(err, &we) {
+			return fmt.Errorf("refusing to convert: %w", err)
+		}
+		return ioError{err}
+	}
+	return nil
 }
 
 // writeAtomic writes path through a temp file renamed into place only when

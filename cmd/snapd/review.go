@@ -29,6 +29,7 @@ type reviewOptions struct {
 	pubkeys        []string
 	hmacKey        string
 	requireSig     bool
+	allowUnsigned  bool
 	maxRelL2       float64
 	maxAbsDelta    float64
 	allowNonFinite bool
@@ -105,6 +106,7 @@ Exit status: 0 review posted (or printed) and not requesting changes,
 	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "trusted signer: ssh-ed25519 public key or allowed_signers file (repeatable)")
 	f.StringVar(&o.hmacKey, "hmac-key", "", "HMAC key file: check every array's HMAC")
 	f.BoolVar(&o.requireSig, "require-signature", false, "request changes unless the head is signed by a trusted --pubkey")
+	f.BoolVar(&o.allowUnsigned, "allow-unsigned", false, "with --pubkey: accept an unsigned head (giving --pubkey otherwise requires a signature)")
 	f.Float64Var(&o.maxRelL2, "max-rel-l2", 0, "request changes when an array's relative L2 change exceeds this (0 = no limit)")
 	f.Float64Var(&o.maxAbsDelta, "max-abs-delta", 0, "request changes when an array's max |Δ| exceeds this (0 = no limit)")
 	f.BoolVar(&o.allowNonFinite, "allow-nonfinite", false, "do not request changes for newly introduced NaN/Inf")
@@ -144,7 +146,7 @@ func runReview(ctx context.Context, e *env, o *reviewOptions) error {
 	if o.debug {
 		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	opts := review.Options{RequireSignature: o.requireSig, Approve: o.approve, MaxComments: o.maxComments, Logger: logger,
+	opts := review.Options{RequireSignature: o.requireSig, AllowUnsigned: o.allowUnsigned, Approve: o.approve, MaxComments: o.maxComments, Logger: logger,
 		Thresholds: review.Thresholds{AllowNonFinite: o.allowNonFinite, MaxRelL2: o.maxRelL2, MaxAbsDelta: o.maxAbsDelta}}
 	if o.maxComments == 0 {
 		opts.MaxComments = -1

@@ -27,6 +27,7 @@ type verifyOptions struct {
 	prevMerkle, prev string
 	identity         string
 	requireSignature bool
+	allowUnsigned    bool
 	json             bool
 }
 
@@ -38,7 +39,9 @@ func newVerifyCommand(e *env) *cobra.Command {
 		Long: `Verify FILE against every rule of the WTXT 1.1 profile: text rules, grammar,
 per-line parity, base64, per-chunk crc32c and sha256, chunk geometry, per-array
 sha256 (and HMAC with --hmac-key), sha256_all, merkle_this, fastxor, and the
-Ed25519 signature against --pubkey. A streamed snapshot (root_pending) is
+Ed25519 signature against --pubkey: giving --pubkey means the file must be
+signed by one of those keys (an unsigned file fails) unless --allow-unsigned
+is given. A streamed snapshot (root_pending) is
 verified jointly with its WSUM file (--wsum, default FILE's name with .wsum).
 
 An age-armored FILE is verified without decrypting through its seal
@@ -67,8 +70,10 @@ Exit status: 0 all checks pass, 1 a check failed, 2 usage or I/O error.`,
 	f.StringVar(&o.prev, "prev", "", "previous generation's WTXT, WSUM or sealed file: check the chain")
 	f.StringVar(&o.identity, "identity", "", "age identity file: decrypt an armored FILE and verify the plaintext too")
 	f.BoolVar(&o.requireSignature, "require-signature", false, "fail unless signed by a trusted --pubkey")
+	f.BoolVar(&o.allowUnsigned, "allow-unsigned", false, "with --pubkey: accept an unsigned file (a signature that is present is still checked)")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
 	cmd.MarkFlagsMutuallyExclusive("prev-merkle", "prev")
+	cmd.MarkFlagsMutuallyExclusive("require-signature", "allow-unsigned")
 	return cmd
 }
 
@@ -140,7 +145,7 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions) error {
 	if err != nil {
 		return err
 	}
-	opts := wtxt.VerifyOptions{File: o.file, TrustedKeys: trusted, RequireSignature: o.requireSignature}
+	opts := wtxt.VerifyOptions{File: o.file, TrustedKeys: trusted, RequireSignature: o.requireSignature, AllowUnsigned: o.allowUnsigned}
 	if o.hmacKey != "" {
 		if opts.HMACKey, err = keys.LoadHMACKey(o.hmacKey); err != nil {
 			return keyError(err)
@@ -280,6 +285,9 @@ func printVerify(w io.Writer, rep *wtxt.Report, opts wtxt.VerifyOptions) {
 		sig = "present but NOT checked (keyid " + rep.KeyID + "; give --pubkey)"
 	case wtxt.SigAbsent:
 		sig = "absent (unsigned)"
+		if opts.AllowUnsigned && len(opts.TrustedKeys) > 0 && rep.OK() {
+			sig = "absent (unsigned; accepted because of --allow-unsigned)"
+		}
 	}
 	fmt.Fprintf(w, "  signature:   %s\n", sig)
 	chain := rep.Chain
@@ -340,7 +348,7 @@ func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.Verif
 	if err != nil {
 		fails = append(fails, fmt.Errorf("%s: %w", o.file, err))
 	} else {
-		srep, err := seal.Verify(d, armor.VerifyOptions{Trusted: opts.TrustedKeys, RequireSignature: o.requireSignature || len(opts.TrustedKeys) > 0, PrevMerkle: opts.PrevMerkle})
+		srep, err := seal.Verify(d, armor.VerifyOptions{Trusted: opts.TrustedKeys, RequireSignature: o.requireSignature || len(opts.TrustedKeys) > 0 && !o.allowUnsigned, PrevMerkle: opts.PrevMerkle})
 		if err != nil {
 			fails = append(fails, fmt.Errorf("%s: %w", armor.SealPath(o.file), err))
 		}

@@ -14,14 +14,15 @@ import (
 )
 
 type verifyRepoOptions struct {
-	target    string
-	pubkeys   []string
-	branch    string
-	path      string
-	tagPrefix string
-	since     string
-	tokenEnv  string
-	json      bool
+	target         string
+	pubkeys        []string
+	branch         string
+	path           string
+	tagPrefix      string
+	since          string
+	tokenEnv       string
+	json           bool
+	maxObjectBytes int64
 }
 
 func newVerifyRepoCommand(e *env) *cobra.Command {
@@ -78,6 +79,7 @@ commit, generation, file and check), 2 usage or I/O error.`,
 	f.StringVar(&o.since, "since", "", "start at this revision (commit, tag); it is the trusted chain anchor")
 	f.StringVar(&o.tokenEnv, "token-env", "", "environment variable holding an HTTP(S) token for cloning a URL")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
+	f.Int64Var(&o.maxObjectBytes, "max-object-bytes", verify.DefaultMaxObjectBytes, "size budget of each file read from a generation (checked before reading it)")
 	return cmd
 }
 
@@ -110,7 +112,7 @@ func runVerifyRepo(ctx context.Context, e *env, o *verifyRepoOptions) error {
 		return ioError{err}
 	}
 	defer cleanup()
-	vo := verify.Options{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix, Since: o.since, TrustedKeys: trusted}
+	vo := verify.Options{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix, Since: o.since, TrustedKeys: trusted, MaxObjectBytes: o.maxObjectBytes}
 	if !o.json {
 		fmt.Fprintf(e.stdout, "%s: branch %s, path %s\n", o.target, o.branch, o.path)
 		vo.OnGeneration = func(g *verify.Generation) { printGeneration(e.stdout, g) }

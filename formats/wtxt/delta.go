@@ -86,6 +86,9 @@ func structIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*
 				return nil, [32]byte{}, err
 			}
 		}
+		if msg := idxPresence(head); msg != "" {
+			return nil, [32]byte{}, fail(head.name, -1, "%s", msg)
+		}
 		for ix := range head.geo.numChunks() {
 			ch, msg := parseCh(line)
 			if msg != "" {
@@ -389,6 +392,9 @@ func ApplyDelta(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int
 			if line, err = d.next(); err != nil {
 				return nil, err
 			}
+		}
+		if msg := idxPresence(head); msg != "" {
+			return nil, d.fail(CheckDelta, head.name, -1, "%s", msg)
 		}
 		ba := baseArr[head.name]
 		same := ba != nil && sameGeometry(head, ba.head)

@@ -141,15 +141,21 @@ type geometry struct {
 	nbytes       int64
 }
 
-// numChunks is the chunk count (1 for a zero-size array).
+// numChunks is the chunk count (1 for a zero-size array). It cannot
+// overflow: ceil is taken without adding to nbytes.
 func (g geometry) numChunks() int64 {
-	if g.nbytes == 0 {
+	if g.nbytes == 0 || g.chunkLen <= 0 {
 		return 1
 	}
-	return (g.nbytes + g.chunkLen - 1) / g.chunkLen
+	n := g.nbytes / g.chunkLen
+	if g.nbytes%g.chunkLen != 0 {
+		n++
+	}
+	return n
 }
 
-// chunk returns offset and length of chunk ix.
+// chunk returns offset and length of chunk ix (0 <= ix < numChunks, so
+// ix*chunkLen < nbytes cannot overflow).
 func (g geometry) chunk(ix int64) (off, n int64) {
 	off = ix * g.chunkLen
 	n = g.nbytes - off
@@ -168,8 +174,47 @@ func rowSizeOf(dt snapshot.DType, shape []int64) int64 {
 	return rs
 }
 
+// defaultRowsPerChunk is the profile's default rows_per_chunk: the largest
+// power of two p >= 1 with p × rowSize <= 65536 (1 when a row alone
+// exceeds 64 KiB). Unlike a naive doubling loop it cannot overflow for
+// row sizes near 2^63.
+func defaultRowsPerChunk(rowSize int64) int64 {
+	if rowSize <= 0 || rowSize > 65536 {
+		return 1
+	}
+	p := int64(1)
+	for p*2*rowSize <= 65536 {
+		p *= 2
+	}
+	return p
+}
+
+// canonicalRowsPerChunk is the one rows_per_chunk a row-blocked array of
+// nbytes (> 0) raw bytes in rows of rowSize (> 0) bytes may carry when
+// rpc is requested (0 = the default). When rpc rows make more than one
+// chunk, the chunk lens determine rpc and it is kept. When they make a
+// single chunk, every rpc >= the row count would describe the same
+// chunks, so one is chosen: the default when the default also makes a
+// single chunk, else the row count (the smallest value that makes one
+// chunk). Writer and verifier both use this, so the idx line admits no
+// second reading (docs/FORMAT.md, "rows_per_chunk").
+func canonicalRowsPerChunk(rowSize, nbytes, rpc int64) int64 {
+	if rpc <= 0 {
+		rpc = defaultRowsPerChunk(rowSize)
+	}
+	rows := nbytes / rowSize // rowSize divides nbytes
+	if rpc < rows {
+		return rpc
+	}
+	if d := defaultRowsPerChunk(rowSize); d >= rows {
+		return d
+	}
+	return rows
+}
+
 // writerGeometry is the chunk layout the writer uses for an array;
-// rowsPerChunk 0 selects the default.
+// rowsPerChunk 0 selects the default. A requested value that makes a
+// single chunk is written as its canonical form (canonicalRowsPerChunk).
 func writerGeometry(dt snapshot.DType, shape []int64, nbytes, rowsPerChunk int64) geometry {
 	g := geometry{nbytes: nbytes, chunkLen: UnblockedChunk}
 	if len(shape) == 0 || nbytes == 0 {
@@ -177,21 +222,28 @@ func writerGeometry(dt snapshot.DType, shape []int64, nbytes, rowsPerChunk int64
 	}
 	g.blocked = true
 	g.rowSize = rowSizeOf(dt, shape)
-	g.rowsPerChunk = rowsPerChunk
-	if g.rowsPerChunk <= 0 {
-		g.rowsPerChunk = snapshot.DefaultRowsPerChunk(g.rowSize)
-	}
-	hi, lo := bits.Mul64(uint64(g.rowsPerChunk), uint64(g.rowSize))
-	if hi != 0 || lo >= uint64(nbytes) {
-		g.chunkLen = nbytes
-	} else {
-		g.chunkLen = int64(lo)
-	}
+	g.rowsPerChunk = canonicalRowsPerChunk(g.rowSize, nbytes, rowsPerChunk)
+	g.chunkLen = geometryChunkLen(g.rowsPerChunk, g.rowSize, nbytes)
 	return g
 }
 
-// numLines is ceil(n / 57).
-func numLines(n int64) int64 { return (n + rawPerLine - 1) / rawPerLine }
+// geometryChunkLen is min(rpc × rowSize, nbytes), overflow-safe.
+func geometryChunkLen(rpc, rowSize, nbytes int64) int64 {
+	hi, lo := bits.Mul64(uint64(rpc), uint64(rowSize))
+	if hi != 0 || lo >= uint64(nbytes) {
+		return nbytes
+	}
+	return int64(lo)
+}
+
+// numLines is ceil(n / 57) for n >= 0, without overflow near 2^63.
+func numLines(n int64) int64 {
+	l := n / rawPerLine
+	if n%rawPerLine != 0 {
+		l++
+	}
+	return l
+}
 
 // parityNibble is the XOR of the bytes of s, low 4 bits, as a hex digit.
 func parityNibble(s []byte) byte {

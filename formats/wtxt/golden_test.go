@@ -83,7 +83,7 @@ func TestGolden(t *testing.T) {
 			if b, _ := os.ReadFile(f.Name()); !bytes.Equal(b, want) {
 				t.Fatal("file path output differs")
 			}
-			vo := VerifyOptions{TrustedKeys: []ed25519.PublicKey{pub}, HMACKey: tc.opts.HMACKey, PrevMerkle: &tc.opts.PrevMerkle, RequireSignature: tc.opts.SignKey != nil}
+			vo := VerifyOptions{TrustedKeys: []ed25519.PublicKey{pub}, HMACKey: tc.opts.HMACKey, PrevMerkle: &tc.opts.PrevMerkle, RequireSignature: tc.opts.SignKey != nil, AllowUnsigned: tc.opts.SignKey == nil}
 			if res.WSUM != nil {
 				vo.WSUM, err = os.ReadFile(filepath.Join("testdata", tc.name+".wsum"))
 				if err != nil || !bytes.Equal(vo.WSUM, res.WSUM) {

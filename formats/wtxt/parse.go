@@ -473,7 +473,22 @@ func parseIdx(line []byte, a *arrHead) string {
 	if want := rowSizeOf(a.dt, a.shape); rs != want {
 		return fmt.Sprintf("idx: row_size=%d, but the shape gives %d", rs, want)
 	}
-	a.geo = writerGeometry(a.dt, a.shape, a.nbytes, rpc)
+	if want := canonicalRowsPerChunk(rs, a.nbytes, rpc); want != rpc {
+		return fmt.Sprintf("idx: rows_per_chunk=%d makes one chunk of all %d rows; the only value accepted for that is %d (docs/FORMAT.md: rows_per_chunk)", rpc, a.nbytes/rs, want)
+	}
+	a.geo = geometry{blocked: true, rowsPerChunk: rpc, rowSize: rs, nbytes: a.nbytes, chunkLen: geometryChunkLen(rpc, rs, a.nbytes)}
+	return ""
+}
+
+// idxPresence checks that a has an idx line exactly when it is
+// row-blocked: every array of rank >= 1 with bytes > 0 is (the writer
+// blocks them all), rank-0 and zero-size arrays are not. Accepting a
+// missing idx line would let it be deleted from a signed file unnoticed
+// (no hash covers it), read as the 32768-byte default geometry.
+func idxPresence(a *arrHead) string {
+	if len(a.shape) > 0 && a.nbytes > 0 && !a.geo.blocked {
+		return "idx line missing: every array of rank >= 1 with bytes > 0 is row-blocked"
+	}
 	return ""
 }
 

@@ -40,7 +40,7 @@ func TestVerifyVectors(t *testing.T) {
 		{"v3-stream.wtxt", "v3-stream.wsum", true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			opts := VerifyOptions{File: tc.file, TrustedKeys: pubs, HMACKey: hmacKey, RequireSignature: tc.signed}
+			opts := VerifyOptions{File: tc.file, TrustedKeys: pubs, HMACKey: hmacKey, RequireSignature: tc.signed, AllowUnsigned: !tc.signed}
 			if tc.wsum != "" {
 				opts.WSUM = readVector(t, tc.wsum)
 			}

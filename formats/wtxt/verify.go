@@ -25,8 +25,16 @@ import (
 type VerifyOptions struct {
 	// File names the input in error messages.
 	File string
-	// TrustedKeys are the public keys a signature may come from.
+	// TrustedKeys are the public keys a signature may come from. Giving
+	// any makes a valid signature by one of them required (as
+	// RequireSignature does) unless AllowUnsigned is set: a caller that
+	// trusts keys never accepts a file whose sign line was simply removed.
 	TrustedKeys []ed25519.PublicKey
+	// AllowUnsigned is the explicit opt-out: with TrustedKeys, an unsigned
+	// file (no sign line, or a WSUM without sign=) passes, reported as
+	// SigAbsent. A signature that is present is still checked. It does not
+	// override RequireSignature.
+	AllowUnsigned bool
 	// HMACKey enables the per-array HMAC check.
 	HMACKey []byte
 	// PrevMerkle, when set, must equal the file's merkle_prev (chain
@@ -39,6 +47,12 @@ type VerifyOptions struct {
 	WSUM []byte
 	// MaxFailures stops after that many failures (0 = 100).
 	MaxFailures int
+	// DeferWSUM lets a streamed file (root_pending) given without its WSUM
+	// pass every check the WTXT alone can prove (structure, every chunk
+	// and array hash, HMAC); the checks only the WSUM can settle are
+	// skipped and named in Report.Deferred. Without it a streamed file
+	// without WSUM fails with CheckWSUM.
+	DeferWSUM bool
 
 	// allowPending lets a streamed file without WSUM pass (decoding).
 	allowPending bool
@@ -97,7 +111,11 @@ type Report struct {
 	MerkleThis string `json:"merkle_this"`
 	Fastxor    string `json:"fastxor,omitempty"`
 	// Audit is the audit line, which no hash or signature covers.
-	Audit    string   `json:"audit,omitempty"`
+	Audit string `json:"audit,omitempty"`
+	// Deferred names the checks not run because a streamed file was
+	// verified without its WSUM (VerifyOptions.DeferWSUM): they must be
+	// run once the WSUM is at hand.
+	Deferred []Check  `json:"deferred,omitempty"`
 	Failures []*Error `json:"failures"`
 
 	index []*arrIndex // with VerifyOptions.index: where everything is
@@ -471,7 +489,11 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 				return fatal(err)
 			}
 		}
+		if msg := idxPresence(head); msg != "" {
+			return aerr(CheckGrammar, -1, "%s", msg)
+		}
 		nch := head.geo.numChunks()
+		var lenSum int64
 		ai := &arrIndex{head: head, start: arrStart}
 		for ix := int64(0); ix < nch; ix++ {
 			ch, msg := parseCh(line)
@@ -492,6 +514,10 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 			case ch.lines != numLines(n):
 				return aerr(CheckGeometry, ix, "lines=%d, want %d for len=%d", ch.lines, numLines(n), n)
 			}
+			if lenSum > head.nbytes-ch.n {
+				return aerr(CheckGeometry, ix, "chunk lens add up to more than the array's bytes=%d", head.nbytes)
+			}
+			lenSum += ch.n
 			c := &vChunk{head: ch, lineNo: lr.n, arr: a}
 			if v.opts.index {
 				ai.chunks = append(ai.chunks, chunkRec{start: lr.last, data: lr.off, sha: ch.sha})
@@ -608,6 +634,9 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 			}
 			return aerr(CheckGrammar, -1, "want endarr")
 		}
+		if lenSum != head.nbytes {
+			return aerr(CheckGeometry, -1, "chunk lens add up to %d, the arr line says bytes=%d", lenSum, head.nbytes)
+		}
 		send(vItem{kind: itArrEnd, a: a})
 		if v.opts.index {
 			ai.end = lr.off
@@ -710,7 +739,9 @@ func (v *verifier) finish(arrs []*vArr, all [32]byte, fx uint64) {
 	rep.Signature = SigAbsent
 	if h.Pending {
 		if v.opts.WSUM == nil {
-			if !v.opts.allowPending {
+			if v.opts.DeferWSUM {
+				rep.Deferred = deferredWithoutWSUM
+			} else if !v.opts.allowPending {
 				v.add(&Error{Line: 4, Chunk: -1, Check: CheckWSUM, Msg: "streamed snapshot (root_pending): its WSUM file is needed to verify the root values and signature"})
 			}
 			rep.Chain = "unchecked"
@@ -764,6 +795,16 @@ func (v *verifier) finish(arrs []*vArr, all [32]byte, fx uint64) {
 	v.checkSig(sig, sigMsg, h)
 }
 
+// deferredWithoutWSUM are the checks a streamed file cannot pass without
+// its WSUM: the root values and the signature live there.
+var deferredWithoutWSUM = []Check{CheckSHA256All, CheckMerkle, CheckChain, CheckSignature}
+
+// sigRequired reports whether a missing signature fails: RequireSignature,
+// or trusted keys given without the AllowUnsigned opt-out.
+func (o *VerifyOptions) sigRequired() bool {
+	return o.RequireSignature || len(o.TrustedKeys) > 0 && !o.AllowUnsigned
+}
+
 func (v *verifier) checkSig(sig, msg []byte, h *Header) {
 	rep := v.rep
 	line := 5
@@ -772,8 +813,11 @@ func (v *verifier) checkSig(sig, msg []byte, h *Header) {
 	}
 	if sig == nil {
 		rep.Signature = SigAbsent
-		if v.opts.RequireSignature {
+		switch {
+		case v.opts.RequireSignature:
 			v.add(&Error{Line: line, Chunk: -1, Check: CheckSignature, Msg: "the snapshot is not signed and a signature is required"})
+		case v.opts.sigRequired():
+			v.add(&Error{Line: line, Chunk: -1, Check: CheckSignature, Msg: "the snapshot is not signed, and trusted keys were given: a signature by one of them is required (allow unsigned files explicitly to accept it)"})
 		}
 		return
 	}

@@ -80,8 +80,13 @@ type Options struct {
 	// HMACKey, when set, checks every array's HMAC.
 	HMACKey []byte
 	// RequireSignature fails a head snapshot not signed by a trusted key.
+	// Giving TrustedKeys alone already does (the WTXT verifier's rule)
+	// unless AllowUnsigned is set.
 	RequireSignature bool
-	Thresholds       Thresholds
+	// AllowUnsigned accepts an unsigned head despite TrustedKeys
+	// (wtxt.VerifyOptions.AllowUnsigned).
+	AllowUnsigned bool
+	Thresholds    Thresholds
 	// Approve lets a review that passes everything be an APPROVE (else it
 	// is a COMMENT).
 	Approve bool
@@ -318,7 +323,7 @@ func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, e
 	}
 	if in.Head != "" {
 		vopts := wtxt.VerifyOptions{File: in.Path, TrustedKeys: opts.TrustedKeys, HMACKey: opts.HMACKey,
-			PrevMerkle: prevMerkle, RequireSignature: opts.RequireSignature}
+			PrevMerkle: prevMerkle, RequireSignature: opts.RequireSignature, AllowUnsigned: opts.AllowUnsigned}
 		if in.HeadWSUM != "" {
 			b, err := readLimited(in.HeadWSUM, 4096)
 			if err != nil {

@@ -17,6 +17,15 @@
 //
 // # Checks per generation (the Failure.Check values)
 //
+// Trust comes first: the commit signature is checked before anything of
+// the generation is read, and the content (blobs) of a commit that is not
+// signed by a trusted key is not read at all ("content not read", noted;
+// the commit and tag failures say why). Every file is size-checked from
+// its object header against Options.MaxObjectBytes before it is read
+// (CheckSize "size"; the assembled size of split parts is capped while
+// reading), and blobs are streamed from the pack (go-git's
+// LargeObjectThreshold), never decoded whole into memory.
+//
 //   - "commit-signature": the commit's gpgsig header is an SSHSIG
 //     (namespace "git") by one of Options.TrustedKeys over the raw commit
 //     object without its gpgsig / gpgsig-sha256 headers — the bytes `git

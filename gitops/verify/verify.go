@@ -17,8 +17,10 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
@@ -51,7 +53,17 @@ const (
 	CheckGenOrder  = "gen-order"        // generation numbers strictly increasing
 	CheckChain     = "chain"            // merkle_prev == previous merkle_this
 	CheckDelta     = "delta"            // current.wtxtdelta reproduces current.wtxt
+	CheckSize      = "size"             // a file above Options.MaxObjectBytes
 )
+
+// DefaultMaxObjectBytes is the default Options.MaxObjectBytes: 32 GiB, far
+// above any generation the daemon writes on the machines it targets and
+// well below what a hostile repository can claim.
+const DefaultMaxObjectBytes = 32 << 30
+
+// largeObjectThreshold: blobs above it are streamed from the pack rather
+// than decoded into memory (go-git's filesystem storage option).
+const largeObjectThreshold = 1 << 20
 
 // Chain states of a generation.
 const (
@@ -76,6 +88,11 @@ type Options struct {
 	// TempDir holds the working copies of two generations' WTXT files at a
 	// time (default os.TempDir()).
 	TempDir string
+	// MaxObjectBytes bounds each file read from a generation (the WTXT or
+	// delta blob, or the assembled size of its parts): a larger one fails
+	// with CheckSize, checked from the object header before any content is
+	// read (0 = DefaultMaxObjectBytes).
+	MaxObjectBytes int64
 	// OnGeneration, if set, is called with each generation once checked.
 	OnGeneration func(*Generation)
 }
@@ -211,6 +228,10 @@ func Verify(ctx context.Context, r *git.Repository, opts Options) (*Report, erro
 	if opts.TagPrefix == "" {
 		opts.TagPrefix = gitops.DefaultTagPrefix
 	}
+	if opts.MaxObjectBytes <= 0 {
+		opts.MaxObjectBytes = DefaultMaxObjectBytes
+	}
+	r = streamingRepo(r)
 	opts.Path = strings.Trim(path.Clean("/"+opts.Path), "/")
 	if opts.Path == "" {
 		return nil, fmt.Errorf("%w: path must name a directory below the repository root", ErrBranch)
@@ -230,6 +251,10 @@ func Verify(ctx context.Context, r *git.Repository, opts Options) (*Report, erro
 	for h := head; ; {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		// Check the commit object's size before decoding it.
+		if o, err := r.Storer.EncodedObject(plumbing.CommitObject, h); err == nil && o.Size() > maxObjectHeader {
+			return nil, fmt.Errorf("verify: commit %s on branch %s is %d bytes, limit %d", h, opts.Branch, o.Size(), maxObjectHeader)
 		}
 		c, err := object.GetCommit(r.Storer, h)
 		if err != nil {
@@ -328,6 +353,8 @@ func resolveCommit(r *git.Repository, rev string) (plumbing.Hash, error) {
 type gv struct {
 	g   *Generation
 	dir string // repository path of the generation directory
+	// skip: the commit is untrusted; no content is read.
+	skip bool
 }
 
 func (x *gv) fail(file string, line int, check, format string, a ...any) {
@@ -379,6 +406,14 @@ func (v *verifier) generation(c *object.Commit, prev *genState, anchor bool) (*G
 		return nil, nil, fmt.Errorf("verify: read commit %s: %w", c.Hash, err)
 	}
 	g.CommitSignature, g.Signer = v.objectSignature(x, CheckCommitSig, "commit", raw, splitCommitSignature)
+	if g.CommitSignature != SigVerified {
+		// Nothing of an untrusted commit is read: its blobs may be
+		// arbitrarily large or hostile, and no check of them could make
+		// the generation pass.
+		x.skip = true
+		x.note("content not read: the commit is not signed by a trusted key")
+		return v.finish(x, c, tr, prev, anchor, content{}, nil, nil, nil, nil)
+	}
 
 	// The generation directory.
 	root, err := c.Tree()
@@ -505,7 +540,11 @@ func (v *verifier) finish(x *gv, c *object.Commit, tr map[string]string, prev *g
 	}
 
 	// Delta.
-	name, df, _ := v.fetchFile(x, dir, entries, gitops.FileDelta, "delta")
+	var name string
+	var df *materialized
+	if !x.skip {
+		name, df, _ = v.fetchFile(x, dir, entries, gitops.FileDelta, "delta")
+	}
 	if df != nil {
 		defer os.Remove(df.path)
 		if files != nil {
@@ -596,7 +635,8 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 	h := sha256.New()
 	fw := &errWriter{w: f}
 	cw := &countWriter{w: io.MultiWriter(fw, h)}
-	bw := bufio.NewWriterSize(cw, 1<<20)
+	lw := &limitWriter{w: cw, left: v.o.MaxObjectBytes}
+	bw := bufio.NewWriterSize(lw, 1<<20)
 	var rp, layout string
 	var cerr, check = error(nil), CheckObject
 	if single {
@@ -605,6 +645,8 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 			cerr, check = fmt.Errorf("mode %s, want a regular file", e.Mode), CheckLayout
 		} else if b, err := v.r.BlobObject(e.Hash); err != nil {
 			cerr = fmt.Errorf("blob %s: %w", e.Hash, err)
+		} else if b.Size > v.o.MaxObjectBytes {
+			cerr, check = fmt.Errorf("blob %s is %d bytes, above the budget of %d (not read; raise --max-object-bytes if it is genuine)", e.Hash, b.Size, v.o.MaxObjectBytes), CheckSize
 		} else if rd, err := b.Reader(); err != nil {
 			cerr = fmt.Errorf("blob %s: %w", e.Hash, err)
 		} else {
@@ -624,6 +666,9 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 	}
 	if cerr == nil {
 		cerr = bw.Flush()
+	}
+	if lw.over {
+		cerr, check = fmt.Errorf("more than the budget of %d bytes (reading stopped; raise --max-object-bytes if it is genuine)", v.o.MaxObjectBytes), CheckSize
 	}
 	werr := f.Close()
 	if cerr == nil && werr != nil {
@@ -945,6 +990,42 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// limitWriter passes at most left bytes on and fails (over) beyond.
+type limitWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+// errOverBudget stops a copy that exceeds Options.MaxObjectBytes.
+var errOverBudget = errors.New("over the size budget")
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.left {
+		l.over = true
+		return 0, errOverBudget
+	}
+	l.left -= int64(len(p))
+	return l.w.Write(p)
+}
+
+// streamingRepo returns r over a filesystem storage that streams objects
+// above largeObjectThreshold from their pack or loose file instead of
+// decoding them into memory (go-git's default holds a whole blob in a
+// MemoryObject while it is read). Other storages are returned as they are.
+func streamingRepo(r *git.Repository) *git.Repository {
+	fst, ok := r.Storer.(*filesystem.Storage)
+	if !ok {
+		return r
+	}
+	st := filesystem.NewStorageWithOptions(fst.Filesystem(), cache.NewObjectLRUDefault(), filesystem.Options{LargeObjectThreshold: largeObjectThreshold})
+	sr, err := git.Open(st, nil)
+	if err != nil {
+		return r
+	}
+	return sr
 }
 
 // errWriter records the first write error.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,9 +104,14 @@ func TestUntrustedKeyFailsEverySignature(t *testing.T) {
 	f := verifytest.Build(t, verifytest.Options{Gens: []uint64{1, 2}})
 	other := verifytest.NewKey(t)
 	rep := run(t, f.Dir, Options{}, other.Pub)
-	fs := wantOnly(t, rep, "commit-signature", "wtxt/signer", "tag-signature", "commit-signature", "wtxt/signer", "tag-signature")
+	// The content of an untrusted commit is not read (issue 11 item 5):
+	// the commit and tag signatures fail, the WTXT is not opened.
+	fs := wantOnly(t, rep, "commit-signature", "tag-signature", "commit-signature", "tag-signature")
 	if !strings.Contains(fs[0].Message, "not among the 1 trusted key(s)") {
 		t.Fatalf("%v", fs[0])
+	}
+	if g := rep.Generations[0]; !slices.Contains(g.Notes, "content not read: the commit is not signed by a trusted key") {
+		t.Fatalf("notes %q", g.Notes)
 	}
 	if _, err := Verify(context.Background(), nil, Options{}); err != ErrNoKeys {
 		t.Fatalf("no keys: %v", err)
