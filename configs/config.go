@@ -115,6 +115,15 @@ type Git struct {
 	// resumes by itself once the token file or key is fixed; default 5m.
 	// `snapd queue retry` resumes at once.
 	AuthRecheck Duration `yaml:"auth_recheck"`
+	// PushTimeout + (bytes to send) / PushMinRate bounds one push (git
+	// ls-remote + git push); defaults 5m and 1 MiB/s. PushStall: a push
+	// whose git shows no progress for this long is killed (default 2m).
+	// Either becomes a retry; after PushMaxTimeouts consecutive ones
+	// (default 3) the queue stops as needs-attention.
+	PushTimeout     Duration `yaml:"push_timeout"`
+	PushMinRate     int64    `yaml:"push_min_rate"`
+	PushStall       Duration `yaml:"push_stall"`
+	PushMaxTimeouts int      `yaml:"push_max_timeouts"`
 }
 
 // GitHub makes the daemon open (or update) a pull request from the
@@ -203,7 +212,8 @@ func Default() *Config {
 		Queue:    Queue{Max: 16, Policy: "coalesce"},
 		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots", Layout: "auto",
 			SplitAbove: 64 << 20, PartLimit: 256 << 10, RetryBase: Duration(2 * time.Second), RetryMax: Duration(5 * time.Minute),
-			AuthRecheck: Duration(5 * time.Minute)},
+			AuthRecheck: Duration(5 * time.Minute), PushTimeout: Duration(5 * time.Minute), PushMinRate: 1 << 20,
+			PushStall: Duration(2 * time.Minute), PushMaxTimeouts: 3},
 		Metrics: Metric{Addr: "127.0.0.1:9464"},
 		WAL:     WAL{PollInterval: Duration(time.Second)},
 		GitHub:  GitHub{Base: "main", APIURL: "https://api.github.com/", RetryMax: Duration(5 * time.Minute)},
@@ -335,6 +345,18 @@ func (c *Config) Validate() error {
 	}
 	if c.Git.AuthRecheck <= 0 {
 		return bad("git.auth_recheck", "must be > 0")
+	}
+	if c.Git.PushTimeout <= 0 {
+		return bad("git.push_timeout", "must be > 0")
+	}
+	if c.Git.PushMinRate <= 0 {
+		return bad("git.push_min_rate", "%d: must be > 0 (bytes per second)", c.Git.PushMinRate)
+	}
+	if c.Git.PushStall <= 0 {
+		return bad("git.push_stall", "must be > 0")
+	}
+	if c.Git.PushMaxTimeouts < 1 {
+		return bad("git.push_max_timeouts", "%d: must be >= 1", c.Git.PushMaxTimeouts)
 	}
 	if c.WAL.PollInterval < Duration(10*time.Millisecond) {
 		return bad("wal.poll_interval", "%v: must be >= 10ms", time.Duration(c.WAL.PollInterval))
