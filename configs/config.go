@@ -90,7 +90,11 @@ type Git struct {
 	// Layout: auto (split files larger than split_above, the default),
 	// single (one file whatever its size) or split (always part files).
 	Layout string `yaml:"layout"`
-	Remote string `yaml:"remote"` // URL or path; empty = no push
+	// CommitDelta: when the DELTA is committed beside the WTXT: auto (the
+	// default: only with a single-file WTXT; split parts already store
+	// just the changed chunks), always, never. The ring keeps it anyway.
+	CommitDelta string `yaml:"commit_delta"`
+	Remote      string `yaml:"remote"` // URL or path; empty = no push
 	// Auth for HTTP(S): TokenFile or TokenEnv (read at every push, never
 	// logged), Username (default git). For ssh: SSHKey, SSHKnownHosts
 	// (default the user's known_hosts) and SSHPassphraseEnv (the key's
@@ -210,7 +214,7 @@ func Default() *Config {
 		Snapshot: Snap{Schema: "weights/v1", Build: "unknown", Host: "cpu", Cuda: "off"},
 		Ring:     Ring{Keep: 8},
 		Queue:    Queue{Max: 16, Policy: "coalesce"},
-		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots", Layout: "auto",
+		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots", Layout: "auto", CommitDelta: "auto",
 			SplitAbove: 64 << 20, PartLimit: 256 << 10, RetryBase: Duration(2 * time.Second), RetryMax: Duration(5 * time.Minute),
 			AuthRecheck: Duration(5 * time.Minute), PushTimeout: Duration(5 * time.Minute), PushMinRate: 1 << 20,
 			PushStall: Duration(2 * time.Minute), PushMaxTimeouts: 3},
@@ -321,6 +325,11 @@ func (c *Config) Validate() error {
 	case "auto", "single", "split":
 	default:
 		return bad("git.layout", "%q: want auto, single or split", c.Git.Layout)
+	}
+	switch c.Git.CommitDelta {
+	case "", "auto", "always", "never":
+	default:
+		return bad("git.commit_delta", "%q: want auto, always or never", c.Git.CommitDelta)
 	}
 	if c.Git.TokenFile != "" && c.Git.TokenEnv != "" {
 		return bad("git.token_file", "set token_file or token_env, not both")

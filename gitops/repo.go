@@ -46,6 +46,31 @@ func ParseLayout(s string) (Layout, error) {
 	return "", fmt.Errorf("gitops: layout %q: want auto, single or split", s)
 }
 
+// DeltaPolicy selects when a generation's DELTA is committed beside its
+// WTXT.
+type DeltaPolicy string
+
+// Delta policies (config values).
+const (
+	// DeltaAuto (the default) commits the delta only with the single
+	// layout: split parts already store exactly the changed chunks, so a
+	// delta beside them would store each change twice.
+	DeltaAuto   DeltaPolicy = "auto"
+	DeltaAlways DeltaPolicy = "always"
+	DeltaNever  DeltaPolicy = "never"
+)
+
+// ParseDeltaPolicy parses a config value; "" means DeltaAuto.
+func ParseDeltaPolicy(s string) (DeltaPolicy, error) {
+	switch DeltaPolicy(s) {
+	case "", DeltaAuto:
+		return DeltaAuto, nil
+	case DeltaAlways, DeltaNever:
+		return DeltaPolicy(s), nil
+	}
+	return "", fmt.Errorf("gitops: delta policy %q: want auto, always or never", s)
+}
+
 // Defaults for Config.
 const (
 	DefaultBranch      = "snapshots"
@@ -101,7 +126,9 @@ type Config struct {
 	SplitThreshold int64
 	// PartLimit is the largest part size, in [MinPartLimit, MaxPartLimit].
 	// Default DefaultPartLimit.
-	PartLimit   int64
+	PartLimit int64
+	// Delta: when Generation.Delta is committed (default DeltaAuto).
+	Delta       DeltaPolicy
 	TagPrefix   string // tag name = TagPrefix + gen as written, e.g. gen-000123
 	AuthorName  string
 	AuthorEmail string
@@ -143,6 +170,9 @@ func (c *Config) setDefaults() error {
 	var err error
 	if c.Layout, err = ParseLayout(string(c.Layout)); err != nil {
 		return fmt.Errorf("%w: layout: %v", ErrConfig, err)
+	}
+	if c.Delta, err = ParseDeltaPolicy(string(c.Delta)); err != nil {
+		return fmt.Errorf("%w: delta: %v", ErrConfig, err)
 	}
 	if err := plumbing.NewBranchReferenceName(c.Branch).Validate(); err != nil {
 		return fmt.Errorf("%w: branch %q: %v", ErrConfig, c.Branch, err)
@@ -410,7 +440,11 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	summary := fmt.Sprintf("gen=%s\nts=%s\nbuild=%s\nsha256_all=%s\nmerkle_prev=%s\nmerkle_this=%s\nlayout=%s\nwtxt_bytes=%d\nwtxt_sha256=%s\n",
 		h.GenText, h.TS, h.Build, h.SHA256All, h.MerklePrev, h.MerkleThis, layout, info.size, info.sha256)
 	// Optional files.
-	for _, o := range []struct{ name, src string }{{FileDelta, g.Delta}, {FileWSUM, g.WSUM}, {FileSeal, g.Seal}} {
+	delta := g.Delta
+	if r.cfg.Delta == DeltaNever || r.cfg.Delta == DeltaAuto && layout == LayoutSplit {
+		delta = ""
+	}
+	for _, o := range []struct{ name, src string }{{FileDelta, delta}, {FileWSUM, g.WSUM}, {FileSeal, g.Seal}} {
 		if o.src == "" {
 			dir.remove(o.name)
 			dir.remove(o.name + partsSuffix)

@@ -576,7 +576,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 			if werr := pending.wait(); err == nil {
 				err = werr
 			}
-			if err == nil && enc {
+			if err == nil && enc && it.res.Delta != "" {
 				err = seal(it.res.Delta, armor.KindDelta)
 			}
 			if err != nil {
@@ -659,8 +659,17 @@ func (d *Daemon) delta(ctx context.Context, it *item, base *os.File, target stri
 	if err != nil {
 		return err
 	}
-	it.res.Delta, it.res.DeltaBytes = p, st.Size()
 	it.res.DeltaChunks, it.res.DeltaChanged = info.Chunks, info.Changed
+	if st.Size() >= tst.Size() {
+		// Dense change (every chunk differs): the delta is no smaller than
+		// the snapshot, so it earns nothing in the ring or in Git.
+		d.log.Info("delta not smaller than the snapshot; not kept", "gen", it.rec.Gen, "delta_bytes", st.Size(), "wtxt_bytes", tst.Size())
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+		return nil
+	}
+	it.res.Delta, it.res.DeltaBytes = p, st.Size()
 	return nil
 }
 

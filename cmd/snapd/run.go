@@ -258,7 +258,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			split = gitops.MaxPartLimit
 		}
 		if deps.Repo, err = gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path, Layout: layout,
-			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey}); err != nil {
+			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey, Delta: gitops.DeltaPolicy(c.Git.CommitDelta)}); err != nil {
 			return err
 		}
 		if c.Git.Remote != "" {
