@@ -266,6 +266,20 @@ func OpenRepo(dir string, cfg Config) (*Repo, error) {
 	return &Repo{dir: dir, cfg: cfg, r: r}, nil
 }
 
+// OpenExisting opens an existing repository (bare, or a clone with a work
+// tree) for reading generations with WriteWTXT, without creating it or
+// changing its configuration.
+func OpenExisting(dir string, cfg Config) (*Repo, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	r, err := git.PlainOpen(dir)
+	if err != nil {
+		return nil, fmt.Errorf("gitops: open repository %s: %w", dir, err)
+	}
+	return &Repo{dir: dir, cfg: cfg, r: r}, nil
+}
+
 // Dir returns the repository directory.
 func (r *Repo) Dir() string { return r.dir }
 
@@ -886,6 +900,38 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 		return fmt.Errorf("gitops: %s:%s has neither %s nor %s", rev, r.cfg.Path, FileWTXT, DirWTXTParts)
 	}
 	return AssembleFS(treeFS{parts}, ".", w)
+}
+
+// ResolveGen returns the commit (hex) of generation gen: its tag when the
+// repository has it, else the commit on the branch whose Snapd-Gen trailer
+// names it (first parents from the head, as far as a shallow clone goes).
+func (r *Repo) ResolveGen(gen uint64) (string, error) {
+	text := fmt.Sprintf("%06d", gen)
+	if ref, err := r.r.Reference(plumbing.NewTagReferenceName(r.TagName(text)), true); err == nil {
+		if t, err := r.r.TagObject(ref.Hash()); err == nil {
+			return t.Target.String(), nil
+		}
+		return ref.Hash().String(), nil
+	}
+	ref, err := r.r.Reference(plumbing.NewBranchReferenceName(r.cfg.Branch), true)
+	if err != nil {
+		return "", fmt.Errorf("gitops: generation %s: no tag %s and no branch %s: %w", text, r.TagName(text), r.cfg.Branch, err)
+	}
+	h := ref.Hash()
+	for {
+		c, err := r.r.CommitObject(h)
+		if err != nil {
+			break // the shallow boundary (or a broken history)
+		}
+		if ParseTrailers(c.Message)[TrailerGen] == text {
+			return c.Hash.String(), nil
+		}
+		if len(c.ParentHashes) == 0 {
+			break
+		}
+		h = c.ParentHashes[0]
+	}
+	return "", fmt.Errorf("gitops: generation %s is not in this repository (no tag %s; not on branch %s as fetched)", text, r.TagName(text), r.cfg.Branch)
 }
 
 // TreeFS returns a read-only fs.FS over the blobs of one Git tree, e.g. to
