@@ -164,6 +164,9 @@ func TestPushLocalStallSweepsQuarantine(t *testing.T) {
 		t.Fatalf("branch updated by a killed push: %s", got)
 	}
 	os.Remove(hook)
+	// The next push (default watchdog: a loaded machine can be silent
+	// for more than 500ms) goes through.
+	p, _ = NewPusher(r.Dir(), Remote{URL: remote})
 	if err := p.Push(ctx, req(r, res[1])); err != nil {
 		t.Fatal(err)
 	}
