@@ -1,6 +1,7 @@
 package gitops
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -431,7 +432,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		return nil, err
 	}
 
-	b := &builder{st: r.r.Storer, ctx: ctx}
+	b := &builder{st: r.r.Storer, ctx: ctx, objects: objectsDir(r.dir)}
 	var prevDir *object.Tree
 	if head != nil {
 		if prevDir, err = head.tree.Tree(r.cfg.Path); errors.Is(err, object.ErrDirectoryNotFound) {
@@ -615,10 +616,13 @@ func signObject(key ed25519.PrivateKey, encode func(plumbing.EncodedObject) erro
 
 // builder writes objects, counting new blobs.
 type builder struct {
-	st    storer.EncodedObjectStorer
-	ctx   context.Context
-	blobs int
-	bytes int64
+	st  storer.EncodedObjectStorer
+	ctx context.Context
+	// objects, when set, is the loose objects directory blobs are written
+	// to directly (writeLoose) instead of through go-git.
+	objects string
+	blobs   int
+	bytes   int64
 }
 
 func (b *builder) encode(enc func(plumbing.EncodedObject) error) (plumbing.Hash, error) {
@@ -637,6 +641,18 @@ func (b *builder) encode(enc func(plumbing.EncodedObject) error) (plumbing.Hash,
 func (b *builder) blob(data []byte) (plumbing.Hash, error) {
 	h := plumbing.ComputeHash(plumbing.BlobObject, data)
 	if b.st.HasEncodedObject(h) == nil {
+		return h, nil
+	}
+	if b.objects != "" {
+		got, err := writeLoose(b.objects, int64(len(data)), bytes.NewReader(data))
+		if err != nil {
+			return h, fmt.Errorf("gitops: write blob: %w", err)
+		}
+		if got != h {
+			return h, fmt.Errorf("gitops: blob %s written as %s", h, got)
+		}
+		b.blobs++
+		b.bytes += int64(len(data))
 		return h, nil
 	}
 	o := b.st.NewEncodedObject()
@@ -729,7 +745,20 @@ func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src st
 		return fileInfo{}, fmt.Errorf("gitops: %s changed size while read (%d, then %d bytes)", src, st.Size(), n)
 	}
 	obj := &fileObject{path: src, size: n, hash: hasher.Sum()}
-	if b.st.HasEncodedObject(obj.hash) != nil {
+	if b.st.HasEncodedObject(obj.hash) != nil && b.objects != "" {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return fileInfo{}, fmt.Errorf("gitops: %w", err)
+		}
+		got, err := writeLoose(b.objects, n, &ctxReader{b.ctx, f})
+		if err != nil {
+			return fileInfo{}, fmt.Errorf("gitops: write blob %s: %w", src, err)
+		}
+		if got != obj.hash {
+			return fileInfo{}, fmt.Errorf("gitops: %s changed while it was committed", src)
+		}
+		b.blobs++
+		b.bytes += n
+	} else if b.st.HasEncodedObject(obj.hash) != nil {
 		if _, err := b.st.SetEncodedObject(obj); err != nil {
 			return fileInfo{}, fmt.Errorf("gitops: write blob %s: %w", src, err)
 		}
