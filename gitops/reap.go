@@ -10,7 +10,8 @@ import (
 )
 
 // pgidFile (in the local repository) names the process group of the git
-// run in progress: "<pgid> <leader start time in clock ticks>\n". If the
+// run in progress and the process that started it: "<pgid> <leader start
+// time in clock ticks> <owner pid> <owner start time>\n". If the
 // daemon is killed (kill -9) mid-push, its git children live on in their
 // own group (e.g. git-remote-http waiting on a silent server); the next
 // run of any GitPusher on the repository kills that group first.
@@ -47,27 +48,34 @@ func (p *GitPusher) recordGroup(pid int) {
 	if !ok {
 		return
 	}
-	_ = os.WriteFile(filepath.Join(p.repoDir, pgidFile), fmt.Appendf(nil, "%d %d\n", pid, start), 0o600)
+	self := os.Getpid()
+	_, selfStart, _ := procStart(self)
+	_ = os.WriteFile(filepath.Join(p.repoDir, pgidFile), fmt.Appendf(nil, "%d %d %d %d\n", pid, start, self, selfStart), 0o600)
 }
 
 // forgetGroup removes the pgid file.
 func (p *GitPusher) forgetGroup() { _ = os.Remove(filepath.Join(p.repoDir, pgidFile)) }
 
 // reapStale kills what is left of a process group recorded by an earlier
-// (killed) daemon: every process of that group started no earlier than
-// its recorded leader, so a reused group id is never hit. It returns the
-// number of processes signalled.
+// daemon that is gone (killed): every process of that group started no
+// earlier than its recorded leader, so a reused group id is never hit. A
+// group whose owner still runs (a concurrent push) is left alone. It
+// returns the number of processes signalled.
 func (p *GitPusher) reapStale() int {
 	b, err := os.ReadFile(filepath.Join(p.repoDir, pgidFile))
 	if err != nil {
 		return 0
 	}
-	defer p.forgetGroup()
-	var pgid int
-	var start uint64
-	if _, err := fmt.Sscanf(string(b), "%d %d", &pgid, &start); err != nil || pgid <= 1 {
+	var pgid, owner int
+	var start, ownerStart uint64
+	if _, err := fmt.Sscanf(string(b), "%d %d %d %d", &pgid, &start, &owner, &ownerStart); err != nil || pgid <= 1 {
+		p.forgetGroup()
 		return 0
 	}
+	if _, s, ok := procStart(owner); ok && s == ownerStart {
+		return 0 // its owner is alive: not stale
+	}
+	defer p.forgetGroup()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
