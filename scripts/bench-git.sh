@@ -30,6 +30,7 @@ export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$W/gitconfig
 git config --file "$W/gitconfig" user.name bench
 git config --file "$W/gitconfig" user.email bench@localhost
 git config --file "$W/gitconfig" init.defaultBranch main
+git lfs install --skip-repo >/dev/null   # the smudge filter, so a clone gets the file, not its pointer
 (cd "$ROOT" && go build -o "$W/snapd" ./cmd/snapd && go build -o "$W/benchgen" ./scripts/benchgen)
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
@@ -68,7 +69,7 @@ git -C "$W/lfs" config lfs.standalonetransferagent lfs-standalone-file
 git -C "$W/lfs" lfs track '*.safetensors' >/dev/null
 git -C "$W/lfs" add .gitattributes && git -C "$W/lfs" commit -qm attrs
 
-printf '%4s %10s | %9s %10s | %9s %10s | %9s %10s\n' gen changed_B snapd_s snapd_MiB lfs_s lfs_MiB git_s git_MiB
+printf '%4s %10s | %9s %9s %10s | %9s %10s | %9s %10s\n' gen changed_B snapd_s snapd_cpu snapd_MiB lfs_s lfs_MiB git_s git_MiB
 sum_changed=0
 for g in $(seq 1 "$GENS"); do
   src="$W/state/gens/gen-$(printf %06d "$g").safetensors"
@@ -76,6 +77,7 @@ for g in $(seq 1 "$GENS"); do
   changed=$("$W/benchgen" -size "$SIZE" -pattern "$PATTERN" -change "$CHANGE" -gen "$g" -report)
   [ "$g" -gt 1 ] && sum_changed=$((sum_changed + changed))
   tag=refs/tags/gen-$(printf %06d "$g")
+  read -r c_self c_child < <(cpu_of "$DAEMON")
   t0=$(now)
   "$W/snapd" request-snapshot --state-dir "$W/state" --gen "$g" --source "$src" >/dev/null
   until git --git-dir "$W/snapd-remote.git" rev-parse -q --verify "$tag" >/dev/null; do
@@ -83,6 +85,9 @@ for g in $(seq 1 "$GENS"); do
     sleep 0.05
   done
   ts=$(secs "$t0" "$(now)")
+  sleep 0.3 # let the daemon reap its last git child before sampling
+  read -r n_self n_child < <(cpu_of "$DAEMON")
+  tcpu=$(awk -v a="$c_self" -v b="$c_child" -v c="$n_self" -v d="$n_child" 'BEGIN{printf "%.2f", (c+d)-(a+b)}')
   t_lfs=- t_git=-
   for kind in lfs git; do
     [ "$PEERS" = 1 ] || continue
@@ -94,7 +99,7 @@ for g in $(seq 1 "$GENS"); do
     eval "t_$kind=$(secs "$t0" "$(now)")"
   done
   lfs_size=$(( $(du_b "$W/lfs-remote.git") ))
-  printf '%4d %10d | %9s %10s | %9s %10s | %9s %10s\n' "$g" "$changed" "$ts" "$(mib "$(du_b "$W/snapd-remote.git")")" \
+  printf '%4d %10d | %9s %9s %10s | %9s %10s | %9s %10s\n' "$g" "$changed" "$ts" "$tcpu" "$(mib "$(du_b "$W/snapd-remote.git")")" \
     "$t_lfs" "$(mib "$lfs_size")" "$t_git" "$(mib "$(du_b "$W/git-remote.git")")"
 done
 read -r self children < <(cpu_of "$DAEMON")
@@ -106,19 +111,20 @@ for g in $(seq 1 "$GENS"); do
   src="$W/state/gens/gen-$(printf %06d "$g").safetensors"
   c=$( { /usr/bin/time -f '%U %S' "$W/snapd" convert "$src" "$W/conv.wtxt" --sign-key "$W/state/keys/sign_ed25519" --hmac-key "$W/state/keys/hmac.key" >/dev/null; } 2>&1 | tail -1 | awk '{print $1+$2}')
   conv=$(awk -v a="$conv" -v b="$c" 'BEGIN{print a+b}')
+  echo "convert gen $g: $c s CPU"
 done
 echo "snapd daemon: peak RSS $(awk -v k="$hwm" 'BEGIN{printf "%.0f", k/1024}') MiB; CPU $self s own + $children s git children over $GENS gens; a plain convert of the same gens: $conv s"
 echo "snapd remote growth gens 2..$GENS vs changed raw bytes: $(mib "$sum_changed") MiB changed"
-# --- clone of the latest generation ----------------------------------------
-t0=$(now)
-git clone -q --depth 1 --single-branch --branch snapshots "file://$W/snapd-remote.git" "$W/c-snapd"
-if [ -d "$W/c-snapd/snapshots/current.wtxt.parts" ]; then
-  "$W/snapd" assemble "$W/c-snapd/snapshots/current.wtxt.parts" "$W/c-snapd/latest.wtxt" >/dev/null
-fi
-t_cs=$(secs "$t0" "$(now)")
+# --- clone of the latest generation (wall s / CPU s of the whole command) ---
+timed() { /usr/bin/time -f '%e/%U/%S' "$@" 2>&1 >/dev/null | tail -1 | awk -F/ '{printf "%.2fs/%.2fs", $1, $2+$3}'; }
+t_cs=$(timed "$W/snapd" clone "file://$W/snapd-remote.git" "$W/c-snapd")
+t_ca=$(timed "$W/snapd" checkout latest "$W/latest.wtxt" --repo "$W/c-snapd")
+t_cst=$(timed "$W/snapd" checkout latest "$W/latest.safetensors" --repo "$W/c-snapd")
+cmp -s "$W/latest.safetensors" "$src" || echo "WARNING: restored safetensors differs from generation $GENS"
 t_cl=- t_cg=-
 if [ "$PEERS" = 1 ]; then
-  t0=$(now); git clone -q "file://$W/lfs-remote.git" "$W/c-lfs"; t_cl=$(secs "$t0" "$(now)")
-  t0=$(now); git clone -q "file://$W/git-remote.git" "$W/c-git"; t_cg=$(secs "$t0" "$(now)")
+  t_cl=$(timed git clone -q "file://$W/lfs-remote.git" "$W/c-lfs")
+  cmp -s "$W/c-lfs/model.safetensors" "$src" || echo "WARNING: git-lfs clone did not restore the file"
+  t_cg=$(timed git clone -q "file://$W/git-remote.git" "$W/c-git")
 fi
-echo "clone latest: snapd ${t_cs}s (depth 1 + assemble), git-lfs ${t_cl}s, git ${t_cg}s"
+echo "clone latest (wall/CPU): snapd clone $t_cs, + checkout as WTXT $t_ca or as safetensors $t_cst; git-lfs clone $t_cl; git clone $t_cg"
