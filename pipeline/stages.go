@@ -721,7 +721,10 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 		// (A redelivered generation was recommitted at Start.)
 		if !r.Redelivered {
 			t := d.now()
-			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			// Bounded, but scaled with the size: 5 minutes plus 1 s
+			// per MiB (a 1.5 GB WTXT on a loaded machine needs more
+			// than 5 minutes).
+			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute+time.Duration(r.WTXTBytes>>20)*time.Second)
 			d.commit(gctx, r, it.head)
 			cancel()
 			it.stage1("git", d.now().Sub(t))
