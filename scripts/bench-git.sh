@@ -17,7 +17,7 @@
 # of the latest generation (snapd: --depth 1 --single-branch + assemble;
 # lfs: git clone, which fetches the latest object only).
 # Work dir: $BENCH_DIR (default a temp dir, removed at the end).
-# PEERS=0 skips git-lfs and git; PACK_WINDOW=N sets pack.window in the
+# PART_LIMIT sets git.part_limit (default 256 KiB); PEERS=0 skips git-lfs and git; PACK_WINDOW=N sets pack.window in the
 # daemon's repository (snapd sets 0) to measure git's delta search on push.
 set -euo pipefail
 SIZE=${1:-52428800}; GENS=${2:-10}; PATTERN=${3:-clustered}; CHANGE=${4:-1}
@@ -48,6 +48,7 @@ state_dir: $W/state
 log: {level: warn}
 git:
   remote: file://$W/snapd-remote.git
+  part_limit: ${PART_LIMIT:-262144}
 metrics:
   addr: "off"
 YAML
