@@ -120,6 +120,11 @@ echo "snapd remote growth gens 2..$GENS vs changed raw bytes: $(mib "$sum_change
 timed() { /usr/bin/time -f '%e/%U/%S' "$@" 2>&1 >/dev/null | tail -1 | awk -F/ '{printf "%.2fs/%.2fs", $1, $2+$3}'; }
 t_cs=$(timed "$W/snapd" clone "file://$W/snapd-remote.git" "$W/c-snapd")
 t_ca=$(timed "$W/snapd" checkout latest "$W/latest.wtxt" --repo "$W/c-snapd")
+# The same clone from a server that does no delta search when it packs
+# (pack.window=0, as snapd's own repository has): the split parts are
+# whole chunks, a delta search over them finds nothing and costs most of
+# the default clone's CPU.
+t_cs0=$(timed git clone -q --depth 1 --single-branch --no-tags --branch snapshots --upload-pack 'git -c pack.window=0 upload-pack' "file://$W/snapd-remote.git" "$W/c-snapd0")
 t_cst=$(timed "$W/snapd" checkout latest "$W/latest.safetensors" --repo "$W/c-snapd")
 cmp -s "$W/latest.safetensors" "$src" || echo "WARNING: restored safetensors differs from generation $GENS"
 t_cl=- t_cg=-
@@ -128,4 +133,4 @@ if [ "$PEERS" = 1 ]; then
   cmp -s "$W/c-lfs/model.safetensors" "$src" || echo "WARNING: git-lfs clone did not restore the file"
   t_cg=$(timed git clone -q "file://$W/git-remote.git" "$W/c-git")
 fi
-echo "clone latest (wall/CPU): snapd clone $t_cs, + checkout as WTXT $t_ca or as safetensors $t_cst; git-lfs clone $t_cl; git clone $t_cg"
+echo "clone latest (wall/CPU): snapd clone $t_cs (server pack.window=0: $t_cs0), + checkout as WTXT $t_ca or as safetensors $t_cst; git-lfs clone $t_cl; git clone $t_cg"
