@@ -19,6 +19,7 @@ type cloneOptions struct {
 	gen             uint64
 	depth           int
 	full, partial   bool
+	worktree        bool
 }
 
 func newCloneCommand(e *env) *cobra.Command {
@@ -27,12 +28,14 @@ func newCloneCommand(e *env) *cobra.Command {
 		Use:   "clone URL DIR",
 		Short: "Clone the latest generation (or one generation) of a snapshot repository, fast",
 		Long: `Clone the snapshot branch of URL into DIR with only what one generation
-needs: git clone --depth 1 --single-branch --no-tags (the generation's
-files and nothing of the history). --gen N clones the tree of tag
+needs: git clone --depth 1 --single-branch --no-tags --no-checkout (the
+generation's objects and nothing of the history; --worktree also writes
+its files). --gen N clones the tree of tag
 gen-NNNNNN instead; --depth D keeps D generations; --full clones the whole
 history (what snapd verify-repo needs); --partial clones the whole history
 of commits and trees but fetches file contents only when checked out
-(--filter=blob:none; the server must allow filters, as GitHub does).
+(--filter=blob:none; the server must allow filters, as GitHub does;
+snapd checkout then reads only the generation git checked out).
 Credentials are git's own (credential helpers, ssh-agent).
 Then: snapd checkout latest OUT --repo DIR.`,
 		Example: `  snapd clone https://github.com/org/weights.git w
@@ -50,6 +53,7 @@ Then: snapd checkout latest OUT --repo DIR.`,
 	f.IntVar(&o.depth, "depth", 1, "generations of history to fetch")
 	f.BoolVar(&o.full, "full", false, "the whole history")
 	f.BoolVar(&o.partial, "partial", false, "the whole history, file contents on demand (--filter=blob:none)")
+	f.BoolVar(&o.worktree, "worktree", false, "also check the generation's files out into DIR (default: objects only; snapd checkout reads them)")
 	return cmd
 }
 
@@ -69,6 +73,14 @@ func (o *cloneOptions) cloneArgs() ([]string, error) {
 		ref = fmt.Sprintf("%s%06d", o.tagPrfx, o.gen)
 	}
 	args := []string{"clone", "--single-branch", "--branch", ref}
+	// A partial clone fetches blobs only for what git checks out, and
+	// snapd checkout (go-git) cannot fetch missing ones: it keeps its
+	// work tree.
+	if !o.worktree && !o.partial {
+		// snapd checkout reads the objects: writing the parts out as
+		// files too would double the clone's disk writes.
+		args = append(args, "--no-checkout")
+	}
 	switch {
 	case o.partial:
 		args = append(args, "--filter=blob:none")
