@@ -90,7 +90,11 @@ type Git struct {
 	// Layout: auto (split files larger than split_above, the default),
 	// single (one file whatever its size) or split (always part files).
 	Layout string `yaml:"layout"`
-	Remote string `yaml:"remote"` // URL or path; empty = no push
+	// CommitDelta: when the DELTA is committed beside the WTXT: auto (the
+	// default: only with a single-file WTXT; split parts already store
+	// just the changed chunks), always, never. The ring keeps it anyway.
+	CommitDelta string `yaml:"commit_delta"`
+	Remote      string `yaml:"remote"` // URL or path; empty = no push
 	// Auth for HTTP(S): TokenFile or TokenEnv (read at every push, never
 	// logged), Username (default git). For ssh: SSHKey, SSHKnownHosts
 	// (default the user's known_hosts) and SSHPassphraseEnv (the key's
@@ -115,6 +119,15 @@ type Git struct {
 	// resumes by itself once the token file or key is fixed; default 5m.
 	// `snapd queue retry` resumes at once.
 	AuthRecheck Duration `yaml:"auth_recheck"`
+	// PushTimeout + (bytes to send) / PushMinRate bounds one push (git
+	// ls-remote + git push); defaults 5m and 1 MiB/s. PushStall: a push
+	// whose git shows no progress for this long is killed (default 2m).
+	// Either becomes a retry; after PushMaxTimeouts consecutive ones
+	// (default 3) the queue stops as needs-attention.
+	PushTimeout     Duration `yaml:"push_timeout"`
+	PushMinRate     int64    `yaml:"push_min_rate"`
+	PushStall       Duration `yaml:"push_stall"`
+	PushMaxTimeouts int      `yaml:"push_max_timeouts"`
 }
 
 // GitHub makes the daemon open (or update) a pull request from the
@@ -201,9 +214,10 @@ func Default() *Config {
 		Snapshot: Snap{Schema: "weights/v1", Build: "unknown", Host: "cpu", Cuda: "off"},
 		Ring:     Ring{Keep: 8},
 		Queue:    Queue{Max: 16, Policy: "coalesce"},
-		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots", Layout: "auto",
+		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots", Layout: "auto", CommitDelta: "auto",
 			SplitAbove: 64 << 20, PartLimit: 256 << 10, RetryBase: Duration(2 * time.Second), RetryMax: Duration(5 * time.Minute),
-			AuthRecheck: Duration(5 * time.Minute)},
+			AuthRecheck: Duration(5 * time.Minute), PushTimeout: Duration(5 * time.Minute), PushMinRate: 1 << 20,
+			PushStall: Duration(2 * time.Minute), PushMaxTimeouts: 3},
 		Metrics: Metric{Addr: "127.0.0.1:9464"},
 		WAL:     WAL{PollInterval: Duration(time.Second)},
 		GitHub:  GitHub{Base: "main", APIURL: "https://api.github.com/", RetryMax: Duration(5 * time.Minute)},
@@ -312,6 +326,11 @@ func (c *Config) Validate() error {
 	default:
 		return bad("git.layout", "%q: want auto, single or split", c.Git.Layout)
 	}
+	switch c.Git.CommitDelta {
+	case "", "auto", "always", "never":
+	default:
+		return bad("git.commit_delta", "%q: want auto, always or never", c.Git.CommitDelta)
+	}
 	if c.Git.TokenFile != "" && c.Git.TokenEnv != "" {
 		return bad("git.token_file", "set token_file or token_env, not both")
 	}
@@ -335,6 +354,18 @@ func (c *Config) Validate() error {
 	}
 	if c.Git.AuthRecheck <= 0 {
 		return bad("git.auth_recheck", "must be > 0")
+	}
+	if c.Git.PushTimeout <= 0 {
+		return bad("git.push_timeout", "must be > 0")
+	}
+	if c.Git.PushMinRate <= 0 {
+		return bad("git.push_min_rate", "%d: must be > 0 (bytes per second)", c.Git.PushMinRate)
+	}
+	if c.Git.PushStall <= 0 {
+		return bad("git.push_stall", "must be > 0")
+	}
+	if c.Git.PushMaxTimeouts < 1 {
+		return bad("git.push_max_timeouts", "%d: must be >= 1", c.Git.PushMaxTimeouts)
 	}
 	if c.WAL.PollInterval < Duration(10*time.Millisecond) {
 		return bad("wal.poll_interval", "%v: must be >= 10ms", time.Duration(c.WAL.PollInterval))

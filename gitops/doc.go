@@ -18,6 +18,10 @@
 //	<path>/current.wseal              seal sidecar (optional)
 //	<path>/generation.txt             summary, key=value lines
 //
+// The DELTA is committed according to Config.Delta: by default (auto) only
+// beside a single-file WTXT, since split parts already store exactly the
+// changed chunks and a delta beside them would store each change twice.
+//
 // The names are stable, so `git diff gen-000122 gen-000123 --
 // <path>/current.wtxt` is the row-blocked diff: unchanged chunks are
 // unchanged lines. Optional files absent from a generation are removed from
@@ -124,18 +128,52 @@
 // # Pushing
 //
 // A Pusher publishes one generation (PushRequest: branch, commit, tag).
-// GitPusher (NewPusher) uses go-git with the transport of the remote URL: a
-// local path or file:// (no credentials), http(s):// (Basic auth with
-// Username, default "git", and a token read at every push from TokenFile or
-// the environment variable TokenEnv, never logged; URLs with a password are
+// GitPusher (NewPusher) runs the git CLI, which streams objects with
+// memory bounded independently of the generation's size (go-git's push
+// built the pack in memory and its file transport could wait for ever on
+// an orphaned index-pack). go-git still reads the local history. Remotes:
+// a local path or file:// (no credentials), http(s):// (Basic auth with
+// Username, default "git", and a token read at every push from TokenFile
+// or the environment variable TokenEnv; URLs with a password are
 // refused), or ssh:// / user@host:path (SSHKeyFile, optional passphrase
-// from SSHPassphraseEnv, SSHKnownHostsFile). Push first lists the remote:
-// if the branch already holds the commit (a lost acknowledgement) it only
-// completes the tag; if the remote head is not an ancestor of the commit in
-// the local history it fails with ErrDiverged and sends nothing. It never
-// force-pushes. The push uses an in-memory reference store holding only
-// refs/snapd/push/<branch> and the tag, so it neither reads the branch
-// ref a concurrent Commit rewrites nor writes to the local repository.
+// from SSHPassphraseEnv via an askpass program, SSHKnownHostsFile,
+// StrictHostKeyChecking=yes). Secrets reach git only through its
+// environment (a credential helper that prints two environment
+// variables; GIT_SSH_COMMAND names files, never secrets); the user's
+// credential helpers, askpass programs and GIT_* variables are not used,
+// prompts are off.
+//
+// Push first runs git ls-remote for the branch and tag: if the branch
+// already holds the commit (a lost acknowledgement) it only completes the
+// tag; if the remote head is not an ancestor of the commit in the local
+// history it fails with ErrDiverged and sends nothing. Then one git push
+// --porcelain --progress <commit>:refs/heads/<branch> [tag:tag]. It never
+// force-pushes, and it never reads the branch ref a concurrent Commit
+// rewrites (the commit is pushed by hash).
+//
+// Every git child runs in its own process group (Setpgid; Pdeathsig kills
+// git if the daemon dies). It is killed, the whole group with kill(-pgid),
+// when the context ends (daemon shutdown), when it exceeds Timeout +
+// (on-disk bytes of the objects to send, from git rev-list --disk-usage) /
+// MinRate (defaults 5m and 1 MiB/s), or when its stderr, where --progress
+// writes, shows nothing new for Stall (default 2m). A kill by timeout or
+// watchdog is logged and returns a retryable error wrapping ErrTimeout;
+// the queue stops as needs-attention after Options.MaxTimeouts (default 3)
+// consecutive ones. The group id is recorded in <repo>/snapd-push.pgid
+// while git runs, so a daemon restarted after kill -9 kills helpers the
+// old one left (only processes of that group started no earlier than its
+// leader). After a failed push to a local remote, the quarantine
+// directories the attempt created (objects/incoming-*,
+// objects/tmp_objdir-*, objects/pack/tmp_pack_*) are removed. A server
+// cleans its own quarantine when the connection drops (git receive-pack
+// removes it on exit or signal); only a receive-pack killed with SIGKILL
+// on the server leaves objects/tmp_objdir-incoming-* there for its
+// operator (or git gc, after gc.pruneExpire) to remove.
+//
+// Repo sets pack.window=0 (the split layout's changed parts are whole
+// chunks with nothing in common with their previous version: window 10
+// cost 2.4x the push CPU for the same remote growth in
+// scripts/bench-git.sh) and pack.compression=1.
 //
 // Errors are *PushError with Kind ErrRetryable (network, timeouts, HTTP
 // 5xx/408/429, unknown errors) or one that needs a person: ErrAuth (HTTP
@@ -153,14 +191,16 @@
 //	hold.json                                             present while stopped
 //
 // A job file is one JSON object and LF: {"branch", "gen", "commit" (40
-// hex), "tag", "enqueued", "attempts", "last_error", "next_attempt"};
+// hex), "tag", "enqueued", "attempts", "timeouts" (consecutive ErrTimeout failures, omitted when
+// 0), "last_error", "next_attempt"};
 // unknown fields are rejected and the file name must match gen. Every write
 // goes through internal/atomicfile (temp file, fsync, rename, fsync dir);
 // stale temp files are swept at Open. Zero-padded names make the directory
 // order the generation order. hold.json ({"branch", "gen", "kind", "error",
 // "since", "checked"}) records a failure that needs a person; while it
-// exists nothing is pushed, except that an authentication failure is
-// re-checked with one push attempt every Options.AuthRecheck (default 5m)
+// exists nothing is pushed, except that an authentication failure (or a
+// stop after Options.MaxTimeouts consecutive timeouts, kind "git timed
+// out") is re-checked with one push attempt every Options.AuthRecheck (default 5m)
 // so the queue resumes by itself once the credential is fixed ("checked"
 // is the last re-check). Retry removes it and clears every backoff; Drop removes a job
 // (and the hold if it was about that job). Since the state is all in files,

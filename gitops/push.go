@@ -5,22 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
-	"github.com/go-git/go-git/v5/storage"
-	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/snapd-ml/snapd/keys"
 )
@@ -98,17 +96,43 @@ type Remote struct {
 	SSHKeyFile        string
 	SSHPassphraseEnv  string
 	SSHKnownHostsFile string
-	// Timeout bounds one Push (listing + upload); default 5 minutes.
+	// Timeout bounds one Push: Timeout + (bytes to send) / MinRate, where
+	// the bytes are the on-disk size of the objects the remote lacks
+	// (git rev-list --disk-usage). Defaults DefaultPushTimeout and
+	// DefaultPushMinRate.
 	Timeout time.Duration
+	MinRate int64 // bytes per second
+	// Stall: a git process that reports no progress (no new output on
+	// its stderr, where --progress writes) for this long is killed and
+	// the push fails with ErrTimeout. Default DefaultPushStall.
+	Stall time.Duration
+	// Git is the git executable; default "git" from PATH.
+	Git string
+	// Logger receives one line per killed git process (reason, elapsed);
+	// nil discards.
+	Logger *slog.Logger
 }
 
-// GitPusher pushes from a local repository with go-git.
+// Push defaults.
+const (
+	DefaultPushTimeout = 5 * time.Minute
+	DefaultPushMinRate = 1 << 20 // 1 MiB/s
+	DefaultPushStall   = 2 * time.Minute
+)
+
+// GitPusher pushes from a local repository by running the git CLI (git
+// ls-remote, git push) in its own process group: git streams objects with
+// bounded memory, and a timeout or a stall kills the whole group, so no
+// orphaned git index-pack or remote helper can hold a pipe open. go-git
+// reads the local history (ancestry checks) only.
 type GitPusher struct {
 	repoDir string
 	remote  Remote
+	url     string // the URL handed to git (SSH user filled in)
+	proto   string
 	display string
 	getenv  func(string) string
-	auth    func() (transport.AuthMethod, error)
+	log     *slog.Logger
 }
 
 // NewPusher returns a pusher for the repository at repoDir (as written by
@@ -122,7 +146,19 @@ func newPusher(repoDir string, rm Remote, getenv func(string) string) (*GitPushe
 		return nil, fmt.Errorf("%w: remote URL is empty", ErrConfig)
 	}
 	if rm.Timeout <= 0 {
-		rm.Timeout = 5 * time.Minute
+		rm.Timeout = DefaultPushTimeout
+	}
+	if rm.MinRate <= 0 {
+		rm.MinRate = DefaultPushMinRate
+	}
+	if rm.Stall <= 0 {
+		rm.Stall = DefaultPushStall
+	}
+	if rm.Git == "" {
+		rm.Git = "git"
+	}
+	if strings.HasPrefix(rm.URL, "-") || strings.ContainsAny(rm.URL, "\x00\n") {
+		return nil, fmt.Errorf("%w: remote URL %s: must not start with '-' or hold control characters", ErrConfig, redactURL(rm.URL))
 	}
 	ep, err := transport.NewEndpoint(rm.URL)
 	if err != nil {
@@ -131,7 +167,10 @@ func newPusher(repoDir string, rm Remote, getenv func(string) string) (*GitPushe
 	if ep.Password != "" {
 		return nil, fmt.Errorf("%w: remote URL %s carries a password; use TokenFile or TokenEnv", ErrConfig, redactURL(rm.URL))
 	}
-	p := &GitPusher{repoDir: repoDir, remote: rm, display: redactURL(rm.URL), getenv: getenv}
+	p := &GitPusher{repoDir: repoDir, remote: rm, url: rm.URL, proto: ep.Protocol, display: redactURL(rm.URL), getenv: getenv, log: rm.Logger}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
 	httpAuth := rm.Username != "" || rm.TokenFile != "" || rm.TokenEnv != ""
 	sshAuth := rm.SSHKeyFile != "" || rm.SSHKnownHostsFile != "" || rm.SSHPassphraseEnv != ""
 	switch ep.Protocol {
@@ -139,12 +178,10 @@ func newPusher(repoDir string, rm Remote, getenv func(string) string) (*GitPushe
 		if httpAuth || sshAuth {
 			return nil, fmt.Errorf("%w: remote %s: a local remote takes no credentials", ErrConfig, p.display)
 		}
-		p.auth = func() (transport.AuthMethod, error) { return nil, nil }
 	case "http", "https":
 		if sshAuth {
 			return nil, fmt.Errorf("%w: remote %s: SSH settings on an HTTP remote", ErrConfig, p.display)
 		}
-		p.auth = p.httpAuth
 	case "ssh":
 		if rm.TokenFile != "" || rm.TokenEnv != "" {
 			return nil, fmt.Errorf("%w: remote %s: token settings on an SSH remote", ErrConfig, p.display)
@@ -159,75 +196,155 @@ func newPusher(repoDir string, rm Remote, getenv func(string) string) (*GitPushe
 		if user == "" {
 			user = "git"
 		}
-		p.auth = func() (transport.AuthMethod, error) { return p.sshAuth(user) }
+		if p.url, err = sshURLWithUser(rm.URL, user); err != nil {
+			return nil, fmt.Errorf("%w: remote %s: %v", ErrConfig, p.display, err)
+		}
 	default:
 		return nil, fmt.Errorf("%w: remote %s: unsupported protocol %q", ErrConfig, p.display, ep.Protocol)
 	}
 	return p, nil
 }
 
+// sshURLWithUser sets the user of an ssh:// or scp-like URL.
+func sshURLWithUser(raw, user string) (string, error) {
+	if strings.ContainsAny(user, "@:/ \t'\"\\") {
+		return "", fmt.Errorf("SSH user %q", user)
+	}
+	if strings.Contains(raw, "://") {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return "", err
+		}
+		u.User = url.User(user)
+		return u.String(), nil
+	}
+	host, rest, ok := strings.Cut(raw, ":")
+	if !ok {
+		return "", errors.New("not host:path")
+	}
+	if i := strings.LastIndexByte(host, '@'); i >= 0 {
+		host = host[i+1:]
+	}
+	return user + "@" + host + ":" + rest, nil
+}
+
 // String describes the pusher without credentials.
 func (p *GitPusher) String() string { return "git remote " + p.display }
 
-func (p *GitPusher) httpAuth() (transport.AuthMethod, error) {
-	var token string
+// token returns the HTTP token ("" when none is configured).
+func (p *GitPusher) token() (string, error) {
 	switch {
 	case p.remote.TokenFile != "":
 		b, err := keys.ReadSecretFile(p.remote.TokenFile)
 		if err != nil {
 			// The error names the file, never its content.
-			return nil, fmt.Errorf("read token file: %w", err)
+			return "", fmt.Errorf("read token file: %w", err)
 		}
-		token = strings.TrimSpace(string(b))
-		if token == "" {
-			return nil, fmt.Errorf("token file %s is empty", p.remote.TokenFile)
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("token file %s is empty", p.remote.TokenFile)
 		}
+		return tok, nil
 	case p.remote.TokenEnv != "":
-		token = strings.TrimSpace(p.getenv(p.remote.TokenEnv))
-		if token == "" {
-			return nil, fmt.Errorf("environment variable %s is empty", p.remote.TokenEnv)
+		tok := strings.TrimSpace(p.getenv(p.remote.TokenEnv))
+		if tok == "" {
+			return "", fmt.Errorf("environment variable %s is empty", p.remote.TokenEnv)
 		}
-	default:
-		return nil, nil
+		return tok, nil
 	}
-	user := p.remote.Username
-	if user == "" {
-		user = "git"
-	}
-	return &githttp.BasicAuth{Username: user, Password: token}, nil
+	return "", nil
 }
 
-func (p *GitPusher) sshAuth(user string) (transport.AuthMethod, error) {
-	pass := ""
-	if p.remote.SSHPassphraseEnv != "" {
-		pass = p.getenv(p.remote.SSHPassphraseEnv)
-	}
-	pem, err := keys.ReadSecretFile(p.remote.SSHKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("SSH key: %w", err)
-	}
-	pk, err := gitssh.NewPublicKeys(user, pem, pass)
-	if err != nil {
-		return nil, fmt.Errorf("SSH key %s: %w", p.remote.SSHKeyFile, err)
-	}
-	if p.remote.SSHKnownHostsFile != "" {
-		cb, err := gitssh.NewKnownHostsCallback(p.remote.SSHKnownHostsFile)
-		if err != nil {
-			return nil, fmt.Errorf("known_hosts %s: %w", p.remote.SSHKnownHostsFile, err)
+// Environment variables snapd sets for its git children; secrets travel
+// only here (a child's environment is readable by its owner only), never
+// on a command line or in a log.
+const (
+	envUser     = "SNAPD_GIT_USERNAME"
+	envPassword = "SNAPD_GIT_PASSWORD"
+	envSSHPass  = "SNAPD_GIT_SSH_PASSPHRASE"
+)
+
+// credentialHelper answers git's credential "get" from the environment.
+const credentialHelper = `!f() { test "$1" = get || exit 0; printf 'username=%s\npassword=%s\n' "$` + envUser + `" "$` + envPassword + `"; }; f`
+
+// gitEnv returns the command-line options (-c ...) and environment for a
+// git child talking to the remote, and a cleanup for temporary files.
+func (p *GitPusher) gitEnv() (args, env []string, cleanup func(), err error) {
+	cleanup = func() {}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		// Nothing of the daemon's own git or ssh setup leaks in (GIT_DIR,
+		// GIT_SSH_COMMAND, askpass programs that could prompt).
+		if strings.HasPrefix(k, "GIT_") || strings.HasPrefix(k, "SSH_ASKPASS") || k == envUser || k == envPassword || k == envSSHPass {
+			continue
 		}
-		pk.HostKeyCallback = cb
+		env = append(env, kv)
 	}
-	return pk, nil
+	env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "SSH_ASKPASS=", "GCM_INTERACTIVE=never", "LC_ALL=C")
+	// The credential helpers of the user's configuration are reset.
+	args = []string{"-c", "credential.helper=", "-c", "core.askPass=", "-c", "protocol.ext.allow=never"}
+	switch p.proto {
+	case "http", "https":
+		tok, err := p.token()
+		if err != nil {
+			return nil, nil, cleanup, err
+		}
+		if tok != "" {
+			user := p.remote.Username
+			if user == "" {
+				user = "git"
+			}
+			args = append(args, "-c", "credential.helper="+credentialHelper)
+			env = append(env, envUser+"="+user, envPassword+"="+tok)
+		}
+	case "ssh":
+		// Same rule as every credential file: private to its owner, a
+		// regular file (ssh would also refuse a readable key, less clearly).
+		if _, err := keys.ReadSecretFile(p.remote.SSHKeyFile); err != nil {
+			return nil, nil, cleanup, fmt.Errorf("SSH key: %w", err)
+		}
+		ssh := []string{"ssh", "-F", "/dev/null", "-i", shellQuote(p.remote.SSHKeyFile), "-o", "IdentitiesOnly=yes",
+			"-o", "IdentityAgent=none", "-o", "StrictHostKeyChecking=yes", "-o", "PasswordAuthentication=no",
+			"-o", "KbdInteractiveAuthentication=no", "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"}
+		if p.remote.SSHKnownHostsFile != "" {
+			ssh = append(ssh, "-o", "UserKnownHostsFile="+shellQuote(p.remote.SSHKnownHostsFile), "-o", "GlobalKnownHostsFile=/dev/null")
+		}
+		if p.remote.SSHPassphraseEnv != "" {
+			// ssh reads the passphrase from an askpass program that prints
+			// it from the environment.
+			dir, err := os.MkdirTemp("", "snapd-askpass-")
+			if err != nil {
+				return nil, nil, cleanup, err
+			}
+			cleanup = func() { os.RemoveAll(dir) }
+			prog := filepath.Join(dir, "askpass")
+			if err := os.WriteFile(prog, []byte("#!/bin/sh\nprintf '%s\\n' \"$"+envSSHPass+"\"\n"), 0o700); err != nil {
+				cleanup()
+				return nil, nil, func() {}, err
+			}
+			env = append(env, "SSH_ASKPASS="+prog, "SSH_ASKPASS_REQUIRE=force", "DISPLAY=snapd:0", envSSHPass+"="+p.getenv(p.remote.SSHPassphraseEnv))
+		} else {
+			ssh = append(ssh, "-o", "BatchMode=yes")
+		}
+		env = append(env, "GIT_SSH_COMMAND="+strings.Join(ssh, " "), "GIT_SSH_VARIANT=ssh")
+	}
+	return args, env, cleanup, nil
 }
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func (p *GitPusher) fail(branch string, kind, err error) error {
 	return &PushError{Remote: p.display, Branch: branch, Kind: kind, Err: err}
 }
 
-// Push implements Pusher.
+// Push implements Pusher. It lists the remote (git ls-remote), decides
+// what to send from the local history, then runs one git push of
+// <commit>:refs/heads/<branch> (and the tag) without force. Each git
+// child runs in its own process group under the size-scaled timeout and
+// the stall watchdog; on any failure the group is killed and, for a
+// local remote, the quarantine directories the attempt left are removed.
 func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
-	ctx, cancel := context.WithTimeout(ctx, p.remote.Timeout)
-	defer cancel()
 	branchRef := plumbing.NewBranchReferenceName(req.Branch)
 	if err := branchRef.Validate(); err != nil {
 		return p.fail(req.Branch, ErrLocal, fmt.Errorf("branch name: %w", err))
@@ -246,42 +363,35 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 			return p.fail(req.Branch, ErrLocal, fmt.Errorf("tag %s: %w", req.Tag, err))
 		}
 	}
-	auth, err := p.auth()
+	args, env, cleanup, err := p.gitEnv()
+	defer cleanup()
 	if err != nil {
 		return p.fail(req.Branch, ErrAuth, err)
 	}
-	// The remote sees only the references this push needs, held in
-	// memory: the pusher never reads the branch ref the committer is
-	// rewriting and never writes to the local repository.
-	refs := memory.ReferenceStorage{}
-	st := &pushStorer{Storer: repo.Storer, refs: refs}
-	remote := git.NewRemote(st, &config.RemoteConfig{Name: "snapd", URLs: []string{p.remote.URL}})
 
 	// Look first: the remote may already have the commit (lost ack) or
 	// may have diverged.
-	listed, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth})
-	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
-		return p.classify(req.Branch, err)
+	patterns := []string{branchRef.String()}
+	if tagRef != nil {
+		patterns = append(patterns, tagRef.Name().String())
+	}
+	lsArgs := append(append(append([]string{}, args...), "ls-remote", "--", p.url), patterns...)
+	out, err := p.run(ctx, "ls-remote", lsArgs, env, p.remote.Timeout)
+	if err != nil {
+		return p.fail(req.Branch, kindOf(err), err)
 	}
 	remoteRefs := map[plumbing.ReferenceName]plumbing.Hash{}
-	for _, r := range listed {
-		remoteRefs[r.Name()] = r.Hash()
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		h, name, ok := strings.Cut(l, "\t")
+		if ok && plumbing.IsHash(h) {
+			remoteRefs[plumbing.ReferenceName(name)] = plumbing.NewHash(h)
+		}
 	}
-	var specs []config.RefSpec
-	pushBranch := func() error {
-		// refs/snapd/push/<branch> (in memory) names the commit; the
-		// local branch head may already be newer.
-		local := plumbing.ReferenceName("refs/snapd/push/" + req.Branch)
-		refs[local] = plumbing.NewHashReference(local, req.Commit)
-		specs = append(specs, config.RefSpec(local.String()+":"+branchRef.String()))
-		return nil
-	}
+	var specs []string
 	head, has := remoteRefs[branchRef]
 	switch {
 	case !has:
-		if err := pushBranch(); err != nil {
-			return err
-		}
+		specs = append(specs, req.Commit.String()+":"+branchRef.String())
 	case head == req.Commit:
 		// Already there.
 	default:
@@ -290,9 +400,7 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 			return p.fail(req.Branch, ErrDiverged, fmt.Errorf("remote %s is at %s, which is not in the local history", branchRef, head))
 		}
 		if ok, err := remoteCommit.IsAncestor(commit); err == nil && ok {
-			if err := pushBranch(); err != nil {
-				return err
-			}
+			specs = append(specs, req.Commit.String()+":"+branchRef.String())
 		} else if ok, err := commit.IsAncestor(remoteCommit); err == nil && ok {
 			// The remote is ahead with our own later commits: this
 			// generation arrived with them.
@@ -301,10 +409,9 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 		}
 	}
 	if tagRef != nil {
-		refs[tagRef.Name()] = tagRef
 		switch h, has := remoteRefs[tagRef.Name()]; {
 		case !has:
-			specs = append(specs, config.RefSpec(tagRef.Name()+":"+tagRef.Name()))
+			specs = append(specs, tagRef.Name().String()+":"+tagRef.Name().String())
 		case h != tagRef.Hash():
 			return p.fail(req.Branch, ErrDiverged, fmt.Errorf("remote tag %s is %s, local is %s", req.Tag, h, tagRef.Hash()))
 		}
@@ -312,37 +419,90 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 	if len(specs) == 0 {
 		return nil
 	}
-	err = remote.PushContext(ctx, &git.PushOptions{RemoteName: "snapd", RefSpecs: specs, Auth: auth})
-	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return nil
+
+	// The time allowed grows with what has to be sent.
+	send := p.sendBytes(ctx, req.Commit, remoteRefs, env)
+	timeout := p.remote.Timeout + time.Duration(float64(send)/float64(p.remote.MinRate)*float64(time.Second))
+	sweep := p.quarantineSweeper()
+	pushArgs := append(append(append([]string{}, args...), "push", "--porcelain", "--progress", "--no-verify", "--", p.url), specs...)
+	if _, err := p.run(ctx, "push", pushArgs, env, timeout); err != nil {
+		if n := sweep(); n > 0 {
+			p.log.Info("removed temporary objects a failed push left in the local remote", "remote", p.display, "dirs", n)
+		}
+		return p.fail(req.Branch, kindOf(err), err)
 	}
-	return p.classify(req.Branch, err)
+	return nil
 }
 
-// pushStorer is the local repository's object storage with an in-memory
-// reference store.
-type pushStorer struct {
-	storage.Storer
-	refs memory.ReferenceStorage
+// sendBytes estimates the bytes a push sends: the on-disk size of the
+// objects reachable from commit and not from the remote's refs we have
+// locally. 0 when git cannot say (the base timeout then applies).
+func (p *GitPusher) sendBytes(ctx context.Context, commit plumbing.Hash, remote map[plumbing.ReferenceName]plumbing.Hash, env []string) int64 {
+	args := []string{"rev-list", "--objects", "--disk-usage", commit.String(), "--not"}
+	repo, err := git.PlainOpen(p.repoDir)
+	if err != nil {
+		return 0
+	}
+	for _, h := range remote {
+		if _, err := repo.Storer.EncodedObject(plumbing.AnyObject, h); err == nil {
+			args = append(args, h.String())
+		}
+	}
+	out, err := p.run(ctx, "rev-list", args, env, p.remote.Timeout)
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
-func (s *pushStorer) SetReference(r *plumbing.Reference) error { return s.refs.SetReference(r) }
-func (s *pushStorer) CheckAndSetReference(n, o *plumbing.Reference) error {
-	return s.refs.CheckAndSetReference(n, o)
+// quarantineSweeper records the temporary object directories of a local
+// remote and returns a function that removes those created since (what a
+// killed git receive-pack / index-pack leaves: objects/incoming-*,
+// objects/tmp_objdir-incoming-*, objects/pack/tmp_pack_*). For other
+// remotes it does nothing: receive-pack on a server deletes its
+// quarantine itself when the connection drops.
+func (p *GitPusher) quarantineSweeper() func() int {
+	if p.proto != "file" {
+		return func() int { return 0 }
+	}
+	dir := strings.TrimPrefix(p.remote.URL, "file://")
+	objects := filepath.Join(dir, "objects")
+	if st, err := os.Stat(objects); err != nil || !st.IsDir() {
+		objects = filepath.Join(dir, ".git", "objects")
+	}
+	list := func() map[string]bool {
+		m := map[string]bool{}
+		for _, pat := range []string{"incoming-*", "tmp_objdir-*", filepath.Join("pack", "tmp_pack_*"), filepath.Join("pack", "tmp_idx_*")} {
+			ms, _ := filepath.Glob(filepath.Join(objects, pat))
+			for _, x := range ms {
+				m[x] = true
+			}
+		}
+		return m
+	}
+	before := list()
+	return func() int {
+		n := 0
+		for x := range list() {
+			if !before[x] && os.RemoveAll(x) == nil {
+				n++
+			}
+		}
+		return n
+	}
 }
-func (s *pushStorer) Reference(n plumbing.ReferenceName) (*plumbing.Reference, error) {
-	return s.refs.Reference(n)
-}
-func (s *pushStorer) IterReferences() (storer.ReferenceIter, error) { return s.refs.IterReferences() }
-func (s *pushStorer) RemoveReference(n plumbing.ReferenceName) error {
-	return s.refs.RemoveReference(n)
-}
-func (s *pushStorer) CountLooseRefs() (int, error) { return s.refs.CountLooseRefs() }
-func (s *pushStorer) PackRefs() error              { return nil }
 
-// classify wraps a transport error in a *PushError of the right kind.
-func (p *GitPusher) classify(branch string, err error) error {
-	return p.fail(branch, Classify(err), err)
+// kindOf returns the kind a failed git run was classified as.
+func kindOf(err error) error {
+	var ge *GitError
+	if errors.As(err, &ge) {
+		return ge.Kind
+	}
+	return ErrRetryable
 }
 
 // Classify returns the kind (ErrRetryable, ErrAuth, ErrDiverged,

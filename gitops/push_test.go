@@ -255,13 +255,20 @@ func TestNewPusherConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.auth(); err != nil {
+		_, env, cleanup, err := p.gitEnv()
+		cleanup()
+		if err != nil {
 			t.Fatalf("%s: ssh auth: %v", u, err)
+		}
+		if !strings.Contains(strings.Join(env, "\n"), "GIT_SSH_COMMAND=ssh ") {
+			t.Fatalf("%s: no GIT_SSH_COMMAND", u)
 		}
 	}
 	p, _ := NewPusher(dir, Remote{URL: "git@example.com:r.git", SSHKeyFile: filepath.Join(dir, "missing")})
-	if _, err := p.auth(); err == nil {
+	if _, _, cleanup, err := p.gitEnv(); err == nil {
 		t.Fatal("missing key file accepted")
+	} else {
+		cleanup()
 	}
 	if err := p.Push(context.Background(), PushRequest{Branch: "b", Commit: plumbing.ZeroHash}); !NeedsAttention(err) {
 		t.Fatalf("push with a bad key: %v", err)

@@ -25,7 +25,7 @@ func TestPushCredentialPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.auth(); !errors.Is(err, keys.ErrPermissions) {
+	if _, _, _, err := p.gitEnv(); !errors.Is(err, keys.ErrPermissions) {
 		t.Errorf("0644 token file: %v", err)
 	}
 	key := filepath.Join(dir, "id_ed25519")
@@ -36,7 +36,7 @@ func TestPushCredentialPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.auth(); !errors.Is(err, keys.ErrPermissions) {
+	if _, _, _, err := p.gitEnv(); !errors.Is(err, keys.ErrPermissions) {
 		t.Errorf("0644 SSH key: %v", err)
 	}
 }

@@ -419,7 +419,9 @@ func (d *Daemon) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Handler serves /metrics (the injected registry) and /healthz.
+// Handler serves /metrics (the injected registry) and /healthz: 200 "ok
+// gen=N" (plus " push=retrying pending=K" while pushes fail), 503 when
+// stopped or when the push queue needs attention.
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(d.gather, promhttp.HandlerOpts{}))
@@ -431,7 +433,21 @@ func (d *Daemon) Handler() http.Handler {
 			http.Error(w, "stopped", http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintf(w, "ok gen=%d\n", d.Head().Gen)
+		// A push that needs a person (or kept timing out) makes the
+		// daemon unhealthy: generations are no longer published.
+		if qs := queueStatus(d.deps.Queue); qs != nil && qs.State == queue.StateNeedsAttention {
+			kind := "error"
+			if qs.Hold != nil {
+				kind = qs.Hold.Kind
+			}
+			http.Error(w, fmt.Sprintf("push needs-attention gen=%d: %s (snapd status; snapd queue retry)", d.Head().Gen, kind), http.StatusServiceUnavailable)
+			return
+		}
+		push := ""
+		if qs := queueStatus(d.deps.Queue); qs != nil && qs.State != queue.StateOK {
+			push = fmt.Sprintf(" push=%s pending=%d", qs.State, qs.Pending)
+		}
+		fmt.Fprintf(w, "ok gen=%d%s\n", d.Head().Gen, push)
 	})
 	return mux
 }

@@ -578,7 +578,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 			if werr := pending.wait(); err == nil {
 				err = werr
 			}
-			if err == nil && enc {
+			if err == nil && enc && it.res.Delta != "" {
 				err = seal(it.res.Delta, armor.KindDelta)
 			}
 			if err != nil {
@@ -665,8 +665,17 @@ func (d *Daemon) delta(ctx context.Context, it *item, base *os.File, target stri
 	if err != nil {
 		return err
 	}
-	it.res.Delta, it.res.DeltaBytes = p, st.Size()
 	it.res.DeltaChunks, it.res.DeltaChanged = info.Chunks, info.Changed
+	if st.Size() >= tst.Size() {
+		// Dense change (every chunk differs): the delta is no smaller than
+		// the snapshot, so it earns nothing in the ring or in Git.
+		d.log.Info("delta not smaller than the snapshot; not kept", "gen", it.rec.Gen, "delta_bytes", st.Size(), "wtxt_bytes", tst.Size())
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+		return nil
+	}
+	it.res.Delta, it.res.DeltaBytes = p, st.Size()
 	return nil
 }
 
@@ -718,7 +727,10 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 		// (A redelivered generation was recommitted at Start.)
 		if !r.Redelivered {
 			t := d.now()
-			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			// Bounded, but scaled with the size: 5 minutes plus 1 s
+			// per MiB (a 1.5 GB WTXT on a loaded machine needs more
+			// than 5 minutes).
+			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute+time.Duration(r.WTXTBytes>>20)*time.Second)
 			d.commit(gctx, r, it.head)
 			cancel()
 			it.stage1("git", d.now().Sub(t))

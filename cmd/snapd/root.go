@@ -69,6 +69,8 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newWALCommand(e),
 		newGCCommand(e),
 		newVerifyRepoCommand(e),
+		newCloneCommand(e),
+		newCheckoutCommand(e),
 	)
 	return root
 }

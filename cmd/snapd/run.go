@@ -258,13 +258,14 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			split = gitops.MaxPartLimit
 		}
 		if deps.Repo, err = gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path, Layout: layout,
-			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey}); err != nil {
+			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey, Delta: gitops.DeltaPolicy(c.Git.CommitDelta)}); err != nil {
 			return err
 		}
 		if c.Git.Remote != "" {
 			gp, err := gitops.NewPusher(repoDir, gitops.Remote{URL: c.Git.Remote, Username: c.Git.Username,
 				TokenFile: c.Git.TokenFile, TokenEnv: c.Git.TokenEnv, SSHKeyFile: c.Git.SSHKey,
-				SSHKnownHostsFile: c.Git.SSHKnownHosts, SSHPassphraseEnv: c.Git.SSHPassphraseEnv})
+				SSHKnownHostsFile: c.Git.SSHKnownHosts, SSHPassphraseEnv: c.Git.SSHPassphraseEnv,
+				Timeout: time.Duration(c.Git.PushTimeout), MinRate: c.Git.PushMinRate, Stall: time.Duration(c.Git.PushStall), Logger: log})
 			if err != nil {
 				return usageError{err}
 			}
@@ -280,7 +281,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			}
 			if deps.Queue, err = queue.Open(filepath.Join(c.StateDir, pipeline.QueueDir), queue.Options{Pusher: p, Logger: log,
 				BaseDelay: time.Duration(c.Git.RetryBase), MaxDelay: time.Duration(c.Git.RetryMax),
-				AuthRecheck: time.Duration(c.Git.AuthRecheck)}); err != nil {
+				AuthRecheck: time.Duration(c.Git.AuthRecheck), MaxTimeouts: c.Git.PushMaxTimeouts}); err != nil {
 				return ioError{err}
 			}
 		}

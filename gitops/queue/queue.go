@@ -50,12 +50,15 @@ const (
 
 // Job is one queued push: a generation's commit and tag for a branch.
 type Job struct {
-	Branch      string    `json:"branch"`
-	Gen         uint64    `json:"gen"`
-	Commit      string    `json:"commit"`        // 40 hex digits
-	Tag         string    `json:"tag,omitempty"` // local tag to push with it
-	Enqueued    time.Time `json:"enqueued"`
-	Attempts    int       `json:"attempts"` // failed attempts so far
+	Branch   string    `json:"branch"`
+	Gen      uint64    `json:"gen"`
+	Commit   string    `json:"commit"`        // 40 hex digits
+	Tag      string    `json:"tag,omitempty"` // local tag to push with it
+	Enqueued time.Time `json:"enqueued"`
+	Attempts int       `json:"attempts"` // failed attempts so far
+	// Timeouts counts the consecutive attempts killed by the push timeout
+	// or stall watchdog (gitops.ErrTimeout); see Options.MaxTimeouts.
+	Timeouts    int       `json:"timeouts,omitempty"`
 	LastError   string    `json:"last_error,omitempty"`
 	NextAttempt time.Time `json:"next_attempt,omitzero"` // zero: as soon as possible
 }
@@ -116,6 +119,12 @@ type Options struct {
 	// by itself once the credential is fixed (default 5m; negative: only
 	// Retry resumes). Other stops (diverged, rejected) wait for Retry.
 	AuthRecheck time.Duration
+	// MaxTimeouts: after this many consecutive attempts of a job ended by
+	// the push timeout or the stall watchdog (gitops.ErrTimeout) the queue
+	// stops as needs-attention (kind "git timed out") instead of retrying
+	// for ever; like an authentication stop it is re-checked every
+	// AuthRecheck. Default 3; negative: retry for ever.
+	MaxTimeouts int
 	// Shared opens a queue that another process (the daemon) may be
 	// running: Open then leaves temp files alone instead of sweeping them,
 	// since one may be that process's write in progress. Operator tools
@@ -175,6 +184,9 @@ func Open(dir string, opts Options) (*Queue, error) {
 	}
 	if opts.LogInterval <= 0 {
 		opts.LogInterval = time.Minute
+	}
+	if opts.MaxTimeouts == 0 {
+		opts.MaxTimeouts = 3
 	}
 	if opts.AuthRecheck == 0 {
 		opts.AuthRecheck = 5 * time.Minute
@@ -407,10 +419,10 @@ func (q *Queue) Retry() error {
 		return err
 	}
 	for _, j := range jobs {
-		if j.Attempts == 0 && j.NextAttempt.IsZero() {
+		if j.Attempts == 0 && j.NextAttempt.IsZero() && j.Timeouts == 0 {
 			continue
 		}
-		j.Attempts, j.NextAttempt = 0, time.Time{}
+		j.Attempts, j.NextAttempt, j.Timeouts = 0, time.Time{}, 0
 		if err := writeJSON(q.jobPath(j.Branch, j.Gen), j); err != nil {
 			return err
 		}
@@ -523,7 +535,7 @@ func (q *Queue) step(ctx context.Context) (time.Duration, error) {
 		return q.opts.PollInterval, err
 	}
 	if hold != nil {
-		if hold.Kind != gitops.ErrAuth.Error() || q.opts.AuthRecheck < 0 {
+		if hold.Kind != gitops.ErrAuth.Error() && hold.Kind != gitops.ErrTimeout.Error() || q.opts.AuthRecheck < 0 {
 			return q.opts.PollInterval, nil
 		}
 		last := hold.Since
@@ -571,8 +583,22 @@ func (q *Queue) step(ctx context.Context) (time.Duration, error) {
 			continue
 		}
 		blocked[j.Branch] = true
-		if gitops.NeedsAttention(err) {
+		if errors.Is(err, gitops.ErrTimeout) {
+			j.Timeouts++
+		} else {
+			j.Timeouts = 0
+		}
+		stuck := q.opts.MaxTimeouts > 0 && j.Timeouts >= q.opts.MaxTimeouts
+		if gitops.NeedsAttention(err) || stuck {
 			h := Hold{Branch: j.Branch, Gen: j.Gen, Kind: kindOf(err), Error: err.Error(), Since: now.UTC()}
+			if stuck {
+				h.Kind = gitops.ErrTimeout.Error()
+				j.Attempts++
+				j.LastError = err.Error()
+				if werr := q.update(j); werr != nil {
+					return 0, werr
+				}
+			}
 			if hold != nil && hold.Kind == h.Kind {
 				// A failed re-check: keep the original time.
 				h.Since, h.Checked = hold.Since, now.UTC()

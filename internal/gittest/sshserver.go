@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -51,7 +52,12 @@ func NewKeyFile(t testing.TB, dir, name string) (string, ssh.PublicKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return WriteFile(t, dir, name, pem.EncodeToMemory(blk)), sp
+	p := WriteFile(t, dir, name, pem.EncodeToMemory(blk))
+	// OpenSSH ignores private keys others can read.
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p, sp
 }
 
 // NewSSHRemote creates an empty bare repository and serves it over SSH.

@@ -158,7 +158,7 @@ func Build(t testing.TB, o Options) *Fixture {
 		t.Fatal(err)
 	}
 	f := &Fixture{Dir: filepath.Join(t.TempDir(), "repo.git"), Work: t.TempDir(), Key: NewKey(t), Identity: id}
-	r, err := gitops.OpenRepo(f.Dir, gitops.Config{SigningKey: f.Key.Priv, Layout: o.Layout, PartLimit: o.PartLimit, SplitThreshold: o.PartLimit})
+	r, err := gitops.OpenRepo(f.Dir, gitops.Config{Delta: gitops.DeltaAlways, SigningKey: f.Key.Priv, Layout: o.Layout, PartLimit: o.PartLimit, SplitThreshold: o.PartLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
