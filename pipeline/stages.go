@@ -197,6 +197,12 @@ func sourcePath(gen uint64, src string) (string, error) {
 func (d *Daemon) prepare(ctx context.Context, it *item) error {
 	it.release()
 	gen, src := it.rec.Gen, it.rec.Source
+	if err := snapshot.CheckGen(gen); err != nil {
+		// Written by a tool that does not bound it (wal.Writer does): a
+		// chain must not reach a generation that no later one can follow
+		// or that the WTXT parser rejects.
+		return permanent{fmt.Errorf("request: %w", err)}
+	}
 	abs, _ := filepath.Abs(src)
 	store, _ := filepath.Abs(d.gens.Dir())
 	if filepath.Dir(abs) == store {

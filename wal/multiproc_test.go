@@ -93,7 +93,7 @@ func TestConcurrentProcessAppends(t *testing.T) {
 			t.Fatalf("timeout after %d of %d records", got, procs*n)
 		}
 		seen[rec.Gen]++
-		id, i := int(rec.Gen/1_000_000), int(rec.Gen%1_000_000)
+		id, i := int(rec.Gen/1_000_000), int(rec.Gen%1_000_000)-1
 		if rec.Requester != fmt.Sprintf("p%d", id) || rec.Source != fmt.Sprintf("/gens/p%d/%d", id, i) {
 			t.Fatalf("record fields mixed up: %+v", rec.Request)
 		}
