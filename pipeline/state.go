@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
 // Names inside the state directory (see doc.go).
@@ -91,10 +92,19 @@ func isHex64(s string) bool {
 	return true
 }
 
+// maxStateBytes bounds the small JSON state files read into memory.
+const maxStateBytes = 1 << 20
+
+// readStateFile reads one of the daemon's small state files: never
+// blocking (a FIFO), never through a symlink, at most maxStateBytes.
+func readStateFile(p string) ([]byte, error) {
+	return safeopen.ReadFile(p, maxStateBytes, safeopen.NoFollow)
+}
+
 // ReadChainState reads STATE_DIR/state; a missing file is an empty chain.
 func ReadChainState(stateDir string) (*ChainState, error) {
 	p := filepath.Join(stateDir, StateFile)
-	b, err := os.ReadFile(p)
+	b, err := safeopen.ReadFile(p, maxStateBytes, safeopen.NoFollow)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &ChainState{Version: 1}, nil
 	}
@@ -137,7 +147,7 @@ type LastError struct {
 
 // ReadLastError reads STATE_DIR/last_error (nil when there is none).
 func ReadLastError(stateDir string) (*LastError, error) {
-	b, err := os.ReadFile(filepath.Join(stateDir, LastErrorFile))
+	b, err := safeopen.ReadFile(filepath.Join(stateDir, LastErrorFile), maxStateBytes, safeopen.NoFollow)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -179,7 +189,7 @@ func (l *StateLock) Release() error { return l.release() }
 
 func lockStateDir(stateDir string) (*StateLock, error) {
 	p := filepath.Join(stateDir, LockFile)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := safeopen.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644, safeopen.NoFollow)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: open lock: %w", err)
 	}
@@ -225,7 +235,7 @@ func (l *StateLock) release() error {
 // daemonRunning reports whether a daemon holds the state directory's lock
 // and its pid (from the lock file), without disturbing it.
 func daemonRunning(stateDir string) (bool, int) {
-	f, err := os.Open(filepath.Join(stateDir, LockFile))
+	f, err := safeopen.Open(filepath.Join(stateDir, LockFile), safeopen.NoFollow)
 	if err != nil {
 		return false, 0
 	}

@@ -24,6 +24,7 @@ import errno
 import fcntl
 import os
 import re
+import stat
 import time
 
 __all__ = [
@@ -177,11 +178,22 @@ class RequestLog:
                 _create_segment(self.wal_dir, 1)
                 continue
             last = segs[-1]
+            path = os.path.join(self.wal_dir, "%08d.wal" % last)
             try:
-                fd = os.open(os.path.join(self.wal_dir, "%08d.wal" % last), os.O_WRONLY | os.O_APPEND)
+                # Never block (a FIFO) nor follow a link (e.g. to /dev/zero):
+                # a segment is always a regular file snapd created.
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOFOLLOW)
             except FileNotFoundError:
                 continue
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENXIO):
+                    raise OSError(e.errno, "snapd: WAL segment is not a regular file (a symlink or FIFO)", path) from None
+                raise
             st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                os.close(fd)
+                raise OSError(errno.EINVAL, "snapd: WAL segment is not a regular file", path)
+            os.set_blocking(fd, True)
             if st.st_mode & 0o200 == 0 or st.st_nlink == 0:  # sealed: start the next one
                 os.close(fd)
                 _create_segment(self.wal_dir, last + 1)

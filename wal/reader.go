@@ -7,6 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
 const readChunk = 64 << 10
@@ -281,7 +283,7 @@ func (r *Reader) openSegment() (bool, error) {
 		if n < r.pos.Segment {
 			continue
 		}
-		f, err := os.Open(segPath(r.dir, n))
+		f, err := safeopen.Open(segPath(r.dir, n), safeopen.NoFollow)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -65,6 +65,15 @@ func OpenFile(path string, flag int, perm fs.FileMode, fl Flags) (*os.File, erro
 		if fl&NoFollow != 0 && errors.Is(err, syscall.ELOOP) {
 			return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: it is a symbolic link", ErrNotRegular)}
 		}
+		if errors.Is(err, syscall.ENXIO) {
+			// A FIFO without a reader opened for writing with
+			// O_NONBLOCK (or a device without its hardware): name it.
+			if st, serr := os.Stat(path); serr == nil {
+				if cerr := check(st.Mode(), fl); cerr != nil {
+					return nil, &fs.PathError{Op: "open", Path: path, Err: cerr}
+				}
+			}
+		}
 		return nil, err
 	}
 	st, err := f.Stat()
