@@ -101,7 +101,7 @@
 // # State directory
 //
 //	STATE_DIR/
-//	  lock            flock held by the daemon; contains its pid
+//	  lock            OFD write lock (fcntl) held by the daemon; contains its pid
 //	  state           chain head (JSON, atomic): version, gen, gen_text,
 //	                  prev_gen, ts, build, sha256_all, merkle_prev,
 //	                  merkle_this, updated, generations

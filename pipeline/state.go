@@ -193,8 +193,13 @@ func lockStateDir(stateDir string) (*StateLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: open lock: %w", err)
 	}
+	// An OFD write lock (not flock): `snapd status` can then ask whether
+	// it is held (F_OFD_GETLK) without taking a lock itself, so a status
+	// probe never makes a starting daemon see its directory "in use".
+	// Like flock it belongs to the open file, so it ends with the process.
 	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		lk := unix.Flock_t{Type: unix.F_WRLCK}
+		err = unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
 		if err != unix.EINTR {
 			break
 		}
@@ -202,7 +207,7 @@ func lockStateDir(stateDir string) (*StateLock, error) {
 	if err != nil {
 		pid := readPID(f)
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
 			if pid > 0 {
 				return nil, fmt.Errorf("%w: %s (pid %d)", ErrLocked, stateDir, pid)
 			}
@@ -240,9 +245,9 @@ func daemonRunning(stateDir string) (bool, int) {
 		return false, 0
 	}
 	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
-		return true, readPID(f)
+	lk := unix.Flock_t{Type: unix.F_WRLCK}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil || lk.Type == unix.F_UNLCK {
+		return false, 0
 	}
-	unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	return false, 0
+	return true, readPID(f)
 }
