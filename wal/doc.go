@@ -116,6 +116,16 @@
 // corrupt ones are skipped (reported by Repairs); a corrupt cursor file is
 // an error (it is only ever replaced atomically).
 //
+// # Hostile files
+//
+// Every file of the WAL directory (segments, cursor, outcomes.log,
+// consumer.lock) is opened through internal/safeopen: without blocking
+// and without following a symlink, and refused unless the opened
+// descriptor is a regular file. A segment that is a FIFO or a link (to
+// /dev/zero, say) is an error naming it (safeopen.ErrNotRegular) for
+// readers, writers, the consumer, `snapd wal list` and `snapd status`,
+// never a hang; scripts/snapd_trainer.py opens segments the same way.
+//
 // # Listener
 //
 // Listener watches the WAL directory with fsnotify (falling back to
