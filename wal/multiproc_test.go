@@ -92,7 +92,13 @@ func TestConcurrentProcessAppends(t *testing.T) {
 		select {
 		case rec = <-out:
 		case <-ctx.Done():
-			t.Fatalf("timeout after %d of %d records", got, procs*n)
+			per := make([]int, procs)
+			for g := range seen {
+				if id := int(g / 1_000_000); id < procs {
+					per[id]++
+				}
+			}
+			t.Fatalf("timeout after %d of %d records (per appender %v; corrupt %v; segments %v)", got, procs*n, per, corrupt, mustSegments(dir))
 		}
 		seen[rec.Gen]++
 		id, i := int(rec.Gen/1_000_000), int(rec.Gen%1_000_000)-1
@@ -309,4 +315,9 @@ func effectLines(t *testing.T, path string) int {
 		t.Fatal(err)
 	}
 	return strings.Count(string(b), "\n")
+}
+
+func mustSegments(dir string) []uint64 {
+	segs, _ := Segments(dir)
+	return segs
 }
