@@ -135,7 +135,7 @@ func (s *GenStore) Dir() string { return s.dir }
 // List returns the published generations, ascending. Two entries for one
 // generation fail with ErrGenDuplicate (naming both).
 func (s *GenStore) List() ([]Generation, error) {
-	ents, err := os.ReadDir(s.dir)
+	ents, err := safeopen.ReadDir(s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: list generations: %w", err)
 	}
@@ -495,7 +495,7 @@ func (s *GenStore) Pin(gen uint64) (*Pin, error) {
 // (alongside the good ones); Reclaim treats their generation as pinned.
 func (s *GenStore) Pins() ([]PinInfo, error) {
 	dir := filepath.Join(s.dir, pinsDir)
-	ents, err := os.ReadDir(dir)
+	ents, err := safeopen.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: list pins: %w", err)
 	}

@@ -177,3 +177,17 @@ func TestReaderAfterRepairThenAppend(t *testing.T) {
 		t.Fatalf("record after the repair: %v (skipped %d)", r.Err(), r.Skipped())
 	}
 }
+
+// A WAL directory replaced by a FIFO: appends and listing fail at once.
+func TestWALDirIsFIFO(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	if err := syscall.Mkfifo(dir, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := mustReturn(t, "Append", func() error { return Append(dir, req(1)) }); err == nil {
+		t.Fatal("append into a FIFO accepted")
+	}
+	if err := mustReturn(t, "Segments", func() error { _, err := Segments(dir); return err }); !errors.Is(err, syscall.ENOTDIR) {
+		t.Fatalf("segments: %v", err)
+	}
+}

@@ -48,7 +48,7 @@ func ParseSegmentName(name string) (uint64, bool) {
 // Segments lists the segment numbers present in dir, ascending. A missing
 // directory has no segments.
 func Segments(dir string) ([]uint64, error) {
-	ents, err := os.ReadDir(dir)
+	ents, err := safeopen.ReadDir(dir) // a FIFO in its place fails, never blocks
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

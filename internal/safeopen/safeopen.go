@@ -24,6 +24,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -144,4 +146,19 @@ func ReadFile(path string, limit int64, fl Flags) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: grew past %d bytes while read", ErrTooLarge, limit)}
 	}
 	return b, nil
+}
+
+// ReadDir is os.ReadDir (entries sorted by name) for a directory that may
+// have been replaced by a FIFO or another special file: it is opened with
+// O_DIRECTORY|O_NONBLOCK, so anything but a directory fails at once
+// (syscall.ENOTDIR) instead of blocking the open.
+func ReadDir(path string) ([]fs.DirEntry, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return ents, err
 }

@@ -109,3 +109,23 @@ func TestReadFile(t *testing.T) {
 		}
 	}
 }
+
+func TestReadDir(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"b", "a", "c"} {
+		os.WriteFile(filepath.Join(dir, n), nil, 0o644)
+	}
+	ents, err := ReadDir(dir)
+	if err != nil || len(ents) != 3 || ents[0].Name() != "a" || ents[2].Name() != "c" {
+		t.Fatalf("%v %v", ents, err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, filepath.Join(dir, "a")} {
+		if err := noHang(t, p, func() error { _, err := ReadDir(p); return err }); !errors.Is(err, syscall.ENOTDIR) {
+			t.Fatalf("%s: %v", p, err)
+		}
+	}
+}
