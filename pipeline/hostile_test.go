@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -217,12 +218,21 @@ func TestStatusAndStartWithHostileStateFiles(t *testing.T) {
 // reads its arrays — a deterministic "truncated mid-conversion".
 type truncFS struct {
 	gen  uint64
-	src  string
 	size int64
+	mu   sync.Mutex // src is set by the test while the daemon runs
+	src  string
 	done bool
 }
 
+func (f *truncFS) setSource(p string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.src = p
+}
+
 func (f *truncFS) Create(path string, perm os.FileMode) (AtomicFile, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if !f.done && filepath.Base(path) == fmt.Sprintf("gen-%06d%s", f.gen, ExtWTXT) {
 		f.done = true
 		if err := os.Truncate(f.src, f.size); err != nil {
@@ -246,10 +256,11 @@ func TestSourceTruncatedWhileMapped(t *testing.T) {
 				t.Fatalf("gen 1: %+v", r)
 			}
 			// gen 2 (ztensor) is truncated after it was mapped and decoded.
-			tfs.src = publish(t, f.dir, 2)
-			request(t, f.dir, 2, tfs.src)
+			src := publish(t, f.dir, 2)
+			tfs.setSource(src)
+			request(t, f.dir, 2, src)
 			r := f.wait(t, 2)
-			if r.State != wal.Failed || !strings.Contains(r.Error, "truncated or its storage failed while mapped") || !strings.Contains(r.Error, filepath.Base(tfs.src)) {
+			if r.State != wal.Failed || !strings.Contains(r.Error, "truncated or its storage failed while mapped") || !strings.Contains(r.Error, filepath.Base(src)) {
 				t.Fatalf("gen 2: %s %q", r.StateName, r.Error)
 			}
 			request(t, f.dir, 3, publish(t, f.dir, 3))
