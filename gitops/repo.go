@@ -412,8 +412,8 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		if prevGen == h.GenText && head.trail[TrailerSHA256All] == h.SHA256All {
 			return r.existing(head, h, tagName)
 		}
-		var pg uint64
-		if _, err := fmt.Sscan(prevGen, &pg); err != nil {
+		pg, err := parseGenTrailer(prevGen)
+		if err != nil {
 			return nil, fmt.Errorf("gitops: branch %s head %s has no %s trailer", r.cfg.Branch, head.commit.Hash, TrailerGen)
 		}
 		if h.Gen <= pg {

@@ -123,6 +123,7 @@ type Daemon struct {
 	started  bool
 	closed   bool
 	cancel   context.CancelFunc
+	runDone  <-chan struct{} // closed when Close (or the Start context) stops the stages
 	wg       sync.WaitGroup
 	listener *wal.Listener
 	srv      *http.Server
@@ -310,6 +311,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 	d.started = true
 	ctx, d.cancel = context.WithCancel(ctx)
+	d.runDone = ctx.Done()
 	cfg := d.config()
 	if cfg.MetricsAddr != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsAddr)
@@ -455,12 +457,21 @@ func (d *Daemon) Handler() http.Handler {
 // Wait blocks until the request for gen has an outcome recorded by this
 // daemon (done or failed) and returns it, or until ctx ends.
 func (d *Daemon) Wait(ctx context.Context, gen uint64) (*GenResult, error) {
+	return d.WaitFor(ctx, gen, nil)
+}
+
+// WaitFor is Wait for a result of gen that satisfies ok (nil: any), e.g.
+// the outcome of a later request for a generation that already has one.
+func (d *Daemon) WaitFor(ctx context.Context, gen uint64, ok func(*GenResult) bool) (*GenResult, error) {
 	for {
 		d.resMu.Lock()
-		r, ok := d.results[gen]
+		r, found := d.results[gen]
+		if found && ok != nil && !ok(r) {
+			found = false
+		}
 		ch := d.changed
 		d.resMu.Unlock()
-		if ok {
+		if found {
 			c := *r
 			return &c, nil
 		}

@@ -35,7 +35,14 @@
 // an entry of STATE_DIR/gens (snapshot.GenStore.Pin: a reclaim in any
 // process keeps it), resolves a directory generation to its single
 // checkpoint file, memory-maps it, sniffs the format (formats.Registry
-// .Detect: magic bytes, then extension) and decodes it. Sources elsewhere
+// .Detect: magic bytes, then extension) and decodes it. The source is
+// opened without blocking and judged by the opened descriptor
+// (internal/safeopen): a FIFO, device or socket — also one swapped in for
+// a checkpoint after a check — fails the request at once. Decoders and
+// the encoder read the mapping only through snapshot.Guarded, so a source
+// truncated while mapped fails its generation (snapshot.ErrSourceFault,
+// naming the file and offset) instead of killing the daemon with SIGBUS.
+// A generation outside 1..snapshot.MaxGen fails here too. Sources elsewhere
 // are read as they are; the trainer must keep them until the request is
 // done. A relative source is relative to the daemon's working directory.
 //
@@ -101,7 +108,7 @@
 // # State directory
 //
 //	STATE_DIR/
-//	  lock            flock held by the daemon; contains its pid
+//	  lock            OFD write lock (fcntl) held by the daemon; contains its pid
 //	  state           chain head (JSON, atomic): version, gen, gen_text,
 //	                  prev_gen, ts, build, sha256_all, merkle_prev,
 //	                  merkle_this, updated, generations

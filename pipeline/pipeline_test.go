@@ -121,21 +121,30 @@ func TestBadSourcesDoNotBreakTheChain(t *testing.T) {
 		t.Fatalf("gen 5: %+v", r)
 	}
 	verifyChain(t, f.dir, f.keys, []uint64{1, 5})
-	// Backwards.
-	request(t, f.dir, 4, publish(t, f.dir, 4))
-	// (gen 4 had already failed at an earlier request; this new request
-	// is retried and refused by the chain rule.)
-	time.Sleep(10 * time.Millisecond)
+	// Backwards: gen 4 had already failed at an earlier request; this
+	// new request is retried and refused by the chain rule. Wait for its
+	// own outcome (not the earlier one's).
+	src4 := publish(t, f.dir, 4)
+	request(t, f.dir, 4, src4)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r4, err := f.d.WaitFor(ctx, 4, func(r *GenResult) bool { return r.Source == src4 })
+	if err != nil || r4.State != wal.Failed || !strings.Contains(r4.Error, ErrNotNewer.Error()) {
+		t.Fatalf("backwards gen 4: %+v %v", r4, err)
+	}
 	f.stop(t)
 	st, err := ReadStatus(f.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Failed: gens 2 and 3, and both requests for gen 4 (a generation's
+	// requests show its latest outcome).
 	msgs := ""
 	for _, fr := range st.Failed {
 		msgs += fr.Message + "\n"
 	}
-	if st.Chain.Gen != 5 || len(st.Failed) < 3 || !strings.Contains(msgs, "unknown format") || st.LastError == nil {
+	if st.Chain.Gen != 5 || len(st.Failed) != 4 || !strings.Contains(msgs, "unknown format") || !strings.Contains(msgs, ErrNotNewer.Error()) ||
+		st.LastError == nil || st.LastError.Gen != 4 || !strings.Contains(st.LastError.Message, ErrNotNewer.Error()) {
 		t.Fatalf("status %+v\n%s", st, msgs)
 	}
 	if metric(t, f.reg, "snapd_failures_total", "stage", "prepare") < 3 {
@@ -234,7 +243,15 @@ func TestDiskFullRetried(t *testing.T) {
 	ffs.full = true
 	ring := filepath.Join(f.dir, RingDir)
 	var bad []string
+	thirdFail := make(chan struct{})
+	var once sync.Once
 	ffs.seen = func() {
+		ffs.mu.Lock()
+		n := ffs.fails
+		ffs.mu.Unlock()
+		if n >= 3 {
+			once.Do(func() { close(thirdFail) })
+		}
 		// While the disk is "full": nothing of gen 2 is visible.
 		ents, _ := os.ReadDir(ring)
 		for _, e := range ents {
@@ -245,18 +262,10 @@ func TestDiskFullRetried(t *testing.T) {
 	}
 	ffs.mu.Unlock()
 	request(t, f.dir, 2, publish(t, f.dir, 2))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ffs.mu.Lock()
-		n := ffs.fails
-		ffs.mu.Unlock()
-		if n >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no write failures injected")
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-thirdFail:
+	case <-time.After(30 * time.Second): // guard only
+		t.Fatal("no write failures injected")
 	}
 	if st, _ := ReadStatus(f.dir); st.LastError == nil || !strings.Contains(st.LastError.Message, "no space left") {
 		t.Fatalf("last error while full: %+v", st.LastError)
@@ -306,13 +315,12 @@ func TestCoalesceWhenQueueFull(t *testing.T) {
 		request(t, f.dir, g, publish(t, f.dir, g))
 	}
 	// Wait until the admission stage coalesced (queue max 1: one request
-	// waits there, two are in the stages behind gen 1).
-	deadline := time.Now().Add(10 * time.Second)
-	for metric(t, f.reg, "snapd_queue_depth") > 4 || strings.Count(f.logs.String(), "request coalesced") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no coalescing; log:\n%s", f.logs.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	// waits there, two are in the stages behind gen 1): woken by the log.
+	if !f.logs.WaitCount("request coalesced", 2, 30*time.Second) {
+		t.Fatalf("no coalescing; log:\n%s", f.logs.String())
+	}
+	if d := metric(t, f.reg, "snapd_queue_depth"); d > 4 {
+		t.Fatalf("queue depth %v after coalescing", d)
 	}
 	close(bfs.release)
 	r6 := f.wait(t, 6)
@@ -372,7 +380,12 @@ func TestReloadAndCloseAbandons(t *testing.T) {
 		defer cancel()
 		done <- f.d.Close(ctx)
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// Release the blocked write only once Close has stopped the stages
+	// (an event, not a duration).
+	f.d.lifeMu.Lock()
+	stopped := f.d.runDone
+	f.d.lifeMu.Unlock()
+	<-stopped
 	close(bfs.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -198,7 +198,7 @@ func (t *PushTracker) update(fn func(*PullRequestState) bool) error {
 
 // ReadPullRequestState reads STATE_DIR/pull-request (nil when absent).
 func ReadPullRequestState(stateDir string) (*PullRequestState, error) {
-	b, err := os.ReadFile(filepath.Join(stateDir, PullRequestFile))
+	b, err := readStateFile(filepath.Join(stateDir, PullRequestFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

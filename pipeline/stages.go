@@ -19,6 +19,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/internal/safeopen"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
@@ -162,21 +163,29 @@ func (d *Daemon) retry(ctx context.Context, stage string, gen uint64, fn func() 
 
 // sourcePath resolves a request's source: a directory generation must
 // hold exactly one checkpoint file (names starting with '.' are ignored).
+// The source is opened without blocking and judged by the opened
+// descriptor (safeopen), so a FIFO or device — also one swapped in after
+// a check — is refused at once instead of hanging the daemon.
 func sourcePath(gen uint64, src string) (string, error) {
-	st, err := os.Stat(src)
+	f, err := safeopen.Open(src, safeopen.AllowDir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", permanent{fmt.Errorf("%w: gen %d: %s does not exist", ErrSource, gen, src)}
 		}
+		if errors.Is(err, safeopen.ErrNotRegular) {
+			return "", permanent{fmt.Errorf("%w: gen %d: not a regular file or directory: %v", ErrSource, gen, err)}
+		}
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
 		return "", err
 	}
 	if st.Mode().IsRegular() {
 		return src, nil
 	}
-	if !st.IsDir() {
-		return "", permanent{fmt.Errorf("%w: gen %d: %s is not a regular file or directory", ErrSource, gen, src)}
-	}
-	ents, err := os.ReadDir(src)
+	ents, err := f.ReadDir(-1)
 	if err != nil {
 		return "", err
 	}
@@ -197,6 +206,12 @@ func sourcePath(gen uint64, src string) (string, error) {
 func (d *Daemon) prepare(ctx context.Context, it *item) error {
 	it.release()
 	gen, src := it.rec.Gen, it.rec.Source
+	if err := snapshot.CheckGen(gen); err != nil {
+		// Written by a tool that does not bound it (wal.Writer does): a
+		// chain must not reach a generation that no later one can follow
+		// or that the WTXT parser rejects.
+		return permanent{fmt.Errorf("request: %w", err)}
+	}
 	abs, _ := filepath.Abs(src)
 	store, _ := filepath.Abs(d.gens.Dir())
 	if filepath.Dir(abs) == store {
@@ -220,17 +235,22 @@ func (d *Daemon) prepare(ctx context.Context, it *item) error {
 	}
 	m, err := snapshot.MapFile(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, safeopen.ErrNotRegular) {
 			return permanent{fmt.Errorf("%w: gen %d: %v", ErrSource, gen, err)}
 		}
 		return err
 	}
 	it.m = m
-	c, err := d.deps.Registry.Detect(path, m, m.Size())
+	// The source may change while mapped (a trainer or an attacker
+	// truncates it): decoders and encoder workers read it only through
+	// the fault-safe view, so a vanished page fails this generation
+	// (snapshot.ErrSourceFault) instead of killing the daemon with SIGBUS.
+	gm := m.Guarded()
+	c, err := d.deps.Registry.Detect(path, gm, gm.Size())
 	if err != nil {
 		return permanent{fmt.Errorf("%w: gen %d: %s: %v", ErrSource, gen, path, err)}
 	}
-	s, err := c.Decode(ctx, m, m.Size(), formats.DecodeOptions{Name: path, Diagnostic: func(dg formats.Diagnostic) {
+	s, err := c.Decode(ctx, gm, gm.Size(), formats.DecodeOptions{Name: path, Diagnostic: func(dg formats.Diagnostic) {
 		d.log.Info("source diagnostic", "gen", gen, "path", path, "where", dg.Where, "note", dg.Message)
 	}})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
 // Names inside the state directory (see doc.go).
@@ -95,10 +96,19 @@ func isHex64(s string) bool {
 	return true
 }
 
+// maxStateBytes bounds the small JSON state files read into memory.
+const maxStateBytes = 1 << 20
+
+// readStateFile reads one of the daemon's small state files: never
+// blocking (a FIFO), never through a symlink, at most maxStateBytes.
+func readStateFile(p string) ([]byte, error) {
+	return safeopen.ReadFile(p, maxStateBytes, safeopen.NoFollow)
+}
+
 // ReadChainState reads STATE_DIR/state; a missing file is an empty chain.
 func ReadChainState(stateDir string) (*ChainState, error) {
 	p := filepath.Join(stateDir, StateFile)
-	b, err := os.ReadFile(p)
+	b, err := safeopen.ReadFile(p, maxStateBytes, safeopen.NoFollow)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &ChainState{Version: 1}, nil
 	}
@@ -141,7 +151,7 @@ type LastError struct {
 
 // ReadLastError reads STATE_DIR/last_error (nil when there is none).
 func ReadLastError(stateDir string) (*LastError, error) {
-	b, err := os.ReadFile(filepath.Join(stateDir, LastErrorFile))
+	b, err := safeopen.ReadFile(filepath.Join(stateDir, LastErrorFile), maxStateBytes, safeopen.NoFollow)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -183,12 +193,17 @@ func (l *StateLock) Release() error { return l.release() }
 
 func lockStateDir(stateDir string) (*StateLock, error) {
 	p := filepath.Join(stateDir, LockFile)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := safeopen.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644, safeopen.NoFollow)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: open lock: %w", err)
 	}
+	// An OFD write lock (not flock): `snapd status` can then ask whether
+	// it is held (F_OFD_GETLK) without taking a lock itself, so a status
+	// probe never makes a starting daemon see its directory "in use".
+	// Like flock it belongs to the open file, so it ends with the process.
 	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		lk := unix.Flock_t{Type: unix.F_WRLCK}
+		err = unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
 		if err != unix.EINTR {
 			break
 		}
@@ -196,7 +211,7 @@ func lockStateDir(stateDir string) (*StateLock, error) {
 	if err != nil {
 		pid := readPID(f)
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
 			if pid > 0 {
 				return nil, fmt.Errorf("%w: %s (pid %d)", ErrLocked, stateDir, pid)
 			}
@@ -229,14 +244,14 @@ func (l *StateLock) release() error {
 // daemonRunning reports whether a daemon holds the state directory's lock
 // and its pid (from the lock file), without disturbing it.
 func daemonRunning(stateDir string) (bool, int) {
-	f, err := os.Open(filepath.Join(stateDir, LockFile))
+	f, err := safeopen.Open(filepath.Join(stateDir, LockFile), safeopen.NoFollow)
 	if err != nil {
 		return false, 0
 	}
 	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
-		return true, readPID(f)
+	lk := unix.Flock_t{Type: unix.F_WRLCK}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil || lk.Type == unix.F_UNLCK {
+		return false, 0
 	}
-	unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	return false, 0
+	return true, readPID(f)
 }

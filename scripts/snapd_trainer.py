@@ -37,10 +37,12 @@ import errno
 import fcntl
 import os
 import re
+import stat
 import time
 
 __all__ = [
     "MAGIC",
+    "MAX_GEN",
     "MAX_LINE_SIZE",
     "RequestLog",
     "crc32c",
@@ -53,6 +55,10 @@ __all__ = [
 MAGIC = "snapreq/1"
 MAX_LINE_SIZE = 4096  # bytes, newline included (wal.MaxLineSize)
 MAX_REQUESTER_LEN = 64
+# Largest generation number (wal.MaxGen, snapshot.MaxGen): at most 18
+# decimal digits, what snapd's WTXT writer and parser agree on. 0 and
+# larger values (2^63-1 included) are refused with ValueError.
+MAX_GEN = 999999999999999999
 SEGMENT_SUFFIX = ".wal"
 _REQUESTER_RE = re.compile(r"^[A-Za-z0-9._:@/+-]{1,64}\Z")
 _SEGMENT_RE = re.compile(r"^([0-9]{8,20})\.wal\Z")
@@ -103,12 +109,16 @@ def _check_requester(requester):
         )
 
 
+def _check_gen(gen):
+    if gen < 1 or gen > MAX_GEN:
+        raise ValueError("snapd: gen %d out of range 1..%d (at most 18 decimal digits)" % (gen, MAX_GEN))
+
+
 def encode_request(gen, source, requester, ts_ns):
     """Return the request line (bytes, newline included)."""
     gen = int(gen)
     ts_ns = int(ts_ns)
-    if gen < 0 or gen >= 1 << 64:
-        raise ValueError("snapd: gen %d out of range 0..2^64-1" % gen)
+    _check_gen(gen)
     if ts_ns < 0 or ts_ns >= 1 << 63:
         raise ValueError("snapd: ts %d out of range" % ts_ns)
     _check_requester(requester)
@@ -181,11 +191,22 @@ class RequestLog:
                 _create_segment(self.wal_dir, 1)
                 continue
             last = segs[-1]
+            path = os.path.join(self.wal_dir, "%08d.wal" % last)
             try:
-                fd = os.open(os.path.join(self.wal_dir, "%08d.wal" % last), os.O_WRONLY | os.O_APPEND)
+                # Never block (a FIFO) nor follow a link (e.g. to /dev/zero):
+                # a segment is always a regular file snapd created.
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOFOLLOW)
             except FileNotFoundError:
                 continue
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENXIO):
+                    raise OSError(e.errno, "snapd: WAL segment is not a regular file (a symlink or FIFO)", path) from None
+                raise
             st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                os.close(fd)
+                raise OSError(errno.EINVAL, "snapd: WAL segment is not a regular file", path)
+            os.set_blocking(fd, True)
             if st.st_mode & 0o200 == 0 or st.st_nlink == 0:  # sealed: start the next one
                 os.close(fd)
                 _create_segment(self.wal_dir, last + 1)
@@ -209,8 +230,9 @@ class RequestLog:
         if ts_ns is None:
             ts_ns = time.time_ns()
         gen = int(gen)
-        if gen < 0 or gen >= 1 << 64 or ts_ns < 0 or ts_ns >= 1 << 63:
-            raise ValueError("snapd: gen %d or ts %d out of range" % (gen, ts_ns))
+        _check_gen(gen)
+        if ts_ns < 0 or ts_ns >= 1 << 63:
+            raise ValueError("snapd: ts %d out of range" % ts_ns)
         body = ("%s gen=%d ts=%d by=%s src=%s" % (MAGIC, gen, ts_ns, self.requester, src)).encode("ascii")
         line = b"%s crc=%08x\n" % (body, crc32c(body))
         if len(line) > MAX_LINE_SIZE:

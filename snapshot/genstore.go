@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
 // Sentinel errors of the generation store.
@@ -58,6 +59,7 @@ const (
 	abandonedDir = ".abandoned"
 	lockName     = ".lock"
 	pinSuffix    = ".pin"
+	maxPinBytes  = 4096 // a pin file is one short line
 	// staleTempAge: a temp entry of a dead or unknown writer older than
 	// this is swept by Reclaim.
 	staleTempAge = 24 * time.Hour
@@ -133,7 +135,7 @@ func (s *GenStore) Dir() string { return s.dir }
 // List returns the published generations, ascending. Two entries for one
 // generation fail with ErrGenDuplicate (naming both).
 func (s *GenStore) List() ([]Generation, error) {
-	ents, err := os.ReadDir(s.dir)
+	ents, err := safeopen.ReadDir(s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: list generations: %w", err)
 	}
@@ -293,7 +295,7 @@ func syncTree(root string) error {
 
 // lock takes the store's flock (shared or exclusive) and returns the unlock.
 func (s *GenStore) lock(how int) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(s.dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := safeopen.OpenFile(filepath.Join(s.dir, lockName), os.O_RDWR|os.O_CREATE, 0o644, safeopen.NoFollow)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: store lock: %w", err)
 	}
@@ -493,7 +495,7 @@ func (s *GenStore) Pin(gen uint64) (*Pin, error) {
 // (alongside the good ones); Reclaim treats their generation as pinned.
 func (s *GenStore) Pins() ([]PinInfo, error) {
 	dir := filepath.Join(s.dir, pinsDir)
-	ents, err := os.ReadDir(dir)
+	ents, err := safeopen.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: list pins: %w", err)
 	}
@@ -504,7 +506,7 @@ func (s *GenStore) Pins() ([]PinInfo, error) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		b, err := os.ReadFile(p)
+		b, err := safeopen.ReadFile(p, maxPinBytes, safeopen.NoFollow)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // released meanwhile
 		}

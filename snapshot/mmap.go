@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
 // Mapping is a read-only memory map of a whole file. It is a Source whose
@@ -18,9 +20,12 @@ type Mapping struct {
 }
 
 // MapFile maps the file at path read-only. An empty file maps to an empty
-// Mapping.
+// Mapping. The path may be a symlink, but what it opens must be a regular
+// file: the open never blocks (a FIFO swapped in for a checkpoint is
+// refused at once, safeopen.ErrNotRegular) and the type and size are taken
+// from the opened descriptor.
 func MapFile(path string) (*Mapping, error) {
-	f, err := os.Open(path)
+	f, err := safeopen.Open(path, 0)
 	if err != nil {
 		return nil, err
 	}

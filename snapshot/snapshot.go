@@ -17,10 +17,33 @@ import (
 	"time"
 )
 
+// MaxGen is the largest generation number snapd writes or accepts in a
+// request: 999999999999999999, the largest 18-digit decimal. The WTXT
+// profile writes meta gen as DEC6 (decimal, zero-padded to at least 6
+// digits) and snapd's parser reads it as an int64, so every value up to
+// MaxGen round-trips through writer and parser, while 2^63-1 (a common
+// "max" sentinel, and a value that would end a chain: no later generation
+// exists) and everything above it is refused where it enters: the WAL
+// writer, `snapd request-snapshot`, scripts/snapd_trainer.py, the daemon
+// (which records such a request as failed and keeps its chain) and
+// Snapshot.Validate (so no writer emits a meta gen its parser rejects).
+const MaxGen uint64 = 999_999_999_999_999_999
+
+// ErrGenRange: a generation number is 0 or above MaxGen.
+var ErrGenRange = errors.New("generation number out of range")
+
+// CheckGen returns an error wrapping ErrGenRange unless 1 <= gen <= MaxGen.
+func CheckGen(gen uint64) error {
+	if gen < 1 || gen > MaxGen {
+		return fmt.Errorf("%w: gen %d: generations are 1..%d (at most 18 decimal digits)", ErrGenRange, gen, MaxGen)
+	}
+	return nil
+}
+
 // Meta is the generation metadata of a snapshot (WTXT's meta line).
 type Meta struct {
 	Schema string    // e.g. "weights/v1"
-	Gen    uint64    // generation number
+	Gen    uint64    // generation number, at most MaxGen
 	TS     time.Time // UTC, whole seconds
 	Build  string    // build identifier of the producer
 	Host   string    // e.g. "cpu"
@@ -113,9 +136,13 @@ func (s *Snapshot) Sorted() []*Array {
 	return out
 }
 
-// Validate checks that names are non-empty and unique, dtypes are valid and
-// every array's Data size equals its shape × element size.
+// Validate checks that Meta.Gen is at most MaxGen, names are non-empty and
+// unique, dtypes are valid and every array's Data size equals its shape ×
+// element size.
 func (s *Snapshot) Validate() error {
+	if s.Meta.Gen > MaxGen {
+		return fmt.Errorf("%w: meta gen %d is above %d", ErrGenRange, s.Meta.Gen, MaxGen)
+	}
 	seen := make(map[string]struct{}, len(s.Arrays))
 	for _, a := range s.Arrays {
 		if a.Name == "" {

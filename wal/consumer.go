@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
 // ConsumerOptions tune a Consumer.
@@ -69,7 +70,7 @@ func OpenConsumer(dir string, opts ConsumerOptions) (*Consumer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := safeopen.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_CREATE, 0o644, safeopen.NoFollow)
 	if err != nil {
 		return nil, fmt.Errorf("wal: open lock: %w", err)
 	}
@@ -103,7 +104,7 @@ func (c *Consumer) init() error {
 		return err
 	}
 	c.repairs = append(c.repairs, ol.corrupt...)
-	f, err := os.OpenFile(opath, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := safeopen.OpenFile(opath, os.O_RDWR|os.O_CREATE, 0o644, safeopen.NoFollow)
 	if err != nil {
 		return fmt.Errorf("wal: open outcomes: %w", err)
 	}

@@ -24,7 +24,15 @@
 //
 //	snapreq/1 gen=<G> ts=<T> by=<R> src=<S> crc=<C>\n
 //
-//	G  generation: canonical decimal uint64 (no sign, no leading zeros)
+//	G  generation: canonical decimal (no sign, no leading zeros),
+//	   1..MaxGen = 999999999999999999 (at most 18 digits). WTXT writes
+//	   meta gen as zero-padded decimal that snapd parses as an int64;
+//	   every value up to MaxGen round-trips, and 2^63-1 (which would end
+//	   a chain: no generation can follow it) and above are refused.
+//	   Writers (Writer, Append, `snapd request-snapshot`,
+//	   scripts/snapd_trainer.py) refuse other values; the parser reads
+//	   any canonical uint64 so that the daemon can record such a line
+//	   from another tool as failed instead of skipping it as corrupt.
 //	T  request time: Unix nanoseconds, canonical decimal int64 >= 0
 //	R  requester: 1..64 of [A-Za-z0-9._:@/+-] (e.g. "py:4711", "cli:4711")
 //	S  source path (the published generation), 1+ bytes, percent-encoded:
@@ -107,6 +115,16 @@
 // before " crc=". At open a torn last outcome line is truncated and
 // corrupt ones are skipped (reported by Repairs); a corrupt cursor file is
 // an error (it is only ever replaced atomically).
+//
+// # Hostile files
+//
+// Every file of the WAL directory (segments, cursor, outcomes.log,
+// consumer.lock) is opened through internal/safeopen: without blocking
+// and without following a symlink, and refused unless the opened
+// descriptor is a regular file. A segment that is a FIFO or a link (to
+// /dev/zero, say) is an error naming it (safeopen.ErrNotRegular) for
+// readers, writers, the consumer, `snapd wal list` and `snapd status`,
+// never a hang; scripts/snapd_trainer.py opens segments the same way.
 //
 // # Listener
 //

@@ -200,8 +200,13 @@ func (l *Listener) run(ctx context.Context, w *fsnotify.Watcher, out chan<- Reco
 						if l.opts.OnError != nil {
 							l.opts.OnError(err)
 						}
-					} else if ce != nil && l.opts.OnCorrupt != nil {
-						l.opts.OnCorrupt(ce)
+					} else if ce != nil {
+						// Drop the torn bytes the reader holds before an
+						// append can reuse their offsets.
+						r.truncated(ce.Segment, ce.Offset)
+						if l.opts.OnCorrupt != nil {
+							l.opts.OnCorrupt(ce)
+						}
 					}
 					lastPending = Pos{}
 				} else {

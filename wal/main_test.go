@@ -36,8 +36,9 @@ func envInt(name string) int {
 	return n
 }
 
-// appenderGen is the generation appender id writes as its i-th request.
-func appenderGen(id, i int) uint64 { return uint64(id)*1_000_000 + uint64(i) }
+// appenderGen is the generation appender id writes as its i-th request
+// (generations start at 1).
+func appenderGen(id, i int) uint64 { return uint64(id)*1_000_000 + uint64(i) + 1 }
 
 // childAppend appends WAL_TEST_N requests as appender WAL_TEST_ID.
 func childAppend() int {

@@ -64,6 +64,14 @@ try:
     raise SystemExit("long line accepted")
 except ValueError:
     pass
+for bad in (0, st.MAX_GEN + 1, 2**63 - 1, 2**64):
+    for call in (lambda: log.append(bad, "/x"), lambda: st.encode_request(bad, "/x", "py:test", 1)):
+        try:
+            call()
+            raise SystemExit("gen %d accepted" % bad)
+        except ValueError as e:
+            assert "out of range 1..999999999999999999" in str(e), e
+assert st.MAX_GEN == 999999999999999999
 print("done", flush=True)
 `
 
@@ -132,7 +140,7 @@ import snapd_trainer as st
 log = st.RequestLog(sys.argv[2], requester="p" + sys.argv[3])
 pid = int(sys.argv[3])
 for i in range(int(sys.argv[4])):
-    log.append(pid * 1000000 + i, "/gens/p%d/%d" % (pid, i))
+    log.append(pid * 1000000 + i + 1, "/gens/p%d/%d" % (pid, i))
 `
 
 // Python and Go processes append at once: every line is read exactly once.
@@ -167,7 +175,7 @@ func TestPythonAndGoConcurrentAppends(t *testing.T) {
 	seen := map[uint64]int{}
 	for _, r := range recs {
 		seen[r.Gen]++
-		id, i := r.Gen/1_000_000, r.Gen%1_000_000
+		id, i := r.Gen/1_000_000, r.Gen%1_000_000-1
 		if r.Source != fmt.Sprintf("/gens/p%d/%d", id, i) {
 			t.Fatalf("mixed record %+v", r.Request)
 		}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
 const readChunk = 64 << 10
@@ -243,6 +245,19 @@ func (r *Reader) skipGarbage() {
 	r.consume(n)
 }
 
+// truncated tells the reader that segment seg was cut to size bytes (a
+// repaired torn tail): buffered bytes past size are gone. Without this an
+// append landing at the cut before the next read would be read after the
+// stale bytes, as one garbage line.
+func (r *Reader) truncated(seg uint64, size int64) {
+	if r.f == nil || r.pos.Segment != seg {
+		return
+	}
+	if have := size - r.pos.Offset; have < int64(len(r.buf)) {
+		r.buf = r.buf[:max(have, 0)]
+	}
+}
+
 // readMore appends up to readChunk bytes from the segment to buf.
 func (r *Reader) readMore() (int, error) {
 	if cap(r.buf)-len(r.buf) < readChunk {
@@ -281,7 +296,7 @@ func (r *Reader) openSegment() (bool, error) {
 		if n < r.pos.Segment {
 			continue
 		}
-		f, err := os.Open(segPath(r.dir, n))
+		f, err := safeopen.Open(segPath(r.dir, n), safeopen.NoFollow)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"strconv"
 	"time"
+
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // Magic starts every request line; it names the line format and its
@@ -19,6 +21,13 @@ const Magic = "snapreq/1"
 // local file system; 4096 bytes keeps every line within one page so that
 // even readers racing the write never see more than one partial line.
 const MaxLineSize = 4096
+
+// MaxGen is the largest generation a request may name (snapshot.MaxGen,
+// 999999999999999999: what the WTXT writer and parser agree on, see
+// doc.go). Writers refuse 0 and larger values with ErrInvalidRequest;
+// the parser still reads any canonical uint64 so that a line written by
+// another tool reaches the daemon, which records it as failed.
+const MaxGen = snapshot.MaxGen
 
 // MaxRequesterLen is the longest requester token.
 const MaxRequesterLen = 64
@@ -115,6 +124,22 @@ const hexLower = "0123456789abcdef"
 
 // validate checks the fields that have constraints.
 func (r Request) validate() error {
+	if err := checkGen(r.Gen); err != nil {
+		return err
+	}
+	return r.validateFields()
+}
+
+// checkGen refuses generation numbers outside 1..MaxGen.
+func checkGen(gen uint64) error {
+	if gen < 1 || gen > MaxGen {
+		return fmt.Errorf("%w: gen %d out of range 1..%d (at most 18 decimal digits, see MaxGen)", ErrInvalidRequest, gen, MaxGen)
+	}
+	return nil
+}
+
+// validateFields checks every field but the generation.
+func (r Request) validateFields() error {
 	if len(r.Requester) == 0 || len(r.Requester) > MaxRequesterLen {
 		return fmt.Errorf("%w: requester %q: length must be 1..%d", ErrInvalidRequest, r.Requester, MaxRequesterLen)
 	}
@@ -136,7 +161,16 @@ func (r Request) validate() error {
 // It fails with ErrInvalidRequest or ErrLineTooLong; on failure dst is
 // returned unchanged.
 func (r Request) AppendLine(dst []byte) ([]byte, error) {
-	if err := r.validate(); err != nil {
+	if err := checkGen(r.Gen); err != nil {
+		return dst, err
+	}
+	return r.appendLine(dst)
+}
+
+// appendLine is AppendLine without the generation bound: the encoding of
+// any record ParseLine accepts (the parser reads every canonical uint64).
+func (r Request) appendLine(dst []byte) ([]byte, error) {
+	if err := r.validateFields(); err != nil {
 		return dst, err
 	}
 	start := len(dst)

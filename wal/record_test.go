@@ -2,6 +2,7 @@ package wal
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,9 @@ func TestLineRoundTrip(t *testing.T) {
 		{Gen: 1<<64 - 1, Time: time.Unix(0, 1<<63-1), Requester: strings.Repeat("Z", MaxRequesterLen), Source: "dir with space/ümlaut%25\n\x00\x7f"},
 	}
 	for _, r := range cases {
-		line, err := r.AppendLine(nil)
+		// appendLine: the parser reads gens that writers refuse (0, above
+		// MaxGen); their encoding must still round-trip.
+		line, err := r.appendLine(nil)
 		if err != nil {
 			t.Fatalf("%+v: %v", r, err)
 		}
@@ -128,7 +131,7 @@ func FuzzParseLine(f *testing.F) {
 		{Gen: 123, Time: time.Unix(1760000000, 5), Requester: "trainer:4711", Source: "/data/gens/gen-000123.safetensors"},
 		{Gen: 0, Time: time.Unix(0, 0), Requester: "a", Source: "a b%c\x00"},
 	} {
-		line, err := r.AppendLine(nil)
+		line, err := r.appendLine(nil)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -141,7 +144,7 @@ func FuzzParseLine(f *testing.F) {
 			return
 		}
 		// Canonical: what parses re-encodes byte for byte.
-		out, err := r.AppendLine(nil)
+		out, err := r.appendLine(nil)
 		if err != nil {
 			t.Fatalf("parsed %q but cannot re-encode: %v", line, err)
 		}
@@ -153,4 +156,40 @@ func FuzzParseLine(f *testing.F) {
 			t.Fatalf("not canonical:\n in %q\nout %q", line, out)
 		}
 	})
+}
+
+// Issue 11 item 9: generation numbers are bounded to what the WTXT writer
+// and parser agree on; writers refuse the rest with a clear error.
+func TestGenBound(t *testing.T) {
+	for _, gen := range []uint64{0, MaxGen + 1, 1<<63 - 1, 1 << 63, 1<<64 - 1} {
+		r := Request{Gen: gen, Time: time.Unix(1, 0), Requester: "a", Source: "/x"}
+		if _, err := r.AppendLine(nil); !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "out of range 1..999999999999999999") {
+			t.Fatalf("gen %d: %v", gen, err)
+		}
+		dir := t.TempDir()
+		if err := Append(dir, r); !errors.Is(err, ErrInvalidRequest) {
+			t.Fatalf("Append gen %d: %v", gen, err)
+		}
+		// Nothing was written.
+		if ents, _ := List(dir, nil); len(ents) != 0 {
+			t.Fatalf("gen %d: %d requests in the WAL", gen, len(ents))
+		}
+	}
+	for _, gen := range []uint64{1, MaxGen} {
+		r := Request{Gen: gen, Time: time.Unix(1, 0), Requester: "a", Source: "/x"}
+		line, err := r.AppendLine(nil)
+		if err != nil {
+			t.Fatalf("gen %d: %v", gen, err)
+		}
+		if got, err := ParseLine(line); err != nil || got.Gen != gen {
+			t.Fatalf("gen %d: %+v %v", gen, got, err)
+		}
+	}
+}
+
+// The Python helper's bound is the same number.
+func TestMaxGenIs18Digits(t *testing.T) {
+	if MaxGen != 999_999_999_999_999_999 || len(strconv.FormatUint(MaxGen, 10)) != 18 || MaxGen >= 1<<63-1 {
+		t.Fatalf("MaxGen %d", MaxGen)
+	}
 }

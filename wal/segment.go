@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
 // SegmentSuffix ends every segment file name.
@@ -47,7 +48,7 @@ func ParseSegmentName(name string) (uint64, bool) {
 // Segments lists the segment numbers present in dir, ascending. A missing
 // directory has no segments.
 func Segments(dir string) ([]uint64, error) {
-	ents, err := os.ReadDir(dir)
+	ents, err := safeopen.ReadDir(dir) // a FIFO in its place fails, never blocks
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -90,7 +91,7 @@ func sealedFd(fd int) (sealed bool, size int64, err error) {
 // createSegment creates segment n (exclusively) as an open segment and
 // makes its existence durable. It returns fs.ErrExist if it is there.
 func createSegment(dir string, n uint64) error {
-	f, err := os.OpenFile(segPath(dir, n), os.O_WRONLY|os.O_CREATE|os.O_EXCL, modeOpen)
+	f, err := safeopen.OpenFile(segPath(dir, n), os.O_WRONLY|os.O_CREATE|os.O_EXCL, modeOpen, safeopen.NoFollow)
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ func createSegment(dir string, n uint64) error {
 // exclusive lock, so that no append is in flight and every later append
 // (which checks the bit under a shared lock) goes elsewhere.
 func sealSegment(dir string, n uint64) error {
-	f, err := os.Open(segPath(dir, n))
+	f, err := safeopen.Open(segPath(dir, n), safeopen.NoFollow)
 	if err != nil {
 		return fmt.Errorf("wal: seal segment: %w", err)
 	}
@@ -144,7 +145,7 @@ func rotate(dir string, n uint64) error {
 // append in progress. It returns the removed bytes as a *CorruptError, or
 // nil if the segment ends with a newline.
 func RepairSegment(dir string, n uint64) (*CorruptError, error) {
-	f, err := os.OpenFile(segPath(dir, n), os.O_RDWR, 0)
+	f, err := safeopen.OpenFile(segPath(dir, n), os.O_RDWR, 0, safeopen.NoFollow)
 	if err != nil {
 		return nil, fmt.Errorf("wal: repair: %w", err)
 	}

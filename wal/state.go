@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
 // File names of the consumer's state inside the WAL directory.
@@ -187,12 +188,16 @@ type outcomeLog struct {
 	corrupt []*CorruptError
 }
 
+// maxOutcomesBytes bounds the outcomes log read into memory at open
+// (about 4 million outcomes of typical length).
+const maxOutcomesBytes = 1 << 30
+
 // readOutcomes parses the outcomes log; a missing file is empty. Corrupt
 // complete lines are reported and skipped; an unterminated tail is left
 // out of good.
 func readOutcomes(path string) (*outcomeLog, error) {
 	l := &outcomeLog{latest: map[uint64]Outcome{}}
-	data, err := os.ReadFile(path)
+	data, err := safeopen.ReadFile(path, maxOutcomesBytes, safeopen.NoFollow)
 	if errors.Is(err, fs.ErrNotExist) {
 		return l, nil
 	}
@@ -237,7 +242,7 @@ func encodeCursor(p Pos) []byte {
 
 // ReadCursor returns the consumer's persisted position (zero if none).
 func ReadCursor(dir string) (Pos, error) {
-	data, err := os.ReadFile(filepath.Join(dir, CursorFile))
+	data, err := safeopen.ReadFile(filepath.Join(dir, CursorFile), MaxLineSize, safeopen.NoFollow)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Pos{}, nil
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
 // maxOpenAttempts bounds the retries of finding the active segment while
@@ -125,7 +127,7 @@ func (w *Writer) open() error {
 			continue
 		}
 		last := segs[len(segs)-1]
-		f, err := os.OpenFile(segPath(w.dir, last), os.O_WRONLY|os.O_APPEND, 0)
+		f, err := safeopen.OpenFile(segPath(w.dir, last), os.O_WRONLY|os.O_APPEND, 0, safeopen.NoFollow)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

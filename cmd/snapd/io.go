@@ -49,15 +49,16 @@ func openSnapshot(ctx context.Context, reg *formats.Registry, path, from string)
 			m.Close()
 			return nil, usageError{err}
 		}
-	} else if c, err = reg.Detect(path, m, m.Size()); err != nil {
+	} else if c, err = reg.Detect(path, m.Guarded(), m.Size()); err != nil {
 		m.Close()
 		if armor.IsArmored(head(m)) {
 			return nil, withHint(fmt.Errorf("%s: %w", path, err), "the file is age-encrypted: run `snapd decrypt IN OUT --identity FILE` first")
 		}
 		return nil, withHint(fmt.Errorf("%s: %w", path, err), "name the format with --from")
 	}
+	// Guarded: a source truncated while mapped is an error, not SIGBUS.
 	var diags []formats.Diagnostic
-	s, err := c.Decode(ctx, m, m.Size(), formats.DecodeOptions{Name: path, Diagnostic: func(d formats.Diagnostic) { diags = append(diags, d) }})
+	s, err := c.Decode(ctx, m.Guarded(), m.Size(), formats.DecodeOptions{Name: path, Diagnostic: func(d formats.Diagnostic) { diags = append(diags, d) }})
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("%s: %s: %w", path, c.Name(), err)
@@ -66,11 +67,9 @@ func openSnapshot(ctx context.Context, reg *formats.Registry, path, from string)
 }
 
 func head(m *snapshot.Mapping) []byte {
-	b := m.Bytes()
-	if len(b) > 64 {
-		b = b[:64]
-	}
-	return b
+	b := make([]byte, min(64, m.Size()))
+	n, _ := m.Guarded().ReadAt(b, 0)
+	return b[:n]
 }
 
 // prevMerkleFromFile reads merkle_this from a previous generation: a WTXT

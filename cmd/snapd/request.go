@@ -35,7 +35,9 @@ func newRequestSnapshotCommand(e *env) *cobra.Command {
 needs to be running; the daemon picks the request up when it runs. The
 source must exist (publish the generation first); it is recorded as an
 absolute path. Python trainers can do the same without a subprocess with
-scripts/snapd_trainer.py.`,
+scripts/snapd_trainer.py. Generations are 1..999999999999999999 (at most
+18 decimal digits: what the WTXT writer and parser agree on); others are
+refused.`,
 		Example: `  snapd request-snapshot --gen 123 --source .snapd/gens/gen-000123.safetensors`,
 		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -55,6 +57,9 @@ scripts/snapd_trainer.py.`,
 func runRequestSnapshot(ctx context.Context, e *env, o *requestOptions) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if o.gen < 1 || o.gen > wal.MaxGen {
+		return usageError{fmt.Errorf("--gen %d: out of range 1..%d (at most 18 decimal digits)", o.gen, wal.MaxGen)}
 	}
 	src, err := filepath.Abs(o.source)
 	if err != nil {

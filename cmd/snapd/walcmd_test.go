@@ -143,6 +143,8 @@ func TestWALCmdErrors(t *testing.T) {
 		{[]string{"request-snapshot", "--state-dir", state, "--source", src}, exitUsage, "required flag"},
 		{[]string{"request-snapshot", "--state-dir", state, "--gen", "1", "--source", filepath.Join(state, "missing")}, exitUsage, "no such file"},
 		{[]string{"request-snapshot", "--state-dir", state, "--gen", "x", "--source", src}, exitUsage, "invalid argument"},
+		{[]string{"request-snapshot", "--state-dir", state, "--gen", "9223372036854775807", "--source", src}, exitUsage, "out of range 1..999999999999999999"},
+		{[]string{"request-snapshot", "--state-dir", state, "--gen", "0", "--source", src}, exitUsage, "out of range 1..999999999999999999"},
 		{[]string{"request-snapshot", "--state-dir", state, "--gen", "1", "--source", src, "--requester", "a b"}, exitUsage, "requester"},
 		{[]string{"request-snapshot", "--state-dir", state, "--gen", "1", "--source", src + strings.Repeat("/x", 3000)}, exitUsage, ""},
 		{[]string{"wal", "list", "--state-dir", filepath.Join(state, "nope")}, exitUsage, "no request log"},

@@ -26,6 +26,7 @@ import (
 
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
 // Errors returned by Enqueue, Drop and Run; test with errors.Is.
@@ -292,7 +293,10 @@ func writeJSON(p string, v any) error {
 }
 
 func readJSON(p string, v any) error {
-	f, err := os.Open(p)
+	f, err := safeopen.Open(p, safeopen.NoFollow) // never blocks on a FIFO
+	if errors.Is(err, safeopen.ErrNotRegular) {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -21,15 +21,25 @@ import (
 	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
-// fakeClock advances virtual time by every wait; each wait also takes 1ms
-// of real time so an idle Run does not spin.
+// fakeClock is virtual time that moves only when the test moves it: by
+// Advance, or by fireNext, which waits (an event, not a duration) until
+// the Run loop parks on the clock and then jumps to the end of that wait.
+// Run only ever waits on its newest After; an earlier one was abandoned
+// (a kick woke Run), so only the newest is kept.
 type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu     sync.Mutex
+	now    time.Time
+	wait   *clockWait    // Run's current wait, nil when none is pending
+	parked chan struct{} // signalled when After registers a wait
+}
+
+type clockWait struct {
+	at time.Time
+	ch chan time.Time
 }
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), parked: make(chan struct{}, 1)}
 }
 
 func (c *fakeClock) Now() time.Time {
@@ -40,9 +50,66 @@ func (c *fakeClock) Now() time.Time {
 
 func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := &clockWait{at: c.now.Add(d), ch: make(chan time.Time, 1)}
+	if d <= 0 {
+		w.ch <- c.now
+		return w.ch
+	}
+	c.wait = w
+	select {
+	case c.parked <- struct{}{}:
+	default:
+	}
+	return w.ch
+}
+
+// Advance moves virtual time forward by d, ending a wait that is due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	return time.After(time.Millisecond)
+	if w := c.wait; w != nil && !w.at.After(c.now) {
+		w.ch <- c.now
+		c.wait = nil
+	}
+}
+
+// waitParked blocks until Run waits on the clock (its step is done). The
+// real-time bound only turns a hang into a test failure.
+func (c *fakeClock) waitParked(t *testing.T, what string) {
+	t.Helper()
+	guard := time.NewTimer(30 * time.Second)
+	defer guard.Stop()
+	for {
+		c.mu.Lock()
+		parked := c.wait != nil
+		c.mu.Unlock()
+		if parked {
+			return
+		}
+		select {
+		case <-c.parked:
+		case <-guard.C:
+			t.Fatalf("%s: the queue never waited on its clock", what)
+		}
+	}
+}
+
+// fireNext waits until Run parks, then moves virtual time to the end of
+// its wait and wakes it.
+func (c *fakeClock) fireNext(t *testing.T, what string) {
+	t.Helper()
+	c.waitParked(t, what)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.wait; w != nil {
+		if w.at.After(c.now) {
+			c.now = w.at
+		}
+		w.ch <- c.now
+		c.wait = nil
+	}
 }
 
 // producer commits generations into a local repository.
@@ -142,15 +209,21 @@ func stopRun(t *testing.T, cancel func(), done chan error) {
 	}
 }
 
-// waitFor polls cond (real time, bounded).
-func waitFor(t *testing.T, what string, cond func() bool) {
+// drive runs virtual time forward, one wait of the Run loop at a time,
+// until cond holds. Each step waits for an event (Run parking on the
+// clock), never for a duration, so load cannot make it miss.
+func (h *harness) drive(what string, cond func() bool) {
+	h.t.Helper()
+	driveClock(h.t, h.clock, what, cond)
+}
+
+func driveClock(t *testing.T, c *fakeClock, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	for i := 0; !cond(); i++ {
+		if i > 1_000_000 {
+			t.Fatalf("%s: not reached after %d waits of the queue", what, i)
 		}
-		time.Sleep(5 * time.Millisecond)
+		c.fireNext(t, what)
 	}
 }
 
@@ -193,18 +266,22 @@ func TestOutageTwentyGenerations(t *testing.T) {
 	q := h.open()
 	stop := run(t, q)
 	defer stop()
+	var down time.Time
 	for i := 1; i <= 20; i++ {
 		if i == 5 {
-			waitFor(t, "generation 4 pushed", func() bool { return remoteGens(h.srv.Dir) == 4 })
+			h.drive("generation 4 pushed", func() bool { return remoteGens(h.srv.Dir) == 4 })
 			h.srv.SetMode(gittest.Down)
+			down = h.clock.Now()
 		}
 		if err := q.Enqueue(h.prod.next()); err != nil {
 			t.Fatal(err)
 		}
 		if i == 15 {
-			waitFor(t, "retrying state", func() bool {
+			// Three minutes of virtual outage: backoff grows to its
+			// cap and warnings are rate-limited (LogInterval 1m).
+			h.drive("retrying state", func() bool {
 				st, _ := q.Status()
-				return st.State == StateRetrying && st.Pending == 11 && !st.NextAttempt.IsZero()
+				return st.State == StateRetrying && st.Pending == 11 && !st.NextAttempt.IsZero() && h.clock.Now().Sub(down) >= 3*time.Minute
 			})
 			st, _ := q.Status()
 			if !strings.Contains(st.LastError, "503") {
@@ -212,10 +289,9 @@ func TestOutageTwentyGenerations(t *testing.T) {
 			}
 			h.srv.SetMode(gittest.Up)
 		}
-		time.Sleep(2 * time.Millisecond)
 	}
-	waitFor(t, "all 20 generations", func() bool { return remoteGens(h.srv.Dir) == 20 })
-	waitFor(t, "empty queue", func() bool { st, _ := q.Status(); return st.Pending == 0 })
+	h.drive("all 20 generations", func() bool { return remoteGens(h.srv.Dir) == 20 })
+	h.drive("empty queue", func() bool { st, _ := q.Status(); return st.Pending == 0 })
 	stop()
 	h.checkRemote(20)
 	if got := h.srv.Applied.Load(); got != 20 {
@@ -254,14 +330,16 @@ func TestAuthFailureStopsAndResumes(t *testing.T) {
 	start := h.clock.Now()
 	stop := run(t, q)
 	defer stop()
-	waitFor(t, "needs-attention", func() bool { st, _ := q.Status(); return st.State == StateNeedsAttention })
+	h.drive("needs-attention", func() bool { st, _ := q.Status(); return st.State == StateNeedsAttention })
 	st, _ := q.Status()
 	if st.Pending != 3 || st.Hold == nil || st.Hold.Kind != "authentication failed" || st.Hold.Gen != 1 || !strings.Contains(st.LastError, "authentication") {
 		t.Fatalf("status %+v hold %+v", st, st.Hold)
 	}
 	// Stopped: while held, only one re-check (one info/refs request) per
-	// AuthRecheck of virtual time.
-	waitFor(t, "4 minutes of virtual time", func() bool { return h.clock.Now().Sub(start) >= 4*time.Minute })
+	// AuthRecheck of virtual time. Ten virtual minutes, driven wait by
+	// wait, then the last step is finished (Run parked again).
+	h.drive("10 minutes held", func() bool { return h.clock.Now().Sub(start) >= 10*time.Minute })
+	h.clock.waitParked(t, "held")
 	elapsed := h.clock.Now().Sub(start)
 	// (×2: git asks without the credential first, then with it.)
 	if n, max := h.srv.Requests.Load(), 2*(int32(elapsed/(2*time.Minute))+2); n > max || elapsed < 4*time.Minute {
@@ -271,8 +349,8 @@ func TestAuthFailureStopsAndResumes(t *testing.T) {
 		t.Fatalf("after re-checks: %+v", st.Hold)
 	}
 	gittest.WriteFile(t, tokDir, "token", []byte(secret+"\n"))
-	waitFor(t, "3 generations", func() bool { return remoteGens(h.srv.Dir) == 3 })
-	waitFor(t, "empty queue", func() bool { st, _ := q.Status(); return st.Pending == 0 && st.State == StateOK })
+	h.drive("3 generations", func() bool { return remoteGens(h.srv.Dir) == 3 })
+	h.drive("empty queue", func() bool { st, _ := q.Status(); return st.Pending == 0 && st.State == StateOK })
 	stop()
 	h.checkRemote(3)
 	for _, leak := range []string{secret, "expired-token-zzz"} {
@@ -299,10 +377,12 @@ func TestAuthFailureRetryFromCLI(t *testing.T) {
 	}
 	stop := run(t, q)
 	defer stop()
-	waitFor(t, "needs-attention", func() bool { st, _ := q.Status(); return st.State == StateNeedsAttention })
+	h.drive("needs-attention", func() bool { st, _ := q.Status(); return st.State == StateNeedsAttention })
 	gittest.WriteFile(t, tokDir, "token", []byte(secret+"\n"))
 	n := h.srv.Requests.Load()
-	time.Sleep(100 * time.Millisecond)
+	t0 := h.clock.Now()
+	h.drive("an hour held", func() bool { return h.clock.Now().Sub(t0) >= time.Hour })
+	h.clock.waitParked(t, "held")
 	if h.srv.Requests.Load() != n {
 		t.Fatal("held queue kept pushing")
 	}
@@ -313,8 +393,8 @@ func TestAuthFailureRetryFromCLI(t *testing.T) {
 	if err := cli.Retry(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "generation 1", func() bool { return remoteGens(h.srv.Dir) == 1 })
-	waitFor(t, "empty queue", func() bool { st, _ := q.Status(); return st.Pending == 0 && st.State == StateOK })
+	h.drive("generation 1", func() bool { return remoteGens(h.srv.Dir) == 1 })
+	h.drive("empty queue", func() bool { st, _ := q.Status(); return st.Pending == 0 && st.State == StateOK })
 	stop()
 	h.checkRemote(1)
 }
@@ -331,14 +411,14 @@ func TestDivergedRemote(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "2 generations", func() bool { return remoteGens(h.srv.Dir) == 2 })
+	h.drive("2 generations", func() bool { return remoteGens(h.srv.Dir) == 2 })
 	tree := strings.TrimSpace(gittest.Git(t, h.srv.Dir, "rev-parse", "snapshots^{tree}"))
 	foreign := strings.TrimSpace(gittest.Git(t, h.srv.Dir, "-c", "user.name=x", "-c", "user.email=x@example.com", "commit-tree", tree, "-p", "snapshots", "-m", "manual edit"))
 	gittest.Git(t, h.srv.Dir, "update-ref", "refs/heads/snapshots", foreign)
 	if err := q.Enqueue(h.prod.next()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "needs-attention", func() bool { st, _ := q.Status(); return st.State == StateNeedsAttention })
+	h.drive("needs-attention", func() bool { st, _ := q.Status(); return st.State == StateNeedsAttention })
 	st, _ := q.Status()
 	if st.Hold.Kind != "remote diverged" || !strings.Contains(st.LastError, "remote diverged") || st.Pending != 1 {
 		t.Fatalf("status %+v %+v", st, st.Hold)
@@ -356,7 +436,7 @@ func TestDivergedRemote(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop = run(t, q)
-	waitFor(t, "needs-attention again", func() bool { st, _ := q.Status(); return st.State == StateNeedsAttention })
+	h.drive("needs-attention again", func() bool { st, _ := q.Status(); return st.State == StateNeedsAttention })
 	stop()
 	// The operator drops the job: the hold goes with it.
 	if err := q.Drop("snapshots", 3); err != nil {
@@ -396,8 +476,8 @@ func TestAbandonMidPush(t *testing.T) {
 		}
 	}
 	stop = run(t, q2)
-	waitFor(t, "5 generations", func() bool { return remoteGens(h.srv.Dir) == 5 })
-	waitFor(t, "empty queue", func() bool { st, _ := q2.Status(); return st.Pending == 0 })
+	h.drive("5 generations", func() bool { return remoteGens(h.srv.Dir) == 5 })
+	h.drive("empty queue", func() bool { st, _ := q2.Status(); return st.Pending == 0 })
 	stop()
 	h.checkRemote(5)
 	if got := h.srv.Applied.Load(); got != 5 {
@@ -417,7 +497,7 @@ func TestLostAck(t *testing.T) {
 	stop := run(t, q)
 	defer stop()
 	// The remote keeps losing acks: the retry must not need one.
-	waitFor(t, "empty queue", func() bool { st, _ := q.Status(); return st.Pending == 0 })
+	h.drive("empty queue", func() bool { st, _ := q.Status(); return st.Pending == 0 })
 	stop()
 	h.checkRemote(1)
 	if got := h.srv.Applied.Load(); got != 1 {
@@ -550,13 +630,13 @@ func TestBackoffScheduleAndOrder(t *testing.T) {
 	if _, err := q.step(ctx); err != nil || len(fp.calls) != 1 {
 		t.Fatalf("pushed before due: %v", fp.calls)
 	}
-	clock.After(500 * time.Millisecond)
+	clock.Advance(500 * time.Millisecond)
 	if wait, _ := q.step(ctx); wait != time.Second || len(fp.calls) != 2 {
 		t.Fatalf("second failure: wait %v calls %v", wait, fp.calls)
 	}
 	// Recovery: all three in order.
 	fp.err = nil
-	clock.After(time.Second)
+	clock.Advance(time.Second)
 	if _, err := q.step(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -642,8 +722,8 @@ func TestKill9MidPush(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := run(t, q2)
-	waitFor(t, "4 generations", func() bool { return remoteGens(h.srv.Dir) == 4 })
-	waitFor(t, "empty queue", func() bool { st, _ := q2.Status(); return st.Pending == 0 })
+	h.drive("4 generations", func() bool { return remoteGens(h.srv.Dir) == 4 })
+	h.drive("empty queue", func() bool { st, _ := q2.Status(); return st.Pending == 0 })
 	stop()
 	h.checkRemote(4)
 	if got := h.srv.Applied.Load(); got != 4 {

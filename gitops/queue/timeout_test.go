@@ -137,9 +137,6 @@ func TestStalledPushRetriesThenNeedsAttention(t *testing.T) {
 	if len(jobs) != 1 || jobs[0].Timeouts != 2 || jobs[0].Attempts != 2 {
 		t.Fatalf("jobs %+v", jobs)
 	}
-	if !strings.Contains(logs.String(), "push failed; will retry") || !strings.Contains(logs.String(), "needs attention") {
-		t.Fatalf("logs:\n%s", logs.String())
-	}
 	cancel()
 	select {
 	case err := <-done:
@@ -148,6 +145,11 @@ func TestStalledPushRetriesThenNeedsAttention(t *testing.T) {
 		}
 	case <-guard.Done():
 		t.Fatal("Run did not return after cancel")
+	}
+	// Checked once Run has returned: the hold is persisted before its
+	// log line is written.
+	if !strings.Contains(logs.String(), "push failed; will retry") || !strings.Contains(logs.String(), "needs attention") {
+		t.Fatalf("logs:\n%s", logs.String())
 	}
 	// Retry clears the stop and the timeout count.
 	if err := q.Retry(); err != nil {

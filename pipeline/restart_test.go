@@ -1,0 +1,93 @@
+package pipeline
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/internal/gittest"
+	"github.com/snapd-ml/snapd/wal"
+)
+
+// Issue 11 item 20: a clean restart after more than 8 generations (the
+// Git trailer "000010" once parsed as octal 8) recommitted generation 9,
+// logged a merkle chain break and left it in last_error although Git was
+// intact. Recovery must recognise work that is already done.
+func TestCleanRestartRecognisesCommittedGenerations(t *testing.T) {
+	f := newFixture(t)
+	remote := gittest.NewHTTPRemote(t)
+	withRemote := func(c *Config, d *Deps) {
+		p, err := gitops.NewPusher(filepath.Join(f.dir, RepoDir), gitops.Remote{URL: remote.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: p, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 12
+	f.start(t, withRemote)
+	for g := uint64(1); g <= n; g++ {
+		request(t, f.dir, g, publish(t, f.dir, g))
+	}
+	for g := uint64(1); g <= n; g++ {
+		if r := f.wait(t, g); r.State != wal.Done || r.Commit == "" {
+			t.Fatalf("gen %d: %+v", g, r)
+		}
+	}
+	waitPushed(t, f)
+	f.stop(t)
+	before := f.logs.String()
+
+	for restart := 0; restart < 2; restart++ {
+		f.start(t, withRemote)
+		waitPushed(t, f)
+		f.stop(t)
+	}
+	after := strings.TrimPrefix(f.logs.String(), before)
+	for _, bad := range []string{"level=WARN", "level=ERROR", "chain break"} {
+		if strings.Contains(after, bad) {
+			t.Fatalf("clean restart logged %q:\n%s", bad, after)
+		}
+	}
+	st, err := ReadStatus(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LastError != nil {
+		t.Fatalf("status after a clean restart shows an error: %+v", st.LastError)
+	}
+	if st.Chain.Gen != n || st.Queue == nil || st.Queue.Pending != 0 {
+		t.Fatalf("status %+v queue %+v", st, st.Queue)
+	}
+	if got := strings.TrimSpace(gittest.Git(t, remote.Dir, "log", "-1", "--format=%(trailers:key=Snapd-Gen,valueonly)", "refs/heads/snapshots")); got != "000012" {
+		t.Fatalf("remote head gen %q", got)
+	}
+	remote.Fsck(t)
+}
+
+// waitPushed waits until the daemon's resend queue is empty (an event the
+// queue records in its directory; the poll is only how it is observed).
+func waitPushed(t *testing.T, f *fixture) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		st, err := ReadStatus(f.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Queue != nil && st.Queue.Pending == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("queue not drained: %+v", st.Queue)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
