@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -145,4 +146,21 @@ func readSmall(f *os.File, limit int64) ([]byte, error) {
 		return nil, errf(f.Name(), st.Size(), "", ErrCorrupt, "file grew while read")
 	}
 	return b, nil
+}
+
+// modeOf turns a stat mode's file type into an fs.FileMode type.
+func modeOf(m uint32) fs.FileMode {
+	switch m & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return fs.ModeNamedPipe
+	case unix.S_IFCHR:
+		return fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		return fs.ModeDevice
+	case unix.S_IFSOCK:
+		return fs.ModeSocket
+	case unix.S_IFDIR:
+		return fs.ModeDir
+	}
+	return fs.ModeIrregular
 }

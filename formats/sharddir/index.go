@@ -282,9 +282,9 @@ func checkFileName(s string) error {
 	case s == "":
 		return errors.New("empty name")
 	case strings.HasPrefix(s, "/"):
-		return errors.New("absolute path refused: shards must be in the index's directory")
+		return errors.New("absolute path refused: only file names of the directory itself are allowed")
 	case strings.ContainsAny(s, "/\\"):
-		return errors.New("path with a directory refused: shards must be file names in the index's directory")
+		return errors.New("path with a directory part refused (\"..\", \"/\"): only file names of the directory itself are allowed")
 	case s == "." || s == "..":
 		return errors.New("not a file name")
 	case strings.HasPrefix(s, "."):

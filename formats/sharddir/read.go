@@ -187,7 +187,7 @@ func Open(ctx context.Context, dir string, reg Registry, opts Options) (*Dir, er
 			log.Info("sharddir: subdirectory ignored", "dir", dir, "entry", n)
 			continue
 		default:
-			return nil, errf(filepath.Join(dir, n), -1, "", ErrUnsafe, "not a regular file (FIFO, device or socket); only regular files are read")
+			return nil, errf(filepath.Join(dir, n), -1, "", ErrUnsafe, "not a regular file (%s); only regular files are read", describeMode(modeOf(st.Mode)))
 		}
 		if IsIndexName(n) {
 			indexes = append(indexes, n)

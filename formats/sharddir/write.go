@@ -55,7 +55,7 @@ type WriteOptions struct {
 // outFile is one file of a planned directory.
 type outFile struct {
 	name  string
-	codec formats.Codec     // nil for text and the index
+	codec formats.Codec      // nil for text and the index
 	snap  *snapshot.Snapshot // with codec
 	data  []byte             // without codec
 }
