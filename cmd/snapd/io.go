@@ -21,11 +21,15 @@ import (
 // Close releases the map.
 type openedSnapshot struct {
 	*snapshot.Snapshot
-	Codec formats.Codec
-	m     *snapshot.Mapping
+	Codec  formats.Codec
+	m      *snapshot.Mapping
+	closer io.Closer // a directory input (formats/sharddir)
 }
 
 func (o *openedSnapshot) Close() error {
+	if o.closer != nil {
+		return o.closer.Close()
+	}
 	if o.m != nil {
 		return o.m.Close()
 	}
@@ -34,7 +38,11 @@ func (o *openedSnapshot) Close() error {
 
 // openSnapshot memory-maps path and decodes it with the codec named from,
 // or the one its magic bytes (then extension) select.
+// A directory is read as one snapshot (formats/sharddir).
 func openSnapshot(ctx context.Context, reg *formats.Registry, path, from string) (*openedSnapshot, error) {
+	if isDir(path) {
+		return openDir(ctx, reg, path, from, nil)
+	}
 	m, err := snapshot.MapFile(path)
 	if err != nil {
 		return nil, ioError{err}

@@ -239,7 +239,7 @@ func pickIndex(idx []string, log *slog.Logger, dir string) string {
 	}
 	for _, n := range idx {
 		if n != best {
-			log.Info("sharddir: second shard index ignored", "dir", dir, "index", best, "ignored", n)
+			log.Warn("sharddir: second shard index ignored", "dir", dir, "index", best, "ignored", n)
 		}
 	}
 	return best
@@ -421,7 +421,7 @@ func (rd *reader) indexed(index string, others []string) error {
 				return err
 			}
 		default:
-			rd.log.Info("sharddir: file not in the shard index ignored", "file", filepath.Join(rd.root.path, n), "index", index)
+			rd.log.Warn("sharddir: file not in the shard index ignored", "file", filepath.Join(rd.root.path, n), "index", index)
 		}
 	}
 	return nil
@@ -455,7 +455,7 @@ func (rd *reader) plain(names []string) error {
 			return err
 		}
 		if dec == nil {
-			rd.log.Info("sharddir: file of no known format ignored", "file", filepath.Join(rd.root.path, n))
+			rd.log.Warn("sharddir: file of no known format ignored", "file", filepath.Join(rd.root.path, n))
 			continue
 		}
 		decs = append(decs, dec)

@@ -500,3 +500,32 @@ func writeOne(ctx context.Context, path string, f outFile, eo formats.EncodeOpti
 	}
 	return out.Close()
 }
+
+// ParseSize parses a shard size the way Hugging Face's max_shard_size
+// does: a number of bytes with an optional unit, decimal (KB MB GB TB) or
+// binary (KiB MiB GiB TiB), case-insensitive ("2GB" = 2,000,000,000,
+// "500MiB" = 524,288,000). It must be positive and fit in an int64.
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mul    int64
+	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
+		{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12}, {"b", 1}}
+	mul := int64(1)
+	low := strings.ToLower(t)
+	for _, u := range units {
+		if strings.HasSuffix(low, u.suffix) {
+			mul, t = u.mul, strings.TrimSpace(t[:len(t)-len(u.suffix)])
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("size %q: want a positive whole number with an optional unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s)
+	}
+	if n > (1<<63-1)/mul {
+		return 0, fmt.Errorf("size %q: too large", s)
+	}
+	return n * mul, nil
+}
