@@ -32,10 +32,13 @@
 // position, is skipped (redelivery after a crash).
 //
 // prepare pins the generation in the generation store when the source is
-// an entry of STATE_DIR/gens (snapshot.GenStore.Pin: a reclaim in any
-// process keeps it), resolves a directory generation to its single
-// checkpoint file, memory-maps it, sniffs the format (formats.Registry
-// .Detect: magic bytes, then extension) and decodes it. Sources elsewhere
+// an entry of STATE_DIR/gens or lies inside a directory entry
+// (snapshot.GenStore.GenOf, GenStore.Pin: a reclaim in any process keeps
+// the whole entry), then decodes it: a file is memory-mapped, its format
+// sniffed (formats.Registry.Detect: magic bytes, then extension) and
+// decoded; a directory is read as one snapshot by formats/sharddir (a
+// Hugging Face shard index and its shards, or every checkpoint file, each
+// opened beneath the directory, regular files only). Sources elsewhere
 // are read as they are; the trainer must keep them until the request is
 // done. A relative source is relative to the daemon's working directory.
 //

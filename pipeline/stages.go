@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -160,8 +159,8 @@ func (d *Daemon) retry(ctx context.Context, stage string, gen uint64, fn func() 
 	}
 }
 
-// sourcePath resolves a request's source: a directory generation must
-// hold exactly one checkpoint file (names starting with '.' are ignored).
+// sourcePath checks that a request's file source exists and is a
+// regular file (directory sources are read by prepareDir).
 func sourcePath(gen uint64, src string) (string, error) {
 	st, err := os.Stat(src)
 	if err != nil {
@@ -173,23 +172,7 @@ func sourcePath(gen uint64, src string) (string, error) {
 	if st.Mode().IsRegular() {
 		return src, nil
 	}
-	if !st.IsDir() {
-		return "", permanent{fmt.Errorf("%w: gen %d: %s is not a regular file or directory", ErrSource, gen, src)}
-	}
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		return "", err
-	}
-	var files []string
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), ".") && e.Type().IsRegular() {
-			files = append(files, e.Name())
-		}
-	}
-	if len(files) != 1 {
-		return "", permanent{fmt.Errorf("%w: gen %d: directory %s holds %d checkpoint files; snapd reads exactly one per generation", ErrSource, gen, src, len(files))}
-	}
-	return filepath.Join(src, files[0]), nil
+	return "", permanent{fmt.Errorf("%w: gen %d: %s is not a regular file or directory", ErrSource, gen, src)}
 }
 
 // prepare pins the request's generation (when its source is in the
@@ -197,22 +180,22 @@ func sourcePath(gen uint64, src string) (string, error) {
 func (d *Daemon) prepare(ctx context.Context, it *item) error {
 	it.release()
 	gen, src := it.rec.Gen, it.rec.Source
-	abs, _ := filepath.Abs(src)
-	store, _ := filepath.Abs(d.gens.Dir())
-	if filepath.Dir(abs) == store {
-		if g, _, ok := snapshot.ParseGenName(filepath.Base(abs)); ok {
-			if g != gen {
-				return permanent{fmt.Errorf("%w: request for gen %d names %s, which is generation %d", ErrSource, gen, src, g)}
-			}
-			pin, err := d.gens.Pin(gen)
-			if errors.Is(err, snapshot.ErrGenNotFound) {
-				return permanent{fmt.Errorf("%w: gen %d: %s is not published (or was reclaimed): %v", ErrSource, gen, src, err)}
-			}
-			if err != nil {
-				return err
-			}
-			it.pin = pin
+	// A store entry, or a file inside a directory generation, is pinned.
+	if g, ok := d.gens.GenOf(src); ok {
+		if g != gen {
+			return permanent{fmt.Errorf("%w: request for gen %d names %s, which is generation %d", ErrSource, gen, src, g)}
 		}
+		pin, err := d.gens.Pin(gen)
+		if errors.Is(err, snapshot.ErrGenNotFound) {
+			return permanent{fmt.Errorf("%w: gen %d: %s is not published (or was reclaimed): %v", ErrSource, gen, src, err)}
+		}
+		if err != nil {
+			return err
+		}
+		it.pin = pin
+	}
+	if st, err := os.Stat(src); err == nil && st.IsDir() {
+		return d.prepareDir(ctx, it)
 	}
 	path, err := sourcePath(gen, src)
 	if err != nil {
