@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -147,4 +148,42 @@ func TestShardedDirectoryGeneration(t *testing.T) {
 			t.Errorf("gen %d still there: %v", g, err)
 		}
 	}
+}
+
+// TestPythonPublishesShardedDirectory: a trainer publishes a sharded
+// checkpoint directory with scripts/snapd_trainer.py's
+// publish_generation_dir and requests it with request_snapshot; the
+// daemon snapshots it.
+func TestPythonPublishesShardedDirectory(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	scripts, _ := filepath.Abs(filepath.Join("..", "scripts"))
+	f := newFixture(t)
+	// Stage the shard files the "trainer" writes (as save_pretrained would).
+	stage := filepath.Join(t.TempDir(), "stage")
+	os.Rename(publishSharded(t, t.TempDir(), 1, nil), stage)
+	f.start(t, nil)
+	prog := `
+import os, shutil, sys
+sys.path.insert(0, sys.argv[1])
+import snapd_trainer as st
+state, stage = sys.argv[2], sys.argv[3]
+def fill(d):
+    for n in sorted(os.listdir(stage)):
+        shutil.copyfile(os.path.join(stage, n), os.path.join(d, n))
+p = st.publish_generation_dir(os.path.join(state, "gens"), 1, fill)
+st.request_snapshot(1, p, state_dir=state)
+print(p)
+`
+	out, err := exec.Command(py, "-c", prog, scripts, f.dir, stage).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+	if r := f.wait(t, 1); r.State != wal.Done || r.Format != "sharddir" || !strings.HasSuffix(r.Source, "gen-000001") {
+		t.Fatalf("gen 1: %+v", r)
+	}
+	verifyChain(t, f.dir, f.keys, []uint64{1})
+	f.stop(t)
 }
