@@ -2,6 +2,7 @@ package sharddir
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -109,6 +110,40 @@ func FuzzIndex(f *testing.F) {
 		out2, _ := MarshalIndex(y.Metadata, y.WeightMap)
 		if !bytes.Equal(out, out2) {
 			t.Fatal("not canonical")
+		}
+	})
+}
+
+// FuzzOpen: a fuzzed index beside real shards never panics Open, and
+// whatever opens has exactly the index's tensors.
+func FuzzOpen(f *testing.F) {
+	for _, b := range seeds(f) {
+		f.Add(b)
+	}
+	tmpl := makeHF(f)
+	shards := map[string][]byte{}
+	for _, n := range []string{shard1, shard2} {
+		b, err := os.ReadFile(filepath.Join(tmpl, n))
+		must(f, err)
+		shards[n] = b
+	}
+	f.Fuzz(func(t *testing.T, idx []byte) {
+		dir := t.TempDir()
+		for n, b := range shards {
+			must(t, os.WriteFile(filepath.Join(dir, n), b, 0o644))
+		}
+		must(t, os.WriteFile(filepath.Join(dir, hfIdx), idx, 0o644))
+		d, err := Open(context.Background(), dir, registry(), Options{Limits: Limits{MaxIndexEntries: 1000}})
+		if err != nil {
+			return
+		}
+		defer d.Close()
+		x, err := ParseIndex("x", idx, Limits{})
+		if err != nil {
+			t.Fatalf("opened, but the index does not parse: %v", err)
+		}
+		if len(d.Snapshot.Arrays) != len(x.WeightMap) {
+			t.Fatalf("%d arrays for %d index entries", len(d.Snapshot.Arrays), len(x.WeightMap))
 		}
 	})
 }
