@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"log/slog"
 	"math"
 	"os"
@@ -289,5 +290,35 @@ func TestReshard(t *testing.T) {
 	}
 	if d.Layout.Files[0].Attrs["safetensors.metadata"] != `{"format":"pt"}` {
 		t.Errorf("shard metadata %v", d.Layout.Files[0].Attrs)
+	}
+}
+
+// TestWriteOtherFormat: a recorded layout written in another format gets
+// that format's names; attributes of the old format need Lossy.
+func TestWriteOtherFormat(t *testing.T) {
+	src := open(t, makeHF(t)).Snapshot
+	out := filepath.Join(t.TempDir(), "zt")
+	_, err := Write(context.Background(), out, src, WriteOptions{Codecs: registry(), Codec: ztensor.New()})
+	if !errors.Is(err, formats.ErrLossy) {
+		t.Fatalf("want ErrLossy for safetensors metadata, got %v", err)
+	}
+	p, err := Write(context.Background(), out, src, WriteOptions{Codecs: registry(), Codec: ztensor.New(), Encode: formats.EncodeOptions{Lossy: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"model-00001-of-00002.zt", "model-00002-of-00002.zt", "model.zt.index.json", "README.md", "config.json"}
+	if !reflect.DeepEqual(p.Files(), want) {
+		t.Fatalf("files %v, want %v", p.Files(), want)
+	}
+	back := open(t, out)
+	if !reflect.DeepEqual(names(back.Snapshot), names(src)) || back.Layout.Files[0].Codec != "ztensor" {
+		t.Fatalf("read back %v %+v", names(back.Snapshot), back.Layout)
+	}
+	for _, a := range src.Arrays {
+		x, _ := snapshot.ReadAll(a.Data)
+		y, _ := snapshot.ReadAll(back.Snapshot.Array(a.Name).Data)
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s differs", a.Name)
+		}
 	}
 }
