@@ -41,7 +41,7 @@ without a subprocess with scripts/snapd_trainer.py (publish_generation,
 publish_generation_dir, request_snapshot).`,
 		Example: `  snapd request-snapshot --gen 123 --source .snapd/gens/gen-000123.safetensors
   snapd request-snapshot --gen 124 --source .snapd/gens/gen-000124/`,
-		Args:    exactArgs(0),
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRequestSnapshot(cmd.Context(), e, &o)
 		},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/safetensors"
 	"github.com/snapd-ml/snapd/formats/sharddir"
 	"github.com/snapd-ml/snapd/snapshot"
+	"github.com/snapd-ml/snapd/wal"
 )
 
 func f32Array(name string, seed float32, n int) *snapshot.Array {
@@ -147,5 +149,57 @@ func TestConvertShardedDirRefusals(t *testing.T) {
 	code, _, errs = snapd(t, nil, "convert", makeShardedDir(t), filepath.Join(t.TempDir(), "o"), "--shard-size", "lots")
 	if code != 2 || !strings.Contains(errs, "--shard-size") {
 		t.Fatalf("bad --shard-size: exit %d: %s", code, errs)
+	}
+}
+
+// TestRequestAndGCDirectoryGenerations: request-snapshot takes a sharded
+// directory generation; gc reclaims a snapshotted one whole.
+func TestRequestAndGCDirectoryGenerations(t *testing.T) {
+	state := t.TempDir()
+	store, err := snapshot.OpenGenStore(filepath.Join(state, "gens"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := makeShardedDir(t)
+	var paths []string
+	for g := uint64(1); g <= 2; g++ {
+		gen, err := store.PublishDir(g, "", func(dir string) error {
+			for n, b := range dirFiles(t, src) {
+				if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, gen.Path)
+		code, out, errs := runWALCmds(t, "request-snapshot", "--state-dir", state, "--gen", fmt.Sprint(g), "--source", gen.Path+"/")
+		if code != 0 || !strings.Contains(out, "src="+gen.Path) {
+			t.Fatalf("request-snapshot: %d %s %s", code, out, errs)
+		}
+	}
+	c, err := wal.OpenConsumer(filepath.Join(state, "wal"), wal.ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := wal.NewReader(c.Dir(), c.Cursor(), wal.ReaderOptions{})
+	for i := 0; i < 2 && r.Next(); i++ {
+		if _, err := c.Complete(r.Record(), wal.Done, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Close()
+	c.Close()
+	code, out, errs := runWALCmds(t, "gc", "--state-dir", state, "--keep", "0")
+	if code != 0 {
+		t.Fatalf("gc: %d %s %s", code, out, errs)
+	}
+	if _, err := os.Stat(paths[0]); !os.IsNotExist(err) {
+		t.Fatalf("gen 1 directory not reclaimed: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(paths[1], "model.safetensors.index.json")); err != nil {
+		t.Fatalf("gen 2 (newest snapshotted) touched: %v", err)
 	}
 }
