@@ -58,7 +58,7 @@ func (r *root) names(max int) ([]string, error) {
 	}
 }
 
-// kind is what lstat says an entry is, without following a symlink.
+// lstat stats the entry name without following a symlink.
 func (r *root) lstat(name string) (unix.Stat_t, error) {
 	var st unix.Stat_t
 	err := unix.Fstatat(r.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
