@@ -38,7 +38,8 @@
 // before). Files of no known format are ignored with a logged note.
 //
 // In both layouts: entries whose name starts with '.' are skipped (temp
-// files of publishers), subdirectories are skipped with a note, and small
+// files of publishers), subdirectories (and symlinks to directories
+// inside the tree) are skipped with a note, and small
 // text files (.json .txt .md .yaml .yml .jinja, at most 1 MiB each and
 // 8 MiB in all, valid UTF-8 without NUL, portable name) — config.json,
 // generation_config.json, README.md, vocab.txt, ... — are kept as

@@ -58,6 +58,10 @@ func (r *root) names(max int) ([]string, error) {
 	}
 }
 
+// errSymlinkDir: an entry is a symlink to a directory inside the tree
+// (skipped like a subdirectory).
+var errSymlinkDir = fmt.Errorf("%w: symbolic link to a directory", ErrUnsafe)
+
 // lstat stats the entry name without following a symlink.
 func (r *root) lstat(name string) (unix.Stat_t, error) {
 	var st unix.Stat_t
@@ -107,7 +111,11 @@ func (r *root) open(name string) (*os.File, error) {
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, errf(full, -1, "", ErrUnsafe, "not a regular file (%s); only regular files are read", describeMode(st.Mode()))
+		err := ErrUnsafe
+		if st.IsDir() {
+			err = errSymlinkDir
+		}
+		return nil, errf(full, -1, "", err, "not a regular file (%s); only regular files are read", describeMode(st.Mode()))
 	}
 	return f, nil
 }

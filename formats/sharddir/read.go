@@ -319,6 +319,9 @@ func (rd *reader) keepText(name string) error {
 		return skip("name is not portable")
 	}
 	f, err := rd.root.open(name)
+	if errors.Is(err, errSymlinkDir) {
+		return skip("link to a subdirectory")
+	}
 	if err != nil {
 		return err
 	}
@@ -451,6 +454,10 @@ func (rd *reader) plain(names []string) error {
 			return errf(rd.root.path, -1, "", ErrLimit, "more than %d checkpoint files", rd.lim.MaxFiles)
 		}
 		dec, err := rd.decodeFile(n, true)
+		if errors.Is(err, errSymlinkDir) {
+			rd.log.Info("sharddir: link to a subdirectory ignored", "file", filepath.Join(rd.root.path, n))
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -144,6 +144,7 @@ func TestPlainDir(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("run 7\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, ".hidden"), []byte("x"), 0o644))
 	must(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	must(t, os.Symlink("sub", filepath.Join(dir, "link-to-sub")))
 	d := open(t, dir)
 	want := []string{"a.zt/w", "b.safetensors/v", "b.safetensors/w"}
 	if got := names(d.Snapshot); !reflect.DeepEqual(got, want) {
