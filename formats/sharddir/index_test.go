@@ -120,18 +120,10 @@ func FuzzOpen(f *testing.F) {
 	for _, b := range seeds(f) {
 		f.Add(b)
 	}
-	tmpl := makeHF(f)
-	shards := map[string][]byte{}
-	for _, n := range []string{shard1, shard2} {
-		b, err := os.ReadFile(filepath.Join(tmpl, n))
-		must(f, err)
-		shards[n] = b
-	}
+	// One directory per fuzz process (inputs run one at a time in it):
+	// only the index is rewritten per input.
+	dir := makeHF(f)
 	f.Fuzz(func(t *testing.T, idx []byte) {
-		dir := t.TempDir()
-		for n, b := range shards {
-			must(t, os.WriteFile(filepath.Join(dir, n), b, 0o644))
-		}
 		must(t, os.WriteFile(filepath.Join(dir, hfIdx), idx, 0o644))
 		d, err := Open(context.Background(), dir, registry(), Options{Limits: Limits{MaxIndexEntries: 1000}})
 		if err != nil {
