@@ -48,6 +48,9 @@ func openDir(ctx context.Context, reg *formats.Registry, path, from string, log 
 		if errors.As(err, &pe) && !errors.Is(err, sharddir.ErrUnsafe) {
 			return nil, ioError{err}
 		}
+		if errors.Is(err, sharddir.ErrOutside) {
+			return nil, withHint(err, "copy the files into the directory (cp -L); a Hugging Face cache snapshot links to ../../blobs, download with --local-dir instead")
+		}
 		return nil, err
 	}
 	return &openedSnapshot{Snapshot: d.Snapshot, Codec: dirCodec{}, closer: d}, nil

@@ -16,6 +16,9 @@ var (
 	// ErrUnsafe: a path leaves the directory, or names something that is
 	// not a regular file (FIFO, device, socket, directory).
 	ErrUnsafe = errors.New("unsafe path")
+	// ErrOutside wraps ErrUnsafe for a file whose path resolves outside
+	// the directory (a symlink leaving the tree).
+	ErrOutside = fmt.Errorf("%w: outside the directory", ErrUnsafe)
 	// ErrInvalidSnapshot: Write was given a snapshot (or recorded layout
 	// attributes) it cannot turn into a directory.
 	ErrInvalidSnapshot = errors.New("cannot write snapshot as a directory")

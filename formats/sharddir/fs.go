@@ -97,7 +97,7 @@ func (r *root) open(name string) (*os.File, error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, unix.EXDEV):
-			return nil, errf(full, -1, "", ErrUnsafe, "resolves outside the directory (a symbolic link leaving the tree is refused)")
+			return nil, errf(full, -1, "", ErrOutside, "resolves outside the directory (a symbolic link leaving the tree is refused)")
 		case errors.Is(err, unix.ELOOP):
 			return nil, errf(full, -1, "", ErrUnsafe, "symbolic link loop")
 		}
