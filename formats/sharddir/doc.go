@@ -71,7 +71,8 @@
 // error, not a skip. Index shard names must be plain file names: absolute
 // paths, "..", '/', '\', NUL and control bytes, dot-names and names over
 // 255 bytes are refused (ErrUnsafe, naming the tensor). The index is read
-// only up to Limits.MaxIndexBytes (64 MiB) and Limits.MaxIndexEntries
+// only up to Limits.MaxIndexBytes (32 MiB; the largest public indexes,
+// of MoE models with ~90,000 tensors, are about 9 MB) and Limits.MaxIndexEntries
 // (1,000,000) weight_map entries; duplicate keys at any level, unknown
 // top-level keys and trailing data are refused; JSON errors give the byte
 // offset, never the content. At most Limits.MaxEntries directory entries
@@ -107,6 +108,13 @@
 //     sort_keys=True) + "\n". metadata is the recorded object, with
 //     "total_size" (the sum of the tensors' bytes) added when it has none;
 //     a recorded total_size is kept as it was.
+//
+// A write interrupted by a crash leaves a ".snapd-tmp-<name>-*" directory
+// beside the target, never a partial target.
+//
+// Besides snapshot and formats (the codec interface), this package imports
+// internal/atomicfile (fsync of directories), as snapshot's generation
+// store does.
 //
 // Layout attributes come from untrusted WTXT files: every recorded file
 // name is checked like an index shard name, so nothing is written outside

@@ -74,7 +74,7 @@ type Registry interface {
 
 // Limits bound what Open reads; zero fields take the defaults.
 type Limits struct {
-	MaxIndexBytes    int64 // index JSON size (default 64 MiB)
+	MaxIndexBytes    int64 // index JSON size (default 32 MiB)
 	MaxIndexEntries  int   // weight_map entries (default 1,000,000)
 	MaxEntries       int   // directory entries (default 100,000)
 	MaxFiles         int   // checkpoint files/shards opened (default 10,000)
@@ -84,7 +84,7 @@ type Limits struct {
 
 // DefaultLimits are the bounds used for zero Limits fields.
 var DefaultLimits = Limits{
-	MaxIndexBytes:    64 << 20,
+	MaxIndexBytes:    32 << 20,
 	MaxIndexEntries:  1_000_000,
 	MaxEntries:       100_000,
 	MaxFiles:         10_000,
