@@ -16,6 +16,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -181,9 +183,9 @@ func Open(ctx context.Context, dir string, reg Registry, opts Options) (*Dir, er
 		if err != nil {
 			return nil, err
 		}
-		switch st.Mode & 0o170000 {
-		case 0o100000, 0o120000: // regular file, symlink (resolved when opened)
-		case 0o040000:
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG, unix.S_IFLNK: // a symlink is resolved when opened
+		case unix.S_IFDIR:
 			log.Info("sharddir: subdirectory ignored", "dir", dir, "entry", n)
 			continue
 		default:

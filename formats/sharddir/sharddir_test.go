@@ -220,7 +220,9 @@ func TestRoundTrip(t *testing.T) {
 	writeFile(t, safetensors.New(), plain, "b.safetensors", map[string]string{"safetensors.metadata": `{"step":"7"}`}, f32("w", 1, 2), f32("v", 2, 1))
 	writeFile(t, ztensor.New(), plain, "a.zt", nil, f32("w", 3, 2))
 	must(t, os.WriteFile(filepath.Join(plain, "config.json"), []byte(`{"a":1}`), 0o644))
-	for name, dir := range map[string]string{"index": makeHF(t), "plain": plain} {
+	single := t.TempDir()
+	writeFile(t, safetensors.New(), single, "model.safetensors", nil, f32("w", 1, 3, 2))
+	for name, dir := range map[string]string{"index": makeHF(t), "plain": plain, "single": single} {
 		t.Run(name, func(t *testing.T) {
 			w1 := toWTXT(t, open(t, dir).Snapshot)
 			out := filepath.Join(t.TempDir(), "out")
