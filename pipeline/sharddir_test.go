@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats"
@@ -87,6 +88,14 @@ func TestShardedDirectoryGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	request(t, f.dir, 4, filepath.Join(g4.Path, "model.safetensors"))
+	// Generation 5: a FIFO in the directory fails the request at once.
+	g5, err := st.PublishDir(5, "", func(dir string) error {
+		return syscall.Mkfifo(filepath.Join(dir, "model-00001-of-00002.safetensors"), 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	request(t, f.dir, 5, g5.Path)
 
 	for _, g := range []uint64{1, 2} {
 		r := f.wait(t, g)
@@ -100,6 +109,9 @@ func TestShardedDirectoryGeneration(t *testing.T) {
 	}
 	if r := f.wait(t, 4); r.State != wal.Done || r.Format != "safetensors" {
 		t.Fatalf("gen 4: %+v", r)
+	}
+	if r := f.wait(t, 5); r.State != wal.Failed || !strings.Contains(r.Error, "not a regular file (a FIFO)") {
+		t.Fatalf("gen 5: %s %q", r.StateName, r.Error)
 	}
 	verifyChain(t, f.dir, f.keys, []uint64{1, 2, 4})
 	r2 := f.wait(t, 2)
@@ -136,11 +148,11 @@ func TestShardedDirectoryGeneration(t *testing.T) {
 	if pins, err := st.Pins(); err != nil || len(pins) != 0 {
 		t.Fatalf("pins left: %v %v", pins, err)
 	}
-	rep, err := st.Reclaim(snapshot.ReclaimOptions{Snapshotted: func(g uint64) bool { return g != 3 }, Abandoned: func(g uint64) bool { return g == 3 }})
+	rep, err := st.Reclaim(snapshot.ReclaimOptions{Snapshotted: func(g uint64) bool { return g != 3 && g != 5 }, Abandoned: func(g uint64) bool { return g == 3 || g == 5 }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Deleted) != 3 {
+	if len(rep.Deleted) != 4 { // 1, 2, 3 and 5 (4 is the newest snapshotted)
 		t.Fatalf("reclaimed %+v", rep)
 	}
 	for _, g := range []uint64{1, 2, 3} {
