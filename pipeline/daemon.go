@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -75,6 +76,7 @@ type item struct {
 
 	pin  *snapshot.Pin
 	m    *snapshot.Mapping
+	dir  io.Closer // a directory source (formats/sharddir), instead of m
 	snap *snapshot.Snapshot
 	res  GenResult
 	head *ChainState // the chain head after this generation (done items)
@@ -84,6 +86,10 @@ func (it *item) release() {
 	if it.m != nil {
 		it.m.Close()
 		it.m = nil
+	}
+	if it.dir != nil {
+		it.dir.Close()
+		it.dir = nil
 	}
 	if it.pin != nil {
 		it.pin.Release()

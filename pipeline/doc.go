@@ -32,10 +32,13 @@
 // position, is skipped (redelivery after a crash).
 //
 // prepare pins the generation in the generation store when the source is
-// an entry of STATE_DIR/gens (snapshot.GenStore.Pin: a reclaim in any
-// process keeps it), resolves a directory generation to its single
-// checkpoint file, memory-maps it, sniffs the format (formats.Registry
-// .Detect: magic bytes, then extension) and decodes it. The source is
+// an entry of STATE_DIR/gens or lies inside a directory entry
+// (snapshot.GenStore.GenOf, GenStore.Pin: a reclaim in any process keeps
+// the whole entry), then decodes it: a file is memory-mapped, its format
+// sniffed (formats.Registry.Detect: magic bytes, then extension) and
+// decoded; a directory is read as one snapshot by formats/sharddir (a
+// Hugging Face shard index and its shards, or every checkpoint file, each
+// opened beneath the directory, regular files only). The source is
 // opened without blocking and judged by the opened descriptor
 // (internal/safeopen): a FIFO, device or socket — also one swapped in for
 // a checkpoint after a check — fails the request at once. Decoders and

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -161,11 +160,10 @@ func (d *Daemon) retry(ctx context.Context, stage string, gen uint64, fn func() 
 	}
 }
 
-// sourcePath resolves a request's source: a directory generation must
-// hold exactly one checkpoint file (names starting with '.' are ignored).
-// The source is opened without blocking and judged by the opened
-// descriptor (safeopen), so a FIFO or device — also one swapped in after
-// a check — is refused at once instead of hanging the daemon.
+// sourcePath checks a request's file source (directory sources are read
+// by prepareDir). The source is opened without blocking and judged by the
+// opened descriptor (safeopen), so a FIFO or device — also one swapped in
+// after a check — is refused at once instead of hanging the daemon.
 func sourcePath(gen uint64, src string) (string, error) {
 	f, err := safeopen.Open(src, safeopen.AllowDir)
 	if err != nil {
@@ -185,20 +183,7 @@ func sourcePath(gen uint64, src string) (string, error) {
 	if st.Mode().IsRegular() {
 		return src, nil
 	}
-	ents, err := f.ReadDir(-1)
-	if err != nil {
-		return "", err
-	}
-	var files []string
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), ".") && e.Type().IsRegular() {
-			files = append(files, e.Name())
-		}
-	}
-	if len(files) != 1 {
-		return "", permanent{fmt.Errorf("%w: gen %d: directory %s holds %d checkpoint files; snapd reads exactly one per generation", ErrSource, gen, src, len(files))}
-	}
-	return filepath.Join(src, files[0]), nil
+	return "", permanent{fmt.Errorf("%w: gen %d: %s is not a regular file or directory", ErrSource, gen, src)}
 }
 
 // prepare pins the request's generation (when its source is in the
@@ -212,22 +197,22 @@ func (d *Daemon) prepare(ctx context.Context, it *item) error {
 		// or that the WTXT parser rejects.
 		return permanent{fmt.Errorf("request: %w", err)}
 	}
-	abs, _ := filepath.Abs(src)
-	store, _ := filepath.Abs(d.gens.Dir())
-	if filepath.Dir(abs) == store {
-		if g, _, ok := snapshot.ParseGenName(filepath.Base(abs)); ok {
-			if g != gen {
-				return permanent{fmt.Errorf("%w: request for gen %d names %s, which is generation %d", ErrSource, gen, src, g)}
-			}
-			pin, err := d.gens.Pin(gen)
-			if errors.Is(err, snapshot.ErrGenNotFound) {
-				return permanent{fmt.Errorf("%w: gen %d: %s is not published (or was reclaimed): %v", ErrSource, gen, src, err)}
-			}
-			if err != nil {
-				return err
-			}
-			it.pin = pin
+	// A store entry, or a file inside a directory generation, is pinned.
+	if g, ok := d.gens.GenOf(src); ok {
+		if g != gen {
+			return permanent{fmt.Errorf("%w: request for gen %d names %s, which is generation %d", ErrSource, gen, src, g)}
 		}
+		pin, err := d.gens.Pin(gen)
+		if errors.Is(err, snapshot.ErrGenNotFound) {
+			return permanent{fmt.Errorf("%w: gen %d: %s is not published (or was reclaimed): %v", ErrSource, gen, src, err)}
+		}
+		if err != nil {
+			return err
+		}
+		it.pin = pin
+	}
+	if st, err := os.Stat(src); err == nil && st.IsDir() {
+		return d.prepareDir(ctx, it)
 	}
 	path, err := sourcePath(gen, src)
 	if err != nil {

@@ -3,6 +3,7 @@
 Two calls a training loop needs:
 
     publish_generation(gens_dir, gen, data)   # atomic, immutable checkpoint file
+    publish_generation_dir(gens_dir, gen, fill)  # or a directory (HF shards)
     request_snapshot(gen, path, state_dir)    # append one WAL line, ~microseconds
 
 With PyTorch the whole loop is three lines (snapd reads torch.save's files,
@@ -48,6 +49,7 @@ __all__ = [
     "crc32c",
     "encode_request",
     "publish_generation",
+    "publish_generation_dir",
     "request_snapshot",
     "generation_name",
 ]
@@ -326,5 +328,59 @@ def publish_generation(gens_dir, gen, data, suffix=".safetensors"):
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+    _fsync_dir(gens_dir)
+    return final
+
+
+def publish_generation_dir(gens_dir, gen, fill, suffix=""):
+    """Atomically publish a checkpoint directory as generation gen.
+
+    For sharded checkpoints (model.safetensors.index.json plus shards, e.g.
+    model.save_pretrained(d, max_shard_size="2GB")) or several files: snapd
+    reads the directory as one snapshot. fill(d) writes the files into the
+    temporary directory d (a dot-name in gens_dir); every file and
+    directory in it is then fsynced, d is renamed to gen-NNNNNN<suffix>
+    and gens_dir is fsynced. Raises FileExistsError if generation gen is
+    already published. Returns the final path.
+    """
+    gens_dir = os.fspath(gens_dir)
+    os.makedirs(gens_dir, exist_ok=True)
+    name = generation_name(gen, suffix)
+    prefix = generation_name(gen)
+
+    def published():
+        for existing in os.listdir(gens_dir):
+            if existing == prefix or existing.startswith(prefix + "."):
+                return os.path.join(gens_dir, existing)
+        return None
+
+    if published():
+        raise FileExistsError(errno.EEXIST, "snapd: generation %d already published" % int(gen), published())
+    final = os.path.join(gens_dir, name)
+    tmp = os.path.join(gens_dir, ".tmp-%s-%d-%s" % (name, os.getpid(), os.urandom(4).hex()))
+    os.mkdir(tmp, 0o755)
+    try:
+        fill(tmp)
+        for root, dirs, files in os.walk(tmp):
+            for f in files:
+                p = os.path.join(root, f)
+                if os.path.islink(p) or not os.path.isfile(p):
+                    continue
+                fd = os.open(p, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            _fsync_dir(root)
+        # os.rename would replace an empty directory: check again right
+        # before (generations are immutable; the Go side uses
+        # RENAME_NOREPLACE).
+        if published():
+            raise FileExistsError(errno.EEXIST, "snapd: generation %d already published" % int(gen), published())
+        os.rename(tmp, final)
+    except BaseException:
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     _fsync_dir(gens_dir)
     return final

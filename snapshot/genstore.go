@@ -156,6 +156,26 @@ func (s *GenStore) List() ([]Generation, error) {
 	return gens, nil
 }
 
+// GenOf returns the generation whose store entry path is or lies in: an
+// entry itself (file or directory generation) or any path inside a
+// directory generation (gens/gen-000007/model-00001-of-00002.safetensors
+// is generation 7). Paths are compared after filepath.Abs (lexically, no
+// symlinks resolved); ok is false outside the store.
+func (s *GenStore) GenOf(path string) (gen uint64, ok bool) {
+	abs, err1 := filepath.Abs(path)
+	store, err2 := filepath.Abs(s.dir)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	rel, err := filepath.Rel(store, abs)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return 0, false
+	}
+	first, _, _ := strings.Cut(rel, string(filepath.Separator))
+	gen, _, ok = ParseGenName(first)
+	return gen, ok
+}
+
 // Lookup returns generation gen, or ErrGenNotFound.
 func (s *GenStore) Lookup(gen uint64) (Generation, error) {
 	gens, err := s.List()

@@ -117,11 +117,12 @@ func keyError(err error) error {
 }
 
 type convertOptions struct {
-	in, out  string
-	from, to string
-	lossy    bool
-	wsum     string
-	w        wtxtFlags
+	in, out   string
+	from, to  string
+	lossy     bool
+	wsum      string
+	shardSize string
+	w         wtxtFlags
 }
 
 func newConvertCommand(e *env) *cobra.Command {
@@ -133,10 +134,19 @@ func newConvertCommand(e *env) *cobra.Command {
 extensions (OUT); --from and --to override. Converting to WTXT writes a
 deterministic snapshot: same input and options give the same bytes.
 
+IN may be a checkpoint directory: a Hugging Face sharded checkpoint
+(model.safetensors.index.json + shards) or a plain directory of checkpoint
+files, read as one snapshot. OUT is written as such a directory when it ends
+in '/', is an existing (empty) directory, or --shard-size is given: the
+recorded layout is reproduced, else shards of --shard-size (default 5GB) in
+safetensors (--to another format) with a model.safetensors.index.json.
+
 Known formats: ` + strings.Join(newRegistry().Names(), ", ") + `.`,
 		Example: `  snapd convert model.safetensors gen1.wtxt --gen 1 --sign-key keys/sign_ed25519 --hmac-key keys/hmac.key
   snapd convert model2.safetensors gen2.wtxt --gen 2 --prev gen1.wtxt --sign-key keys/sign_ed25519
-  snapd convert gen2.wtxt restored.safetensors`,
+  snapd convert gen2.wtxt restored.safetensors
+  snapd convert llama-dir/ gen3.wtxt --gen 3
+  snapd convert gen3.wtxt restored-dir/ --shard-size 2GB`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.in, o.out = args[0], args[1]
@@ -147,13 +157,20 @@ Known formats: ` + strings.Join(newRegistry().Names(), ", ") + `.`,
 	cmd.Flags().StringVar(&o.to, "to", "", "output format (default: from OUT's extension)")
 	cmd.Flags().BoolVar(&o.lossy, "lossy", false, "allow dropping what the target format cannot hold (reported on stderr)")
 	cmd.Flags().StringVar(&o.wsum, "wsum", "", "WSUM of a streamed WTXT input (default: IN with .wsum); it is verified before converting")
+	cmd.Flags().StringVar(&o.shardSize, "shard-size", "", "write OUT as a sharded directory (HF index + shards of at most this size, e.g. 2GB, 500MiB); a directory OUT without it reproduces the recorded layout (default 5GB)")
 	o.w.register(cmd)
 	return cmd
 }
 
 func runConvert(ctx context.Context, e *env, o *convertOptions) error {
 	reg := newRegistry()
-	src, err := openSnapshot(ctx, reg, o.in, o.from)
+	var src *openedSnapshot
+	var err error
+	if isDir(o.in) {
+		src, err = openDir(ctx, reg, o.in, o.from, e.logger)
+	} else {
+		src, err = openSnapshot(ctx, reg, o.in, o.from)
+	}
 	if err != nil {
 		return err
 	}
@@ -162,6 +179,9 @@ func runConvert(ctx context.Context, e *env, o *convertOptions) error {
 		if err := verifyStreamedInput(ctx, o.in, o.wsum, src.m); err != nil {
 			return err
 		}
+	}
+	if wantsDirOutput(o) {
+		return convertToDir(ctx, reg, src.Snapshot, o)
 	}
 
 	var target formats.Codec

@@ -69,7 +69,7 @@ type inspectJSON struct {
 func runInspect(ctx context.Context, e *env, o *inspectOptions) error {
 	reg := newRegistry()
 	h, err := readHead(o.file, 64)
-	if err != nil {
+	if err != nil && !isDir(o.file) { // a directory is read by openSnapshot
 		return ioError{err}
 	}
 	out := inspectJSON{File: o.file, Arrays: []inspectArray{}}

@@ -26,9 +26,13 @@ type openedSnapshot struct {
 	// not part of the snapshot.
 	Diagnostics []formats.Diagnostic
 	m           *snapshot.Mapping
+	closer      io.Closer // a directory input (formats/sharddir)
 }
 
 func (o *openedSnapshot) Close() error {
+	if o.closer != nil {
+		return o.closer.Close()
+	}
 	if o.m != nil {
 		return o.m.Close()
 	}
@@ -37,7 +41,11 @@ func (o *openedSnapshot) Close() error {
 
 // openSnapshot memory-maps path and decodes it with the codec named from,
 // or the one its magic bytes (then extension) select.
+// A directory is read as one snapshot (formats/sharddir).
 func openSnapshot(ctx context.Context, reg *formats.Registry, path, from string) (*openedSnapshot, error) {
+	if isDir(path) {
+		return openDir(ctx, reg, path, from, nil)
+	}
 	m, err := snapshot.MapFile(path)
 	if err != nil {
 		return nil, ioError{err}

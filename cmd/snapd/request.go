@@ -34,12 +34,16 @@ func newRequestSnapshotCommand(e *env) *cobra.Command {
 		Long: `Append one "snapshot requested" line to STATE_DIR/wal and exit. No daemon
 needs to be running; the daemon picks the request up when it runs. The
 source must exist (publish the generation first); it is recorded as an
-absolute path. Python trainers can do the same without a subprocess with
-scripts/snapd_trainer.py. Generations are 1..999999999999999999 (at most
-18 decimal digits: what the WTXT writer and parser agree on); others are
-refused.`,
-		Example: `  snapd request-snapshot --gen 123 --source .snapd/gens/gen-000123.safetensors`,
-		Args:    exactArgs(0),
+absolute path. It is a checkpoint file or a directory: a Hugging Face
+sharded checkpoint (model.safetensors.index.json + shards) or a directory
+of checkpoint files, read as one snapshot. Python trainers can do the same
+without a subprocess with scripts/snapd_trainer.py (publish_generation,
+publish_generation_dir, request_snapshot). Generations are
+1..999999999999999999 (at most 18 decimal digits: what the WTXT writer and
+parser agree on); others are refused.`,
+		Example: `  snapd request-snapshot --gen 123 --source .snapd/gens/gen-000123.safetensors
+  snapd request-snapshot --gen 124 --source .snapd/gens/gen-000124/`,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRequestSnapshot(cmd.Context(), e, &o)
 		},
