@@ -14,6 +14,8 @@ command -v age >/dev/null        || need+=(age)
 command -v age-keygen >/dev/null || need+=(age)
 command -v ssh-keygen >/dev/null || need+=(openssh-client)
 command -v python3 >/dev/null    || need+=(python3)
+command -v systemd-analyze >/dev/null || need+=(systemd)   # configs/systemd_test.go
+command -v promtool >/dev/null   || need+=(prometheus)     # pipeline metrics lint
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing missing tools: ${need[*]}" >&2
   SUDO=""

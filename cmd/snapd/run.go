@@ -23,6 +23,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/gitops/review"
+	"github.com/snapd-ml/snapd/internal/sdnotify"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/pipeline"
 )
@@ -304,15 +305,19 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	if a := d.Addr(); a != nil {
 		log.Info("metrics", "url", "http://"+a.String()+"/metrics")
 	}
+	sdNotify(e, log, readyState(c.StateDir, d.Head().Gen))
 	for {
 		select {
 		case <-ctx.Done():
+			sdNotify(e, log, sdnotify.Stopping)
 			return closeDaemon(d, log)
 		case s := <-sigs:
 			if s != syscall.SIGHUP {
 				log.Info("signal: stopping", "signal", s.String())
+				sdNotify(e, log, sdnotify.Stopping)
 				return closeDaemon(d, log)
 			}
+			sdNotify(e, log, sdnotify.ReloadingState())
 			nc, err := loadRunConfig(o)
 			if err == nil && nc.StateDir != c.StateDir {
 				err = errors.New("state_dir cannot change on reload")
@@ -330,6 +335,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			if err != nil {
 				log.Error("SIGHUP: config not reloaded; keeping the running configuration", "error", err)
 			}
+			sdNotify(e, log, readyState(c.StateDir, d.Head().Gen))
 		}
 	}
 }
