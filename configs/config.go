@@ -162,6 +162,9 @@ type Thresholds struct {
 type Metric struct {
 	// Addr is a host:port; default 127.0.0.1:9464; "off" disables.
 	Addr string `yaml:"addr"`
+	// StuckAfter: /healthz turns unhealthy when a request is not done, or
+	// the oldest push waits, this long; default 30m.
+	StuckAfter Duration `yaml:"stuck_after"`
 }
 
 // WAL configures the request-log listener.
@@ -204,7 +207,7 @@ func Default() *Config {
 		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots", Layout: "auto",
 			SplitAbove: 64 << 20, PartLimit: 256 << 10, RetryBase: Duration(2 * time.Second), RetryMax: Duration(5 * time.Minute),
 			AuthRecheck: Duration(5 * time.Minute)},
-		Metrics: Metric{Addr: "127.0.0.1:9464"},
+		Metrics: Metric{Addr: "127.0.0.1:9464", StuckAfter: Duration(30 * time.Minute)},
 		WAL:     WAL{PollInterval: Duration(time.Second)},
 		GitHub:  GitHub{Base: "main", APIURL: "https://api.github.com/", RetryMax: Duration(5 * time.Minute)},
 	}
@@ -292,6 +295,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Ring.Keep < 1 {
 		return bad("ring.keep", "%d: must be >= 1", c.Ring.Keep)
+	}
+	if c.Metrics.StuckAfter <= 0 {
+		return bad("metrics.stuck_after", "%s: must be > 0", time.Duration(c.Metrics.StuckAfter))
 	}
 	if c.Queue.Max < 1 {
 		return bad("queue.max", "%d: must be >= 1", c.Queue.Max)

@@ -69,6 +69,7 @@ type item struct {
 	stage     string // where err happened
 	aborted   bool   // abandoned because the daemon is closing
 
+	log  *slog.Logger // stage start/finish lines (nil: none)
 	pin  *snapshot.Pin
 	m    *snapshot.Mapping
 	snap *snapshot.Snapshot
@@ -125,6 +126,8 @@ type Daemon struct {
 	addr     net.Addr
 	chans    []chan *item
 	runErr   error
+
+	inflight inflight // admitted requests not yet completed (/healthz)
 }
 
 // New opens the state directory (creating what is missing), takes its
@@ -172,6 +175,12 @@ func New(cfg Config, deps Deps) (_ *Daemon, err error) {
 	}
 	dm := &Daemon{deps: *d, log: d.Logger, m: m, gather: reg, fs: d.FS, now: d.Now, cfg: cfg,
 		ringDir: filepath.Join(cfg.StateDir, RingDir), results: map[uint64]*GenResult{}, changed: make(chan struct{})}
+	if err := reg.Register(newQueueCollector(func() *queue.Queue { return dm.deps.Queue })); err != nil {
+		return nil, fmt.Errorf("pipeline: metrics: %w", err)
+	}
+	if d.Pushes != nil {
+		d.Pushes.attach(dm)
+	}
 	for _, dir := range []string{cfg.StateDir, dm.ringDir, filepath.Join(dm.ringDir, plainDir)} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("pipeline: %w", err)
@@ -420,11 +429,8 @@ func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(d.gather, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		d.lifeMu.Lock()
-		ok := d.started && !d.closed
-		d.lifeMu.Unlock()
-		if !ok {
-			http.Error(w, "stopped", http.StatusServiceUnavailable)
+		if ok, why := d.health(); !ok {
+			http.Error(w, "unhealthy: "+why, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintf(w, "ok gen=%d\n", d.Head().Gen)
