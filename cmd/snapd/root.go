@@ -9,7 +9,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..."
+// (scripts/release.sh, from git describe); see currentVersion.
 var version = "dev"
 
 // env is what every command needs from the outside world; tests replace
@@ -44,7 +45,7 @@ Git; in CI it verifies snapshots and their history with public keys only.
 Start with: snapd demo
 
 Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
-		Version:       version,
+		Version:       currentVersion().Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -69,6 +70,7 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newWALCommand(e),
 		newGCCommand(e),
 		newVerifyRepoCommand(e),
+		newVersionCommand(e),
 	)
 	return root
 }

@@ -155,6 +155,7 @@ func newLogger(w io.Writer, c *configs.Config) *slog.Logger {
 	lv.UnmarshalText([]byte(c.Log.Level))
 	ho := &slog.HandlerOptions{Level: lv}
 	if c.Log.Format == "json" {
+		ho.ReplaceAttr = durationSeconds
 		return slog.New(slog.NewJSONHandler(w, ho))
 	}
 	return slog.New(slog.NewTextHandler(w, ho))
@@ -202,6 +203,7 @@ func pipelineConfig(c *configs.Config, log *slog.Logger) (pipeline.Config, error
 		RowsPerChunk: c.Snapshot.RowsPerChunk, Stream: c.Snapshot.Streaming, Workers: c.Snapshot.Workers,
 		SignKey: sk, HMACKey: hk, RingKeep: c.Ring.Keep, QueueMax: c.Queue.Max, Policy: pipeline.Policy(c.Queue.Policy),
 		PollInterval: time.Duration(c.WAL.PollInterval), NoNotify: c.WAL.DisableFsnotify,
+		StuckAfter: time.Duration(c.Metrics.StuckAfter),
 	}
 	if c.Metrics.Addr != "off" {
 		pc.MetricsAddr = c.Metrics.Addr
@@ -243,7 +245,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
 	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock}
 	if c.Git.Enabled {
 		repoDir := c.Git.Repo
@@ -269,12 +271,13 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			if err != nil {
 				return usageError{err}
 			}
-			var p gitops.Pusher = gp
+			deps.Pushes = pipeline.ObservePushes(gp)
+			var p gitops.Pusher = deps.Pushes
 			if c.GitHub.Repo != "" {
 				if deps.PullRequest, err = pullRequestDeps(e, c, &pc, log); err != nil {
 					return err
 				}
-				if deps.PullRequest.Pushes, err = pipeline.TrackPushes(gp, c.StateDir); err != nil {
+				if deps.PullRequest.Pushes, err = pipeline.TrackPushes(p, c.StateDir); err != nil {
 					return ioError{err}
 				}
 				p = deps.PullRequest.Pushes
