@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime"
 	"time"
 
@@ -98,6 +99,10 @@ type Deps struct {
 	// (LockStateDir); the daemon owns it from New on (also when New fails)
 	// and releases it in Close.
 	Lock *StateLock
+	// MetricsListener, when set, serves /metrics and /healthz instead of
+	// listening on Config.MetricsAddr (the caller listened before creating
+	// any state, so a busy port fails first); Start takes it over.
+	MetricsListener net.Listener
 	// Now is the clock (for stamps and durations); nil means time.Now.
 	Now func() time.Time
 }

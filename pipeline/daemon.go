@@ -316,10 +316,12 @@ func (d *Daemon) Start(ctx context.Context) error {
 	d.started = true
 	ctx, d.cancel = context.WithCancel(ctx)
 	cfg := d.config()
-	if cfg.MetricsAddr != "" {
-		ln, err := net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("pipeline: metrics listener: %w", err)
+	if ln := d.deps.MetricsListener; ln != nil || cfg.MetricsAddr != "" {
+		if ln == nil {
+			var err error
+			if ln, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+				return fmt.Errorf("pipeline: metrics listener: %w", err)
+			}
 		}
 		d.addr = ln.Addr()
 		d.srv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}

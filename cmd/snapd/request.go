@@ -12,9 +12,6 @@ import (
 	"github.com/snapd-ml/snapd/wal"
 )
 
-// defaultStateDir is where request-snapshot, wal and gc look by default.
-const defaultStateDir = ".snapd"
-
 // stateWALDir and stateGensDir are the fixed subdirectories of a state dir.
 func stateWALDir(stateDir string) string  { return filepath.Join(stateDir, "wal") }
 func stateGensDir(stateDir string) string { return filepath.Join(stateDir, "gens") }
@@ -39,11 +36,14 @@ scripts/snapd_trainer.py.`,
 		Example: `  snapd request-snapshot --gen 123 --source .snapd/gens/gen-000123.safetensors`,
 		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if o.stateDir, err = e.resolveStateDir(cmd); err != nil {
+				return err
+			}
 			return runRequestSnapshot(cmd.Context(), e, &o)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.stateDir, "state-dir", defaultStateDir, "snapd state directory (WAL in STATE_DIR/wal)")
 	fl.Uint64Var(&o.gen, "gen", 0, "generation number")
 	fl.StringVar(&o.source, "source", "", "path of the published generation (file or directory)")
 	fl.StringVar(&o.requester, "requester", "", "who asks, 1..64 of [A-Za-z0-9._:@/+-] (default cli:PID)")

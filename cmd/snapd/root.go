@@ -20,6 +20,7 @@ type env struct {
 	getenv         func(string) string
 	now            func() time.Time
 	logger         *slog.Logger
+	global         globalOptions // root persistent flags (globals.go)
 }
 
 func newEnv(stdout, stderr io.Writer) *env {
@@ -49,6 +50,7 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	addGlobalFlags(root, &e.global)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{err}
 	})
