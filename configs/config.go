@@ -64,6 +64,9 @@ type Snap struct {
 type Keys struct {
 	Sign string `yaml:"sign"` // OpenSSH Ed25519 private key
 	HMAC string `yaml:"hmac"` // 64 hex chars
+	// Principal names the signing key in StateDir/keys/allowed_signers
+	// (git verify-commit, ssh-keygen -Y verify); "" = snapd@HOSTNAME.
+	Principal string `yaml:"principal"`
 }
 
 // Ring is the local ring of finished generations.
@@ -299,6 +302,9 @@ func (c *Config) Validate() error {
 	if c.Metrics.StuckAfter <= 0 {
 		return bad("metrics.stuck_after", "%s: must be > 0", time.Duration(c.Metrics.StuckAfter))
 	}
+	if p := c.Keys.Principal; p != "" && !principalRE.MatchString(p) {
+		return bad("keys.principal", "%q: want 1..128 of A-Z a-z 0-9 . _ @ + -", p)
+	}
 	if c.Queue.Max < 1 {
 		return bad("queue.max", "%d: must be >= 1", c.Queue.Max)
 	}
@@ -442,6 +448,9 @@ func (c *Config) validateGitHub() error {
 }
 
 var reEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// principalRE is an allowed_signers principal snapd writes.
+var principalRE = regexp.MustCompile(`^[A-Za-z0-9._@+-]{1,128}$`)
 
 // IsToken reports whether s is a WTXT token: one or more of
 // A-Z a-z 0-9 . _ - / : +.

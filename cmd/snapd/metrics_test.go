@@ -88,7 +88,7 @@ func TestRunMetricsAndHealth(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%smetrics: {stuck_after: 1ms}\n", remote.URL, fastGit))
-	d := startDaemon(t, "--state-dir", state, "--config", cfg, "--metrics-addr", "127.0.0.1:0")
+	d := startDaemon(t, "--state-dir", state, "--config", cfg, "--metrics-addr", "127.0.0.1:0", "--principal", "ops@test")
 	base := metricsURL(t, d)
 
 	code, text := httpGet(t, base+"/metrics")
@@ -125,6 +125,14 @@ func TestRunMetricsAndHealth(t *testing.T) {
 		t.Errorf("last push timestamp %v", v)
 	}
 	promtoolCheck(t, text)
+	// The daemon's allowed_signers checks the pushed commits and tags.
+	signers := filepath.Join(state, "keys", "allowed_signers")
+	for _, args := range [][]string{{"verify-commit", "refs/heads/snapshots"}, {"verify-tag", "gen-000002"}} {
+		out, err := gittest.GitRun(remote.Dir, append([]string{"-c", "gpg.ssh.allowedSignersFile=" + signers}, args...)...)
+		if err != nil || !strings.Contains(out, `Good "git" signature for ops@test`) {
+			t.Fatalf("git %s with the daemon's allowed_signers: %v\n%s", args[0], err, out)
+		}
+	}
 	if code, body := httpGet(t, base+"/healthz"); code != 200 || !strings.HasPrefix(body, "ok gen=2") {
 		t.Fatalf("/healthz after pushes: %d %s", code, body)
 	}

@@ -47,6 +47,7 @@ type runOptions struct {
 	signKey      string
 	hmacKey      string
 	noGit        bool
+	principal    string
 	// changed reports whether a flag was set on the command line.
 	changed func(name string) bool
 	// signals delivers SIGHUP/SIGTERM/SIGINT (tests inject their own).
@@ -75,7 +76,14 @@ SIGINT stop cleanly (the generation in flight is abandoned and handled again
 after a restart). A second daemon on the same state dir refuses to start.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.changed = func(n string) bool { return cmd.Flags().Changed(n) }
+			sd, sdSet := e.stateDirOverride(cmd)
+			if sdSet {
+				o.stateDir = sd
+			}
+			if p := e.configPath(cmd); p != "" {
+				o.config = p
+			}
+			o.changed = func(n string) bool { return cmd.Flags().Changed(n) || (n == "state-dir" && sdSet) }
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
@@ -84,8 +92,6 @@ after a restart). A second daemon on the same state dir refuses to start.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.stateDir, "state-dir", configs.Default().StateDir, "state directory (wal/, gens/, keys/, ring/, state, repo/)")
-	f.StringVar(&o.config, "config", "", "YAML config file (unknown keys are errors)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", `Prometheus /metrics and /healthz address, "off" to disable (default from config: 127.0.0.1:9464)`)
 	f.StringVar(&o.logFormat, "log-format", "", "text or json")
 	f.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error")
@@ -101,6 +107,7 @@ after a restart). A second daemon on the same state dir refuses to start.`,
 	f.BoolVar(&o.stream, "stream", false, "streaming WTXT (root_pending + WSUM)")
 	f.StringVar(&o.encryptTo, "encrypt-to", "", "age recipients file: armor every ring file and write WSEAL seals")
 	f.StringVar(&o.signKey, "sign-key", "", "OpenSSH Ed25519 private key (default STATE_DIR/keys/sign_ed25519, generated)")
+	f.StringVar(&o.principal, "principal", "", "principal of STATE_DIR/keys/allowed_signers (default snapd@HOSTNAME)")
 	f.StringVar(&o.hmacKey, "hmac-key", "", "HMAC key file (default STATE_DIR/keys/hmac.key, generated)")
 	return cmd
 }
@@ -144,6 +151,7 @@ func loadRunConfig(o *runOptions) (*configs.Config, error) {
 	set("encrypt-to", func() { c.Snapshot.EncryptTo = o.encryptTo })
 	set("sign-key", func() { c.Keys.Sign = o.signKey })
 	set("hmac-key", func() { c.Keys.HMAC = o.hmacKey })
+	set("principal", func() { c.Keys.Principal = o.principal })
 	if err := c.Validate(); err != nil {
 		return nil, usageError{err}
 	}
@@ -194,6 +202,13 @@ func pipelineConfig(c *configs.Config, log *slog.Logger) (pipeline.Config, error
 	if err != nil {
 		return pipeline.Config{}, keyError(err)
 	}
+	principal := c.Keys.Principal
+	if principal == "" {
+		principal = defaultPrincipal()
+	}
+	if _, err := writeAllowedSigners(filepath.Join(c.StateDir, pipeline.KeysDir), principal, sk.Public().(ed25519.PublicKey)); err != nil {
+		return pipeline.Config{}, ioError{fmt.Errorf("allowed_signers: %w", err)}
+	}
 	hk, err := keys.LoadHMACKey(hmacPath)
 	if err != nil {
 		return pipeline.Config{}, keyError(err)
@@ -222,6 +237,29 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 		return err
 	}
 	log := newLogger(e.stderr, c)
+	// Everything that can be refused is checked before anything is
+	// created: the Git remote settings, then the metrics port.
+	repoDir := c.Git.Repo
+	if repoDir == "" {
+		repoDir = filepath.Join(c.StateDir, pipeline.RepoDir)
+	}
+	var gp *gitops.GitPusher
+	if c.Git.Enabled && c.Git.Remote != "" {
+		if gp, err = gitops.NewPusher(repoDir, gitops.Remote{URL: c.Git.Remote, Username: c.Git.Username,
+			TokenFile: c.Git.TokenFile, TokenEnv: c.Git.TokenEnv, SSHKeyFile: c.Git.SSHKey,
+			SSHKnownHostsFile: c.Git.SSHKnownHosts, SSHPassphraseEnv: c.Git.SSHPassphraseEnv}); err != nil {
+			return usageError{err}
+		}
+	}
+	ln, err := listenMetrics(c)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if ln != nil {
+			ln.Close() // not handed to the daemon
+		}
+	}()
 	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
 		return ioError{err}
 	}
@@ -246,12 +284,8 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
-	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock}
+	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock, MetricsListener: ln}
 	if c.Git.Enabled {
-		repoDir := c.Git.Repo
-		if repoDir == "" {
-			repoDir = filepath.Join(c.StateDir, pipeline.RepoDir)
-		}
 		layout, err := gitops.ParseLayout(c.Git.Layout)
 		if err != nil {
 			return usageError{err}
@@ -264,13 +298,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey}); err != nil {
 			return err
 		}
-		if c.Git.Remote != "" {
-			gp, err := gitops.NewPusher(repoDir, gitops.Remote{URL: c.Git.Remote, Username: c.Git.Username,
-				TokenFile: c.Git.TokenFile, TokenEnv: c.Git.TokenEnv, SSHKeyFile: c.Git.SSHKey,
-				SSHKnownHostsFile: c.Git.SSHKnownHosts, SSHPassphraseEnv: c.Git.SSHPassphraseEnv})
-			if err != nil {
-				return usageError{err}
-			}
+		if gp != nil {
 			deps.Pushes = pipeline.ObservePushes(gp)
 			var p gitops.Pusher = deps.Pushes
 			if c.GitHub.Repo != "" {
@@ -294,6 +322,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	ln = nil // Start serves it, Close closes it
 	sigs := o.signals
 	if sigs == nil {
 		ch := make(chan os.Signal, 4)
