@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/configs"
+	"github.com/snapd-ml/snapd/gitops/review"
 )
 
 // Environment variables that stand for the global flags.
@@ -110,4 +111,29 @@ func listenMetrics(c *configs.Config) (net.Listener, error) {
 		return nil, withHint(ioError{fmt.Errorf("metrics listener %s: %w", c.Metrics.Addr, err)}, h)
 	}
 	return ln, nil
+}
+
+// checkGitHubCredentials loads the github section's credential (token
+// file, token variable or App key) once, so a missing or malformed one is
+// refused before the daemon creates anything (pullRequestDeps loads it
+// again when it builds the client).
+func checkGitHubCredentials(e *env, c *configs.Config) error {
+	g := c.GitHub
+	switch {
+	case g.Repo == "":
+		return nil
+	case g.TokenFile != "":
+		if _, err := review.TokenFromFile(g.TokenFile); err != nil {
+			return withHint(credError(fmt.Errorf("github.token_file: %w", err)), "put a GitHub token with contents:read and pull_requests:write into the file")
+		}
+	case g.TokenEnv != "":
+		if _, err := review.TokenFromEnv(e.getenv, g.TokenEnv); err != nil {
+			return usageError{fmt.Errorf("github.token_env: %w", err)}
+		}
+	default:
+		if _, err := review.LoadAppKey(g.AppKey); err != nil {
+			return credError(fmt.Errorf("github.app_key: %w", err))
+		}
+	}
+	return nil
 }

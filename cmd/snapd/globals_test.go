@@ -98,6 +98,8 @@ func TestRunRefusesBeforeSideEffects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
+	ghCfg := filepath.Join(t.TempDir(), "gh.yaml")
+	os.WriteFile(ghCfg, []byte("git: {remote: https://example.com/x.git}\ngithub: {repo: acme/models, token_file: /nonexistent/token}\n"), 0o644)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -105,6 +107,7 @@ func TestRunRefusesBeforeSideEffects(t *testing.T) {
 		{[]string{"--queue-policy", "drop", "--metrics-addr", "off"}, "queue.policy"},
 		{[]string{"--git-remote", "https://user:pw@example.com/x.git", "--metrics-addr", "off"}, "password"},
 		{[]string{"--metrics-addr", busy.Addr().String()}, "snapd: hint: another process listens there"},
+		{[]string{"--config", ghCfg, "--metrics-addr", "off"}, "github.token_file"},
 	} {
 		state := filepath.Join(t.TempDir(), "state")
 		code, _, stderr := runCLI(append([]string{"run", "--state-dir", state}, c.args...)...)

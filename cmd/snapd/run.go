@@ -251,6 +251,9 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			return usageError{err}
 		}
 	}
+	if err := checkGitHubCredentials(e, c); err != nil {
+		return err
+	}
 	ln, err := listenMetrics(c)
 	if err != nil {
 		return err
