@@ -116,10 +116,18 @@ func TestRunRefusesBeforeSideEffects(t *testing.T) {
 		}
 		mustNotExist(t, state)
 	}
+	// request-snapshot with a bad requester creates no WAL.
+	src := filepath.Join(t.TempDir(), "src")
+	os.WriteFile(src, nil, 0o644)
+	state := filepath.Join(t.TempDir(), "state")
+	if code, _, stderr := runCLI("request-snapshot", "--state-dir", state, "--gen", "1", "--source", src, "--requester", "a b"); code != 2 || !strings.Contains(stderr, "requester") {
+		t.Errorf("bad requester: exit %d\n%s", code, stderr)
+	}
+	mustNotExist(t, state)
 	// And a usage error of the config file itself.
 	cfg := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(cfg, []byte("bogus: 1\n"), 0o644)
-	state := filepath.Join(t.TempDir(), "state")
+	state = filepath.Join(t.TempDir(), "state")
 	if code, _, stderr := runCLI("run", "--config", cfg, "--state-dir", state); code != 2 || !strings.Contains(stderr, "bogus") {
 		t.Errorf("bad config: exit %d\n%s", code, stderr)
 	}

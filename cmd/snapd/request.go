@@ -69,6 +69,10 @@ func runRequestSnapshot(ctx context.Context, e *env, o *requestOptions) error {
 	}
 	r := wal.Request{Gen: o.gen, Time: e.now(), Requester: requester, Source: src}
 	dir := stateWALDir(o.stateDir)
+	// Validate before wal.Append creates anything.
+	if _, err := r.AppendLine(nil); err != nil {
+		return usageError{err}
+	}
 	if err := wal.Append(dir, r); err != nil {
 		if errors.Is(err, wal.ErrInvalidRequest) || errors.Is(err, wal.ErrLineTooLong) {
 			return usageError{err}
