@@ -31,7 +31,7 @@ type metrics struct {
 // its first event and alerts on rate() or absence work from the start.
 var (
 	requestResults = []string{"done", "failed", "duplicate", "coalesced"}
-	failureStages  = []string{"admit", "prepare", "build", "ring", "state", "wal", "git"}
+	failureStages  = []string{"admit", "prepare", "build", "ring", "state", "wal", "git", "github"}
 	retryStages    = []string{"prepare", "build"}
 	byteKinds      = []string{"source", "wtxt", "delta"}
 	reviewEvents   = []string{"APPROVE", "REQUEST_CHANGES", "COMMENT"}
