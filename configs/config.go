@@ -64,6 +64,9 @@ type Snap struct {
 type Keys struct {
 	Sign string `yaml:"sign"` // OpenSSH Ed25519 private key
 	HMAC string `yaml:"hmac"` // 64 hex chars
+	// Principal names the signing key in StateDir/keys/allowed_signers
+	// (git verify-commit, ssh-keygen -Y verify); "" = snapd@HOSTNAME.
+	Principal string `yaml:"principal"`
 }
 
 // Ring is the local ring of finished generations.
@@ -175,6 +178,9 @@ type Thresholds struct {
 type Metric struct {
 	// Addr is a host:port; default 127.0.0.1:9464; "off" disables.
 	Addr string `yaml:"addr"`
+	// StuckAfter: /healthz turns unhealthy when a request is not done, or
+	// the oldest push waits, this long; default 30m.
+	StuckAfter Duration `yaml:"stuck_after"`
 }
 
 // WAL configures the request-log listener.
@@ -218,7 +224,7 @@ func Default() *Config {
 			SplitAbove: 64 << 20, PartLimit: 256 << 10, RetryBase: Duration(2 * time.Second), RetryMax: Duration(5 * time.Minute),
 			AuthRecheck: Duration(5 * time.Minute), PushTimeout: Duration(5 * time.Minute), PushMinRate: 1 << 20,
 			PushStall: Duration(2 * time.Minute), PushMaxTimeouts: 3},
-		Metrics: Metric{Addr: "127.0.0.1:9464"},
+		Metrics: Metric{Addr: "127.0.0.1:9464", StuckAfter: Duration(30 * time.Minute)},
 		WAL:     WAL{PollInterval: Duration(time.Second)},
 		GitHub:  GitHub{Base: "main", APIURL: "https://api.github.com/", RetryMax: Duration(5 * time.Minute)},
 	}
@@ -306,6 +312,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Ring.Keep < 1 {
 		return bad("ring.keep", "%d: must be >= 1", c.Ring.Keep)
+	}
+	if c.Metrics.StuckAfter <= 0 {
+		return bad("metrics.stuck_after", "%s: must be > 0", time.Duration(c.Metrics.StuckAfter))
+	}
+	if p := c.Keys.Principal; p != "" && !principalRE.MatchString(p) {
+		return bad("keys.principal", "%q: want 1..128 of A-Z a-z 0-9 . _ @ + -", p)
 	}
 	if c.Queue.Max < 1 {
 		return bad("queue.max", "%d: must be >= 1", c.Queue.Max)
@@ -467,6 +479,9 @@ func (c *Config) validateGitHub() error {
 }
 
 var reEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// principalRE is an allowed_signers principal snapd writes.
+var principalRE = regexp.MustCompile(`^[A-Za-z0-9._@+-]{1,128}$`)
 
 // IsToken reports whether s is a WTXT token: one or more of
 // A-Z a-z 0-9 . _ - / : +.

@@ -212,7 +212,7 @@ func BenchmarkTrainerImpact(b *testing.B) {
 // BenchmarkTrainerImpactProcess is BenchmarkTrainerImpact with the daemon
 // in its own process (as deployed: the test binary re-executed as the
 // daemon child, encoder workers 1), for GOMAXPROCS 2 and 1, and with
-// nice 10 as in configs/snapd.service.
+// nice 10 as in configs/snapd-ml.service.
 func BenchmarkTrainerImpactProcess(b *testing.B) {
 	mib := benchMiB() / 4
 	for _, c := range []struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime"
 	"time"
 
@@ -65,6 +66,10 @@ type Config struct {
 	// MetricsAddr is the host:port of /metrics and /healthz; "" disables
 	// the HTTP endpoint.
 	MetricsAddr string
+	// StuckAfter: /healthz reports unhealthy when a request admitted this
+	// long ago is not done, or the oldest push job waits this long
+	// (default DefaultStuckAfter).
+	StuckAfter time.Duration
 }
 
 // Deps are the daemon's collaborators.
@@ -85,12 +90,19 @@ type Deps struct {
 	// PullRequest.Pushes), every successful push is followed by opening or
 	// updating a pull request from Repo's branch and reviewing its head.
 	PullRequest *PullRequest
+	// Pushes, when set, is the PushObserver wrapping the Queue's Pusher:
+	// the daemon records push metrics and logs through it.
+	Pushes *PushObserver
 	// FS writes the ring's files; nil means OSFS.
 	FS FS
 	// Lock is the state directory's lock if the caller took it already
 	// (LockStateDir); the daemon owns it from New on (also when New fails)
 	// and releases it in Close.
 	Lock *StateLock
+	// MetricsListener, when set, serves /metrics and /healthz instead of
+	// listening on Config.MetricsAddr (the caller listened before creating
+	// any state, so a busy port fails first); Start takes it over.
+	MetricsListener net.Listener
 	// Now is the clock (for stamps and durations); nil means time.Now.
 	Now func() time.Time
 }
@@ -138,6 +150,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.RetryMax <= 0 {
 		c.RetryMax = 30 * time.Second
+	}
+	if c.StuckAfter <= 0 {
+		c.StuckAfter = DefaultStuckAfter
 	}
 	if c.RetryMax < c.RetryBase {
 		c.RetryMax = c.RetryBase

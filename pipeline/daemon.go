@@ -74,6 +74,7 @@ type item struct {
 	stage     string // where err happened
 	aborted   bool   // abandoned because the daemon is closing
 
+	log  *slog.Logger // stage start/finish lines (nil: none)
 	pin  *snapshot.Pin
 	m    *snapshot.Mapping
 	dir  io.Closer // a directory source (formats/sharddir), instead of m
@@ -136,6 +137,8 @@ type Daemon struct {
 	addr     net.Addr
 	chans    []chan *item
 	runErr   error
+
+	inflight inflight // admitted requests not yet completed (/healthz)
 }
 
 // New opens the state directory (creating what is missing), takes its
@@ -183,6 +186,12 @@ func New(cfg Config, deps Deps) (_ *Daemon, err error) {
 	}
 	dm := &Daemon{deps: *d, log: d.Logger, m: m, gather: reg, fs: d.FS, now: d.Now, cfg: cfg,
 		ringDir: filepath.Join(cfg.StateDir, RingDir), results: map[uint64]*GenResult{}, changed: make(chan struct{})}
+	if err := reg.Register(newQueueCollector(func() *queue.Queue { return dm.deps.Queue })); err != nil {
+		return nil, fmt.Errorf("pipeline: metrics: %w", err)
+	}
+	if d.Pushes != nil {
+		d.Pushes.attach(dm)
+	}
 	for _, dir := range []string{cfg.StateDir, dm.ringDir, filepath.Join(dm.ringDir, plainDir)} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("pipeline: %w", err)
@@ -319,10 +328,12 @@ func (d *Daemon) Start(ctx context.Context) error {
 	ctx, d.cancel = context.WithCancel(ctx)
 	d.runDone = ctx.Done()
 	cfg := d.config()
-	if cfg.MetricsAddr != "" {
-		ln, err := net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("pipeline: metrics listener: %w", err)
+	if ln := d.deps.MetricsListener; ln != nil || cfg.MetricsAddr != "" {
+		if ln == nil {
+			var err error
+			if ln, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+				return fmt.Errorf("pipeline: metrics listener: %w", err)
+			}
 		}
 		d.addr = ln.Addr()
 		d.srv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -434,11 +445,8 @@ func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(d.gather, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		d.lifeMu.Lock()
-		ok := d.started && !d.closed
-		d.lifeMu.Unlock()
-		if !ok {
-			http.Error(w, "stopped", http.StatusServiceUnavailable)
+		if ok, why := d.health(); !ok {
+			http.Error(w, "unhealthy: "+why, http.StatusServiceUnavailable)
 			return
 		}
 		// A push that needs a person (or kept timing out) makes the

@@ -177,6 +177,21 @@
 // snapd_last_success_timestamp_seconds, snapd_push_enqueued_total,
 // snapd_pull_request_reviews_total{event} (stage "github" in
 // snapd_stage_seconds and snapd_failures_total).
+// Pushes, through the PushObserver in Deps.Pushes that wraps the queue's
+// Pusher: snapd_pushes_total{result=done|failed},
+// snapd_push_duration_seconds, snapd_last_push_success_timestamp_seconds,
+// snapd_request_to_pushed_seconds (from the request's ts; generations
+// recommitted after a restart are not observed there); read from the queue
+// directory at each scrape: snapd_push_pending, snapd_push_needs_attention.
+// Every labelled counter has its series at 0 from the start.
+//
+// /healthz answers 200 "ok gen=N", or 503 "unhealthy: REASON" when the
+// daemon is stopped, a request admitted more than Config.StuckAfter ago is
+// not done, the push queue needs attention, or its oldest job was enqueued
+// more than StuckAfter ago.
+//
+// Each stage logs "stage started" and "stage finished" (with its duration)
+// at info; each successful push logs "pushed".
 //
 // # Status
 //

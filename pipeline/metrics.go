@@ -19,7 +19,24 @@ type metrics struct {
 	lastSuccess  prometheus.Gauge // unix seconds of the last generation
 	pushEnqueued prometheus.Counter
 	reviews      *prometheus.CounterVec // pull-request reviews posted, by event
+
+	// Pushes, recorded by a PushObserver (observe.go).
+	pushes          *prometheus.CounterVec // by result: done, failed
+	pushDuration    prometheus.Histogram
+	lastPush        prometheus.Gauge
+	requestToPushed prometheus.Histogram
 }
+
+// Label values created at start, so every series exists (at zero) before
+// its first event and alerts on rate() or absence work from the start.
+var (
+	requestResults = []string{"done", "failed", "duplicate", "coalesced"}
+	failureStages  = []string{"admit", "prepare", "build", "ring", "state", "wal", "git", "github"}
+	retryStages    = []string{"prepare", "build"}
+	byteKinds      = []string{"source", "wtxt", "delta"}
+	reviewEvents   = []string{"APPROVE", "REQUEST_CHANGES", "COMMENT"}
+	pushResults    = []string{"done", "failed"}
+)
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -49,10 +66,28 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "snapd_pull_request_reviews_total",
 			Help: "Pull-request reviews posted after a push, by event (APPROVE, REQUEST_CHANGES, COMMENT)."}, []string{"event"}),
 	}
+	m.pushes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "snapd_pushes_total",
+		Help: "Push attempts to the Git remote, by result (done, failed)."}, []string{"result"})
+	m.pushDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "snapd_push_duration_seconds",
+		Help: "Duration of each push attempt to the Git remote.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)})
+	m.lastPush = prometheus.NewGauge(prometheus.GaugeOpts{Name: "snapd_last_push_success_timestamp_seconds",
+		Help: "When the last push to the Git remote succeeded (0: none since start)."})
+	m.requestToPushed = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "snapd_request_to_pushed_seconds",
+		Help:    "From a snapshot request's timestamp to its generation being on the Git remote.",
+		Buckets: prometheus.ExponentialBuckets(0.1, 4, 10)})
+	for _, v := range []struct {
+		vec    *prometheus.CounterVec
+		values []string
+	}{{m.requests, requestResults}, {m.failures, failureStages}, {m.retries, retryStages}, {m.bytes, byteKinds}, {m.reviews, reviewEvents}, {m.pushes, pushResults}} {
+		for _, l := range v.values {
+			v.vec.WithLabelValues(l)
+		}
+	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.snapshots, m.bytes, m.stage, m.queueDepth, m.lastGen, m.failures, m.retries, m.gaps, m.lastSuccess, m.pushEnqueued, m.reviews} {
+	for _, c := range []prometheus.Collector{m.requests, m.snapshots, m.bytes, m.stage, m.queueDepth, m.lastGen, m.failures, m.retries, m.gaps, m.lastSuccess, m.pushEnqueued, m.reviews,
+		m.pushes, m.pushDuration, m.lastPush, m.requestToPushed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

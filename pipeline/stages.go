@@ -56,7 +56,7 @@ func (d *Daemon) admitStage(ctx context.Context, in <-chan wal.Record, out chan<
 				jobs--
 			}
 		case rec := <-src:
-			it := &item{rec: rec, admitted: d.now()}
+			it := &item{rec: rec, admitted: d.now(), log: d.log}
 			if d.consumer.Seen(rec) {
 				it.skip = true
 				buf = append(buf, it)
@@ -77,6 +77,7 @@ func (d *Daemon) admitStage(ctx context.Context, in <-chan wal.Record, out chan<
 			buf = append(buf, it)
 			jobs++
 			d.m.queueDepth.Inc()
+			d.inflight.add(it)
 		}
 	}
 }
@@ -90,6 +91,7 @@ func (d *Daemon) prepareStage(ctx context.Context, in <-chan *item, out chan<- *
 		case it := <-in:
 			if !it.skip && it.coalesced == 0 {
 				t := d.now()
+				it.stageStart("prepare")
 				err := d.retry(ctx, "prepare", it.rec.Gen, func() error { return d.prepare(ctx, it) })
 				if ctx.Err() != nil {
 					it.release()
@@ -107,7 +109,19 @@ func (d *Daemon) prepareStage(ctx context.Context, in <-chan *item, out chan<- *
 	}
 }
 
+// stageStart logs the start of a stage of the item's generation.
+func (it *item) stageStart(name string) {
+	if it.log != nil {
+		it.log.Info("stage started", "stage", name, "gen", it.rec.Gen)
+	}
+}
+
+// stage1 adds dt to the time the item spent in stage name and logs the
+// stage's end.
 func (it *item) stage1(name string, dt time.Duration) {
+	if it.log != nil {
+		it.log.Info("stage finished", "stage", name, "gen", it.rec.Gen, "duration", dt)
+	}
 	if it.res.Stages == nil {
 		it.res.Stages = map[string]time.Duration{}
 	}
@@ -510,6 +524,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 	// Encode. When a plaintext delta follows, the WTXT's fsync runs while
 	// the delta is built (pending.wait before anything depends on it).
 	t := d.now()
+	it.stageStart("encode")
 	var res *wtxt.Result
 	fill := func(w io.Writer) error {
 		var err error
@@ -716,6 +731,7 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 		return
 	}
 	d.m.queueDepth.Dec()
+	d.inflight.done(it)
 	if it.coalesced != 0 && it.err == nil {
 		d.m.queueDepth.Inc() // was already decremented when coalesced
 		it.err = fmt.Errorf("coalesced: superseded by the request for gen %d (queue full, policy coalesce)", it.coalesced)
@@ -732,11 +748,12 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 		// (A redelivered generation was recommitted at Start.)
 		if !r.Redelivered {
 			t := d.now()
+			it.stageStart("git")
 			// Bounded, but scaled with the size: 5 minutes plus 1 s
 			// per MiB (a 1.5 GB WTXT on a loaded machine needs more
 			// than 5 minutes).
 			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute+time.Duration(r.WTXTBytes>>20)*time.Second)
-			d.commit(gctx, r, it.head)
+			d.commit(gctx, r, it.head, rec.Time)
 			cancel()
 			it.stage1("git", d.now().Sub(t))
 		}
@@ -778,7 +795,7 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 
 // commit records the generation in Git and enqueues its push. Failures
 // are logged and kept in last_error; the next start recommits.
-func (d *Daemon) commit(ctx context.Context, r *GenResult, head *ChainState) {
+func (d *Daemon) commit(ctx context.Context, r *GenResult, head *ChainState, requested time.Time) {
 	repo := d.deps.Repo
 	if repo == nil || head == nil {
 		return
@@ -793,6 +810,7 @@ func (d *Daemon) commit(ctx context.Context, r *GenResult, head *ChainState) {
 		return
 	}
 	r.Commit, r.Tag = res.Commit.String(), res.Tag
+	d.deps.Pushes.expect(r.Commit, requested)
 	d.enqueue(res)
 }
 

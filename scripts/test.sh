@@ -19,6 +19,8 @@ command -v python3 >/dev/null    || need+=(python3)
 # PyTorch for the torch codec's real-torch tests (Debian's 1.13; the tests
 # also look in /usr/bin/python3 when python3 on PATH is another build).
 python3 -c 'import torch' 2>/dev/null || /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
+command -v systemd-analyze >/dev/null || need+=(systemd)   # configs/systemd_test.go
+command -v promtool >/dev/null   || need+=(prometheus)     # pipeline metrics lint
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing missing tools: ${need[*]}" >&2
   SUDO=""

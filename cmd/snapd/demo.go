@@ -119,17 +119,18 @@ func (m *demoModel) snapshot() *snapshot.Snapshot {
 }
 
 func runDemo(ctx context.Context, e *env, o *demoOptions) error {
+	if o.gens < 2 {
+		return usageError{fmt.Errorf("--gens %d: need at least 2", o.gens)}
+	}
+	// The files are kept (the printed commands name them): in --dir, or
+	// in a new temporary directory the demo prints.
 	dir := o.dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "snapd-demo-")
 		if err != nil {
 			return ioError{err}
 		}
-		defer os.RemoveAll(d)
 		dir = d
-	}
-	if o.gens < 2 {
-		return usageError{fmt.Errorf("--gens %d: need at least 2", o.gens)}
 	}
 	w := e.stdout
 	k, err := keys.Generate(filepath.Join(dir, pipeline.KeysDir))
@@ -145,6 +146,10 @@ func runDemo(ctx context.Context, e *env, o *demoOptions) error {
 		return err
 	}
 	pubs := []ed25519.PublicKey{k.PublicKey}
+	signers, err := writeAllowedSigners(k.Dir, defaultPrincipal(), k.PublicKey)
+	if err != nil {
+		return ioError{err}
+	}
 	fmt.Fprintf(w, "snapd demo in %s\nkeys: %s (keyid %s)\n", dir, k.Dir, keys.KeyID(k.PublicKey))
 
 	// The daemon, in-process, exactly as `snapd run --state-dir DIR` wires
@@ -279,11 +284,15 @@ func runDemo(ctx context.Context, e *env, o *demoOptions) error {
 	}
 	fmt.Fprintf(w, "\nWhat changed from generation %06d to %06d (row-blocked diff):\n", prev.Gen, last.Gen)
 	writeDiffText(indent{w}, ds)
-	fmt.Fprintf(w, "\nEvery generation is chained to the previous one (merkle_prev = previous merkle_this) and\nsigned; verify one yourself with:\n  snapd verify %s --pubkey %s --prev %s\n",
-		last.WTXT, k.SignPub, prev.WTXT)
-	fmt.Fprintf(w, "and see the daemon's view with:\n  snapd status --state-dir %s\n", dir)
+	fmt.Fprintf(w, "\nEvery generation is chained to the previous one (merkle_prev = previous merkle_this) and\nsigned; verify one yourself with:\n  snapd verify %s --pubkey %s --hmac-key %s --prev %s --require-signature\n",
+		shellQuote(last.WTXT), shellQuote(signers), shellQuote(k.HMACKey), shellQuote(prev.WTXT))
+	if last.Commit != "" {
+		fmt.Fprintf(w, "check the Git commit's SSH signature with:\n  git -C %s -c gpg.ssh.allowedSignersFile=%s verify-commit %s\n",
+			shellQuote(repo.Dir()), shellQuote(signers), last.Commit)
+	}
+	fmt.Fprintf(w, "and see the daemon's view with:\n  snapd status --state-dir %s\n", shellQuote(dir))
 	if o.dir == "" {
-		fmt.Fprintln(w, "(the demo's files are removed at exit; pass --dir DIR to keep them)")
+		fmt.Fprintf(w, "(files kept in %s; remove them with: rm -rf %s)\n", dir, shellQuote(dir))
 	}
 	return nil
 }

@@ -37,11 +37,14 @@ Safe while the daemon and the trainer run.`,
   snapd gc --state-dir /var/lib/snapd --keep 10 --dry-run`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if o.stateDir, err = e.existingStateDir(cmd); err != nil {
+				return err
+			}
 			return runGC(cmd.Context(), e, &o)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.stateDir, "state-dir", defaultStateDir, "snapd state directory (generations in STATE_DIR/gens)")
 	fl.IntVar(&o.keep, "keep", 0, "always keep the newest K generations")
 	fl.BoolVar(&o.dryRun, "dry-run", false, "only report what would be deleted")
 	fl.BoolVar(&o.json, "json", false, "print the report as JSON")

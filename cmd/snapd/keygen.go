@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -12,7 +14,8 @@ import (
 )
 
 type keygenOptions struct {
-	dir string
+	dir       string
+	principal string
 }
 
 func newKeygenCommand(e *env) *cobra.Command {
@@ -27,6 +30,9 @@ func newKeygenCommand(e *env) *cobra.Command {
   hmac.key          64 hex digits (0600) for --hmac-key
   age.key           age identity (0600) for decrypt --identity
   age.pub           age recipient for --encrypt-to
+  allowed_signers   PRINCIPAL namespaces="git,file" ssh-ed25519 ... : for git
+                    verify-commit/verify-tag (gpg.ssh.allowedSignersFile),
+                    ssh-keygen -Y verify and snapd verify --pubkey
 
 The files are standard: ssh-keygen -y -f DIR/sign_ed25519 and
 age-keygen -y DIR/age.key print the public halves. Nothing is overwritten:
@@ -38,10 +44,20 @@ Prints the written paths and the key id that signed snapshots will carry.`,
 			return runKeygen(cmd.Context(), e, &o)
 		},
 	}
+	cmd.Flags().StringVar(&o.principal, "principal", "", "allowed_signers principal (default snapd@HOSTNAME)")
 	return cmd
 }
 
 func runKeygen(_ context.Context, e *env, o *keygenOptions) error {
+	principal := o.principal
+	if principal == "" {
+		principal = defaultPrincipal()
+	} else if err := checkPrincipal("--principal", principal); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(filepath.Join(o.dir, AllowedSignersFile)); err == nil {
+		return withHint(ioError{fmt.Errorf("%s: %w; refusing to overwrite a key file (move it away or pick another directory)", filepath.Join(o.dir, AllowedSignersFile), fs.ErrExist)}, "snapd keygen never overwrites keys: choose an empty or new directory")
+	}
 	g, err := keys.Generate(o.dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
@@ -55,6 +71,17 @@ func runKeygen(_ context.Context, e *env, o *keygenOptions) error {
 		{g.HMACKey, "HMAC key (secret)"},
 		{g.AgeKey, "age identity (secret)"},
 		{g.AgePub, "age recipient"},
+	} {
+		if _, err := fmt.Fprintf(e.stdout, "wrote %s\t%s\n", f.path, f.what); err != nil {
+			return ioError{err}
+		}
+	}
+	as, err := writeAllowedSigners(o.dir, principal, g.PublicKey)
+	if err != nil {
+		return ioError{err}
+	}
+	for _, f := range []struct{ path, what string }{
+		{as, "allowed_signers (principal " + principal + ")"},
 	} {
 		if _, err := fmt.Fprintf(e.stdout, "wrote %s\t%s\n", f.path, f.what); err != nil {
 			return ioError{err}

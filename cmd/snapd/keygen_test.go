@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,5 +56,49 @@ func TestKeygen(t *testing.T) {
 	// Wrong argument count is a usage error.
 	if code := run(context.Background(), []string{"keygen"}, &stdout, &stderr); code != exitUsage {
 		t.Fatalf("keygen without DIR: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestKeygenAllowedSigners: keygen writes allowed_signers with the
+// --principal given, and git/ssh-keygen accept it for the key: a file
+// signed with the key verifies for that principal.
+func TestKeygenAllowedSigners(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "k")
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"keygen", "--principal", "ml-bot@trainer-01", dir}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+	as := filepath.Join(dir, "allowed_signers")
+	b, err := os.ReadFile(as)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := os.ReadFile(filepath.Join(dir, keys.SignPubFile))
+	if f := strings.Fields(string(pub)); !strings.HasPrefix(string(b), `ml-bot@trainer-01 namespaces="git,file" ssh-ed25519 `+f[1]+"\n") {
+		t.Fatalf("allowed_signers: %q", b)
+	}
+	if pubs, err := keys.LoadPublicKeys(as); err != nil || len(pubs) != 1 {
+		t.Fatalf("snapd cannot read its allowed_signers: %v", err)
+	}
+	if !strings.Contains(stdout.String(), "wrote "+as+"\t") {
+		t.Fatalf("output: %s", stdout.String())
+	}
+	sk, err := exec.LookPath("ssh-keygen")
+	if err != nil {
+		t.Skip("ssh-keygen not installed")
+	}
+	msg := filepath.Join(dir, "msg")
+	os.WriteFile(msg, []byte("hello\n"), 0o644)
+	if out, err := exec.Command(sk, "-Y", "sign", "-f", filepath.Join(dir, keys.SignKeyFile), "-n", "file", msg).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen -Y sign: %v\n%s", err, out)
+	}
+	cmd := exec.Command(sk, "-Y", "verify", "-f", as, "-I", "ml-bot@trainer-01", "-n", "file", "-s", msg+".sig")
+	cmd.Stdin = strings.NewReader("hello\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen -Y verify: %v\n%s", err, out)
+	}
+	// A principal that would break the file's syntax is refused.
+	if code := run(context.Background(), []string{"keygen", "--principal", "a b", filepath.Join(t.TempDir(), "k2")}, &stdout, &stderr); code != exitUsage {
+		t.Fatalf("bad principal: exit %d", code)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -12,10 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/pipeline"
 )
-
-// defaultQueueDir is the resend queue under the default state directory.
-var defaultQueueDir = filepath.Join(".snapd", "push-queue")
 
 type queueOptions struct {
 	dir  string
@@ -35,7 +34,9 @@ diverged, push rejected) stops the queue in state needs-attention; fix the
 cause, then run "snapd queue retry". These commands work on the queue
 directory while the daemon runs.`,
 	}
-	cmd.PersistentFlags().StringVar(&o.dir, "dir", defaultQueueDir, "resend queue directory")
+	cmd.PersistentFlags().StringVar(&o.dir, "dir", "", "resend queue directory (default STATE_DIR/push-queue)")
+	cmd.PersistentFlags().MarkHidden("dir") // the old spelling; --state-dir is the one grammar
+	cmd.PersistentPreRunE = func(c *cobra.Command, args []string) error { return o.resolveDir(e, c) }
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -76,6 +77,23 @@ about clears that stop.`,
 	}
 	cmd.AddCommand(list, retry, drop)
 	return cmd
+}
+
+// resolveDir sets o.dir from --dir (hidden alias) or the state directory,
+// and checks it exists: these commands never create a queue.
+func (o *queueOptions) resolveDir(e *env, cmd *cobra.Command) error {
+	if f := cmd.Flags().Lookup("dir"); f == nil || !f.Changed {
+		sd, err := e.existingStateDir(cmd)
+		if err != nil {
+			return err
+		}
+		o.dir = filepath.Join(sd, pipeline.QueueDir)
+	}
+	if _, err := os.Stat(o.dir); err != nil {
+		return withHint(ioError{fmt.Errorf("no push queue: %w", err)},
+			"the daemon keeps its queue in STATE_DIR/push-queue once git.remote is configured; pass its --state-dir")
+	}
+	return nil
 }
 
 func openQueue(o *queueOptions) (*queue.Queue, error) {

@@ -12,9 +12,6 @@ import (
 	"github.com/snapd-ml/snapd/wal"
 )
 
-// defaultStateDir is where request-snapshot, wal and gc look by default.
-const defaultStateDir = ".snapd"
-
 // stateWALDir and stateGensDir are the fixed subdirectories of a state dir.
 func stateWALDir(stateDir string) string  { return filepath.Join(stateDir, "wal") }
 func stateGensDir(stateDir string) string { return filepath.Join(stateDir, "gens") }
@@ -45,11 +42,14 @@ parser agree on); others are refused.`,
   snapd request-snapshot --gen 124 --source .snapd/gens/gen-000124/`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if o.stateDir, err = e.resolveStateDir(cmd); err != nil {
+				return err
+			}
 			return runRequestSnapshot(cmd.Context(), e, &o)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.stateDir, "state-dir", defaultStateDir, "snapd state directory (WAL in STATE_DIR/wal)")
 	fl.Uint64Var(&o.gen, "gen", 0, "generation number")
 	fl.StringVar(&o.source, "source", "", "path of the published generation (file or directory)")
 	fl.StringVar(&o.requester, "requester", "", "who asks, 1..64 of [A-Za-z0-9._:@/+-] (default cli:PID)")
@@ -78,6 +78,10 @@ func runRequestSnapshot(ctx context.Context, e *env, o *requestOptions) error {
 	}
 	r := wal.Request{Gen: o.gen, Time: e.now(), Requester: requester, Source: src}
 	dir := stateWALDir(o.stateDir)
+	// Validate before wal.Append creates anything.
+	if _, err := r.AppendLine(nil); err != nil {
+		return usageError{err}
+	}
 	if err := wal.Append(dir, r); err != nil {
 		if errors.Is(err, wal.ErrInvalidRequest) || errors.Is(err, wal.ErrLineTooLong) {
 			return usageError{err}

@@ -9,7 +9,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..."
+// (scripts/release.sh, from git describe); see currentVersion.
 var version = "dev"
 
 // env is what every command needs from the outside world; tests replace
@@ -19,6 +20,7 @@ type env struct {
 	getenv         func(string) string
 	now            func() time.Time
 	logger         *slog.Logger
+	global         globalOptions // root persistent flags (globals.go)
 }
 
 func newEnv(stdout, stderr io.Writer) *env {
@@ -44,10 +46,11 @@ Git; in CI it verifies snapshots and their history with public keys only.
 Start with: snapd demo
 
 Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
-		Version:       version,
+		Version:       currentVersion().Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	addGlobalFlags(root, &e.global)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{err}
 	})
@@ -71,6 +74,7 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newVerifyRepoCommand(e),
 		newCloneCommand(e),
 		newCheckoutCommand(e),
+		newVersionCommand(e),
 	)
 	return root
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/gitops/review"
+	"github.com/snapd-ml/snapd/internal/sdnotify"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/pipeline"
 )
@@ -46,6 +47,7 @@ type runOptions struct {
 	signKey      string
 	hmacKey      string
 	noGit        bool
+	principal    string
 	// changed reports whether a flag was set on the command line.
 	changed func(name string) bool
 	// signals delivers SIGHUP/SIGTERM/SIGINT (tests inject their own).
@@ -74,7 +76,14 @@ SIGINT stop cleanly (the generation in flight is abandoned and handled again
 after a restart). A second daemon on the same state dir refuses to start.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.changed = func(n string) bool { return cmd.Flags().Changed(n) }
+			sd, sdSet := e.stateDirOverride(cmd)
+			if sdSet {
+				o.stateDir = sd
+			}
+			if p := e.configPath(cmd); p != "" {
+				o.config = p
+			}
+			o.changed = func(n string) bool { return cmd.Flags().Changed(n) || (n == "state-dir" && sdSet) }
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
@@ -83,8 +92,6 @@ after a restart). A second daemon on the same state dir refuses to start.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.stateDir, "state-dir", configs.Default().StateDir, "state directory (wal/, gens/, keys/, ring/, state, repo/)")
-	f.StringVar(&o.config, "config", "", "YAML config file (unknown keys are errors)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", `Prometheus /metrics and /healthz address, "off" to disable (default from config: 127.0.0.1:9464)`)
 	f.StringVar(&o.logFormat, "log-format", "", "text or json")
 	f.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error")
@@ -100,6 +107,7 @@ after a restart). A second daemon on the same state dir refuses to start.`,
 	f.BoolVar(&o.stream, "stream", false, "streaming WTXT (root_pending + WSUM)")
 	f.StringVar(&o.encryptTo, "encrypt-to", "", "age recipients file: armor every ring file and write WSEAL seals")
 	f.StringVar(&o.signKey, "sign-key", "", "OpenSSH Ed25519 private key (default STATE_DIR/keys/sign_ed25519, generated)")
+	f.StringVar(&o.principal, "principal", "", "principal of STATE_DIR/keys/allowed_signers (default snapd@HOSTNAME)")
 	f.StringVar(&o.hmacKey, "hmac-key", "", "HMAC key file (default STATE_DIR/keys/hmac.key, generated)")
 	return cmd
 }
@@ -143,6 +151,7 @@ func loadRunConfig(o *runOptions) (*configs.Config, error) {
 	set("encrypt-to", func() { c.Snapshot.EncryptTo = o.encryptTo })
 	set("sign-key", func() { c.Keys.Sign = o.signKey })
 	set("hmac-key", func() { c.Keys.HMAC = o.hmacKey })
+	set("principal", func() { c.Keys.Principal = o.principal })
 	if err := c.Validate(); err != nil {
 		return nil, usageError{err}
 	}
@@ -154,6 +163,7 @@ func newLogger(w io.Writer, c *configs.Config) *slog.Logger {
 	lv.UnmarshalText([]byte(c.Log.Level))
 	ho := &slog.HandlerOptions{Level: lv}
 	if c.Log.Format == "json" {
+		ho.ReplaceAttr = durationSeconds
 		return slog.New(slog.NewJSONHandler(w, ho))
 	}
 	return slog.New(slog.NewTextHandler(w, ho))
@@ -192,6 +202,13 @@ func pipelineConfig(c *configs.Config, log *slog.Logger) (pipeline.Config, error
 	if err != nil {
 		return pipeline.Config{}, keyError(err)
 	}
+	principal := c.Keys.Principal
+	if principal == "" {
+		principal = defaultPrincipal()
+	}
+	if _, err := writeAllowedSigners(filepath.Join(c.StateDir, pipeline.KeysDir), principal, sk.Public().(ed25519.PublicKey)); err != nil {
+		return pipeline.Config{}, ioError{fmt.Errorf("allowed_signers: %w", err)}
+	}
 	hk, err := keys.LoadHMACKey(hmacPath)
 	if err != nil {
 		return pipeline.Config{}, keyError(err)
@@ -201,6 +218,7 @@ func pipelineConfig(c *configs.Config, log *slog.Logger) (pipeline.Config, error
 		RowsPerChunk: c.Snapshot.RowsPerChunk, Stream: c.Snapshot.Streaming, Workers: c.Snapshot.Workers,
 		SignKey: sk, HMACKey: hk, RingKeep: c.Ring.Keep, QueueMax: c.Queue.Max, Policy: pipeline.Policy(c.Queue.Policy),
 		PollInterval: time.Duration(c.WAL.PollInterval), NoNotify: c.WAL.DisableFsnotify,
+		StuckAfter: time.Duration(c.Metrics.StuckAfter),
 	}
 	if c.Metrics.Addr != "off" {
 		pc.MetricsAddr = c.Metrics.Addr
@@ -219,6 +237,33 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 		return err
 	}
 	log := newLogger(e.stderr, c)
+	// Everything that can be refused is checked before anything is
+	// created: the Git remote settings, then the metrics port.
+	repoDir := c.Git.Repo
+	if repoDir == "" {
+		repoDir = filepath.Join(c.StateDir, pipeline.RepoDir)
+	}
+	var gp *gitops.GitPusher
+	if c.Git.Enabled && c.Git.Remote != "" {
+		if gp, err = gitops.NewPusher(repoDir, gitops.Remote{URL: c.Git.Remote, Username: c.Git.Username,
+			TokenFile: c.Git.TokenFile, TokenEnv: c.Git.TokenEnv, SSHKeyFile: c.Git.SSHKey,
+			SSHKnownHostsFile: c.Git.SSHKnownHosts, SSHPassphraseEnv: c.Git.SSHPassphraseEnv,
+			Timeout: time.Duration(c.Git.PushTimeout), MinRate: c.Git.PushMinRate, Stall: time.Duration(c.Git.PushStall), Logger: log}); err != nil {
+			return usageError{err}
+		}
+	}
+	if err := checkGitHubCredentials(e, c); err != nil {
+		return err
+	}
+	ln, err := listenMetrics(c)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if ln != nil {
+			ln.Close() // not handed to the daemon
+		}
+	}()
 	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
 		return ioError{err}
 	}
@@ -242,13 +287,9 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
+	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock, MetricsListener: ln}
 	if c.Git.Enabled {
-		repoDir := c.Git.Repo
-		if repoDir == "" {
-			repoDir = filepath.Join(c.StateDir, pipeline.RepoDir)
-		}
 		layout, err := gitops.ParseLayout(c.Git.Layout)
 		if err != nil {
 			return usageError{err}
@@ -261,20 +302,14 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey, Delta: gitops.DeltaPolicy(c.Git.CommitDelta)}); err != nil {
 			return err
 		}
-		if c.Git.Remote != "" {
-			gp, err := gitops.NewPusher(repoDir, gitops.Remote{URL: c.Git.Remote, Username: c.Git.Username,
-				TokenFile: c.Git.TokenFile, TokenEnv: c.Git.TokenEnv, SSHKeyFile: c.Git.SSHKey,
-				SSHKnownHostsFile: c.Git.SSHKnownHosts, SSHPassphraseEnv: c.Git.SSHPassphraseEnv,
-				Timeout: time.Duration(c.Git.PushTimeout), MinRate: c.Git.PushMinRate, Stall: time.Duration(c.Git.PushStall), Logger: log})
-			if err != nil {
-				return usageError{err}
-			}
-			var p gitops.Pusher = gp
+		if gp != nil {
+			deps.Pushes = pipeline.ObservePushes(gp)
+			var p gitops.Pusher = deps.Pushes
 			if c.GitHub.Repo != "" {
 				if deps.PullRequest, err = pullRequestDeps(e, c, &pc, log); err != nil {
 					return err
 				}
-				if deps.PullRequest.Pushes, err = pipeline.TrackPushes(gp, c.StateDir); err != nil {
+				if deps.PullRequest.Pushes, err = pipeline.TrackPushes(p, c.StateDir); err != nil {
 					return ioError{err}
 				}
 				p = deps.PullRequest.Pushes
@@ -291,6 +326,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	ln = nil // Start serves it, Close closes it
 	sigs := o.signals
 	if sigs == nil {
 		ch := make(chan os.Signal, 4)
@@ -305,15 +341,19 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	if a := d.Addr(); a != nil {
 		log.Info("metrics", "url", "http://"+a.String()+"/metrics")
 	}
+	sdNotify(e, log, readyState(c.StateDir, d.Head().Gen))
 	for {
 		select {
 		case <-ctx.Done():
+			sdNotify(e, log, sdnotify.Stopping)
 			return closeDaemon(d, log)
 		case s := <-sigs:
 			if s != syscall.SIGHUP {
 				log.Info("signal: stopping", "signal", s.String())
+				sdNotify(e, log, sdnotify.Stopping)
 				return closeDaemon(d, log)
 			}
+			sdNotify(e, log, sdnotify.ReloadingState())
 			nc, err := loadRunConfig(o)
 			if err == nil && nc.StateDir != c.StateDir {
 				err = errors.New("state_dir cannot change on reload")
@@ -331,6 +371,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			if err != nil {
 				log.Error("SIGHUP: config not reloaded; keeping the running configuration", "error", err)
 			}
+			sdNotify(e, log, readyState(c.StateDir, d.Head().Gen))
 		}
 	}
 }

@@ -53,7 +53,10 @@ func publishAndRequest(t *testing.T, stateDir string, gen uint64) {
 
 func waitStatus(t *testing.T, dir string, what string, ok func(*pipeline.Status) bool) *pipeline.Status {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	// A guard, not a timing assertion: sized for the shared, loaded 2-core
+	// machine (the race detector and a parallel package run make a 4 MiB
+	// Git commit take tens of seconds).
+	deadline := time.Now().Add(120 * time.Second)
 	for {
 		st, err := pipeline.ReadStatus(dir)
 		if err == nil && ok(st) {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snapd-ml/snapd/configs"
 	"github.com/snapd-ml/snapd/pipeline"
 )
 
@@ -28,9 +27,14 @@ root values), the generations in the ring, requests not yet handled
 (backlog), failed requests with their error, the resend queue and the last
 error.`,
 		Args: exactArgs(0),
-		RunE: func(cmd *cobra.Command, args []string) error { return runStatus(e, &o) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if o.stateDir, err = e.existingStateDir(cmd); err != nil {
+				return err
+			}
+			return runStatus(e, &o)
+		},
 	}
-	cmd.Flags().StringVar(&o.stateDir, "state-dir", configs.Default().StateDir, "state directory")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return cmd
 }

@@ -45,10 +45,13 @@ Corrupt lines are reported on stderr (and under "corrupt" with --json).`,
   snapd wal list --state-dir /var/lib/snapd --json | jq '.requests[] | select(.state=="failed")'`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if o.stateDir, err = e.existingStateDir(cmd); err != nil {
+				return err
+			}
 			return runWALList(cmd.Context(), e, &o)
 		},
 	}
-	cmd.Flags().StringVar(&o.stateDir, "state-dir", defaultStateDir, "snapd state directory (WAL in STATE_DIR/wal)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON: {\"requests\": [...], \"corrupt\": [...]}")
 	return cmd
 }

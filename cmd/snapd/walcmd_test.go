@@ -26,6 +26,7 @@ func runWALCmds(t *testing.T, args ...string) (int, string, string) {
 	e.now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC) }
 	root := &cobra.Command{Use: "snapd", SilenceUsage: true, SilenceErrors: true}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	addGlobalFlags(root, &e.global)
 	root.AddCommand(newRequestSnapshotCommand(e), newWALCommand(e), newGCCommand(e))
 	root.SetArgs(args)
 	root.SetOut(&out)
@@ -147,7 +148,7 @@ func TestWALCmdErrors(t *testing.T) {
 		{[]string{"request-snapshot", "--state-dir", state, "--gen", "0", "--source", src}, exitUsage, "out of range 1..999999999999999999"},
 		{[]string{"request-snapshot", "--state-dir", state, "--gen", "1", "--source", src, "--requester", "a b"}, exitUsage, "requester"},
 		{[]string{"request-snapshot", "--state-dir", state, "--gen", "1", "--source", src + strings.Repeat("/x", 3000)}, exitUsage, ""},
-		{[]string{"wal", "list", "--state-dir", filepath.Join(state, "nope")}, exitUsage, "no request log"},
+		{[]string{"wal", "list", "--state-dir", filepath.Join(state, "nope")}, exitUsage, "nope: no such file"},
 		{[]string{"wal", "bogus"}, exitUsage, ""},
 		{[]string{"gc", "--state-dir", state}, exitUsage, "required flag"},
 		{[]string{"gc", "--state-dir", state, "--keep", "-1"}, exitUsage, ">= 0"},

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDemoPrintedCommandsWork runs the demo without --dir (its files are
+// kept in a temporary directory it prints) and then every command it tells
+// the user to run: snapd verify with the allowed_signers file, git
+// verify-commit, snapd status.
+func TestDemoPrintedCommandsWork(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	code, out, errs := runCLI("demo", "--gens", "3")
+	if code != 0 {
+		t.Fatalf("demo: %d\n%s", code, errs)
+	}
+	if !strings.Contains(out, "(files kept in "+tmp+"/snapd-demo-") {
+		t.Fatalf("demo does not say where its files are:\n%s", out)
+	}
+	var ran int
+	for _, l := range strings.Split(out, "\n") {
+		cmdline, ok := strings.CutPrefix(l, "  ")
+		if !ok || !(strings.HasPrefix(cmdline, "snapd ") || strings.HasPrefix(cmdline, "git ")) {
+			continue
+		}
+		if strings.ContainsAny(cmdline, `'"\$`) {
+			t.Fatalf("test cannot split a quoted command: %s", cmdline)
+		}
+		args := strings.Fields(cmdline)
+		switch args[0] {
+		case "snapd":
+			code, out, errs := runCLI(args[1:]...)
+			if code != 0 {
+				t.Fatalf("%s: exit %d\n%s%s", cmdline, code, out, errs)
+			}
+		case "git":
+			out, err := exec.Command("git", args[1:]...).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), `Good "git" signature`) {
+				t.Fatalf("%s: %v\n%s", cmdline, err, out)
+			}
+		}
+		ran++
+	}
+	if ran != 3 {
+		t.Fatalf("ran %d printed commands, want 3 (verify, verify-commit, status):\n%s", ran, out)
+	}
+}
