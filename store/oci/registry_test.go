@@ -1,0 +1,354 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// testRegistry is a real CNCF distribution registry (Debian
+// docker-registry) on 127.0.0.1.
+type testRegistry struct {
+	host    string // 127.0.0.1:PORT
+	storage string
+}
+
+// startRegistry starts `docker-registry serve` on a free loopback port with
+// a temp storage dir; with user set, htpasswd (bcrypt) basic auth.
+func startRegistry(t *testing.T, user, pass string) *testRegistry {
+	t.Helper()
+	bin, err := exec.LookPath("docker-registry")
+	if err != nil {
+		t.Skip("docker-registry not installed (Debian package docker-registry; scripts/test.sh installs it)")
+	}
+	dir := t.TempDir()
+	storage := filepath.Join(dir, "storage")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := fmt.Sprintf(`version: 0.1
+log:
+  level: error
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: %s
+  delete:
+    enabled: true
+http:
+  addr: %s
+`, storage, addr)
+	if user != "" {
+		htpasswd, err := exec.LookPath("htpasswd")
+		if err != nil {
+			t.Skip("htpasswd not installed (Debian package apache2-utils)")
+		}
+		out, err := exec.Command(htpasswd, "-Bbn", user, pass).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hp := filepath.Join(dir, "htpasswd")
+		if err := os.WriteFile(hp, out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg += fmt.Sprintf("auth:\n  htpasswd:\n    realm: snapd-test\n    path: %s\n", hp)
+	}
+	cfgPath := filepath.Join(dir, "config.yml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logBuf bytes.Buffer
+	cmd := exec.Command(bin, "serve", cfgPath)
+	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	// Readiness: poll /v2/ (bounded); any HTTP answer means it serves.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/v2/")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("registry did not start: %v\n%s", err, logBuf.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return &testRegistry{host: addr, storage: storage}
+}
+
+// genWTXT encodes a generation of one 4 MiB f32 array W (16384 rows of 256
+// bytes; 64 KiB chunks) plus a small bias, with data from seed and rows
+// [lo, hi) flipped.
+func genWTXT(t *testing.T, gen uint64, lo, hi int) []byte {
+	t.Helper()
+	const rows, rowSize = 16384, 256
+	r := rand.New(rand.NewPCG(1, 2))
+	w := make([]byte, rows*rowSize)
+	for i := range w {
+		w[i] = byte(r.Uint32())
+	}
+	for i := lo * rowSize; i < hi*rowSize; i++ {
+		w[i] ^= byte(gen)
+	}
+	m := snapshot.DefaultMeta()
+	m.Gen, m.TS, m.Build = gen, time.Date(2026, 11, 24, 5, 0, int(gen), 0, time.UTC), "test"
+	s := &snapshot.Snapshot{Meta: m, Arrays: []*snapshot.Array{
+		{Name: "W", DType: snapshot.F32, Shape: []int64{rows, 64}, Data: snapshot.Bytes(w)},
+		{Name: "b", DType: snapshot.F32, Shape: []int64{64}, Data: snapshot.Bytes(make([]byte, 256))},
+	}}
+	var buf bytes.Buffer
+	if _, err := wtxt.Encode(context.Background(), &buf, s, wtxt.EncodeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func pushBytes(t *testing.T, repo *Repository, in []byte, segSize int64) (*PushResult, []byte) {
+	t.Helper()
+	var skel bytes.Buffer
+	res, err := repo.PushWTXT(context.Background(), bytes.NewReader(in), "gen.wtxt", &skel, segSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, skel.Bytes()
+}
+
+func assembleFrom(t *testing.T, repo *Repository, skel []byte) ([]byte, error) {
+	t.Helper()
+	dir := t.TempDir()
+	sp, out := filepath.Join(dir, "g.skel"), filepath.Join(dir, "g.wtxt")
+	if err := os.WriteFile(sp, skel, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := AssembleFile(context.Background(), sp, repo, out)
+	if err != nil {
+		if _, serr := os.Stat(out); serr == nil {
+			t.Fatal("partial output left behind")
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+			t.Fatalf("temp files left behind: %d entries", len(ents))
+		}
+		return nil, err
+	}
+	return os.ReadFile(out)
+}
+
+// TestRegistryPushTwoGenerations: the second generation, with 1% of rows
+// changed in one cluster, uploads only the segments that changed; both
+// assemble byte for byte from the registry; the oras CLI reads them.
+func TestRegistryPushTwoGenerations(t *testing.T) {
+	reg := startRegistry(t, "", "")
+	repo, err := Open(reg.host+"/snapd/model", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const segSize = 256 << 10 // 4 chunks of W per segment: 16 segments + b
+	g1 := genWTXT(t, 1, 0, 0)
+	g2 := genWTXT(t, 2, 8000, 8164) // 164 rows = 1% of 16384, inside chunk 125..127
+	r1, skel1 := pushBytes(t, repo, g1, segSize)
+	if r1.Uploaded != 17 || r1.Skipped != 0 || r1.Tag != "gen-000001" {
+		t.Fatalf("gen 1: %+v", r1.PushStats)
+	}
+	r2, skel2 := pushBytes(t, repo, g2, segSize)
+	changed, changedBytes := 0, int64(0)
+	for i := range r1.Generation.Segments {
+		if r1.Generation.Segments[i].Digest != r2.Generation.Segments[i].Digest {
+			changed++
+			changedBytes += r2.Generation.Segments[i].Size
+		}
+	}
+	if changed < 1 || changed > 2 || r2.Uploaded != changed || r2.UploadedBytes != changedBytes || r2.Skipped != 17-changed {
+		t.Fatalf("gen 2: %d segments changed (%d bytes); push %+v", changed, changedBytes, r2.PushStats)
+	}
+	t.Logf("gen 2: uploaded %d of %d segments, %d bytes (%.1f%% of the raw %d)", r2.Uploaded, r2.Segments, r2.UploadedBytes, 100*float64(r2.UploadedBytes)/float64(16384*256+256), 16384*256+256)
+	for i, c := range []struct{ skel, want []byte }{{skel1, g1}, {skel2, g2}} {
+		got, err := assembleFrom(t, repo, c.skel)
+		if err != nil {
+			t.Fatalf("assemble gen %d: %v", i+1, err)
+		}
+		if !bytes.Equal(got, c.want) {
+			t.Fatalf("gen %d: assembled WTXT differs", i+1)
+		}
+	}
+	// Pushing the same generation again uploads nothing and gives the same
+	// manifest (deterministic).
+	r2b, _ := pushBytes(t, repo, g2, segSize)
+	if r2b.Uploaded != 0 || r2b.Manifest.Digest != r2.Manifest.Digest {
+		t.Fatalf("re-push: %+v vs %s", r2b.PushStats, r2.Manifest.Digest)
+	}
+
+	t.Run("oras", func(t *testing.T) { orasReads(t, reg, r2) })
+
+	t.Run("missing blob", func(t *testing.T) {
+		// Remove one segment's data from the registry's storage.
+		seg := r2.Generation.Segments[3]
+		hx := hex.EncodeToString(seg.Digest[:])
+		p := filepath.Join(reg.storage, "docker/registry/v2/blobs/sha256", hx[:2], hx, "data")
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		_, err := assembleFrom(t, repo, skel2)
+		var e *wtxt.Error
+		if !errors.As(err, &e) || e.Check != wtxt.CheckBlob || e.Array != "W" || e.Chunk != seg.FirstChunk || e.Line == 0 {
+			t.Fatalf("want a located blob error for array W chunk %d, got %v", seg.FirstChunk, err)
+		}
+	})
+}
+
+// orasReads checks the independent oras CLI can fetch the manifest and
+// pull the generation's blobs.
+func orasReads(t *testing.T, reg *testRegistry, r *PushResult) {
+	oras, err := exec.LookPath("oras")
+	if err != nil {
+		home, _ := os.UserHomeDir()
+		if _, serr := os.Stat(filepath.Join(home, "go/bin/oras")); serr != nil {
+			t.Skip("oras CLI not installed (go install oras.land/oras/cmd/oras@v1.3.6; scripts/test.sh does)")
+		}
+		oras = filepath.Join(home, "go/bin/oras")
+	}
+	ref := reg.host + "/snapd/model:" + r.Tag
+	out, err := exec.Command(oras, "manifest", "fetch", "--plain-http", ref).Output()
+	if err != nil {
+		t.Fatalf("oras manifest fetch: %v", err)
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.ArtifactType != ArtifactType || m.Annotations[AnnGen] != r.Generation.Gen || m.Annotations[AnnSHA256All] != r.Generation.SHA256All || m.Config.MediaType != ConfigMediaType {
+		t.Fatalf("manifest: %s", out)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(oras, "pull", "--plain-http", "-o", dir, ref)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("oras pull: %v\n%s", err, b)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != len(m.Layers) {
+		t.Fatalf("oras pulled %d files, manifest has %d layers", len(ents), len(m.Layers))
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		if e.Name() != "sha256-"+hex.EncodeToString(sum[:])+".seg" {
+			t.Fatalf("pulled %s has digest %x", e.Name(), sum)
+		}
+	}
+}
+
+// TestRegistryBasicAuth: htpasswd basic auth, with credentials from
+// Options and from a Docker config.json; a wrong password fails without
+// the password appearing in the error.
+func TestRegistryBasicAuth(t *testing.T) {
+	const user, pass = "snapd", "s3cret-pass-XYZ"
+	reg := startRegistry(t, user, pass)
+	g1 := genWTXT(t, 1, 0, 0)
+	ctx := context.Background()
+
+	bad, err := Open(reg.host+"/snapd/model", Options{Username: user, Password: "wrong-pass-QQQ"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skel bytes.Buffer
+	_, err = bad.PushWTXT(ctx, bytes.NewReader(g1), "g1.wtxt", &skel, 0)
+	if err == nil || !strings.Contains(err.Error(), "401") && !strings.Contains(strings.ToLower(err.Error()), "unauthorized") {
+		t.Fatalf("wrong password: %v", err)
+	}
+	if strings.Contains(err.Error(), "wrong-pass-QQQ") {
+		t.Fatal("error echoes the password")
+	}
+	anon, err := Open(reg.host+"/snapd/model", Options{DockerConfig: filepath.Join(t.TempDir(), "none.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := anon.PushWTXT(ctx, bytes.NewReader(g1), "g1.wtxt", &bytes.Buffer{}, 0); err == nil {
+		t.Fatal("anonymous push accepted by an htpasswd registry")
+	}
+
+	good, err := Open(reg.host+"/snapd/model", Options{Username: user, Password: pass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, skel1 := pushBytes(t, good, g1, 0)
+	if r1.Uploaded != 2 { // W (4 MiB) + b, one segment each at the default 4 MiB
+		t.Fatalf("push: %+v", r1.PushStats)
+	}
+
+	// Docker config.json as `docker login` writes it.
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	dc := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, reg.host, base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
+	if err := os.WriteFile(cfg, []byte(dc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	viaCfg, err := Open(reg.host+"/snapd/model", Options{DockerConfig: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := assembleFrom(t, viaCfg, skel1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, g1) {
+		t.Fatal("assembled WTXT differs")
+	}
+}
+
+func TestOpenPlainHTTPOnlyLoopback(t *testing.T) {
+	for ref, plain := range map[string]bool{
+		"127.0.0.1:5000/a/b": true, "localhost:5000/a": true, "[::1]:5000/a": true,
+		"registry.example:5000/a": false, "ghcr.io/o/m": false,
+	} {
+		r, err := Open(ref, Options{DockerConfig: filepath.Join(t.TempDir(), "none.json")})
+		if err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		if r.repo.PlainHTTP != plain {
+			t.Fatalf("%s: plain HTTP %v", ref, r.repo.PlainHTTP)
+		}
+	}
+	r, _ := Open("registry.example:5000/a", Options{Insecure: true, DockerConfig: filepath.Join(t.TempDir(), "none.json")})
+	if !r.repo.PlainHTTP {
+		t.Fatal("insecure not honoured")
+	}
+	for _, bad := range []string{"", "nohost", "127.0.0.1:5000/a:tag", "127.0.0.1:5000/A"} {
+		if _, err := Open(bad, Options{}); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+}
