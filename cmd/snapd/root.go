@@ -69,6 +69,7 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newWALCommand(e),
 		newGCCommand(e),
 		newVerifyRepoCommand(e),
+		newOCICommand(e),
 	)
 	return root
 }

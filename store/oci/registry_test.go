@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,89 +20,9 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/snapshot"
 )
-
-// testRegistry is a real CNCF distribution registry (Debian
-// docker-registry) on 127.0.0.1.
-type testRegistry struct {
-	host    string // 127.0.0.1:PORT
-	storage string
-}
-
-// startRegistry starts `docker-registry serve` on a free loopback port with
-// a temp storage dir; with user set, htpasswd (bcrypt) basic auth.
-func startRegistry(t *testing.T, user, pass string) *testRegistry {
-	t.Helper()
-	bin, err := exec.LookPath("docker-registry")
-	if err != nil {
-		t.Skip("docker-registry not installed (Debian package docker-registry; scripts/test.sh installs it)")
-	}
-	dir := t.TempDir()
-	storage := filepath.Join(dir, "storage")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cfg := fmt.Sprintf(`version: 0.1
-log:
-  level: error
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: %s
-  delete:
-    enabled: true
-http:
-  addr: %s
-`, storage, addr)
-	if user != "" {
-		htpasswd, err := exec.LookPath("htpasswd")
-		if err != nil {
-			t.Skip("htpasswd not installed (Debian package apache2-utils)")
-		}
-		out, err := exec.Command(htpasswd, "-Bbn", user, pass).Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		hp := filepath.Join(dir, "htpasswd")
-		if err := os.WriteFile(hp, out, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cfg += fmt.Sprintf("auth:\n  htpasswd:\n    realm: snapd-test\n    path: %s\n", hp)
-	}
-	cfgPath := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var logBuf bytes.Buffer
-	cmd := exec.Command(bin, "serve", cfgPath)
-	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	// Readiness: poll /v2/ (bounded); any HTTP answer means it serves.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/v2/")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("registry did not start: %v\n%s", err, logBuf.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return &testRegistry{host: addr, storage: storage}
-}
 
 // genWTXT encodes a generation of one 4 MiB f32 array W (16384 rows of 256
 // bytes; 64 KiB chunks) plus a small bias, with data from seed and rows
@@ -167,8 +85,8 @@ func assembleFrom(t *testing.T, repo *Repository, skel []byte) ([]byte, error) {
 // changed in one cluster, uploads only the segments that changed; both
 // assemble byte for byte from the registry; the oras CLI reads them.
 func TestRegistryPushTwoGenerations(t *testing.T) {
-	reg := startRegistry(t, "", "")
-	repo, err := Open(reg.host+"/snapd/model", Options{})
+	reg := registrytest.Start(t, "", "")
+	repo, err := Open(reg.Host+"/snapd/model", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +131,7 @@ func TestRegistryPushTwoGenerations(t *testing.T) {
 		// Remove one segment's data from the registry's storage.
 		seg := r2.Generation.Segments[3]
 		hx := hex.EncodeToString(seg.Digest[:])
-		p := filepath.Join(reg.storage, "docker/registry/v2/blobs/sha256", hx[:2], hx, "data")
+		p := filepath.Join(reg.Storage, "docker/registry/v2/blobs/sha256", hx[:2], hx, "data")
 		if err := os.Remove(p); err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +145,7 @@ func TestRegistryPushTwoGenerations(t *testing.T) {
 
 // orasReads checks the independent oras CLI can fetch the manifest and
 // pull the generation's blobs.
-func orasReads(t *testing.T, reg *testRegistry, r *PushResult) {
+func orasReads(t *testing.T, reg *registrytest.Registry, r *PushResult) {
 	oras, err := exec.LookPath("oras")
 	if err != nil {
 		home, _ := os.UserHomeDir()
@@ -236,7 +154,7 @@ func orasReads(t *testing.T, reg *testRegistry, r *PushResult) {
 		}
 		oras = filepath.Join(home, "go/bin/oras")
 	}
-	ref := reg.host + "/snapd/model:" + r.Tag
+	ref := reg.Host + "/snapd/model:" + r.Tag
 	out, err := exec.Command(oras, "manifest", "fetch", "--plain-http", ref).Output()
 	if err != nil {
 		t.Fatalf("oras manifest fetch: %v", err)
@@ -277,11 +195,11 @@ func orasReads(t *testing.T, reg *testRegistry, r *PushResult) {
 // the password appearing in the error.
 func TestRegistryBasicAuth(t *testing.T) {
 	const user, pass = "snapd", "s3cret-pass-XYZ"
-	reg := startRegistry(t, user, pass)
+	reg := registrytest.Start(t, user, pass)
 	g1 := genWTXT(t, 1, 0, 0)
 	ctx := context.Background()
 
-	bad, err := Open(reg.host+"/snapd/model", Options{Username: user, Password: "wrong-pass-QQQ"})
+	bad, err := Open(reg.Host+"/snapd/model", Options{Username: user, Password: "wrong-pass-QQQ"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +211,7 @@ func TestRegistryBasicAuth(t *testing.T) {
 	if strings.Contains(err.Error(), "wrong-pass-QQQ") {
 		t.Fatal("error echoes the password")
 	}
-	anon, err := Open(reg.host+"/snapd/model", Options{DockerConfig: filepath.Join(t.TempDir(), "none.json")})
+	anon, err := Open(reg.Host+"/snapd/model", Options{DockerConfig: filepath.Join(t.TempDir(), "none.json")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +219,7 @@ func TestRegistryBasicAuth(t *testing.T) {
 		t.Fatal("anonymous push accepted by an htpasswd registry")
 	}
 
-	good, err := Open(reg.host+"/snapd/model", Options{Username: user, Password: pass})
+	good, err := Open(reg.Host+"/snapd/model", Options{Username: user, Password: pass})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,11 +230,11 @@ func TestRegistryBasicAuth(t *testing.T) {
 
 	// Docker config.json as `docker login` writes it.
 	cfg := filepath.Join(t.TempDir(), "config.json")
-	dc := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, reg.host, base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
+	dc := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, reg.Host, base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
 	if err := os.WriteFile(cfg, []byte(dc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	viaCfg, err := Open(reg.host+"/snapd/model", Options{DockerConfig: cfg})
+	viaCfg, err := Open(reg.Host+"/snapd/model", Options{DockerConfig: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,97 @@
+// Package registrytest runs a real CNCF distribution registry (Debian
+// package docker-registry) on 127.0.0.1 for tests.
+package registrytest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Registry is a real CNCF distribution registry (Debian
+// docker-registry) on 127.0.0.1.
+type Registry struct {
+	Host    string // 127.0.0.1:PORT
+	Storage string // the registry's storage root
+	Config  string // its config file (for docker-registry garbage-collect)
+}
+
+// Start starts `docker-registry serve` on a free loopback port with
+// a temp storage dir; with user set, htpasswd (bcrypt) basic auth.
+func Start(t *testing.T, user, pass string) *Registry {
+	t.Helper()
+	bin, err := exec.LookPath("docker-registry")
+	if err != nil {
+		t.Skip("docker-registry not installed (Debian package docker-registry; scripts/test.sh installs it)")
+	}
+	dir := t.TempDir()
+	storage := filepath.Join(dir, "storage")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := fmt.Sprintf(`version: 0.1
+log:
+  level: error
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: %s
+  delete:
+    enabled: true
+http:
+  addr: %s
+`, storage, addr)
+	if user != "" {
+		htpasswd, err := exec.LookPath("htpasswd")
+		if err != nil {
+			t.Skip("htpasswd not installed (Debian package apache2-utils)")
+		}
+		out, err := exec.Command(htpasswd, "-Bbn", user, pass).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hp := filepath.Join(dir, "htpasswd")
+		if err := os.WriteFile(hp, out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg += fmt.Sprintf("auth:\n  htpasswd:\n    realm: snapd-test\n    path: %s\n", hp)
+	}
+	cfgPath := filepath.Join(dir, "config.yml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logBuf bytes.Buffer
+	cmd := exec.Command(bin, "serve", cfgPath)
+	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	// Readiness: poll /v2/ (bounded); any HTTP answer means it serves.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/v2/")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("registry did not start: %v\n%s", err, logBuf.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return &Registry{Host: addr, Storage: storage, Config: cfgPath}
+}
