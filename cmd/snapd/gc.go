@@ -18,6 +18,8 @@ type gcOptions struct {
 	dryRun   bool
 	json     bool
 	abandon  []uint
+	remote   bool
+	oci      ociFlags
 }
 
 func newGCCommand(e *env) *cobra.Command {
@@ -37,6 +39,9 @@ Safe while the daemon and the trainer run.`,
   snapd gc --state-dir /var/lib/snapd --keep 10 --dry-run`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.remote {
+				return runGCRemote(cmd.Context(), e, &o)
+			}
 			return runGC(cmd.Context(), e, &o)
 		},
 	}
@@ -46,6 +51,8 @@ Safe while the daemon and the trainer run.`,
 	fl.BoolVar(&o.dryRun, "dry-run", false, "only report what would be deleted")
 	fl.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fl.UintSliceVar(&o.abandon, "abandon", nil, "mark these generations as abandoned first (comma-separated or repeated)")
+	fl.BoolVar(&o.remote, "remote", false, "instead: delete the manifests of all but the newest K generations in --oci-repository (then run the registry's own garbage collection)")
+	addOCIFlags(cmd, &o.oci)
 	cmd.MarkFlagRequired("keep")
 	return cmd
 }

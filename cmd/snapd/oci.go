@@ -164,3 +164,36 @@ func runAssembleOCI(ctx context.Context, e *env, o *ociFlags, skel, out string) 
 	_, err = oci.AssembleFile(ctx, skel, repo, out)
 	return err
 }
+
+// runGCRemote deletes the manifests (and so the tags) of every generation
+// in the registry but the newest --keep; the registry's garbage collection
+// then frees the blobs no kept manifest references.
+func runGCRemote(ctx context.Context, e *env, o *gcOptions) error {
+	if o.keep < 1 {
+		return usageError{errors.New("gc --remote: --keep must be >= 1")}
+	}
+	repo, err := o.oci.open(e)
+	if err != nil {
+		return err
+	}
+	removed, err := repo.GC(ctx, o.keep, o.dryRun)
+	if o.json {
+		tags := []string{}
+		for _, g := range removed {
+			tags = append(tags, g.Tag)
+		}
+		if jerr := json.NewEncoder(e.stdout).Encode(map[string]any{"repository": repo.Name(), "removed": tags, "dry_run": o.dryRun}); jerr != nil && err == nil {
+			err = jerr
+		}
+	} else {
+		verb := "deleted"
+		if o.dryRun {
+			verb = "would delete"
+		}
+		for _, g := range removed {
+			fmt.Fprintf(e.stdout, "%s %s:%s %s\n", verb, repo.Name(), g.Tag, g.Manifest.Digest)
+		}
+		fmt.Fprintf(e.stdout, "%d generation manifest(s) %s; run the registry's garbage collection to free their blobs\n", len(removed), verb)
+	}
+	return err
+}

@@ -91,4 +91,24 @@ func TestOCIPushAssemble(t *testing.T) {
 	if _, err := os.Stat(out2); err == nil {
 		t.Fatal("output left behind")
 	}
+
+	// gc --remote: push gen 123 as well, keep 1 (gen 124 stays).
+	env["SNAPD_OCI_PASSWORD"] = pass
+	in2 := filepath.Join(d, "g123.wtxt")
+	b123, _ := os.ReadFile(filepath.Join(vectors, "v1-basic-signed.wtxt"))
+	os.WriteFile(in2, b123, 0o644)
+	if code, out, errs := snapd(t, env, "oci", "push", in2, "--oci-repository", repoRef); code != 0 {
+		t.Fatalf("push 123: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = snapd(t, env, "gc", "--remote", "--keep", "1", "--oci-repository", repoRef, "--json")
+	if code != 0 {
+		t.Fatalf("gc --remote: exit %d\n%s%s", code, out, errs)
+	}
+	// v2-ext-signed is gen 7, v1-basic-signed gen 124: gen 7 goes.
+	if !strings.Contains(out, `"removed":["gen-000007"]`) {
+		t.Fatalf("gc --remote: %s", out)
+	}
+	if code, _, _ := snapd(t, env, "gc", "--remote", "--keep", "0", "--oci-repository", repoRef); code != 2 {
+		t.Fatalf("--keep 0 with --remote: exit %d, want 2", code)
+	}
 }

@@ -20,6 +20,10 @@ type Registry struct {
 	Host    string // 127.0.0.1:PORT
 	Storage string // the registry's storage root
 	Config  string // its config file (for docker-registry garbage-collect)
+
+	bin string
+	cmd *exec.Cmd
+	log *bytes.Buffer
 }
 
 // Start starts `docker-registry serve` on a free loopback port with
@@ -70,28 +74,56 @@ http:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logBuf bytes.Buffer
-	cmd := exec.Command(bin, "serve", cfgPath)
-	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
-	if err := cmd.Start(); err != nil {
+	r := &Registry{Host: addr, Storage: storage, Config: cfgPath, bin: bin}
+	r.serve(t)
+	t.Cleanup(r.stop)
+	return r
+}
+
+// serve starts the server and waits until it answers.
+func (r *Registry) serve(t *testing.T) {
+	t.Helper()
+	r.log = &bytes.Buffer{}
+	r.cmd = exec.Command(r.bin, "serve", r.Config)
+	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
+	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
 	// Readiness: poll /v2/ (bounded); any HTTP answer means it serves.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get("http://" + addr + "/v2/")
+		resp, err := http.Get("http://" + r.Host + "/v2/")
 		if err == nil {
 			resp.Body.Close()
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("registry did not start: %v\n%s", err, logBuf.String())
+			r.stop()
+			t.Fatalf("registry did not start: %v\n%s", err, r.log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return &Registry{Host: addr, Storage: storage, Config: cfgPath}
+}
+
+func (r *Registry) stop() {
+	if r.cmd != nil {
+		r.cmd.Process.Kill()
+		r.cmd.Wait()
+		r.cmd = nil
+	}
+}
+
+// GarbageCollect stops the registry, runs `docker-registry
+// garbage-collect CONFIG` on its storage (the registry must not serve
+// meanwhile) and starts it again on the same address. It returns the
+// command's output.
+func (r *Registry) GarbageCollect(t *testing.T) string {
+	t.Helper()
+	r.stop()
+	out, err := exec.Command(r.bin, "garbage-collect", r.Config).CombinedOutput()
+	if err != nil {
+		t.Fatalf("garbage-collect: %v\n%s", err, out)
+	}
+	r.serve(t)
+	return string(out)
 }
