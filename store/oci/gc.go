@@ -100,4 +100,3 @@ func (r *Repository) GC(ctx context.Context, keep int, dryRun bool) ([]GenTag, e
 	}
 	return removed, nil
 }
-
