@@ -206,6 +206,7 @@ func (sp *splitter) chunk(line []byte) error {
 		return sp.fail(CheckGrammar, -1, "%s", msg)
 	}
 	line = bytes.Clone(line) // the reader's buffer is reused below
+	chLineNo := sp.lr.n
 	if ch.ix != sp.nextIx || ch.off != sp.nextOff {
 		return sp.fail(CheckGeometry, ch.ix, "ch ix=%d off=%d, want ix=%d off=%d", ch.ix, ch.off, sp.nextIx, sp.nextOff)
 	}
@@ -247,9 +248,11 @@ func (sp *splitter) chunk(line []byte) error {
 		got += want
 	}
 	if sum := sha256.Sum256(raw); sum != ch.sha {
+		sp.lr.n = chLineNo // name the ch line whose sum fails
 		return sp.fail(CheckChunkSHA, ch.ix, "sha256 of the decoded bytes does not match the ch line")
 	}
 	if crc32.Checksum(raw, castagnoli) != ch.crc {
+		sp.lr.n = chLineNo
 		return sp.fail(CheckCRC32C, ch.ix, "crc32c of the decoded bytes does not match the ch line")
 	}
 	end, err := sp.lr.next()

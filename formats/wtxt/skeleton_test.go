@@ -282,3 +282,60 @@ func FuzzSkeleton(f *testing.F) {
 		}
 	})
 }
+
+// TestSplitBadInput: a damaged WTXT is refused by Split with a located
+// error, and the sink sees no segment of the damaged chunk.
+func TestSplitBadInput(t *testing.T) {
+	in := skeletonInputs(t)["generated"]
+	lines := strings.Split(string(in), "\n")
+	// Find the third base64 line of array a.weight's first chunk.
+	at := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, "ch ix=000000") {
+			at = i + 3
+			break
+		}
+	}
+	flip := func(b []byte) []byte {
+		c := bytes.Clone(b)
+		c[0] ^= 0x01
+		return c
+	}
+	mut := func(f func([]string)) []byte {
+		l := append([]string(nil), lines...)
+		f(l)
+		return []byte(strings.Join(l, "\n"))
+	}
+	for name, tc := range map[string]struct {
+		in    []byte
+		check Check
+	}{
+		"parity":     {mut(func(l []string) { l[at] = string(flip([]byte(l[at]))) }), CheckParity},
+		"chunk sha":  {mut(func(l []string) { b := []byte(l[at]); b[0], b[1] = b[1], b[0]; l[at] = string(b) }), CheckChunkSHA},
+		"short line": {mut(func(l []string) { l[at] = l[at][4:] }), CheckBase64},
+		"no endch":   {mut(func(l []string) { l[at] = "endarr" }), CheckBase64},
+		"not wtxt":   {[]byte("WTXT 2\n"), CheckGrammar},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var sinkCalls int
+			_, err := Split(context.Background(), bytes.NewReader(tc.in), io.Discard, func(context.Context, Segment, []byte) error {
+				sinkCalls++
+				return nil
+			}, SplitOptions{File: "g.wtxt"})
+			var e *Error
+			if !errors.As(err, &e) || e.Check != tc.check || e.File != "g.wtxt" || e.Line == 0 {
+				t.Fatalf("got %v, want check %s", err, tc.check)
+			}
+			wantLine := at + 1
+			if tc.check == CheckChunkSHA {
+				wantLine = at - 2 // the ch line
+			}
+			if name != "not wtxt" && (e.Array != "a.weight" || e.Chunk != 0 || e.Line != wantLine) {
+				t.Fatalf("not located at line %d array a.weight chunk 0: %v", wantLine, err)
+			}
+			if sinkCalls != 0 {
+				t.Fatalf("sink called %d times before the damaged chunk", sinkCalls)
+			}
+		})
+	}
+}
