@@ -30,6 +30,19 @@ type Registry struct {
 // a temp storage dir; with user set, htpasswd (bcrypt) basic auth.
 func Start(t *testing.T, user, pass string) *Registry {
 	t.Helper()
+	return start(t, user, pass, "")
+}
+
+// StartToken starts a registry with Docker token auth: clients are sent to
+// realm (WWW-Authenticate: Bearer realm=...,service=...) and present JWTs
+// issued by issuer for audience service, signed by a key whose
+// certificate is in the PEM file certBundle.
+func StartToken(t *testing.T, realm, service, issuer, certBundle string) *Registry {
+	t.Helper()
+	return start(t, "", "", fmt.Sprintf("auth:\n  token:\n    realm: %s\n    service: %s\n    issuer: %s\n    rootcertbundle: %s\n", realm, service, issuer, certBundle))
+}
+
+func start(t *testing.T, user, pass, authYAML string) *Registry {
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
 		t.Skip("docker-registry not installed (Debian package docker-registry; scripts/test.sh installs it)")
@@ -70,6 +83,7 @@ http:
 		}
 		cfg += fmt.Sprintf("auth:\n  htpasswd:\n    realm: snapd-test\n    path: %s\n", hp)
 	}
+	cfg += authYAML
 	cfgPath := filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,18 @@ func IsLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// nonLoopbackBlocked is oras-go's default realm denylist without the
+// loopback ranges.
+func nonLoopbackBlocked() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range auth.DefaultBlockedRealmPrefixes() {
+		if !p.Addr().IsLoopback() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Open returns the repository named ref (HOST[:PORT]/NAME, no tag).
 func Open(ref string, opts Options) (*Repository, error) {
 	r, err := registry.ParseReference(ref)
@@ -81,6 +94,12 @@ func Open(ref string, opts Options) (*Repository, error) {
 		hc = retry.DefaultClient
 	}
 	client := &auth.Client{Client: hc, Cache: auth.NewCache(), ClientID: "snapd"}
+	if IsLoopback(host) {
+		// A registry on this machine may send clients to a token server on
+		// this machine; oras-go refuses loopback realms by default (they
+		// would let a remote registry aim the client at local services).
+		client.BlockedRealmPrefixes = nonLoopbackBlocked()
+	}
 	switch {
 	case opts.Username != "":
 		client.Credential = auth.StaticCredential(r.Registry, auth.Credential{Username: opts.Username, Password: opts.Password})
