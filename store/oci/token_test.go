@@ -83,7 +83,7 @@ func (ts *tokenServer) serve(w http.ResponseWriter, r *http.Request) {
 	claims := jwt.MapClaims{
 		"iss": ts.issuer, "sub": u, "aud": ts.service,
 		"exp": now.Add(5 * time.Minute).Unix(), "nbf": now.Add(-time.Minute).Unix(), "iat": now.Unix(),
-		"jti": base64.RawURLEncoding.EncodeToString(big.NewInt(now.UnixNano()).Bytes()),
+		"jti":    base64.RawURLEncoding.EncodeToString(big.NewInt(now.UnixNano()).Bytes()),
 		"access": access,
 	}
 	tok := jwt.NewWithClaims(jwt.SigningMethodES256, claims)
