@@ -25,6 +25,7 @@ type ociFlags struct {
 	username     string
 	passwordFile string
 	dockerConfig string
+	mountFrom    string
 	jobs         int
 }
 
@@ -35,6 +36,7 @@ func addOCIFlags(cmd *cobra.Command, o *ociFlags) {
 	fl.StringVar(&o.username, "oci-username", "", "registry user (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json)")
 	fl.StringVar(&o.passwordFile, "oci-password-file", "", "file holding the registry password or token (mode 0600; default $SNAPD_OCI_PASSWORD)")
 	fl.StringVar(&o.dockerConfig, "oci-docker-config", "", "Docker config.json with registry credentials (default $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
+	fl.StringVar(&o.mountFrom, "oci-mount-from", "", "another repository NAME of the same registry (e.g. the base model's) to mount existing blobs from instead of uploading them")
 	fl.IntVar(&o.jobs, "oci-jobs", 4, "parallel blob uploads")
 }
 
@@ -44,7 +46,7 @@ func (o *ociFlags) open(e *env) (*oci.Repository, error) {
 	if o.repository == "" {
 		return nil, usageError{errors.New("--oci-repository HOST[:PORT]/NAME is required")}
 	}
-	opts := oci.Options{Insecure: o.insecure, DockerConfig: o.dockerConfig, Concurrency: o.jobs, Logger: e.logger}
+	opts := oci.Options{Insecure: o.insecure, DockerConfig: o.dockerConfig, Concurrency: o.jobs, MountFrom: o.mountFrom, Logger: e.logger}
 	opts.Username = o.username
 	if opts.Username == "" {
 		opts.Username = e.getenv("SNAPD_OCI_USERNAME")
@@ -147,11 +149,12 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 		return json.NewEncoder(e.stdout).Encode(map[string]any{
 			"repository": repo.Name(), "tag": res.Tag, "manifest": res.Manifest.Digest.String(), "skeleton": skel,
 			"segments": res.Segments, "uploaded": res.Uploaded, "uploaded_bytes": res.UploadedBytes,
+			"mounted": res.Mounted, "mounted_bytes": res.MountedBytes,
 			"skipped": res.Skipped, "skipped_bytes": res.SkippedBytes,
 		})
 	}
-	fmt.Fprintf(e.stdout, "%s:%s %s\nsegments %d: uploaded %d (%d bytes), already present %d (%d bytes)\nskeleton %s\n",
-		repo.Name(), res.Tag, res.Manifest.Digest, res.Segments, res.Uploaded, res.UploadedBytes, res.Skipped, res.SkippedBytes, skel)
+	fmt.Fprintf(e.stdout, "%s:%s %s\nsegments %d: uploaded %d (%d bytes), mounted %d (%d bytes), already present %d (%d bytes)\nskeleton %s\n",
+		repo.Name(), res.Tag, res.Manifest.Digest, res.Segments, res.Uploaded, res.UploadedBytes, res.Mounted, res.MountedBytes, res.Skipped, res.SkippedBytes, skel)
 	return nil
 }
 

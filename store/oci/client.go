@@ -36,6 +36,10 @@ type Options struct {
 	// $DOCKER_CONFIG/config.json or ~/.docker/config.json. Used when
 	// Username is empty; a missing file means anonymous access.
 	DockerConfig string
+	// MountFrom names another repository of the same registry (e.g. the
+	// base model's) from which missing blobs are mounted instead of
+	// uploaded when it has them (cross-repository blob mount).
+	MountFrom string
 	// Concurrency bounds parallel blob uploads (default 4).
 	Concurrency int
 	// HTTPClient is the transport (default: oras-go's retrying client).
@@ -47,6 +51,7 @@ type Options struct {
 // Repository is one OCI repository holding snapd generations.
 type Repository struct {
 	repo *remote.Repository
+	base *remote.Repository // MountFrom, or nil
 	name string // HOST[:PORT]/NAME
 	log  *slog.Logger
 	jobs int
@@ -124,7 +129,16 @@ func Open(ref string, opts Options) (*Repository, error) {
 	if jobs <= 0 {
 		jobs = 4
 	}
-	return &Repository{repo: repo, name: r.Registry + "/" + r.Repository, log: log, jobs: jobs}, nil
+	out := &Repository{repo: repo, name: r.Registry + "/" + r.Repository, log: log, jobs: jobs}
+	if opts.MountFrom != "" {
+		b, err := remote.NewRepository(r.Registry + "/" + opts.MountFrom)
+		if err != nil {
+			return nil, fmt.Errorf("oci mount-from repository %q: %w", opts.MountFrom, err)
+		}
+		b.PlainHTTP, b.Client = repo.PlainHTTP, repo.Client
+		out.base = b
+	}
+	return out, nil
 }
 
 // Name returns HOST[:PORT]/NAME.
@@ -135,6 +149,8 @@ type PushStats struct {
 	Segments      int   // segments in the generation
 	Uploaded      int   // blobs uploaded
 	UploadedBytes int64 // their bytes
+	Mounted       int   // blobs mounted from Options.MountFrom
+	MountedBytes  int64
 	Skipped       int   // blobs already in the registry (or repeated)
 	SkippedBytes  int64
 	Manifest      ocispec.Descriptor
@@ -164,7 +180,7 @@ func (r *Repository) PushWTXT(ctx context.Context, in io.Reader, name string, sk
 	seen := map[[32]byte]bool{}
 	var st PushStats
 	var upBytes, skipBytes atomic.Int64
-	var up, skip atomic.Int64
+	var up, skip, mnt, mntBytes atomic.Int64
 	sink := func(_ context.Context, s wtxt.Segment, b []byte) error {
 		if s.Size == 0 {
 			return nil
@@ -189,6 +205,25 @@ func (r *Repository) PushWTXT(ctx context.Context, in io.Reader, name string, sk
 				skip.Add(1)
 				skipBytes.Add(s.Size)
 				return nil
+			}
+			if r.base != nil {
+				inBase, err := r.base.Exists(gctx, desc)
+				if err != nil {
+					return fmt.Errorf("oci %s: HEAD blob %s in %s: %w", r.name, desc.Digest, r.base.Reference.Repository, err)
+				}
+				if inBase {
+					// A registry that cannot mount answers 202 and the
+					// bytes are uploaded from memory instead.
+					err := r.repo.Mount(gctx, desc, r.base.Reference.Repository, func() (io.ReadCloser, error) {
+						return io.NopCloser(bytes.NewReader(data)), nil
+					})
+					if err != nil {
+						return fmt.Errorf("oci %s: mount blob %s from %s: %w", r.name, desc.Digest, r.base.Reference.Repository, err)
+					}
+					mnt.Add(1)
+					mntBytes.Add(s.Size)
+					return nil
+				}
 			}
 			if err := r.repo.Push(gctx, desc, bytes.NewReader(data)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
 				return fmt.Errorf("oci %s: upload blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
@@ -216,13 +251,14 @@ func (r *Repository) PushWTXT(ctx context.Context, in io.Reader, name string, sk
 	st.Segments = len(segs)
 	st.Uploaded, st.UploadedBytes = int(up.Load()), upBytes.Load()
 	st.Skipped, st.SkippedBytes = int(skip.Load()), skipBytes.Load()
+	st.Mounted, st.MountedBytes = int(mnt.Load()), mntBytes.Load()
 	desc, err := r.PushManifest(ctx, gen)
 	if err != nil {
 		return nil, err
 	}
 	st.Manifest, st.Tag = desc, Tag(gen.Gen)
 	r.log.Info("oci push", "repository", r.name, "tag", st.Tag, "segments", st.Segments,
-		"uploaded", st.Uploaded, "uploaded_bytes", st.UploadedBytes, "skipped", st.Skipped, "skipped_bytes", st.SkippedBytes)
+		"uploaded", st.Uploaded, "uploaded_bytes", st.UploadedBytes, "mounted", st.Mounted, "skipped", st.Skipped, "skipped_bytes", st.SkippedBytes)
 	return &PushResult{PushStats: st, Generation: gen}, nil
 }
 

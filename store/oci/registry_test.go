@@ -270,3 +270,37 @@ func TestOpenPlainHTTPOnlyLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryMount: a fine-tuned model in another repository of the same
+// registry mounts the base's unchanged segments instead of uploading them.
+func TestRegistryMount(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	base, err := Open(reg.Host+"/snapd/base", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const segSize = 256 << 10
+	g1 := genWTXT(t, 1, 0, 0)
+	r1, _ := pushBytes(t, base, g1, segSize)
+	ft, err := Open(reg.Host+"/snapd/finetune", Options{MountFrom: "snapd/base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2 := genWTXT(t, 2, 4000, 4100)
+	r2, skel := pushBytes(t, ft, g2, segSize)
+	changed := 0
+	for i := range r1.Generation.Segments {
+		if r1.Generation.Segments[i].Digest != r2.Generation.Segments[i].Digest {
+			changed++
+		}
+	}
+	if changed == 0 || r2.Uploaded != changed || r2.Mounted != r2.Segments-changed || r2.Skipped != 0 {
+		t.Fatalf("%d changed; push %+v", changed, r2.PushStats)
+	}
+	// The fine-tuned repository serves every blob itself.
+	plain, _ := Open(reg.Host+"/snapd/finetune", Options{})
+	got, err := assembleFrom(t, plain, skel)
+	if err != nil || !bytes.Equal(got, g2) {
+		t.Fatalf("assemble from the mounting repository: %v", err)
+	}
+}
