@@ -52,7 +52,7 @@ type Options struct {
 type Repository struct {
 	repo *remote.Repository
 	base *remote.Repository // MountFrom, or nil
-	name string // HOST[:PORT]/NAME
+	name string             // HOST[:PORT]/NAME
 	log  *slog.Logger
 	jobs int
 }
@@ -151,7 +151,7 @@ type PushStats struct {
 	UploadedBytes int64 // their bytes
 	Mounted       int   // blobs mounted from Options.MountFrom
 	MountedBytes  int64
-	Skipped       int   // blobs already in the registry (or repeated)
+	Skipped       int // blobs already in the registry (or repeated)
 	SkippedBytes  int64
 	Manifest      ocispec.Descriptor
 	Tag           string
