@@ -3,12 +3,15 @@ package oci
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote/errcode"
 )
 
 // maxManifestBytes bounds a manifest read from the registry.
@@ -29,6 +32,10 @@ func (r *Repository) Generations(ctx context.Context) ([]GenTag, error) {
 		tags = append(tags, t...)
 		return nil
 	}); err != nil {
+		var er *errcode.ErrorResponse
+		if errors.As(err, &er) && er.StatusCode == http.StatusNotFound {
+			return nil, nil // a repository with no manifest yet has no tags
+		}
 		return nil, fmt.Errorf("oci %s: list tags: %w", r.name, err)
 	}
 	var out []GenTag

@@ -9,11 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -302,5 +305,62 @@ func TestRegistryMount(t *testing.T) {
 	got, err := assembleFrom(t, plain, skel)
 	if err != nil || !bytes.Equal(got, g2) {
 		t.Fatalf("assemble from the mounting repository: %v", err)
+	}
+}
+
+// cancelAfterPuts cancels a context once n blob uploads have completed
+// (a PUT answered 201), simulating a push killed midway.
+type cancelAfterPuts struct {
+	next   http.RoundTripper
+	n      int64
+	done   atomic.Int64
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfterPuts) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err == nil && req.Method == http.MethodPut && resp.StatusCode == http.StatusCreated && strings.Contains(req.URL.Path, "/blobs/uploads/") {
+		if c.done.Add(1) == c.n {
+			c.cancel()
+		}
+	}
+	return resp, err
+}
+
+// TestRegistryInterruptedPush: a push interrupted after some blobs are in
+// continues where it stopped: the next push uploads only the blobs still
+// missing, never the whole generation again, and no manifest was pushed
+// by the interrupted one.
+func TestRegistryInterruptedPush(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ct := &cancelAfterPuts{next: http.DefaultTransport, n: 5, cancel: cancel}
+	repo, err := Open(reg.Host+"/snapd/resume", Options{HTTPClient: &http.Client{Transport: ct}, Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1 := genWTXT(t, 1, 0, 0)
+	if _, err := repo.PushWTXT(ctx, bytes.NewReader(g1), "g1.wtxt", io.Discard, 256<<10); err == nil {
+		t.Fatal("interrupted push reported success")
+	}
+	done := int(ct.done.Load())
+	if done < 5 || done >= 17 {
+		t.Fatalf("%d blobs completed before the interruption", done)
+	}
+	again, err := Open(reg.Host+"/snapd/resume", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gens, err := again.Generations(context.Background()); err != nil || len(gens) != 0 {
+		t.Fatalf("a manifest was pushed by the interrupted push: %v %v", gens, err)
+	}
+	r, skel := pushBytes(t, again, g1, 256<<10)
+	if r.Uploaded != 17-done || r.Skipped != done {
+		t.Fatalf("resumed push: %+v after %d blobs were in", r.PushStats, done)
+	}
+	got, err := assembleFrom(t, again, skel)
+	if err != nil || !bytes.Equal(got, g1) {
+		t.Fatalf("assemble: %v", err)
 	}
 }
