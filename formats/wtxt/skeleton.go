@@ -351,6 +351,18 @@ func Assemble(ctx context.Context, skeleton io.Reader, src BlobSource, w io.Writ
 	return AssembleNamed(ctx, skeleton, "", src, w)
 }
 
+// SkeletonSegments reads a skeleton's structure without any blob: every
+// seg line against the ch lines it covers (count, lengths, ix and off
+// continuity), and returns the segments in file order. name labels the
+// skeleton in errors.
+func SkeletonSegments(ctx context.Context, skeleton io.Reader, name string) ([]Segment, error) {
+	a := &assembler{ctx: ctx, lr: newLineReader(skeleton, name), w: bufio.NewWriter(io.Discard), info: &AssembleInfo{}, dry: true}
+	if err := a.run(); err != nil {
+		return nil, err
+	}
+	return a.segs, nil
+}
+
 // AssembleNamed is Assemble with name labelling the skeleton in errors.
 func AssembleNamed(ctx context.Context, skeleton io.Reader, name string, src BlobSource, w io.Writer) (*AssembleInfo, error) {
 	cw := &countWriter{w: w}
@@ -378,6 +390,8 @@ type assembler struct {
 	nextIx  int64
 	nextOff int64
 
+	dry      bool      // structure only: no blob is read (SkeletonSegments)
+	segs     []Segment // segments seen, when dry
 	seg      Segment
 	segLine  int
 	blob     io.ReadCloser
@@ -480,7 +494,9 @@ func (a *assembler) openSeg(line []byte) error {
 	a.seg, a.segLine, a.segOpen, a.left, a.chLeft = s, a.lr.n, true, s.Size, s.Chunks
 	a.bh = sha256.New()
 	a.blob, a.br = nil, nil
-	if s.Size > 0 {
+	if a.dry {
+		a.segs = append(a.segs, s)
+	} else if s.Size > 0 {
 		rc, err := a.src.OpenBlob(a.ctx, s)
 		if err != nil {
 			return &Error{File: a.lr.file, Line: a.lr.n, Array: a.arr, Chunk: s.FirstChunk, Check: CheckBlob, Msg: "segment blob " + s.DigestString() + " cannot be read", Err: err}
@@ -516,6 +532,9 @@ func (a *assembler) chunk(line []byte) error {
 	if ch.n > a.left {
 		return a.fail(CheckSkeleton, ch.ix, "chunk len=%d exceeds the %d bytes left of the segment declared at line %d", ch.n, a.left, a.segLine)
 	}
+	if a.dry {
+		return a.endChunk(ch)
+	}
 	a.w.Write(line)
 	a.w.WriteByte('\n')
 	sh := sha256.New()
@@ -546,6 +565,12 @@ func (a *assembler) chunk(line []byte) error {
 	if crc != ch.crc {
 		return a.fail(CheckCRC32C, ch.ix, "crc32c of the blob's bytes does not match the ch line (segment blob %s)", a.seg.DigestString())
 	}
+	return a.endChunk(ch)
+}
+
+// endChunk reads the endch line after a chunk and closes the segment
+// after its last chunk.
+func (a *assembler) endChunk(ch *chHead) error {
 	end, err := a.lr.next()
 	if err != nil {
 		return err
@@ -570,6 +595,9 @@ func (a *assembler) closeSeg(ix int64) error {
 	a.segOpen = false
 	if a.left != 0 {
 		return a.fail(CheckSkeleton, ix, "the seg line at line %d declares len=%d but its %d chunk(s) hold %d bytes", a.segLine, a.seg.Size, a.seg.Chunks, a.seg.Size-a.left)
+	}
+	if a.dry {
+		return nil
 	}
 	if a.blob == nil {
 		if a.seg.Digest != sha256.Sum256(nil) {

@@ -339,3 +339,20 @@ func TestSplitBadInput(t *testing.T) {
 		})
 	}
 }
+
+func TestSkeletonSegments(t *testing.T) {
+	in := skeletonInputs(t)["generated"]
+	skel, _, segs := splitBytes(t, in, 100<<10)
+	got, err := SkeletonSegments(context.Background(), bytes.NewReader(skel), "g.skel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(segs) {
+		t.Fatalf("SkeletonSegments %v\nSplit %v", got, segs)
+	}
+	bad := bytes.Replace(skel, []byte("seg chunks=1 "), []byte("seg chunks=2 "), 1)
+	var e *Error
+	if _, err := SkeletonSegments(context.Background(), bytes.NewReader(bad), "g.skel"); !errors.As(err, &e) || e.Check != CheckSkeleton {
+		t.Fatalf("damaged: %v", err)
+	}
+}
