@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,7 +142,7 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 	defer out.Abort()
 	res, err := repo.PushWTXT(ctx, f, filepath.Base(in), out, o.segSize)
 	if err != nil {
-		return err
+		return registryErr(err)
 	}
 	if err := out.Commit(); err != nil {
 		return ioError{err}
@@ -165,6 +167,17 @@ func runAssembleOCI(ctx context.Context, e *env, o *ociFlags, skel, out string) 
 		return err
 	}
 	_, err = oci.AssembleFile(ctx, skel, repo, out)
+	return registryErr(err)
+}
+
+// registryErr classes a registry that cannot be reached as an I/O error
+// (exit 2); bad content stays exit 1.
+func registryErr(err error) error {
+	var ue *url.Error
+	var ne net.Error
+	if err != nil && (errors.As(err, &ue) || errors.As(err, &ne)) {
+		return withHint(ioError{err}, "is the registry up and reachable? (the command can be re-run: blobs already pushed are skipped)")
+	}
 	return err
 }
 
@@ -180,6 +193,7 @@ func runGCRemote(ctx context.Context, e *env, o *gcOptions) error {
 		return err
 	}
 	removed, err := repo.GC(ctx, o.keep, o.dryRun)
+	err = registryErr(err)
 	if o.json {
 		tags := []string{}
 		for _, g := range removed {

@@ -82,6 +82,14 @@ func TestOCIPushAssemble(t *testing.T) {
 		t.Fatal("output left behind")
 	}
 
+	// No registry at that address: an I/O error (exit 2), nothing written.
+	if code, _, errs := snapd(t, env, "assemble", "--oci-repository", "127.0.0.1:1/none/here", res.Skeleton, out2); code != 2 {
+		t.Fatalf("unreachable registry: exit %d %s", code, errs)
+	}
+	if _, err := os.Stat(out2); err == nil {
+		t.Fatal("output left behind")
+	}
+
 	// Wrong credentials: a failure, no secret in the message.
 	env["SNAPD_OCI_PASSWORD"] = "not-the-password-777"
 	code, _, errs = snapd(t, env, "assemble", "--oci-repository", repoRef, res.Skeleton, out2)
