@@ -11,6 +11,8 @@ require (
 	github.com/google/go-github/v60 v60.0.0
 	github.com/klauspost/compress v1.20.3
 	github.com/nlpodyssey/gopickle v0.2.0
+	github.com/opencontainers/go-digest v1.0.0
+	github.com/opencontainers/image-spec v1.1.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/spf13/cobra v1.10.2
@@ -20,6 +22,7 @@ require (
 	golang.org/x/sys v0.49.0
 	gopkg.in/yaml.v3 v3.0.1
 	lukechampine.com/blake3 v1.4.1
+	oras.land/oras-go/v2 v2.7.0
 )
 
 require (

@@ -21,6 +21,9 @@ command -v python3 >/dev/null    || need+=(python3)
 python3 -c 'import torch' 2>/dev/null || /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
 command -v systemd-analyze >/dev/null || need+=(systemd)   # configs/systemd_test.go
 command -v promtool >/dev/null   || need+=(prometheus)     # pipeline metrics lint
+# The CNCF distribution registry and htpasswd for store/oci (issue 15).
+command -v docker-registry >/dev/null || need+=(docker-registry)
+command -v htpasswd >/dev/null        || need+=(apache2-utils)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing missing tools: ${need[*]}" >&2
   SUDO=""
@@ -39,6 +42,10 @@ git config --global user.name  >/dev/null 2>&1 || git config --global user.name 
 export PATH="$PATH:$(go env GOPATH)/bin"
 command -v actionlint >/dev/null || go install github.com/rhysd/actionlint/cmd/actionlint@v1.7.12 ||
   echo "test.sh: could not install actionlint; the workflow lint test will be skipped" >&2
+# The oras CLI shows snapd's registry artifacts are standard (store/oci skips
+# that subtest without it).
+command -v oras >/dev/null || go install oras.land/oras/cmd/oras@v1.3.6 ||
+  echo "test.sh: could not install oras; the oras interoperability test will be skipped" >&2
 
 if [ $# -eq 0 ]; then set -- ./...; fi
 go vet "$@"

@@ -10,19 +10,29 @@ import (
 )
 
 func newAssembleCommand(e *env) *cobra.Command {
+	var o ociFlags
 	cmd := &cobra.Command{
-		Use:   "assemble PARTS_DIR OUT.wtxt",
+		Use:   "assemble PARTS_DIR|SKELETON OUT.wtxt",
 		Short: "Concatenate a split (git-scale) snapshot's part files back into its WTXT",
 		Long: `A generation larger than the split threshold is stored in Git as a
 directory of part files cut at array and chunk boundaries, listed in order
 with their sizes and SHA-256 in PARTS_DIR/MANIFEST. assemble checks every
 part against the MANIFEST and writes their concatenation, which is the
-original WTXT byte for byte, to OUT atomically.`,
+original WTXT byte for byte, to OUT atomically.
+
+With --oci-repository the first argument is a skeleton (snapd oci push):
+the WTXT is rebuilt from it and the registry's segment blobs, streaming,
+checking every chunk's sha256 and crc32c and every blob's digest; on any
+failure nothing is written to OUT.`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.repository != "" {
+				return runAssembleOCI(cmd.Context(), e, &o, args[0], args[1])
+			}
 			return runAssemble(cmd.Context(), args[0], args[1])
 		},
 	}
+	addOCIFlags(cmd, &o)
 	return cmd
 }
 

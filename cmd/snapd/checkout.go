@@ -35,7 +35,7 @@ other format through a conversion. GEN is a number (tag gen-NNNNNN),
 (default: the current directory), e.g. a clone made with snapd clone.`,
 		Example: `  snapd clone https://github.com/org/weights.git w && cd w
   snapd checkout latest model.safetensors
-  snapd checkout 42 gen42.wtxt --repo /var/lib/snapd/repo`,
+  snapd checkout 42 gen42.wtxt --repo /var/lib/snapd-ml/repo`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.gen, o.out = args[0], args[1]

@@ -18,6 +18,8 @@ type gcOptions struct {
 	dryRun   bool
 	json     bool
 	abandon  []uint
+	remote   bool
+	oci      ociFlags
 }
 
 func newGCCommand(e *env) *cobra.Command {
@@ -34,9 +36,12 @@ func newGCCommand(e *env) *cobra.Command {
     snapshotted, e.g. after it failed; the mark is durable).
 Safe while the daemon and the trainer run.`,
 		Example: `  snapd gc --keep 3
-  snapd gc --state-dir /var/lib/snapd --keep 10 --dry-run`,
+  snapd gc --state-dir /var/lib/snapd-ml --keep 10 --dry-run`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.remote {
+				return runGCRemote(cmd.Context(), e, &o)
+			}
 			var err error
 			if o.stateDir, err = e.existingStateDir(cmd); err != nil {
 				return err
@@ -49,6 +54,8 @@ Safe while the daemon and the trainer run.`,
 	fl.BoolVar(&o.dryRun, "dry-run", false, "only report what would be deleted")
 	fl.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fl.UintSliceVar(&o.abandon, "abandon", nil, "mark these generations as abandoned first (comma-separated or repeated)")
+	fl.BoolVar(&o.remote, "remote", false, "instead: delete the manifests of all but the newest K generations in --oci-repository (then run the registry's own garbage collection)")
+	addOCIFlags(cmd, &o.oci)
 	cmd.MarkFlagRequired("keep")
 	return cmd
 }

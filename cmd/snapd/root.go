@@ -75,6 +75,7 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newCloneCommand(e),
 		newCheckoutCommand(e),
 		newVersionCommand(e),
+		newOCICommand(e),
 	)
 	return root
 }

@@ -42,7 +42,7 @@ followed by generations whose outcome is recorded but whose requests were
 already removed from the log. Reads only; safe while the daemon runs.
 Corrupt lines are reported on stderr (and under "corrupt" with --json).`,
 		Example: `  snapd wal list
-  snapd wal list --state-dir /var/lib/snapd --json | jq '.requests[] | select(.state=="failed")'`,
+  snapd wal list --state-dir /var/lib/snapd-ml --json | jq '.requests[] | select(.state=="failed")'`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error

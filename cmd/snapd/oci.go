@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/keys"
+	"github.com/snapd-ml/snapd/store/oci"
+)
+
+// ociFlags select and authenticate an OCI repository (issue 15).
+type ociFlags struct {
+	repository   string
+	insecure     bool
+	username     string
+	passwordFile string
+	dockerConfig string
+	mountFrom    string
+	jobs         int
+}
+
+func addOCIFlags(cmd *cobra.Command, o *ociFlags) {
+	fl := cmd.Flags()
+	fl.StringVar(&o.repository, "oci-repository", "", "OCI repository HOST[:PORT]/NAME holding the segment blobs (plain HTTP only for loopback hosts or with --oci-insecure)")
+	fl.BoolVar(&o.insecure, "oci-insecure", false, "allow plain HTTP to a non-loopback registry")
+	fl.StringVar(&o.username, "oci-username", "", "registry user (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json)")
+	fl.StringVar(&o.passwordFile, "oci-password-file", "", "file holding the registry password or token (mode 0600; default $SNAPD_OCI_PASSWORD)")
+	fl.StringVar(&o.dockerConfig, "oci-docker-config", "", "Docker config.json with registry credentials (default $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
+	fl.StringVar(&o.mountFrom, "oci-mount-from", "", "another repository NAME of the same registry (e.g. the base model's) to mount existing blobs from instead of uploading them")
+	fl.IntVar(&o.jobs, "oci-jobs", 4, "parallel blob uploads")
+}
+
+// open resolves credentials (flags, then SNAPD_OCI_USERNAME and
+// SNAPD_OCI_PASSWORD, then the Docker config) and opens the repository.
+func (o *ociFlags) open(e *env) (*oci.Repository, error) {
+	if o.repository == "" {
+		return nil, usageError{errors.New("--oci-repository HOST[:PORT]/NAME is required")}
+	}
+	opts := oci.Options{Insecure: o.insecure, DockerConfig: o.dockerConfig, Concurrency: o.jobs, MountFrom: o.mountFrom, Logger: e.logger}
+	opts.Username = o.username
+	if opts.Username == "" {
+		opts.Username = e.getenv("SNAPD_OCI_USERNAME")
+	}
+	if o.passwordFile != "" {
+		b, err := keys.ReadSecretFile(o.passwordFile)
+		if err != nil {
+			return nil, ioError{err}
+		}
+		opts.Password = strings.TrimRight(string(b), "\r\n")
+	} else {
+		opts.Password = e.getenv("SNAPD_OCI_PASSWORD")
+	}
+	if opts.Username == "" && opts.Password != "" {
+		return nil, usageError{errors.New("a registry password is given but no user (--oci-username or SNAPD_OCI_USERNAME)")}
+	}
+	r, err := oci.Open(o.repository, opts)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return r, nil
+}
+
+func newOCICommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "oci",
+		Short: "Tensor bytes in an OCI registry, the skeleton in Git (skeleton layout)",
+	}
+	cmd.AddCommand(newOCIPushCommand(e))
+	return cmd
+}
+
+type ociPushOptions struct {
+	oci      ociFlags
+	skeleton string
+	segSize  int64
+	json     bool
+}
+
+func newOCIPushCommand(e *env) *cobra.Command {
+	var o ociPushOptions
+	cmd := &cobra.Command{
+		Use:   "push WTXT --oci-repository HOST[:PORT]/NAME",
+		Short: "Split a WTXT into skeleton + segment blobs and push the blobs and a gen-NNNNNN manifest",
+		Long: `push splits WTXT into its skeleton (every line but the base64 lines, plus
+one seg line per segment; see docs/FORMAT.md) and chunk-aligned segment
+blobs, asks the registry which blobs it has (HEAD), uploads only the
+missing ones in parallel, then the config blob and the manifest tagged
+gen-NNNNNN. The skeleton is written atomically (default WTXT.skel) only
+after the manifest is in the registry; commit it to Git. Every chunk's
+sha256 and crc32c are checked while splitting. "snapd assemble
+--oci-repository R SKELETON OUT" rebuilds the WTXT byte for byte.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runOCIPush(cmd.Context(), e, args[0], &o)
+		},
+	}
+	addOCIFlags(cmd, &o.oci)
+	cmd.Flags().StringVar(&o.skeleton, "skeleton", "", "where to write the skeleton (default WTXT.skel)")
+	cmd.Flags().Int64Var(&o.segSize, "segment-size", wtxt.DefaultSegmentSize, "target segment blob size in bytes")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error {
+	if o.segSize <= 0 {
+		return usageError{errors.New("--segment-size must be > 0")}
+	}
+	repo, err := o.oci.open(e)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(in, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return ioError{err}
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return ioError{err}
+	} else if !fi.Mode().IsRegular() {
+		return ioError{fmt.Errorf("%s: not a regular file", in)}
+	}
+	skel := o.skeleton
+	if skel == "" {
+		skel = in + ".skel"
+	}
+	out, err := atomicfile.Create(skel, 0o644)
+	if err != nil {
+		return ioError{err}
+	}
+	defer out.Abort()
+	res, err := repo.PushWTXT(ctx, f, filepath.Base(in), out, o.segSize)
+	if err != nil {
+		return registryErr(err)
+	}
+	if err := out.Commit(); err != nil {
+		return ioError{err}
+	}
+	if o.json {
+		return json.NewEncoder(e.stdout).Encode(map[string]any{
+			"repository": repo.Name(), "tag": res.Tag, "manifest": res.Manifest.Digest.String(), "skeleton": skel,
+			"segments": res.Segments, "uploaded": res.Uploaded, "uploaded_bytes": res.UploadedBytes,
+			"mounted": res.Mounted, "mounted_bytes": res.MountedBytes,
+			"skipped": res.Skipped, "skipped_bytes": res.SkippedBytes,
+		})
+	}
+	fmt.Fprintf(e.stdout, "%s:%s %s\nsegments %d: uploaded %d (%d bytes), mounted %d (%d bytes), already present %d (%d bytes)\nskeleton %s\n",
+		repo.Name(), res.Tag, res.Manifest.Digest, res.Segments, res.Uploaded, res.UploadedBytes, res.Mounted, res.MountedBytes, res.Skipped, res.SkippedBytes, skel)
+	return nil
+}
+
+// runAssembleOCI rebuilds a WTXT from its skeleton and the registry.
+func runAssembleOCI(ctx context.Context, e *env, o *ociFlags, skel, out string) error {
+	repo, err := o.open(e)
+	if err != nil {
+		return err
+	}
+	_, err = oci.AssembleFile(ctx, skel, repo, out)
+	return registryErr(err)
+}
+
+// registryErr classes a registry that cannot be reached as an I/O error
+// (exit 2); bad content stays exit 1.
+func registryErr(err error) error {
+	var ue *url.Error
+	var ne net.Error
+	if err != nil && (errors.As(err, &ue) || errors.As(err, &ne)) {
+		return withHint(ioError{err}, "is the registry up and reachable? (the command can be re-run: blobs already pushed are skipped)")
+	}
+	return err
+}
+
+// runGCRemote deletes the manifests (and so the tags) of every generation
+// in the registry but the newest --keep; the registry's garbage collection
+// then frees the blobs no kept manifest references.
+func runGCRemote(ctx context.Context, e *env, o *gcOptions) error {
+	if o.keep < 1 {
+		return usageError{errors.New("gc --remote: --keep must be >= 1")}
+	}
+	repo, err := o.oci.open(e)
+	if err != nil {
+		return err
+	}
+	removed, err := repo.GC(ctx, o.keep, o.dryRun)
+	err = registryErr(err)
+	if o.json {
+		tags := []string{}
+		for _, g := range removed {
+			tags = append(tags, g.Tag)
+		}
+		if jerr := json.NewEncoder(e.stdout).Encode(map[string]any{"repository": repo.Name(), "removed": tags, "dry_run": o.dryRun}); jerr != nil && err == nil {
+			err = jerr
+		}
+	} else {
+		verb := "deleted"
+		if o.dryRun {
+			verb = "would delete"
+		}
+		for _, g := range removed {
+			fmt.Fprintf(e.stdout, "%s %s:%s %s\n", verb, repo.Name(), g.Tag, g.Manifest.Digest)
+		}
+		fmt.Fprintf(e.stdout, "%d generation manifest(s) %s; run the registry's garbage collection to free their blobs\n", len(removed), verb)
+	}
+	return err
+}

@@ -1,0 +1,42 @@
+package oci
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/atomicfile"
+)
+
+// AssembleFile rebuilds the WTXT of the skeleton at skelPath from src into
+// outPath, atomically: on any error (a missing, short, long or wrong blob,
+// a skeleton whose seg lines disagree with its ch lines) nothing is left
+// at outPath and the error is a *wtxt.Error naming the skeleton line,
+// array, chunk and check.
+func AssembleFile(ctx context.Context, skelPath string, src wtxt.BlobSource, outPath string) (*wtxt.AssembleInfo, error) {
+	f, err := os.OpenFile(skelPath, os.O_RDONLY|nonBlock, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", skelPath)
+	}
+	out, err := atomicfile.Create(outPath, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Abort()
+	info, err := wtxt.AssembleNamed(ctx, f, filepath.Base(skelPath), src, out)
+	if err != nil {
+		return nil, err
+	}
+	if err := out.Commit(); err != nil {
+		return nil, err
+	}
+	return info, nil
+}

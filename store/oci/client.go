@@ -1,0 +1,317 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/errgroup"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/credentials"
+	"oras.land/oras-go/v2/registry/remote/retry"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+)
+
+// Options configure a Repository.
+type Options struct {
+	// Insecure allows plain HTTP to a non-loopback host.
+	Insecure bool
+	// Username and Password (or token) are used when Username is set.
+	Username, Password string
+	// DockerConfig is the path of a Docker config.json; "" means
+	// $DOCKER_CONFIG/config.json or ~/.docker/config.json. Used when
+	// Username is empty; a missing file means anonymous access.
+	DockerConfig string
+	// MountFrom names another repository of the same registry (e.g. the
+	// base model's) from which missing blobs are mounted instead of
+	// uploaded when it has them (cross-repository blob mount).
+	MountFrom string
+	// Concurrency bounds parallel blob uploads (default 4).
+	Concurrency int
+	// HTTPClient is the transport (default: oras-go's retrying client).
+	HTTPClient *http.Client
+	// Logger receives progress (nil: discard). It never receives secrets.
+	Logger *slog.Logger
+}
+
+// Repository is one OCI repository holding snapd generations.
+type Repository struct {
+	repo *remote.Repository
+	base *remote.Repository // MountFrom, or nil
+	name string             // HOST[:PORT]/NAME
+	log  *slog.Logger
+	jobs int
+}
+
+// IsLoopback reports whether host (without port) is a loopback name or
+// address.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// nonLoopbackBlocked is oras-go's default realm denylist without the
+// loopback ranges.
+func nonLoopbackBlocked() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range auth.DefaultBlockedRealmPrefixes() {
+		if !p.Addr().IsLoopback() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Open returns the repository named ref (HOST[:PORT]/NAME, no tag).
+func Open(ref string, opts Options) (*Repository, error) {
+	r, err := registry.ParseReference(ref)
+	if err != nil || r.Reference != "" {
+		return nil, fmt.Errorf("oci repository %q: want HOST[:PORT]/NAME (no tag or digest)", ref)
+	}
+	repo, err := remote.NewRepository(r.Registry + "/" + r.Repository)
+	if err != nil {
+		return nil, fmt.Errorf("oci repository %q: %w", ref, err)
+	}
+	host := r.Registry
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	repo.PlainHTTP = opts.Insecure || IsLoopback(host)
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = retry.DefaultClient
+	}
+	client := &auth.Client{Client: hc, Cache: auth.NewCache(), ClientID: "snapd"}
+	if IsLoopback(host) {
+		// A registry on this machine may send clients to a token server on
+		// this machine; oras-go refuses loopback realms by default (they
+		// would let a remote registry aim the client at local services).
+		client.BlockedRealmPrefixes = nonLoopbackBlocked()
+	}
+	switch {
+	case opts.Username != "":
+		client.Credential = auth.StaticCredential(r.Registry, auth.Credential{Username: opts.Username, Password: opts.Password})
+	default:
+		var store credentials.Store
+		if opts.DockerConfig != "" {
+			store, err = credentials.NewStore(opts.DockerConfig, credentials.StoreOptions{})
+		} else {
+			store, err = credentials.NewStoreFromDocker(credentials.StoreOptions{})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("oci repository %q: docker credentials: %w", ref, err)
+		}
+		client.Credential = credentials.Credential(store)
+	}
+	repo.Client = client
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	jobs := opts.Concurrency
+	if jobs <= 0 {
+		jobs = 4
+	}
+	out := &Repository{repo: repo, name: r.Registry + "/" + r.Repository, log: log, jobs: jobs}
+	if opts.MountFrom != "" {
+		b, err := remote.NewRepository(r.Registry + "/" + opts.MountFrom)
+		if err != nil {
+			return nil, fmt.Errorf("oci mount-from repository %q: %w", opts.MountFrom, err)
+		}
+		b.PlainHTTP, b.Client = repo.PlainHTTP, repo.Client
+		out.base = b
+	}
+	return out, nil
+}
+
+// Name returns HOST[:PORT]/NAME.
+func (r *Repository) Name() string { return r.name }
+
+// PushStats counts what a push did.
+type PushStats struct {
+	Segments      int   // segments in the generation
+	Uploaded      int   // blobs uploaded
+	UploadedBytes int64 // their bytes
+	Mounted       int   // blobs mounted from Options.MountFrom
+	MountedBytes  int64
+	Skipped       int // blobs already in the registry (or repeated)
+	SkippedBytes  int64
+	Manifest      ocispec.Descriptor
+	Tag           string
+}
+
+// PushResult is the outcome of PushWTXT.
+type PushResult struct {
+	PushStats
+	Generation Generation
+}
+
+// PushWTXT splits the WTXT read from r, writes its skeleton to skel and
+// uploads the segments the registry lacks (HEAD first; at most
+// Options.Concurrency uploads at once, each segment held in memory while
+// it is uploaded), then the config blob and the manifest tagged
+// gen-NNNNNN. The manifest is pushed only after every blob is in. name
+// labels the input in errors.
+func (r *Repository) PushWTXT(ctx context.Context, in io.Reader, name string, skel io.Writer, segSize int64) (*PushResult, error) {
+	if segSize <= 0 {
+		segSize = wtxt.DefaultSegmentSize
+	}
+	head := &headCapture{max: 64 << 10}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.jobs)
+	var mu sync.Mutex
+	seen := map[[32]byte]bool{}
+	var st PushStats
+	var upBytes, skipBytes atomic.Int64
+	var up, skip, mnt, mntBytes atomic.Int64
+	sink := func(_ context.Context, s wtxt.Segment, b []byte) error {
+		if s.Size == 0 {
+			return nil
+		}
+		mu.Lock()
+		dup := seen[s.Digest]
+		seen[s.Digest] = true
+		mu.Unlock()
+		if dup {
+			skip.Add(1)
+			skipBytes.Add(s.Size)
+			return nil
+		}
+		data := bytes.Clone(b)
+		g.Go(func() error {
+			desc := SegmentDescriptor(s)
+			ok, err := r.repo.Exists(gctx, desc)
+			if err != nil {
+				return fmt.Errorf("oci %s: HEAD blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
+			}
+			if ok {
+				skip.Add(1)
+				skipBytes.Add(s.Size)
+				return nil
+			}
+			if r.base != nil {
+				inBase, err := r.base.Exists(gctx, desc)
+				if err != nil {
+					return fmt.Errorf("oci %s: HEAD blob %s in %s: %w", r.name, desc.Digest, r.base.Reference.Repository, err)
+				}
+				if inBase {
+					// A registry that cannot mount answers 202 and the
+					// bytes are uploaded from memory instead.
+					err := r.repo.Mount(gctx, desc, r.base.Reference.Repository, func() (io.ReadCloser, error) {
+						return io.NopCloser(bytes.NewReader(data)), nil
+					})
+					if err != nil {
+						return fmt.Errorf("oci %s: mount blob %s from %s: %w", r.name, desc.Digest, r.base.Reference.Repository, err)
+					}
+					mnt.Add(1)
+					mntBytes.Add(s.Size)
+					return nil
+				}
+			}
+			if err := r.repo.Push(gctx, desc, bytes.NewReader(data)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+				return fmt.Errorf("oci %s: upload blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
+			}
+			up.Add(1)
+			upBytes.Add(s.Size)
+			return nil
+		})
+		return nil
+	}
+	segs, serr := wtxt.Split(gctx, in, io.MultiWriter(skel, head), sink, wtxt.SplitOptions{SegmentSize: segSize, File: name})
+	werr := g.Wait()
+	if serr != nil {
+		return nil, serr
+	}
+	if werr != nil {
+		return nil, werr
+	}
+	h, err := wtxt.ReadHeader(bytes.NewReader(bytes.TrimPrefix(head.buf, []byte(wtxt.SkeletonMagic+"\n"))))
+	if err != nil {
+		return nil, fmt.Errorf("%s: header: %w", name, err)
+	}
+	gen := GenerationFromHeader(h)
+	gen.SegmentSize, gen.Segments = segSize, segs
+	st.Segments = len(segs)
+	st.Uploaded, st.UploadedBytes = int(up.Load()), upBytes.Load()
+	st.Skipped, st.SkippedBytes = int(skip.Load()), skipBytes.Load()
+	st.Mounted, st.MountedBytes = int(mnt.Load()), mntBytes.Load()
+	desc, err := r.PushManifest(ctx, gen)
+	if err != nil {
+		return nil, err
+	}
+	st.Manifest, st.Tag = desc, Tag(gen.Gen)
+	r.log.Info("oci push", "repository", r.name, "tag", st.Tag, "segments", st.Segments,
+		"uploaded", st.Uploaded, "uploaded_bytes", st.UploadedBytes, "mounted", st.Mounted, "skipped", st.Skipped, "skipped_bytes", st.SkippedBytes)
+	return &PushResult{PushStats: st, Generation: gen}, nil
+}
+
+// PushManifest uploads g's config blob (when missing) and its manifest,
+// tagged gen-NNNNNN. Every segment blob must already be in the registry.
+func (r *Repository) PushManifest(ctx context.Context, g Generation) (ocispec.Descriptor, error) {
+	cfg, err := BuildConfig(g)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	cdesc := Descriptor(ConfigMediaType, cfg)
+	ok, err := r.repo.Exists(ctx, cdesc)
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("oci %s: HEAD config blob: %w", r.name, err)
+	}
+	if !ok {
+		if err := r.repo.Push(ctx, cdesc, bytes.NewReader(cfg)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+			return ocispec.Descriptor{}, fmt.Errorf("oci %s: upload config blob: %w", r.name, err)
+		}
+	}
+	man, err := BuildManifest(g, cfg)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	mdesc := Descriptor(ocispec.MediaTypeImageManifest, man)
+	mdesc.ArtifactType = ArtifactType
+	if err := r.repo.PushReference(ctx, mdesc, bytes.NewReader(man), Tag(g.Gen)); err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("oci %s: push manifest %s: %w", r.name, Tag(g.Gen), err)
+	}
+	return mdesc, nil
+}
+
+// OpenBlob implements wtxt.BlobSource over the registry's blobs.
+func (r *Repository) OpenBlob(ctx context.Context, s wtxt.Segment) (io.ReadCloser, error) {
+	rc, err := r.repo.Blobs().Fetch(ctx, SegmentDescriptor(s))
+	if err != nil {
+		if errors.Is(err, errdef.ErrNotFound) {
+			return nil, fmt.Errorf("oci %s: %w", r.name, wtxt.ErrBlobNotFound)
+		}
+		return nil, fmt.Errorf("oci %s: %w", r.name, err)
+	}
+	return rc, nil
+}
+
+// headCapture keeps the first max bytes written to it.
+type headCapture struct {
+	buf []byte
+	max int
+}
+
+func (h *headCapture) Write(p []byte) (int, error) {
+	if n := h.max - len(h.buf); n > 0 {
+		h.buf = append(h.buf, p[:min(n, len(p))]...)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,38 @@
+// Package oci stores the tensor bytes of WTXT generations in an OCI
+// registry (issue 15) while Git keeps the skeleton (formats/wtxt,
+// Split/Assemble).
+//
+// Layout of one generation in repository HOST[:PORT]/NAME:
+//
+//	blobs      one per distinct segment: the raw bytes of consecutive chunks
+//	           of one array (wtxt.Split; ~4 MiB by default), digest
+//	           sha256:<hex of SHA-256 of the bytes>, media type
+//	           SegmentMediaType
+//	config     a JSON blob (ConfigMediaType, see Config) listing every
+//	           segment in file order: array, first chunk, chunk count,
+//	           size, digest
+//	manifest   an OCI image manifest (schemaVersion 2, mediaType
+//	           application/vnd.oci.image.manifest.v1+json) with
+//	           artifactType ArtifactType, the config, one layer per
+//	           distinct segment digest (first appearance order; titled
+//	           "sha256-<hex>.seg" so `oras pull` writes one file per blob),
+//	           and annotations snapd.gen, snapd.ts, snapd.merkle_this,
+//	           snapd.sha256_all, snapd.keyid and
+//	           org.opencontainers.image.created (= the generation's ts, so
+//	           the manifest bytes are a function of the WTXT alone)
+//	tag        gen-NNNNNN (the WTXT gen, DEC6)
+//
+// Push order: every missing segment (HEAD first, upload only what the
+// registry lacks, bounded parallelism), then the config, then the manifest
+// by tag. A manifest is therefore never visible before all its blobs.
+//
+// Transport: HTTPS, or plain HTTP only for loopback hosts (localhost,
+// 127.0.0.0/8, ::1) or with Options.Insecure. Credentials come from
+// Options (user + password or token, e.g. from SNAPD_OCI_USERNAME /
+// SNAPD_OCI_PASSWORD or a password file) or the Docker config
+// (~/.docker/config.json or $DOCKER_CONFIG, including credsStore and
+// credHelpers). oras-go's auth client runs the Docker token flow
+// (WWW-Authenticate: Bearer realm=...) and basic auth. GHCR: user name +
+// a personal access token (read:packages / write:packages) as password.
+// No credential or token is ever logged or put in an error.
+package oci

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package oci
+
+const nonBlock = 0
