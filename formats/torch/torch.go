@@ -3,8 +3,6 @@ package torch
 import (
 	"bytes"
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/snapd-ml/snapd/formats"
 )
@@ -43,41 +41,11 @@ var (
 	ErrInvalidSnapshot = errors.New("invalid snapshot for torch")
 )
 
-// Error is a Decode failure: the file, where in it (zip member, pickle
-// stream, tensor), the file offset when one applies, and the check that
-// failed. It never quotes file content beyond names it validated.
-type Error struct {
-	File   string
-	Where  string
-	Offset int64 // -1 when none
-	Check  string
-	Err    error
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("torch: ")
-	if e.File != "" {
-		b.WriteString(e.File)
-		b.WriteString(": ")
-	}
-	if e.Where != "" {
-		b.WriteString(e.Where)
-		b.WriteString(": ")
-	}
-	if e.Offset >= 0 {
-		fmt.Fprintf(&b, "offset %d: ", e.Offset)
-	}
-	b.WriteString(e.Check)
-	if e.Err != nil {
-		b.WriteString(" (")
-		b.WriteString(e.Err.Error())
-		b.WriteString(")")
-	}
-	return b.String()
-}
-
-func (e *Error) Unwrap() error { return e.Err }
+// Error is a Decode failure (Format "torch"): the file, Where in it
+// (zip member, pickle stream, tensor), the file offset when one applies,
+// and the check that failed. It never quotes file content beyond names it
+// validated.
+type Error = formats.Error
 
 // Default limits (see Codec).
 const (

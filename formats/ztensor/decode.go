@@ -59,7 +59,11 @@ type compInfo struct {
 }
 
 func (d *decoder) fail(sentinel error, tensor, comp string, off int64, format string, args ...any) error {
-	return &Error{File: d.file, Tensor: tensor, Component: comp, Offset: off, Check: fmt.Sprintf(format, args...), Err: sentinel}
+	e := &Error{Format: "ztensor", File: d.file, Tensor: tensor, Offset: off, Check: fmt.Sprintf(format, args...), Err: sentinel}
+	if comp != "" {
+		e.Where = fmt.Sprintf("component %q", comp)
+	}
+	return e
 }
 
 // Decode implements formats.Codec. It reads the whole manifest, validates
