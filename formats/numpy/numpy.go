@@ -74,13 +74,13 @@ const attrPrefix = "numpy."
 // ErrInvalidSnapshot, formats.ErrLossy or the writer's error.
 var (
 	// ErrCorrupt: the file violates the .npy or zip layout.
-	ErrCorrupt = errors.New("malformed numpy file")
+	ErrCorrupt = formats.Kind("malformed numpy file", formats.ErrCorrupt)
 	// ErrLimit: a size is beyond a limit or the codec's budget.
-	ErrLimit = errors.New("limit exceeded")
+	ErrLimit = formats.Kind("limit exceeded", formats.ErrLimit)
 	// ErrUnsupported: valid NumPy data snapd does not read: object arrays
 	// (pickles), structured, string, complex and datetime dtypes,
 	// encrypted or otherwise compressed zip members.
-	ErrUnsupported = errors.New("unsupported numpy feature")
+	ErrUnsupported = formats.Kind("unsupported numpy feature", formats.ErrUnsupported)
 	// ErrInvalidSnapshot: Encode was given a snapshot it cannot write
 	// (bad numpy.* attributes, no or several arrays for a .npy file).
 	ErrInvalidSnapshot = errors.New("invalid snapshot for numpy")

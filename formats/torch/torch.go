@@ -27,16 +27,16 @@ const (
 // Sentinel errors. Decode's format errors are *Error values wrapping one.
 var (
 	// ErrCorrupt: the file violates the layout (zip, pickle, storages).
-	ErrCorrupt = errors.New("malformed torch checkpoint")
+	ErrCorrupt = formats.Kind("malformed torch checkpoint", formats.ErrCorrupt)
 	// ErrRefused: the pickle names a global outside the allowlist (it is
 	// never resolved, let alone called) or an opcode that builds objects.
-	ErrRefused = errors.New("refused: not plain checkpoint data")
+	ErrRefused = formats.Kind("refused: not plain checkpoint data", formats.ErrUnsupported)
 	// ErrLimit: a bound (pickle size, memo, nesting, expanded bytes) was hit.
-	ErrLimit = errors.New("limit exceeded")
+	ErrLimit = formats.Kind("limit exceeded", formats.ErrLimit)
 	// ErrUnsupported: valid torch data this codec does not read (sparse,
 	// quantized, complex tensors, compressed storages, big-endian
 	// legacy tar files).
-	ErrUnsupported = errors.New("unsupported torch feature")
+	ErrUnsupported = formats.Kind("unsupported torch feature", formats.ErrUnsupported)
 	// ErrInvalidSnapshot: Encode was given a snapshot it cannot write.
 	ErrInvalidSnapshot = errors.New("invalid snapshot for torch")
 )
