@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -43,8 +44,8 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-decode: %v", err)
 		}
-		equalSnapshots(t, s, s2)
-		out2, err := encode(t, simulateWTXT(t, s2), false)
+		formatstest.Equal(t, s, s2)
+		out2, err := encode(t, formatstest.SimulateWTXT(t, s2), false)
 		if err != nil {
 			t.Fatalf("re-encode after WTXT: %v", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
@@ -33,13 +34,13 @@ func FuzzDecode(f *testing.F) {
 		if err := s1.Validate(); err != nil {
 			t.Fatalf("decoded snapshot invalid: %v", err)
 		}
-		out := encodeBytes(t, simulateWTXT(t, s1))
+		out := encodeBytes(t, formatstest.SimulateWTXT(t, s1))
 		s2, err := decodeBytes(out)
 		if err != nil {
 			t.Fatalf("re-encoded file does not decode: %v", err)
 		}
-		sameSnapshot(t, s2, s1)
-		if again := encodeBytes(t, simulateWTXT(t, s2)); !bytes.Equal(again, out) {
+		formatstest.Equal(t, s2, s1)
+		if again := encodeBytes(t, formatstest.SimulateWTXT(t, s2)); !bytes.Equal(again, out) {
 			t.Fatalf("encoding is not canonical: second encode differs")
 		}
 	})
@@ -69,13 +70,13 @@ func FuzzManifest(f *testing.F) {
 			}
 			return
 		}
-		out := encodeBytes(t, simulateWTXT(t, s1))
+		out := encodeBytes(t, formatstest.SimulateWTXT(t, s1))
 		s2, err := decodeBytes(out)
 		if err != nil {
 			t.Fatalf("re-encoded file does not decode: %v", err)
 		}
-		sameSnapshot(t, s2, s1)
-		if again := encodeBytes(t, simulateWTXT(t, s2)); !bytes.Equal(again, out) {
+		formatstest.Equal(t, s2, s1)
+		if again := encodeBytes(t, formatstest.SimulateWTXT(t, s2)); !bytes.Equal(again, out) {
 			t.Fatalf("encoding is not canonical: second encode differs")
 		}
 	})
