@@ -74,6 +74,7 @@ func structIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*
 			return nil, [32]byte{}, fail("", -1, "%s", msg)
 		}
 		ai.head = head
+		head.lineNo = lr.n
 		if line, err = lr.next(); err != nil {
 			return nil, [32]byte{}, err
 		}
@@ -98,7 +99,7 @@ func structIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*
 			if ch.ix != ix || ch.off != off || ch.n != n || ch.lines != numLines(n) {
 				return nil, [32]byte{}, fail(head.name, ix, "ch line does not match the array's geometry")
 			}
-			rec := chunkRec{start: lr.last, data: lr.off, sha: ch.sha}
+			rec := chunkRec{start: lr.last, data: lr.off, sha: ch.sha, head: ch, lineNo: lr.n}
 			skip := int64(0)
 			if ch.lines > 0 {
 				last := n - (ch.lines-1)*rawPerLine
