@@ -301,3 +301,28 @@ func equal(t testing.TB, got, want *snapshot.Snapshot, ga, wa []*snapshot.Array)
 		}
 	}
 }
+
+// Seeds returns the files matching the glob patterns (relative to the
+// package directory), for a fuzz target's f.Add; it fails tb when they
+// match nothing, so a fuzz target cannot silently lose its seed corpus.
+func Seeds(tb testing.TB, patterns ...string) [][]byte {
+	tb.Helper()
+	var out [][]byte
+	for _, pat := range patterns {
+		files, err := filepath.Glob(pat)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, p := range files {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			out = append(out, b)
+		}
+	}
+	if len(out) == 0 {
+		tb.Fatalf("no seed files match %q", patterns)
+	}
+	return out
+}

@@ -2,8 +2,6 @@ package safetensors
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats/formatstest"
@@ -45,15 +43,7 @@ func shrink(f *testing.F, raw []byte) []byte {
 // re-encodes, re-decodes to the same snapshot, and re-encodes to the same
 // bytes (the writer is canonical).
 func FuzzDecode(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join("testdata", "*.safetensors"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seed files in testdata (%v)", err)
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range formatstest.Seeds(f, "testdata/*.safetensors") {
 		f.Add(shrink(f, b))
 	}
 	f.Add(richFile())

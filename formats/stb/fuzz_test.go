@@ -2,8 +2,6 @@ package stb
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats/formatstest"
@@ -15,15 +13,7 @@ import (
 // re-encodes, re-decodes to the same snapshot and re-encodes to the same
 // bytes (the writer is canonical).
 func FuzzDecode(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join("testdata", "*.stb"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seed files in testdata (%v)", err)
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range formatstest.Seeds(f, "testdata/*.stb") {
 		f.Add(b)
 	}
 	f.Add(tricky())

@@ -5,12 +5,9 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-
-	"os"
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/formatstest"
@@ -46,15 +43,7 @@ func wrapPickle(pkl []byte) []byte {
 // encode, decode back to the same snapshot and re-encode to the same
 // bytes.
 func FuzzDecode(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join("testdata", "*.pt"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seed files in testdata (%v)", err)
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range formatstest.Seeds(f, "testdata/*.pt") {
 		f.Add(b)
 		if zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b))); err == nil {
 			for _, m := range zr.File {
