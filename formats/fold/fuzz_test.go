@@ -17,22 +17,7 @@ import (
 // simulated WTXT pass), the rebuilt file decodes to the same snapshot, and
 // encoding that again gives the same bytes.
 func FuzzDecode(f *testing.F) {
-	var seeds []string
-	for _, pat := range []string{"testdata/*.fold", "testdata/*.mind"} {
-		m, err := filepath.Glob(pat)
-		if err != nil {
-			f.Fatal(err)
-		}
-		seeds = append(seeds, m...)
-	}
-	if len(seeds) == 0 {
-		f.Fatal("no seed files in testdata")
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range formatstest.Seeds(f, "testdata/*.fold", "testdata/*.mind") {
 		f.Add(b)
 	}
 	// Wrapped containers exercise the TSAV and STEN parsers.
