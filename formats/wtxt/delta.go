@@ -105,6 +105,11 @@ func structIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*
 				last := n - (ch.lines-1)*rawPerLine
 				skip = (ch.lines-1)*(B64Width+3) + int64(base64.StdEncoding.EncodedLen(int(last))) + 3
 			}
+			// A chunk longer than the file (its base64 length may even
+			// overflow int64) ends the file inside the chunk.
+			if ch.lines > size || skip < 0 || skip > size-lr.off {
+				return nil, [32]byte{}, fail(head.name, ix, "file ends inside the chunk")
+			}
 			if skip <= int64(lr.r.Buffered()) {
 				lr.r.Discard(int(skip))
 			} else {

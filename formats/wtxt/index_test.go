@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,5 +50,50 @@ func TestReadIndex(t *testing.T) {
 	}
 	if _, err := ReadIndex(context.Background(), "x", snapshot.Bytes("WTXT 1\n"), 7); err == nil {
 		t.Error("a header-only file indexed")
+	}
+}
+
+// FuzzReadIndex: ReadIndex never panics on hostile input, and what it
+// indexes lies inside the file, in order.
+func FuzzReadIndex(f *testing.F) {
+	for _, b := range formatstest.Seeds(f, "testdata/golden-tiny.wtxt", "testdata/golden-ext.wtxt", "testdata/golden-signed.wtxt") {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		x, err := ReadIndex(context.Background(), "fuzz", snapshot.Bytes(b), int64(len(b)))
+		if err != nil {
+			return
+		}
+		prev, line := int64(0), 0
+		for _, a := range x.Arrays {
+			if a.Start < prev || a.Line <= line || a.End > int64(len(b)) {
+				t.Fatalf("array %q at line %d, %d..%d out of order or outside the file", a.Name, a.Line, a.Start, a.End)
+			}
+			prev, line = a.Start, a.Line
+			for _, c := range a.Chunks {
+				if c.Start < prev || c.Line <= line || c.Data < c.Start || c.End < c.Data || c.End > a.End {
+					t.Fatalf("array %q chunk %d: line %d, %d/%d/%d out of order", a.Name, c.IX, c.Line, c.Start, c.Data, c.End)
+				}
+				prev, line = c.End, c.Line
+			}
+		}
+	})
+}
+
+// A ch line whose len makes the chunk's base64 longer than the file (or
+// than int64) is refused naming the chunk.
+func TestReadIndexHugeChunk(t *testing.T) {
+	b := formatstest.ReadTestdata(t, "golden-tiny.wtxt")
+	for _, n := range []string{"99999999999", "9223372036854775807"} {
+		c := bytes.Replace(b, []byte("bytes=3 "), []byte("bytes="+n+" "), 1)
+		c = bytes.Replace(c, []byte("shape=3 "), []byte("shape="+n+" "), 1)
+		c = bytes.Replace(c, []byte(" len=3 "), []byte(" len="+n+" "), 1)
+		c = bytes.Replace(c, []byte("rows_per_chunk=65536 "), []byte("rows_per_chunk="+n+" "), 1)
+		v, _ := strconv.ParseInt(n, 10, 64)
+		c = bytes.Replace(c, []byte(" lines=1\n"), []byte(" lines="+strconv.FormatInt(numLines(v), 10)+"\n"), 1)
+		_, err := ReadIndex(context.Background(), "huge", snapshot.Bytes(c), int64(len(c)))
+		if err == nil || !strings.Contains(err.Error(), "chunk 0: grammar: file ends inside the chunk") {
+			t.Errorf("len=%s: %v, want an error naming chunk 0", n, err)
+		}
 	}
 }
