@@ -7,13 +7,13 @@
 //	}
 //
 // For each testdata file it checks every path a file takes through snapd:
-// Decode from a plain io.ReaderAt and from a memory mapping (same
-// snapshot), decode → WTXT → Encode → Decode (same arrays and attributes)
-// with a second Encode byte-identical to the first (fixed point,
-// determinism), a one-byte decode budget (nil or formats.ErrLimit, nothing
-// else), and damaged copies of the file (truncated, bits flipped), whose
-// errors must not panic, must match a formats sentinel and must not echo
-// the file's bytes.
+// Decode from a plain io.ReaderAt, from a memory mapping and from bytes
+// (same snapshot), decode -> WTXT -> Encode -> Decode (same arrays and
+// attributes) with a second Encode byte-identical to the first (fixed
+// point, determinism), a one-byte decode budget (nil or formats.ErrLimit,
+// nothing else, also when the arrays are read), and damaged copies of the
+// file (truncated, bits flipped), whose errors must not panic, must match
+// a formats sentinel and must not echo the file's bytes.
 //
 // It also holds the helpers codec tests share: ReadTestdata, SimulateWTXT,
 // Equal and EqualSorted.
@@ -95,9 +95,18 @@ func (s Suite) Run(t *testing.T) {
 				})
 			}
 			t.Run("limit", func(t *testing.T) {
-				_, err := s.Codec.Decode(context.Background(), opaque{bytes.NewReader(b)}, int64(len(b)), formats.DecodeOptions{Name: name, MaxDecoded: 1})
-				if err != nil && !errors.Is(err, formats.ErrLimit) {
-					t.Errorf("decode with a 1-byte budget: %v, want nil or formats.ErrLimit", err)
+				snap, err := s.Codec.Decode(context.Background(), opaque{bytes.NewReader(b)}, int64(len(b)), formats.DecodeOptions{Name: name, MaxDecoded: 1})
+				if err != nil {
+					if !errors.Is(err, formats.ErrLimit) {
+						t.Errorf("decode with a 1-byte budget: %v, want nil or formats.ErrLimit", err)
+					}
+					return
+				}
+				// Lazy sources charge the budget when read.
+				for _, a := range snap.Arrays {
+					if _, err := snapshot.ReadAll(a.Data); err != nil && !errors.Is(err, formats.ErrLimit) {
+						t.Errorf("array %q read with a 1-byte budget: %v, want nil or formats.ErrLimit", a.Name, err)
+					}
 				}
 			})
 			t.Run("damaged", func(t *testing.T) {
