@@ -16,7 +16,8 @@
 // a formats sentinel and must not echo the file's bytes.
 //
 // It also holds the helpers codec tests share: ReadTestdata, SimulateWTXT,
-// Equal and EqualSorted.
+// Equal, EqualSorted, NoEcho, IsFormatError and Seeds (the fuzz targets'
+// seed loader).
 package formatstest
 
 import (
