@@ -1,6 +1,10 @@
 package formats
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
 
 // Sentinel errors shared by every codec. A decoder's error wraps one of
 // them (usually through the codec's own sentinel, see Kind) so that callers
@@ -43,3 +47,69 @@ type kindError struct {
 
 func (e *kindError) Error() string { return e.msg }
 func (e *kindError) Unwrap() error { return e.kind }
+
+// Error is the error type of every codec's Decode: where the problem is
+// (file, part of the file, tensor, byte offset) and which check failed. It
+// wraps a sentinel (usually a codec's own, made with Kind). It never holds
+// the file's content: Where and Tensor are names the decoder validated or
+// quoted with %q, Check and Detail describe the structure.
+//
+// The message is
+//
+//	<Format>: <File>: <Where>: tensor "<Tensor>": offset <Offset>: <Check>: <Detail> (<Err>)
+//
+// where every empty part (and a negative Offset) is left out together with
+// its separator. With neither Check nor Detail the wrapped error's message
+// stands in their place, unparenthesised, so a codec can attach the file
+// name to an error built deeper down without repeating its text.
+type Error struct {
+	Format string // codec name, the message's prefix ("stb"); may be empty
+	File   string // DecodeOptions.Name, may be empty
+	Where  string // the part of the file: zip member, table or TOC entry, component; may be empty
+	Tensor string // tensor name as the file states it, may be empty
+	Offset int64  // file offset the check concerns, -1 when none
+	Check  string // which check failed
+	Detail string // what the check found, may be empty
+	Err    error  // the sentinel or the underlying error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	part := func(s string) {
+		if s != "" {
+			b.WriteString(s)
+			b.WriteString(": ")
+		}
+	}
+	part(e.Format)
+	part(e.File)
+	part(e.Where)
+	if e.Tensor != "" {
+		fmt.Fprintf(&b, "tensor %q: ", e.Tensor)
+	}
+	if e.Offset >= 0 {
+		fmt.Fprintf(&b, "offset %d: ", e.Offset)
+	}
+	if e.Check == "" && e.Detail == "" {
+		if e.Err != nil {
+			b.WriteString(e.Err.Error())
+		}
+		return strings.TrimSuffix(b.String(), ": ")
+	}
+	b.WriteString(e.Check)
+	if e.Detail != "" {
+		if e.Check != "" {
+			b.WriteString(": ")
+		}
+		b.WriteString(e.Detail)
+	}
+	if e.Err != nil {
+		b.WriteString(" (")
+		b.WriteString(e.Err.Error())
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// Unwrap returns the wrapped sentinel or error.
+func (e *Error) Unwrap() error { return e.Err }

@@ -95,6 +95,13 @@ type Codec interface {
 	// Decode reads a file of the given size. Array data may alias r (when r
 	// is memory-backed, see snapshot.Section), so r must stay valid while
 	// the snapshot is used. Every size is checked before allocation.
+	//
+	// A failure to read the format is a *Error (possibly inside a list
+	// such as aero.CorruptError) naming the file, the place and the check,
+	// that matches one of ErrCorrupt, ErrTruncated, ErrLimit, ErrChecksum
+	// or ErrUnsupported under errors.Is; its message never quotes the
+	// file's content. Other errors are the reader's or ctx's, wrapped with
+	// %w.
 	Decode(ctx context.Context, r io.ReaderAt, size int64, opts DecodeOptions) (*snapshot.Snapshot, error)
 	// Encode writes s to w.
 	Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts EncodeOptions) error

@@ -256,7 +256,7 @@ func (d *Daemon) prepare(ctx context.Context, it *item) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return permanent{fmt.Errorf("%w: gen %d: %s: %s: %v", ErrSource, gen, path, c.Name(), err)}
+		return permanent{fmt.Errorf("%w: gen %d: %s: %s: %w", ErrSource, gen, path, c.Name(), err)}
 	}
 	it.snap = s
 	it.res.Format, it.res.SourceBytes = c.Name(), m.Size()

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -54,43 +53,18 @@ Exit status: 0 when the snapshots are equal, 1 when they differ (like diff(1)),
 const wtxtUnblockedChunk = 32768
 
 // wtxtGeometry returns, for every array of a (verified) WTXT file held in
-// b, its rows_per_chunk (0 when the array has no idx line). Base64 lines
-// are skipped by arithmetic from each ch line's len (a chunk of n raw
-// bytes is 4*ceil(n/3) base64 characters in ceil(n/57) lines, each ending
-// in " p\n"), so the cost is per chunk, not per byte. A malformed file
-// yields what was read so far.
-func wtxtGeometry(b []byte) map[string]int64 {
+// b, its rows_per_chunk (0 when the array has no idx line), from
+// wtxt.ReadIndex (the base64 lines are skipped by arithmetic, so the cost
+// is per chunk, not per byte). A file whose structure does not read
+// yields an empty map (the caller then names default chunks).
+func wtxtGeometry(ctx context.Context, b []byte) map[string]int64 {
 	geo := map[string]int64{}
-	cur := ""
-	for pos := 0; pos < len(b); {
-		end := bytes.IndexByte(b[pos:], '\n')
-		if end < 0 {
-			break
-		}
-		line := b[pos : pos+end]
-		pos += end + 1
-		switch {
-		case bytes.HasPrefix(line, []byte("arr name=")):
-			name, _, _ := strings.Cut(string(line[len("arr name="):]), " ")
-			cur = name
-			geo[cur] = 0
-		case bytes.HasPrefix(line, []byte("idx rows_per_chunk=")) && cur != "":
-			v, _, _ := strings.Cut(string(line[len("idx rows_per_chunk="):]), " ")
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
-				geo[cur] = n
-			}
-		case bytes.HasPrefix(line, []byte("ch ")):
-			_, rest, ok := strings.Cut(string(line), " len=")
-			if !ok {
-				return geo
-			}
-			v, _, _ := strings.Cut(rest, " ")
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 || n > int64(len(b)) {
-				return geo
-			}
-			pos += int(4*((n+2)/3) + 3*((n+56)/57))
-		}
+	x, err := wtxt.ReadIndex(ctx, "", snapshot.Bytes(b), int64(len(b)))
+	if err != nil {
+		return geo
+	}
+	for _, a := range x.Arrays {
+		geo[a.Name] = a.RowsPerChunk
 	}
 	return geo
 }
@@ -119,7 +93,7 @@ func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 		opts.RowsPerChunk = func(*snapshot.Array, int64) int64 { return o.rowsPerChunk }
 	case b.Codec.Name() == "wtxt" && b.m != nil:
 		// Name the chunks B really has (its idx lines), not the default.
-		geo := wtxtGeometry(b.m.Bytes())
+		geo := wtxtGeometry(ctx, b.m.Bytes())
 		opts.RowsPerChunk = func(a *snapshot.Array, rowSize int64) int64 {
 			if rpc, ok := geo[a.Name]; ok {
 				if rpc > 0 {

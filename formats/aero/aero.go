@@ -73,42 +73,12 @@ var (
 	ErrChecksum = formats.Kind("checksum mismatch", formats.ErrChecksum)
 )
 
-// Error is one problem found in a file: which check failed, where.
-type Error struct {
-	File   string // DecodeOptions.Name, may be empty
-	Check  string // short name of the check: "header", "toc", "bounds", "blake3", "hash_b3", "ihsh", "phsh", "overlap", "tidx", ...
-	Chunk  string // e.g. `TOC entry 3 WTSH "weights.shard0"`; empty when not about a chunk
-	Tensor string // tensor name when about a tensor
-	Offset int64  // file offset the problem is at, -1 when not applicable
-	Msg    string
-	Err    error // one of the sentinels
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("aero: ")
-	if e.File != "" {
-		b.WriteString(e.File)
-		b.WriteString(": ")
-	}
-	if e.Chunk != "" {
-		b.WriteString(e.Chunk)
-		b.WriteString(": ")
-	}
-	if e.Tensor != "" {
-		fmt.Fprintf(&b, "tensor %q: ", e.Tensor)
-	}
-	if e.Offset >= 0 {
-		fmt.Fprintf(&b, "offset %d: ", e.Offset)
-	}
-	b.WriteString(e.Check)
-	b.WriteString(": ")
-	b.WriteString(e.Msg)
-	return b.String()
-}
-
-// Unwrap returns the sentinel.
-func (e *Error) Unwrap() error { return e.Err }
+// Error is one problem found in a file (Format "aero"): Check is the
+// short name of the check ("header", "toc", "bounds", "blake3",
+// "hash_b3", "ihsh", "phsh", "overlap", "tidx", ...), Where the chunk
+// (`TOC entry 3 WTSH "weights.shard0"`), Detail what was found; it wraps
+// one of the sentinels.
+type Error = formats.Error
 
 // CorruptError collects every problem found in a file whose header and TOC
 // could be parsed. errors.Is/As see each problem.

@@ -100,9 +100,9 @@ type decoder struct {
 }
 
 func (d *decoder) problem(sentinel error, check string, e *tocEntry, tensor string, off int64, format string, a ...any) {
-	p := &Error{File: d.file, Check: check, Tensor: tensor, Offset: off, Msg: fmt.Sprintf(format, a...), Err: sentinel}
+	p := &Error{Format: "aero", File: d.file, Check: check, Tensor: tensor, Offset: off, Detail: fmt.Sprintf(format, a...), Err: sentinel}
 	if e != nil {
-		p.Chunk = e.label()
+		p.Where = e.label()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -114,7 +114,7 @@ func (d *decoder) problem(sentinel error, check string, e *tocEntry, tensor stri
 }
 
 func (d *decoder) fatal(sentinel error, check string, off int64, format string, a ...any) error {
-	return &Error{File: d.file, Check: check, Offset: off, Msg: fmt.Sprintf(format, a...), Err: sentinel}
+	return &Error{Format: "aero", File: d.file, Check: check, Offset: off, Detail: fmt.Sprintf(format, a...), Err: sentinel}
 }
 
 // Decode implements formats.Codec. It verifies everything the file carries
@@ -145,8 +145,8 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 	if len(d.probs) > 0 {
 		sortProblems(d.probs)
 		if d.more > 0 {
-			d.probs = append(d.probs, &Error{File: d.file, Check: "limit", Offset: -1,
-				Msg: fmt.Sprintf("%d more problems not listed", d.more), Err: ErrCorrupt})
+			d.probs = append(d.probs, &Error{Format: "aero", File: d.file, Check: "limit", Offset: -1,
+				Detail: fmt.Sprintf("%d more problems not listed", d.more), Err: ErrCorrupt})
 		}
 		return nil, &CorruptError{File: d.file, Problems: d.probs}
 	}

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -151,28 +153,19 @@ func encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts formats
 
 // foreignAttrs reports attributes of other formats, which AERO cannot hold.
 func foreignAttrs(s *snapshot.Snapshot) error {
-	for _, k := range sortedKeys(s.Attrs) {
+	for _, k := range slices.Sorted(maps.Keys(s.Attrs)) {
 		if !strings.HasPrefix(k, "aero.") {
 			return fmt.Errorf("aero: encode: %w: snapshot attribute %q has no place in an AERO file", formats.ErrLossy, k)
 		}
 	}
 	for _, a := range s.Arrays {
-		for _, k := range sortedKeys(a.Attrs) {
+		for _, k := range slices.Sorted(maps.Keys(a.Attrs)) {
 			if !strings.HasPrefix(k, "aero.") {
 				return fmt.Errorf("aero: encode: array %q: %w: attribute %q has no place in an AERO file", a.Name, formats.ErrLossy, k)
 			}
 		}
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func attrErr(a *snapshot.Array, key string, err error) error {

@@ -5,13 +5,12 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"lukechampine.com/blake3"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -20,17 +19,7 @@ import (
 // decodes to the same arrays, and encoding is canonical from then on
 // (encode(decode(E)) == E for every E the writer produced).
 func FuzzDecode(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/*.aero")
-	bugs, _ := filepath.Glob("testdata/reference_bugs/*.aero")
-	seeds = append(seeds, bugs...)
-	if len(seeds) == 0 {
-		f.Fatal("no seed files in testdata/")
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range formatstest.Seeds(f, "testdata/*.aero", "testdata/reference_bugs/*.aero") {
 		f.Add(b)
 	}
 	f.Fuzz(checkDecodeProperty)
@@ -120,15 +109,7 @@ func rehash(b []byte) {
 // hashes are fixed up, seeded with the fixtures re-encoded without
 // compression, IHSH and hash_b3 (so that mutated metadata stays readable).
 func FuzzDecodeRehashed(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/*.aero")
-	if len(seeds) == 0 {
-		f.Fatal("no seed files in testdata/")
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range formatstest.Seeds(f, "testdata/*.aero") {
 		s, err := New().Decode(context.Background(), snapshot.Bytes(b), int64(len(b)), formats.DecodeOptions{})
 		if err != nil {
 			f.Fatal(err)

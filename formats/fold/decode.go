@@ -135,10 +135,9 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 	}
 	s, err := d.decode(ctx)
 	if err != nil {
-		if d.file != "" {
-			return nil, fmt.Errorf("%s: %w", d.file, err)
-		}
-		return nil, err
+		// The message of err already starts with the sentinel's
+		// ("fold: malformed file: ..."), so Format stays empty.
+		return nil, &formats.Error{File: d.file, Offset: -1, Err: err}
 	}
 	return s, nil
 }

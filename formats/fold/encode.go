@@ -10,8 +10,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
@@ -105,28 +105,19 @@ func (Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts
 // checkForeignAttrs refuses attributes of other formats, which a FOLD file
 // has no place for (only fold.* keys are understood).
 func checkForeignAttrs(s *snapshot.Snapshot, arrays []*snapshot.Array) error {
-	for _, k := range sortedKeys(s.Attrs) {
+	for _, k := range slices.Sorted(maps.Keys(s.Attrs)) {
 		if !strings.HasPrefix(k, "fold.") {
 			return fmt.Errorf("fold: snapshot attribute %q: %w (FOLD keeps only fold.* attributes)", k, formats.ErrLossy)
 		}
 	}
 	for _, a := range arrays {
-		for _, k := range sortedKeys(a.Attrs) {
+		for _, k := range slices.Sorted(maps.Keys(a.Attrs)) {
 			if !strings.HasPrefix(k, "fold.") {
 				return fmt.Errorf("fold: array %q attribute %q: %w (FOLD keeps only fold.* attributes)", a.Name, k, formats.ErrLossy)
 			}
 		}
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func freshRoot() *jvalue {

@@ -66,7 +66,8 @@ const (
 	AttrTorchDType = "fold.torch.storage"
 )
 
-// Errors callers can branch on. Decode errors wrap one of them.
+// Errors callers can branch on. Decode's errors are a *formats.Error
+// naming the file around an error that wraps one of them.
 var (
 	// ErrFormat: the bytes are not a well-formed FOLD file (magic, header,
 	// index JSON, chunk header, bounds, limits, embedded container).

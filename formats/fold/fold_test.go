@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -252,43 +253,6 @@ func encode(t testing.TB, s *snapshot.Snapshot) []byte {
 	return buf.Bytes()
 }
 
-// compareSnapshots checks arrays (name, dtype, shape, bytes, attrs) and
-// snapshot attrs, ignoring the ECC status report.
-func compareSnapshots(t testing.TB, a, b *snapshot.Snapshot) {
-	t.Helper()
-	as, bs := a.Sorted(), b.Sorted()
-	if len(as) != len(bs) {
-		t.Fatalf("array count %d vs %d: %v vs %v", len(as), len(bs), arrayNames(a), arrayNames(b))
-	}
-	for i := range as {
-		x, y := as[i], bs[i]
-		if x.Name != y.Name || x.DType != y.DType || !equalShape(x.Shape, y.Shape) {
-			t.Fatalf("array %d: %s %s%v vs %s %s%v", i, x.Name, x.DType, x.Shape, y.Name, y.DType, y.Shape)
-		}
-		if !bytes.Equal(data(t, x), data(t, y)) {
-			t.Fatalf("array %s: bytes differ", x.Name)
-		}
-		if !equalMaps(x.Attrs, y.Attrs) {
-			t.Fatalf("array %s: attrs %v vs %v", x.Name, x.Attrs, y.Attrs)
-		}
-	}
-	if !equalMaps(a.Attrs, b.Attrs) {
-		t.Fatalf("snapshot attrs differ:\n%v\n%v", a.Attrs, b.Attrs)
-	}
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 // chunkPayloads returns name, ctype, flags, uncompressed payload and
 // ecc_algo of every chunk by decoding the file's structure directly.
 type rawChunk struct {
@@ -352,7 +316,7 @@ func checkRoundTrip(t *testing.T, orig []byte) []byte {
 	s1 := decodeBytes(t, orig)
 	re := encode(t, viaWTXT(t, s1))
 	s2 := decodeBytes(t, re)
-	compareSnapshots(t, s1, s2)
+	formatstest.EqualSorted(t, s1, s2)
 	c1, r1 := rawChunks(t, orig)
 	c2, r2 := rawChunks(t, re)
 	if len(c1) != len(c2) {
@@ -415,7 +379,7 @@ func TestECCCorrection(t *testing.T) {
 		b[150+223+10+i*7] ^= byte(i + 1)
 	}
 	s, diag := decodeDiag(t, b)
-	compareSnapshots(t, want, s)
+	formatstest.EqualSorted(t, want, s)
 	if !strings.Contains(diag, "corrected") {
 		t.Fatalf("ecc diagnostics %q", diag)
 	}
@@ -480,7 +444,7 @@ func TestFileBackedReader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		compareSnapshots(t, s1, s2)
+		formatstest.EqualSorted(t, s1, s2)
 	}
 }
 

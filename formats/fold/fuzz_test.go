@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -16,22 +17,7 @@ import (
 // simulated WTXT pass), the rebuilt file decodes to the same snapshot, and
 // encoding that again gives the same bytes.
 func FuzzDecode(f *testing.F) {
-	var seeds []string
-	for _, pat := range []string{"testdata/*.fold", "testdata/*.mind"} {
-		m, err := filepath.Glob(pat)
-		if err != nil {
-			f.Fatal(err)
-		}
-		seeds = append(seeds, m...)
-	}
-	if len(seeds) == 0 {
-		f.Fatal("no seed files in testdata")
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range formatstest.Seeds(f, "testdata/*.fold", "testdata/*.mind") {
 		f.Add(b)
 	}
 	// Wrapped containers exercise the TSAV and STEN parsers.
@@ -70,7 +56,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded file does not decode: %v", err)
 		}
-		compareSnapshots(t, s, s2)
+		formatstest.EqualSorted(t, s, s2)
 		buf.Reset()
 		if err := New().Encode(ctx, &buf, viaWTXT(t, s2), formats.EncodeOptions{}); err != nil {
 			t.Fatal(err)

@@ -74,53 +74,31 @@ const attrPrefix = "numpy."
 // ErrInvalidSnapshot, formats.ErrLossy or the writer's error.
 var (
 	// ErrCorrupt: the file violates the .npy or zip layout.
-	ErrCorrupt = errors.New("malformed numpy file")
+	ErrCorrupt = formats.Kind("malformed numpy file", formats.ErrCorrupt)
 	// ErrLimit: a size is beyond a limit or the codec's budget.
-	ErrLimit = errors.New("limit exceeded")
+	ErrLimit = formats.Kind("limit exceeded", formats.ErrLimit)
 	// ErrUnsupported: valid NumPy data snapd does not read: object arrays
 	// (pickles), structured, string, complex and datetime dtypes,
 	// encrypted or otherwise compressed zip members.
-	ErrUnsupported = errors.New("unsupported numpy feature")
+	ErrUnsupported = formats.Kind("unsupported numpy feature", formats.ErrUnsupported)
 	// ErrInvalidSnapshot: Encode was given a snapshot it cannot write
 	// (bad numpy.* attributes, no or several arrays for a .npy file).
 	ErrInvalidSnapshot = errors.New("invalid snapshot for numpy")
 )
 
-// Error is a Decode failure: where (file, zip member, byte offset in the
-// file) and which check failed. It wraps a sentinel. It never holds file
-// content other than member names.
-type Error struct {
-	File   string // DecodeOptions.Name, may be empty
-	Member string // zip member name, empty for .npy files
-	Offset int64  // file offset the check concerns, -1 when none
-	Check  string // what failed
-	Err    error  // ErrCorrupt, ErrLimit or ErrUnsupported
-}
+// Error is a Decode failure (Format "numpy"): Where names the zip
+// member (quoted), Offset the file offset, Check what failed. It wraps
+// ErrCorrupt, ErrLimit or ErrUnsupported and never holds file content
+// other than member names.
+type Error = formats.Error
 
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("numpy: ")
-	if e.File != "" {
-		b.WriteString(e.File)
-		b.WriteString(": ")
+// memberWhere is Error.Where for a zip member ("" for a .npy file).
+func memberWhere(name string) string {
+	if name == "" {
+		return ""
 	}
-	if e.Member != "" {
-		fmt.Fprintf(&b, "member %q: ", e.Member)
-	}
-	if e.Offset >= 0 {
-		fmt.Fprintf(&b, "offset %d: ", e.Offset)
-	}
-	b.WriteString(e.Check)
-	if e.Err != nil {
-		b.WriteString(" (")
-		b.WriteString(e.Err.Error())
-		b.WriteString(")")
-	}
-	return b.String()
+	return fmt.Sprintf("member %q", name)
 }
-
-// Unwrap returns the sentinel.
-func (e *Error) Unwrap() error { return e.Err }
 
 // dtypeInfo is one NumPy element type snapd reads: kind letter and size as
 // in descr ("f8"), and the snapshot dtype.

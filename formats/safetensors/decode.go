@@ -32,7 +32,7 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 		return nil, err
 	}
 	fail := func(tensor string, off int64, sentinel error, format string, a ...any) error {
-		return &Error{File: opts.Name, Tensor: tensor, Offset: off, Check: fmt.Sprintf(format, a...), Err: sentinel}
+		return &Error{Format: "safetensors", File: opts.Name, Tensor: tensor, Offset: off, Check: fmt.Sprintf(format, a...), Err: sentinel}
 	}
 	if size < 8 {
 		return nil, fail("", 0, ErrCorrupt, "file has %d bytes, need at least 8 for the header length", size)
@@ -114,7 +114,7 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 			if errors.As(err, &u) {
 				sentinel = ErrUnsupported
 			}
-			return &Error{File: opts.Name, Tensor: key, Offset: off, Check: err.Error(), Err: sentinel}
+			return &Error{Format: "safetensors", File: opts.Name, Tensor: key, Offset: off, Check: err.Error(), Err: sentinel}
 		}
 		entries = append(entries, e)
 		return nil

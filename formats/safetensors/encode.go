@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,7 +40,7 @@ func (Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts
 	}
 	var metadata string
 	hasMetadata := false
-	for _, k := range sortedKeys(s.Attrs) {
+	for _, k := range slices.Sorted(maps.Keys(s.Attrs)) {
 		v := s.Attrs[k]
 		switch {
 		case k == AttrMetadata:
@@ -102,7 +104,7 @@ func prepareTensor(a *snapshot.Array, lossy bool) (outTensor, error) {
 	t := outTensor{name: a.Name, shape: a.Shape, data: a.Data, nbytes: nbytes}
 	var origDType, origShape string
 	var hasDType, hasShape bool
-	for _, k := range sortedKeys(a.Attrs) {
+	for _, k := range slices.Sorted(maps.Keys(a.Attrs)) {
 		v := a.Attrs[k]
 		switch {
 		case k == AttrName:
@@ -253,13 +255,4 @@ func writeString(b *strings.Builder, s string) {
 		}
 	}
 	b.WriteByte('"')
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -2,10 +2,9 @@ package safetensors
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -44,15 +43,7 @@ func shrink(f *testing.F, raw []byte) []byte {
 // re-encodes, re-decodes to the same snapshot, and re-encodes to the same
 // bytes (the writer is canonical).
 func FuzzDecode(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join("testdata", "*.safetensors"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seed files in testdata (%v)", err)
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range formatstest.Seeds(f, "testdata/*.safetensors") {
 		f.Add(shrink(f, b))
 	}
 	f.Add(richFile())
@@ -80,7 +71,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-decode: %v", err)
 		}
-		equalSnapshots(t, s, s2)
+		formatstest.EqualSorted(t, s, s2)
 		out2, err := encode(t, s2, false)
 		if err != nil {
 			t.Fatal(err)

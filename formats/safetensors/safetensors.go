@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -50,40 +49,10 @@ var (
 	ErrInvalidSnapshot = errors.New("invalid snapshot for safetensors")
 )
 
-// Error is a Decode failure: where (file, tensor, byte offset) and which
-// check failed. It wraps a sentinel.
-type Error struct {
-	File   string // DecodeOptions.Name, may be empty
-	Tensor string // tensor name as in the header, may be empty
-	Offset int64  // file offset the check concerns, -1 when none
-	Check  string // what failed
-	Err    error  // ErrCorrupt, ErrLimit or ErrUnsupported
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("safetensors: ")
-	if e.File != "" {
-		b.WriteString(e.File)
-		b.WriteString(": ")
-	}
-	if e.Tensor != "" {
-		fmt.Fprintf(&b, "tensor %q: ", e.Tensor)
-	}
-	if e.Offset >= 0 {
-		fmt.Fprintf(&b, "offset %d: ", e.Offset)
-	}
-	b.WriteString(e.Check)
-	if e.Err != nil {
-		b.WriteString(" (")
-		b.WriteString(e.Err.Error())
-		b.WriteString(")")
-	}
-	return b.String()
-}
-
-// Unwrap returns the sentinel.
-func (e *Error) Unwrap() error { return e.Err }
+// Error is a Decode failure (Format "safetensors"): the tensor as
+// named in the header, the file offset and the check that failed. It
+// wraps ErrCorrupt, ErrLimit or ErrUnsupported.
+type Error = formats.Error
 
 // Codec is the safetensors codec. The zero value is ready to use.
 type Codec struct{}

@@ -19,6 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -47,15 +48,6 @@ var vectorWant = map[string][]wantArray{
 		{"model.embed.weight", snapshot.BF16, []int64{40, 16}, "054c78e262b0640cffad206b28710f219f4075aaa485e418a2f3cc8b696b5894"},
 		{"num_batches_tracked", snapshot.I64, []int64{}, "d37f11f58263dace0296cb24b358b53c52f712b4d462ac5903db47b95ad39bee"},
 	},
-}
-
-func readTestdata(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // plainReaderAt hides the Bytes type so Decode takes the ReadAt path.
@@ -88,7 +80,7 @@ func sha(t testing.TB, src snapshot.Source) string {
 func TestVectors(t *testing.T) {
 	for file, want := range vectorWant {
 		t.Run(file, func(t *testing.T) {
-			raw := readTestdata(t, file)
+			raw := formatstest.ReadTestdata(t, file)
 			if !(Codec{}).Sniff(raw[:formats.SniffLen]) {
 				t.Fatal("Sniff rejects the vector")
 			}
@@ -133,56 +125,6 @@ func TestVectors(t *testing.T) {
 	}
 }
 
-// simulateWTXT does to s what a trip through WTXT does: arrays sorted by
-// name, attrs carried by EncodeAttrs/ApplyAttrs on a fresh snapshot, data
-// copied.
-func simulateWTXT(t testing.TB, s *snapshot.Snapshot) *snapshot.Snapshot {
-	t.Helper()
-	doc, err := snapshot.EncodeAttrs(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &snapshot.Snapshot{}
-	for _, a := range s.Sorted() {
-		b, err := snapshot.ReadAll(a.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out.Arrays = append(out.Arrays, &snapshot.Array{Name: a.Name, DType: a.DType, Shape: append([]int64(nil), a.Shape...), Data: snapshot.Bytes(append([]byte(nil), b...))})
-	}
-	if doc != nil {
-		if err := snapshot.ApplyAttrs(out, doc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
-// equalSnapshots compares names, dtypes, shapes, bytes and attrs,
-// ignoring array order.
-func equalSnapshots(t testing.TB, a, b *snapshot.Snapshot) {
-	t.Helper()
-	if len(a.Arrays) != len(b.Arrays) {
-		t.Fatalf("%d arrays vs %d", len(a.Arrays), len(b.Arrays))
-	}
-	if len(a.Attrs)+len(b.Attrs) > 0 && !reflect.DeepEqual(a.Attrs, b.Attrs) {
-		t.Fatalf("snapshot attrs %v vs %v", a.Attrs, b.Attrs)
-	}
-	as, bs := a.Sorted(), b.Sorted()
-	for i := range as {
-		x, y := as[i], bs[i]
-		if x.Name != y.Name || x.DType != y.DType || !reflect.DeepEqual(x.Shape, y.Shape) {
-			t.Fatalf("array %d: %q %s %v vs %q %s %v", i, x.Name, x.DType, x.Shape, y.Name, y.DType, y.Shape)
-		}
-		if len(x.Attrs)+len(y.Attrs) > 0 && !reflect.DeepEqual(x.Attrs, y.Attrs) {
-			t.Fatalf("array %q attrs %v vs %v", x.Name, x.Attrs, y.Attrs)
-		}
-		if sha(t, x.Data) != sha(t, y.Data) {
-			t.Fatalf("array %q: bytes differ", x.Name)
-		}
-	}
-}
-
 // mk builds a safetensors file from a header and data region.
 func mk(header string, data []byte) []byte {
 	out := make([]byte, 8, 8+len(header)+len(data))
@@ -215,8 +157,8 @@ func richFile() []byte {
 
 func TestRoundTripThroughWTXT(t *testing.T) {
 	inputs := map[string][]byte{
-		"v1":   readTestdata(t, "v1-basic.safetensors"),
-		"v2":   readTestdata(t, "v2-ext.safetensors"),
+		"v1":   formatstest.ReadTestdata(t, "v1-basic.safetensors"),
+		"v2":   formatstest.ReadTestdata(t, "v2-ext.safetensors"),
 		"rich": richFile(),
 		"none": mk(`{}`, nil),
 		"md":   mk(`{"__metadata__":{}}`, nil),
@@ -235,7 +177,7 @@ func TestRoundTripThroughWTXT(t *testing.T) {
 			if err := s1.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			out, err := encode(t, simulateWTXT(t, s1), false)
+			out, err := encode(t, formatstest.SimulateWTXT(t, s1), false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +185,7 @@ func TestRoundTripThroughWTXT(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			equalSnapshots(t, s1, s2)
+			formatstest.EqualSorted(t, s1, s2)
 			// Canonical: a second trip is byte-identical.
 			out2, err := encode(t, s2, false)
 			if err != nil {
@@ -319,7 +261,7 @@ func TestSanitizedNameCollision(t *testing.T) {
 	if s.Arrays[0].Name != want || s.Arrays[1].Name != short {
 		t.Fatalf("names %q %q, want %q %q", s.Arrays[0].Name, s.Arrays[1].Name, want, short)
 	}
-	out, err := encode(t, simulateWTXT(t, s), false)
+	out, err := encode(t, formatstest.SimulateWTXT(t, s), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +269,7 @@ func TestSanitizedNameCollision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	equalSnapshots(t, s, s2)
+	formatstest.EqualSorted(t, s, s2)
 }
 
 func TestEncodeExact(t *testing.T) {
@@ -511,7 +453,7 @@ func TestDecodeAccepts(t *testing.T) {
 }
 
 func TestSniff(t *testing.T) {
-	yes := [][]byte{mk(`{"a":1}`, nil), mk("{  \n}", nil), readTestdata(t, "v1-basic.safetensors")[:64]}
+	yes := [][]byte{mk(`{"a":1}`, nil), mk("{  \n}", nil), formatstest.ReadTestdata(t, "v1-basic.safetensors")[:64]}
 	no := [][]byte{nil, []byte("STB0\x01\x00\x00\x00\x00\x00\x00\x00"), []byte("ZTEN1000xxxxxxxx"), mk(`[]`, nil), mk(`{1}`, nil),
 		append([]byte{1, 0, 0, 0, 0, 0, 0, 0}, `{}`...), append([]byte{0, 0, 0, 0, 0, 0, 0, 1}, `{}`...)}
 	for _, h := range yes {
@@ -533,7 +475,7 @@ func TestSniff(t *testing.T) {
 func TestContextCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	raw := readTestdata(t, "v1-basic.safetensors")
+	raw := formatstest.ReadTestdata(t, "v1-basic.safetensors")
 	if _, err := (Codec{}).Decode(ctx, snapshot.Bytes(raw), int64(len(raw)), formats.DecodeOptions{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("decode: %v", err)
 	}
@@ -565,7 +507,7 @@ func TestPythonCrossCheck(t *testing.T) {
 	}
 	// numpy has no bf16/f8: use the v2 vector's non-bf16 arrays plus the
 	// rich file's plain ones.
-	v2 := readTestdata(t, "v2-ext.safetensors")
+	v2 := formatstest.ReadTestdata(t, "v2-ext.safetensors")
 	s2, err := decode(t, snapshot.Bytes(v2), int64(len(v2)))
 	if err != nil {
 		t.Fatal(err)
@@ -630,7 +572,7 @@ st.save_file(out, dst, metadata=md)
 	if err != nil {
 		t.Fatalf("decoding the reference's file: %v", err)
 	}
-	equalSnapshots(t, keep, back)
+	formatstest.EqualSorted(t, keep, back)
 }
 
 // TestReferenceSerialization checks Encode against the expected bytes of
@@ -666,6 +608,6 @@ func TestReferenceSerialization(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		equalSnapshots(t, c.s, back)
+		formatstest.EqualSorted(t, c.s, back)
 	}
 }

@@ -60,7 +60,11 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 		return nil, err
 	}
 	fail := func(entry, id int, off int64, sentinel error, format string, a ...any) error {
-		return &Error{File: opts.Name, Entry: entry, ID: id, Offset: off, Check: fmt.Sprintf(format, a...), Err: sentinel}
+		e := &Error{Format: "stb", File: opts.Name, Offset: off, Check: fmt.Sprintf(format, a...), Err: sentinel}
+		if entry >= 0 {
+			e.Where = fmt.Sprintf("entry %d (tensor_id %d)", entry, id)
+		}
+		return e
 	}
 	if size < HeaderSize {
 		return nil, fail(-1, 0, 0, ErrCorrupt, "file has %d bytes, the header needs %d", size, HeaderSize)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -59,7 +60,7 @@ func (Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts
 
 	var order []string
 	hasOrder := false
-	for _, k := range sortedKeys(s.Attrs) {
+	for _, k := range slices.Sorted(maps.Keys(s.Attrs)) {
 		v := s.Attrs[k]
 		switch {
 		case k == AttrOrder:
@@ -212,7 +213,7 @@ func prepareEntry(a *snapshot.Array, lossyOK bool, lossy, invalid func(string, .
 	}
 	e := &outEntry{a: a, dtype: dt}
 	rankAttr := ""
-	for _, k := range sortedKeys(a.Attrs) {
+	for _, k := range slices.Sorted(maps.Keys(a.Attrs)) {
 		v := a.Attrs[k]
 		switch k {
 		case AttrID:
@@ -282,13 +283,4 @@ func prepareEntry(a *snapshot.Array, lossyOK bool, lossy, invalid func(string, .
 		return nil, lossy("array %q: shape %v: STB stores only the first 3 dims of rank %d, the file would read back as shape %v", a.Name, a.Shape, e.rank, back)
 	}
 	return e, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -2,10 +2,9 @@ package stb
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -14,15 +13,7 @@ import (
 // re-encodes, re-decodes to the same snapshot and re-encodes to the same
 // bytes (the writer is canonical).
 func FuzzDecode(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join("testdata", "*.stb"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seed files in testdata (%v)", err)
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range formatstest.Seeds(f, "testdata/*.stb") {
 		f.Add(b)
 	}
 	f.Add(tricky())
@@ -43,8 +34,8 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-decode: %v", err)
 		}
-		equalSnapshots(t, s, s2)
-		out2, err := encode(t, simulateWTXT(t, s2), false)
+		formatstest.Equal(t, s, s2)
+		out2, err := encode(t, formatstest.SimulateWTXT(t, s2), false)
 		if err != nil {
 			t.Fatalf("re-encode after WTXT: %v", err)
 		}

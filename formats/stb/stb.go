@@ -64,41 +64,10 @@ var (
 	ErrInvalidSnapshot = errors.New("invalid snapshot for STB")
 )
 
-// Error is a Decode failure: where (file, table entry, byte offset) and
-// which check failed. It wraps a sentinel.
-type Error struct {
-	File   string // DecodeOptions.Name, may be empty
-	Entry  int    // table entry index, -1 when none
-	ID     int    // tensor_id of that entry
-	Offset int64  // file offset the check concerns, -1 when none
-	Check  string // what failed
-	Err    error  // ErrCorrupt or ErrUnsupported
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("stb: ")
-	if e.File != "" {
-		b.WriteString(e.File)
-		b.WriteString(": ")
-	}
-	if e.Entry >= 0 {
-		fmt.Fprintf(&b, "entry %d (tensor_id %d): ", e.Entry, e.ID)
-	}
-	if e.Offset >= 0 {
-		fmt.Fprintf(&b, "offset %d: ", e.Offset)
-	}
-	b.WriteString(e.Check)
-	if e.Err != nil {
-		b.WriteString(" (")
-		b.WriteString(e.Err.Error())
-		b.WriteString(")")
-	}
-	return b.String()
-}
-
-// Unwrap returns the sentinel.
-func (e *Error) Unwrap() error { return e.Err }
+// Error is a Decode failure (Format "stb"): Where names the table
+// entry ("entry N (tensor_id ID)"), Offset the file offset, Check what
+// failed. It wraps ErrCorrupt or ErrUnsupported.
+type Error = formats.Error
 
 // Codec is the STB 0.1 codec. The zero value is ready to use.
 type Codec struct{}

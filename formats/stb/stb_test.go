@@ -9,14 +9,13 @@ import (
 	"errors"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -55,15 +54,6 @@ var fixtures = map[string]wantFile{
 		{"t5", snapshot.F32, []int64{0, 4}, nil, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", []float32{}},
 	}},
 	"empty.stb": {64, "ea076bc8db0fd5eab2ee0d4f7909fe09768b29bcadad6061ebf9a3fff87b7dcd", nil, nil},
-}
-
-func readTestdata(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 type plainReaderAt struct{ r *bytes.Reader }
@@ -108,7 +98,7 @@ func valuesBytes(t *testing.T, v any) []byte {
 func TestFixtures(t *testing.T) {
 	for file, want := range fixtures {
 		t.Run(file, func(t *testing.T) {
-			raw := readTestdata(t, file)
+			raw := formatstest.ReadTestdata(t, file)
 			if len(raw) != want.size || hexSHA(raw) != want.sha256 {
 				t.Fatalf("fixture copy differs from EXPECTED.md (size %d)", len(raw))
 			}
@@ -161,52 +151,6 @@ func TestFixtures(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// simulateWTXT does to s what a trip through WTXT does: arrays sorted by
-// name, attrs carried by EncodeAttrs/ApplyAttrs on a fresh snapshot, data
-// copied.
-func simulateWTXT(t testing.TB, s *snapshot.Snapshot) *snapshot.Snapshot {
-	t.Helper()
-	doc, err := snapshot.EncodeAttrs(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &snapshot.Snapshot{}
-	for _, a := range s.Sorted() {
-		b := readAll(t, a.Data)
-		out.Arrays = append(out.Arrays, &snapshot.Array{Name: a.Name, DType: a.DType, Shape: append([]int64(nil), a.Shape...), Data: snapshot.Bytes(append([]byte(nil), b...))})
-	}
-	if doc != nil {
-		if err := snapshot.ApplyAttrs(out, doc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
-// equalSnapshots compares array order, names, dtypes, shapes, bytes and
-// attrs.
-func equalSnapshots(t testing.TB, a, b *snapshot.Snapshot) {
-	t.Helper()
-	if len(a.Arrays) != len(b.Arrays) {
-		t.Fatalf("%d arrays vs %d", len(a.Arrays), len(b.Arrays))
-	}
-	if len(a.Attrs)+len(b.Attrs) > 0 && !reflect.DeepEqual(a.Attrs, b.Attrs) {
-		t.Fatalf("snapshot attrs %v vs %v", a.Attrs, b.Attrs)
-	}
-	for i := range a.Arrays {
-		x, y := a.Arrays[i], b.Arrays[i]
-		if x.Name != y.Name || x.DType != y.DType || !reflect.DeepEqual(x.Shape, y.Shape) {
-			t.Fatalf("array %d: %q %s %v vs %q %s %v", i, x.Name, x.DType, x.Shape, y.Name, y.DType, y.Shape)
-		}
-		if len(x.Attrs)+len(y.Attrs) > 0 && !reflect.DeepEqual(x.Attrs, y.Attrs) {
-			t.Fatalf("array %q attrs %v vs %v", x.Name, x.Attrs, y.Attrs)
-		}
-		if !bytes.Equal(readAll(t, x.Data), readAll(t, y.Data)) {
-			t.Fatalf("array %q: bytes differ", x.Name)
-		}
 	}
 }
 
@@ -305,7 +249,7 @@ func TestTricky(t *testing.T) {
 func TestRoundTripThroughWTXT(t *testing.T) {
 	inputs := map[string][]byte{"tricky": tricky()}
 	for name := range fixtures {
-		inputs[name] = readTestdata(t, name)
+		inputs[name] = formatstest.ReadTestdata(t, name)
 	}
 	for name, raw := range inputs {
 		t.Run(name, func(t *testing.T) {
@@ -313,7 +257,7 @@ func TestRoundTripThroughWTXT(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := encode(t, simulateWTXT(t, s1), false)
+			out, err := encode(t, formatstest.SimulateWTXT(t, s1), false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,13 +268,13 @@ func TestRoundTripThroughWTXT(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			equalSnapshots(t, s1, s2)
+			formatstest.Equal(t, s1, s2)
 		})
 	}
 }
 
 func TestDecodeErrors(t *testing.T) {
-	good := readTestdata(t, "single_f32.stb")
+	good := formatstest.ReadTestdata(t, "single_f32.stb")
 	mut := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
 	put64 := func(off int, v uint64) []byte {
 		return mut(func(b []byte) []byte { binary.LittleEndian.PutUint64(b[off:], v); return b })
@@ -399,7 +343,7 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 func TestDecodeIgnoresReservedAndPadding(t *testing.T) {
-	raw := readTestdata(t, "multi_dtype.stb")
+	raw := formatstest.ReadTestdata(t, "multi_dtype.stb")
 	mod := append([]byte(nil), raw...)
 	binary.LittleEndian.PutUint32(mod[8:], 7)
 	binary.LittleEndian.PutUint32(mod[12:], 9)
@@ -534,7 +478,7 @@ func TestSniffAndName(t *testing.T) {
 func TestContextCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	raw := readTestdata(t, "multi_dtype.stb")
+	raw := formatstest.ReadTestdata(t, "multi_dtype.stb")
 	if _, err := (Codec{}).Decode(ctx, snapshot.Bytes(raw), int64(len(raw)), formats.DecodeOptions{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("decode: %v", err)
 	}

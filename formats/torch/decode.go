@@ -38,14 +38,14 @@ type decoder struct {
 }
 
 func (d *decoder) errf(where string, off int64, sentinel error, format string, args ...any) error {
-	return &Error{File: d.file, Where: where, Offset: off, Check: fmt.Sprintf(format, args...), Err: sentinel}
+	return &Error{Format: "torch", File: d.file, Where: where, Offset: off, Check: fmt.Sprintf(format, args...), Err: sentinel}
 }
 
 // pickleErr turns an unpickler failure into an *Error.
 func (d *decoder) pickleErr(where string, err error) error {
 	var pe *pickleError
 	if errors.As(err, &pe) {
-		return &Error{File: d.file, Where: where, Offset: pe.off, Check: pe.check, Err: pe.err}
+		return &Error{Format: "torch", File: d.file, Where: where, Offset: pe.off, Check: pe.check, Err: pe.err}
 	}
 	return err
 }

@@ -5,14 +5,12 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
-	"os"
-
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -45,15 +43,7 @@ func wrapPickle(pkl []byte) []byte {
 // encode, decode back to the same snapshot and re-encode to the same
 // bytes.
 func FuzzDecode(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join("testdata", "*.pt"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seed files in testdata (%v)", err)
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range formatstest.Seeds(f, "testdata/*.pt") {
 		f.Add(b)
 		if zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b))); err == nil {
 			for _, m := range zr.File {
@@ -98,7 +88,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-decode: %v", err)
 		}
-		sameSnapshots(t, s, s2)
+		formatstest.EqualSorted(t, s, s2)
 		var pt2 bytes.Buffer
 		if err := c.Encode(ctx, &pt2, s2, formats.EncodeOptions{}); err != nil || !bytes.Equal(pt.Bytes(), pt2.Bytes()) {
 			t.Fatalf("re-encode differs (%v)", err)

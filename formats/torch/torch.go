@@ -3,8 +3,6 @@ package torch
 import (
 	"bytes"
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/snapd-ml/snapd/formats"
 )
@@ -29,55 +27,25 @@ const (
 // Sentinel errors. Decode's format errors are *Error values wrapping one.
 var (
 	// ErrCorrupt: the file violates the layout (zip, pickle, storages).
-	ErrCorrupt = errors.New("malformed torch checkpoint")
+	ErrCorrupt = formats.Kind("malformed torch checkpoint", formats.ErrCorrupt)
 	// ErrRefused: the pickle names a global outside the allowlist (it is
 	// never resolved, let alone called) or an opcode that builds objects.
-	ErrRefused = errors.New("refused: not plain checkpoint data")
+	ErrRefused = formats.Kind("refused: not plain checkpoint data", formats.ErrUnsupported)
 	// ErrLimit: a bound (pickle size, memo, nesting, expanded bytes) was hit.
-	ErrLimit = errors.New("limit exceeded")
+	ErrLimit = formats.Kind("limit exceeded", formats.ErrLimit)
 	// ErrUnsupported: valid torch data this codec does not read (sparse,
 	// quantized, complex tensors, compressed storages, big-endian
 	// legacy tar files).
-	ErrUnsupported = errors.New("unsupported torch feature")
+	ErrUnsupported = formats.Kind("unsupported torch feature", formats.ErrUnsupported)
 	// ErrInvalidSnapshot: Encode was given a snapshot it cannot write.
 	ErrInvalidSnapshot = errors.New("invalid snapshot for torch")
 )
 
-// Error is a Decode failure: the file, where in it (zip member, pickle
-// stream, tensor), the file offset when one applies, and the check that
-// failed. It never quotes file content beyond names it validated.
-type Error struct {
-	File   string
-	Where  string
-	Offset int64 // -1 when none
-	Check  string
-	Err    error
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("torch: ")
-	if e.File != "" {
-		b.WriteString(e.File)
-		b.WriteString(": ")
-	}
-	if e.Where != "" {
-		b.WriteString(e.Where)
-		b.WriteString(": ")
-	}
-	if e.Offset >= 0 {
-		fmt.Fprintf(&b, "offset %d: ", e.Offset)
-	}
-	b.WriteString(e.Check)
-	if e.Err != nil {
-		b.WriteString(" (")
-		b.WriteString(e.Err.Error())
-		b.WriteString(")")
-	}
-	return b.String()
-}
-
-func (e *Error) Unwrap() error { return e.Err }
+// Error is a Decode failure (Format "torch"): the file, Where in it
+// (zip member, pickle stream, tensor), the file offset when one applies,
+// and the check that failed. It never quotes file content beyond names it
+// validated.
+type Error = formats.Error
 
 // Default limits (see Codec).
 const (

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -175,29 +176,6 @@ func decodeBytes(t *testing.T, b []byte) *snapshot.Snapshot {
 	return s
 }
 
-func sameSnapshots(t *testing.T, a, b *snapshot.Snapshot) {
-	t.Helper()
-	as, bs := a.Sorted(), b.Sorted()
-	if len(as) != len(bs) {
-		t.Fatalf("%d arrays, want %d", len(bs), len(as))
-	}
-	for i := range as {
-		x, y := as[i], bs[i]
-		if x.Name != y.Name || x.DType != y.DType || !reflect.DeepEqual(x.Shape, y.Shape) {
-			t.Fatalf("%s %s %v came back as %s %s %v", x.Name, x.DType, x.Shape, y.Name, y.DType, y.Shape)
-		}
-		if digest(t, x) != digest(t, y) {
-			t.Fatalf("%s: bytes differ", x.Name)
-		}
-		if !reflect.DeepEqual(x.Attrs, y.Attrs) {
-			t.Fatalf("%s: attrs %v, want %v", x.Name, y.Attrs, x.Attrs)
-		}
-	}
-	if !reflect.DeepEqual(a.Attrs, b.Attrs) {
-		t.Fatalf("snapshot attrs\n got %v\nwant %v", b.Attrs, a.Attrs)
-	}
-}
-
 // TestRewrite: decode → encode → decode gives the same snapshot, and
 // encoding is deterministic and a fixed point (encode(decode(encode(x)))
 // is byte-identical to encode(x)).
@@ -210,7 +188,7 @@ func TestRewrite(t *testing.T) {
 				t.Fatal("two encodings differ")
 			}
 			s2 := decodeBytes(t, pt)
-			sameSnapshots(t, s, s2)
+			formatstest.EqualSorted(t, s, s2)
 			if pt2 := encode(t, s2); !bytes.Equal(pt, pt2) {
 				t.Fatal("re-encoding the decoded file changes it")
 			}

@@ -74,6 +74,7 @@ func structIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*
 			return nil, [32]byte{}, fail("", -1, "%s", msg)
 		}
 		ai.head = head
+		head.lineNo = lr.n
 		if line, err = lr.next(); err != nil {
 			return nil, [32]byte{}, err
 		}
@@ -98,11 +99,16 @@ func structIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*
 			if ch.ix != ix || ch.off != off || ch.n != n || ch.lines != numLines(n) {
 				return nil, [32]byte{}, fail(head.name, ix, "ch line does not match the array's geometry")
 			}
-			rec := chunkRec{start: lr.last, data: lr.off, sha: ch.sha}
+			rec := chunkRec{start: lr.last, data: lr.off, sha: ch.sha, head: ch, lineNo: lr.n}
 			skip := int64(0)
 			if ch.lines > 0 {
 				last := n - (ch.lines-1)*rawPerLine
 				skip = (ch.lines-1)*(B64Width+3) + int64(base64.StdEncoding.EncodedLen(int(last))) + 3
+			}
+			// A chunk longer than the file (its base64 length may even
+			// overflow int64) ends the file inside the chunk.
+			if ch.lines > size || skip < 0 || skip > size-lr.off {
+				return nil, [32]byte{}, fail(head.name, ix, "file ends inside the chunk")
 			}
 			if skip <= int64(lr.r.Buffered()) {
 				lr.r.Discard(int(skip))

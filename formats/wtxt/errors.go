@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/snapd-ml/snapd/formats"
 )
 
 // Check names the rule a WTXT file broke. Values are stable (they appear
@@ -72,10 +74,27 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the cause, or ErrInvalid.
+// Unwrap returns ErrInvalid, the codec-independent kind of the check
+// (formats.ErrTruncated, ErrChecksum or ErrCorrupt, see Check.Kind) and
+// the cause, if any.
 func (e *Error) Unwrap() []error {
 	if e.Err != nil {
-		return []error{ErrInvalid, e.Err}
+		return []error{ErrInvalid, e.Check.Kind(), e.Err}
 	}
-	return []error{ErrInvalid}
+	return []error{ErrInvalid, e.Check.Kind()}
+}
+
+// Kind maps a check to the sentinel of formats that a codec's Decode
+// error matches (the contract of formats.Codec.Decode): the file ending
+// early is formats.ErrTruncated, a digest, MAC, chain value or signature
+// that disagrees with the bytes is formats.ErrChecksum, everything else
+// formats.ErrCorrupt.
+func (c Check) Kind() error {
+	switch c {
+	case CheckTruncated:
+		return formats.ErrTruncated
+	case CheckCRC32C, CheckChunkSHA, CheckArraySHA, CheckHMAC, CheckSHA256All, CheckMerkle, CheckChain, CheckFastxor, CheckSignature, CheckWSUM:
+		return formats.ErrChecksum
+	}
+	return formats.ErrCorrupt
 }

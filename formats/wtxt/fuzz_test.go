@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -15,15 +15,7 @@ import (
 // whatever decodes re-encodes to a file that verifies and decodes to the
 // same arrays.
 func FuzzVerify(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/golden-*.wtxt")
-	if len(seeds) == 0 {
-		f.Fatal("no seeds in testdata/golden-*.wtxt")
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range formatstest.Seeds(f, "testdata/golden-*.wtxt") {
 		if len(b) < 8<<10 {
 			f.Add(b)
 		}

@@ -660,6 +660,8 @@ type arrIndex struct {
 type chunkRec struct {
 	start, data, end int64
 	sha              [32]byte
+	head             *chHead // the parsed ch line (structIndex only)
+	lineNo           int     // the ch line's number (structIndex only)
 }
 
 // checkAudit checks `audit key=value ...` (values plain or quoted).

@@ -14,6 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -316,11 +317,11 @@ func TestExtensionFormat(t *testing.T) {
 	if a == nil || a.DType != snapshot.U8 || a.Shape[0] != 8 || a.Attrs["ztensor.format"] != "quantized_4bit" || a.Attrs["ztensor.role"] != "scale" {
 		t.Fatalf("extension component: %+v", a)
 	}
-	s2, err := decodeBytes(encodeBytes(t, simulateWTXT(t, s1)))
+	s2, err := decodeBytes(encodeBytes(t, formatstest.SimulateWTXT(t, s1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameSnapshot(t, s2, s1)
+	formatstest.Equal(t, s2, s1)
 }
 
 // zstdFrame compresses p into one frame without a content size, like the

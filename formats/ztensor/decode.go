@@ -12,8 +12,10 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"maps"
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,7 +61,11 @@ type compInfo struct {
 }
 
 func (d *decoder) fail(sentinel error, tensor, comp string, off int64, format string, args ...any) error {
-	return &Error{File: d.file, Tensor: tensor, Component: comp, Offset: off, Check: fmt.Sprintf(format, args...), Err: sentinel}
+	e := &Error{Format: "ztensor", File: d.file, Tensor: tensor, Offset: off, Check: fmt.Sprintf(format, args...), Err: sentinel}
+	if comp != "" {
+		e.Where = fmt.Sprintf("component %q", comp)
+	}
+	return e
 }
 
 // Decode implements formats.Codec. It reads the whole manifest, validates
@@ -209,7 +215,7 @@ func checkVersion(v string) error {
 // components must lie in [8, blobEnd).
 func (d *decoder) validate(m *manifest, blobEnd uint64) ([]*tensorInfo, error) {
 	out := make([]*tensorInfo, 0, len(m.Tensors))
-	for _, name := range sortedKeys(m.Tensors) {
+	for _, name := range slices.Sorted(maps.Keys(m.Tensors)) {
 		e := m.Tensors[name]
 		t := &tensorInfo{name: name, dname: e.DType, format: e.Format, ushape: e.Shape, minOff: math.MaxUint64}
 		dt, ok := parseDType(e.DType)
@@ -242,7 +248,7 @@ func (d *decoder) validate(m *manifest, blobEnd uint64) ([]*tensorInfo, error) {
 					return nil, d.fail(ErrCorrupt, name, role, -1, "format %q requires component %q", e.Format, role)
 				}
 			}
-			for _, role := range sortedKeys(e.Components) {
+			for _, role := range slices.Sorted(maps.Keys(e.Components)) {
 				if !contains(roles, role) {
 					return nil, d.fail(ErrCorrupt, name, role, -1, "format %q has no component %q (want %s)", e.Format, role, strings.Join(roles, ", "))
 				}
@@ -252,7 +258,7 @@ func (d *decoder) validate(m *manifest, blobEnd uint64) ([]*tensorInfo, error) {
 			if len(e.Components) == 0 {
 				return nil, d.fail(ErrCorrupt, name, "", -1, "format %q: tensor has no components", e.Format)
 			}
-			roles = sortedKeys(e.Components)
+			roles = slices.Sorted(maps.Keys(e.Components))
 		}
 		if e.Format == formatCSR && len(t.shape) != 2 {
 			return nil, d.fail(ErrCorrupt, name, "", -1, "sparse_csr tensor has shape %v; it must have rank 2", e.Shape)

@@ -11,7 +11,9 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -148,7 +150,7 @@ func rolesOf(t *encTensor) []string {
 	if r := knownRoles(t.format); r != nil {
 		return r
 	}
-	return sortedKeys(t.comps)
+	return slices.Sorted(maps.Keys(t.comps))
 }
 
 func mustDTypeName(dt snapshot.DType) string {
@@ -161,7 +163,7 @@ func mustDTypeName(dt snapshot.DType) string {
 func plan(s *snapshot.Snapshot, opts formats.EncodeOptions) (*manifest, []*encTensor, error) {
 	m := &manifest{Version: DefaultVersion, Generator: DefaultGenerator, Attributes: map[string]string{}, Tensors: map[string]*tensorEntry{}}
 	var order []string
-	for _, k := range sortedKeys(s.Attrs) {
+	for _, k := range slices.Sorted(maps.Keys(s.Attrs)) {
 		v := s.Attrs[k]
 		switch k {
 		case attrVersion:

@@ -3,9 +3,9 @@ package ztensor
 import (
 	"bytes"
 	"errors"
-	"path/filepath"
 	"testing"
 
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
@@ -13,12 +13,8 @@ import (
 // re-encodes (through the WTXT simulation), the re-encoded file decodes to
 // the same snapshot, and encoding that again gives the same bytes.
 func FuzzDecode(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join("testdata", "*.zt"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seed files in testdata (%v)", err)
-	}
-	for _, p := range seeds {
-		f.Add(readFixture(f, filepath.Base(p)))
+	for _, b := range formatstest.Seeds(f, "testdata/*.zt") {
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		testutil.NoEcho(t, func(b []byte) error { _, err := decodeBytes(b); return err }, b, len(Magic))
@@ -33,13 +29,13 @@ func FuzzDecode(f *testing.F) {
 		if err := s1.Validate(); err != nil {
 			t.Fatalf("decoded snapshot invalid: %v", err)
 		}
-		out := encodeBytes(t, simulateWTXT(t, s1))
+		out := encodeBytes(t, formatstest.SimulateWTXT(t, s1))
 		s2, err := decodeBytes(out)
 		if err != nil {
 			t.Fatalf("re-encoded file does not decode: %v", err)
 		}
-		sameSnapshot(t, s2, s1)
-		if again := encodeBytes(t, simulateWTXT(t, s2)); !bytes.Equal(again, out) {
+		formatstest.Equal(t, s2, s1)
+		if again := encodeBytes(t, formatstest.SimulateWTXT(t, s2)); !bytes.Equal(again, out) {
 			t.Fatalf("encoding is not canonical: second encode differs")
 		}
 	})
@@ -49,13 +45,9 @@ func FuzzDecode(f *testing.F) {
 // region, so that mutations reach the schema and layout checks instead of
 // mostly breaking the footer. Same properties as FuzzDecode.
 func FuzzManifest(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join("testdata", "*.zt"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seed files in testdata (%v)", err)
-	}
 	var regions [][]byte
-	for i, p := range seeds {
-		blobs, mb := splitFile(f, readFixture(f, filepath.Base(p)))
+	for i, b := range formatstest.Seeds(f, "testdata/*.zt") {
+		blobs, mb := splitFile(f, b)
 		regions = append(regions, blobs)
 		f.Add(uint8(i), mb)
 	}
@@ -69,13 +61,13 @@ func FuzzManifest(f *testing.F) {
 			}
 			return
 		}
-		out := encodeBytes(t, simulateWTXT(t, s1))
+		out := encodeBytes(t, formatstest.SimulateWTXT(t, s1))
 		s2, err := decodeBytes(out)
 		if err != nil {
 			t.Fatalf("re-encoded file does not decode: %v", err)
 		}
-		sameSnapshot(t, s2, s1)
-		if again := encodeBytes(t, simulateWTXT(t, s2)); !bytes.Equal(again, out) {
+		formatstest.Equal(t, s2, s1)
+		if again := encodeBytes(t, formatstest.SimulateWTXT(t, s2)); !bytes.Equal(again, out) {
 			t.Fatalf("encoding is not canonical: second encode differs")
 		}
 	})

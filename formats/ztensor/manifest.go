@@ -3,7 +3,8 @@ package ztensor
 import (
 	"encoding/binary"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/fxamacker/cbor/v2"
 )
@@ -187,14 +188,16 @@ func (m *manifest) marshal() []byte {
 	e.text("generator")
 	e.text(m.Generator)
 	e.text("attributes")
-	keys := sortedKeys(m.Attributes)
+	// Keys in raw byte order (Go string comparison), the order of the
+	// reference writer's BTreeMap.
+	keys := slices.Sorted(maps.Keys(m.Attributes))
 	e.mapHead(len(keys))
 	for _, k := range keys {
 		e.text(k)
 		e.text(m.Attributes[k])
 	}
 	e.text("tensors")
-	keys = sortedKeys(m.Tensors)
+	keys = slices.Sorted(maps.Keys(m.Tensors))
 	e.mapHead(len(keys))
 	for _, name := range keys {
 		t := m.Tensors[name]
@@ -210,7 +213,7 @@ func (m *manifest) marshal() []byte {
 		e.text("format")
 		e.text(t.Format)
 		e.text("components")
-		roles := sortedKeys(t.Components)
+		roles := slices.Sorted(maps.Keys(t.Components))
 		e.mapHead(len(roles))
 		for _, role := range roles {
 			c := t.Components[role]
@@ -238,17 +241,6 @@ func (m *manifest) marshal() []byte {
 		}
 	}
 	return e.b
-}
-
-// sortedKeys returns the keys in ascending raw byte order (Go's string
-// comparison), the order of the reference writer's BTreeMap.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // cborEnc is the minimal CBOR emitter the manifest needs: unsigned

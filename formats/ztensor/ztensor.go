@@ -3,8 +3,6 @@ package ztensor
 import (
 	"bytes"
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -61,44 +59,10 @@ var (
 	ErrInvalidSnapshot = errors.New("invalid snapshot for zTensor")
 )
 
-// Error is the error type of Decode: it says where (file, tensor,
-// component, byte offset) and which check failed, and wraps a sentinel.
-type Error struct {
-	File      string // DecodeOptions.Name, may be empty
-	Tensor    string // tensor name as in the manifest, may be empty
-	Component string // component role, may be empty
-	Offset    int64  // file offset the check concerns, -1 when none
-	Check     string // what failed
-	Err       error  // the sentinel (ErrCorrupt, ErrChecksum, ...)
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("ztensor: ")
-	if e.File != "" {
-		b.WriteString(e.File)
-		b.WriteString(": ")
-	}
-	if e.Tensor != "" {
-		fmt.Fprintf(&b, "tensor %q: ", e.Tensor)
-	}
-	if e.Component != "" {
-		fmt.Fprintf(&b, "component %q: ", e.Component)
-	}
-	if e.Offset >= 0 {
-		fmt.Fprintf(&b, "offset %d: ", e.Offset)
-	}
-	b.WriteString(e.Check)
-	if e.Err != nil {
-		b.WriteString(" (")
-		b.WriteString(e.Err.Error())
-		b.WriteString(")")
-	}
-	return b.String()
-}
-
-// Unwrap returns the sentinel.
-func (e *Error) Unwrap() error { return e.Err }
+// Error is the error type of Decode (Format "ztensor"): tensor, Where
+// (the component role, quoted), file offset and the check that failed; it
+// wraps a sentinel (ErrCorrupt, ErrChecksum, ...).
+type Error = formats.Error
 
 // Codec is the zTensor v1.0 codec. The zero value is ready to use and
 // applies the default limits; set a field to override one.

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -343,57 +344,6 @@ func TestCBORIntegers(t *testing.T) {
 	}
 }
 
-// simulateWTXT passes s through what WTXT keeps: arrays sorted by name,
-// copies of names, dtypes, shapes and bytes, and the attrs document.
-func simulateWTXT(t testing.TB, s *snapshot.Snapshot) *snapshot.Snapshot {
-	t.Helper()
-	out := &snapshot.Snapshot{}
-	for _, a := range s.Sorted() {
-		if !snapshot.PortableName(a.Name) {
-			t.Fatalf("array name %q is not WTXT-legal", a.Name)
-		}
-		data, err := snapshot.ReadAll(a.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out.Arrays = append(out.Arrays, &snapshot.Array{Name: a.Name, DType: a.DType,
-			Shape: append([]int64{}, a.Shape...), Data: snapshot.Bytes(append([]byte{}, data...))})
-	}
-	doc, err := snapshot.EncodeAttrs(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if doc != nil {
-		if err := snapshot.ApplyAttrs(out, doc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
-// sameSnapshot compares everything a snapshot carries.
-func sameSnapshot(t testing.TB, got, want *snapshot.Snapshot) {
-	t.Helper()
-	if !reflect.DeepEqual(got.Attrs, want.Attrs) {
-		t.Errorf("snapshot attrs %v, want %v", got.Attrs, want.Attrs)
-	}
-	if len(got.Arrays) != len(want.Arrays) {
-		t.Fatalf("%d arrays, want %d", len(got.Arrays), len(want.Arrays))
-	}
-	for i := range want.Arrays {
-		g, w := got.Arrays[i], want.Arrays[i]
-		gd, err1 := snapshot.ReadAll(g.Data)
-		wd, err2 := snapshot.ReadAll(w.Data)
-		if err1 != nil || err2 != nil {
-			t.Fatal(err1, err2)
-		}
-		if g.Name != w.Name || g.DType != w.DType || !reflect.DeepEqual(g.Shape, w.Shape) || !bytes.Equal(gd, wd) || !reflect.DeepEqual(g.Attrs, w.Attrs) {
-			t.Errorf("array %d: got %s %s %v %v attrs %v, want %s %s %v %v attrs %v", i,
-				g.Name, g.DType, g.Shape, sha(gd), g.Attrs, w.Name, w.DType, w.Shape, sha(wd), w.Attrs)
-		}
-	}
-}
-
 // TestRoundTrip: fixture → snapshot → WTXT → Encode → Decode preserves
 // everything; raw-only fixtures re-encode to the identical file.
 func TestRoundTrip(t *testing.T) {
@@ -404,7 +354,7 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := encodeBytes(t, simulateWTXT(t, s1))
+			out := encodeBytes(t, formatstest.SimulateWTXT(t, s1))
 			if f.rawOnly && !bytes.Equal(out, b) {
 				t.Errorf("re-encoded file differs from the fixture (%d vs %d bytes, sha256 %s)", len(out), len(b), sha(out))
 			}
@@ -412,9 +362,9 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("decode re-encoded: %v", err)
 			}
-			sameSnapshot(t, s2, s1)
+			formatstest.Equal(t, s2, s1)
 			// Encoding is deterministic, also for zstd components.
-			if again := encodeBytes(t, simulateWTXT(t, s2)); !bytes.Equal(again, out) {
+			if again := encodeBytes(t, formatstest.SimulateWTXT(t, s2)); !bytes.Equal(again, out) {
 				t.Errorf("second re-encode differs from the first")
 			}
 		})
@@ -488,11 +438,11 @@ func TestNames(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("names %v, want %v", got, want)
 	}
-	s2, err := decodeBytes(encodeBytes(t, simulateWTXT(t, s1)))
+	s2, err := decodeBytes(encodeBytes(t, formatstest.SimulateWTXT(t, s1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameSnapshot(t, s2, s1)
+	formatstest.Equal(t, s2, s1)
 }
 
 // TestSparseAndDigestEncode builds sparse, zstd and sha256 tensors from a
@@ -532,11 +482,11 @@ func TestSparseAndDigestEncode(t *testing.T) {
 			t.Errorf("array %s: %s %v %x %v; want %s %v %x %v", a.Name, g.DType, g.Shape, gd, g.Attrs, a.DType, a.Shape, wd, a.Attrs)
 		}
 	}
-	s2, err := decodeBytes(encodeBytes(t, simulateWTXT(t, s1)))
+	s2, err := decodeBytes(encodeBytes(t, formatstest.SimulateWTXT(t, s1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameSnapshot(t, s2, s1)
+	formatstest.Equal(t, s2, s1)
 }
 
 func TestCodecInterface(t *testing.T) {

@@ -240,10 +240,11 @@ func openVersion(ctx context.Context, path, name string) (o *opened, decodeErr, 
 	if decodeErr != nil {
 		return o, decodeErr, nil
 	}
-	if _, err := f.Seek(0, 0); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return nil, nil, err
 	}
-	if o.idx, decodeErr = scanIndex(f); decodeErr != nil {
+	if o.idx, decodeErr = readIndex(ctx, name, f, fi.Size()); decodeErr != nil {
 		return o, decodeErr, nil
 	}
 	m, err := snapshot.MapFile(path)

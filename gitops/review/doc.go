@@ -103,7 +103,7 @@
 // # Position computation
 //
 // The line of each ch/arr line in the head file comes from a streaming
-// scan of its structure (scanIndex: arr/idx/ch lines; the base64 lines of
+// scan of its structure (wtxt.ReadIndex: arr/idx/ch lines; the base64 lines of
 // a chunk of n raw bytes are skipped by arithmetic, 4*ceil(n/3) characters
 // in ceil(n/57) lines of "<b64> p\n"). A comment is anchored only if that
 // line is inside a hunk of the file's unified diff: GitHub's `patch` field

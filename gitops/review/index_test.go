@@ -2,12 +2,14 @@ package review
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // naiveIndex lists "array#ix@line" by reading every line.
@@ -27,7 +29,7 @@ func naiveIndex(b []byte) []string {
 	return out
 }
 
-func TestScanIndex(t *testing.T) {
+func TestReadIndex(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.wtxt")
 	if len(files) == 0 {
 		t.Fatal("no testdata/*.wtxt")
@@ -37,7 +39,7 @@ func TestScanIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		x, err := scanIndex(bytes.NewReader(b))
+		x, err := readIndex(context.Background(), p, snapshot.Bytes(b), int64(len(b)))
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
@@ -55,7 +57,7 @@ func TestScanIndex(t *testing.T) {
 		}
 		// Cut inside a chunk's base64: an error naming the chunk.
 		i := bytes.Index(b, []byte("\nch ix=000003 off=000000000768"))
-		if _, err := scanIndex(bytes.NewReader(b[:i+200])); err == nil || !strings.Contains(err.Error(), "chunk 3") {
+		if _, err := readIndex(context.Background(), p, snapshot.Bytes(b[:i+200]), int64(i+200)); err == nil || !strings.Contains(err.Error(), "chunk 3") {
 			t.Fatalf("truncated: %v", err)
 		}
 	}
@@ -63,16 +65,16 @@ func TestScanIndex(t *testing.T) {
 		"ch outside":  "WTXT 1\nch ix=000000 off=000000000000 len=3\n",
 		"dup":         "arr name=a\nendarr\narr name=a\n",
 		"bad ch":      "arr name=a\nch ix=x off=0 len=1\n",
-		"long line":   "arr name=" + strings.Repeat("a", maxIndexLine+10) + "\n",
+		"long line":   "arr name=" + strings.Repeat("a", 70<<10) + "\n",
 		"idx outside": "idx rows_per_chunk=1\n",
 	} {
-		if _, err := scanIndex(strings.NewReader(in)); err == nil {
+		if _, err := readIndex(context.Background(), name, snapshot.Bytes(in), int64(len(in))); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
 }
 
-func FuzzScanIndex(f *testing.F) {
+func FuzzReadIndex(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.wtxt")
 	if len(files) == 0 {
 		f.Fatal("no testdata/*.wtxt seeds")
@@ -85,17 +87,9 @@ func FuzzScanIndex(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		x, err := scanIndex(bytes.NewReader(b))
-		// The in-memory scanner (used on mmapped files) agrees.
-		y, yerr := scanIndexBytes(b)
-		if (err == nil) != (yerr == nil) {
-			t.Fatalf("stream: %v, bytes: %v", err, yerr)
-		}
+		x, err := readIndex(context.Background(), "fuzz", snapshot.Bytes(b), int64(len(b)))
 		if err != nil {
 			return
-		}
-		if !reflect.DeepEqual(x, y) {
-			t.Fatalf("stream and bytes scanners disagree:\n%+v\n%+v", x, y)
 		}
 		for _, a := range x.Arrays {
 			if x.array(a.Name) != a {

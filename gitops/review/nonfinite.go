@@ -61,13 +61,15 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxByte
 	}
 	defer hm.Close()
 	hb := hm.Bytes()
-	bidx, err := scanIndexBytes(bb)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", basePath, err)
+	bidx := &fileIndex{}
+	if basePath != "" {
+		if bidx, err = readIndex(ctx, basePath, snapshot.Bytes(bb), int64(len(bb))); err != nil {
+			return nil, err
+		}
 	}
-	hidx, err := scanIndexBytes(hb)
+	hidx, err := readIndex(ctx, headPath, snapshot.Bytes(hb), int64(len(hb)))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", headPath, err)
+		return nil, err
 	}
 	rep := &NonFiniteReport{}
 	budget := func(n int64) bool {

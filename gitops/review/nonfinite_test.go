@@ -71,7 +71,7 @@ func TestNonFiniteIntroducedChecksChunks(t *testing.T) {
 	base, head := filepath.Join(dir, "1.wtxt"), filepath.Join(dir, "2.wtxt")
 	os.WriteFile(base, f.gen1, 0o600)
 	h := append([]byte(nil), f.gen2...)
-	x, err := scanIndexBytes(h)
+	x, err := readIndex(context.Background(), "head", snapshot.Bytes(h), int64(len(h)))
 	if err != nil {
 		t.Fatal(err)
 	}

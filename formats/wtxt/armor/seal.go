@@ -139,7 +139,7 @@ func ParseSeal(b []byte) (*Seal, error) {
 	if t, err := time.Parse("2006-01-02T15:04:05Z", s.TS); err != nil || t.Format("2006-01-02T15:04:05Z") != s.TS {
 		return nil, sealErr("grammar", "ts=%q: want YYYY-MM-DDTHH:MM:SSZ", s.TS)
 	}
-	if !isToken(s.Build) {
+	if !wtxt.IsToken(s.Build) {
 		return nil, sealErr("grammar", "build=%q: not a token", s.Build)
 	}
 	if len(f) == 11 {
@@ -165,20 +165,6 @@ func parseHex32(s string, dst *[32]byte) error {
 	}
 	_, err := hex.Decode(dst[:], []byte(s))
 	return err
-}
-
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.ContainsRune("._-/:+", c):
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // VerifyOptions say what a seal is checked against.

@@ -1,0 +1,99 @@
+package wtxt
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/snapd-ml/snapd/formats/formatstest"
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// TestReadIndex: every arr and ch line ReadIndex reports is at the line
+// number and byte offset it says, with the values the line states.
+func TestReadIndex(t *testing.T) {
+	for _, name := range []string{"golden-tiny.wtxt", "golden-widerow.wtxt", "golden-ext.wtxt", "golden-signed.wtxt", "golden-stream.wtxt"} {
+		t.Run(name, func(t *testing.T) {
+			b := formatstest.ReadTestdata(t, name)
+			x, err := ReadIndex(context.Background(), name, snapshot.Bytes(b), int64(len(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			var offs []int64
+			sc := bufio.NewScanner(bytes.NewReader(b))
+			sc.Buffer(nil, 1<<20)
+			for off := int64(0); sc.Scan(); off += int64(len(sc.Bytes())) + 1 {
+				lines, offs = append(lines, sc.Text()), append(offs, off)
+			}
+			if len(x.Arrays) == 0 {
+				t.Fatal("no arrays")
+			}
+			for _, a := range x.Arrays {
+				if l := lines[a.Line-1]; !strings.HasPrefix(l, "arr name="+a.Name+" ") || offs[a.Line-1] != a.Start {
+					t.Errorf("array %s: line %d at %d is %.40q at %d", a.Name, a.Line, a.Start, l, offs[a.Line-1])
+				}
+				if a.End > int64(len(b)) || string(b[a.End-7:a.End]) != "endarr\n" {
+					t.Errorf("array %s: End %d is not after endarr", a.Name, a.End)
+				}
+				for _, c := range a.Chunks {
+					l := lines[c.Line-1]
+					if !strings.HasPrefix(l, "ch ix=") || offs[c.Line-1] != c.Start || offs[c.Line] != c.Data || string(b[c.End-6:c.End]) != "endch\n" {
+						t.Errorf("array %s chunk %d: line %d at %d/%d/%d", a.Name, c.IX, c.Line, c.Start, c.Data, c.End)
+					}
+				}
+			}
+		})
+	}
+	if _, err := ReadIndex(context.Background(), "x", snapshot.Bytes("WTXT 1\n"), 7); err == nil {
+		t.Error("a header-only file indexed")
+	}
+}
+
+// FuzzReadIndex: ReadIndex never panics on hostile input, and what it
+// indexes lies inside the file, in order.
+func FuzzReadIndex(f *testing.F) {
+	for _, b := range formatstest.Seeds(f, "testdata/golden-tiny.wtxt", "testdata/golden-ext.wtxt", "testdata/golden-signed.wtxt") {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		x, err := ReadIndex(context.Background(), "fuzz", snapshot.Bytes(b), int64(len(b)))
+		if err != nil {
+			return
+		}
+		prev, line := int64(0), 0
+		for _, a := range x.Arrays {
+			if a.Start < prev || a.Line <= line || a.End > int64(len(b)) {
+				t.Fatalf("array %q at line %d, %d..%d out of order or outside the file", a.Name, a.Line, a.Start, a.End)
+			}
+			prev, line = a.Start, a.Line
+			for _, c := range a.Chunks {
+				if c.Start < prev || c.Line <= line || c.Data < c.Start || c.End < c.Data || c.End > a.End {
+					t.Fatalf("array %q chunk %d: line %d, %d/%d/%d out of order", a.Name, c.IX, c.Line, c.Start, c.Data, c.End)
+				}
+				prev, line = c.End, c.Line
+			}
+		}
+	})
+}
+
+// A ch line whose len makes the chunk's base64 longer than the file (or
+// than int64) is refused naming the chunk.
+func TestReadIndexHugeChunk(t *testing.T) {
+	b := formatstest.ReadTestdata(t, "golden-tiny.wtxt")
+	for _, n := range []string{"99999999999", "9223372036854775807"} {
+		c := bytes.Replace(b, []byte("bytes=3 "), []byte("bytes="+n+" "), 1)
+		c = bytes.Replace(c, []byte("shape=3 "), []byte("shape="+n+" "), 1)
+		c = bytes.Replace(c, []byte(" len=3 "), []byte(" len="+n+" "), 1)
+		c = bytes.Replace(c, []byte("rows_per_chunk=65536 "), []byte("rows_per_chunk="+n+" "), 1)
+		v, _ := strconv.ParseInt(n, 10, 64)
+		c = bytes.Replace(c, []byte(" lines=1\n"), []byte(" lines="+strconv.FormatInt(numLines(v), 10)+"\n"), 1)
+		_, err := ReadIndex(context.Background(), "huge", snapshot.Bytes(c), int64(len(c)))
+		if err == nil || !strings.Contains(err.Error(), "chunk 0: grammar: file ends inside the chunk") {
+			t.Errorf("len=%s: %v, want an error naming chunk 0", n, err)
+		}
+	}
+}
