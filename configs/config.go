@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"gopkg.in/yaml.v3"
 )
 
@@ -300,7 +301,7 @@ func (c *Config) Validate() error {
 		return bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
 	}
 	for field, v := range map[string]string{"snapshot.schema": c.Snapshot.Schema, "snapshot.build": c.Snapshot.Build, "snapshot.host": c.Snapshot.Host, "snapshot.cuda": c.Snapshot.Cuda} {
-		if !IsToken(v) {
+		if !wtxt.IsToken(v) {
 			return bad(field, "%q: want one or more of A-Z a-z 0-9 . _ - / : +", v)
 		}
 	}
@@ -482,19 +483,3 @@ var reEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // principalRE is an allowed_signers principal snapd writes.
 var principalRE = regexp.MustCompile(`^[A-Za-z0-9._@+-]{1,128}$`)
-
-// IsToken reports whether s is a WTXT token: one or more of
-// A-Z a-z 0-9 . _ - / : +.
-func IsToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.ContainsRune("._-/:+", c):
-		default:
-			return false
-		}
-	}
-	return true
-}

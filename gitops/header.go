@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
 )
 
 // ErrHeader reports a WTXT or WSUM whose header values cannot be read.
@@ -60,7 +62,7 @@ func ParseHeader(r io.Reader) (*Header, error) {
 		case strings.HasPrefix(line, "root "):
 			f := fields(line)
 			h.SHA256All, h.MerklePrev, h.MerkleThis = f["sha256_all"], f["merkle_prev"], f["merkle_this"]
-			if !isHex64(h.SHA256All) || !isHex64(h.MerklePrev) || !isHex64(h.MerkleThis) {
+			if !wtxt.IsHex64(h.SHA256All) || !wtxt.IsHex64(h.MerklePrev) || !wtxt.IsHex64(h.MerkleThis) {
 				return nil, fmt.Errorf("%w: WTXT line %d: root needs sha256_all, merkle_prev and merkle_this as 64 hex digits", ErrHeader, n)
 			}
 			sawRoot = true
@@ -86,7 +88,7 @@ func ParseWSUM(r io.Reader, h *Header) error {
 		return fmt.Errorf("%w: WSUM: want \"WSUM 1\" line, got %q", ErrHeader, truncate([]byte(line)))
 	}
 	f := fields(line)
-	if !isHex64(f["sha256_all"]) || !isHex64(f["merkle_prev"]) || !isHex64(f["merkle_this"]) {
+	if !wtxt.IsHex64(f["sha256_all"]) || !wtxt.IsHex64(f["merkle_prev"]) || !wtxt.IsHex64(f["merkle_this"]) {
 		return fmt.Errorf("%w: WSUM: needs sha256_all, merkle_prev and merkle_this as 64 hex digits", ErrHeader)
 	}
 	h.SHA256All, h.MerklePrev, h.MerkleThis = f["sha256_all"], f["merkle_prev"], f["merkle_this"]

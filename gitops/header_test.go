@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
 )
 
 func TestParseHeader(t *testing.T) {
@@ -14,7 +16,7 @@ func TestParseHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	if h.Gen != 123 || h.GenText != "000123" || h.Build != "test-build" || h.TS != "2026-01-01T02:03:00Z" ||
-		h.MerkleThis != mt || h.MerklePrev != strings.Repeat("0", 64) || !isHex64(h.SHA256All) || h.Pending {
+		h.MerkleThis != mt || h.MerklePrev != strings.Repeat("0", 64) || !wtxt.IsHex64(h.SHA256All) || h.Pending {
 		t.Fatalf("header %+v", h)
 	}
 	s := string(w)

@@ -14,6 +14,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
 )
 
 // The split ("git-scale") layout is described in doc.go.
@@ -97,7 +99,7 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	partsV, ok3 := strings.CutPrefix(f[4], "parts=")
 	total, err1 := parseDec(bytesV)
 	n, err2 := parseDec(partsV)
-	if !ok1 || !ok2 || !ok3 || err1 != nil || err2 != nil || !isHex64(shaV) {
+	if !ok1 || !ok2 || !ok3 || err1 != nil || err2 != nil || !wtxt.IsHex64(shaV) {
 		return nil, fmt.Errorf("%w: MANIFEST line 1: bad header %q", ErrParts, truncate([]byte(lines[0])))
 	}
 	if n != int64(len(lines)-1) {
@@ -120,7 +122,7 @@ func ParseManifest(data []byte) (*Manifest, error) {
 			return nil, fmt.Errorf("%w: MANIFEST line %d: duplicate part %q", ErrParts, i+2, f[0])
 		case err != nil:
 			return nil, fmt.Errorf("%w: MANIFEST line %d: bad size %q", ErrParts, i+2, truncate([]byte(f[1])))
-		case !isHex64(f[2]):
+		case !wtxt.IsHex64(f[2]):
 			return nil, fmt.Errorf("%w: MANIFEST line %d: bad sha256 %q", ErrParts, i+2, truncate([]byte(f[2])))
 		}
 		seen[f[0]] = true
@@ -141,19 +143,6 @@ func parseDec(s string) (int64, error) {
 		return 0, fmt.Errorf("not a canonical decimal: %q", s)
 	}
 	return strconv.ParseInt(s, 10, 64)
-}
-
-func isHex64(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func validPartName(s string) bool {

@@ -23,6 +23,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops/sshsig"
 )
 
@@ -359,7 +360,7 @@ func readHeader(g Generation) (*Header, error) {
 		if h.GenText == "" {
 			h.GenText = fmt.Sprintf("%06d", h.Gen)
 		}
-		if !isHex64(h.SHA256All) || !isHex64(h.MerklePrev) || !isHex64(h.MerkleThis) || h.TS == "" || h.Build == "" {
+		if !wtxt.IsHex64(h.SHA256All) || !wtxt.IsHex64(h.MerklePrev) || !wtxt.IsHex64(h.MerkleThis) || h.TS == "" || h.Build == "" {
 			return nil, fmt.Errorf("%w: Generation.Header needs ts, build and hex64 root values", ErrHeader)
 		}
 		return &h, nil

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/safeopen"
@@ -83,19 +84,6 @@ func (c *ChainState) MerkleThisBytes() ([32]byte, error) {
 	return out, nil
 }
 
-func isHex64(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // maxStateBytes bounds the small JSON state files read into memory.
 const maxStateBytes = 1 << 20
 
@@ -122,7 +110,7 @@ func ReadChainState(stateDir string) (*ChainState, error) {
 	if c.Version != 1 {
 		return nil, fmt.Errorf("%w %s: version %d, want 1", ErrCorruptState, p, c.Version)
 	}
-	if c.Gen != 0 && (!isHex64(c.SHA256All) || !isHex64(c.MerkleThis) || !isHex64(c.MerklePrev)) {
+	if c.Gen != 0 && (!wtxt.IsHex64(c.SHA256All) || !wtxt.IsHex64(c.MerkleThis) || !wtxt.IsHex64(c.MerklePrev)) {
 		return nil, fmt.Errorf("%w %s: gen %d: root values must be 64 lowercase hex digits", ErrCorruptState, p, c.Gen)
 	}
 	return &c, nil

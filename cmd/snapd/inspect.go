@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -141,7 +143,7 @@ func printInspect(w io.Writer, out *inspectJSON, asJSON bool) error {
 	for _, d := range out.Diagnostics {
 		fmt.Fprintf(w, "  note %s\n", d)
 	}
-	for _, k := range sortedKeys(out.Attrs) {
+	for _, k := range slices.Sorted(maps.Keys(out.Attrs)) {
 		fmt.Fprintf(w, "  attr %s = %s\n", k, out.Attrs[k])
 	}
 	if out.Audit != "" {
@@ -169,7 +171,7 @@ func printInspect(w io.Writer, out *inspectJSON, asJSON bool) error {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%s\t%s\n", a.Name, a.DType, shape, a.Bytes, a.Chunks, rpc, auth)
 		} else {
 			var at []string
-			for _, k := range sortedKeys(a.Attrs) {
+			for _, k := range slices.Sorted(maps.Keys(a.Attrs)) {
 				at = append(at, k+"="+a.Attrs[k])
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", a.Name, a.DType, shape, a.Bytes, strings.Join(at, " "))
@@ -178,15 +180,6 @@ func printInspect(w io.Writer, out *inspectJSON, asJSON bool) error {
 	tw.Flush()
 	fmt.Fprintf(w, "  total: %d raw bytes\n", total)
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // checksText joins check names with commas.

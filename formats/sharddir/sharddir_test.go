@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -248,7 +250,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func keys[V any](m map[string]V) []string {
-	out := sortedKeys(m)
+	out := slices.Sorted(maps.Keys(m))
 	sort.Strings(out)
 	return out
 }

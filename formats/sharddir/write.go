@@ -11,7 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -105,7 +105,7 @@ func MakePlan(s *snapshot.Snapshot, opts WriteOptions) (*Plan, error) {
 	for _, f := range p.files {
 		seen[f.name] = true
 	}
-	for _, name := range sortedKeys(texts) {
+	for _, name := range slices.Sorted(maps.Keys(texts)) {
 		if seen[name] {
 			return nil, errf(name, -1, "", ErrInvalidSnapshot, "text attribute names a file that is also a checkpoint file")
 		}
@@ -165,15 +165,6 @@ func splitAttrs(attrs map[string]string, lossy bool) (texts, rest map[string]str
 		}
 	}
 	return texts, rest, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // codecFor picks the codec of a file recorded with codec name rec ("" when
@@ -375,7 +366,7 @@ func (p *Plan) reshard(s *snapshot.Snapshot, lay *Layout, rest map[string]string
 	}
 	if len(rest) > 0 {
 		if lay != nil && !opts.Encode.Lossy {
-			return errf(sortedKeys(rest)[0], -1, "", ErrInvalidSnapshot, "snapshot attribute has no file to go to (use lossy conversion to drop it)")
+			return errf(slices.Sorted(maps.Keys(rest))[0], -1, "", ErrInvalidSnapshot, "snapshot attribute has no file to go to (use lossy conversion to drop it)")
 		}
 		if lay == nil {
 			fileAttrs = rest // a single file's attributes go to every shard

@@ -81,6 +81,21 @@ func isTokenByte(c byte) bool {
 		c == '.' || c == '_' || c == '-' || c == '/' || c == ':' || c == '+'
 }
 
+// IsHex64 reports whether s is 64 lowercase hex digits, the form of every
+// SHA-256 value in WTXT, WSUM, DELTA and WSEAL lines and of chain values in
+// snapd's state and commit trailers.
+func IsHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // IsToken reports whether s is a TOK (one or more of A-Z a-z 0-9 . _ - / : +).
 func IsToken(s string) bool {
 	if s == "" {

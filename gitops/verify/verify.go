@@ -946,7 +946,7 @@ func (v *verifier) checkSummary(x *gv, entries map[string]object.TreeEntry, dir 
 			}
 		}
 	}
-	for _, k := range sortedKeys(want) {
+	for _, k := range summaryKeys(want) {
 		got, ok := kv[k]
 		switch {
 		case !ok:
@@ -957,7 +957,8 @@ func (v *verifier) checkSummary(x *gv, entries map[string]object.TreeEntry, dir 
 	}
 }
 
-func sortedKeys(m map[string]string) []string {
+// summaryKeys returns the keys of m in the summary file's order.
+func summaryKeys(m map[string]string) []string {
 	order := []string{"gen", "ts", "build", "sha256_all", "merkle_prev", "merkle_this", "layout",
 		"wtxt_bytes", "wtxt_sha256", "wtxtdelta_bytes", "wtxtdelta_sha256", "wsum_bytes", "wsum_sha256", "wseal_bytes", "wseal_sha256"}
 	var out []string
