@@ -135,7 +135,7 @@ func TestVerifyExitCodes(t *testing.T) {
 
 func TestInspect(t *testing.T) {
 	out := mustRun(t, "inspect", filepath.Join(vectors, "v2-ext-signed.wtxt"))
-	for _, w := range []string{"model.embed.weight", "bf16", "(40x16)", "keyid:", "7dd3e4f0bb8cf9eb", "merkle_this:"} {
+	for _, w := range []string{"model.embed.weight", "bf16", "(40×16)", "keyid:", "7dd3e4f0bb8cf9eb", "merkle_this:"} {
 		if !strings.Contains(out, w) {
 			t.Fatalf("inspect lacks %q:\n%s", w, out)
 		}

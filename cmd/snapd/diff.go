@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -134,45 +133,21 @@ func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 	return nil
 }
 
-func fmtRows(rs []snapshot.RowRange) string {
-	var parts []string
-	for i, r := range rs {
-		if i == 8 {
-			parts = append(parts, fmt.Sprintf("… (%d ranges)", len(rs)))
-			break
-		}
-		if r.End == r.Start+1 {
-			parts = append(parts, fmt.Sprint(r.Start))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", r.Start, r.End-1))
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-func fmtShape(s []int64) string {
-	p := make([]string, len(s))
-	for i, d := range s {
-		p[i] = fmt.Sprint(d)
-	}
-	return "(" + strings.Join(p, "x") + ")"
-}
-
 func describe(d snapshot.ArrayDiff) string {
 	switch d.Change {
 	case snapshot.Added:
-		return fmt.Sprintf("added %s%s", d.DType, fmtShape(d.Shape))
+		return fmt.Sprintf("added %s%s", d.DType, snapshot.FormatShape(d.Shape))
 	case snapshot.Removed:
-		return fmt.Sprintf("removed %s%s", d.DType, fmtShape(d.Shape))
+		return fmt.Sprintf("removed %s%s", d.DType, snapshot.FormatShape(d.Shape))
 	case snapshot.Reshaped:
-		return fmt.Sprintf("reshaped %s -> %s", fmtShape(d.OldShape), fmtShape(d.Shape))
+		return fmt.Sprintf("reshaped %s -> %s", snapshot.FormatShape(d.OldShape), snapshot.FormatShape(d.Shape))
 	case snapshot.Retyped:
 		return fmt.Sprintf("retyped %s -> %s", d.OldDType, d.DType)
 	case snapshot.Unchanged:
 		return "unchanged"
 	}
-	s := fmt.Sprintf("%d of %d elements in rows %s (chunks %s)", d.ChangedElements, d.Elements, fmtRows(d.ChangedRows), fmtChunks(d.Chunks))
-	if isFloat(d.DType) {
+	s := fmt.Sprintf("%d of %d elements in rows %s (chunks %s)", d.ChangedElements, d.Elements, snapshot.FormatRows(d.ChangedRows, 8), snapshot.FormatInts(d.Chunks, 12))
+	if snapshot.IsFloatDType(d.DType) {
 		st := snapshot.FormatStat
 		s += fmt.Sprintf("; max|Δ| %s mean|Δ| %s relL2 %s", st(d.MaxAbsDelta), st(d.MeanAbsDelta), st(d.RelL2))
 		if d.NonFiniteChanged > 0 {
@@ -189,20 +164,6 @@ func describe(d snapshot.ArrayDiff) string {
 		s += fmt.Sprintf("; max|Δ| %.0f", d.MaxAbsDelta)
 	}
 	return s
-}
-
-func isFloat(dt string) bool { return dt == "f64" || dt == "f32" || dt == "f16" || dt == "bf16" }
-
-func fmtChunks(c []int64) string {
-	p := make([]string, 0, len(c))
-	for i, x := range c {
-		if i == 12 {
-			p = append(p, fmt.Sprintf("… %d in all", len(c)))
-			break
-		}
-		p = append(p, fmt.Sprint(x))
-	}
-	return strings.Join(p, ",")
 }
 
 func writeDiffText(w io.Writer, ds []snapshot.ArrayDiff) {
@@ -230,7 +191,7 @@ func writeDiffMarkdown(w io.Writer, ds []snapshot.ArrayDiff) {
 			}
 			return snapshot.FormatStat(f)
 		}
-		fl := isFloat(d.DType)
+		fl := snapshot.IsFloatDType(d.DType)
 		nan := ""
 		if fl && d.Change == snapshot.Modified {
 			nan = fmt.Sprintf("%d/%d", d.NewNaN, d.NewInf)
@@ -243,7 +204,7 @@ func writeDiffMarkdown(w io.Writer, ds []snapshot.ArrayDiff) {
 			elems = fmt.Sprintf("%d / %d", d.ChangedElements, d.Elements)
 		}
 		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			d.Name, d.Change, d.DType, fmtShape(d.Shape), elems, fmtRows(d.ChangedRows), fmtChunks(d.Chunks),
+			d.Name, d.Change, d.DType, snapshot.FormatShape(d.Shape), elems, snapshot.FormatRows(d.ChangedRows, 8), snapshot.FormatInts(d.Chunks, 12),
 			num(d.MaxAbsDelta, true), num(d.MeanAbsDelta, true), num(d.RelL2, fl), nan)
 	}
 }

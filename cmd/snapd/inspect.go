@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 type inspectOptions struct {
@@ -158,7 +159,7 @@ func printInspect(w io.Writer, out *inspectJSON, asJSON bool) error {
 	var total int64
 	for _, a := range out.Arrays {
 		total += a.Bytes
-		shape := fmtShape(a.Shape)
+		shape := snapshot.FormatShape(a.Shape)
 		if out.Format == "wtxt" {
 			auth := "no (" + a.HMAC + ")"
 			if a.HMAC == wtxt.HMACVerified {

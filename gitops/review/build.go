@@ -459,7 +459,7 @@ func thresholdProblems(ds []snapshot.ArrayDiff, t Thresholds) []string {
 		// The limits judge the finite pairs (non-finite changes are the
 		// NaN/Inf rule's); integers have no non-finite values.
 		rel, maxAbs := d.RelL2, d.MaxAbsDelta
-		if isFloat(d.DType) {
+		if snapshot.IsFloatDType(d.DType) {
 			rel, maxAbs = d.FiniteRelL2, d.FiniteMaxAbsDelta
 		}
 		if t.MaxRelL2 > 0 && rel > t.MaxRelL2 {

@@ -46,45 +46,6 @@ func nonFiniteNote(d *snapshot.ArrayDiff) string {
 		d.FiniteChanged, num(d.FiniteMaxAbsDelta), num(d.FiniteMeanAbsDelta), num(d.FiniteRelL2))
 }
 
-func isFloat(dt string) bool { return dt == "f64" || dt == "f32" || dt == "f16" || dt == "bf16" }
-
-func fmtShape(s []int64) string {
-	p := make([]string, len(s))
-	for i, d := range s {
-		p[i] = fmt.Sprint(d)
-	}
-	return "(" + strings.Join(p, "×") + ")"
-}
-
-// fmtRows prints row ranges inclusively ("3-7,12"), at most limit ranges.
-func fmtRows(rs []snapshot.RowRange, limit int) string {
-	var parts []string
-	for i, r := range rs {
-		if limit > 0 && i == limit {
-			parts = append(parts, fmt.Sprintf("… (%d ranges)", len(rs)))
-			break
-		}
-		if r.End == r.Start+1 {
-			parts = append(parts, fmt.Sprint(r.Start))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", r.Start, r.End-1))
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-func fmtInts(c []int64, limit int) string {
-	p := make([]string, 0, len(c))
-	for i, x := range c {
-		if limit > 0 && i == limit {
-			p = append(p, fmt.Sprintf("… %d in all", len(c)))
-			break
-		}
-		p = append(p, fmt.Sprint(x))
-	}
-	return strings.Join(p, ",")
-}
-
 // chunkSummary is the one-line description of a changed chunk used in
 // comments and in the body's list of unanchored changes.
 func chunkSummary(c ChunkChange, d *snapshot.ArrayDiff) string {
@@ -93,9 +54,9 @@ func chunkSummary(c ChunkChange, d *snapshot.ArrayDiff) string {
 		case d == nil:
 			return fmt.Sprintf("array `%s` %s", c.Array, c.Change)
 		case c.Change == snapshot.Added:
-			return fmt.Sprintf("array `%s` added: %s%s, %d elements", c.Array, d.DType, fmtShape(d.Shape), d.Elements)
+			return fmt.Sprintf("array `%s` added: %s%s, %d elements", c.Array, d.DType, snapshot.FormatShape(d.Shape), d.Elements)
 		case c.Change == snapshot.Reshaped:
-			return fmt.Sprintf("array `%s` reshaped: %s → %s", c.Array, fmtShape(d.OldShape), fmtShape(d.Shape))
+			return fmt.Sprintf("array `%s` reshaped: %s → %s", c.Array, snapshot.FormatShape(d.OldShape), snapshot.FormatShape(d.Shape))
 		case c.Change == snapshot.Retyped:
 			return fmt.Sprintf("array `%s` retyped: %s → %s", c.Array, d.OldDType, d.DType)
 		}
@@ -112,8 +73,8 @@ func chunkSummary(c ChunkChange, d *snapshot.ArrayDiff) string {
 		}
 		return s + ": bytes changed (no element statistics: a side does not decode)"
 	}
-	s += fmt.Sprintf(": rows %s changed, %d of %d elements", fmtRows(st.ChangedRows, 16), st.ChangedElements, st.Elements)
-	if isFloat(st.DType) {
+	s += fmt.Sprintf(": rows %s changed, %d of %d elements", snapshot.FormatRows(st.ChangedRows, 16), st.ChangedElements, st.Elements)
+	if snapshot.IsFloatDType(st.DType) {
 		s += fmt.Sprintf("; max |Δ| %s, mean |Δ| %s, rel L2 %s", num(st.MaxAbsDelta), num(st.MeanAbsDelta), num(st.RelL2))
 		s += nonFiniteNote(st)
 	} else {
@@ -330,7 +291,7 @@ func renderFolded(b *strings.Builder, f *FileResult, level int) {
 }
 
 func tableRow(d snapshot.ArrayDiff, chunks []int64) string {
-	fl := isFloat(d.DType)
+	fl := snapshot.IsFloatDType(d.DType)
 	mod := d.Change == snapshot.Modified
 	cell := func(s string, ok bool) string {
 		if !ok {
@@ -338,15 +299,15 @@ func tableRow(d snapshot.ArrayDiff, chunks []int64) string {
 		}
 		return s
 	}
-	shape := fmtShape(d.Shape)
+	shape := snapshot.FormatShape(d.Shape)
 	dtype := d.DType
 	switch d.Change {
 	case snapshot.Reshaped:
-		shape = fmtShape(d.OldShape) + " → " + shape
+		shape = snapshot.FormatShape(d.OldShape) + " → " + shape
 	case snapshot.Retyped:
 		dtype = d.OldDType + " → " + dtype
 		if d.OldShape != nil {
-			shape = fmtShape(d.OldShape) + " → " + shape
+			shape = snapshot.FormatShape(d.OldShape) + " → " + shape
 		}
 	}
 	elems := ""
@@ -376,7 +337,7 @@ func tableRow(d snapshot.ArrayDiff, chunks []int64) string {
 		}
 	}
 	return fmt.Sprintf("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-		d.Name, d.Change, dtype, shape, elems, cell(fmtRows(d.ChangedRows, 8), mod), cell(fmtInts(chunks, 12), mod),
+		d.Name, d.Change, dtype, shape, elems, cell(snapshot.FormatRows(d.ChangedRows, 8), mod), cell(snapshot.FormatInts(chunks, 12), mod),
 		maxd, cell(meanStr, mod), cell(num(d.RelL2), mod && fl), nan)
 }
 
@@ -385,8 +346,8 @@ func compactLine(d snapshot.ArrayDiff, chunks []int64) string {
 	if d.Change != snapshot.Modified {
 		return s
 	}
-	s += fmt.Sprintf(" %d/%d elems, rows %s, chunks %s, max|Δ| %s", d.ChangedElements, d.Elements, fmtRows(d.ChangedRows, 3), fmtInts(chunks, 4), num(d.MaxAbsDelta))
-	if isFloat(d.DType) {
+	s += fmt.Sprintf(" %d/%d elems, rows %s, chunks %s, max|Δ| %s", d.ChangedElements, d.Elements, snapshot.FormatRows(d.ChangedRows, 3), snapshot.FormatInts(chunks, 4), num(d.MaxAbsDelta))
+	if snapshot.IsFloatDType(d.DType) {
 		s += fmt.Sprintf(", relL2 %s, new NaN/Inf %d/%d", num(d.RelL2), d.NewNaN, d.NewInf)
 	}
 	return s
