@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/internal/gittest"
 	"github.com/snapd-ml/snapd/pipeline"
 )
 
@@ -22,32 +22,7 @@ import (
 // the daemon stops cleanly (SIGTERM-like cancel) while git waits on the
 // silent server.
 func TestRunGitStalledRemote(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go io.Copy(io.Discard, c)
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
+	remote, _ := gittest.SilentRemote(t)
 	ml, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +32,8 @@ func TestRunGitStalledRemote(t *testing.T) {
 
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: http://%s/r.git\n%s  push_stall: 300ms\n  push_max_timeouts: 2\nmetrics: {addr: %q}\n",
-		l.Addr(), fastGit, metrics))
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%s  push_stall: 300ms\n  push_max_timeouts: 2\nmetrics: {addr: %q}\n",
+		remote, fastGit, metrics))
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestTiny(t, state, 1)
 	waitFor(t, "needs-attention after repeated stalls", 60*time.Second, func() (bool, string) {

@@ -3,9 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -37,44 +35,6 @@ func (c *virtClock) After(d time.Duration) <-chan time.Time {
 	return time.After(time.Millisecond)
 }
 
-// silentRemote is a TCP server on 127.0.0.1 that accepts connections and
-// never answers; accepted receives each connection.
-func silentRemote(t *testing.T) (url string, accepted chan struct{}) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted = make(chan struct{}, 64)
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			select {
-			case accepted <- struct{}{}:
-			default:
-			}
-			go io.Copy(io.Discard, c)
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	return "http://" + l.Addr().String() + "/r.git", accepted
-}
-
 // oneGeneration commits one small generation and returns its job.
 func oneGeneration(t *testing.T) (repoDir string, j Job) {
 	t.Helper()
@@ -96,7 +56,7 @@ func oneGeneration(t *testing.T) (repoDir string, j Job) {
 // with a logged reason); after MaxTimeouts consecutive timeouts the queue
 // stops as needs-attention, and Status says so.
 func TestStalledPushRetriesThenNeedsAttention(t *testing.T) {
-	url, _ := silentRemote(t)
+	url, _ := gittest.SilentRemote(t)
 	repoDir, job := oneGeneration(t)
 	pr, err := gitops.NewPusher(repoDir, gitops.Remote{URL: url, Stall: 200 * time.Millisecond, Timeout: time.Hour})
 	if err != nil {
@@ -164,7 +124,7 @@ func TestStalledPushRetriesThenNeedsAttention(t *testing.T) {
 // while git waits on a silent remote with long timeouts returns at once
 // and leaves the job queued for the next start.
 func TestShutdownDuringStalledPush(t *testing.T) {
-	url, accepted := silentRemote(t)
+	url, accepted := gittest.SilentRemote(t)
 	repoDir, job := oneGeneration(t)
 	pr, err := gitops.NewPusher(repoDir, gitops.Remote{URL: url, Stall: time.Hour, Timeout: time.Hour})
 	if err != nil {
