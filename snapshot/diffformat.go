@@ -10,7 +10,10 @@ import (
 
 // IsFloatDType reports whether dt (a DType's name) is a floating-point type,
 // the ones whose changes get max/mean |Δ| and relative L2 statistics.
-func IsFloatDType(dt string) bool { return dt == "f64" || dt == "f32" || dt == "f16" || dt == "bf16" }
+func IsFloatDType(dt string) bool {
+	d, err := ParseDType(dt)
+	return err == nil && d.IsFloat()
+}
 
 // FormatShape prints a shape as "(4096×64)"; "()" for a scalar.
 func FormatShape(s []int64) string {

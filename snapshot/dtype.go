@@ -1,6 +1,9 @@
 package snapshot
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // DType is an element type. Its String form is the WTXT spelling (f64, bf16, ...).
 type DType uint8
@@ -71,4 +74,39 @@ func AllDTypes() []DType {
 		out = append(out, DType(i))
 	}
 	return out
+}
+
+// AnyNonFinite reports whether the little-endian elements of type d in b
+// hold a NaN or ±Inf: an exponent field of all ones, tested on the bits
+// without converting. It is false for non-float types and ignores a
+// trailing partial element. A scan this cheap lets callers skip the
+// comparison with a base when nothing non-finite is there (the usual case).
+func AnyNonFinite(d DType, b []byte) bool {
+	switch d {
+	case F64:
+		for i := 0; i+8 <= len(b); i += 8 {
+			if binary.LittleEndian.Uint64(b[i:])>>52&0x7ff == 0x7ff {
+				return true
+			}
+		}
+	case F32:
+		for i := 0; i+4 <= len(b); i += 4 {
+			if binary.LittleEndian.Uint32(b[i:])>>23&0xff == 0xff {
+				return true
+			}
+		}
+	case F16:
+		for i := 0; i+2 <= len(b); i += 2 {
+			if binary.LittleEndian.Uint16(b[i:])>>10&0x1f == 0x1f {
+				return true
+			}
+		}
+	case BF16:
+		for i := 0; i+2 <= len(b); i += 2 {
+			if binary.LittleEndian.Uint16(b[i:])>>7&0xff == 0xff {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -96,13 +96,18 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxByte
 				if bc.SHA256 == c.SHA256 || !budget(c.Len) {
 					continue
 				}
-				old, err := chunkData(bb, b, bc)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", basePath, err)
-				}
 				cur, err := chunkData(hb, h, c)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", headPath, err)
+				}
+				if !snapshot.AnyNonFinite(dt, cur) {
+					// Nothing non-finite now, so nothing new: the usual
+					// case costs one scan, no base decode and no diff.
+					continue
+				}
+				old, err := chunkData(bb, b, bc)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", basePath, err)
 				}
 				d, err := diffFlat(ctx, dt, h.RowSize, old, cur)
 				if err != nil {
@@ -172,6 +177,9 @@ func countNonFinite(ctx context.Context, file []byte, a *arrayEntry, dt snapshot
 		cur, err := chunkData(file, a, c)
 		if err != nil {
 			return 0, 0, err
+		}
+		if !snapshot.AnyNonFinite(dt, cur) {
+			continue
 		}
 		d, err := diffFlat(ctx, dt, a.RowSize, make([]byte, len(cur)), cur)
 		if err != nil {
