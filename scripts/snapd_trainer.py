@@ -25,8 +25,9 @@ request_snapshot writes the same line format as snapd's Go `wal` package
     snapreq/1 gen=<dec> ts=<unix ns> by=<requester> src=<percent-escaped path> crc=<crc32c hex>\\n
 
 with one os.write() on an O_APPEND file descriptor while holding a shared
-flock on the segment, after checking (fstat) that the segment is not sealed
-(write bit cleared by the consumer when it rotates). That is the whole
+flock on the segment, after checking (fstat + pread) that the segment is not
+sealed (its last line is the seal marker "snapseal/1", or its write bit was
+cleared by an older consumer). That is the whole
 protocol; it lets any number of processes append at once without torn or
 interleaved lines.
 
@@ -156,14 +157,41 @@ def _fsync_dir(path):
         os.close(fd)
 
 
+_SEAL_MARKER = b"snapseal/1\n"
+
+
+def _sealed(fd, st):
+    """The segment is sealed: write bit clear, unlinked, or ends with the marker line."""
+    if st.st_mode & 0o200 == 0 or st.st_nlink == 0:
+        return True
+    n = len(_SEAL_MARKER)
+    if st.st_size < n:
+        return False
+    if st.st_size == n:
+        return os.pread(fd, n, 0) == _SEAL_MARKER
+    return os.pread(fd, n + 1, st.st_size - n - 1) == b"\n" + _SEAL_MARKER
+
+
+def _segment_mode(wal_dir):
+    """0644, or 0664 in a group-writable (group-shared) WAL directory (wal/segment.go)."""
+    mode = 0o644
+    dm = os.stat(wal_dir).st_mode
+    if dm & 0o020:
+        mode |= 0o020
+    if dm & 0o001 == 0:
+        mode &= ~0o004
+    return mode
+
+
 def _create_segment(wal_dir, n):
     """Create segment n exclusively; False if it already exists."""
+    mode = _segment_mode(wal_dir)
     try:
-        fd = os.open(os.path.join(wal_dir, "%08d.wal" % n), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(os.path.join(wal_dir, "%08d.wal" % n), os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     except FileExistsError:
         return False
     try:
-        os.fchmod(fd, 0o644)  # the write bit means "open"; undo a strict umask
+        os.fchmod(fd, mode)  # the write bit means "open"; undo a strict umask
     finally:
         os.close(fd)
     _fsync_dir(wal_dir)
@@ -183,7 +211,7 @@ class RequestLog:
         _check_requester(self.requester)
         self._fd = -1
         self._escaped = {}
-        os.makedirs(self.wal_dir, exist_ok=True)
+        os.makedirs(self.wal_dir, mode=0o775, exist_ok=True)  # less the umask, as wal/writer.go
         self._open()
 
     def _open(self):
@@ -197,7 +225,8 @@ class RequestLog:
             try:
                 # Never block (a FIFO) nor follow a link (e.g. to /dev/zero):
                 # a segment is always a regular file snapd created.
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOFOLLOW)
+                # Read access too: the seal check reads the last line.
+                fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NONBLOCK | os.O_NOFOLLOW)
             except FileNotFoundError:
                 continue
             except OSError as e:
@@ -209,7 +238,7 @@ class RequestLog:
                 os.close(fd)
                 raise OSError(errno.EINVAL, "snapd: WAL segment is not a regular file", path)
             os.set_blocking(fd, True)
-            if st.st_mode & 0o200 == 0 or st.st_nlink == 0:  # sealed: start the next one
+            if _sealed(fd, st):  # sealed: start the next one
                 os.close(fd)
                 _create_segment(self.wal_dir, last + 1)
                 continue
@@ -243,8 +272,7 @@ class RequestLog:
             fd = self._fd
             fcntl.flock(fd, fcntl.LOCK_SH)
             try:
-                st = os.fstat(fd)
-                if st.st_mode & 0o200 and st.st_nlink:
+                if not _sealed(fd, os.fstat(fd)):
                     n = os.write(fd, line)
                     if n != len(line):
                         raise OSError(errno.EIO, "snapd: short write %d of %d bytes" % (n, len(line)))
@@ -358,7 +386,7 @@ def publish_generation_dir(gens_dir, gen, fill, suffix=""):
         raise FileExistsError(errno.EEXIST, "snapd: generation %d already published" % int(gen), published())
     final = os.path.join(gens_dir, name)
     tmp = os.path.join(gens_dir, ".tmp-%s-%d-%s" % (name, os.getpid(), os.urandom(4).hex()))
-    os.mkdir(tmp, 0o755)
+    os.mkdir(tmp, 0o775)  # less the umask: group-writable in the group-shared mode
     try:
         fill(tmp)
         for root, dirs, files in os.walk(tmp):

@@ -67,7 +67,7 @@ func OpenConsumer(dir string, opts ConsumerOptions) (*Consumer, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	lock, err := safeopen.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_CREATE, 0o644, safeopen.NoFollow)
@@ -253,7 +253,14 @@ func (c *Consumer) advance(p Pos) error {
 	if err != nil {
 		return fmt.Errorf("wal: stat active segment: %w", err)
 	}
-	if st.Size() >= c.opts.SegmentSize && st.Mode().Perm()&0o200 != 0 {
+	if st.Size() < c.opts.SegmentSize {
+		return nil
+	}
+	sealed, err := segmentSealed(c.dir, top)
+	if err != nil {
+		return fmt.Errorf("wal: stat active segment: %w", err)
+	}
+	if !sealed {
 		if err := rotate(c.dir, top); err != nil {
 			return err
 		}

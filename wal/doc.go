@@ -7,8 +7,8 @@
 //
 //	STATE_DIR/                 --state-dir, default ./.snapd
 //	  wal/                     the WAL directory (this package)
-//	    00000001.wal           segment 1 (sealed: mode 0444)
-//	    00000002.wal           segment 2, the active one (mode 0644)
+//	    00000001.wal           segment 1 (sealed: ends with the seal marker)
+//	    00000002.wal           segment 2, the active one (mode 0644; 0664/0660 group-shared)
 //	    cursor                 consumer position, replaced atomically
 //	    outcomes.log           done/failed per generation, append + fsync
 //	    consumer.lock          flock held by the running consumer
@@ -52,33 +52,56 @@
 // # Segments and appends
 //
 // Segments are named %08d.wal (more digits past 99999999), numbered from 1.
-// The active segment is the highest-numbered one; its owner-write bit is
-// set. Appenders (Go Writer, scripts/snapd_trainer.py, any number of
-// processes) do, per request:
+// The active segment is the highest-numbered one that is not sealed. A
+// segment is sealed when its last line is the seal marker
 //
-//	flock(fd, LOCK_SH); fstat(fd): write bit clear (sealed) or nlink 0
-//	(removed by hand)? → unlock,
-//	reopen the highest segment (creating highest+1 with O_EXCL if that one
-//	is sealed too) and retry; else write(fd, line) — one write(2) on an
-//	O_APPEND descriptor — then flock(fd, LOCK_UN).
+//	snapseal/1\n
+//
+// or when its owner-write bit is clear (the only seal before the marker;
+// still written by a consumer that owns the segment, and honoured by
+// everyone, so WALs and appenders of either kind work together).
+// Appenders (Go Writer, scripts/snapd_trainer.py, any number of
+// processes) open the segment read-write with O_APPEND and do, per
+// request:
+//
+//	flock(fd, LOCK_SH); fstat(fd): write bit clear or nlink 0 (removed by
+//	hand)? pread its last len(marker)+1 bytes: "\n" + marker (or exactly
+//	the marker)? → sealed: unlock, reopen the highest segment (creating
+//	highest+1 with O_EXCL if that one is sealed too) and retry; else
+//	write(fd, line) — one write(2) on an O_APPEND descriptor — then
+//	flock(fd, LOCK_UN).
 //
 // The kernel does not interleave single O_APPEND writes to a local file,
 // so lines never mix; the shared lock only orders appends against sealing
-// and repair, never against each other. A missing directory or segment is
-// created (segment 1 with O_CREAT|O_EXCL, fchmod 0644, fsync of the
-// directory). Appends are not fsynced: a request survives the appender's
-// crash, not the machine's. NFS and other file systems without atomic
-// O_APPEND or flock are not supported. Trainer and daemon must run as the
-// same user (sealing is a chmod).
+// and repair, never against each other. A missing directory is created
+// with mode 0775 less the umask, a missing segment with O_CREAT|O_EXCL
+// and fchmod 0644 (0664 when the directory is group-writable, without the
+// others' bit when others cannot enter it), then the directory is fsynced.
+// Appends are not fsynced: a request survives the appender's crash, not
+// the machine's. NFS and other file systems without atomic O_APPEND or
+// flock are not supported.
 //
 // Rotation (by the consumer, when a completion finds the active segment at
 // least SegmentSize bytes): create segment N+1 (durably), then seal N:
-// flock(LOCK_EX) — which waits for appends in flight — chmod 0444, fsync,
+// flock(LOCK_EX) — which waits for appends in flight — append the marker
+// (after a "\n" if a torn tail lacks one, which makes it a corrupt line
+// that readers report), fsync, chmod a-w if the consumer owns the file,
 // unlock. Every append to N has either finished before the seal or sees
-// the seal and goes to N+1. Readers move past N only once it is sealed
-// and read to its end; the consumer deletes segments below its cursor.
-// A consumer's reader also seals an open segment that is not the highest
-// (a rotation interrupted between its two steps).
+// the seal and goes to N+1. Readers skip the marker, move past N only once
+// it is sealed and read to its end; the consumer deletes segments below
+// its cursor. A consumer's reader also seals an open segment that is not
+// the highest (a rotation interrupted between its two steps).
+//
+// # Group-shared mode (trainer and daemon as different users)
+//
+// Sealing needs only write access, never ownership, so the trainer and the
+// daemon may be different users of one group: make the state directory
+// group-owned, group-writable and setgid (chmod 2770, so that everything
+// created in it gets the group), and run both with umask 0007 (or 0002).
+// Directories are then created 0770 (setgid inherited), segments 0660;
+// either user creates segments, the daemon seals the trainer's segments
+// by the marker and deletes them (write access to the directory).
+// TestGroupSharedUsers runs this with two real users.
 //
 // # Reading, corruption and repair
 //

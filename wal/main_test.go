@@ -59,6 +59,12 @@ func childAppend() int {
 			return 1
 		}
 	}
+	if os.Getenv("WAL_TEST_STOP") != "" { // then the request that stops childConsume
+		if err := w.Append(Request{Gen: stopGen, Time: time.Now(), Requester: fmt.Sprintf("p%d", id), Source: "/gens/stop"}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	if err := w.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

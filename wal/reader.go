@@ -203,8 +203,8 @@ func (r *Reader) Next() bool {
 // line handles one complete line; it reports whether it yielded a record.
 func (r *Reader) line(line []byte) bool {
 	start := r.pos
-	if len(line) == 1 {
-		r.consume(1) // empty line (sealing newline): ignore
+	if len(line) == 1 || string(line) == SealMarker {
+		r.consume(len(line)) // empty line or seal marker: ignore
 		return false
 	}
 	req, err := ParseLine(line)

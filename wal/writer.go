@@ -21,8 +21,9 @@ const maxOpenAttempts = 1000
 // same directory at once. A Writer is safe for concurrent use.
 //
 // Each Append takes a shared flock on the active segment, checks that the
-// segment is not sealed (fstat), writes the line with one write(2) on an
-// O_APPEND descriptor and unlocks: four system calls, no fsync. Requests
+// segment is not sealed (fstat, and a pread of its last line for the seal
+// marker), writes the line with one write(2) on an
+// O_APPEND descriptor and unlocks: five system calls, no fsync. Requests
 // are therefore durable against a crash of the process but not against a
 // crash of the machine; a request lost that way was never acknowledged by
 // a snapshot, and a torn line it leaves is detected and skipped.
@@ -39,7 +40,7 @@ type Writer struct {
 // OpenWriter prepares appends to the WAL directory dir, creating it (and
 // the first segment) if needed.
 func OpenWriter(dir string) (*Writer, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	w := &Writer{dir: dir, buf: make([]byte, 0, 512)}
@@ -127,7 +128,8 @@ func (w *Writer) open() error {
 			continue
 		}
 		last := segs[len(segs)-1]
-		f, err := safeopen.OpenFile(segPath(w.dir, last), os.O_WRONLY|os.O_APPEND, 0, safeopen.NoFollow)
+		// Read access too: the seal check reads the segment's last line.
+		f, err := safeopen.OpenFile(segPath(w.dir, last), os.O_RDWR|os.O_APPEND, 0, safeopen.NoFollow)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
