@@ -122,7 +122,7 @@ type GenStore struct {
 // OpenGenStore opens (creating it if needed) the generations directory.
 func OpenGenStore(dir string) (*GenStore, error) {
 	for _, d := range []string{dir, filepath.Join(dir, pinsDir), filepath.Join(dir, abandonedDir)} {
-		if err := os.MkdirAll(d, 0o775); err != nil {
+		if err := os.MkdirAll(d, 0o775); err != nil { // less the umask: 2770 in the group-shared mode (wal/doc.go)
 			return nil, fmt.Errorf("snapshot: generation store: %w", err)
 		}
 	}
