@@ -24,6 +24,8 @@ command -v promtool >/dev/null   || need+=(prometheus)     # pipeline metrics li
 # The CNCF distribution registry and htpasswd for store/oci (issue 15).
 command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v htpasswd >/dev/null        || need+=(apache2-utils)
+# rsvg-convert rasterizes the diff pictures (snapshot/diffsvg) in a test.
+command -v rsvg-convert >/dev/null    || need+=(librsvg2-bin)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing missing tools: ${need[*]}" >&2
   SUDO=""

@@ -1,0 +1,462 @@
+package diffsvg
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// Scale selects the metric a bin's colour shows.
+type Scale int
+
+const (
+	// ScaleAbs colours by max |Δ| over the bin's changed elements.
+	ScaleAbs Scale = iota
+	// ScaleRel colours by max |Δ| / max |old| over the same elements.
+	ScaleRel
+)
+
+func (s Scale) String() string {
+	if s == ScaleRel {
+		return "relative change (max |Δ| / max |old|)"
+	}
+	return "max |Δ|"
+}
+
+// Defaults and bounds of Options.
+const (
+	DefaultWidth = 720
+	MinWidth     = 16
+	MaxWidth     = 4096
+	// DefaultMaxStrips bounds the arrays drawn (and the SVG's size).
+	DefaultMaxStrips = 512
+	// MaxNameRunes is the longest name printed whole.
+	MaxNameRunes = 160
+	// pieceBytes bounds one read of each side.
+	pieceBytes = 1 << 20
+)
+
+// Options tune Compute.
+type Options struct {
+	// Width is the strip width in pixels (bins per strip at most):
+	// 0 = DefaultWidth, else within [MinWidth, MaxWidth].
+	Width int
+	Scale Scale
+	// Title is printed at the top (e.g. "gen 000041 → 000042").
+	Title string
+	// Candidates, when set, returns the row ranges of an array present on
+	// both sides (same dtype and shape) that may have changed; only those
+	// rows are read. ok=false means every row. Nil: every row of every
+	// such array is compared.
+	Candidates func(name string) (rows []snapshot.RowRange, ok bool)
+	// MaxStrips bounds the arrays drawn; 0 = DefaultMaxStrips.
+	MaxStrips int
+}
+
+// ErrOptions reports an Options field out of range.
+var ErrOptions = errors.New("diffsvg: options")
+
+// Bin is one coloured cell of a strip: the rows [Row0, Row1) of the array.
+type Bin struct {
+	Index      int     // 0 <= Index < Strip.Bins
+	Row0, Row1 int64   // rows of the bin
+	Changed    int64   // rows of the bin that changed
+	MaxAbs     float64 // max |Δ| over finite changed pairs
+	MaxOld     float64 // max |old| over the same elements
+	NonFinite  bool    // a change to, from or between NaN/±Inf
+}
+
+// Metric is the bin's value on scale s (+Inf for a relative change
+// from zero).
+func (b *Bin) Metric(s Scale) float64 {
+	if s == ScaleRel {
+		if b.MaxOld == 0 {
+			if b.MaxAbs == 0 {
+				return 0
+			}
+			return math.Inf(1)
+		}
+		return b.MaxAbs / b.MaxOld
+	}
+	return b.MaxAbs
+}
+
+// Strip is the picture of one array.
+type Strip struct {
+	Name     string
+	Change   snapshot.ArrayChange
+	DType    string
+	OldDType string
+	Shape    []int64
+	OldShape []int64
+	Rows     int64 // rows along the first dimension (0: nothing to draw)
+	Bins     int   // bins across the strip: min(Rows, Width)
+	// ChangedRows counts the rows that changed.
+	ChangedRows int64
+	// Changed lists the bins with a changed row, ascending by Index.
+	Changed []Bin
+}
+
+// Picture is what Compute found; WriteSVG and WriteHTML draw it.
+type Picture struct {
+	Title  string
+	Scale  Scale
+	Width  int
+	Strips []Strip
+	// Arrays is the number of arrays on either side; Omitted how many of
+	// them are not drawn (MaxStrips), OmittedChanged how many of those
+	// changed.
+	Arrays, Omitted, OmittedChanged int
+}
+
+// Compute compares old and new array by array and bins the changed rows.
+// Arrays present on one side only, or with another dtype or shape, get a
+// strip of their own colour and are not read.
+func Compute(ctx context.Context, old, new *snapshot.Snapshot, opts Options) (*Picture, error) {
+	if opts.Width == 0 {
+		opts.Width = DefaultWidth
+	}
+	if opts.Width < MinWidth || opts.Width > MaxWidth {
+		return nil, fmt.Errorf("%w: width %d not in [%d, %d]", ErrOptions, opts.Width, MinWidth, MaxWidth)
+	}
+	if opts.MaxStrips == 0 {
+		opts.MaxStrips = DefaultMaxStrips
+	}
+	if opts.MaxStrips < 1 {
+		return nil, fmt.Errorf("%w: max strips %d < 1", ErrOptions, opts.MaxStrips)
+	}
+	if opts.Scale != ScaleAbs && opts.Scale != ScaleRel {
+		return nil, fmt.Errorf("%w: unknown scale %d", ErrOptions, opts.Scale)
+	}
+	byName := func(s *snapshot.Snapshot) map[string]*snapshot.Array {
+		m := map[string]*snapshot.Array{}
+		if s != nil {
+			for _, a := range s.Arrays {
+				m[a.Name] = a
+			}
+		}
+		return m
+	}
+	om, nm := byName(old), byName(new)
+	var names []string
+	for n := range om {
+		names = append(names, n)
+	}
+	for n := range nm {
+		if om[n] == nil {
+			names = append(names, n)
+		}
+	}
+	slices.SortFunc(names, naturalCompare)
+	p := &Picture{Title: opts.Title, Scale: opts.Scale, Width: opts.Width, Arrays: len(names)}
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s, err := strip(ctx, om[name], nm[name], opts)
+		if err != nil {
+			return nil, err
+		}
+		p.Strips = append(p.Strips, s)
+	}
+	p.limit(opts.MaxStrips)
+	return p, nil
+}
+
+// limit keeps at most n strips: unchanged ones go first, then the changed
+// ones past n (their count is kept in OmittedChanged).
+func (p *Picture) limit(n int) {
+	if len(p.Strips) <= n {
+		return
+	}
+	kept := p.Strips[:0:0]
+	for _, s := range p.Strips {
+		if s.Change != snapshot.Unchanged {
+			kept = append(kept, s)
+		}
+	}
+	p.Omitted = len(p.Strips) - len(kept)
+	if len(kept) > n {
+		p.OmittedChanged = len(kept) - n
+		p.Omitted += p.OmittedChanged
+		kept = kept[:n]
+	}
+	p.Strips = kept
+}
+
+func strip(ctx context.Context, a, b *snapshot.Array, opts Options) (Strip, error) {
+	switch {
+	case a == nil:
+		return Strip{Name: b.Name, Change: snapshot.Added, DType: b.DType.String(), Shape: b.Shape}, nil
+	case b == nil:
+		return Strip{Name: a.Name, Change: snapshot.Removed, DType: a.DType.String(), Shape: a.Shape}, nil
+	}
+	s := Strip{Name: b.Name, DType: b.DType.String(), Shape: b.Shape}
+	if a.DType != b.DType {
+		s.Change, s.OldDType, s.OldShape = snapshot.Retyped, a.DType.String(), a.Shape
+		return s, nil
+	}
+	if !slices.Equal(a.Shape, b.Shape) {
+		s.Change, s.OldShape = snapshot.Reshaped, a.Shape
+		return s, nil
+	}
+	s.Change = snapshot.Unchanged
+	rowSize, rows := snapshot.RowGeometry(b)
+	esz := int64(b.DType.Size())
+	if _, err := b.NumBytes(); err != nil || rowSize <= 0 || rows <= 0 || esz <= 0 || rowSize%esz != 0 {
+		return s, nil // nothing to compare (zero rows, zero-size rows) or a shape that overflows
+	}
+	s.Rows = rows
+	s.Bins = int(min(rows, int64(opts.Width)))
+	ranges := []snapshot.RowRange{{Start: 0, End: rows}}
+	if opts.Candidates != nil {
+		if c, ok := opts.Candidates(b.Name); ok {
+			ranges = clampRanges(c, rows)
+		}
+	}
+	w := binWalker{s: &s, rowSize: rowSize, rows: rows, dt: b.DType, esz: esz, lastRow: -1}
+	bufA := make([]byte, min(pieceBytes, rowSize*min(rows, max(1, pieceBytes/rowSize))))
+	bufA = bufA[:len(bufA)-len(bufA)%int(esz)]
+	if len(bufA) == 0 {
+		bufA = make([]byte, esz)
+	}
+	bufB := make([]byte, len(bufA))
+	for _, r := range ranges {
+		// r.Start < r.End <= rows, and rows×rowSize fits an int64
+		// (NumBytes checked it).
+		for off, end := r.Start*rowSize, r.End*rowSize; off < end; {
+			if err := ctx.Err(); err != nil {
+				return s, err
+			}
+			n := min(int64(len(bufA)), end-off)
+			pa, pb := bufA[:n], bufB[:n]
+			if err := readAt(a.Data, pa, off); err != nil {
+				return s, fmt.Errorf("array %q (old): rows from %d: %w", a.Name, off/rowSize, err)
+			}
+			if err := readAt(b.Data, pb, off); err != nil {
+				return s, fmt.Errorf("array %q (new): rows from %d: %w", b.Name, off/rowSize, err)
+			}
+			if !bytes.Equal(pa, pb) {
+				w.piece(pa, pb, off)
+			}
+			off += n
+		}
+	}
+	w.flush()
+	if s.ChangedRows > 0 {
+		s.Change = snapshot.Modified
+	}
+	return s, nil
+}
+
+func readAt(src snapshot.Source, p []byte, off int64) error {
+	if src == nil {
+		return errors.New("no data")
+	}
+	return snapshot.ReadFullAt(src, p, off)
+}
+
+// clampRanges sorts and merges rs and clips them to [0, rows).
+func clampRanges(rs []snapshot.RowRange, rows int64) []snapshot.RowRange {
+	c := make([]snapshot.RowRange, 0, len(rs))
+	for _, r := range rs {
+		r.Start, r.End = max(r.Start, 0), min(r.End, rows)
+		if r.Start < r.End {
+			c = append(c, r)
+		}
+	}
+	slices.SortFunc(c, func(x, y snapshot.RowRange) int {
+		if x.Start != y.Start {
+			return cmpInt(x.Start, y.Start)
+		}
+		return cmpInt(x.End, y.End)
+	})
+	out := c[:0]
+	for _, r := range c {
+		if k := len(out); k > 0 && r.Start <= out[k-1].End {
+			out[k-1].End = max(out[k-1].End, r.End)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// binOf returns floor(row·bins/rows) without overflow (0 <= row < rows).
+func binOf(row, rows int64, bins int) int {
+	hi, lo := bits.Mul64(uint64(row), uint64(bins))
+	q, _ := bits.Div64(hi, lo, uint64(rows))
+	return int(q)
+}
+
+// binStart returns the first row of bin i: ceil(i·rows/bins).
+func binStart(i int, rows int64, bins int) int64 {
+	hi, lo := bits.Mul64(uint64(i), uint64(rows))
+	q, r := bits.Div64(hi, lo, uint64(bins))
+	if r != 0 {
+		q++
+	}
+	return int64(q)
+}
+
+// binWalker accumulates changed elements into the strip's bins; rows
+// arrive in ascending order.
+type binWalker struct {
+	s       *Strip
+	rowSize int64
+	rows    int64
+	dt      snapshot.DType
+	esz     int64
+	lastRow int64
+	cur     *Bin
+}
+
+func (w *binWalker) piece(a, b []byte, off int64) {
+	for i := int64(0); i < int64(len(a)); i += w.esz {
+		x, y := a[i:i+w.esz], b[i:i+w.esz]
+		if string(x) == string(y) {
+			continue
+		}
+		row := (off + i) / w.rowSize
+		if row != w.lastRow {
+			bin := binOf(row, w.rows, w.s.Bins)
+			if w.cur == nil || w.cur.Index != bin {
+				w.flush()
+				w.cur = &Bin{Index: bin, Row0: binStart(bin, w.rows, w.s.Bins), Row1: binStart(bin+1, w.rows, w.s.Bins)}
+			}
+			w.cur.Changed++
+			w.s.ChangedRows++
+			w.lastRow = row
+		}
+		xo, xn := value(w.dt, x), value(w.dt, y)
+		if math.IsNaN(xo) || math.IsNaN(xn) || math.IsInf(xo, 0) || math.IsInf(xn, 0) {
+			w.cur.NonFinite = true
+			continue
+		}
+		d := math.Abs(xn - xo)
+		if math.IsInf(d, 0) { // two huge finite values of opposite sign
+			w.cur.NonFinite = true
+			continue
+		}
+		w.cur.MaxAbs = max(w.cur.MaxAbs, d)
+		w.cur.MaxOld = max(w.cur.MaxOld, math.Abs(xo))
+	}
+}
+
+func (w *binWalker) flush() {
+	if w.cur != nil {
+		w.s.Changed = append(w.s.Changed, *w.cur)
+		w.cur = nil
+	}
+}
+
+// value decodes one little-endian element as a float64.
+func value(dt snapshot.DType, b []byte) float64 {
+	switch dt {
+	case snapshot.F64:
+		return math.Float64frombits(binary.LittleEndian.Uint64(b))
+	case snapshot.F32:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b)))
+	case snapshot.BF16:
+		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b)) << 16))
+	case snapshot.F16:
+		return f16(binary.LittleEndian.Uint16(b))
+	case snapshot.I64:
+		return float64(int64(binary.LittleEndian.Uint64(b)))
+	case snapshot.U64:
+		return float64(binary.LittleEndian.Uint64(b))
+	case snapshot.I32:
+		return float64(int32(binary.LittleEndian.Uint32(b)))
+	case snapshot.U32:
+		return float64(binary.LittleEndian.Uint32(b))
+	case snapshot.I16:
+		return float64(int16(binary.LittleEndian.Uint16(b)))
+	case snapshot.U16:
+		return float64(binary.LittleEndian.Uint16(b))
+	case snapshot.I8:
+		return float64(int8(b[0]))
+	case snapshot.U8, snapshot.Bool:
+		return float64(b[0])
+	}
+	return 0
+}
+
+// f16 converts IEEE 754 binary16 bits.
+func f16(h uint16) float64 {
+	sign := 1.0
+	if h&0x8000 != 0 {
+		sign = -1
+	}
+	exp, frac := int(h>>10)&0x1f, float64(h&0x3ff)
+	switch exp {
+	case 0:
+		return sign * math.Ldexp(frac, -24)
+	case 0x1f:
+		if frac == 0 {
+			return math.Inf(int(sign))
+		}
+		return math.NaN()
+	}
+	return sign * math.Ldexp(1+frac/1024, exp-15)
+}
+
+// naturalCompare orders names with digit runs compared as numbers
+// ("layers.2" < "layers.10"), then bytewise, so the order is total.
+func naturalCompare(a, b string) int {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		ca, cb := a[i], b[j]
+		if isDigit(ca) && isDigit(cb) {
+			si, sj := i, j
+			for i < len(a) && isDigit(a[i]) {
+				i++
+			}
+			for j < len(b) && isDigit(b[j]) {
+				j++
+			}
+			da, db := trimZeros(a[si:i]), trimZeros(b[sj:j])
+			if len(da) != len(db) {
+				return cmpInt(int64(len(da)), int64(len(db)))
+			}
+			if c := bytes.Compare([]byte(da), []byte(db)); c != 0 {
+				return c
+			}
+			continue
+		}
+		if ca != cb {
+			return cmpInt(int64(ca), int64(cb))
+		}
+		i++
+		j++
+	}
+	if c := cmpInt(int64(len(a)-i), int64(len(b)-j)); c != 0 {
+		return c
+	}
+	return bytes.Compare([]byte(a), []byte(b))
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func trimZeros(s string) string {
+	for len(s) > 1 && s[0] == '0' {
+		s = s[1:]
+	}
+	return s
+}
