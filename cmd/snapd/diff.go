@@ -16,6 +16,7 @@ type diffOptions struct {
 	a, b         string
 	json, md     bool
 	rowsPerChunk int64
+	pic          pictureOptions // --svg, --html (diffpicture.go)
 }
 
 func newDiffCommand(e *env) *cobra.Command {
@@ -33,6 +34,12 @@ from ±Inf); the numbers over the elements finite on both sides follow.
 With --json, NaN and infinities are null plus a "nonfinite" entry
 (docs/DIFF-JSON.md).
 
+--svg OUT draws the changes: one heatmap strip per array (layers in
+order), rows binned to --width pixels, colour = max |Δ| (--scale abs) or
+relative change (--scale rel) of the bin on a log scale, unchanged rows
+grey, NaN/Inf magenta. --html OUT writes a self-contained page with the
+picture and the table.
+
 Exit status: 0 when the snapshots are equal, 1 when they differ (like diff(1)),
 2 on usage or I/O errors.`,
 		Args: exactArgs(2),
@@ -45,6 +52,10 @@ Exit status: 0 when the snapshots are equal, 1 when they differ (like diff(1)),
 	cmd.Flags().BoolVar(&o.md, "markdown", false, "print a Markdown table (for pull-request reviews)")
 	cmd.Flags().Int64Var(&o.rowsPerChunk, "rows-per-chunk", 0, "chunk geometry for naming changed chunks (0 = profile default)")
 	cmd.MarkFlagsMutuallyExclusive("json", "markdown")
+	cmd.Flags().StringVar(&o.pic.svg, "svg", "", "also draw the changed rows per array as an SVG picture into `OUT`")
+	cmd.Flags().StringVar(&o.pic.html, "html", "", "also write a self-contained HTML page (picture + table) into `OUT`")
+	cmd.Flags().StringVar(&o.pic.scale, "scale", "abs", "picture colour: abs (max |Δ|) or rel (max |Δ| / max |old|)")
+	cmd.Flags().IntVar(&o.pic.width, "width", 0, "picture strip width in pixels (0 = 720)")
 	return cmd
 }
 
@@ -75,6 +86,9 @@ type errDiffer struct{}
 func (errDiffer) Error() string { return "snapshots differ" }
 
 func runDiff(ctx context.Context, e *env, o *diffOptions) error {
+	if err := o.pic.check(); err != nil {
+		return err
+	}
 	reg := newRegistry()
 	a, err := openSnapshot(ctx, reg, o.a, "")
 	if err != nil {
@@ -107,6 +121,9 @@ func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 	}
 	ds, err := snapshot.Diff(ctx, a.Snapshot, b.Snapshot, opts)
 	if err != nil {
+		return err
+	}
+	if err := writeDiffPictures(ctx, &o.pic, o.a+" → "+o.b, a.Snapshot, b.Snapshot, ds); err != nil {
 		return err
 	}
 	switch {
