@@ -1,0 +1,115 @@
+package review
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/snapshot"
+	"github.com/snapd-ml/snapd/snapshot/diffsvg"
+)
+
+// ErrPictureBudget: the generations differ in more bytes than a picture
+// may read (Picture's maxBytes).
+var ErrPictureBudget = errors.New("review: picture: changed chunks exceed the budget")
+
+// Picture draws the change from the plaintext WTXT generation basePath to
+// headPath (snapshot/diffsvg). Both files are mapped and indexed; only
+// the rows of chunks whose ch line sha256 differs are decoded and
+// compared (an array whose type, shape or chunk geometry changed is
+// compared whole). When those chunks hold more than maxBytes raw bytes
+// (<= 0: no limit) nothing is decoded and ErrPictureBudget is returned.
+// The files are not verified (wtxt.Verify's job); a chunk that does not
+// decode is an error naming the file.
+func Picture(ctx context.Context, basePath, headPath string, maxBytes int64, opts diffsvg.Options) (*diffsvg.Picture, error) {
+	open := func(path string) (*snapshot.Mapping, *fileIndex, *snapshot.Snapshot, error) {
+		m, err := snapshot.MapFile(path)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		x, err := readIndex(ctx, path, snapshot.Bytes(m.Bytes()), m.Size())
+		if err != nil {
+			m.Close()
+			return nil, nil, nil, err
+		}
+		s, err := wtxt.New().Decode(ctx, m, m.Size(), formats.DecodeOptions{Name: path})
+		if err != nil {
+			m.Close()
+			return nil, nil, nil, err
+		}
+		return m, x, s, nil
+	}
+	bm, bidx, bs, err := open(basePath)
+	if err != nil {
+		return nil, err
+	}
+	defer bm.Close()
+	hm, hidx, hs, err := open(headPath)
+	if err != nil {
+		return nil, err
+	}
+	defer hm.Close()
+
+	cand := map[string][]snapshot.RowRange{}
+	var changed int64
+	for _, h := range hidx.Arrays {
+		b, a := bidx.array(h.Name), hs.Array(h.Name)
+		if b == nil || a == nil || b.DType != h.DType || b.Shape != h.Shape {
+			continue // added, retyped or reshaped: drawn whole, not read
+		}
+		rowSize, _ := snapshot.RowGeometry(a)
+		rs, ok := changedChunkRows(b, h, rowSize)
+		if !ok {
+			changed = satAdd(changed, h.Bytes)
+			continue // compared whole
+		}
+		for i, c := range h.Chunks { // same geometry: b.Chunks[i] is c's counterpart
+			if b.Chunks[i].SHA256 != c.SHA256 {
+				changed = satAdd(changed, c.Len)
+			}
+		}
+		cand[h.Name] = rs
+	}
+	if maxBytes > 0 && changed > maxBytes {
+		return nil, fmt.Errorf("%w: %d bytes changed, budget %d", ErrPictureBudget, changed, maxBytes)
+	}
+	opts.Candidates = func(name string) ([]snapshot.RowRange, bool) {
+		rs, ok := cand[name]
+		return rs, ok
+	}
+	return diffsvg.Compute(ctx, bs, hs, opts)
+}
+
+// changedChunkRows returns the rows of head's chunks whose sha256
+// differs from base's, when both have the same chunk geometry (else
+// ok=false: compare every row).
+func changedChunkRows(b, h *arrayEntry, rowSize int64) (rs []snapshot.RowRange, ok bool) {
+	if rowSize <= 0 || !sameOffsets(b, h) {
+		return nil, false
+	}
+	for i, c := range h.Chunks {
+		if c.IX != int64(i) || c.Off < 0 || c.Len < 0 || c.Off > math.MaxInt64-c.Len-rowSize {
+			return nil, false
+		}
+		if b.Chunks[i].SHA256 == c.SHA256 {
+			continue
+		}
+		r := snapshot.RowRange{Start: c.Off / rowSize, End: (c.Off + c.Len + rowSize - 1) / rowSize}
+		if k := len(rs); k > 0 && rs[k-1].End >= r.Start {
+			rs[k-1].End = max(rs[k-1].End, r.End)
+			continue
+		}
+		rs = append(rs, r)
+	}
+	return rs, true
+}
+
+func satAdd(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
+}
