@@ -98,7 +98,13 @@ type Git struct {
 	// default: only with a single-file WTXT; split parts already store
 	// just the changed chunks), always, never. The ring keeps it anyway.
 	CommitDelta string `yaml:"commit_delta"`
-	Remote      string `yaml:"remote"` // URL or path; empty = no push
+	// Picture: commit current.diff.svg, the picture of which rows of which
+	// arrays changed since the previous generation (snapshot/diffsvg),
+	// beside each generation that has a base; default true. Never for
+	// encrypted generations.
+	Picture bool `yaml:"picture"`
+
+	Remote string `yaml:"remote"` // URL or path; empty = no push
 	// Auth for HTTP(S): TokenFile or TokenEnv (read at every push, never
 	// logged), Username (default git). For ssh: SSHKey, SSHKnownHosts
 	// (default the user's known_hosts) and SSHPassphraseEnv (the key's
@@ -221,7 +227,7 @@ func Default() *Config {
 		Snapshot: Snap{Schema: "weights/v1", Build: "unknown", Host: "cpu", Cuda: "off"},
 		Ring:     Ring{Keep: 8},
 		Queue:    Queue{Max: 16, Policy: "coalesce"},
-		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots", Layout: "auto", CommitDelta: "auto",
+		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots", Layout: "auto", CommitDelta: "auto", Picture: true,
 			SplitAbove: 64 << 20, PartLimit: 256 << 10, RetryBase: Duration(2 * time.Second), RetryMax: Duration(5 * time.Minute),
 			AuthRecheck: Duration(5 * time.Minute), PushTimeout: Duration(5 * time.Minute), PushMinRate: 1 << 20,
 			PushStall: Duration(2 * time.Minute), PushMaxTimeouts: 3},

@@ -92,6 +92,10 @@ const (
 	FileSummary    = "generation.txt"
 	FileAttributes = ".gitattributes" // at the repository root
 	partsSuffix    = ".parts"
+
+	// FilePicture is the snapshot/diffsvg picture of the change from the
+	// previous generation (Generation.Picture).
+	FilePicture = "current.diff.svg"
 )
 
 // Gitattributes is the content of the .gitattributes file every commit
@@ -214,6 +218,10 @@ type Generation struct {
 	Delta string // DELTA v2 against the previous generation
 	WSUM  string // WSUM (required for a streaming WTXT with root_pending)
 	Seal  string // .wseal sidecar
+	// Picture is an SVG of the change from the previous generation
+	// (snapshot/diffsvg), committed whole as FilePicture. It is not part
+	// of the signed content nor of generation.txt.
+	Picture string
 	// Header overrides the values read from the WTXT (and WSUM).
 	Header *Header
 }
@@ -481,6 +489,11 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		}
 		key := strings.TrimPrefix(path.Ext(o.name), ".")
 		summary += fmt.Sprintf("%s_bytes=%d\n%s_sha256=%s\n", key, fi.size, key, fi.sha256)
+	}
+	if g.Picture == "" {
+		dir.remove(FilePicture)
+	} else if _, err := b.storeFile(dir, prevDir, FilePicture, g.Picture, false, r.cfg.PartLimit); err != nil {
+		return nil, err
 	}
 	sum, err := b.blob([]byte(summary))
 	if err != nil {

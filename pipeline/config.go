@@ -66,6 +66,10 @@ type Config struct {
 	// MetricsAddr is the host:port of /metrics and /healthz; "" disables
 	// the HTTP endpoint.
 	MetricsAddr string
+	// NoPicture: do not draw the SVG of each generation's change from
+	// its base (ring gen-N.diff.svg, committed as current.diff.svg).
+	// Pictures are never drawn for encrypted generations.
+	NoPicture bool
 	// StuckAfter: /healthz reports unhealthy when a request admitted this
 	// long ago is not done, or the oldest push job waits this long
 	// (default DefaultStuckAfter).

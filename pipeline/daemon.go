@@ -52,6 +52,7 @@ type GenResult struct {
 	NonFinite []review.NonFiniteArray `json:"nonfinite,omitempty"`
 	// Ring file paths.
 	WTXT, Delta, WSUM, Seal string `json:"-"`
+	Picture                 string `json:"-"` // ring path of the diff picture (picture.go), "" when none
 	// Git.
 	Commit string `json:"commit,omitempty"`
 	Tag    string `json:"tag,omitempty"`

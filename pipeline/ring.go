@@ -59,6 +59,9 @@ const (
 	ExtDelta = ".wtxtdelta"
 	ExtWSUM  = ".wsum"
 	ExtSeal  = ".wseal"
+	// ExtPicture: the SVG of the change from the previous generation
+	// (picture.go), committed as gitops.FilePicture.
+	ExtPicture = ".diff.svg"
 )
 
 // RingEntry is one generation in the ring.
@@ -86,7 +89,7 @@ func ringGen(name string) (uint64, bool) {
 	}
 	suffix = strings.TrimSuffix(suffix, ExtSeal)
 	switch suffix {
-	case ExtWTXT, ExtDelta, ExtWSUM:
+	case ExtWTXT, ExtDelta, ExtWSUM, ExtPicture:
 		return gen, true
 	}
 	return 0, false
@@ -140,7 +143,7 @@ func ListRing(ringDir string) ([]RingEntry, error) {
 // its plaintext copy).
 func removeRingGen(ringDir string, gen uint64) error {
 	var errs []error
-	for _, ext := range []string{ExtDelta, ExtDelta + ExtSeal, ExtWSUM, ExtWSUM + ExtSeal, ExtWTXT + ExtSeal, ExtWTXT} {
+	for _, ext := range []string{ExtPicture, ExtDelta, ExtDelta + ExtSeal, ExtWSUM, ExtWSUM + ExtSeal, ExtWTXT + ExtSeal, ExtWTXT} {
 		if err := os.Remove(ringPath(ringDir, gen, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}

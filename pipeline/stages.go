@@ -606,6 +606,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 			}
 			it.stage1("delta", d.now().Sub(t))
 			d.checkNonFinite(ctx, it, base, plain)
+			d.drawPicture(ctx, it, base, plain, head.Gen, gen, &cfg)
 		} else {
 			d.log.Warn("no delta: the previous generation is not in the ring", "gen", gen, "base_gen", head.Gen, "error", err)
 		}
@@ -800,7 +801,7 @@ func (d *Daemon) commit(ctx context.Context, r *GenResult, head *ChainState, req
 	if repo == nil || head == nil {
 		return
 	}
-	g := gitops.Generation{WTXT: r.WTXT, Delta: r.Delta, WSUM: r.WSUM, Seal: r.Seal,
+	g := gitops.Generation{WTXT: r.WTXT, Delta: r.Delta, WSUM: r.WSUM, Seal: r.Seal, Picture: r.Picture,
 		Header: &gitops.Header{Gen: head.Gen, GenText: head.GenText, TS: head.TS, Build: head.Build,
 			SHA256All: head.SHA256All, MerklePrev: head.MerklePrev, MerkleThis: head.MerkleThis}}
 	res, err := repo.Commit(ctx, g)
@@ -846,6 +847,9 @@ func (d *Daemon) recommit(ctx context.Context) {
 		g := gitops.Generation{WTXT: e.WTXT, Delta: e.Delta, WSUM: e.WSUM}
 		if s := e.WTXT + ExtSeal; fileExists(s) {
 			g.Seal = s
+		}
+		if p := ringPath(d.ringDir, e.Gen, ExtPicture); fileExists(p) {
+			g.Picture = p
 		}
 		if e.Gen == head.Gen {
 			g.Header = &gitops.Header{Gen: head.Gen, GenText: head.GenText, TS: head.TS, Build: head.Build,

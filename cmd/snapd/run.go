@@ -218,7 +218,7 @@ func pipelineConfig(c *configs.Config, log *slog.Logger) (pipeline.Config, error
 		RowsPerChunk: c.Snapshot.RowsPerChunk, Stream: c.Snapshot.Streaming, Workers: c.Snapshot.Workers,
 		SignKey: sk, HMACKey: hk, RingKeep: c.Ring.Keep, QueueMax: c.Queue.Max, Policy: pipeline.Policy(c.Queue.Policy),
 		PollInterval: time.Duration(c.WAL.PollInterval), NoNotify: c.WAL.DisableFsnotify,
-		StuckAfter: time.Duration(c.Metrics.StuckAfter),
+		StuckAfter: time.Duration(c.Metrics.StuckAfter), NoPicture: !c.Git.Picture,
 	}
 	if c.Metrics.Addr != "off" {
 		pc.MetricsAddr = c.Metrics.Addr

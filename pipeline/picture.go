@@ -1,0 +1,46 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/review"
+	"github.com/snapd-ml/snapd/snapshot/diffsvg"
+)
+
+// pictureBudget bounds the raw bytes of changed chunks drawPicture
+// decodes (on each side); a denser change gets no picture (logged).
+const pictureBudget = 256 << 20
+
+// drawPicture writes the SVG of the change from the base generation (the
+// chain head, plaintext) to the generation just written into the ring
+// (gen-N.diff.svg) and records it in it.res.Picture, to be committed
+// beside the WTXT. Off with cfg.NoPicture, and for encrypted generations
+// (the picture would show in plaintext which rows changed and by how
+// much). A failure is logged, never fatal: the generation is fine
+// without its picture.
+func (d *Daemon) drawPicture(ctx context.Context, it *item, base, target string, baseGen, gen uint64, cfg *Config) {
+	if cfg.NoPicture || len(cfg.Recipients) > 0 {
+		return
+	}
+	t := d.now()
+	it.stageStart("picture")
+	p, err := review.Picture(ctx, base, target, pictureBudget,
+		diffsvg.Options{Title: fmt.Sprintf("gen %s → %s", wtxt.FormatGen(baseGen), wtxt.FormatGen(gen))})
+	if err == nil {
+		path := ringPath(d.ringDir, gen, ExtPicture)
+		if err = d.writeFile(path, 0o644, func(w io.Writer) error { return p.WriteSVG(w) }); err == nil {
+			it.res.Picture = path
+		}
+	}
+	switch {
+	case errors.Is(err, review.ErrPictureBudget):
+		d.log.Info("no diff picture: the change is too large to draw", "gen", gen, "error", err)
+	case err != nil && ctx.Err() == nil:
+		d.log.Warn("could not draw the diff picture", "gen", gen, "error", err)
+	}
+	it.stage1("picture", d.now().Sub(t))
+}
