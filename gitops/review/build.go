@@ -96,6 +96,10 @@ type Options struct {
 	// HeadSHA is the commit reviewed; it goes into the hidden markers that
 	// make re-runs idempotent.
 	HeadSHA string
+	// Pictures are the diff pictures shown in the body as images linked
+	// from the repository (ReviewPullRequest fills them from the pull
+	// request's changed *.diff.svg files; pictures.go).
+	Pictures []PictureRef
 	// Logger receives debug messages (nil = discard).
 	Logger *slog.Logger
 }

@@ -14,6 +14,7 @@
 //	StaticToken, TokenFromEnv, TokenFromFile, AppConfig   credentials
 //	LocalPatch                                       `git diff --no-index` for dry runs
 //	NonFiniteIntroduced(ctx, base, head, budget)     NaN/Inf a generation introduces, from its changed chunks (the daemon's warning)
+//	Picture(ctx, base, head, budget, opts)           the diff picture (snapshot/diffsvg) of two generations from their changed chunks (the daemon's current.diff.svg)
 //
 // # What is reviewed
 //
@@ -70,6 +71,10 @@
 //	<!-- snapd-review head=SHA -->                 hidden marker, always first
 //	## snapd review: ✅ / ❌ / ℹ️ verdict
 //	Head `sha12`, N WTXT file(s), M line comment(s).
+//	### Which rows moved                           when the PR adds/changes *.diff.svg files (the
+//	![…](…/blob/HEAD/path?raw=true) + page link    daemon's pictures, snapshot/diffsvg): each as an
+//	                                               image from the head commit (review bodies
+//	                                               cannot hold SVG markup), at most 10
 //	### `path` — added|modified|removed            one section per file, by path
 //	- Verification: passed / K failure(s); signature state (keyid); HMAC state; audit line
 //	- Chain: gen BASE → HEAD; continues the base (merkle …) | first | unchecked; merkle_this

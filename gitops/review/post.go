@@ -96,6 +96,7 @@ func (c *Client) ReviewPullRequest(ctx context.Context, req Request) (*Result, e
 	}
 	opts := req.Options
 	opts.HeadSHA = pr.HeadSHA
+	opts.Pictures = append(opts.Pictures, c.pictureRefs(req.Owner, req.Repo, pr.HeadSHA, files)...)
 	rv, err := Build(ctx, inputs, opts)
 	if err != nil {
 		return nil, err

@@ -164,6 +164,7 @@ func renderLevel(rv *Review, opts Options, level int) string {
 	if len(rv.Files) == 0 {
 		b.WriteString("\nNo `*.wtxt` file changed.\n")
 	}
+	renderPictures(&b, opts.Pictures)
 	for _, f := range rv.Files {
 		renderFile(&b, f, opts, level)
 	}
