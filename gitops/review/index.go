@@ -55,6 +55,11 @@ func readIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*fi
 	if err != nil {
 		return nil, err
 	}
+	return newFileIndex(wx), nil
+}
+
+// newFileIndex is wx in the review's terms.
+func newFileIndex(wx *wtxt.Index) *fileIndex {
 	x := &fileIndex{byName: make(map[string]*arrayEntry, len(wx.Arrays))}
 	for _, a := range wx.Arrays {
 		dims := make([]string, len(a.Shape))
@@ -70,5 +75,5 @@ func readIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*fi
 		x.Arrays = append(x.Arrays, e)
 		x.byName[e.Name] = e
 	}
-	return x, nil
+	return x
 }

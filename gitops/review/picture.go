@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"sort"
+	"sync"
 
-	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/snapshot/diffsvg"
@@ -17,8 +19,9 @@ import (
 var ErrPictureBudget = errors.New("review: picture: changed chunks exceed the budget")
 
 // Picture draws the change from the plaintext WTXT generation basePath to
-// headPath (snapshot/diffsvg). Both files are mapped and indexed; only
-// the rows of chunks whose ch line sha256 differs are decoded and
+// headPath (snapshot/diffsvg). Both files are mapped and indexed
+// (wtxt.ReadIndex: one look per chunk); only the rows of chunks whose ch
+// line sha256 differs are decoded (each checked against its crc32c) and
 // compared (an array whose type, shape or chunk geometry changed is
 // compared whole). When those chunks hold more than maxBytes raw bytes
 // (<= 0: no limit) nothing is decoded and ErrPictureBudget is returned.
@@ -30,15 +33,19 @@ func Picture(ctx context.Context, basePath, headPath string, maxBytes int64, opt
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		x, err := readIndex(ctx, path, snapshot.Bytes(m.Bytes()), m.Size())
+		wx, err := wtxt.ReadIndex(ctx, path, snapshot.Bytes(m.Bytes()), m.Size())
 		if err != nil {
 			m.Close()
 			return nil, nil, nil, err
 		}
-		s, err := wtxt.New().Decode(ctx, m, m.Size(), formats.DecodeOptions{Name: path})
-		if err != nil {
-			m.Close()
-			return nil, nil, nil, err
+		x := newFileIndex(wx)
+		s := &snapshot.Snapshot{}
+		for i, a := range wx.Arrays {
+			if a.Name == snapshot.AttrsArrayName {
+				continue // attributes, not weights
+			}
+			s.Arrays = append(s.Arrays, &snapshot.Array{Name: a.Name, DType: a.DType, Shape: a.Shape,
+				Data: &chunkSource{path: path, file: m.Bytes(), a: x.Arrays[i], size: a.Bytes, last: -1}})
 		}
 		return m, x, s, nil
 	}
@@ -112,4 +119,49 @@ func satAdd(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// chunkSource reads an array of a mapped WTXT file by decoding the chunks
+// that hold the requested bytes (the last one is cached).
+type chunkSource struct {
+	path string
+	file []byte
+	a    *arrayEntry
+	size int64
+
+	mu       sync.Mutex
+	last     int
+	lastData []byte
+}
+
+func (s *chunkSource) Size() int64 { return s.size }
+
+func (s *chunkSource) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off >= s.size {
+		return 0, io.EOF
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := s.a.Chunks
+	n := 0
+	for n < len(p) && off < s.size {
+		i := sort.Search(len(cs), func(i int) bool { return cs[i].Off+cs[i].Len > off })
+		if i == len(cs) || cs[i].Off > off {
+			return n, fmt.Errorf("%s: array %q: no chunk holds byte %d", s.path, s.a.Name, off)
+		}
+		if s.last != i {
+			d, err := chunkData(s.file, s.a, cs[i])
+			if err != nil {
+				return n, fmt.Errorf("%s: %w", s.path, err)
+			}
+			s.last, s.lastData = i, d
+		}
+		k := copy(p[n:], s.lastData[off-cs[i].Off:])
+		n += k
+		off += int64(k)
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
