@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats"
@@ -70,5 +71,43 @@ func TestPictureFromChangedChunks(t *testing.T) {
 	}
 	if _, err := Picture(ctx, base, filepath.Join(t.TempDir(), "missing.wtxt"), 0, opts); err == nil {
 		t.Fatal("a missing head drew a picture")
+	}
+	// A damaged changed chunk: an error naming the file, array and chunk,
+	// never a picture of wrong numbers, never the file's content.
+	hb, err := os.ReadFile(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hx, err := readIndex(ctx, head, snapshot.Bytes(hb), int64(len(hb)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim *chunkEntry
+	var arrayName string
+	bb, _ := os.ReadFile(base)
+	bidx, _ := readIndex(ctx, base, snapshot.Bytes(bb), int64(len(bb)))
+	for _, a := range hx.Arrays {
+		for i := range a.Chunks {
+			if b := bidx.array(a.Name); b != nil && len(b.Chunks) == len(a.Chunks) && b.Chunks[i].SHA256 != a.Chunks[i].SHA256 && victim == nil {
+				victim, arrayName = &a.Chunks[i], a.Name
+			}
+		}
+	}
+	if victim == nil {
+		t.Fatal("no changed chunk in the fixture")
+	}
+	bad := bytes.Clone(hb)
+	if bad[victim.Pos] == 'A' {
+		bad[victim.Pos] = 'B'
+	} else {
+		bad[victim.Pos] = 'A'
+	}
+	badPath := filepath.Join(t.TempDir(), "bad.wtxt")
+	if err := os.WriteFile(badPath, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Picture(ctx, base, badPath, 0, opts)
+	if err == nil || !strings.Contains(err.Error(), badPath) || !strings.Contains(err.Error(), arrayName) || !strings.Contains(err.Error(), "crc32c") {
+		t.Fatalf("damaged chunk: %v", err)
 	}
 }
