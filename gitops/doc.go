@@ -17,6 +17,9 @@
 //	<path>/current.wsum               WSUM (optional; required for root_pending)
 //	<path>/current.wseal              seal sidecar (optional)
 //	<path>/generation.txt             summary, key=value lines
+//	<path>/current.diff.svg           picture of the change from the previous generation
+//	                                  (optional, Generation.Picture; snapshot/diffsvg;
+//	                                  unsigned, derived, not in generation.txt)
 //
 // The DELTA is committed according to Config.Delta: by default (auto) only
 // beside a single-file WTXT, since split parts already store exactly the

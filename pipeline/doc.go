@@ -133,6 +133,9 @@
 //	ring/gen-NNNNNN.wtxtdelta          DELTA v2 from the previous chained generation
 //	ring/gen-NNNNNN.wtxtdelta.wseal    (encrypting only)
 //	ring/gen-NNNNNN.wsum               WSUM (streaming only; + .wseal when encrypting)
+//	ring/gen-NNNNNN.diff.svg           picture of the change from the chain head (picture.go;
+//	                                   not when encrypting or Config.NoPicture), committed as
+//	                                   current.diff.svg
 //	ring/.plain/gen-NNNNNN.wtxt        encrypting only: plaintext of the chain head,
 //	                                   0600 in a 0700 directory, the base of the next
 //	                                   delta; removed when the next head is persisted
