@@ -27,7 +27,7 @@ def main():
         clock = time.perf_counter_ns
         for i in range(calls):
             t0 = clock()
-            snapd_trainer.request_snapshot(i, src, log=log)
+            snapd_trainer.request_snapshot(i + 1, src, log=log)  # generations start at 1
             lat[i] = clock() - t0
         log.close()
         lat.sort()
