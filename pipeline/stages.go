@@ -18,6 +18,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/internal/backoff"
 	"github.com/snapd-ml/snapd/internal/safeopen"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
@@ -150,26 +151,25 @@ func transient(err error) bool {
 }
 
 // retry runs fn until it succeeds, fails permanently or ctx ends,
-// backing off exponentially (RetryBase..RetryMax) after transient errors.
-// The failing request holds the line: later requests wait (their order is
-// the chain's order).
+// backing off exponentially (RetryBase..RetryMax, internal/backoff) after
+// transient errors, logging the first failure and then at most one a
+// minute (backoff.LogLimiter). The failing request holds the line: later
+// requests wait (their order is the chain's order).
 func (d *Daemon) retry(ctx context.Context, stage string, gen uint64, fn func() error) error {
-	delay := d.config().RetryBase
+	var logs backoff.LogLimiter
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil || !transient(err) || ctx.Err() != nil {
 			return err
 		}
+		delay := backoff.Policy{Base: d.config().RetryBase, Max: d.config().RetryMax}.Delay(attempt)
 		d.m.retries.WithLabelValues(stage).Inc()
 		d.fail(stage, gen, fmt.Errorf("attempt %d (will retry in %s): %w", attempt, delay, err))
-		if attempt == 1 || attempt%10 == 0 {
-			d.log.Warn("transient failure, retrying", "stage", stage, "gen", gen, "attempt", attempt, "retry_in", delay, "error", err)
+		if log, _, suppressed := logs.Failure(d.now()); log {
+			d.log.Warn("transient failure, retrying", "stage", stage, "gen", gen, "attempt", attempt, "retry_in", delay, "suppressed", suppressed, "error", err)
 		}
 		if !sleep(ctx, delay) {
 			return ctx.Err()
-		}
-		if delay *= 2; delay > d.config().RetryMax {
-			delay = d.config().RetryMax
 		}
 	}
 }

@@ -602,15 +602,15 @@ func TestBackoffScheduleAndOrder(t *testing.T) {
 	}
 	// Jitter bounds: [d/2, d).
 	for n, want := range map[int]time.Duration{1: 500 * time.Millisecond, 2: time.Second, 3: 2 * time.Second, 4: 4 * time.Second, 5: 4 * time.Second, 60: 4 * time.Second} {
-		if got := q.backoff(n); got != want {
+		if got := q.retry.Delay(n); got != want {
 			t.Errorf("backoff(%d) = %v, want %v", n, got, want)
 		}
 	}
-	q.opts.Rand = func() float64 { return 0.999999 }
-	if got := q.backoff(100); got >= 8*time.Second || got < 7*time.Second {
+	q.retry.Rand = func() float64 { return 0.999999 }
+	if got := q.retry.Delay(100); got >= 8*time.Second || got < 7*time.Second {
 		t.Errorf("backoff(100) = %v", got)
 	}
-	q.opts.Rand = func() float64 { return 0 }
+	q.retry.Rand = func() float64 { return 0 }
 	for g := 1; g <= 3; g++ {
 		if err := q.Enqueue(Job{Branch: "a", Gen: uint64(g), Commit: commitOf(g)}); err != nil {
 			t.Fatal(err)
