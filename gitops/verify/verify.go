@@ -811,29 +811,18 @@ func (v *verifier) checkSealed(x *gv, name string, wf *materialized, sealBytes [
 		x.fail(name, 0, CheckObject, "working copy: %v", err)
 		return ct
 	}
-	d, err := armor.Scan(bufio.NewReaderSize(f, 1<<20))
+	srep, err := s.Check(bufio.NewReaderSize(f, 1<<20), armor.VerifyOptions{Trusted: v.o.TrustedKeys, RequireSignature: true})
 	f.Close()
 	if err != nil {
-		x.fail(name, 0, "seal/armor", "%v", err)
-		x.g.Signature = wtxt.SigFailed
-		return ct
-	}
-	srep, err := s.Verify(d, armor.VerifyOptions{Trusted: v.o.TrustedKeys, RequireSignature: true})
-	if err != nil {
 		file := gitops.FileSeal
-		if sealCheck(err) == "seal/bytes" || sealCheck(err) == "seal/sha256" {
+		if c := sealCheck(err); c == "seal/bytes" || c == "seal/sha256" || c == "seal/armor" {
 			file = name
 		}
 		x.fail(file, 0, sealCheck(err), "%v", err)
 	}
-	switch {
-	case srep != nil && srep.Signed:
-		x.g.Signature, x.g.KeyID = wtxt.SigVerified, srep.KeyID
-	default:
-		x.g.Signature = wtxt.SigFailed
-		if s.Sig == nil {
-			x.g.Signature = wtxt.SigAbsent
-		}
+	x.g.Signature, x.g.KeyID = srep.Signature, srep.KeyID
+	if srep.Signature == wtxt.SigUnchecked || sealCheck(err) == "seal/armor" {
+		x.g.Signature = wtxt.SigFailed // a signature is required here
 	}
 	return ct
 }

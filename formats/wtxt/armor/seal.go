@@ -181,6 +181,9 @@ type VerifyOptions struct {
 type SealReport struct {
 	Signed bool
 	KeyID  string
+	// Signature is set by Check (wtxt.SigVerified, SigAbsent, SigUnchecked
+	// or SigFailed); Verify leaves it empty.
+	Signature string
 }
 
 // Verify checks a seal against the digest of its armored file (see Scan)
