@@ -507,11 +507,11 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 	s := it.snap
 	it.res.BaseGen = head.Gen
 	s.Meta = snapshot.Meta{Schema: cfg.Schema, Gen: gen, TS: it.rec.Time.UTC().Truncate(time.Second), Build: cfg.Build, Host: cfg.Host, Cuda: cfg.Cuda}
-	prev, err := head.MerkleThisBytes()
+	headRoot, err := head.Root()
 	if err != nil {
 		return nil, permanent{err}
 	}
-	opts := wtxt.EncodeOptions{RowsPerChunk: cfg.RowsPerChunk, SignKey: cfg.SignKey, HMACKey: cfg.HMACKey, PrevMerkle: prev, Stream: cfg.Stream, Workers: cfg.Workers}
+	opts := wtxt.EncodeOptions{RowsPerChunk: cfg.RowsPerChunk, SignKey: cfg.SignKey, HMACKey: cfg.HMACKey, PrevMerkle: headRoot.MerkleThis, Stream: cfg.Stream, Workers: cfg.Workers}
 	enc := len(cfg.Recipients) > 0
 	plainDirPath := filepath.Join(d.ringDir, plainDir)
 	wtxtPath := ringPath(d.ringDir, gen, ExtWTXT)
@@ -545,8 +545,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 	}
 	defer pending.wait() // no goroutine outlives build
 	it.stage1("encode", d.now().Sub(t))
-	sealValues := armor.Seal{Gen: wtxt.FormatGen(gen), TS: wtxt.FormatTS(s.Meta.TS), Build: s.Meta.Build,
-		SHA256All: res.SHA256All, MerklePrev: res.MerklePrev, MerkleThis: res.MerkleThis}
+	sealValues := armor.Seal{Root: res.Root}
 	seal := func(path, kind string) error {
 		v := sealValues
 		v.Kind = kind
@@ -619,9 +618,8 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 	}
 	// Commit point: the chain state.
 	t = d.now()
-	next := &ChainState{Version: 1, Gen: gen, GenText: wtxt.FormatGen(gen), PrevGen: head.Gen, TS: wtxt.FormatTS(s.Meta.TS), Build: s.Meta.Build,
-		SHA256All: hexs(res.SHA256All), MerklePrev: hexs(res.MerklePrev), MerkleThis: hexs(res.MerkleThis),
-		Updated: d.now().UTC(), Generations: head.Generations + 1, NonFinite: it.res.NonFinite}
+	next := newChainState(gen, res.Root, head, d.now().UTC())
+	next.NonFinite = it.res.NonFinite
 	if err := writeChainState(cfg.StateDir, next); err != nil {
 		return nil, err
 	}

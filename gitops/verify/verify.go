@@ -762,8 +762,7 @@ func (v *verifier) checkPlain(x *gv, name string, wf *materialized, wsum []byte)
 	}
 	// The declared (signed) values: when a check failed, the computed ones
 	// are not the generation's; the failure is already reported.
-	ct := content{genText: h.Gen, ts: h.TS, build: h.Meta.Build, known: true, source: name,
-		sha256All: hex.EncodeToString(h.SHA256All[:]), merklePrev: hex.EncodeToString(h.MerklePrev[:]), merkleThis: hex.EncodeToString(h.MerkleThis[:])}
+	ct := rootContent(h.Root, name)
 	if h.Pending {
 		// Streamed: the root values come from the WSUM.
 		ct.sha256All, ct.merklePrev, ct.merkleThis = rep.SHA256All, rep.MerklePrev, rep.MerkleThis
@@ -801,8 +800,7 @@ func (v *verifier) checkSealed(x *gv, name string, wf *materialized, sealBytes [
 		x.g.Signature = wtxt.SigFailed
 		return content{}
 	}
-	ct := content{genText: s.Gen, ts: s.TS, build: s.Build, sha256All: hex.EncodeToString(s.SHA256All[:]),
-		merklePrev: hex.EncodeToString(s.MerklePrev[:]), merkleThis: hex.EncodeToString(s.MerkleThis[:]), known: true, source: gitops.FileSeal}
+	ct := rootContent(s.Root, gitops.FileSeal)
 	if s.Kind != armor.KindWTXT {
 		x.fail(gitops.FileSeal, 0, "seal/kind", "kind=%s, want %s (the seal must describe %s)", s.Kind, armor.KindWTXT, name)
 	}

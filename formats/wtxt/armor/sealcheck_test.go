@@ -24,7 +24,7 @@ func TestSealCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	var prev, all [32]byte
-	s := Seal{Kind: KindWTXT, Bytes: d.Bytes, SHA256: d.SHA256, Gen: "000002", TS: "2026-01-01T00:00:00Z", Build: "b", SHA256All: all, MerklePrev: prev}
+	s := Seal{Kind: KindWTXT, Bytes: d.Bytes, SHA256: d.SHA256, Root: wtxt.Root{Gen: "000002", TS: "2026-01-01T00:00:00Z", Build: "b", SHA256All: all, MerklePrev: prev}}
 	s.MerkleThis = wtxt.Merkle(prev, all, s.TS, s.Gen, s.Build)
 	signed, unsigned := s, s
 	signed.Sign(priv)
