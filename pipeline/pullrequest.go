@@ -227,10 +227,10 @@ func (p *PullRequest) check(deps *Deps) error {
 		return fmt.Errorf("pipeline: pull request base %q is the generations branch", p.Base)
 	}
 	if p.RetryBase <= 0 {
-		p.RetryBase = 2 * time.Second
+		p.RetryBase = DefaultPRRetryBase
 	}
 	if p.RetryMax <= 0 {
-		p.RetryMax = 5 * time.Minute
+		p.RetryMax = DefaultPRRetryMax
 	}
 	p.RetryMax = max(p.RetryMax, p.RetryBase)
 	if p.Title == "" {

@@ -97,6 +97,15 @@ type realClock struct{}
 func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
+// Defaults of Options (configs.Default states the same values by these
+// names).
+const (
+	DefaultBaseDelay   = 2 * time.Second
+	DefaultMaxDelay    = 5 * time.Minute
+	DefaultMaxTimeouts = 3
+	DefaultAuthRecheck = 5 * time.Minute
+)
+
 // Options configures a Queue. Zero values take the defaults noted.
 type Options struct {
 	Pusher gitops.Pusher // required by Run only
@@ -170,10 +179,10 @@ func Open(dir string, opts Options) (*Queue, error) {
 		opts.Rand = rand.Float64
 	}
 	if opts.BaseDelay <= 0 {
-		opts.BaseDelay = 2 * time.Second
+		opts.BaseDelay = DefaultBaseDelay
 	}
 	if opts.MaxDelay <= 0 {
-		opts.MaxDelay = 5 * time.Minute
+		opts.MaxDelay = DefaultMaxDelay
 	}
 	if opts.MaxDelay < opts.BaseDelay {
 		opts.MaxDelay = opts.BaseDelay
@@ -185,10 +194,10 @@ func Open(dir string, opts Options) (*Queue, error) {
 		opts.LogInterval = time.Minute
 	}
 	if opts.MaxTimeouts == 0 {
-		opts.MaxTimeouts = 3
+		opts.MaxTimeouts = DefaultMaxTimeouts
 	}
 	if opts.AuthRecheck == 0 {
-		opts.AuthRecheck = 5 * time.Minute
+		opts.AuthRecheck = DefaultAuthRecheck
 	}
 	if err := os.MkdirAll(filepath.Join(dir, jobsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
