@@ -55,20 +55,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 		p.Now = time.Now
 	}
 	if p.Sleep == nil {
-		p.Sleep = sleepCtx
+		p.Sleep = backoff.Sleep
 	}
 	return p
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Timeouts bound the network side of every API request. Zero fields take

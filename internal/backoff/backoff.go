@@ -16,6 +16,7 @@
 package backoff
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 )
@@ -105,3 +106,17 @@ func (l *LogLimiter) Failing() (bool, int) { return l.failing, l.failures }
 
 // Reset ends the streak (call it on success).
 func (l *LogLimiter) Reset() { *l = LogLimiter{Every: l.Every} }
+
+// Sleep waits d or until ctx is done, whichever comes first, and returns
+// ctx.Err() in the second case: the wait between attempts for callers on
+// the real clock (tests inject their own sleep).
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

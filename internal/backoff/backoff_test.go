@@ -1,6 +1,8 @@
 package backoff
 
 import (
+	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -85,5 +87,18 @@ func TestLogLimiter(t *testing.T) {
 	d.Failure(t0)
 	if log, _, _ := d.Failure(t0.Add(DefaultLogInterval - 1)); log {
 		t.Error("zero LogLimiter logged twice within DefaultLogInterval")
+	}
+}
+
+// Sleep returns at once with the context's error when it is already done
+// (no wall-clock assertion: the timer is an hour).
+func TestSleepCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sleep on a cancelled context: %v", err)
+	}
+	if err := Sleep(context.Background(), 0); err != nil {
+		t.Fatal(err)
 	}
 }
