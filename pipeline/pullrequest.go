@@ -251,7 +251,7 @@ func tagGen(tag string) uint64 {
 // every push. Failures are retried with capped exponential backoff
 // (internal/backoff); each is kept in STATE_DIR/pull-request and
 // last_error, and logged by the one rule (backoff.LogLimiter: the first,
-// then at most one a minute).
+// a new error, else at most one a minute).
 func (d *Daemon) pullRequestStage(ctx context.Context) {
 	pr := d.deps.PullRequest
 	tmp := filepath.Join(d.config().StateDir, reviewTmpDir)
@@ -305,7 +305,7 @@ func (d *Daemon) pullRequestStage(ctx context.Context) {
 		}); werr != nil {
 			d.log.Error("pull request: record failure", "error", werr)
 		}
-		if log, _, suppressed := logs.Failure(d.now()); log {
+		if log, _, suppressed := logs.Failure(d.now(), err.Error()); log {
 			d.log.Warn("pull request: publish failed; will retry", "commit", pushed.Commit, "tag", pushed.Tag, "attempt", failures,
 				"retry_in", delay, "suppressed", suppressed, "error", err)
 		}

@@ -152,8 +152,8 @@ func transient(err error) bool {
 
 // retry runs fn until it succeeds, fails permanently or ctx ends,
 // backing off exponentially (RetryBase..RetryMax, internal/backoff) after
-// transient errors, logging the first failure and then at most one a
-// minute (backoff.LogLimiter). The failing request holds the line: later
+// transient errors, logging by backoff.LogLimiter's rule (the first
+// failure, a new error, else at most one a minute). The failing request holds the line: later
 // requests wait (their order is the chain's order).
 func (d *Daemon) retry(ctx context.Context, stage string, gen uint64, fn func() error) error {
 	var logs backoff.LogLimiter
@@ -165,7 +165,7 @@ func (d *Daemon) retry(ctx context.Context, stage string, gen uint64, fn func() 
 		delay := backoff.Policy{Base: d.config().RetryBase, Max: d.config().RetryMax}.Delay(attempt)
 		d.m.retries.WithLabelValues(stage).Inc()
 		d.fail(stage, gen, fmt.Errorf("attempt %d (will retry in %s): %w", attempt, delay, err))
-		if log, _, suppressed := logs.Failure(d.now()); log {
+		if log, _, suppressed := logs.Failure(d.now(), err.Error()); log {
 			d.log.Warn("transient failure, retrying", "stage", stage, "gen", gen, "attempt", attempt, "retry_in", delay, "suppressed", suppressed, "error", err)
 		}
 		if !sleep(ctx, delay) {

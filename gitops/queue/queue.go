@@ -608,9 +608,9 @@ func (q *Queue) step(ctx context.Context) (time.Duration, error) {
 			if werr := q.setHold(h, j); werr != nil {
 				return 0, werr
 			}
-			if log, _, _ := q.logs.Failure(now); log || hold == nil {
+			if log, _, _ := q.logs.Failure(now, "needs attention"); log || hold == nil {
 				q.log.Error("push needs attention; queue stopped until retry", "job", j.ID(), "kind", h.Kind, "err", err)
-				q.logs.Logged(now)
+				q.logs.Logged(now, "needs attention")
 			}
 			return q.opts.PollInterval, nil
 		}
@@ -689,7 +689,7 @@ func (q *Queue) setHold(h Hold, j Job) error {
 // logFailure logs the first failure of a streak and then at most one per
 // LogInterval, counting what it suppressed.
 func (q *Queue) logFailure(msg string, err error, now time.Time, args ...any) {
-	log, failures, suppressed := q.logs.Failure(now)
+	log, failures, suppressed := q.logs.Failure(now, msg)
 	if !log {
 		return
 	}

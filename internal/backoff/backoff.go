@@ -10,9 +10,10 @@
 // A Policy does not sleep: callers wait on their own clock and context, so
 // tests drive time explicitly.
 //
-// A LogLimiter logs the first failure of a streak and then at most one per
-// interval, counting what it suppressed; Reset ends the streak (on
-// success), so the next outage is logged at once.
+// A LogLimiter logs the first failure of a streak, a failure of another
+// kind than the last one logged, and otherwise at most one per interval,
+// counting what it suppressed; Reset ends the streak (on success), so the
+// next outage is logged at once.
 package backoff
 
 import (
@@ -72,33 +73,37 @@ type LogLimiter struct {
 
 	failing    bool
 	last       time.Time
+	kind       string
 	failures   int
 	suppressed int
 }
 
-// Failure records a failure at now and reports whether to log it; when it
-// does, failures is the streak's length so far and suppressed how many
-// failures since the last log were not logged.
-func (l *LogLimiter) Failure(now time.Time) (log bool, failures, suppressed int) {
+// Failure records a failure of the given kind (the caller's class of it,
+// e.g. the error's text) at now and reports whether to log it: the first
+// of a streak, one of another kind than the last logged, or one at least
+// Every after the last logged. When it does, failures is the streak's
+// length so far and suppressed how many failures since the last log were
+// not logged.
+func (l *LogLimiter) Failure(now time.Time, kind string) (log bool, failures, suppressed int) {
 	l.failures++
 	every := l.Every
 	if every <= 0 {
 		every = DefaultLogInterval
 	}
-	if l.failing && now.Sub(l.last) < every {
+	if l.failing && kind == l.kind && now.Sub(l.last) < every {
 		l.suppressed++
 		return false, l.failures, l.suppressed
 	}
 	suppressed = l.suppressed
-	l.failing, l.last, l.suppressed = true, now, 0
+	l.failing, l.last, l.kind, l.suppressed = true, now, kind, 0
 	return true, l.failures, suppressed
 }
 
 // Logged records a log made at now outside the rule (an event that must
 // be logged whatever the interval, such as a new kind of failure): the
 // interval restarts and the suppressed count is cleared.
-func (l *LogLimiter) Logged(now time.Time) {
-	l.failing, l.last, l.suppressed = true, now, 0
+func (l *LogLimiter) Logged(now time.Time, kind string) {
+	l.failing, l.last, l.kind, l.suppressed = true, now, kind, 0
 }
 
 // Failing reports whether a streak is under way, and its length.

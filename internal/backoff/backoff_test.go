@@ -68,7 +68,7 @@ func TestLogLimiter(t *testing.T) {
 		{61 * time.Second, false, 5, 1},
 		{3 * time.Minute, true, 6, 1},
 	} {
-		log, f, sup := l.Failure(t0.Add(s.at))
+		log, f, sup := l.Failure(t0.Add(s.at), "disk full")
 		if log != s.log || f != s.failures || sup != s.suppressed {
 			t.Errorf("step %d: (%v, %d, %d), want (%v, %d, %d)", i, log, f, sup, s.log, s.failures, s.suppressed)
 		}
@@ -76,16 +76,26 @@ func TestLogLimiter(t *testing.T) {
 	if ok, n := l.Failing(); !ok || n != 6 {
 		t.Errorf("Failing() = %v, %d", ok, n)
 	}
+	// Another kind of failure is logged at once, then limited in turn.
+	if log, _, sup := l.Failure(t0.Add(3*time.Minute+time.Second), "auth refused"); !log || sup != 0 {
+		t.Errorf("a new kind: log %v suppressed %d", log, sup)
+	}
+	if log, _, _ := l.Failure(t0.Add(3*time.Minute+2*time.Second), "auth refused"); log {
+		t.Error("the same new kind logged twice within the interval")
+	}
+	if ok, n := l.Failing(); !ok || n != 8 {
+		t.Errorf("Failing() = %v, %d", ok, n)
+	}
 	l.Reset()
 	if ok, _ := l.Failing(); ok || l.Every != time.Minute {
 		t.Error("Reset kept the streak or lost the interval")
 	}
-	if log, f, _ := l.Failure(t0.Add(3*time.Minute + time.Second)); !log || f != 1 {
+	if log, f, _ := l.Failure(t0.Add(3*time.Minute+3*time.Second), "auth refused"); !log || f != 1 {
 		t.Error("the first failure after Reset is not logged")
 	}
 	var d LogLimiter // zero value: DefaultLogInterval
-	d.Failure(t0)
-	if log, _, _ := d.Failure(t0.Add(DefaultLogInterval - 1)); log {
+	d.Failure(t0, "x")
+	if log, _, _ := d.Failure(t0.Add(DefaultLogInterval-1), "x"); log {
 		t.Error("zero LogLimiter logged twice within DefaultLogInterval")
 	}
 }
