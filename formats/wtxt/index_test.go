@@ -79,6 +79,16 @@ func FuzzReadIndex(f *testing.F) {
 				prev, line = c.End, c.Line
 			}
 		}
+		// ReadChunk on what the index found: an error or the chunk's
+		// bytes, never a panic or an allocation beyond the file.
+		for i := range x.Arrays {
+			a := &x.Arrays[i]
+			for j := range a.Chunks {
+				if raw, err := ReadChunk(snapshot.Bytes(b), "fuzz", a, &a.Chunks[j]); err == nil && int64(len(raw)) != a.Chunks[j].Len {
+					t.Fatalf("array %q chunk %d: %d bytes, ch line says %d", a.Name, j, len(raw), a.Chunks[j].Len)
+				}
+			}
+		}
 	})
 }
 
