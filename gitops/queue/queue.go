@@ -138,8 +138,9 @@ type Options struct {
 	MaxTimeouts int
 	// Shared opens a queue that another process (the daemon) may be
 	// running: Open then leaves temp files alone instead of sweeping them,
-	// since one may be that process's write in progress. Operator tools
-	// (snapd queue, snapd status) set it.
+	// since one may be that process's write in progress, and creates
+	// nothing (the directory must exist; a queue without jobs/ is empty).
+	// Operator tools (snapd queue, snapd status) set it.
 	Shared bool
 }
 
@@ -199,7 +200,11 @@ func Open(dir string, opts Options) (*Queue, error) {
 	if opts.AuthRecheck == 0 {
 		opts.AuthRecheck = DefaultAuthRecheck
 	}
-	if err := os.MkdirAll(filepath.Join(dir, jobsDir), 0o755); err != nil {
+	if opts.Shared {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("queue: %w", err)
+		}
+	} else if err := os.MkdirAll(filepath.Join(dir, jobsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	q := &Queue{dir: dir, opts: opts, log: opts.Logger, kick: make(chan struct{}, 1),
@@ -343,6 +348,9 @@ func readJob(p string) (Job, error) {
 // in generation order (the order Run pushes them).
 func (q *Queue) List() ([]Job, error) {
 	bs, err := os.ReadDir(filepath.Join(q.dir, jobsDir))
+	if errors.Is(err, fs.ErrNotExist) && q.opts.Shared {
+		return nil, nil // a shared open creates nothing: no jobs/ yet, no jobs
+	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}

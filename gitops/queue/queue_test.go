@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -778,5 +779,29 @@ func TestSharedOpenKeepsTempFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
 		t.Fatalf("owner's open kept a stale temp file: %v", err)
+	}
+}
+
+// TestSharedOpenCreatesNothing: an operator tool's open of a queue
+// directory without jobs/ reads an empty queue and creates nothing; a
+// missing directory is an error, not created either.
+func TestSharedOpenCreatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	q, err := Open(dir, Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.Status(); err != nil || st.State != StateOK || st.Pending != 0 {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 0 {
+		t.Fatalf("shared open created %v", es)
+	}
+	missing := filepath.Join(dir, "none")
+	if _, err := Open(missing, Options{Shared: true}); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing dir: %v", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal("shared open created the missing directory")
 	}
 }
