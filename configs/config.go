@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/pipeline"
 	"gopkg.in/yaml.v3"
 )
 
@@ -225,15 +228,15 @@ func Default() *Config {
 		StateDir: ".snapd",
 		Log:      Log{Format: "text", Level: "info"},
 		Snapshot: Snap{Schema: "weights/v1", Build: "unknown", Host: "cpu", Cuda: "off"},
-		Ring:     Ring{Keep: 8},
-		Queue:    Queue{Max: 16, Policy: "coalesce"},
-		Git: Git{Enabled: true, Branch: "snapshots", Path: "snapshots", Layout: "auto", CommitDelta: "auto", Picture: true,
-			SplitAbove: 64 << 20, PartLimit: 256 << 10, RetryBase: Duration(2 * time.Second), RetryMax: Duration(5 * time.Minute),
-			AuthRecheck: Duration(5 * time.Minute), PushTimeout: Duration(5 * time.Minute), PushMinRate: 1 << 20,
-			PushStall: Duration(2 * time.Minute), PushMaxTimeouts: 3},
-		Metrics: Metric{Addr: "127.0.0.1:9464", StuckAfter: Duration(30 * time.Minute)},
-		WAL:     WAL{PollInterval: Duration(time.Second)},
-		GitHub:  GitHub{Base: "main", APIURL: "https://api.github.com/", RetryMax: Duration(5 * time.Minute)},
+		Ring:     Ring{Keep: pipeline.DefaultRingKeep},
+		Queue:    Queue{Max: pipeline.DefaultQueueMax, Policy: string(pipeline.DefaultPolicy)},
+		Git: Git{Enabled: true, Branch: gitops.DefaultBranch, Path: gitops.DefaultPath, Layout: "auto", CommitDelta: "auto", Picture: true,
+			SplitAbove: 64 << 20, PartLimit: gitops.DefaultPartLimit, RetryBase: Duration(queue.DefaultBaseDelay), RetryMax: Duration(queue.DefaultMaxDelay),
+			AuthRecheck: Duration(queue.DefaultAuthRecheck), PushTimeout: Duration(gitops.DefaultPushTimeout), PushMinRate: gitops.DefaultPushMinRate,
+			PushStall: Duration(gitops.DefaultPushStall), PushMaxTimeouts: queue.DefaultMaxTimeouts},
+		Metrics: Metric{Addr: "127.0.0.1:9464", StuckAfter: Duration(pipeline.DefaultStuckAfter)},
+		WAL:     WAL{PollInterval: Duration(time.Second)}, // the daemon polls less often than wal.DefaultPollInterval
+		GitHub:  GitHub{Base: "main", APIURL: "https://api.github.com/", RetryMax: Duration(pipeline.DefaultPRRetryMax)},
 	}
 }
 

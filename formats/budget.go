@@ -211,7 +211,7 @@ func (b *Budget) zstdCopy(ctx context.Context, w io.Writer, src io.Reader, limit
 	if err := dec.Reset(br); err != nil {
 		return 0, fmt.Errorf("%w: %s: zstd: %s", ErrCorrupt, what, zstdReason(err))
 	}
-	n, err := io.Copy(tagWriter{w}, &ctxReader{ctx: ctx, r: io.LimitReader(dec, satAdd(stop, 1))})
+	n, err := io.Copy(tagWriter{w}, ContextReader(ctx, io.LimitReader(dec, satAdd(stop, 1))))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return n, cerr
@@ -255,18 +255,6 @@ func (e writeError) Unwrap() error { return e.error }
 // zstdReason is the library's message for err; it describes the frame
 // structure, never the data.
 func zstdReason(err error) string { return err.Error() }
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
 
 // peekReader lets the frame header be inspected before decoding.
 type peekReader struct {

@@ -111,6 +111,20 @@ type Deps struct {
 	Now func() time.Time
 }
 
+// Defaults of Config and PullRequest, for their zero values; configs.Default
+// states the same values by these names (one statement of each default).
+const (
+	DefaultRingKeep  = 8
+	DefaultQueueMax  = 16
+	DefaultPolicy    = PolicyCoalesce
+	DefaultRetryBase = 200 * time.Millisecond
+	DefaultRetryMax  = 30 * time.Second
+	// DefaultPRRetryBase and DefaultPRRetryMax bound the pull-request
+	// publisher's backoff.
+	DefaultPRRetryBase = 2 * time.Second
+	DefaultPRRetryMax  = 5 * time.Minute
+)
+
 // DefaultWorkers is the encoder parallelism for Config.Workers == 0: half
 // the CPUs, at least one, leaving the rest to the training job.
 func DefaultWorkers() int {
@@ -141,19 +155,19 @@ func (c *Config) setDefaults() error {
 		c.Workers = DefaultWorkers()
 	}
 	if c.RingKeep == 0 {
-		c.RingKeep = 8
+		c.RingKeep = DefaultRingKeep
 	}
 	if c.QueueMax == 0 {
-		c.QueueMax = 16
+		c.QueueMax = DefaultQueueMax
 	}
 	if c.Policy == "" {
-		c.Policy = PolicyCoalesce
+		c.Policy = DefaultPolicy
 	}
 	if c.RetryBase <= 0 {
-		c.RetryBase = 200 * time.Millisecond
+		c.RetryBase = DefaultRetryBase
 	}
 	if c.RetryMax <= 0 {
-		c.RetryMax = 30 * time.Second
+		c.RetryMax = DefaultRetryMax
 	}
 	if c.StuckAfter <= 0 {
 		c.StuckAfter = DefaultStuckAfter

@@ -19,6 +19,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/backoff"
 )
 
 // PullRequestFile is the pull-request step's state file in the state
@@ -226,10 +227,10 @@ func (p *PullRequest) check(deps *Deps) error {
 		return fmt.Errorf("pipeline: pull request base %q is the generations branch", p.Base)
 	}
 	if p.RetryBase <= 0 {
-		p.RetryBase = 2 * time.Second
+		p.RetryBase = DefaultPRRetryBase
 	}
 	if p.RetryMax <= 0 {
-		p.RetryMax = 5 * time.Minute
+		p.RetryMax = DefaultPRRetryMax
 	}
 	p.RetryMax = max(p.RetryMax, p.RetryBase)
 	if p.Title == "" {
@@ -247,9 +248,10 @@ func tagGen(tag string) uint64 {
 
 // pullRequestStage publishes the newest pushed commit whenever it is not
 // the newest published one: at start (a crash after a push) and after
-// every push. Failures are retried with capped exponential backoff; each
-// is kept in STATE_DIR/pull-request and last_error, and logged after 1, 2,
-// 4, 8, ... failures.
+// every push. Failures are retried with capped exponential backoff
+// (internal/backoff); each is kept in STATE_DIR/pull-request and
+// last_error, and logged by the one rule (backoff.LogLimiter: the first,
+// a new error, else at most one a minute).
 func (d *Daemon) pullRequestStage(ctx context.Context) {
 	pr := d.deps.PullRequest
 	tmp := filepath.Join(d.config().StateDir, reviewTmpDir)
@@ -257,6 +259,7 @@ func (d *Daemon) pullRequestStage(ctx context.Context) {
 		d.log.Warn("pull request: clear temp dir", "dir", tmp, "error", err)
 	}
 	failures := 0
+	var logs backoff.LogLimiter
 	for {
 		st, changed := pr.Pushes.State()
 		if st.Pushed == nil || (st.Published != nil && st.Published.Commit == st.Pushed.Commit) {
@@ -288,15 +291,12 @@ func (d *Daemon) pullRequestStage(ctx context.Context) {
 			})
 			if err == nil {
 				failures = 0
+				logs.Reset()
 				continue
 			}
 		}
 		failures++
-		delay := pr.RetryBase
-		for i := 1; i < failures && delay < pr.RetryMax; i++ {
-			delay *= 2
-		}
-		delay = min(delay, pr.RetryMax)
+		delay := backoff.Policy{Base: pr.RetryBase, Max: pr.RetryMax}.Delay(failures)
 		gen := tagGen(pushed.Tag)
 		d.fail("github", gen, err)
 		if werr := pr.Pushes.update(func(s *PullRequestState) bool {
@@ -305,9 +305,9 @@ func (d *Daemon) pullRequestStage(ctx context.Context) {
 		}); werr != nil {
 			d.log.Error("pull request: record failure", "error", werr)
 		}
-		if failures&(failures-1) == 0 {
+		if log, _, suppressed := logs.Failure(d.now(), err.Error()); log {
 			d.log.Warn("pull request: publish failed; will retry", "commit", pushed.Commit, "tag", pushed.Tag, "attempt", failures,
-				"retry_in", delay, "error", err)
+				"retry_in", delay, "suppressed", suppressed, "error", err)
 		}
 		if !sleep(ctx, delay) {
 			return

@@ -18,6 +18,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/internal/backoff"
 	"github.com/snapd-ml/snapd/internal/safeopen"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
@@ -150,26 +151,25 @@ func transient(err error) bool {
 }
 
 // retry runs fn until it succeeds, fails permanently or ctx ends,
-// backing off exponentially (RetryBase..RetryMax) after transient errors.
-// The failing request holds the line: later requests wait (their order is
-// the chain's order).
+// backing off exponentially (RetryBase..RetryMax, internal/backoff) after
+// transient errors, logging by backoff.LogLimiter's rule (the first
+// failure, a new error, else at most one a minute). The failing request holds the line: later
+// requests wait (their order is the chain's order).
 func (d *Daemon) retry(ctx context.Context, stage string, gen uint64, fn func() error) error {
-	delay := d.config().RetryBase
+	var logs backoff.LogLimiter
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil || !transient(err) || ctx.Err() != nil {
 			return err
 		}
+		delay := backoff.Policy{Base: d.config().RetryBase, Max: d.config().RetryMax}.Delay(attempt)
 		d.m.retries.WithLabelValues(stage).Inc()
 		d.fail(stage, gen, fmt.Errorf("attempt %d (will retry in %s): %w", attempt, delay, err))
-		if attempt == 1 || attempt%10 == 0 {
-			d.log.Warn("transient failure, retrying", "stage", stage, "gen", gen, "attempt", attempt, "retry_in", delay, "error", err)
+		if log, _, suppressed := logs.Failure(d.now(), err.Error()); log {
+			d.log.Warn("transient failure, retrying", "stage", stage, "gen", gen, "attempt", attempt, "retry_in", delay, "suppressed", suppressed, "error", err)
 		}
 		if !sleep(ctx, delay) {
 			return ctx.Err()
-		}
-		if delay *= 2; delay > d.config().RetryMax {
-			delay = d.config().RetryMax
 		}
 	}
 }
@@ -507,11 +507,11 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 	s := it.snap
 	it.res.BaseGen = head.Gen
 	s.Meta = snapshot.Meta{Schema: cfg.Schema, Gen: gen, TS: it.rec.Time.UTC().Truncate(time.Second), Build: cfg.Build, Host: cfg.Host, Cuda: cfg.Cuda}
-	prev, err := head.MerkleThisBytes()
+	headRoot, err := head.Root()
 	if err != nil {
 		return nil, permanent{err}
 	}
-	opts := wtxt.EncodeOptions{RowsPerChunk: cfg.RowsPerChunk, SignKey: cfg.SignKey, HMACKey: cfg.HMACKey, PrevMerkle: prev, Stream: cfg.Stream, Workers: cfg.Workers}
+	opts := wtxt.EncodeOptions{RowsPerChunk: cfg.RowsPerChunk, SignKey: cfg.SignKey, HMACKey: cfg.HMACKey, PrevMerkle: headRoot.MerkleThis, Stream: cfg.Stream, Workers: cfg.Workers}
 	enc := len(cfg.Recipients) > 0
 	plainDirPath := filepath.Join(d.ringDir, plainDir)
 	wtxtPath := ringPath(d.ringDir, gen, ExtWTXT)
@@ -545,8 +545,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 	}
 	defer pending.wait() // no goroutine outlives build
 	it.stage1("encode", d.now().Sub(t))
-	sealValues := armor.Seal{Gen: wtxt.FormatGen(gen), TS: wtxt.FormatTS(s.Meta.TS), Build: s.Meta.Build,
-		SHA256All: res.SHA256All, MerklePrev: res.MerklePrev, MerkleThis: res.MerkleThis}
+	sealValues := armor.Seal{Root: res.Root}
 	seal := func(path, kind string) error {
 		v := sealValues
 		v.Kind = kind
@@ -620,9 +619,8 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 	}
 	// Commit point: the chain state.
 	t = d.now()
-	next := &ChainState{Version: 1, Gen: gen, GenText: wtxt.FormatGen(gen), PrevGen: head.Gen, TS: wtxt.FormatTS(s.Meta.TS), Build: s.Meta.Build,
-		SHA256All: hexs(res.SHA256All), MerklePrev: hexs(res.MerklePrev), MerkleThis: hexs(res.MerkleThis),
-		Updated: d.now().UTC(), Generations: head.Generations + 1, NonFinite: it.res.NonFinite}
+	next := newChainState(gen, res.Root, head, d.now().UTC())
+	next.NonFinite = it.res.NonFinite
 	if err := writeChainState(cfg.StateDir, next); err != nil {
 		return nil, err
 	}

@@ -50,6 +50,9 @@ var (
 
 // ChainState is the chain head, persisted atomically in STATE_DIR/state
 // after every generation (see doc.go). The zero value is an empty chain.
+// Its GenText, TS, Build and hex fields are the persisted (JSON) form of
+// Gen's wtxt.Root: build one with newChainState, read the Root back with
+// Root, so the conversion is written once.
 type ChainState struct {
 	Version int `json:"version"`
 	// Gen is the newest generation in the chain; 0 when empty.
@@ -70,18 +73,33 @@ type ChainState struct {
 	NonFinite []review.NonFiniteArray `json:"nonfinite,omitempty"`
 }
 
-// MerkleThisBytes returns merkle_this as bytes (zero for an empty chain).
-func (c *ChainState) MerkleThisBytes() ([32]byte, error) {
-	var out [32]byte
+// newChainState is the chain head after generation gen with root r,
+// chained to prev.
+func newChainState(gen uint64, r wtxt.Root, prev *ChainState, updated time.Time) *ChainState {
+	return &ChainState{Version: 1, Gen: gen, GenText: r.Gen, PrevGen: prev.Gen, TS: r.TS, Build: r.Build,
+		SHA256All: hex.EncodeToString(r.SHA256All[:]), MerklePrev: hex.EncodeToString(r.MerklePrev[:]), MerkleThis: hex.EncodeToString(r.MerkleThis[:]),
+		Updated: updated, Generations: prev.Generations + 1}
+}
+
+// Root returns the chain head's root values (the zero Root for an empty
+// chain); hex fields that do not parse are ErrCorruptState.
+func (c *ChainState) Root() (wtxt.Root, error) {
+	r := wtxt.Root{Gen: c.GenText, TS: c.TS, Build: c.Build}
 	if c.Gen == 0 {
-		return out, nil
+		return r, nil
 	}
-	b, err := hex.DecodeString(c.MerkleThis)
-	if err != nil || len(b) != 32 {
-		return out, fmt.Errorf("%w: merkle_this %q is not 64 hex digits", ErrCorruptState, c.MerkleThis)
+	for _, f := range []struct {
+		name string
+		hex  string
+		dst  *[32]byte
+	}{{"sha256_all", c.SHA256All, &r.SHA256All}, {"merkle_prev", c.MerklePrev, &r.MerklePrev}, {"merkle_this", c.MerkleThis, &r.MerkleThis}} {
+		b, err := hex.DecodeString(f.hex)
+		if err != nil || len(b) != 32 || !wtxt.IsHex64(f.hex) {
+			return wtxt.Root{}, fmt.Errorf("%w: gen %d: %s is not 64 lowercase hex digits", ErrCorruptState, c.Gen, f.name)
+		}
+		copy(f.dst[:], b)
 	}
-	copy(out[:], b)
-	return out, nil
+	return r, nil
 }
 
 // maxStateBytes bounds the small JSON state files read into memory.
@@ -110,8 +128,8 @@ func ReadChainState(stateDir string) (*ChainState, error) {
 	if c.Version != 1 {
 		return nil, fmt.Errorf("%w %s: version %d, want 1", ErrCorruptState, p, c.Version)
 	}
-	if c.Gen != 0 && (!wtxt.IsHex64(c.SHA256All) || !wtxt.IsHex64(c.MerkleThis) || !wtxt.IsHex64(c.MerklePrev)) {
-		return nil, fmt.Errorf("%w %s: gen %d: root values must be 64 lowercase hex digits", ErrCorruptState, p, c.Gen)
+	if _, err := c.Root(); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	return &c, nil
 }

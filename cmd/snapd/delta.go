@@ -262,11 +262,7 @@ func runDeltaApply(ctx context.Context, e *env, o *deltaApplyOptions) error {
 // sealFor writes path.wseal for an armored file whose generation has the
 // header h (wsum supplies the final values of a streamed snapshot).
 func sealFor(path, kind string, h *wtxt.Header, wsum *wtxt.WSUM, signKey []byte) error {
-	v := armor.Seal{Kind: kind, Gen: h.Gen, TS: h.TS, Build: h.Meta.Build,
-		SHA256All: h.SHA256All, MerklePrev: h.MerklePrev, MerkleThis: h.MerkleThis}
-	if wsum != nil {
-		v.SHA256All, v.MerklePrev, v.MerkleThis = wsum.SHA256All, wsum.MerklePrev, wsum.MerkleThis
-	}
+	v := armor.Seal{Kind: kind, Root: h.Complete(wsum)}
 	if _, err := armor.WriteSeal(path, v, signKey, 0o644); err != nil {
 		return err
 	}

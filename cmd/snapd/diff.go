@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -59,26 +60,6 @@ Exit status: 0 when the snapshots are equal, 1 when they differ (like diff(1)),
 	return cmd
 }
 
-// wtxtUnblockedChunk is the chunk size of WTXT arrays without an idx line.
-const wtxtUnblockedChunk = 32768
-
-// wtxtGeometry returns, for every array of a (verified) WTXT file held in
-// b, its rows_per_chunk (0 when the array has no idx line), from
-// wtxt.ReadIndex (the base64 lines are skipped by arithmetic, so the cost
-// is per chunk, not per byte). A file whose structure does not read
-// yields an empty map (the caller then names default chunks).
-func wtxtGeometry(ctx context.Context, b []byte) map[string]int64 {
-	geo := map[string]int64{}
-	x, err := wtxt.ReadIndex(ctx, "", snapshot.Bytes(b), int64(len(b)))
-	if err != nil {
-		return geo
-	}
-	for _, a := range x.Arrays {
-		geo[a.Name] = a.RowsPerChunk
-	}
-	return geo
-}
-
 // errDiffer makes `snapd diff` exit 1 when the inputs differ, without an
 // error message.
 type errDiffer struct{}
@@ -105,15 +86,20 @@ func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 	case o.rowsPerChunk > 0:
 		opts.RowsPerChunk = func(*snapshot.Array, int64) int64 { return o.rowsPerChunk }
 	case b.Codec.Name() == "wtxt" && b.m != nil:
-		// Name the chunks B really has (its idx lines), not the default.
-		geo := wtxtGeometry(ctx, b.m.Bytes())
+		// Name the chunks B really has (its idx lines), not the default:
+		// wtxt.ReadIndex skips the base64 by arithmetic (cost per chunk)
+		// and caps its memory (wtxt.DefaultMaxIndexBytes).
+		x, err := wtxt.ReadIndex(ctx, o.b, b.m, b.m.Size())
+		if err != nil {
+			return err
+		}
 		opts.RowsPerChunk = func(a *snapshot.Array, rowSize int64) int64 {
-			if rpc, ok := geo[a.Name]; ok {
-				if rpc > 0 {
-					return rpc
+			if ia := x.Array(a.Name); ia != nil {
+				if ia.RowsPerChunk > 0 {
+					return ia.RowsPerChunk
 				}
 				if rowSize > 0 {
-					return max(1, wtxtUnblockedChunk/rowSize) // fixed 32768-byte chunks
+					return max(1, wtxt.UnblockedChunk/rowSize) // fixed 32768-byte chunks
 				}
 			}
 			return snapshot.DefaultRowsPerChunk(rowSize)
@@ -138,7 +124,7 @@ func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 			return ioError{err}
 		}
 	case o.md:
-		writeDiffMarkdown(e.stdout, ds)
+		io.WriteString(e.stdout, review.DiffTable(ds, nil))
 	default:
 		writeDiffText(e.stdout, ds)
 	}
@@ -193,35 +179,4 @@ func writeDiffText(w io.Writer, ds []snapshot.ArrayDiff) {
 		fmt.Fprintf(w, "%s: %s\n", d.Name, describe(d))
 	}
 	fmt.Fprintf(w, "%d of %d arrays changed\n", changed, len(ds))
-}
-
-func writeDiffMarkdown(w io.Writer, ds []snapshot.ArrayDiff) {
-	fmt.Fprintln(w, "| array | change | dtype | shape | changed elements | rows | chunks | max abs Δ | mean abs Δ | rel L2 | new NaN/Inf |")
-	fmt.Fprintln(w, "|---|---|---|---|---:|---|---|---:|---:|---:|---:|")
-	for _, d := range ds {
-		if d.Change == snapshot.Unchanged {
-			continue
-		}
-		num := func(f float64, ok bool) string {
-			if !ok || d.Change != snapshot.Modified {
-				return ""
-			}
-			return snapshot.FormatStat(f)
-		}
-		fl := snapshot.IsFloatDType(d.DType)
-		nan := ""
-		if fl && d.Change == snapshot.Modified {
-			nan = fmt.Sprintf("%d/%d", d.NewNaN, d.NewInf)
-			if d.GoneNaN+d.GoneInf > 0 {
-				nan += fmt.Sprintf(" (gone %d/%d)", d.GoneNaN, d.GoneInf)
-			}
-		}
-		elems := ""
-		if d.Change == snapshot.Modified {
-			elems = fmt.Sprintf("%d / %d", d.ChangedElements, d.Elements)
-		}
-		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			d.Name, d.Change, d.DType, snapshot.FormatShape(d.Shape), elems, snapshot.FormatRows(d.ChangedRows, 8), snapshot.FormatInts(d.Chunks, 12),
-			num(d.MaxAbsDelta, true), num(d.MeanAbsDelta, true), num(d.RelL2, fl), nan)
-	}
 }

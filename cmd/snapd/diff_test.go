@@ -50,10 +50,10 @@ func TestDiffNonFiniteCLI(t *testing.T) {
 		json     []string
 	}{
 		{"all NaN", []float64{nan, nan, nan, nan}, a,
-			[]string{"max|Δ| NaN mean|Δ| NaN relL2 NaN", "NEW NaN 4 Inf 0"}, []string{"| NaN | NaN | NaN | 4/0 |"},
+			[]string{"max|Δ| NaN mean|Δ| NaN relL2 NaN", "NEW NaN 4 Inf 0"}, []string{"| NaN | NaN | NaN | **4/0** |"},
 			[]string{`"max_abs_delta": null`, `"rel_l2": "NaN"`, `"new_nan": 4`}},
 		{"one Inf", []float64{1, inf, 3, 4.5}, a,
-			[]string{"max|Δ| inf", "NEW NaN 0 Inf 1", "(1 finite pairs: max|Δ| 0.5"}, []string{"| inf | inf | inf | 0/1 |"},
+			[]string{"max|Δ| inf", "NEW NaN 0 Inf 1", "(1 finite pairs: max|Δ| 0.5"}, []string{"| inf | inf | inf | **0/1** |"},
 			[]string{`"max_abs_delta": "+Inf"`, `"new_inf": 1`, `"finite_max_abs_delta": 0.5`}},
 		{"near 1e308", []float64{1.5e308, 1.5e308, 1.5e308, 1.5e308},
 			writeF64(t, dir, "big.safetensors", []float64{1e308, 1e308, 1e308, 1e308}),

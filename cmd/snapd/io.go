@@ -176,7 +176,7 @@ func writeWTXT(ctx context.Context, e *env, s *snapshot.Snapshot, opts wtxt.Enco
 			if err := writeAtomic(f.stream, func(file *os.File) error { _, err := file.Write(buf.Bytes()); return err }); err != nil {
 				return nil, err
 			}
-			if err := writeSeal(f.stream, armor.KindWSUM, s.Meta, res, opts); err != nil {
+			if err := writeSeal(f.stream, armor.KindWSUM, res, opts); err != nil {
 				return nil, err
 			}
 		} else if err := writeAtomic(f.stream, func(file *os.File) error { _, err := file.Write(wsum); return err }); err != nil {
@@ -184,7 +184,7 @@ func writeWTXT(ctx context.Context, e *env, s *snapshot.Snapshot, opts wtxt.Enco
 		}
 	}
 	if recipients != nil {
-		if err := writeSeal(out, armor.KindWTXT, s.Meta, res, opts); err != nil {
+		if err := writeSeal(out, armor.KindWTXT, res, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -192,9 +192,8 @@ func writeWTXT(ctx context.Context, e *env, s *snapshot.Snapshot, opts wtxt.Enco
 }
 
 // writeSeal writes path.wseal for the armored file at path.
-func writeSeal(path, kind string, m snapshot.Meta, res *wtxt.Result, opts wtxt.EncodeOptions) error {
-	v := armor.Seal{Kind: kind, Gen: wtxt.FormatGen(m.Gen), TS: wtxt.FormatTS(m.TS), Build: m.Build,
-		SHA256All: res.SHA256All, MerklePrev: res.MerklePrev, MerkleThis: res.MerkleThis}
+func writeSeal(path, kind string, res *wtxt.Result, opts wtxt.EncodeOptions) error {
+	v := armor.Seal{Kind: kind, Root: res.Root}
 	if _, err := armor.WriteSeal(path, v, opts.SignKey, 0o644); err != nil {
 		return err
 	}

@@ -258,15 +258,4 @@ func TestDiffWTXTNamesFileChunks(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("diff --json chunks:\n got %v\nwant %v", got, want)
 	}
-	geo := wtxtGeometry(context.Background(), f.gen2)
-	if geo["layer.0/w"] != 8 || geo["step"] != 0 || len(geo) != 4 {
-		t.Fatalf("wtxtGeometry: %v", geo)
-	}
-	// Truncated or garbled input yields an empty map, never a panic.
-	for _, n := range []int{0, 10, len(f.gen2) / 2, len(f.gen2) - 3} {
-		if geo := wtxtGeometry(context.Background(), f.gen2[:n]); len(geo) != 0 {
-			t.Errorf("%d bytes: %v", n, geo)
-		}
-	}
-	wtxtGeometry(context.Background(), []byte("arr name=x\nch ix=000000 off=000000000000 len=99999999999999999\n"))
 }

@@ -339,24 +339,22 @@ func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.Verif
 	if err != nil {
 		return ioError{err}
 	}
-	d, err := armor.Scan(f)
+	srep, err := seal.Check(f, armor.VerifyOptions{Trusted: opts.TrustedKeys, RequireSignature: o.requireSignature || len(opts.TrustedKeys) > 0 && !o.allowUnsigned, PrevMerkle: opts.PrevMerkle})
 	f.Close()
 	out := verifyJSON{File: o.file, Kind: "sealed", Failures: []failureJSON{}}
-	sj := &sealJSON{Kind: seal.Kind, Gen: seal.Gen, MerklePrev: hex.EncodeToString(seal.MerklePrev[:]), MerkleThis: hex.EncodeToString(seal.MerkleThis[:]), Signature: wtxt.SigAbsent}
+	sj := &sealJSON{Kind: seal.Kind, Gen: seal.Gen, MerklePrev: hex.EncodeToString(seal.MerklePrev[:]), MerkleThis: hex.EncodeToString(seal.MerkleThis[:]),
+		Signature: srep.Signature, KeyID: srep.KeyID}
+	if sj.Signature == wtxt.SigFailed {
+		sj.Signature = wtxt.SigUnchecked // this command's word for a signature that did not verify
+	}
 	out.Seal = sj
 	var fails []error
 	if err != nil {
-		fails = append(fails, fmt.Errorf("%s: %w", o.file, err))
-	} else {
-		srep, err := seal.Verify(d, armor.VerifyOptions{Trusted: opts.TrustedKeys, RequireSignature: o.requireSignature || len(opts.TrustedKeys) > 0 && !o.allowUnsigned, PrevMerkle: opts.PrevMerkle})
-		if err != nil {
-			fails = append(fails, fmt.Errorf("%s: %w", armor.SealPath(o.file), err))
+		file := armor.SealPath(o.file)
+		if se := (*armor.SealError)(nil); errors.As(err, &se) && se.Check == "armor" {
+			file = o.file
 		}
-		if srep != nil && srep.Signed {
-			sj.Signature, sj.KeyID = wtxt.SigVerified, srep.KeyID
-		} else if seal.Sig != nil {
-			sj.Signature = wtxt.SigUnchecked
-		}
+		fails = append(fails, fmt.Errorf("%s: %w", file, err))
 	}
 	var rep *wtxt.Report
 	if o.identity != "" && len(fails) == 0 {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/snapd-ml/snapd/formats"
 )
 
 // Index is a parsed Hugging Face shard index
@@ -80,7 +82,7 @@ type parser struct {
 	lim  Limits
 }
 
-func (p *parser) fail(err error, format string, args ...any) *Error {
+func (p *parser) fail(err error, format string, args ...any) *formats.Error {
 	return errf(p.name, p.dec.InputOffset(), "", err, format, args...)
 }
 

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/snapd-ml/snapd/formats"
 )
 
 func seeds(t testing.TB) map[string][]byte {
@@ -83,7 +85,7 @@ func FuzzIndex(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		x, err := ParseIndex("f", b, Limits{MaxIndexEntries: 1000})
 		if err != nil {
-			var e *Error
+			var e *formats.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("untyped error %v", err)
 			}

@@ -68,7 +68,7 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"dotdot shard", func(t *testing.T, dir string) {
 			setIndex(t, dir, withMap(func(m map[string]string) { m["lm_head.weight"] = "../x.safetensors" }))
-		}, Limits{}, ErrUnsafe, `tensor "lm_head.weight": shard "../x.safetensors": path with a directory part refused`},
+		}, Limits{}, ErrUnsafe, `tensor "lm_head.weight": offset 58: shard "../x.safetensors": path with a directory part refused`},
 		{"absolute shard", func(t *testing.T, dir string) {
 			setIndex(t, dir, withMap(func(m map[string]string) { m["lm_head.weight"] = filepath.Join(outside, "x.safetensors") }))
 		}, Limits{}, ErrUnsafe, "absolute path refused"},
@@ -115,7 +115,7 @@ func TestRefusals(t *testing.T) {
 		{"duplicate weight_map key", func(t *testing.T, dir string) {
 			b := `{"weight_map": {"lm_head.weight": "` + shard2 + `", "lm_head.weight": "` + shard1 + `"}}`
 			must(t, os.WriteFile(filepath.Join(dir, hfIdx), []byte(b), 0o644))
-		}, Limits{}, ErrCorrupt, `tensor "lm_head.weight": listed twice in weight_map`},
+		}, Limits{}, ErrCorrupt, `tensor "lm_head.weight": offset 68: listed twice in weight_map`},
 		{"index too large", nil, Limits{MaxIndexBytes: 100}, ErrLimit, "limit 100"},
 		{"too many entries", nil, Limits{MaxIndexEntries: 3}, ErrLimit, "more than 3 entries"},
 		{"invalid JSON does not echo", func(t *testing.T, dir string) {

@@ -51,11 +51,11 @@ func (c *Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts form
 	}
 	s := &snapshot.Snapshot{Meta: rep.Header.Meta}
 	var attrs *snapshot.Array
-	for _, ai := range rep.index {
+	for _, ai := range rep.index.Arrays {
 		head := ai.head
-		offs := make([]int64, len(ai.chunks))
-		for i, c := range ai.chunks {
-			offs[i] = c.data
+		offs := make([]int64, len(ai.Chunks))
+		for i, c := range ai.Chunks {
+			offs[i] = c.Data
 		}
 		arr := &snapshot.Array{Name: head.name, DType: head.dt, Shape: head.shape,
 			Data: &chunkSource{ra: r, geo: head.geo, offs: offs, name: head.name}}

@@ -34,151 +34,27 @@ type DeltaInfo struct {
 	Short []string
 }
 
-// verifiedIndex verifies a WTXT file without keys and returns its report
-// with the positions of every array and chunk.
-func verifiedIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*Report, [32]byte, error) {
+// verifiedIndex verifies a WTXT file without keys and returns its index
+// and computed sha256_all.
+func verifiedIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*Index, [32]byte, error) {
 	v := newVerifier(ctx, VerifyOptions{File: name, allowPending: true, index: true, MaxFailures: 1})
 	rep, err := v.run(io.NewSectionReader(r, 0, size))
 	if err != nil {
 		return nil, [32]byte{}, err
 	}
 	all, _ := parseHex32(rep.SHA256All)
-	return rep, all, nil
+	rep.index.Size = size
+	return rep.index, all, nil
 }
 
-// structIndex indexes a WTXT file by its structure only — grammar of the
-// header, arr, idx and ch lines, chunk geometry and line counts — skipping
-// the base64 lines by their known length instead of decoding and hashing
-// them. The returned sha256_all is the header's (zero for root_pending).
-func structIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*Report, [32]byte, error) {
-	// Small reads and seeks past the base64 lines: only the structure
-	// lines (a few KiB per chunk) are read, not the file.
-	sec := io.NewSectionReader(r, 0, size)
-	small := smallReader{sec}
-	lr := newLineReader(small, name)
-	h, line, err := readHeader(lr)
+// structIndex is ReadIndex with the header's sha256_all (zero for
+// root_pending), the trusted counterpart of verifiedIndex.
+func structIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*Index, [32]byte, error) {
+	x, err := ReadIndex(ctx, name, r, size)
 	if err != nil {
 		return nil, [32]byte{}, err
 	}
-	rep := &Report{File: name, Header: h, bodyStart: lr.last}
-	fail := func(array string, ix int64, format string, a ...any) error {
-		return &Error{File: name, Line: lr.n, Array: array, Chunk: ix, Check: CheckGrammar, Msg: fmt.Sprintf(format, a...)}
-	}
-	for bytes.HasPrefix(line, []byte("arr ")) {
-		if err := ctx.Err(); err != nil {
-			return nil, [32]byte{}, err
-		}
-		ai := &arrIndex{start: lr.last}
-		head, msg := parseArr(line)
-		if msg != "" {
-			return nil, [32]byte{}, fail("", -1, "%s", msg)
-		}
-		ai.head = head
-		head.lineNo = lr.n
-		if line, err = lr.next(); err != nil {
-			return nil, [32]byte{}, err
-		}
-		head.geo = geometry{nbytes: head.nbytes, chunkLen: UnblockedChunk}
-		if bytes.HasPrefix(line, []byte("idx ")) {
-			if msg := parseIdx(line, head); msg != "" {
-				return nil, [32]byte{}, fail(head.name, -1, "%s", msg)
-			}
-			if line, err = lr.next(); err != nil {
-				return nil, [32]byte{}, err
-			}
-		}
-		if msg := idxPresence(head); msg != "" {
-			return nil, [32]byte{}, fail(head.name, -1, "%s", msg)
-		}
-		for ix := range head.geo.numChunks() {
-			ch, msg := parseCh(line)
-			if msg != "" {
-				return nil, [32]byte{}, fail(head.name, ix, "%s", msg)
-			}
-			off, n := head.geo.chunk(ix)
-			if ch.ix != ix || ch.off != off || ch.n != n || ch.lines != numLines(n) {
-				return nil, [32]byte{}, fail(head.name, ix, "ch line does not match the array's geometry")
-			}
-			rec := chunkRec{start: lr.last, data: lr.off, sha: ch.sha, head: ch, lineNo: lr.n}
-			skip := int64(0)
-			if ch.lines > 0 {
-				last := n - (ch.lines-1)*rawPerLine
-				skip = (ch.lines-1)*(B64Width+3) + int64(base64.StdEncoding.EncodedLen(int(last))) + 3
-			}
-			// A chunk longer than the file (its base64 length may even
-			// overflow int64) ends the file inside the chunk.
-			if ch.lines > size || skip < 0 || skip > size-lr.off {
-				return nil, [32]byte{}, fail(head.name, ix, "file ends inside the chunk")
-			}
-			if skip <= int64(lr.r.Buffered()) {
-				lr.r.Discard(int(skip))
-			} else {
-				if lr.off+skip > size {
-					return nil, [32]byte{}, fail(head.name, ix, "file ends inside the chunk")
-				}
-				if _, err := sec.Seek(lr.off+skip, io.SeekStart); err != nil {
-					return nil, [32]byte{}, err
-				}
-				lr.r.Reset(small)
-			}
-			lr.off += skip
-			lr.n += int(ch.lines)
-			if line, err = lr.next(); err != nil {
-				return nil, [32]byte{}, err
-			}
-			if string(line) != "endch" {
-				return nil, [32]byte{}, fail(head.name, ix, "want endch after %d base64 lines", ch.lines)
-			}
-			rec.end = lr.off
-			ai.chunks = append(ai.chunks, rec)
-			if line, err = lr.next(); err != nil {
-				return nil, [32]byte{}, err
-			}
-		}
-		if string(line) != "endarr" {
-			return nil, [32]byte{}, fail(head.name, -1, "want endarr")
-		}
-		ai.end = lr.off
-		rep.index = append(rep.index, ai)
-		if line, err = lr.next(); err != nil {
-			return nil, [32]byte{}, err
-		}
-	}
-	if bytes.HasPrefix(line, []byte("audit")) {
-		rep.Audit = string(line)
-		if line, err = lr.next(); err != nil {
-			return nil, [32]byte{}, err
-		}
-	}
-	if string(line) != endLine {
-		return nil, [32]byte{}, fail("", -1, "want arr, audit or endwtxt")
-	}
-	return rep, h.SHA256All, nil
-}
-
-// smallReader caps each Read at 4 KiB so that a bufio.Reader over it reads
-// little more than the lines asked for.
-type smallReader struct{ r io.Reader }
-
-func (s smallReader) Read(p []byte) (int, error) {
-	if len(p) > 4096 {
-		p = p[:4096]
-	}
-	return s.r.Read(p)
-}
-
-// sameGeometry reports whether a target array's chunks can be compared
-// with (or taken from) the base array's chunks of the same ix.
-func sameGeometry(a, b *arrHead) bool {
-	if a.dt != b.dt || a.nbytes != b.nbytes || len(a.shape) != len(b.shape) || a.geo != b.geo {
-		return false
-	}
-	for i := range a.shape {
-		if a.shape[i] != b.shape[i] {
-			return false
-		}
-	}
-	return true
+	return x, x.Header.SHA256All, nil
 }
 
 // copyRange copies [start, end) of r to w in bounded pieces.
@@ -231,44 +107,42 @@ func MakeDeltaWith(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize 
 	if err != nil {
 		return nil, fmt.Errorf("delta target: %w", err)
 	}
-	info := &DeltaInfo{BaseSHA256All: ball, Arrays: len(trep.index)}
-	baseArr := map[string]*arrIndex{}
-	for _, a := range brep.index {
-		baseArr[a.head.name] = a
-	}
+	info := &DeltaInfo{BaseSHA256All: ball, Arrays: len(trep.Arrays)}
+	baseArr := brep.byName()
 	bw := bufio.NewWriterSize(w, 256<<10)
 	bw.WriteString(DeltaMagic + " base_sha256_all=" + hex.EncodeToString(ball[:]) + "\n")
 	// The target's header lines after "WTXT 1".
-	if err := copyRange(bw, target, int64(len(magicLine)+1), trep.bodyStart); err != nil {
+	if err := copyRange(bw, target, int64(len(magicLine)+1), trep.BodyStart); err != nil {
 		return nil, err
 	}
 	inTarget := map[string]bool{}
-	for _, ta := range trep.index {
-		inTarget[ta.head.name] = true
+	for i := range trep.Arrays {
+		ta := &trep.Arrays[i]
+		inTarget[ta.Name] = true
 		// arr (+ idx) line(s): from the arr line to the first chunk.
-		if err := copyRange(bw, target, ta.start, ta.chunks[0].start); err != nil {
+		if err := copyRange(bw, target, ta.Start, ta.Chunks[0].Start); err != nil {
 			return nil, err
 		}
-		ba := baseArr[ta.head.name]
-		same := ba != nil && sameGeometry(ta.head, ba.head)
+		ba := baseArr[ta.Name]
+		same := ba != nil && ta.SameGeometry(ba)
 		if !same {
-			info.Added = append(info.Added, ta.head.name)
+			info.Added = append(info.Added, ta.Name)
 		}
-		for ix, c := range ta.chunks {
+		for ix, c := range ta.Chunks {
 			info.Chunks++
-			if same && ba.chunks[ix].sha == c.sha {
+			if same && ba.Chunks[ix].SHA256 == c.SHA256 {
 				continue
 			}
 			info.Changed++
-			if err := copyRange(bw, target, c.start, c.end); err != nil {
+			if err := copyRange(bw, target, c.Start, c.End); err != nil {
 				return nil, err
 			}
 		}
 		bw.WriteString("endarr\n")
 	}
-	for _, ba := range brep.index {
-		if !inTarget[ba.head.name] {
-			info.Removed = append(info.Removed, ba.head.name)
+	for _, ba := range brep.Arrays {
+		if !inTarget[ba.Name] {
+			info.Removed = append(info.Removed, ba.Name)
 		}
 	}
 	if trep.Audit != "" {
@@ -360,10 +234,7 @@ func ApplyDelta(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int
 		}
 		return nil, err
 	}
-	baseArr := map[string]*arrIndex{}
-	for _, a := range brep.index {
-		baseArr[a.head.name] = a
-	}
+	baseArr := brep.byName()
 	bw := bufio.NewWriterSize(w, 256<<10)
 	bw.Write(hdr.Bytes())
 	seen := map[string]bool{}
@@ -403,7 +274,8 @@ func ApplyDelta(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int
 			return nil, d.fail(CheckDelta, head.name, -1, "%s", msg)
 		}
 		ba := baseArr[head.name]
-		same := ba != nil && sameGeometry(head, ba.head)
+		ta := newIndexArray(head, 0)
+		same := ba != nil && ta.SameGeometry(ba)
 		if !same {
 			info.Added = append(info.Added, head.name)
 		}
@@ -428,8 +300,8 @@ func ApplyDelta(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int
 			if !same {
 				return nil, d.fail(CheckDelta, head.name, ix, "the delta lacks chunk %d and the base has no array %q of the same dtype, shape and geometry to take it from", ix, head.name)
 			}
-			c := ba.chunks[ix]
-			if err := copyRange(bw, base, c.start, c.end); err != nil {
+			c := ba.Chunks[ix]
+			if err := copyRange(bw, base, c.Start, c.End); err != nil {
 				return nil, fmt.Errorf("read base: %w", err)
 			}
 		}
@@ -444,9 +316,9 @@ func ApplyDelta(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int
 			return nil, err
 		}
 	}
-	for _, ba := range brep.index {
-		if !seen[ba.head.name] {
-			info.Removed = append(info.Removed, ba.head.name)
+	for _, ba := range brep.Arrays {
+		if !seen[ba.Name] {
+			info.Removed = append(info.Removed, ba.Name)
 		}
 	}
 	if bytes.HasPrefix(line, []byte("audit")) {
@@ -542,11 +414,8 @@ const maxShortDelta = 256 << 20
 // (its hmac and salt kept from the base, so that array no longer
 // authenticates), sha256_all, fastxor and merkle_this recomputed with the
 // base's meta and merkle_prev, and no sign line (nothing can re-sign it).
-func applyShort(ctx context.Context, w io.Writer, base io.ReaderAt, brep *Report, d *deltaReader, line []byte, info *DeltaInfo) (*DeltaInfo, error) {
-	baseArr := map[string]*arrIndex{}
-	for _, a := range brep.index {
-		baseArr[a.head.name] = a
-	}
+func applyShort(ctx context.Context, w io.Writer, base io.ReaderAt, brep *Index, d *deltaReader, line []byte, info *DeltaInfo) (*DeltaInfo, error) {
+	baseArr := brep.byName()
 	repl := map[string]map[int64][]byte{}
 	var held int64
 	var err error
@@ -611,22 +480,23 @@ func applyShort(ctx context.Context, w io.Writer, base io.ReaderAt, brep *Report
 		return nil, err
 	}
 	// chunkOf returns chunk ix of array a: the replacement or the base's.
-	chunkOf := func(a *arrIndex, ix int64) ([]byte, error) {
-		if r, ok := repl[a.head.name][ix]; ok {
+	chunkOf := func(a *IndexArray, ix int64) ([]byte, error) {
+		if r, ok := repl[a.Name][ix]; ok {
 			return r, nil
 		}
-		c := a.chunks[ix]
-		b := make([]byte, c.end-c.start)
-		if _, err := base.ReadAt(b, c.start); err != nil {
+		c := a.Chunks[ix]
+		b := make([]byte, c.End-c.Start)
+		if _, err := base.ReadAt(b, c.Start); err != nil {
 			return nil, err
 		}
 		return decodeBlock(b)
 	}
-	lines := make([]string, len(brep.index))
+	lines := make([]string, len(brep.Arrays))
 	all := sha256.New()
 	var fx uint64
 	var stream int64
-	for i, a := range brep.index {
+	for i := range brep.Arrays {
+		a := &brep.Arrays[i]
 		lines[i] = a.head.line
 		if repl[a.head.name] != nil {
 			h := sha256.New()
@@ -668,18 +538,19 @@ func applyShort(ctx context.Context, w io.Writer, base io.ReaderAt, brep *Report
 	sl := bytes.SplitAfterN(h.Signed, []byte("\n"), 4)
 	bw.Write(bytes.Join(sl[:3], nil))
 	fmt.Fprintf(bw, "root sha256_all=%x merkle_prev=%x merkle_this=%x fastxor=%016x\n", sum, prev, this, fx)
-	for i, a := range brep.index {
+	for i := range brep.Arrays {
+		a := &brep.Arrays[i]
 		bw.WriteString(lines[i] + "\n")
 		if a.head.geo.blocked {
 			fmt.Fprintf(bw, "idx rows_per_chunk=%d row_size=%d row_blocking=on\n", a.head.geo.rowsPerChunk, a.head.geo.rowSize)
 		}
-		for ix, c := range a.chunks {
-			if r, ok := repl[a.head.name][int64(ix)]; ok {
+		for ix, c := range a.Chunks {
+			if r, ok := repl[a.Name][int64(ix)]; ok {
 				off, _ := a.head.geo.chunk(int64(ix))
 				bw.Write(appendChunk(nil, int64(ix), off, r, nil))
 				continue
 			}
-			if err := copyRange(bw, base, c.start, c.end); err != nil {
+			if err := copyRange(bw, base, c.Start, c.End); err != nil {
 				return nil, err
 			}
 		}
@@ -687,6 +558,15 @@ func applyShort(ctx context.Context, w io.Writer, base io.ReaderAt, brep *Report
 	}
 	bw.WriteString(endLine + "\n")
 	return info, bw.Flush()
+}
+
+// byName maps the arrays of x by name.
+func (x *Index) byName() map[string]*IndexArray {
+	m := make(map[string]*IndexArray, len(x.Arrays))
+	for i := range x.Arrays {
+		m[x.Arrays[i].Name] = &x.Arrays[i]
+	}
+	return m
 }
 
 // decodeBlock decodes the base64 lines of one chunk block (ch line through

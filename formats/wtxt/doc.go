@@ -134,5 +134,19 @@
 // Every failure is an *Error naming the file, the 1-based line, the array,
 // the chunk ix and the Check that failed; its message never quotes the
 // file's content beyond names. It matches ErrInvalid and, through
-// Check.Kind, formats.ErrCorrupt, ErrTruncated or ErrChecksum.
+// Check.Kind, formats.ErrCorrupt, ErrTruncated, ErrChecksum or (check
+// "limit", a reader's memory cap) formats.ErrLimit.
+//
+// # Reading the structure, the chain values
+//
+// The structure above is parsed in this package only. ReadIndex returns an
+// Index: the Header and every array and chunk with the line numbers and
+// byte offsets of its lines ([BodyStart, TrailerStart) is the arrays,
+// each [Start, End) one arr..endarr or ch..endch block), skipping the
+// base64 by its length and capping its memory (IndexOptions); ReadChunk
+// decodes one indexed chunk. The delta, gitops (review, split layout) and
+// snapd diff build on it. The chain values of a generation are one Root
+// (gen, ts and build as written; sha256_all, merkle_prev, merkle_this),
+// whose text form is the WSEAL line's gen..merkle_this fields; Header,
+// Result, WSUM and armor.Seal embed it.
 package wtxt

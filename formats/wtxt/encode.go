@@ -63,10 +63,10 @@ type ArrayInfo struct {
 
 // Result reports what Encode wrote.
 type Result struct {
-	SHA256All  [32]byte
-	MerklePrev [32]byte
-	MerkleThis [32]byte
-	Fastxor    uint64
+	// Root is the written generation's chain values (for a streamed
+	// file, those of its WSUM).
+	Root
+	Fastxor uint64
 	// KeyID is the signer's keyid ("" when unsigned).
 	KeyID string
 	// Header holds the header bytes (from "WTXT 1" through the root or
@@ -157,7 +157,7 @@ func Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts EncodeO
 	if err := hashArrays(ctx, plans, opts.HMACKey, gen, workers, early, maxSums); err != nil {
 		return nil, err
 	}
-	res := &Result{MerklePrev: opts.PrevMerkle}
+	res := &Result{Root: Root{Gen: gen, TS: ts, Build: s.Meta.Build, MerklePrev: opts.PrevMerkle}}
 	for _, p := range plans {
 		p.line = arrLine(p)
 		if p.geo.blocked {
@@ -180,7 +180,7 @@ func Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts EncodeO
 
 	finish := func(all [32]byte) {
 		res.SHA256All = all
-		res.MerkleThis = Merkle(opts.PrevMerkle, all, ts, gen, s.Meta.Build)
+		res.MerkleThis = res.Root.Merkle()
 	}
 	body := func(w io.Writer) (int64, error) { return writeBody(ctx, w, plans, workers) }
 

@@ -32,6 +32,7 @@ const (
 	CheckTruncated   Check = "truncated" // the file ends early
 	CheckDelta       Check = "delta"     // DELTA v2 structure and base
 	CheckSignerTrust Check = "signer"    // signed by a key not trusted
+	CheckLimit       Check = "limit"     // a reader's memory cap (ReadIndexWith)
 )
 
 // ErrInvalid is wrapped by every *Error: callers that only need "the file
@@ -86,13 +87,15 @@ func (e *Error) Unwrap() []error {
 
 // Kind maps a check to the sentinel of formats that a codec's Decode
 // error matches (the contract of formats.Codec.Decode): the file ending
-// early is formats.ErrTruncated, a digest, MAC, chain value or signature
+// early is formats.ErrTruncated, a reader's memory cap formats.ErrLimit, a digest, MAC, chain value or signature
 // that disagrees with the bytes is formats.ErrChecksum, everything else
 // formats.ErrCorrupt.
 func (c Check) Kind() error {
 	switch c {
 	case CheckTruncated:
 		return formats.ErrTruncated
+	case CheckLimit:
+		return formats.ErrLimit
 	case CheckCRC32C, CheckChunkSHA, CheckArraySHA, CheckHMAC, CheckSHA256All, CheckMerkle, CheckChain, CheckFastxor, CheckSignature, CheckWSUM:
 		return formats.ErrChecksum
 	}

@@ -1,22 +1,42 @@
 package wtxt
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"fmt"
+	"hash/crc32"
 	"io"
+	"unsafe"
 
+	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // Index is the structure of a WTXT file: its header, and every array and
 // chunk with the line numbers and byte offsets of their lines. It is the
 // one reading of the WTXT structure that other packages build on (the
-// delta's, the review's and snapd diff's), so none of them parses WTXT
-// lines itself.
+// delta, the review, snapd diff, the split layout), so none of them parses
+// WTXT lines itself. The byte ranges tile the file:
+//
+//	[0, BodyStart)                     header lines (WTXT 1 .. root/root_pending, sign)
+//	[Arrays[i].Start, Arrays[i].End)   arr line .. endarr, in file order
+//	[Chunks[j].Start, Chunks[j].End)   ch line .. endch, inside their array
+//	[TrailerStart, Size)               audit line (if any) and endwtxt
 type Index struct {
 	Header *Header
 	Arrays []IndexArray
 	// Audit is the audit line (without LF), "" when there is none.
 	Audit string
+	// BodyStart is the byte offset of the first line after the header
+	// (the first arr line, or the trailer of a file without arrays).
+	BodyStart int64
+	// TrailerStart is the byte offset of the audit line, or of endwtxt
+	// without one; TrailerLine is that line's 1-based number.
+	TrailerStart int64
+	TrailerLine  int
+	// Size is the file size the index was read with.
+	Size int64
 }
 
 // IndexArray is one arr block.
@@ -32,6 +52,36 @@ type IndexArray struct {
 	Line       int
 	Start, End int64
 	Chunks     []IndexChunk
+
+	head *arrHead // the parsed arr (and idx) line
+}
+
+// SameGeometry reports whether a's chunks can be compared with b's chunk
+// for chunk: same dtype, shape, bytes and chunk geometry (idx values).
+func (a *IndexArray) SameGeometry(b *IndexArray) bool {
+	if a.DType != b.DType || a.Bytes != b.Bytes || a.RowsPerChunk != b.RowsPerChunk || a.RowSize != b.RowSize || len(a.Shape) != len(b.Shape) {
+		return false
+	}
+	for i := range a.Shape {
+		if a.Shape[i] != b.Shape[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Array returns the array named name, nil when x (which may be nil) has
+// none. Arrays are few; the search is linear.
+func (x *Index) Array(name string) *IndexArray {
+	if x == nil {
+		return nil
+	}
+	for i := range x.Arrays {
+		if x.Arrays[i].Name == name {
+			return &x.Arrays[i]
+		}
+	}
+	return nil
 }
 
 // IndexChunk is one ch block.
@@ -39,6 +89,8 @@ type IndexChunk struct {
 	IX, Off, Len int64
 	SHA256       [32]byte
 	CRC32C       uint32
+	// Lines is the number of base64 lines.
+	Lines int64
 	// Line is the 1-based number of the ch line; Start its byte offset,
 	// Data the offset of the first base64 line, End the offset just after
 	// endch's LF.
@@ -46,30 +98,236 @@ type IndexChunk struct {
 	Start, Data, End int64
 }
 
-// ReadIndex indexes the WTXT file r of the given size by its structure
+// IndexOptions bound ReadIndexWith.
+type IndexOptions struct {
+	// MaxBytes caps the memory the index holds (about IndexChunkBytes per
+	// chunk plus each array's name and shape). 0 means DefaultMaxIndexBytes.
+	// A file's size does not bound its chunk count usefully (a hostile
+	// file of one-byte chunks has one per ~190 bytes), so a reader of
+	// untrusted files keeps this cap.
+	MaxBytes int64
+}
+
+// IndexChunkBytes is the memory one chunk costs in an Index.
+const IndexChunkBytes = int64(unsafe.Sizeof(IndexChunk{}))
+
+// DefaultMaxIndexBytes is the default cap on an Index's memory: the floor
+// of the decode budget (formats.DefaultBudgetFloor), about 2.5 million
+// chunks, an 80 GB model at the default 32 KiB chunks.
+const DefaultMaxIndexBytes = formats.DefaultBudgetFloor
+
+// ReadIndex is ReadIndexWith with the default options.
+func ReadIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*Index, error) {
+	return ReadIndexWith(ctx, name, r, size, IndexOptions{})
+}
+
+// ReadIndexWith indexes the WTXT file r of the given size by its structure
 // only: the grammar of the header, arr, idx and ch lines, the chunk
 // geometry and line counts are checked, the base64 lines are skipped by
 // their known length (neither decoded nor hashed, so the cost is per
-// chunk, not per byte; see Verify for the content checks). Errors are
-// *Error values naming the line and array; name is used in them.
-func ReadIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*Index, error) {
-	rep, _, err := structIndex(ctx, name, r, size)
+// chunk, not per byte; see Verify for the content checks). Only the
+// structure lines are read, in small pieces. Errors are *Error values
+// naming the line, array and chunk; name is used in them. An index that
+// would hold more than opts.MaxBytes fails with Check "limit"
+// (formats.ErrLimit) at the chunk that passes it.
+func ReadIndexWith(ctx context.Context, name string, r io.ReaderAt, size int64, opts IndexOptions) (*Index, error) {
+	maxBytes := opts.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxIndexBytes
+	}
+	sec := io.NewSectionReader(r, 0, size)
+	small := smallReader{sec}
+	lr := newLineReader(small, name)
+	h, line, err := readHeader(lr)
 	if err != nil {
 		return nil, err
 	}
-	x := &Index{Header: rep.Header, Audit: rep.Audit, Arrays: make([]IndexArray, 0, len(rep.index))}
-	for _, ai := range rep.index {
-		h := ai.head
-		a := IndexArray{Name: h.name, DType: h.dt, Shape: h.shape, Bytes: h.nbytes,
-			Line: h.lineNo, Start: ai.start, End: ai.end, Chunks: make([]IndexChunk, 0, len(ai.chunks))}
-		if h.geo.blocked {
-			a.RowsPerChunk, a.RowSize = h.geo.rowsPerChunk, h.geo.rowSize
+	x := &Index{Header: h, BodyStart: lr.last, Size: size}
+	fail := func(array string, ix int64, format string, a ...any) error {
+		return &Error{File: name, Line: lr.n, Array: array, Chunk: ix, Check: CheckGrammar, Msg: fmt.Sprintf(format, a...)}
+	}
+	var held int64
+	charge := func(array string, ix, n int64) error {
+		if held += n; held > maxBytes {
+			return &Error{File: name, Line: lr.n, Array: array, Chunk: ix, Check: CheckLimit, Err: formats.ErrLimit,
+				Msg: fmt.Sprintf("the index of this file would hold more than %d bytes (IndexOptions.MaxBytes)", maxBytes)}
 		}
-		for _, c := range ai.chunks {
-			a.Chunks = append(a.Chunks, IndexChunk{IX: c.head.ix, Off: c.head.off, Len: c.head.n,
-				SHA256: c.sha, CRC32C: c.head.crc, Line: c.lineNo, Start: c.start, Data: c.data, End: c.end})
+		return nil
+	}
+	for bytes.HasPrefix(line, []byte("arr ")) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
+		start := lr.last
+		head, msg := parseArr(line)
+		if msg != "" {
+			return nil, fail("", -1, "%s", msg)
+		}
+		head.lineNo = lr.n
+		if err := charge(head.name, -1, int64(unsafe.Sizeof(IndexArray{})+unsafe.Sizeof(arrHead{}))+2*int64(len(line))); err != nil {
+			return nil, err
+		}
+		if line, err = lr.next(); err != nil {
+			return nil, err
+		}
+		head.geo = geometry{nbytes: head.nbytes, chunkLen: UnblockedChunk}
+		if bytes.HasPrefix(line, []byte("idx ")) {
+			if msg := parseIdx(line, head); msg != "" {
+				return nil, fail(head.name, -1, "%s", msg)
+			}
+			if line, err = lr.next(); err != nil {
+				return nil, err
+			}
+		}
+		if msg := idxPresence(head); msg != "" {
+			return nil, fail(head.name, -1, "%s", msg)
+		}
+		a := newIndexArray(head, start)
+		for ix := range head.geo.numChunks() {
+			ch, msg := parseCh(line)
+			if msg != "" {
+				return nil, fail(head.name, ix, "%s", msg)
+			}
+			off, n := head.geo.chunk(ix)
+			if ch.ix != ix || ch.off != off || ch.n != n || ch.lines != numLines(n) {
+				return nil, fail(head.name, ix, "ch line does not match the array's geometry")
+			}
+			if err := charge(head.name, ix, IndexChunkBytes); err != nil {
+				return nil, err
+			}
+			c := indexChunk(ch, lr.n, lr.last, lr.off)
+			skip := int64(0)
+			if ch.lines > 0 {
+				last := n - (ch.lines-1)*rawPerLine
+				skip = (ch.lines-1)*(B64Width+3) + int64(base64.StdEncoding.EncodedLen(int(last))) + 3
+			}
+			// A chunk longer than the file (its base64 length may even
+			// overflow int64) ends the file inside the chunk.
+			if ch.lines > size || skip < 0 || skip > size-lr.off {
+				return nil, fail(head.name, ix, "file ends inside the chunk")
+			}
+			if skip <= int64(lr.r.Buffered()) {
+				lr.r.Discard(int(skip))
+			} else {
+				if _, err := sec.Seek(lr.off+skip, io.SeekStart); err != nil {
+					return nil, err
+				}
+				lr.r.Reset(small)
+			}
+			lr.off += skip
+			lr.n += int(ch.lines)
+			if line, err = lr.next(); err != nil {
+				return nil, err
+			}
+			if string(line) != "endch" {
+				return nil, fail(head.name, ix, "want endch after %d base64 lines", ch.lines)
+			}
+			c.End = lr.off
+			a.Chunks = append(a.Chunks, c)
+			if line, err = lr.next(); err != nil {
+				return nil, err
+			}
+		}
+		if string(line) != "endarr" {
+			return nil, fail(head.name, -1, "want endarr")
+		}
+		a.End = lr.off
 		x.Arrays = append(x.Arrays, a)
+		if line, err = lr.next(); err != nil {
+			return nil, err
+		}
+	}
+	x.TrailerStart, x.TrailerLine = lr.last, lr.n
+	if bytes.HasPrefix(line, []byte("audit")) {
+		x.Audit = string(line)
+		if line, err = lr.next(); err != nil {
+			return nil, err
+		}
+	}
+	if string(line) != endLine {
+		return nil, fail("", -1, "want arr, audit or endwtxt")
 	}
 	return x, nil
+}
+
+// newIndexArray starts the index entry of the array whose arr line (parsed
+// into head, idx line included) starts at byte offset start.
+func newIndexArray(head *arrHead, start int64) IndexArray {
+	a := IndexArray{Name: head.name, DType: head.dt, Shape: head.shape, Bytes: head.nbytes,
+		Line: head.lineNo, Start: start, head: head}
+	if head.geo.blocked {
+		a.RowsPerChunk, a.RowSize = head.geo.rowsPerChunk, head.geo.rowSize
+	}
+	return a
+}
+
+// indexChunk is the index entry of the ch line ch, line number lineNo,
+// at byte offset start; its base64 lines start at data.
+func indexChunk(ch *chHead, lineNo int, start, data int64) IndexChunk {
+	return IndexChunk{IX: ch.ix, Off: ch.off, Len: ch.n, SHA256: ch.sha, CRC32C: ch.crc, Lines: ch.lines,
+		Line: lineNo, Start: start, Data: data}
+}
+
+// smallReader caps each Read at 4 KiB so that a bufio.Reader over it reads
+// little more than the lines asked for.
+type smallReader struct{ r io.Reader }
+
+func (s smallReader) Read(p []byte) (int, error) {
+	if len(p) > 4096 {
+		p = p[:4096]
+	}
+	return s.r.Read(p)
+}
+
+// ReadChunk returns the raw bytes of chunk c of array a, indexed from the
+// file r (by ReadIndex): its base64 lines are decoded and their width,
+// parity, the length and the crc32c are checked against the ch line (not
+// the sha256: that, and authenticity, is Verify's job). It guards against
+// misreading a torn or damaged file; errors are *Error values naming the
+// line, array, chunk and check. It allocates c.Len bytes, which ReadIndex
+// checked lie inside the file.
+func ReadChunk(r io.ReaderAt, name string, a *IndexArray, c *IndexChunk) ([]byte, error) {
+	fail := func(line int, check Check, format string, args ...any) error {
+		return &Error{File: name, Line: line, Array: a.Name, Chunk: c.IX, Check: check, Msg: fmt.Sprintf(format, args...)}
+	}
+	n := c.End - c.Data - int64(len("endch\n"))
+	if c.Len < 0 || c.Lines != numLines(c.Len) || n < 0 || c.Len > n || c.Data < 0 {
+		return nil, fail(c.Line, CheckGeometry, "the index entry does not describe a chunk inside the file")
+	}
+	text := make([]byte, n)
+	if _, err := r.ReadAt(text, c.Data); err != nil {
+		return nil, fmt.Errorf("%s: array %s: chunk %d: %w", name, a.Name, c.IX, err)
+	}
+	out := make([]byte, 0, c.Len)
+	var raw [rawPerLine]byte
+	rem := c.Len
+	for k := int64(0); k < c.Lines; k++ {
+		line := c.Line + 1 + int(k)
+		nl := bytes.IndexByte(text, '\n')
+		if nl < 0 {
+			return nil, fail(line, CheckTruncated, "the chunk ends inside its base64 lines")
+		}
+		l := text[:nl]
+		text = text[nl+1:]
+		wd := base64.StdEncoding.EncodedLen(int(min(rem, rawPerLine)))
+		if len(l) != wd+2 || l[wd] != ' ' {
+			return nil, fail(line, CheckBase64, "base64 line %d of the chunk: want %d characters, a space and a parity digit", k+1, wd)
+		}
+		if l[wd+1] != parityNibble(l[:wd]) {
+			return nil, fail(line, CheckParity, "base64 line %d of the chunk: parity digit does not match", k+1)
+		}
+		m, err := base64.StdEncoding.Strict().Decode(raw[:], l[:wd])
+		if err != nil || int64(m) != min(rem, rawPerLine) {
+			return nil, fail(line, CheckBase64, "base64 line %d of the chunk does not decode", k+1)
+		}
+		out = append(out, raw[:m]...)
+		rem -= int64(m)
+	}
+	if len(text) != 0 {
+		return nil, fail(c.Line, CheckGeometry, "more base64 lines than lines=%d", c.Lines)
+	}
+	if got := crc32.Checksum(out, castagnoli); got != c.CRC32C {
+		return nil, fail(c.Line, CheckCRC32C, "crc32c of the decoded bytes is %08x, the ch line says %08x", got, c.CRC32C)
+	}
+	return out, nil
 }

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/formatstest"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -77,6 +79,16 @@ func FuzzReadIndex(f *testing.F) {
 				prev, line = c.End, c.Line
 			}
 		}
+		// ReadChunk on what the index found: an error or the chunk's
+		// bytes, never a panic or an allocation beyond the file.
+		for i := range x.Arrays {
+			a := &x.Arrays[i]
+			for j := range a.Chunks {
+				if raw, err := ReadChunk(snapshot.Bytes(b), "fuzz", a, &a.Chunks[j]); err == nil && int64(len(raw)) != a.Chunks[j].Len {
+					t.Fatalf("array %q chunk %d: %d bytes, ch line says %d", a.Name, j, len(raw), a.Chunks[j].Len)
+				}
+			}
+		}
 	})
 }
 
@@ -95,5 +107,126 @@ func TestReadIndexHugeChunk(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "chunk 0: grammar: file ends inside the chunk") {
 			t.Errorf("len=%s: %v, want an error naming chunk 0", n, err)
 		}
+	}
+}
+
+// The index's ranges tile the file: header, arrays, trailer; the verifier's
+// index (used by Decode and the delta) agrees with ReadIndex entry for entry.
+func TestReadIndexTiles(t *testing.T) {
+	for _, name := range []string{"golden-tiny.wtxt", "golden-signed.wtxt", "golden-stream.wtxt"} {
+		b := formatstest.ReadTestdata(t, name)
+		x, err := ReadIndex(context.Background(), name, snapshot.Bytes(b), int64(len(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := x.BodyStart
+		for _, a := range x.Arrays {
+			if a.Start != at {
+				t.Errorf("%s: array %s starts at %d, want %d", name, a.Name, a.Start, at)
+			}
+			at = a.End
+		}
+		if x.TrailerStart != at || x.Size != int64(len(b)) {
+			t.Errorf("%s: trailer at %d (size %d), want %d (%d)", name, x.TrailerStart, x.Size, at, len(b))
+		}
+		if tail := string(b[x.TrailerStart:]); !strings.HasSuffix(tail, "endwtxt\n") || (x.Audit != "" && !strings.HasPrefix(tail, x.Audit+"\n")) {
+			t.Errorf("%s: trailer %.40q", name, tail)
+		}
+		v, _, err := verifiedIndex(context.Background(), name, snapshot.Bytes(b), int64(len(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.BodyStart != x.BodyStart || v.TrailerStart != x.TrailerStart || v.TrailerLine != x.TrailerLine || v.Audit != x.Audit || len(v.Arrays) != len(x.Arrays) {
+			t.Fatalf("%s: verifier's index %+v, ReadIndex %+v", name, v, x)
+		}
+		for i := range x.Arrays {
+			va, xa := v.Arrays[i], x.Arrays[i]
+			if va.Name != xa.Name || va.Line != xa.Line || va.Start != xa.Start || va.End != xa.End || !va.SameGeometry(&xa) || len(va.Chunks) != len(xa.Chunks) {
+				t.Fatalf("%s: array %d: verifier %+v, ReadIndex %+v", name, i, va, xa)
+			}
+			for j := range xa.Chunks {
+				if va.Chunks[j] != xa.Chunks[j] {
+					t.Errorf("%s: array %s chunk %d: verifier %+v, ReadIndex %+v", name, xa.Name, j, va.Chunks[j], xa.Chunks[j])
+				}
+			}
+		}
+	}
+}
+
+// An index that would pass IndexOptions.MaxBytes is refused at the chunk
+// that passes it, as formats.ErrLimit, naming the line.
+func TestReadIndexLimit(t *testing.T) {
+	b := formatstest.ReadTestdata(t, "golden-widerow.wtxt")
+	x, err := ReadIndex(context.Background(), "w", snapshot.Bytes(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, a := range x.Arrays {
+		n += len(a.Chunks)
+	}
+	atChunk := false
+	for limit := int64(1); ; limit += 8 {
+		_, err = ReadIndexWith(context.Background(), "w", snapshot.Bytes(b), int64(len(b)), IndexOptions{MaxBytes: limit})
+		if err == nil {
+			break
+		}
+		var e *Error
+		if !errors.As(err, &e) || !errors.Is(err, formats.ErrLimit) || e.Check != CheckLimit || e.Line == 0 || e.File != "w" || e.Array == "" {
+			t.Fatalf("MaxBytes %d over %d chunks: %v, want a located limit error", limit, n, err)
+		}
+		atChunk = atChunk || e.Chunk >= 0
+	}
+	if !atChunk {
+		t.Error("no limit was reached at a chunk")
+	}
+	if _, err := ReadIndexWith(context.Background(), "w", snapshot.Bytes(b), int64(len(b)), IndexOptions{MaxBytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ReadChunk returns each chunk's bytes as Decode does, and refuses a
+// damaged base64 line (parity) or an index entry whose crc32c disagrees,
+// naming the line, array, chunk and check.
+func TestReadChunk(t *testing.T) {
+	b := formatstest.ReadTestdata(t, "golden-widerow.wtxt")
+	r := snapshot.Bytes(b)
+	x, err := ReadIndex(context.Background(), "w", r, int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New().Decode(context.Background(), r, int64(len(b)), formats.DecodeOptions{Name: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range x.Arrays {
+		a := &x.Arrays[i]
+		var got []byte
+		for j := range a.Chunks {
+			c, err := ReadChunk(r, "w", a, &a.Chunks[j])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, c...)
+		}
+		want, err := snapshot.ReadAll(s.Array(a.Name).Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("array %s: ReadChunk gives other bytes than Decode", a.Name)
+		}
+	}
+	a := &x.Arrays[0]
+	c := a.Chunks[0]
+	c.CRC32C ^= 1
+	var e *Error
+	if _, err := ReadChunk(r, "w", a, &c); !errors.As(err, &e) || e.Check != CheckCRC32C || e.Line != c.Line || e.Array != a.Name || e.Chunk != 0 {
+		t.Errorf("wrong crc32c: %v", err)
+	}
+	d := append([]byte(nil), b...)
+	d[a.Chunks[0].Data] ^= 'A' ^ 'B'
+	if _, err := ReadChunk(snapshot.Bytes(d), "w", a, &a.Chunks[0]); !errors.As(err, &e) || e.Check != CheckParity || e.Line != a.Chunks[0].Line+1 {
+		t.Errorf("damaged line: %v", err)
 	}
 }

@@ -228,17 +228,15 @@ func parseHex32(s string) ([32]byte, bool) {
 // Header is a parsed WTXT header.
 type Header struct {
 	Meta snapshot.Meta
-	// Gen and TS are the meta values exactly as written (they enter the
-	// Merkle hash as text).
-	Gen, TS   string
+	// Root holds gen, ts and build exactly as written (they enter the
+	// Merkle hash as text) and the root line's hashes (zero with Pending:
+	// see Complete).
+	Root
 	Caps      []string
 	TensorExt bool
 	// Pending is set for a streamed snapshot (root_pending, no sign line).
-	Pending    bool
-	SHA256All  [32]byte
-	MerklePrev [32]byte
-	MerkleThis [32]byte
-	Fastxor    uint64
+	Pending bool
+	Fastxor uint64
 	// Signature and KeyID come from the sign line (nil/"" when absent).
 	Signature []byte
 	KeyID     string
@@ -290,7 +288,7 @@ func readHeader(lr *lineReader) (h *Header, next []byte, err error) {
 		return nil, nil, lr.errf(CheckGrammar, "meta endian=%q: only LE is defined", v[4])
 	}
 	h.Meta = snapshot.Meta{Schema: v[0], Gen: uint64(gen), TS: ts, Build: v[3], Host: v[5], Cuda: v[6]}
-	h.Gen, h.TS = v[1], v[2]
+	h.Gen, h.TS, h.Build = v[1], v[2], v[3]
 	signed.Write(line)
 	signed.WriteByte('\n')
 
@@ -544,13 +542,24 @@ func truncate(s string) string {
 
 // WSUM is a parsed streaming finalization line.
 type WSUM struct {
-	SHA256All  [32]byte
-	MerklePrev [32]byte
-	MerkleThis [32]byte
+	// Root holds the line's sha256_all, merkle_prev and merkle_this; its
+	// Gen, TS and Build are empty (the line does not carry them:
+	// Header.Complete joins the two).
+	Root
 	// Signature is nil when unsigned.
 	Signature []byte
 	// Unsigned is the line's bytes before " sign=" (the signed part).
 	Unsigned []byte
+}
+
+// Complete is the root of a streamed file: h's gen, ts and build with the
+// hashes of its WSUM w (nil: h's own root line's).
+func (h *Header) Complete(w *WSUM) Root {
+	r := h.Root
+	if w != nil {
+		r.SHA256All, r.MerklePrev, r.MerkleThis = w.SHA256All, w.MerklePrev, w.MerkleThis
+	}
+	return r
 }
 
 // ErrWSUM is wrapped by WSUM parse errors.

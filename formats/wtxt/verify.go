@@ -118,9 +118,7 @@ type Report struct {
 	Deferred []Check  `json:"deferred,omitempty"`
 	Failures []*Error `json:"failures"`
 
-	index []*arrIndex // with VerifyOptions.index: where everything is
-	// bodyStart is the offset of the first line after the header (index).
-	bodyStart int64
+	index *Index // with VerifyOptions.index: where everything is
 }
 
 // OK reports whether every check passed.
@@ -202,8 +200,6 @@ func newVerifier(ctx context.Context, opts VerifyOptions) *verifier {
 		opts.MaxFailures = 100
 	}
 	v := &verifier{ctx: ctx, opts: opts, rep: &Report{File: opts.File}}
-	if opts.index {
-	}
 	return v
 }
 
@@ -411,7 +407,9 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 	}
 	v.hdr = h
 	v.rep.Header = h
-	v.rep.bodyStart = lr.last
+	if v.opts.index {
+		v.rep.index = &Index{Header: h, BodyStart: lr.last}
+	}
 	v.rep.Streamed = h.Pending
 	var prev string
 	var stream int64
@@ -427,10 +425,14 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 		switch {
 		case bytes.HasPrefix(line, []byte("arr ")):
 		case bytes.HasPrefix(line, []byte("audit ")) || string(line) == "audit":
+			v.trailerAt(lr)
 			if msg := checkAudit(line); msg != "" {
 				return fatal(lr.errf(CheckGrammar, "%s", msg))
 			}
 			v.rep.Audit = string(line)
+			if v.rep.index != nil {
+				v.rep.index.Audit = v.rep.Audit
+			}
 			if line, err = lr.next(); err != nil {
 				return fatal(err)
 			}
@@ -439,6 +441,7 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 			}
 			fallthrough
 		case string(line) == endLine:
+			v.trailerAt(lr)
 			if _, err := lr.raw(); err != io.EOF {
 				if err == nil {
 					return fatal(lr.errf(CheckGrammar, "data after %q", endLine))
@@ -494,7 +497,8 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 		}
 		nch := head.geo.numChunks()
 		var lenSum int64
-		ai := &arrIndex{head: head, start: arrStart}
+		head.lineNo = a.lineNo
+		ai := newIndexArray(head, arrStart)
 		for ix := int64(0); ix < nch; ix++ {
 			ch, msg := parseCh(line)
 			if msg != "" {
@@ -520,7 +524,7 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 			lenSum += ch.n
 			c := &vChunk{head: ch, lineNo: lr.n, arr: a}
 			if v.opts.index {
-				ai.chunks = append(ai.chunks, chunkRec{start: lr.last, data: lr.off, sha: ch.sha})
+				ai.Chunks = append(ai.Chunks, indexChunk(ch, lr.n, lr.last, lr.off))
 			}
 			// Base64 lines, decoded into pieces.
 			var pb *pbuf
@@ -622,7 +626,7 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 				return aerr(CheckGrammar, ix, "want endch")
 			}
 			if v.opts.index {
-				ai.chunks[len(ai.chunks)-1].end = lr.off
+				ai.Chunks[len(ai.Chunks)-1].End = lr.off
 			}
 			if line, err = lr.next(); err != nil {
 				return fatal(err)
@@ -639,8 +643,8 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 		}
 		send(vItem{kind: itArrEnd, a: a})
 		if v.opts.index {
-			ai.end = lr.off
-			v.rep.index = append(v.rep.index, ai)
+			ai.End = lr.off
+			v.rep.index.Arrays = append(v.rep.index.Arrays, ai)
 		}
 		if line, err = lr.next(); err != nil {
 			return fatal(err)
@@ -648,20 +652,12 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 	}
 }
 
-// arrIndex locates an array's parts in a verified file.
-type arrIndex struct {
-	head       *arrHead
-	start, end int64 // the arr line's offset; just after endarr's LF
-	chunks     []chunkRec
-}
-
-// chunkRec locates one chunk block: [start, end) runs from its ch line
-// through endch's LF; data is the offset of its first base64 line.
-type chunkRec struct {
-	start, data, end int64
-	sha              [32]byte
-	head             *chHead // the parsed ch line (structIndex only)
-	lineNo           int     // the ch line's number (structIndex only)
+// trailerAt records, when indexing, that the trailer starts at lr's last
+// line (the first call wins: audit, then endwtxt).
+func (v *verifier) trailerAt(lr *lineReader) {
+	if x := v.rep.index; x != nil && x.TrailerLine == 0 {
+		x.TrailerStart, x.TrailerLine = lr.last, lr.n
+	}
 }
 
 // checkAudit checks `audit key=value ...` (values plain or quoted).

@@ -526,21 +526,8 @@ func (d *decoder) hashSource(s snapshot.Source, h hash.Hash) error {
 		h.Write(b)
 		return nil
 	}
-	_, err := io.Copy(h, &ctxReader{ctx: d.ctx, r: io.NewSectionReader(s, 0, s.Size())})
+	_, err := io.Copy(h, formats.ContextReader(d.ctx, io.NewSectionReader(s, 0, s.Size())))
 	return err
-}
-
-// ctxReader stops a long read when the context is cancelled.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 func marshalJSON(v any) ([]byte, error) {

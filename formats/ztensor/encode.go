@@ -453,7 +453,7 @@ func copySource(ctx context.Context, w io.Writer, src snapshot.Source, n int64) 
 		}
 		return nil
 	}
-	got, err := io.Copy(w, &ctxReader{ctx: ctx, r: io.NewSectionReader(src, 0, n)})
+	got, err := io.Copy(w, formats.ContextReader(ctx, io.NewSectionReader(src, 0, n)))
 	if err != nil {
 		return err
 	}

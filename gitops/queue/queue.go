@@ -26,6 +26,7 @@ import (
 
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/backoff"
 	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
@@ -96,6 +97,15 @@ type realClock struct{}
 func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
+// Defaults of Options (configs.Default states the same values by these
+// names).
+const (
+	DefaultBaseDelay   = 2 * time.Second
+	DefaultMaxDelay    = 5 * time.Minute
+	DefaultMaxTimeouts = 3
+	DefaultAuthRecheck = 5 * time.Minute
+)
+
 // Options configures a Queue. Zero values take the defaults noted.
 type Options struct {
 	Pusher gitops.Pusher // required by Run only
@@ -128,8 +138,9 @@ type Options struct {
 	MaxTimeouts int
 	// Shared opens a queue that another process (the daemon) may be
 	// running: Open then leaves temp files alone instead of sweeping them,
-	// since one may be that process's write in progress. Operator tools
-	// (snapd queue, snapd status) set it.
+	// since one may be that process's write in progress, and creates
+	// nothing (the directory must exist; a queue without jobs/ is empty).
+	// Operator tools (snapd queue, snapd status) set it.
 	Shared bool
 }
 
@@ -145,11 +156,8 @@ type Queue struct {
 	mu      sync.Mutex // serializes file updates within the process
 	running bool
 
-	// rate-limited logging state (Run goroutine only)
-	failing    bool
-	lastLog    time.Time
-	suppressed int
-	failures   int
+	retry backoff.Policy
+	logs  backoff.LogLimiter // Run goroutine only
 }
 
 const (
@@ -172,10 +180,10 @@ func Open(dir string, opts Options) (*Queue, error) {
 		opts.Rand = rand.Float64
 	}
 	if opts.BaseDelay <= 0 {
-		opts.BaseDelay = 2 * time.Second
+		opts.BaseDelay = DefaultBaseDelay
 	}
 	if opts.MaxDelay <= 0 {
-		opts.MaxDelay = 5 * time.Minute
+		opts.MaxDelay = DefaultMaxDelay
 	}
 	if opts.MaxDelay < opts.BaseDelay {
 		opts.MaxDelay = opts.BaseDelay
@@ -187,15 +195,21 @@ func Open(dir string, opts Options) (*Queue, error) {
 		opts.LogInterval = time.Minute
 	}
 	if opts.MaxTimeouts == 0 {
-		opts.MaxTimeouts = 3
+		opts.MaxTimeouts = DefaultMaxTimeouts
 	}
 	if opts.AuthRecheck == 0 {
-		opts.AuthRecheck = 5 * time.Minute
+		opts.AuthRecheck = DefaultAuthRecheck
 	}
-	if err := os.MkdirAll(filepath.Join(dir, jobsDir), 0o755); err != nil {
+	if opts.Shared {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("queue: %w", err)
+		}
+	} else if err := os.MkdirAll(filepath.Join(dir, jobsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
-	q := &Queue{dir: dir, opts: opts, log: opts.Logger, kick: make(chan struct{}, 1)}
+	q := &Queue{dir: dir, opts: opts, log: opts.Logger, kick: make(chan struct{}, 1),
+		retry: backoff.Policy{Base: opts.BaseDelay, Max: opts.MaxDelay, Jitter: true, Rand: opts.Rand},
+		logs:  backoff.LogLimiter{Every: opts.LogInterval}}
 	if opts.Shared {
 		return q, nil
 	}
@@ -334,6 +348,9 @@ func readJob(p string) (Job, error) {
 // in generation order (the order Run pushes them).
 func (q *Queue) List() ([]Job, error) {
 	bs, err := os.ReadDir(filepath.Join(q.dir, jobsDir))
+	if errors.Is(err, fs.ErrNotExist) && q.opts.Shared {
+		return nil, nil // a shared open creates nothing: no jobs/ yet, no jobs
+	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
@@ -474,17 +491,6 @@ func ParseJobID(s string) (branch string, gen uint64, err error) {
 // ID returns the job's "branch@gen" identifier.
 func (j Job) ID() string { return fmt.Sprintf("%s@%d", j.Branch, j.Gen) }
 
-// backoff returns the delay after the n-th consecutive failure (n >= 1).
-func (q *Queue) backoff(n int) time.Duration {
-	d := q.opts.BaseDelay
-	for i := 1; i < n && d < q.opts.MaxDelay; i++ {
-		d *= 2
-	}
-	d = min(d, q.opts.MaxDelay)
-	half := d / 2
-	return half + time.Duration(q.opts.Rand()*float64(d-half))
-}
-
 // Run pushes queued jobs until ctx is done, then returns ctx.Err(). Jobs of
 // a branch are pushed one at a time in generation order; a retryable failure
 // reschedules the branch's head job with backoff; a failure that needs a
@@ -610,9 +616,9 @@ func (q *Queue) step(ctx context.Context) (time.Duration, error) {
 			if werr := q.setHold(h, j); werr != nil {
 				return 0, werr
 			}
-			if hold == nil || now.Sub(q.lastLog) >= q.opts.LogInterval {
+			if log, _, _ := q.logs.Failure(now, "needs attention"); log || hold == nil {
 				q.log.Error("push needs attention; queue stopped until retry", "job", j.ID(), "kind", h.Kind, "err", err)
-				q.failing, q.lastLog, q.suppressed = true, now, 0
+				q.logs.Logged(now, "needs attention")
 			}
 			return q.opts.PollInterval, nil
 		}
@@ -627,7 +633,7 @@ func (q *Queue) step(ctx context.Context) (time.Duration, error) {
 		}
 		j.Attempts++
 		j.LastError = err.Error()
-		j.NextAttempt = now.Add(q.backoff(j.Attempts)).UTC()
+		j.NextAttempt = now.Add(q.retry.Delay(j.Attempts)).UTC()
 		if werr := q.update(j); werr != nil {
 			return 0, werr
 		}
@@ -691,20 +697,18 @@ func (q *Queue) setHold(h Hold, j Job) error {
 // logFailure logs the first failure of a streak and then at most one per
 // LogInterval, counting what it suppressed.
 func (q *Queue) logFailure(msg string, err error, now time.Time, args ...any) {
-	q.failures++
-	if q.failing && now.Sub(q.lastLog) < q.opts.LogInterval {
-		q.suppressed++
+	log, failures, suppressed := q.logs.Failure(now, msg)
+	if !log {
 		return
 	}
-	args = append(args, "err", err, "failures", q.failures, "suppressed", q.suppressed)
+	args = append(args, "err", err, "failures", failures, "suppressed", suppressed)
 	q.log.Warn(msg, args...)
-	q.failing, q.lastLog, q.suppressed = true, now, 0
 }
 
 func (q *Queue) logSuccess(j Job) {
-	if q.failing {
-		q.log.Info("push recovered", "job", j.ID(), "failures", q.failures)
+	if failing, failures := q.logs.Failing(); failing {
+		q.log.Info("push recovered", "job", j.ID(), "failures", failures)
 	}
-	q.failing, q.failures, q.suppressed = false, 0, 0
+	q.logs.Reset()
 	q.log.Debug("pushed", "job", j.ID(), "commit", j.Commit)
 }

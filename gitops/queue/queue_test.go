@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -602,15 +603,15 @@ func TestBackoffScheduleAndOrder(t *testing.T) {
 	}
 	// Jitter bounds: [d/2, d).
 	for n, want := range map[int]time.Duration{1: 500 * time.Millisecond, 2: time.Second, 3: 2 * time.Second, 4: 4 * time.Second, 5: 4 * time.Second, 60: 4 * time.Second} {
-		if got := q.backoff(n); got != want {
+		if got := q.retry.Delay(n); got != want {
 			t.Errorf("backoff(%d) = %v, want %v", n, got, want)
 		}
 	}
-	q.opts.Rand = func() float64 { return 0.999999 }
-	if got := q.backoff(100); got >= 8*time.Second || got < 7*time.Second {
+	q.retry.Rand = func() float64 { return 0.999999 }
+	if got := q.retry.Delay(100); got >= 8*time.Second || got < 7*time.Second {
 		t.Errorf("backoff(100) = %v", got)
 	}
-	q.opts.Rand = func() float64 { return 0 }
+	q.retry.Rand = func() float64 { return 0 }
 	for g := 1; g <= 3; g++ {
 		if err := q.Enqueue(Job{Branch: "a", Gen: uint64(g), Commit: commitOf(g)}); err != nil {
 			t.Fatal(err)
@@ -778,5 +779,29 @@ func TestSharedOpenKeepsTempFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
 		t.Fatalf("owner's open kept a stale temp file: %v", err)
+	}
+}
+
+// TestSharedOpenCreatesNothing: an operator tool's open of a queue
+// directory without jobs/ reads an empty queue and creates nothing; a
+// missing directory is an error, not created either.
+func TestSharedOpenCreatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	q, err := Open(dir, Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.Status(); err != nil || st.State != StateOK || st.Pending != 0 {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 0 {
+		t.Fatalf("shared open created %v", es)
+	}
+	missing := filepath.Join(dir, "none")
+	if _, err := Open(missing, Options{Shared: true}); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing dir: %v", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal("shared open created the missing directory")
 	}
 }

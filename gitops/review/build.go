@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 
 	"github.com/snapd-ml/snapd/formats"
@@ -219,7 +220,7 @@ func decideEvent(files []*FileResult, opts Options) string {
 // opened is one decoded version of a file.
 type opened struct {
 	snap *snapshot.Snapshot
-	idx  *fileIndex
+	idx  *wtxt.Index
 	hdr  *wtxt.Header
 	m    *snapshot.Mapping
 }
@@ -248,7 +249,7 @@ func openVersion(ctx context.Context, path, name string) (o *opened, decodeErr, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if o.idx, decodeErr = readIndex(ctx, name, f, fi.Size()); decodeErr != nil {
+	if o.idx, decodeErr = wtxt.ReadIndex(ctx, name, f, fi.Size()); decodeErr != nil {
 		return o, decodeErr, nil
 	}
 	m, err := snapshot.MapFile(path)
@@ -388,7 +389,7 @@ func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, e
 		if b == nil {
 			b = &snapshot.Snapshot{}
 		}
-		var hidx *fileIndex
+		var hidx *wtxt.Index
 		if head != nil {
 			hidx = head.idx
 		}
@@ -407,7 +408,7 @@ func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, e
 	// Chunk-level changes, from the files' structure (exact for any
 	// geometry), with per-chunk numbers where both sides decode.
 	if head != nil && head.idx != nil {
-		var bidx *fileIndex
+		var bidx *wtxt.Index
 		if base != nil {
 			bidx = base.idx
 		}
@@ -439,9 +440,9 @@ func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, e
 // rows_per_chunk from the idx line, or, for arrays without one (fixed
 // 32768-byte chunks), the rows of one such chunk (approximate when rows
 // straddle chunks; the exact chunk list comes from chunkChanges).
-func geometryOf(x *fileIndex) func(*snapshot.Array, int64) int64 {
+func geometryOf(x *wtxt.Index) func(*snapshot.Array, int64) int64 {
 	return func(a *snapshot.Array, rowSize int64) int64 {
-		if e := x.array(a.Name); e != nil && e.RowsPerChunk > 0 {
+		if e := x.Array(a.Name); e != nil && e.RowsPerChunk > 0 {
 			return e.RowsPerChunk
 		}
 		if x != nil && rowSize > 0 {
@@ -480,18 +481,19 @@ func thresholdProblems(ds []snapshot.ArrayDiff, t Thresholds) []string {
 // array whose ch line (sha256 at the same ix, same geometry) differs from
 // the base. New, reshaped or retyped arrays give one array-level entry on
 // their arr line instead.
-func chunkChanges(ctx context.Context, bidx, hidx *fileIndex, baseSnap, headSnap *snapshot.Snapshot, ds []snapshot.ArrayDiff) ([]ChunkChange, error) {
+func chunkChanges(ctx context.Context, bidx, hidx *wtxt.Index, baseSnap, headSnap *snapshot.Snapshot, ds []snapshot.ArrayDiff) ([]ChunkChange, error) {
 	kinds := map[string]snapshot.ArrayChange{}
 	for _, d := range ds {
 		kinds[d.Name] = d.Change
 	}
 	baseArrays, headArrays := arrayMap(baseSnap), arrayMap(headSnap)
 	var out []ChunkChange
-	for _, h := range hidx.Arrays {
+	for i := range hidx.Arrays {
+		h := &hidx.Arrays[i]
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		b := bidx.array(h.Name)
+		b := bidx.Array(h.Name)
 		kind, known := kinds[h.Name]
 		if !known {
 			// Not in the decoded snapshots (the reserved attrs array, or a
@@ -501,7 +503,7 @@ func chunkChanges(ctx context.Context, bidx, hidx *fileIndex, baseSnap, headSnap
 				kind = snapshot.Added
 			case b.DType != h.DType:
 				kind = snapshot.Retyped
-			case b.Shape != h.Shape:
+			case !slices.Equal(b.Shape, h.Shape):
 				kind = snapshot.Reshaped
 			default:
 				kind = snapshot.Modified

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -39,7 +40,7 @@ func TestReadIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		x, err := readIndex(context.Background(), p, snapshot.Bytes(b), int64(len(b)))
+		x, err := wtxt.ReadIndex(context.Background(), p, snapshot.Bytes(b), int64(len(b)))
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
@@ -52,12 +53,12 @@ func TestReadIndex(t *testing.T) {
 		if want := naiveIndex(b); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("%s:\n got %v\nwant %v", p, got, want)
 		}
-		if a := x.array("layer.0/w"); a == nil || a.RowsPerChunk != 8 || a.RowSize != 32 || len(a.Chunks) != 8 {
+		if a := x.Array("layer.0/w"); a == nil || a.RowsPerChunk != 8 || a.RowSize != 32 || len(a.Chunks) != 8 {
 			t.Fatalf("%s: layer.0/w entry %+v", p, a)
 		}
 		// Cut inside a chunk's base64: an error naming the chunk.
 		i := bytes.Index(b, []byte("\nch ix=000003 off=000000000768"))
-		if _, err := readIndex(context.Background(), p, snapshot.Bytes(b[:i+200]), int64(i+200)); err == nil || !strings.Contains(err.Error(), "chunk 3") {
+		if _, err := wtxt.ReadIndex(context.Background(), p, snapshot.Bytes(b[:i+200]), int64(i+200)); err == nil || !strings.Contains(err.Error(), "chunk 3") {
 			t.Fatalf("truncated: %v", err)
 		}
 	}
@@ -68,7 +69,7 @@ func TestReadIndex(t *testing.T) {
 		"long line":   "arr name=" + strings.Repeat("a", 70<<10) + "\n",
 		"idx outside": "idx rows_per_chunk=1\n",
 	} {
-		if _, err := readIndex(context.Background(), name, snapshot.Bytes(in), int64(len(in))); err == nil {
+		if _, err := wtxt.ReadIndex(context.Background(), name, snapshot.Bytes(in), int64(len(in))); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
@@ -87,12 +88,13 @@ func FuzzReadIndex(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		x, err := readIndex(context.Background(), "fuzz", snapshot.Bytes(b), int64(len(b)))
+		x, err := wtxt.ReadIndex(context.Background(), "fuzz", snapshot.Bytes(b), int64(len(b)))
 		if err != nil {
 			return
 		}
-		for _, a := range x.Arrays {
-			if x.array(a.Name) != a {
+		for i := range x.Arrays {
+			a := &x.Arrays[i]
+			if x.Array(a.Name) == nil {
 				t.Fatalf("array %q not indexed", a.Name)
 			}
 			for _, c := range a.Chunks {

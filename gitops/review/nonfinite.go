@@ -1,12 +1,10 @@
 package review
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
-	"hash/crc32"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -61,13 +59,13 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxByte
 	}
 	defer hm.Close()
 	hb := hm.Bytes()
-	bidx := &fileIndex{}
+	bidx := &wtxt.Index{}
 	if basePath != "" {
-		if bidx, err = readIndex(ctx, basePath, snapshot.Bytes(bb), int64(len(bb))); err != nil {
+		if bidx, err = wtxt.ReadIndex(ctx, basePath, snapshot.Bytes(bb), int64(len(bb))); err != nil {
 			return nil, err
 		}
 	}
-	hidx, err := readIndex(ctx, headPath, snapshot.Bytes(hb), int64(len(hb)))
+	hidx, err := wtxt.ReadIndex(ctx, headPath, snapshot.Bytes(hb), int64(len(hb)))
 	if err != nil {
 		return nil, err
 	}
@@ -80,34 +78,35 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxByte
 		rep.CheckedBytes += n
 		return true
 	}
-	for _, h := range hidx.Arrays {
+	for i := range hidx.Arrays {
+		h := &hidx.Arrays[i]
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		dt, err := snapshot.ParseDType(h.DType)
-		if err != nil || !dt.IsFloat() {
+		dt := h.DType
+		if !dt.IsFloat() {
 			continue
 		}
-		b := bidx.array(h.Name)
+		b := bidx.Array(h.Name)
 		var nan, inf int64
-		if b != nil && b.DType == h.DType && b.Shape == h.Shape && b.RowsPerChunk == h.RowsPerChunk && b.RowSize == h.RowSize && sameOffsets(b, h) {
+		if b != nil && h.SameGeometry(b) && sameOffsets(b, h) {
 			for i, c := range h.Chunks {
 				bc := b.Chunks[i]
 				if bc.SHA256 == c.SHA256 || !budget(c.Len) {
 					continue
 				}
-				cur, err := chunkData(hb, h, c)
+				cur, err := wtxt.ReadChunk(snapshot.Bytes(hb), headPath, h, &c)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %w", headPath, err)
+					return nil, err
 				}
 				if !snapshot.AnyNonFinite(dt, cur) {
 					// Nothing non-finite now, so nothing new: the usual
 					// case costs one scan, no base decode and no diff.
 					continue
 				}
-				old, err := chunkData(bb, b, bc)
+				old, err := wtxt.ReadChunk(snapshot.Bytes(bb), basePath, b, &bc)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %w", basePath, err)
+					return nil, err
 				}
 				d, err := diffFlat(ctx, dt, h.RowSize, old, cur)
 				if err != nil {
@@ -116,14 +115,14 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxByte
 				nan, inf = nan+d.NewNaN, inf+d.NewInf
 			}
 		} else if budget(h.Bytes) {
-			n1, i1, err := countNonFinite(ctx, hb, h, dt)
+			n1, i1, err := countNonFinite(ctx, hb, headPath, h, dt)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", headPath, err)
+				return nil, err
 			}
 			var n0, i0 int64
 			if b != nil && b.DType == h.DType {
-				if n0, i0, err = countNonFinite(ctx, bb, b, dt); err != nil {
-					return nil, fmt.Errorf("%s: %w", basePath, err)
+				if n0, i0, err = countNonFinite(ctx, bb, basePath, b, dt); err != nil {
+					return nil, err
 				}
 			}
 			nan, inf = max(0, n1-n0), max(0, i1-i0)
@@ -135,7 +134,7 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxByte
 	return rep, nil
 }
 
-func sameOffsets(b, h *arrayEntry) bool {
+func sameOffsets(b, h *wtxt.IndexArray) bool {
 	if len(b.Chunks) != len(h.Chunks) {
 		return false
 	}
@@ -172,9 +171,9 @@ func diffFlat(ctx context.Context, dt snapshot.DType, rowSize int64, old, cur []
 
 // countNonFinite counts the NaN and ±Inf elements of an array, chunk by
 // chunk (a comparison with zeros: every NaN/Inf is "new" against 0).
-func countNonFinite(ctx context.Context, file []byte, a *arrayEntry, dt snapshot.DType) (nan, inf int64, err error) {
-	for _, c := range a.Chunks {
-		cur, err := chunkData(file, a, c)
+func countNonFinite(ctx context.Context, file []byte, name string, a *wtxt.IndexArray, dt snapshot.DType) (nan, inf int64, err error) {
+	for i := range a.Chunks {
+		cur, err := wtxt.ReadChunk(snapshot.Bytes(file), name, a, &a.Chunks[i])
 		if err != nil {
 			return 0, 0, err
 		}
@@ -188,46 +187,4 @@ func countNonFinite(ctx context.Context, file []byte, a *arrayEntry, dt snapshot
 		nan, inf = nan+d.NewNaN, inf+d.NewInf
 	}
 	return nan, inf, nil
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// chunkData decodes one chunk's base64 lines ("<b64> p") from a mapped
-// WTXT file and checks its length and crc32c against the ch line.
-func chunkData(file []byte, a *arrayEntry, c chunkEntry) ([]byte, error) {
-	fail := func(what string) error {
-		return fmt.Errorf("line %d: array %q chunk %d: %s", c.Line, a.Name, c.IX, what)
-	}
-	if c.Pos < 0 || c.Pos > int64(len(file)) || c.Len > int64(len(file)) {
-		return nil, fail("outside the file")
-	}
-	out := make([]byte, 0, c.Len)
-	var buf [64]byte
-	pos := c.Pos
-	for n := (c.Len + 56) / 57; n > 0; n-- {
-		end := bytes.IndexByte(file[pos:], '\n')
-		if end < 0 {
-			return nil, fail("file ends inside the base64")
-		}
-		line := file[pos : pos+int64(end)]
-		sp := bytes.LastIndexByte(line, ' ')
-		if sp < 0 || len(line[:sp]) > base64.StdEncoding.EncodedLen(len(buf)) {
-			return nil, fail("malformed base64 line")
-		}
-		k, err := base64.StdEncoding.Decode(buf[:], line[:sp])
-		if err != nil {
-			return nil, fail("base64 does not decode")
-		}
-		out = append(out, buf[:k]...)
-		pos += int64(end) + 1
-	}
-	if int64(len(out)) != c.Len {
-		return nil, fail(fmt.Sprintf("decodes to %d bytes, the ch line says %d", len(out), c.Len))
-	}
-	// The ring's own files: CRC32C guards against misreading (a torn or
-	// damaged file); authenticity is wtxt.Verify's job.
-	if fmt.Sprintf("%08x", crc32.Checksum(out, castagnoli)) != c.CRC32C {
-		return nil, fail("crc32c of the decoded bytes differs from the ch line")
-	}
-	return out, nil
 }

@@ -71,19 +71,19 @@ func TestNonFiniteIntroducedChecksChunks(t *testing.T) {
 	base, head := filepath.Join(dir, "1.wtxt"), filepath.Join(dir, "2.wtxt")
 	os.WriteFile(base, f.gen1, 0o600)
 	h := append([]byte(nil), f.gen2...)
-	x, err := readIndex(context.Background(), "head", snapshot.Bytes(h), int64(len(h)))
+	x, err := wtxt.ReadIndex(context.Background(), "head", snapshot.Bytes(h), int64(len(h)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := x.array("layer.0/b").Chunks[0]
-	if h[c.Pos] == 'A' {
-		h[c.Pos] = 'B'
+	c := x.Array("layer.0/b").Chunks[0]
+	if h[c.Data] == 'A' {
+		h[c.Data] = 'B'
 	} else {
-		h[c.Pos] = 'A'
+		h[c.Data] = 'A'
 	}
 	os.WriteFile(head, h, 0o600)
 	_, err = NonFiniteIntroduced(context.Background(), base, head, 0)
-	if err == nil || !strings.Contains(err.Error(), `array "layer.0/b" chunk 0: crc32c`) {
+	if err == nil || !strings.Contains(err.Error(), `array layer.0/b: chunk 0: parity`) {
 		t.Fatalf("tampered chunk: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 
@@ -28,7 +29,7 @@ var ErrPictureBudget = errors.New("review: picture: changed chunks exceed the bu
 // The files are not verified (wtxt.Verify's job); a chunk that does not
 // decode is an error naming the file.
 func Picture(ctx context.Context, basePath, headPath string, maxBytes int64, opts diffsvg.Options) (*diffsvg.Picture, error) {
-	open := func(path string) (*snapshot.Mapping, *fileIndex, *snapshot.Snapshot, error) {
+	open := func(path string) (*snapshot.Mapping, *wtxt.Index, *snapshot.Snapshot, error) {
 		m, err := snapshot.MapFile(path)
 		if err != nil {
 			return nil, nil, nil, err
@@ -38,16 +39,15 @@ func Picture(ctx context.Context, basePath, headPath string, maxBytes int64, opt
 			m.Close()
 			return nil, nil, nil, err
 		}
-		x := newFileIndex(wx)
 		s := &snapshot.Snapshot{}
 		for i, a := range wx.Arrays {
 			if a.Name == snapshot.AttrsArrayName {
 				continue // attributes, not weights
 			}
 			s.Arrays = append(s.Arrays, &snapshot.Array{Name: a.Name, DType: a.DType, Shape: a.Shape,
-				Data: &chunkSource{path: path, file: m.Bytes(), a: x.Arrays[i], size: a.Bytes, last: -1}})
+				Data: &chunkSource{path: path, file: m.Bytes(), a: &wx.Arrays[i], size: a.Bytes, last: -1}})
 		}
-		return m, x, s, nil
+		return m, wx, s, nil
 	}
 	bm, bidx, bs, err := open(basePath)
 	if err != nil {
@@ -62,9 +62,10 @@ func Picture(ctx context.Context, basePath, headPath string, maxBytes int64, opt
 
 	cand := map[string][]snapshot.RowRange{}
 	var changed int64
-	for _, h := range hidx.Arrays {
-		b, a := bidx.array(h.Name), hs.Array(h.Name)
-		if b == nil || a == nil || b.DType != h.DType || b.Shape != h.Shape {
+	for i := range hidx.Arrays {
+		h := &hidx.Arrays[i]
+		b, a := bidx.Array(h.Name), hs.Array(h.Name)
+		if b == nil || a == nil || b.DType != h.DType || !slices.Equal(b.Shape, h.Shape) {
 			continue // added, retyped or reshaped: drawn whole, not read
 		}
 		rowSize, _ := snapshot.RowGeometry(a)
@@ -93,7 +94,7 @@ func Picture(ctx context.Context, basePath, headPath string, maxBytes int64, opt
 // changedChunkRows returns the rows of head's chunks whose sha256
 // differs from base's, when both have the same chunk geometry (else
 // ok=false: compare every row).
-func changedChunkRows(b, h *arrayEntry, rowSize int64) (rs []snapshot.RowRange, ok bool) {
+func changedChunkRows(b, h *wtxt.IndexArray, rowSize int64) (rs []snapshot.RowRange, ok bool) {
 	if rowSize <= 0 || !sameOffsets(b, h) {
 		return nil, false
 	}
@@ -126,7 +127,7 @@ func satAdd(a, b int64) int64 {
 type chunkSource struct {
 	path string
 	file []byte
-	a    *arrayEntry
+	a    *wtxt.IndexArray
 	size int64
 
 	mu       sync.Mutex
@@ -150,9 +151,9 @@ func (s *chunkSource) ReadAt(p []byte, off int64) (int, error) {
 			return n, fmt.Errorf("%s: array %q: no chunk holds byte %d", s.path, s.a.Name, off)
 		}
 		if s.last != i {
-			d, err := chunkData(s.file, s.a, cs[i])
+			d, err := wtxt.ReadChunk(snapshot.Bytes(s.file), s.path, s.a, &cs[i])
 			if err != nil {
-				return n, fmt.Errorf("%s: %w", s.path, err)
+				return n, err
 			}
 			s.last, s.lastData = i, d
 		}

@@ -78,17 +78,17 @@ func TestPictureFromChangedChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hx, err := readIndex(ctx, head, snapshot.Bytes(hb), int64(len(hb)))
+	hx, err := wtxt.ReadIndex(ctx, head, snapshot.Bytes(hb), int64(len(hb)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var victim *chunkEntry
+	var victim *wtxt.IndexChunk
 	var arrayName string
 	bb, _ := os.ReadFile(base)
-	bidx, _ := readIndex(ctx, base, snapshot.Bytes(bb), int64(len(bb)))
+	bidx, _ := wtxt.ReadIndex(ctx, base, snapshot.Bytes(bb), int64(len(bb)))
 	for _, a := range hx.Arrays {
 		for i := range a.Chunks {
-			if b := bidx.array(a.Name); b != nil && len(b.Chunks) == len(a.Chunks) && b.Chunks[i].SHA256 != a.Chunks[i].SHA256 && victim == nil {
+			if b := bidx.Array(a.Name); b != nil && len(b.Chunks) == len(a.Chunks) && b.Chunks[i].SHA256 != a.Chunks[i].SHA256 && victim == nil {
 				victim, arrayName = &a.Chunks[i], a.Name
 			}
 		}
@@ -97,17 +97,17 @@ func TestPictureFromChangedChunks(t *testing.T) {
 		t.Fatal("no changed chunk in the fixture")
 	}
 	bad := bytes.Clone(hb)
-	if bad[victim.Pos] == 'A' {
-		bad[victim.Pos] = 'B'
+	if bad[victim.Data] == 'A' {
+		bad[victim.Data] = 'B'
 	} else {
-		bad[victim.Pos] = 'A'
+		bad[victim.Data] = 'A'
 	}
 	badPath := filepath.Join(t.TempDir(), "bad.wtxt")
 	if err := os.WriteFile(badPath, bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Picture(ctx, base, badPath, 0, opts)
-	if err == nil || !strings.Contains(err.Error(), badPath) || !strings.Contains(err.Error(), arrayName) || !strings.Contains(err.Error(), "crc32c") {
+	if err == nil || !strings.Contains(err.Error(), badPath) || !strings.Contains(err.Error(), arrayName) || !strings.Contains(err.Error(), "parity") {
 		t.Fatalf("damaged chunk: %v", err)
 	}
 }

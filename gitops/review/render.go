@@ -242,14 +242,8 @@ func renderFile(b *strings.Builder, f *FileResult, opts Options, level int) {
 	}
 	switch level {
 	case 0:
-		b.WriteString("\n| array | change | dtype | shape | changed elements | rows | chunks | max \\|Δ\\| | mean \\|Δ\\| | rel L2 | new NaN/Inf |\n")
-		b.WriteString("|---|---|---|---|---:|---|---|---:|---:|---:|---:|\n")
-		for _, d := range f.Diffs {
-			if d.Change == snapshot.Unchanged {
-				continue
-			}
-			b.WriteString(tableRow(d, chunksOf[d.Name]))
-		}
+		b.WriteString("\n")
+		b.WriteString(DiffTable(f.Diffs, func(d *snapshot.ArrayDiff) []int64 { return chunksOf[d.Name] }))
 	case 1:
 		b.WriteString("\n")
 		for _, d := range f.Diffs {
@@ -289,6 +283,29 @@ func renderFolded(b *strings.Builder, f *FileResult, level int) {
 		fmt.Fprintf(b, "- … %d more (chunk ix per array are in the table above)\n", len(folded)-limit)
 	}
 	b.WriteString("\n</details>\n")
+}
+
+// DiffTable is the Markdown table of a diff, one row per changed array
+// (unchanged ones are left out): the one rendering for people of
+// snapshot.Diff's result, used by the review body and `snapd diff
+// --markdown`. chunks gives the changed chunk ix of an array; nil means
+// the diff's own (ArrayDiff.Chunks).
+func DiffTable(ds []snapshot.ArrayDiff, chunks func(d *snapshot.ArrayDiff) []int64) string {
+	var b strings.Builder
+	b.WriteString("| array | change | dtype | shape | changed elements | rows | chunks | max \\|Δ\\| | mean \\|Δ\\| | rel L2 | new NaN/Inf |\n")
+	b.WriteString("|---|---|---|---|---:|---|---|---:|---:|---:|---:|\n")
+	for i := range ds {
+		d := &ds[i]
+		if d.Change == snapshot.Unchanged {
+			continue
+		}
+		cs := d.Chunks
+		if chunks != nil {
+			cs = chunks(d)
+		}
+		b.WriteString(tableRow(*d, cs))
+	}
+	return b.String()
 }
 
 func tableRow(d snapshot.ArrayDiff, chunks []int64) string {

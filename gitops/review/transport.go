@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/snapd-ml/snapd/internal/backoff"
 )
 
 // RetryPolicy says how rate limits and transient failures are waited out.
@@ -53,20 +55,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 		p.Now = time.Now
 	}
 	if p.Sleep == nil {
-		p.Sleep = sleepCtx
+		p.Sleep = backoff.Sleep
 	}
 	return p
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Timeouts bound the network side of every API request. Zero fields take
@@ -216,7 +207,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if !idempotent(req.Method) || attempt >= p.MaxRetries {
 				return nil, err
 			}
-			d := backoff(p.ServerDelay, attempt)
+			d := retryDelay(p.ServerDelay, attempt)
 			t.log.Debug("github request failed, retrying", "method", req.Method, "path", req.URL.Path, "attempt", attempt+1, "wait", d, "err", err.Error())
 			if err := p.Sleep(ctx, d); err != nil {
 				return nil, err
@@ -257,9 +248,14 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func idempotent(m string) bool { return m == http.MethodGet || m == http.MethodHead }
 
-func backoff(base time.Duration, attempt int) time.Duration {
-	d := base << min(attempt, 10)
-	return d
+// maxDoublings caps the GitHub transport's backoff at base·2^10.
+const maxDoublings = 10
+
+// retryDelay is the wait before retry attempt+1 (attempt counts from 0):
+// base doubled per attempt, at most 2^maxDoublings times, no jitter (the
+// waits are GitHub's to ask for; MaxWait bounds them).
+func retryDelay(base time.Duration, attempt int) time.Duration {
+	return backoff.Policy{Base: base, Max: base << maxDoublings}.Delay(attempt + 1)
 }
 
 // classify decides whether resp is a rate limit or transient failure and
@@ -270,7 +266,7 @@ func (t *transport) classify(resp *http.Response, attempt int, method string) (t
 	case http.StatusForbidden, http.StatusTooManyRequests:
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		if idempotent(method) {
-			return backoff(p.ServerDelay, attempt), "server error", nil
+			return retryDelay(p.ServerDelay, attempt), "server error", nil
 		}
 		return 0, "", nil
 	default:
@@ -290,7 +286,7 @@ func (t *transport) classify(resp *http.Response, attempt int, method string) (t
 		}
 	}
 	if resp.StatusCode == http.StatusTooManyRequests {
-		return backoff(p.SecondaryDelay, attempt), "secondary rate limit", nil
+		return retryDelay(p.SecondaryDelay, attempt), "secondary rate limit", nil
 	}
 	// A 403 is a rate limit only when its message says so; otherwise it is
 	// a permission error and returned as it is.
@@ -301,7 +297,7 @@ func (t *transport) classify(resp *http.Response, attempt int, method string) (t
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	if bytes.Contains(bytes.ToLower(body), []byte("rate limit")) {
-		return backoff(p.SecondaryDelay, attempt), "secondary rate limit", nil
+		return retryDelay(p.SecondaryDelay, attempt), "secondary rate limit", nil
 	}
 	return 0, "", nil
 }

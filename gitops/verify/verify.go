@@ -762,8 +762,7 @@ func (v *verifier) checkPlain(x *gv, name string, wf *materialized, wsum []byte)
 	}
 	// The declared (signed) values: when a check failed, the computed ones
 	// are not the generation's; the failure is already reported.
-	ct := content{genText: h.Gen, ts: h.TS, build: h.Meta.Build, known: true, source: name,
-		sha256All: hex.EncodeToString(h.SHA256All[:]), merklePrev: hex.EncodeToString(h.MerklePrev[:]), merkleThis: hex.EncodeToString(h.MerkleThis[:])}
+	ct := rootContent(h.Root, name)
 	if h.Pending {
 		// Streamed: the root values come from the WSUM.
 		ct.sha256All, ct.merklePrev, ct.merkleThis = rep.SHA256All, rep.MerklePrev, rep.MerkleThis
@@ -801,8 +800,7 @@ func (v *verifier) checkSealed(x *gv, name string, wf *materialized, sealBytes [
 		x.g.Signature = wtxt.SigFailed
 		return content{}
 	}
-	ct := content{genText: s.Gen, ts: s.TS, build: s.Build, sha256All: hex.EncodeToString(s.SHA256All[:]),
-		merklePrev: hex.EncodeToString(s.MerklePrev[:]), merkleThis: hex.EncodeToString(s.MerkleThis[:]), known: true, source: gitops.FileSeal}
+	ct := rootContent(s.Root, gitops.FileSeal)
 	if s.Kind != armor.KindWTXT {
 		x.fail(gitops.FileSeal, 0, "seal/kind", "kind=%s, want %s (the seal must describe %s)", s.Kind, armor.KindWTXT, name)
 	}
@@ -811,29 +809,18 @@ func (v *verifier) checkSealed(x *gv, name string, wf *materialized, sealBytes [
 		x.fail(name, 0, CheckObject, "working copy: %v", err)
 		return ct
 	}
-	d, err := armor.Scan(bufio.NewReaderSize(f, 1<<20))
+	srep, err := s.Check(bufio.NewReaderSize(f, 1<<20), armor.VerifyOptions{Trusted: v.o.TrustedKeys, RequireSignature: true})
 	f.Close()
 	if err != nil {
-		x.fail(name, 0, "seal/armor", "%v", err)
-		x.g.Signature = wtxt.SigFailed
-		return ct
-	}
-	srep, err := s.Verify(d, armor.VerifyOptions{Trusted: v.o.TrustedKeys, RequireSignature: true})
-	if err != nil {
 		file := gitops.FileSeal
-		if sealCheck(err) == "seal/bytes" || sealCheck(err) == "seal/sha256" {
+		if c := sealCheck(err); c == "seal/bytes" || c == "seal/sha256" || c == "seal/armor" {
 			file = name
 		}
 		x.fail(file, 0, sealCheck(err), "%v", err)
 	}
-	switch {
-	case srep != nil && srep.Signed:
-		x.g.Signature, x.g.KeyID = wtxt.SigVerified, srep.KeyID
-	default:
-		x.g.Signature = wtxt.SigFailed
-		if s.Sig == nil {
-			x.g.Signature = wtxt.SigAbsent
-		}
+	x.g.Signature, x.g.KeyID = srep.Signature, srep.KeyID
+	if srep.Signature == wtxt.SigUnchecked || sealCheck(err) == "seal/armor" {
+		x.g.Signature = wtxt.SigFailed // a signature is required here
 	}
 	return ct
 }

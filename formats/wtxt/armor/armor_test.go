@@ -110,7 +110,7 @@ func TestSealSignVerifyTamper(t *testing.T) {
 	}
 	var prev, all [32]byte
 	prev[0], all[1] = 1, 2
-	s := &Seal{Kind: KindWTXT, Bytes: d.Bytes, SHA256: d.SHA256, Gen: "000002", TS: "2026-01-01T00:00:00Z", Build: "b", SHA256All: all, MerklePrev: prev}
+	s := &Seal{Kind: KindWTXT, Bytes: d.Bytes, SHA256: d.SHA256, Root: wtxt.Root{Gen: "000002", TS: "2026-01-01T00:00:00Z", Build: "b", SHA256All: all, MerklePrev: prev}}
 	s.MerkleThis = wtxt.Merkle(prev, all, s.TS, s.Gen, s.Build)
 	s.Sign(priv)
 	line := s.Marshal()

@@ -31,17 +31,15 @@ const (
 // Seal is the verify-only sidecar of one armored file (format WSEAL 1, see
 // the package documentation).
 type Seal struct {
-	Kind       string
-	Bytes      int64
-	SHA256     [32]byte // of the armored bytes
-	Gen        string   // as written in the WTXT meta line, e.g. "000123"
-	TS         string   // as written, e.g. "2025-10-09T03:12:45Z"
-	Build      string
-	SHA256All  [32]byte
-	MerklePrev [32]byte
-	MerkleThis [32]byte
-	KeyID      string // empty when unsigned
-	Sig        []byte // 64 bytes, nil when unsigned
+	Kind   string
+	Bytes  int64
+	SHA256 [32]byte // of the armored bytes
+	// Root is the sealed generation's chain values: gen and ts as written
+	// in the WTXT meta line ("000123", "2025-10-09T03:12:45Z"), build,
+	// sha256_all, merkle_prev, merkle_this.
+	wtxt.Root
+	KeyID string // empty when unsigned
+	Sig   []byte // 64 bytes, nil when unsigned
 }
 
 // ErrSealUnsigned is returned by Verify for a seal without signature when a
@@ -117,7 +115,7 @@ func ParseSeal(b []byte) (*Seal, error) {
 		}
 		v[i] = val
 	}
-	s := &Seal{Kind: v[0], Gen: v[3], TS: v[4], Build: v[5]}
+	s := &Seal{Kind: v[0], Root: wtxt.Root{Gen: v[3], TS: v[4], Build: v[5]}}
 	switch s.Kind {
 	case KindWTXT, KindDelta, KindWSUM:
 	default:
@@ -181,6 +179,9 @@ type VerifyOptions struct {
 type SealReport struct {
 	Signed bool
 	KeyID  string
+	// Signature is set by Check (wtxt.SigVerified, SigAbsent, SigUnchecked
+	// or SigFailed); Verify leaves it empty.
+	Signature string
 }
 
 // Verify checks a seal against the digest of its armored file (see Scan)
@@ -214,7 +215,7 @@ func (s *Seal) Verify(d Digest, opts VerifyOptions) (*SealReport, error) {
 	if d.SHA256 != s.SHA256 {
 		return rep, sealErr("sha256", "armored file sha256 %x, seal says %x", d.SHA256, s.SHA256)
 	}
-	if m := wtxt.Merkle(s.MerklePrev, s.SHA256All, s.TS, s.Gen, s.Build); m != s.MerkleThis {
+	if m := s.Root.Merkle(); m != s.MerkleThis {
 		return rep, sealErr("merkle", "merkle_this %x does not follow from the seal's values (want %x)", s.MerkleThis, m)
 	}
 	if opts.PrevMerkle != nil && *opts.PrevMerkle != s.MerklePrev {

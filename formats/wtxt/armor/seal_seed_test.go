@@ -13,7 +13,7 @@ import (
 // against the deterministic test key.
 func TestSeedSeal(t *testing.T) {
 	priv := ed25519.NewKeyFromSeed(make([]byte, 32))
-	s := &Seal{Kind: KindDelta, Bytes: 10, Gen: "000042", TS: "2026-01-01T00:00:00Z", Build: "seed"}
+	s := &Seal{Kind: KindDelta, Bytes: 10, Root: wtxt.Root{Gen: "000042", TS: "2026-01-01T00:00:00Z", Build: "seed"}}
 	s.MerkleThis = wtxt.Merkle(s.MerklePrev, s.SHA256All, s.TS, s.Gen, s.Build)
 	s.Sign(priv)
 	if os.Getenv("SNAPD_REGEN") == "1" {

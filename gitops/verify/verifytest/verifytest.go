@@ -238,8 +238,7 @@ func (f *Fixture) Seal(t testing.TB, g *Gen, armored []byte) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &armor.Seal{Kind: armor.KindWTXT, Bytes: d.Bytes, SHA256: d.SHA256, Gen: g.Header.GenText, TS: g.Header.TS, Build: g.Header.Build,
-		SHA256All: g.Result.SHA256All, MerklePrev: g.Result.MerklePrev, MerkleThis: g.Result.MerkleThis}
+	s := &armor.Seal{Kind: armor.KindWTXT, Bytes: d.Bytes, SHA256: d.SHA256, Root: g.Result.Root}
 	s.Sign(f.Key.Priv)
 	return s.Marshal()
 }
