@@ -170,7 +170,7 @@ func (v *verifier) skeletonGeneration(x *gv, c *object.Commit, tr map[string]str
 		v.sampleSkeleton(x, name, sf.path, h, og.Segments)
 		return v.finish(x, c, tr, prev, anchor, ct, st, entries, dir, files)
 	}
-	if wm := v.fullSkeleton(x, name, sf.path); wm != nil {
+	if wm := v.fullSkeleton(x, name, sf.path, h); wm != nil {
 		files["wtxt"] = wm
 		g.WTXTBytes = wm.size
 	}
@@ -182,7 +182,7 @@ func (v *verifier) skeletonGeneration(x *gv, c *object.Commit, tr map[string]str
 // blob's digest (the assembler), then every profile check (array hashes,
 // sha256_all, fastxor, Merkle, signature by a trusted key). It returns the
 // assembled WTXT's size and SHA-256 when assembly completed.
-func (v *verifier) fullSkeleton(x *gv, name, skelPath string) *materialized {
+func (v *verifier) fullSkeleton(x *gv, name, skelPath string, hdr *wtxt.Header) *materialized {
 	x.g.Verification = VerifyFull
 	f, err := os.Open(skelPath)
 	if err != nil {
@@ -212,7 +212,8 @@ func (v *verifier) fullSkeleton(x *gv, name, skelPath string) *materialized {
 		// The assembly failure is the cause; the verifier's view of the
 		// cut-off stream adds nothing.
 		v.failWTXT(x, name, aerr, 0)
-		x.note("WTXT checks stopped where the assembly failed")
+		x.note("WTXT checks stopped where the assembly failed; the header's Merkle value and signature were checked on their own")
+		v.checkHeaderOnly(x, name, hdr)
 		return nil
 	}
 	if v.ctx.Err() != nil {
