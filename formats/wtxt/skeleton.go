@@ -228,7 +228,18 @@ func (sp *splitter) chunk(line []byte) error {
 	sp.buf = growBytes(sp.buf, int(ch.n))
 	raw := sp.buf[start : start+int(ch.n)]
 	var got int64
+	fullLines := ch.n / rawPerLine
 	for i := int64(0); i < ch.lines; i++ {
+		// Whole 57-byte lines already buffered are decoded in one go (the
+		// verifier's fast path); anything else, and any line that is not
+		// exactly right, goes through the checked per-line path below.
+		if i < fullLines {
+			if m := sp.lr.fullLines(raw[got:], fullLines-i); m > 0 {
+				got += m * rawPerLine
+				i += m - 1
+				continue
+			}
+		}
 		l, err := sp.lr.next()
 		if err != nil {
 			return err
