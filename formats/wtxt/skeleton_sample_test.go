@@ -93,7 +93,9 @@ func TestCheckSkeletonSample(t *testing.T) {
 
 type blobSourceFunc func(context.Context, Segment) (io.ReadCloser, error)
 
-func (f blobSourceFunc) OpenBlob(ctx context.Context, s Segment) (io.ReadCloser, error) { return f(ctx, s) }
+func (f blobSourceFunc) OpenBlob(ctx context.Context, s Segment) (io.ReadCloser, error) {
+	return f(ctx, s)
+}
 
 // FuzzCheckSkeletonSample: any skeleton, any pick: no panic, and an
 // accepted one lists segments whose sizes are not negative.
