@@ -23,6 +23,9 @@
 # the registry storage's growth, convert / push / end-to-end seconds and
 # git-lfs's seconds and remote growth. At the end: `snapd verify-repo`
 # of the whole history from the registry, full and with --sample 0.05.
+# Times: wall seconds (_s) and CPU seconds, user+sys of the commands and
+# their children (_c; reg_c is the registry server's own CPU during the
+# push): on a shared machine the wall times mostly measure the load.
 # Work dir: $BENCH_DIR (default a temp dir, removed at the end).
 # SEGMENT_SIZE sets --segment-size (default snapd's 4 MiB).
 set -euo pipefail
@@ -43,6 +46,11 @@ now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 du_b() { du -sb "$1" | cut -f1; }
 mib() { awk -v n="$1" 'BEGIN{printf "%.2f", n/1048576}'; }
+# c KEY CMD...: run CMD, adding its user+sys CPU seconds to the KEY counter
+# (wall times on a shared machine measure the load; CPU seconds do not).
+c() { local k=$1; shift; /usr/bin/time -f '%U %S' -a -o "$W/cpu.$k" "$@"; }
+regcpu() { awk '{printf "%.2f", ($14+$15)/100}' "/proc/$REG/stat"; }   # the registry's own CPU so far (s)
+cpu() { awk '{s += $1 + $2} END {printf "%.2f", s}' "$W/cpu.$1" 2>/dev/null || echo 0; rm -f "$W/cpu.$1"; }
 
 echo "bench-oci: size=$SIZE gens=$GENS pattern=$PATTERN change=$CHANGE% segment=$SEG on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg); git $(git --version | cut -d' ' -f3), $(git lfs version | cut -d' ' -f1), $(docker-registry --version 2>/dev/null | awk '{print $NF}' || true)"
 
@@ -80,23 +88,23 @@ git -C "$W/lfs" add .gitattributes && git -C "$W/lfs" commit -qm attrs && git -C
 # field KEY LINE: the value of KEY=... in LINE.
 field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
 
-printf '%4s %10s %10s %10s %8s %9s %9s %7s %7s %7s | %7s %9s\n' \
-  gen rows_KiB chseg_KiB upload_KiB up/chseg git_KiB reg_KiB conv_s push_s e2e_s lfs_s lfs_KiB
+printf '%4s %9s %9s %10s %8s %8s %9s | %6s %6s %6s | %6s %6s %6s %6s | %6s %6s %9s\n' \
+  gen rows_KiB chseg_KiB upload_KiB up/chseg git_KiB reg_KiB conv_s push_s e2e_s conv_c push_c e2e_c reg_c lfs_s lfs_c lfs_KiB
 prev=
-sum_e2e=0 sum_push=0 sum_lfs=0
+sum_e2e=0 sum_push=0 sum_lfs=0 sum_ec=0 sum_pc=0 sum_lc=0
 for g in $(seq 1 "$GENS"); do
   G=$(printf %06d "$g")
   src="$W/gen.safetensors"
   "$W/bin/benchgen" -size "$SIZE" -pattern "$PATTERN" -change "$CHANGE" -gen "$g" "$src"
   changed=$("$W/bin/benchgen" -size "$SIZE" -pattern "$PATTERN" -change "$CHANGE" -gen "$g" -report)
-  git_before=$(du_b "$W/snapd-remote.git"); reg_before=$(du_b "$W/registry")
+  git_before=$(du_b "$W/snapd-remote.git"); reg_before=$(du_b "$W/registry"); rc0=$(regcpu)
   # snapd: convert, push the blobs, commit + push the skeleton.
   t0=$(now)
   prevarg=(); [ -n "$prev" ] && prevarg=(--prev "$prev")
-  "$W/bin/snapd" convert "$src" "$W/gen-$G.wtxt" --gen "$g" --ts "2026-11-24T06:00:$(printf %02d $((g % 60)))Z" --build bench \
+  c conv "$W/bin/snapd" convert "$src" "$W/gen-$G.wtxt" --gen "$g" --ts "2026-11-24T06:00:$(printf %02d $((g % 60)))Z" --build bench \
     --sign-key "$W/keys/sign_ed25519" --hmac-key "$W/keys/hmac.key" "${prevarg[@]}" >/dev/null
   t1=$(now)
-  "$W/bin/snapd" oci push "$W/gen-$G.wtxt" --oci-repository "$REPO" --segment-size "$SEG" \
+  c push "$W/bin/snapd" oci push "$W/gen-$G.wtxt" --oci-repository "$REPO" --segment-size "$SEG" \
     --skeleton "$W/snapd/snapshots/current.wtxt.skel" --json >"$W/push.json"
   meta=$(sed -n 2p "$W/gen-$G.wtxt"); root=$(sed -n 4p "$W/gen-$G.wtxt")
   ts=$(field ts "$meta"); build=$(field build "$meta")
@@ -107,11 +115,12 @@ for g in $(seq 1 "$GENS"); do
     "$G" "$ts" "$build" "$sa" "$mp" "$mt" "$wb" "$ws" "$(stat -c %s "$sk")" "$(sha256sum "$sk" | cut -d' ' -f1)" >"$W/snapd/snapshots/generation.txt"
   printf 'snapd: generation %s\n\nSnapd-Gen: %s\nSnapd-Ts: %s\nSnapd-Build: %s\nSnapd-Sha256-All: %s\nSnapd-Merkle-Prev: %s\nSnapd-Merkle-This: %s\nSnapd-Layout: skeleton\n' \
     "$G" "$G" "$ts" "$build" "$sa" "$mp" "$mt" >"$W/msg"
-  git -C "$W/snapd" add -A
-  git -C "$W/snapd" "${SIGN[@]}" commit -q -S --cleanup=verbatim -F "$W/msg"
-  git -C "$W/snapd" "${SIGN[@]}" tag -s -a --cleanup=verbatim -F "$W/msg" "gen-$G"
-  git -C "$W/snapd" push -q origin snapshots "gen-$G" 2>/dev/null
+  c git git -C "$W/snapd" add -A
+  c git git -C "$W/snapd" "${SIGN[@]}" commit -q -S --cleanup=verbatim -F "$W/msg"
+  c git git -C "$W/snapd" "${SIGN[@]}" tag -s -a --cleanup=verbatim -F "$W/msg" "gen-$G"
+  c git git -C "$W/snapd" push -q origin snapshots "gen-$G" 2>/dev/null
   t2=$(now)
+  rc=$(awk -v a="$rc0" -v b="$(regcpu)" 'BEGIN{printf "%.2f", b-a}')
   # Changed segments: seg lines (in order) whose sha256 differs from the
   # previous generation's.
   grep '^seg ' "$sk" >"$W/segs.new"
@@ -128,24 +137,30 @@ for g in $(seq 1 "$GENS"); do
   # git-lfs: the same generation as safetensors.
   lfs_before=$(du_b "$W/lfs-remote.git")
   t3=$(now)
-  cp "$src" "$W/lfs/model.safetensors"
-  git -C "$W/lfs" add model.safetensors
-  git -C "$W/lfs" commit -qm "gen $g"
-  git -C "$W/lfs" push -q origin HEAD:main >/dev/null 2>&1
+  c lfs cp "$src" "$W/lfs/model.safetensors"
+  c lfs git -C "$W/lfs" add model.safetensors
+  c lfs git -C "$W/lfs" commit -qm "gen $g"
+  c lfs git -C "$W/lfs" push -q origin HEAD:main >/dev/null 2>&1
   t4=$(now)
   lfsg=$(( $(du_b "$W/lfs-remote.git") - lfs_before ))
   ratio=$(awk -v u="$up" -v c="$chseg" 'BEGIN{ if (c > 0) printf "%.3f", u/c; else print "-" }')
-  printf '%4d %10.0f %10.0f %10.0f %8s %9.1f %9.0f %7s %7s %7s | %7s %9.0f\n' "$g" \
+  cc=$(cpu conv); pc=$(awk -v a="$(cpu push)" -v b="$(cpu git)" 'BEGIN{printf "%.2f", a+b}'); lc=$(cpu lfs)
+  ec=$(awk -v a="$cc" -v b="$pc" 'BEGIN{printf "%.2f", a+b}')
+  printf '%4d %9.0f %9.0f %10.0f %8s %8.1f %9.0f | %6s %6s %6s | %6s %6s %6s %6s | %6s %6s %9.0f\n' "$g" \
     "$(awk -v n="$changed" 'BEGIN{print n/1024}')" "$(awk -v n="$chseg" 'BEGIN{print n/1024}')" "$(awk -v n="$up" 'BEGIN{print n/1024}')" "$ratio" \
     "$(awk -v n="$gitg" 'BEGIN{print n/1024}')" "$(awk -v n="$regg" 'BEGIN{print n/1024}')" \
-    "$(secs "$t0" "$t1")" "$(secs "$t1" "$t2")" "$(secs "$t0" "$t2")" "$(secs "$t3" "$t4")" "$(awk -v n="$lfsg" 'BEGIN{print n/1024}')"
+    "$(secs "$t0" "$t1")" "$(secs "$t1" "$t2")" "$(secs "$t0" "$t2")" "$cc" "$pc" "$ec" "$rc" "$(secs "$t3" "$t4")" "$lc" "$(awk -v n="$lfsg" 'BEGIN{print n/1024}')"
   if [ "$g" -gt 1 ]; then
     sum_e2e=$(awk -v a="$sum_e2e" -v b="$(secs "$t0" "$t2")" 'BEGIN{print a+b}')
     sum_push=$(awk -v a="$sum_push" -v b="$(secs "$t1" "$t2")" 'BEGIN{print a+b}')
     sum_lfs=$(awk -v a="$sum_lfs" -v b="$(secs "$t3" "$t4")" 'BEGIN{print a+b}')
+    sum_ec=$(awk -v a="$sum_ec" -v b="$ec" 'BEGIN{print a+b}')
+    sum_pc=$(awk -v a="$sum_pc" -v b="$pc" 'BEGIN{print a+b}')
+    sum_lc=$(awk -v a="$sum_lc" -v b="$lc" 'BEGIN{print a+b}')
   fi
 done
-echo "gens 2..$GENS: snapd end-to-end $sum_e2e s (push only, after convert: $sum_push s), git-lfs $sum_lfs s; ratios e2e/lfs $(awk -v a="$sum_e2e" -v b="$sum_lfs" 'BEGIN{printf "%.2f", a/b}'), push/lfs $(awk -v a="$sum_push" -v b="$sum_lfs" 'BEGIN{printf "%.2f", a/b}')"
+echo "gens 2..$GENS wall: snapd end-to-end $sum_e2e s (push only, after convert: $sum_push s), git-lfs $sum_lfs s; ratios e2e/lfs $(awk -v a="$sum_e2e" -v b="$sum_lfs" 'BEGIN{printf "%.2f", a/b}'), push/lfs $(awk -v a="$sum_push" -v b="$sum_lfs" 'BEGIN{printf "%.2f", a/b}')"
+echo "gens 2..$GENS CPU (user+sys): snapd end-to-end $sum_ec s (push only: $sum_pc s), git-lfs $sum_lc s; ratios e2e/lfs $(awk -v a="$sum_ec" -v b="$sum_lc" 'BEGIN{printf "%.2f", a/b}'), push/lfs $(awk -v a="$sum_pc" -v b="$sum_lc" 'BEGIN{printf "%.2f", a/b}')"
 echo "totals: snapd Git remote $(mib "$(du_b "$W/snapd-remote.git")") MiB, registry $(mib "$(du_b "$W/registry")") MiB; git-lfs remote $(mib "$(du_b "$W/lfs-remote.git")") MiB; skeleton $(stat -c %s "$W/snapd/snapshots/current.wtxt.skel") B, last WTXT $(stat -c %s "$prev") B"
 # --- verify-only CI over the whole history, from the registry ---------------
 if [ "${VERIFY:-1}" = 1 ]; then
