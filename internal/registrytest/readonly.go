@@ -3,6 +3,7 @@ package registrytest
 import (
 	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,4 +36,19 @@ func (r *Registry) SetReadOnly(t *testing.T, on bool) {
 func BlobPath(r *Registry, d [32]byte) string {
 	hx := hex.EncodeToString(d[:])
 	return filepath.Join(r.Storage, "docker/registry/v2/blobs/sha256", hx[:2], hx, "data")
+}
+
+// GarbageCollectReadOnly runs `docker-registry garbage-collect [args]
+// CONFIG` while the registry keeps serving pulls in read-only mode (the
+// distribution docs' alternative to stopping it: no upload can race the
+// mark phase), then makes it writable again. It returns the output.
+func (r *Registry) GarbageCollectReadOnly(t *testing.T, args ...string) string {
+	t.Helper()
+	r.SetReadOnly(t, true)
+	out, err := exec.Command(r.bin, append(append([]string{"garbage-collect"}, args...), r.Config)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("garbage-collect: %v\n%s", err, out)
+	}
+	r.SetReadOnly(t, false)
+	return string(out)
 }
