@@ -70,7 +70,9 @@ branch and all tags. --since REV starts at that commit: its generation is the
 chain anchor (verified itself; its merkle_prev is trusted, not checked).
 
 Exit status: 0 every check passed, 1 any check failed (each failure names the
-commit, generation, file and check), 2 usage or I/O error.`,
+commit, generation, file and check; for a blob also the skeleton line, array,
+chunk and segment digest), 2 usage or I/O error (a registry that cannot be
+reached at all is one).`,
 		Example: `  snapd verify-repo . --pubkey .snapd/allowed_signers
   snapd verify-repo https://github.com/org/model-snapshots.git --pubkey keys/sign_ed25519.pub --json
   snapd verify-repo /srv/snapshots.git --pubkey allowed_signers --since gen-000120

@@ -125,6 +125,11 @@ func TestVerifyRepoSkeletonLayout(t *testing.T) {
 		})
 	}
 
+	// No registry at that address: an I/O error, exit 2.
+	if code, out, errs := snapd(t, env, "verify-repo", f.Dir, "--pubkey", f.Key.AllowedSigners, "--oci-repository", "127.0.0.1:1/none/here"); code != 2 || !strings.Contains(errs, "registry") {
+		t.Fatalf("unreachable registry: exit %d\n%s%s", code, out, errs)
+	}
+
 	// Usage errors: exit 2.
 	for _, a := range [][]string{
 		{"--sample", "0.5"},

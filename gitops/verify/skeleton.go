@@ -12,6 +12,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
+	"net/url"
 	"os"
 	"path"
 	"slices"
@@ -155,6 +157,10 @@ func (v *verifier) skeletonGeneration(x *gv, c *object.Commit, tr map[string]str
 		if v.ctx.Err() != nil {
 			return nil, nil, v.ctx.Err()
 		}
+		if unreachable(err) {
+			// Not a finding about this generation: the walk cannot go on.
+			return nil, nil, fmt.Errorf("verify: registry for %s: %w", repoPath, err)
+		}
 		var we *wtxt.Error
 		if errors.As(err, &we) {
 			// The skeleton itself is malformed: no blob can be placed.
@@ -245,6 +251,16 @@ func (v *verifier) fullSkeleton(x *gv, name, skelPath string, hdr *wtxt.Header) 
 }
 
 var errVerifyDone = errors.New("verification of the assembled stream ended")
+
+// unreachable reports whether err means the registry could not be talked
+// to at all (connection refused, DNS, TLS, timeout): an I/O error of the
+// run (exit 2), not a failed check of the generation.
+func unreachable(err error) bool {
+	var ue *url.Error
+	var ne net.Error
+	var we *wtxt.Error
+	return !errors.As(err, &we) && (errors.As(err, &ue) || errors.As(err, &ne))
+}
 
 // sampleSkeleton checks the sampled segments' blobs against the skeleton,
 // every skeleton line, and the header's Merkle value and signature.
