@@ -2,12 +2,18 @@ package verify
 
 import (
 	"bytes"
+	"context"
+	"crypto/ed25519"
+	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	git "github.com/go-git/go-git/v5"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops/verify/verifytest"
@@ -71,13 +77,44 @@ func TestSkeletonLayoutFull(t *testing.T) {
 			t.Fatalf("verify sent %s requests: %v", m, proxy.Methods())
 		}
 	}
-	// The full WTXT never touched the disk: the temp dir holds nothing of
-	// its size while verifying is not observable here, but no working copy
-	// of it is kept either (TempDir is removed); what matters is that the
-	// only files written are the skeletons, checked by their size below.
-	if g := rep.Generations[0]; g.WTXTBytes < 10*int64(len(f.Gens[0].Skeleton)) {
-		t.Fatalf("skeleton %d bytes is not much smaller than the WTXT %d", len(f.Gens[0].Skeleton), g.WTXTBytes)
+	// The full WTXT never touches the disk: while blobs are being read, the
+	// verifier's temp dir holds only the skeleton's working copy.
+	spy := &tempSpy{Repository: openVia(t, reg.Host), dir: t.TempDir()}
+	r, err := git.PlainOpen(f.Dir)
+	if err != nil {
+		t.Fatal(err)
 	}
+	rep, err = Verify(context.Background(), r, Options{Registry: spy, TempDir: spy.dir, TrustedKeys: []ed25519.PublicKey{f.Key.Pub}})
+	if err != nil || !rep.OK || spy.opens == 0 {
+		t.Fatalf("%v, %d blobs opened:\n%s", err, spy.opens, dump(rep))
+	}
+	if wtxtLen := int64(len(f.Gens[3].WTXT)); spy.max <= 0 || spy.max > int64(len(f.Gens[3].Skeleton))+4096 || spy.max*4 > wtxtLen {
+		t.Fatalf("temp dir held up to %d bytes while verifying (skeleton %d, WTXT %d)", spy.max, len(f.Gens[3].Skeleton), wtxtLen)
+	}
+}
+
+// tempSpy records, each time a blob is opened, how many bytes the files
+// under dir hold.
+type tempSpy struct {
+	*oci.Repository
+	dir   string
+	max   int64
+	opens int
+}
+
+func (s *tempSpy) OpenBlob(ctx context.Context, seg wtxt.Segment) (io.ReadCloser, error) {
+	s.opens++
+	var n int64
+	filepath.WalkDir(s.dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	s.max = max(s.max, n)
+	return s.Repository.OpenBlob(ctx, seg)
 }
 
 func TestSkeletonLayoutSample(t *testing.T) {
