@@ -146,3 +146,34 @@ func TestVerifyRepoSkeletonLayout(t *testing.T) {
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// TestVerifyRepoAfterRemoteGC: `snapd gc --remote --keep 2`, then the
+// registry's garbage-collect --delete-untagged (read-only meanwhile): the
+// kept generations still verify in full (--since the oldest kept one); a
+// walk from the root fails exactly at the removed generations, naming the
+// missing manifest.
+func TestVerifyRepoAfterRemoteGC(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	repo, err := oci.Open(reg.Host+"/snapd/model", oci.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := verifytest.BuildSkeleton(t, repo, []uint64{1, 2, 3, 4}, 8<<10)
+	env := map[string]string{"HOME": t.TempDir()}
+	ref := reg.Host + "/snapd/model"
+	code, out, errs := snapd(t, env, "gc", "--remote", "--keep", "2", "--oci-repository", ref, "--json")
+	if code != 0 || !strings.Contains(out, `"removed":["gen-000001","gen-000002"]`) {
+		t.Fatalf("gc --remote: exit %d\n%s%s", code, out, errs)
+	}
+	reg.GarbageCollectReadOnly(t, "--delete-untagged")
+	code, out, errs = snapd(t, env, "verify-repo", f.Dir, "--pubkey", f.Key.AllowedSigners, "--oci-repository", ref, "--since", "gen-000003")
+	if code != 0 || !strings.Contains(out, "summary: 2 generation(s) 000003..000004") {
+		t.Fatalf("kept generations: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = snapd(t, env, "verify-repo", f.Dir, "--pubkey", f.Key.AllowedSigners, "--oci-repository", ref)
+	if code != 1 || !strings.Contains(out, "FAILED: ") || !strings.Contains(out, "gen 000001 snapshots/current.wtxt.skel: registry: ") ||
+		!strings.Contains(out, "manifest gen-000001") || !strings.Contains(out, "gen 000002 snapshots/current.wtxt.skel: registry: ") ||
+		strings.Contains(out, "gen 000003 snapshots/") || strings.Contains(out, "gen 000004 snapshots/") {
+		t.Fatalf("whole history: exit %d\n%s%s", code, out, errs)
+	}
+}
