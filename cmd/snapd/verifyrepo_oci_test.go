@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -175,5 +176,46 @@ func TestVerifyRepoAfterRemoteGC(t *testing.T) {
 		!strings.Contains(out, "manifest gen-000001") || !strings.Contains(out, "gen 000002 snapshots/current.wtxt.skel: registry: ") ||
 		strings.Contains(out, "gen 000003 snapshots/") || strings.Contains(out, "gen 000004 snapshots/") {
 		t.Fatalf("whole history: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestCIVerifyScriptSkeletonLayout: scripts/ci-verify.sh passes
+// SNAPD_OCI_REPOSITORY, SNAPD_SAMPLE and SNAPD_SEED to verify-repo.
+func TestCIVerifyScriptSkeletonLayout(t *testing.T) {
+	bin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "snapd"), ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	script, err := filepath.Abs("../../scripts/ci-verify.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registrytest.Start(t, "", "")
+	repo, err := oci.Open(reg.Host+"/snapd/model", oci.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := verifytest.BuildSkeleton(t, repo, []uint64{1, 2}, 8<<10)
+	report := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command("bash", script, f.Dir)
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+t.TempDir(),
+		"SNAPD_PUBKEY_FILE="+f.Key.AllowedSigners, "SNAPD_REPORT="+report,
+		"SNAPD_OCI_REPOSITORY="+reg.Host+"/snapd/model", "SNAPD_SAMPLE=0.5", "SNAPD_SEED=3")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "2 generation(s) 000001..000002: OK") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var rep struct {
+		Sample      float64 `json:"sample"`
+		Seed        *uint64 `json:"seed"`
+		Generations []struct {
+			Layout          string `json:"layout"`
+			SampledSegments []int  `json:"sampled_segments"`
+		} `json:"generations"`
+	}
+	b, _ := os.ReadFile(report)
+	if err := json.Unmarshal(b, &rep); err != nil || rep.Sample != 0.5 || rep.Seed == nil || *rep.Seed != 3 || len(rep.Generations) != 2 ||
+		rep.Generations[0].Layout != "skeleton" || len(rep.Generations[0].SampledSegments) == 0 {
+		t.Fatalf("%v: %s", err, b)
 	}
 }
