@@ -44,6 +44,13 @@
 #   SNAPD_PR_MERGE     PR mode: the merge revision (refs/pull/N/merge), if any
 #   SNAPD_BIN          the snapd binary (default: snapd on PATH)
 #   SNAPD_REPORT       also keep the JSON report at this path
+#   SNAPD_OCI_REPOSITORY  skeleton layout: the OCI repository HOST[:PORT]/NAME
+#                      holding the segment blobs, read only (pull credentials
+#                      from SNAPD_OCI_USERNAME/SNAPD_OCI_PASSWORD or the Docker
+#                      config; none for a public registry)
+#   SNAPD_SAMPLE       with it: check only this fraction of each generation's
+#                      segment blobs (e.g. 0.05 on pull requests; full
+#                      verification otherwise); SNAPD_SEED reproduces a pick
 #
 # Exit status: snapd's — 0 every check passed, 1 a check failed, 2 usage
 # or I/O error (also when snapd or the key file is missing).
@@ -116,6 +123,9 @@ args=(verify-repo "$repo" --pubkey "$pubkey" --json)
 [ -n "$branch" ] && args+=(--branch "$branch")
 [ -n "${SNAPD_PATH:-}" ] && args+=(--path "$SNAPD_PATH")
 [ -n "${SNAPD_SINCE:-}" ] && args+=(--since "$SNAPD_SINCE")
+[ -n "${SNAPD_OCI_REPOSITORY:-}" ] && args+=(--oci-repository "$SNAPD_OCI_REPOSITORY")
+[ -n "${SNAPD_SAMPLE:-}" ] && args+=(--sample "$SNAPD_SAMPLE")
+[ -n "${SNAPD_SEED:-}" ] && args+=(--seed "$SNAPD_SEED")
 
 status=0
 "$snapd" "${args[@]}" >"$report" 2>"$errs" || status=$?

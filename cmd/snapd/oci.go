@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/store/oci"
@@ -108,14 +107,14 @@ sha256 and crc32c are checked while splitting. "snapd assemble
 	}
 	addOCIFlags(cmd, &o.oci)
 	cmd.Flags().StringVar(&o.skeleton, "skeleton", "", "where to write the skeleton (default WTXT.skel)")
-	cmd.Flags().Int64Var(&o.segSize, "segment-size", wtxt.DefaultSegmentSize, "target segment blob size in bytes")
+	cmd.Flags().Int64Var(&o.segSize, "segment-size", 0, "target segment blob size in bytes (0: automatic, 4 MiB doubled until the generation has fewer than 8192 segments, so the manifest stays small; the same for every generation of one model)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
 	return cmd
 }
 
 func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error {
-	if o.segSize <= 0 {
-		return usageError{errors.New("--segment-size must be > 0")}
+	if o.segSize < 0 {
+		return usageError{errors.New("--segment-size must be >= 0 (0: automatic)")}
 	}
 	repo, err := o.oci.open(e)
 	if err != nil {
@@ -130,6 +129,8 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 		return ioError{err}
 	} else if !fi.Mode().IsRegular() {
 		return ioError{fmt.Errorf("%s: not a regular file", in)}
+	} else if o.segSize == 0 {
+		o.segSize = oci.AutoSegmentSize(fi.Size())
 	}
 	skel := o.skeleton
 	if skel == "" {
@@ -149,7 +150,7 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 	}
 	if o.json {
 		return json.NewEncoder(e.stdout).Encode(map[string]any{
-			"repository": repo.Name(), "tag": res.Tag, "manifest": res.Manifest.Digest.String(), "skeleton": skel,
+			"repository": repo.Name(), "tag": res.Tag, "manifest": res.Manifest.Digest.String(), "skeleton": skel, "segment_size": o.segSize,
 			"segments": res.Segments, "uploaded": res.Uploaded, "uploaded_bytes": res.UploadedBytes,
 			"mounted": res.Mounted, "mounted_bytes": res.MountedBytes,
 			"skipped": res.Skipped, "skipped_bytes": res.SkippedBytes,

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +25,10 @@ type verifyRepoOptions struct {
 	tokenEnv       string
 	json           bool
 	maxObjectBytes int64
+	oci            ociFlags
+	sample         float64
+	seed           uint64
+	seedSet        bool
 }
 
 func newVerifyRepoCommand(e *env) *cobra.Command {
@@ -45,7 +51,18 @@ Git repository and check, with public keys only and without decrypting:
     verify-tag check them; the tag must point at the commit;
   - that current.wtxtdelta applied to the previous generation gives this
     generation's WTXT byte for byte (age-armored deltas are skipped with a note);
-  - that the commit trailers and generation.txt agree with the content.
+  - that the commit trailers and generation.txt agree with the content;
+  - the skeleton layout (current.wtxt.skel; tensor bytes in an OCI registry,
+    docs/FORMAT.md §6) with --oci-repository, read only (pull; never pushes):
+    the gen-NNNNNN manifest, its annotations and config against the
+    skeleton, every referenced blob present, and the WTXT assembled from the
+    skeleton and the blobs streamed into the full verifier (every chunk
+    hash, blob digest, array hash, sha256_all, Merkle, signature) without
+    writing it to disk. --sample F checks only a random fraction F of each
+    generation's segments (reproducible with --seed; the report lists the
+    segment indexes checked) plus every skeleton line, the manifest, every
+    blob's presence, the header's Merkle value and signature; array hashes
+    and sha256_all need every byte and are then not recomputed.
 
 PATH is a local repository (bare or with a work tree; default "."); a URL
 (file://, http(s)://, ssh://) is cloned into a temporary directory with the
@@ -53,10 +70,13 @@ branch and all tags. --since REV starts at that commit: its generation is the
 chain anchor (verified itself; its merkle_prev is trusted, not checked).
 
 Exit status: 0 every check passed, 1 any check failed (each failure names the
-commit, generation, file and check), 2 usage or I/O error.`,
+commit, generation, file and check; for a blob also the skeleton line, array,
+chunk and segment digest), 2 usage or I/O error (a registry that cannot be
+reached at all is one).`,
 		Example: `  snapd verify-repo . --pubkey .snapd/allowed_signers
   snapd verify-repo https://github.com/org/model-snapshots.git --pubkey keys/sign_ed25519.pub --json
-  snapd verify-repo /srv/snapshots.git --pubkey allowed_signers --since gen-000120`,
+  snapd verify-repo /srv/snapshots.git --pubkey allowed_signers --since gen-000120
+  snapd verify-repo . --pubkey allowed_signers --oci-repository ghcr.io/org/model --sample 0.05 --seed 7`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
 				return usageError{err}
@@ -68,6 +88,7 @@ commit, generation, file and check), 2 usage or I/O error.`,
 			if len(args) == 1 {
 				o.target = args[0]
 			}
+			o.seedSet = cmd.Flags().Changed("seed")
 			return runVerifyRepo(cmd.Context(), e, &o)
 		},
 	}
@@ -80,6 +101,13 @@ commit, generation, file and check), 2 usage or I/O error.`,
 	f.StringVar(&o.tokenEnv, "token-env", "", "environment variable holding an HTTP(S) token for cloning a URL")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
 	f.Int64Var(&o.maxObjectBytes, "max-object-bytes", verify.DefaultMaxObjectBytes, "size budget of each file read from a generation (checked before reading it)")
+	f.StringVar(&o.oci.repository, "oci-repository", "", "OCI repository HOST[:PORT]/NAME holding the skeleton layout's segment blobs (read only; plain HTTP only for loopback hosts or with --oci-insecure)")
+	f.BoolVar(&o.oci.insecure, "oci-insecure", false, "allow plain HTTP to a non-loopback registry")
+	f.StringVar(&o.oci.username, "oci-username", "", "registry user with pull access (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json; else anonymous)")
+	f.StringVar(&o.oci.passwordFile, "oci-password-file", "", "file holding the registry password or read-only token (mode 0600; default $SNAPD_OCI_PASSWORD)")
+	f.StringVar(&o.oci.dockerConfig, "oci-docker-config", "", "Docker config.json with registry credentials (default $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
+	f.Float64Var(&o.sample, "sample", 0, "skeleton layout: check only this fraction (0 < F < 1) of each generation's segment blobs, plus every header and skeleton line (default: all)")
+	f.Uint64Var(&o.seed, "seed", 0, "seed of the --sample choice (default: random, printed for reproduction)")
 	return cmd
 }
 
@@ -112,9 +140,41 @@ func runVerifyRepo(ctx context.Context, e *env, o *verifyRepoOptions) error {
 		return ioError{err}
 	}
 	defer cleanup()
+	if o.sample < 0 || o.sample > 1 || o.sample != o.sample {
+		return usageError{fmt.Errorf("--sample %v: want a fraction 0 < F <= 1", o.sample)}
+	}
+	if o.seedSet && (o.sample == 0 || o.sample == 1) {
+		return usageError{errors.New("--seed needs --sample F with 0 < F < 1")}
+	}
 	vo := verify.Options{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix, Since: o.since, TrustedKeys: trusted, MaxObjectBytes: o.maxObjectBytes}
+	if o.oci.repository != "" {
+		reg, err := o.oci.open(e)
+		if err != nil {
+			return err
+		}
+		vo.Registry = reg
+	} else if o.sample > 0 {
+		return usageError{errors.New("--sample needs --oci-repository (it samples the skeleton layout's segment blobs)")}
+	}
+	if o.sample > 0 && o.sample < 1 {
+		vo.Sample, vo.Seed = o.sample, o.seed
+		if !o.seedSet {
+			var b [8]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return ioError{err}
+			}
+			vo.Seed = binary.LittleEndian.Uint64(b[:]) >> 11 // fits a float64 exactly (JSON)
+		}
+	}
 	if !o.json {
 		fmt.Fprintf(e.stdout, "%s: branch %s, path %s\n", o.target, o.branch, o.path)
+		if vo.Registry != nil {
+			mode := "full"
+			if vo.Sample > 0 {
+				mode = fmt.Sprintf("sample %g, seed %d", vo.Sample, vo.Seed)
+			}
+			fmt.Fprintf(e.stdout, "registry %s (read only): %s\n", o.oci.repository, mode)
+		}
 		vo.OnGeneration = func(g *verify.Generation) { printGeneration(e.stdout, g) }
 	}
 	rep, err := verify.Verify(ctx, repo, vo)
@@ -129,9 +189,15 @@ func runVerifyRepo(ctx context.Context, e *env, o *verifyRepoOptions) error {
 	}
 	if o.json {
 		out := struct {
-			Repo string `json:"repo"`
+			Repo     string  `json:"repo"`
+			Registry string  `json:"oci_repository,omitempty"`
+			Sample   float64 `json:"sample,omitempty"`
+			Seed     *uint64 `json:"seed,omitempty"`
 			*verify.Report
-		}{o.target, rep}
+		}{Repo: o.target, Registry: o.oci.repository, Report: rep}
+		if vo.Sample > 0 {
+			out.Sample, out.Seed = vo.Sample, &vo.Seed
+		}
 		if err := writeJSON(e.stdout, out); err != nil {
 			return ioError{err}
 		}
@@ -172,6 +238,12 @@ func printGeneration(w io.Writer, g *verify.Generation) {
 	}
 	fmt.Fprintf(w, "gen %-6s %s %-6s %-8s %s; commit %s, tag %s; chain %s; delta %s\n",
 		gen, c, g.Layout, status, content, g.CommitSignature, g.TagSignature, g.Chain, g.Delta)
+	switch g.Verification {
+	case verify.VerifyFull:
+		fmt.Fprintf(w, "  registry: full, %d of %d segment blob(s) read, %d bytes\n", g.SegmentsRead, g.Segments, g.BlobBytes)
+	case verify.VerifySample:
+		fmt.Fprintf(w, "  registry: sampled %d of %d segment(s): %v\n", len(g.SampledSegments), g.Segments, g.SampledSegments)
+	}
 	for _, f := range g.Failures {
 		fmt.Fprintf(w, "  FAIL %v\n", f)
 	}

@@ -228,7 +228,18 @@ func (sp *splitter) chunk(line []byte) error {
 	sp.buf = growBytes(sp.buf, int(ch.n))
 	raw := sp.buf[start : start+int(ch.n)]
 	var got int64
+	fullLines := ch.n / rawPerLine
 	for i := int64(0); i < ch.lines; i++ {
+		// Whole 57-byte lines already buffered are decoded in one go (the
+		// verifier's fast path); anything else, and any line that is not
+		// exactly right, goes through the checked per-line path below.
+		if i < fullLines {
+			if m := sp.lr.fullLines(raw[got:], fullLines-i); m > 0 {
+				got += m * rawPerLine
+				i += m - 1
+				continue
+			}
+		}
 		l, err := sp.lr.next()
 		if err != nil {
 			return err
@@ -390,8 +401,10 @@ type assembler struct {
 	nextIx  int64
 	nextOff int64
 
-	dry      bool      // structure only: no blob is read (SkeletonSegments)
-	segs     []Segment // segments seen, when dry
+	dry      bool                    // structure only: no blob is read (SkeletonSegments)
+	pick     func(int, Segment) bool // CheckSkeletonSample: which segments' blobs are read
+	skip     bool                    // the open segment's blob is not read (dry, or not picked)
+	segs     []Segment               // segments seen, when dry or pick is set
 	seg      Segment
 	segLine  int
 	blob     io.ReadCloser
@@ -494,9 +507,11 @@ func (a *assembler) openSeg(line []byte) error {
 	a.seg, a.segLine, a.segOpen, a.left, a.chLeft = s, a.lr.n, true, s.Size, s.Chunks
 	a.bh = sha256.New()
 	a.blob, a.br = nil, nil
-	if a.dry {
+	if a.dry || a.pick != nil {
 		a.segs = append(a.segs, s)
-	} else if s.Size > 0 {
+	}
+	a.skip = a.dry || a.pick != nil && !a.pick(len(a.segs)-1, s)
+	if !a.skip && s.Size > 0 {
 		rc, err := a.src.OpenBlob(a.ctx, s)
 		if err != nil {
 			return &Error{File: a.lr.file, Line: a.lr.n, Array: a.arr, Chunk: s.FirstChunk, Check: CheckBlob, Msg: "segment blob " + s.DigestString() + " cannot be read", Err: err}
@@ -532,7 +547,7 @@ func (a *assembler) chunk(line []byte) error {
 	if ch.n > a.left {
 		return a.fail(CheckSkeleton, ch.ix, "chunk len=%d exceeds the %d bytes left of the segment declared at line %d", ch.n, a.left, a.segLine)
 	}
-	if a.dry {
+	if a.skip {
 		return a.endChunk(ch)
 	}
 	a.w.Write(line)
@@ -596,7 +611,7 @@ func (a *assembler) closeSeg(ix int64) error {
 	if a.left != 0 {
 		return a.fail(CheckSkeleton, ix, "the seg line at line %d declares len=%d but its %d chunk(s) hold %d bytes", a.segLine, a.seg.Size, a.seg.Chunks, a.seg.Size-a.left)
 	}
-	if a.dry {
+	if a.skip {
 		return nil
 	}
 	if a.blob == nil {

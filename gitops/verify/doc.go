@@ -54,6 +54,21 @@
 //     the armored bytes, armor form, the seal's own Merkle consistency;
 //     the seal must be of kind wtxt. "seal/missing" when there is no seal.
 //     The plaintext is not checked (noted).
+//   - Skeleton layout (FileSkeleton, Snapd-Layout: skeleton; the tensor
+//     bytes in an OCI registry, docs/FORMAT.md §6), with Options.Registry
+//     (read only: GET and HEAD): "registry" for the gen-NNNNNN manifest,
+//     its annotations and config against the skeleton and every blob's
+//     presence (oci.Repository.CheckGeneration); then, by default, the WTXT
+//     assembled from the skeleton and the blobs is streamed through a pipe
+//     into wtxt.Verify ("wtxt/<check>" as for a plain WTXT, plus
+//     "wtxt/blob" and "wtxt/skeleton" from the assembler, located at the
+//     skeleton's line with array, chunk and segment digest); it is never
+//     written to disk. With Options.Sample in (0, 1) only SampleSegments'
+//     pick of segments is read (wtxt.CheckSkeletonSample), every skeleton
+//     line is checked, and the header's Merkle value and signature are
+//     checked on their own; array hashes, sha256_all and fastxor are not
+//     recomputed (noted). Without a Registry the generation fails with
+//     "registry" (its header is still checked).
 //   - "trailer": the commit trailers (Snapd-Gen, -Ts, -Build,
 //     -Sha256-All, -Merkle-Prev, -Merkle-This, -Layout) are present and
 //     equal the values in the WTXT header (or seal) and the stored layout.

@@ -95,6 +95,18 @@ type Options struct {
 	MaxObjectBytes int64
 	// OnGeneration, if set, is called with each generation once checked.
 	OnGeneration func(*Generation)
+
+	// Registry serves the segment blobs of skeleton-layout generations
+	// (FileSkeleton; docs/FORMAT.md §6), read only. Without it such a
+	// generation fails with CheckRegistry (its header is still checked).
+	Registry Registry
+	// Sample, when in (0, 1), checks only that fraction of each
+	// skeleton-layout generation's segments (SampleSegments, seeded by
+	// Seed and the gen) plus every skeleton line, the manifest, the
+	// presence of every blob, and the header's Merkle value and
+	// signature. 0 or >= 1: full verification (the default).
+	Sample float64
+	Seed   uint64
 }
 
 // Failure is one failed check, naming where it happened.
@@ -133,7 +145,7 @@ type Generation struct {
 	Gen        string `json:"gen"`
 	Tag        string `json:"tag,omitempty"`
 	TS         string `json:"ts,omitempty"`
-	Layout     string `json:"layout,omitempty"` // single or split, as stored
+	Layout     string `json:"layout,omitempty"` // single, split or skeleton, as stored
 	Encrypted  bool   `json:"encrypted"`
 	WTXTBytes  int64  `json:"wtxt_bytes"`
 	SHA256All  string `json:"sha256_all,omitempty"`
@@ -149,9 +161,18 @@ type Generation struct {
 	Signer          string `json:"signer,omitempty"` // SHA256 fingerprint of the commit's key
 	Chain           string `json:"chain"`
 	// Delta: "none", "applied", "skipped" (see Notes) or "failed".
-	Delta    string    `json:"delta"`
-	Notes    []string  `json:"notes,omitempty"`
-	Failures []Failure `json:"failures"`
+	Delta string `json:"delta"`
+	// Skeleton layout: Verification is VerifyFull or VerifySample;
+	// Segments the skeleton's segment count, SegmentsRead the blobs read
+	// (and checked), SampledSegments their indexes in file order when
+	// sampled, BlobBytes the raw bytes read from the registry.
+	Verification    string    `json:"verification,omitempty"`
+	Segments        int       `json:"segments,omitempty"`
+	SegmentsRead    int       `json:"segments_read,omitempty"`
+	SampledSegments []int     `json:"sampled_segments,omitempty"`
+	BlobBytes       int64     `json:"blob_bytes,omitempty"`
+	Notes           []string  `json:"notes,omitempty"`
+	Failures        []Failure `json:"failures"`
 }
 
 // OK reports whether every check of the generation passed.
@@ -355,6 +376,8 @@ type gv struct {
 	dir string // repository path of the generation directory
 	// skip: the commit is untrusted; no content is read.
 	skip bool
+	// optional: generation.txt keys checked only when present.
+	optional map[string]bool
 }
 
 func (x *gv) fail(file string, line int, check, format string, a ...any) {
@@ -429,6 +452,16 @@ func (v *verifier) generation(c *object.Commit, prev *genState, anchor bool) (*G
 	entries := map[string]object.TreeEntry{}
 	for _, e := range dir.Entries {
 		entries[e.Name] = e
+	}
+
+	// The skeleton layout: the tensor bytes are in an OCI registry.
+	if _, ok := entries[FileSkeleton]; ok {
+		_, single := entries[gitops.FileWTXT]
+		_, split := entries[gitops.DirWTXTParts]
+		if !single && !split {
+			return v.skeletonGeneration(x, c, tr, prev, anchor, dir, entries)
+		}
+		x.fail(FileSkeleton, 0, CheckLayout, "both %s and %s (or %s/) present", FileSkeleton, gitops.FileWTXT, gitops.DirWTXTParts)
 	}
 
 	// The WTXT.
@@ -921,7 +954,7 @@ func (v *verifier) checkSummary(x *gv, entries map[string]object.TreeEntry, dir 
 		want["gen"], want["ts"], want["build"] = ct.genText, ct.ts, ct.build
 		want["sha256_all"], want["merkle_prev"], want["merkle_this"] = ct.sha256All, ct.merklePrev, ct.merkleThis
 	}
-	for _, ext := range []string{"wtxt", "wtxtdelta", "wsum", "wseal"} {
+	for _, ext := range []string{"wtxt", "wtxtdelta", "wsum", "wseal", "skel"} {
 		if m := files[ext]; m != nil {
 			want[ext+"_bytes"] = strconv.FormatInt(m.size, 10)
 			want[ext+"_sha256"] = m.sha256
@@ -936,6 +969,7 @@ func (v *verifier) checkSummary(x *gv, entries map[string]object.TreeEntry, dir 
 	for _, k := range summaryKeys(want) {
 		got, ok := kv[k]
 		switch {
+		case !ok && x.optional[k]:
 		case !ok:
 			x.fail(gitops.FileSummary, 0, CheckSummary, "%s missing (want %s)", k, want[k])
 		case got != want[k]:
@@ -947,7 +981,7 @@ func (v *verifier) checkSummary(x *gv, entries map[string]object.TreeEntry, dir 
 // summaryKeys returns the keys of m in the summary file's order.
 func summaryKeys(m map[string]string) []string {
 	order := []string{"gen", "ts", "build", "sha256_all", "merkle_prev", "merkle_this", "layout",
-		"wtxt_bytes", "wtxt_sha256", "wtxtdelta_bytes", "wtxtdelta_sha256", "wsum_bytes", "wsum_sha256", "wseal_bytes", "wseal_sha256"}
+		"wtxt_bytes", "wtxt_sha256", "wtxtdelta_bytes", "wtxtdelta_sha256", "wsum_bytes", "wsum_sha256", "wseal_bytes", "wseal_sha256", "skel_bytes", "skel_sha256"}
 	var out []string
 	for _, k := range order {
 		if _, ok := m[k]; ok {

@@ -5,7 +5,7 @@
 // Layout of one generation in repository HOST[:PORT]/NAME:
 //
 //	blobs      one per distinct segment: the raw bytes of consecutive chunks
-//	           of one array (wtxt.Split; ~4 MiB by default), digest
+//	           of one array (wtxt.Split; 4 MiB, or AutoSegmentSize), digest
 //	           sha256:<hex of SHA-256 of the bytes>, media type
 //	           SegmentMediaType
 //	config     a JSON blob (ConfigMediaType, see Config) listing every

@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -37,6 +38,9 @@ type tokenServer struct {
 	key              *ecdsa.PrivateKey
 	der              []byte
 	issued, rejected atomic.Int64
+	// pullOnly grants only the "pull" action, whatever the client asks
+	// for: a read-only credential.
+	pullOnly bool
 }
 
 func newTokenServer(t *testing.T, user, pass, service, issuer string) (*tokenServer, string) {
@@ -77,7 +81,11 @@ func (ts *tokenServer) serve(w http.ResponseWriter, r *http.Request) {
 		if len(parts) != 3 {
 			continue
 		}
-		access = append(access, map[string]any{"type": parts[0], "name": parts[1], "actions": strings.Split(parts[2], ",")})
+		actions := strings.Split(parts[2], ",")
+		if ts.pullOnly {
+			actions = slices.DeleteFunc(actions, func(a string) bool { return a != "pull" })
+		}
+		access = append(access, map[string]any{"type": parts[0], "name": parts[1], "actions": actions})
 	}
 	now := time.Now()
 	claims := jwt.MapClaims{

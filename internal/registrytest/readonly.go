@@ -1,0 +1,54 @@
+package registrytest
+
+import (
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const readOnlyYAML = "storage:\n  maintenance:\n    readonly:\n      enabled: true\n"
+
+// SetReadOnly stops the registry, switches its storage.maintenance
+// readonly mode on or off (a read-only registry serves pulls and refuses
+// every push and delete with 405) and starts it again on the same address.
+func (r *Registry) SetReadOnly(t *testing.T, on bool) {
+	t.Helper()
+	b, err := os.ReadFile(r.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(b), readOnlyYAML, "storage:\n", 1)
+	if on {
+		cfg = strings.Replace(cfg, "storage:\n", readOnlyYAML, 1)
+	}
+	if err := os.WriteFile(r.Config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	r.serve(t)
+}
+
+// BlobPath returns where the registry's filesystem storage keeps the
+// blob whose SHA-256 is d.
+func BlobPath(r *Registry, d [32]byte) string {
+	hx := hex.EncodeToString(d[:])
+	return filepath.Join(r.Storage, "docker/registry/v2/blobs/sha256", hx[:2], hx, "data")
+}
+
+// GarbageCollectReadOnly runs `docker-registry garbage-collect [args]
+// CONFIG` while the registry keeps serving pulls in read-only mode (the
+// distribution docs' alternative to stopping it: no upload can race the
+// mark phase), then makes it writable again. It returns the output.
+func (r *Registry) GarbageCollectReadOnly(t *testing.T, args ...string) string {
+	t.Helper()
+	r.SetReadOnly(t, true)
+	out, err := exec.Command(r.bin, append(append([]string{"garbage-collect"}, args...), r.Config)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("garbage-collect: %v\n%s", err, out)
+	}
+	r.SetReadOnly(t, false)
+	return string(out)
+}
