@@ -36,6 +36,7 @@ type runOptions struct {
 	logLevel     string
 	remote       string
 	branch       string
+	baseBranch   string
 	ringKeep     int
 	queueMax     int
 	policy       string
@@ -97,6 +98,7 @@ after a restart). A second daemon on the same state dir refuses to start.`,
 	f.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error")
 	f.StringVar(&o.remote, "git-remote", "", "Git remote to push to (URL or path)")
 	f.StringVar(&o.branch, "git-branch", "", "Git branch of the generations")
+	f.StringVar(&o.baseBranch, "base-branch", "", "start the generations branch from this branch of the remote (e.g. main), not an orphan (git.base_branch)")
 	f.BoolVar(&o.noGit, "no-git", false, "do not commit to a local Git repository")
 	f.IntVar(&o.ringKeep, "ring-keep", 0, "generations kept in the local ring")
 	f.IntVar(&o.queueMax, "queue-max", 0, "requests waiting for the pipeline before the queue policy applies")
@@ -140,6 +142,7 @@ func loadRunConfig(o *runOptions) (*configs.Config, error) {
 	set("log-level", func() { c.Log.Level = o.logLevel })
 	set("git-remote", func() { c.Git.Remote = o.remote })
 	set("git-branch", func() { c.Git.Branch = o.branch })
+	set("base-branch", func() { c.Git.BaseBranch = o.baseBranch })
 	set("no-git", func() { c.Git.Enabled = !o.noGit })
 	set("ring-keep", func() { c.Ring.Keep = o.ringKeep })
 	set("queue-max", func() { c.Queue.Max = o.queueMax })
@@ -299,7 +302,8 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			split = gitops.MaxPartLimit
 		}
 		if deps.Repo, err = gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path, Layout: layout,
-			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey, Delta: gitops.DeltaPolicy(c.Git.CommitDelta)}); err != nil {
+			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey, Delta: gitops.DeltaPolicy(c.Git.CommitDelta),
+			BaseBranch: c.Git.BaseBranch, FetchBase: fetchBase(gp)}); err != nil {
 			return err
 		}
 		if gp != nil {
