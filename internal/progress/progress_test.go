@@ -1,16 +1,16 @@
 package progress
 
 import (
-	"fmt"
-
 	"bytes"
-	"golang.org/x/sys/unix"
+	"fmt"
 	"io"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // clock is a manually driven clock.
