@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -182,7 +183,17 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions) error {
 	if err := loadWSUM(o, &opts); err != nil {
 		return err
 	}
-	rep, verr := wtxt.Verify(ctx, f, opts)
+	var size int64
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	m := e.meter(filepath.Base(o.file), size)
+	rep, verr := wtxt.Verify(ctx, m.Reader(f), opts)
+	if verr != nil {
+		m.Clear()
+	} else {
+		m.Finish()
+	}
 	var werr *wtxt.Error
 	if verr != nil && !errors.As(verr, &werr) {
 		return ioError{verr}

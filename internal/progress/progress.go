@@ -160,7 +160,8 @@ func (m *Meter) Clear() {
 }
 
 // Line renders the progress text for done bytes of total after elapsed
-// (no control characters). Exported for tests and for callers that log
+// (no control characters); the final line states what was done, its
+// average rate and time, not the (possibly estimated) total. Exported for tests and for callers that log
 // instead of drawing.
 func Line(label string, done, total int64, elapsed time.Duration, final bool) string {
 	var b strings.Builder
@@ -169,7 +170,7 @@ func Line(label string, done, total int64, elapsed time.Duration, final bool) st
 		b.WriteString(": ")
 	}
 	b.WriteString(Bytes(done))
-	if total > 0 {
+	if total > 0 && !final {
 		pct := float64(done) / float64(total) * 100
 		if pct > 100 {
 			pct = 100
@@ -254,3 +255,42 @@ func (w *writer) Write(p []byte) (int, error) {
 	w.m.Add(int64(n))
 	return n, err
 }
+
+// WriteAtSeeker is a file-like writer (an *os.File).
+type WriteAtSeeker interface {
+	io.Writer
+	io.WriterAt
+	io.Seeker
+}
+
+// Wrap counts the bytes written through w, by Write and, when w is a
+// WriteAtSeeker, by WriteAt too, keeping its Seek so writers that take a
+// seekable fast path (wtxt.Encode) still do. A nil Meter returns w.
+func (m *Meter) Wrap(w io.Writer) io.Writer {
+	if m == nil {
+		return w
+	}
+	if f, ok := w.(WriteAtSeeker); ok {
+		return &fileWriter{f: f, m: m}
+	}
+	return m.Writer(w)
+}
+
+type fileWriter struct {
+	f WriteAtSeeker
+	m *Meter
+}
+
+func (w *fileWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.m.Add(int64(n))
+	return n, err
+}
+
+func (w *fileWriter) WriteAt(p []byte, off int64) (int, error) {
+	n, err := w.f.WriteAt(p, off)
+	w.m.Add(int64(n))
+	return n, err
+}
+
+func (w *fileWriter) Seek(off int64, whence int) (int64, error) { return w.f.Seek(off, whence) }
