@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"runtime"
@@ -105,6 +106,9 @@ type Deps struct {
 	MetricsListener net.Listener
 	// Now is the clock (for stamps and durations); nil means time.Now.
 	Now func() time.Time
+	// Progress, when set (a terminal), receives a progress line for each
+	// generation's encode (internal/progress).
+	Progress io.Writer
 }
 
 // DefaultWorkers is the encoder parallelism for Config.Workers == 0: half

@@ -211,7 +211,7 @@ func runConvert(ctx context.Context, e *env, o *convertOptions) error {
 	}
 	s := src.Snapshot
 	s.Meta = meta
-	o.w.meter = e.meter(filepath.Base(o.out), wtxtSizeEstimate(rawBytes(s)))
+	o.w.meter = e.meter(filepath.Base(o.out), progress.WTXTEstimate(rawBytes(s)))
 	_, err = writeWTXT(ctx, e, s, opts, o.out, &o.w)
 	return endMeter(o.w.meter, err)
 }

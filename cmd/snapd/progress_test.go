@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/internal/progress"
 )
 
 // writeF32Safetensors writes one f32 array of rows×cols with varying values.
@@ -97,7 +98,7 @@ func TestProgressLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The estimated total is within 2% of what was written.
-	if est := wtxtSizeEstimate(2 << 20); est < st.Size()*98/100 || est > st.Size()*102/100 {
+	if est := progress.WTXTEstimate(2 << 20); est < st.Size()*98/100 || est > st.Size()*102/100 {
 		t.Fatalf("estimate %d, written %d", est, st.Size())
 	}
 	last := fs[len(fs)-1]

@@ -291,7 +291,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
-	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock, MetricsListener: ln}
+	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock, MetricsListener: ln, Progress: e.progressOut()}
 	if c.Git.Enabled {
 		layout, err := gitops.ParseLayout(c.Git.Layout)
 		if err != nil {

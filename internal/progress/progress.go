@@ -294,3 +294,18 @@ func (w *fileWriter) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (w *fileWriter) Seek(off int64, whence int) (int64, error) { return w.f.Seek(off, whence) }
+
+// WTXTEstimate is about the size of the WTXT written for raw array
+// bytes: base64 (4/3) in 76-character lines plus each line's parity and
+// separators (3 bytes): 57 raw bytes per 79-byte line. Headers and ch/arr
+// lines add a little; the progress line calls it the total.
+func WTXTEstimate(raw int64) int64 {
+	if raw <= 0 {
+		return 0
+	}
+	lines := raw/57 + 1
+	if lines > (1<<62)/79 {
+		return 1 << 62
+	}
+	return lines * 79
+}
