@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 
+	"github.com/snapd-ml/snapd/gitops/verify"
 	"github.com/snapd-ml/snapd/internal/progress"
 )
 
@@ -21,4 +22,20 @@ func (e *env) progressOut() io.Writer {
 		return e.stderr
 	}
 	return progress.Output(e.stderr, e.global.quiet)
+}
+
+// repoProgress adds a progress line to verify-repo: the WTXT bytes of the
+// generations checked so far (the total is not known before the walk).
+// The line is hidden while a generation's result is printed to stdout.
+func repoProgress(e *env, vo *verify.Options, target string) *progress.Meter {
+	m := e.meter("verify-repo "+target, 0)
+	next := vo.OnGeneration
+	vo.OnGeneration = func(g *verify.Generation) {
+		if next != nil {
+			m.Hide()
+			next(g)
+		}
+		m.Add(g.WTXTBytes)
+	}
+	return m
 }

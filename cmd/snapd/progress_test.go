@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/verify/verifytest"
 	"github.com/snapd-ml/snapd/internal/progress"
 )
 
@@ -158,5 +159,26 @@ func TestProgressLines(t *testing.T) {
 	}
 	if c, _ := os.ReadFile(p("asm.wtxt")); !bytes.Equal(c, a) {
 		t.Fatal("assembled file differs")
+	}
+}
+
+// TestVerifyRepoProgress: verify-repo's progress line counts the WTXT
+// bytes checked and is hidden while each generation's line is printed.
+func TestVerifyRepoProgress(t *testing.T) {
+	f := verifytest.Build(t, verifytest.Options{})
+	code, out, errs := snapdTTY(t, true, "verify-repo", f.Dir, "--pubkey", f.Key.AllowedSigners)
+	if code != 0 || strings.Count(out, "\n") < 5 {
+		t.Fatalf("verify-repo: %d\n%s\n%q", code, out, errs)
+	}
+	fs := frames(errs)
+	if len(fs) < 4 || !strings.HasPrefix(fs[0], "verify-repo "+f.Dir+": ") || !strings.Contains(fs[len(fs)-1], " in ") {
+		t.Fatalf("frames %q", fs)
+	}
+	// Hidden before each generation is printed: one erase per generation.
+	if n := strings.Count(errs, "\r\x1b[K"); n < 4 {
+		t.Fatalf("%d erases in %q", n, errs)
+	}
+	if code, _, errs := snapdTTY(t, true, "--quiet", "verify-repo", f.Dir, "--pubkey", f.Key.AllowedSigners, "--json"); code != 0 || errs != "" {
+		t.Fatalf("quiet: %d %q", code, errs)
 	}
 }

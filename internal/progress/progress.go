@@ -50,6 +50,7 @@ type Meter struct {
 	mu    sync.Mutex // guards drawing state and Out
 	last  time.Time  // last redraw (the start before the first)
 	drawn bool       // a line is on the screen
+	shown bool       // a line was drawn at some point
 	ended bool
 }
 
@@ -137,11 +138,26 @@ func (m *Meter) Finish() {
 		return
 	}
 	m.ended = true
-	if !m.drawn {
+	if !m.shown {
 		return
 	}
 	m.draw(m.o.Now(), true)
 	io.WriteString(m.o.Out, "\n")
+}
+
+// Hide erases the line so that other output can be written to the same
+// terminal (the caller's stdout, say); counting goes on and the next
+// redraw draws it again.
+func (m *Meter) Hide() {
+	if m == nil || m.o.Out == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.drawn {
+		io.WriteString(m.o.Out, "\r\x1b[K")
+		m.drawn = false
+	}
 }
 
 // Clear erases the line without a final one (on failure, before an error
@@ -225,7 +241,7 @@ func Bytes(n int64) string {
 func (m *Meter) draw(now time.Time, final bool) {
 	s := Line(m.o.Label, m.done.Load(), m.o.Total, now.Sub(m.start), final)
 	io.WriteString(m.o.Out, "\r"+s+"\x1b[K")
-	m.last, m.drawn = now, true
+	m.last, m.drawn, m.shown = now, true, true
 }
 
 // Reader counts the bytes read through r.

@@ -232,3 +232,21 @@ func TestWrapKeepsSeekable(t *testing.T) {
 		t.Fatal("a nil meter wraps")
 	}
 }
+
+func TestHideThenRedraw(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	var out bytes.Buffer
+	m := Start(Options{Out: &out, Label: "x", Now: c.Now, Interval: time.Second})
+	m.Hide() // nothing drawn: nothing to erase
+	c.advance(time.Second)
+	m.Add(1)
+	m.Hide()
+	out.WriteString("[stdout line]\n")
+	c.advance(time.Second)
+	m.Add(1)
+	m.Finish()
+	want := "\rx: 1 B, 1 B/s\x1b[K\r\x1b[K[stdout line]\n\rx: 2 B, 1 B/s\x1b[K\rx: 2 B, 1 B/s in 2s\x1b[K\n"
+	if out.String() != want {
+		t.Fatalf("got  %q\nwant %q", out.String(), want)
+	}
+}
