@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -93,7 +94,8 @@ type verifyJSON struct {
 
 type sealJSON struct {
 	Kind       string `json:"kind"`
-	Gen        string `json:"gen"`
+	Gen        uint64 `json:"gen"`
+	GenText    string `json:"gen_text"`
 	Signature  string `json:"signature"`
 	KeyID      string `json:"keyid,omitempty"`
 	MerklePrev string `json:"merkle_prev"`
@@ -251,7 +253,7 @@ func readLimited(path string, limit int64) ([]byte, error) {
 
 func metaJSON(h *wtxt.Header) map[string]any {
 	m := map[string]any{
-		"schema": h.Meta.Schema, "gen": h.Gen, "ts": h.TS, "build": h.Meta.Build,
+		"schema": h.Meta.Schema, "gen": genNumber(h.Gen), "gen_text": h.Gen, "ts": h.TS, "build": h.Meta.Build,
 		"host": h.Meta.Host, "cuda": h.Meta.Cuda, "caps": h.Caps, "streamed": h.Pending,
 	}
 	if !h.Pending {
@@ -264,6 +266,17 @@ func metaJSON(h *wtxt.Header) map[string]any {
 		m["keyid"] = h.KeyID
 	}
 	return m
+}
+
+// genNumber is a generation as written ("000123") as a number, for JSON
+// (docs/JSON.md: gen is always a number, gen_text the padded form); 0
+// when s is not one.
+func genNumber(s string) uint64 {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -353,7 +366,7 @@ func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.Verif
 	d, err := armor.Scan(f)
 	f.Close()
 	out := verifyJSON{File: o.file, Kind: "sealed", Failures: []failureJSON{}}
-	sj := &sealJSON{Kind: seal.Kind, Gen: seal.Gen, MerklePrev: hex.EncodeToString(seal.MerklePrev[:]), MerkleThis: hex.EncodeToString(seal.MerkleThis[:]), Signature: wtxt.SigAbsent}
+	sj := &sealJSON{Kind: seal.Kind, Gen: genNumber(seal.Gen), GenText: seal.Gen, MerklePrev: hex.EncodeToString(seal.MerklePrev[:]), MerkleThis: hex.EncodeToString(seal.MerkleThis[:]), Signature: wtxt.SigAbsent}
 	out.Seal = sj
 	var fails []error
 	if err != nil {
