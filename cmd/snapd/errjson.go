@@ -11,6 +11,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // errorJSON is what a command run with --json prints on stdout when it
@@ -116,4 +117,16 @@ func writeErrorJSON(w io.Writer, err error) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(newErrorJSON(err))
+}
+
+// diffJSON returns ds with the shapes of scalars as [] instead of null
+// (docs/JSON.md: one type per field).
+func diffJSON(ds []snapshot.ArrayDiff) []snapshot.ArrayDiff {
+	out := slices.Clone(ds)
+	for i := range out {
+		if out[i].Shape == nil {
+			out[i].Shape = []int64{}
+		}
+	}
+	return out
 }

@@ -103,7 +103,11 @@ func runInspect(ctx context.Context, e *env, o *inspectOptions) error {
 				Chunks: a.Chunks, RowsPerChunk: a.RowsPerChunk, HMAC: a.HMAC})
 		}
 		if verr != nil {
-			printInspect(e.stdout, &out, o.json)
+			// Text: what was read, then the error. JSON: the error object
+			// (errjson.go), which names where the file is damaged.
+			if !o.json {
+				printInspect(e.stdout, &out, false)
+			}
 			return verr
 		}
 		if rep.Streamed {

@@ -200,6 +200,9 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions) error {
 	if verr != nil && !errors.As(verr, &werr) {
 		return ioError{verr}
 	}
+	if rep.Failures == nil {
+		rep.Failures = []*wtxt.Error{} // JSON: [] (docs/JSON.md)
+	}
 	out := verifyJSON{OK: verr == nil, File: o.file, Kind: "wtxt", Report: rep, Failures: toFailures(rep.Failures)}
 	if o.json {
 		if rep.Header != nil {
@@ -410,6 +413,9 @@ func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.Verif
 				fails = append(fails, verr)
 			} else if err := sealMatches(seal, rep); err != nil {
 				fails = append(fails, err)
+			}
+			if rep != nil && rep.Failures == nil {
+				rep.Failures = []*wtxt.Error{} // JSON: [] (docs/JSON.md)
 			}
 			out.Report = rep
 		} else {
