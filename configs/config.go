@@ -93,7 +93,11 @@ type Git struct {
 	Enabled bool   `yaml:"enabled"` // default true (a local repository)
 	Repo    string `yaml:"repo"`    // local repository path, default StateDir/repo
 	Branch  string `yaml:"branch"`  // default snapshots
-	Path    string `yaml:"path"`    // directory inside the repository, default snapshots
+	// BaseBranch: the generations branch starts from this branch of the
+	// remote (or of the local repository) instead of an orphan commit, so
+	// pull requests into it have a merge base. Empty = orphan (default).
+	BaseBranch string `yaml:"base_branch"`
+	Path       string `yaml:"path"` // directory inside the repository, default snapshots
 	// Layout: auto (split files larger than split_above, the default),
 	// single (one file whatever its size) or split (always part files).
 	Layout string `yaml:"layout"`
@@ -339,6 +343,9 @@ func (c *Config) Validate() error {
 	}
 	if !validBranch(c.Git.Branch) {
 		return bad("git.branch", "%q: not a valid branch name", c.Git.Branch)
+	}
+	if c.Git.BaseBranch != "" && (!validBranch(c.Git.BaseBranch) || c.Git.BaseBranch == c.Git.Branch) {
+		return bad("git.base_branch", "%q: not a valid branch name other than git.branch", c.Git.BaseBranch)
 	}
 	if filepath.IsAbs(c.Git.Path) || strings.Contains(filepath.ToSlash(c.Git.Path), "..") {
 		return bad("git.path", "%q: must be relative inside the repository", c.Git.Path)

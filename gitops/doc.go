@@ -39,8 +39,11 @@
 // WTXT file), then <ext>_bytes and <ext>_sha256 for each optional file
 // present (wtxtdelta, wsum, wseal).
 //
-// Each generation is one commit whose parent is the previous generation's,
-// with the message
+// Each generation is one commit whose parent is the previous generation's
+// (the branch's first commit has none, or, with Config.BaseBranch, the base
+// branch's tip: it then keeps the base's files, merges snapd's rules into
+// its .gitattributes, and adds the trailer `Snapd-Base: <base commit>`; see
+// base.go), with the message
 //
 //	snapd: generation 000123
 //

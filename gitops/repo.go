@@ -146,6 +146,12 @@ type Config struct {
 	Verify func(ctx context.Context, g Generation, h *Header) error
 	// Now gives the commit time when meta ts does not parse; default time.Now.
 	Now func() time.Time
+	// BaseBranch, if set, is the branch the first generation commit starts
+	// from (its tip is the parent, its files are kept) instead of an orphan
+	// commit, so the generations branch shares history with it; FetchBase,
+	// if set, fetches it from the remote first (see base.go).
+	BaseBranch string
+	FetchBase  func(ctx context.Context, branch string) error
 }
 
 func (c *Config) setDefaults() error {
@@ -182,6 +188,11 @@ func (c *Config) setDefaults() error {
 	}
 	if err := plumbing.NewBranchReferenceName(c.Branch).Validate(); err != nil {
 		return fmt.Errorf("%w: branch %q: %v", ErrConfig, c.Branch, err)
+	}
+	if c.BaseBranch != "" {
+		if err := plumbing.NewBranchReferenceName(c.BaseBranch).Validate(); err != nil || c.BaseBranch == c.Branch {
+			return fmt.Errorf("%w: base branch %q: not a valid branch name other than %q", ErrConfig, c.BaseBranch, c.Branch)
+		}
 	}
 	if err := plumbing.NewTagReferenceName(c.TagPrefix + "000001").Validate(); err != nil {
 		return fmt.Errorf("%w: tag prefix %q: %v", ErrConfig, c.TagPrefix, err)
@@ -308,6 +319,7 @@ type headInfo struct {
 	commit *object.Commit
 	tree   *object.Tree
 	trail  map[string]string
+	base   bool // the base branch's tip (Config.BaseBranch), not a generation
 }
 
 func (r *Repo) head() (*headInfo, error) {
@@ -415,8 +427,17 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if head == nil {
+		if bc, err := r.baseCommit(ctx); err != nil {
+			return nil, err
+		} else if bc != nil {
+			if head, err = startFrom(bc); err != nil {
+				return nil, err
+			}
+		}
+	}
 	tagName := r.TagName(h.GenText)
-	if head != nil {
+	if head != nil && !head.base {
 		prevGen := head.trail[TrailerGen]
 		if prevGen == h.GenText && head.trail[TrailerSHA256All] == h.SHA256All {
 			return r.existing(head, h, tagName)
@@ -443,7 +464,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 
 	b := &builder{st: r.r.Storer, ctx: ctx, objects: objectsDir(r.dir)}
 	var prevDir *object.Tree
-	if head != nil {
+	if head != nil && !head.base {
 		if prevDir, err = head.tree.Tree(r.cfg.Path); errors.Is(err, object.ErrDirectoryNotFound) {
 			prevDir = nil
 		} else if err != nil {
@@ -510,7 +531,11 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if head != nil {
 		prevRoot = head.tree
 	}
-	attrs, err := b.blob([]byte(Gitattributes))
+	attrText, err := r.attributes(prevRoot)
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := b.blob(attrText)
 	if err != nil {
 		return nil, err
 	}
@@ -526,10 +551,16 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		when = ts
 	}
 	sig := object.Signature{Name: r.cfg.AuthorName, Email: r.cfg.AuthorEmail, When: when}
-	c := &object.Commit{Author: sig, Committer: sig, Message: message(h, layout), TreeHash: rootHash}
+	msg := message(h, layout)
+	if head != nil && head.base {
+		msg = baseMessage(msg, head.commit.Hash)
+	}
+	c := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: rootHash}
 	var oldRef *plumbing.Reference
 	if head != nil {
 		c.ParentHashes = []plumbing.Hash{head.commit.Hash}
+	}
+	if head != nil && !head.base {
 		oldRef = plumbing.NewHashReference(plumbing.NewBranchReferenceName(r.cfg.Branch), head.commit.Hash)
 	}
 	if r.cfg.SigningKey != nil {
@@ -541,7 +572,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &object.Tag{Name: tagName, Tagger: sig, Message: message(h, layout), TargetType: plumbing.CommitObject, Target: commitHash}
+	t := &object.Tag{Name: tagName, Tagger: sig, Message: msg, TargetType: plumbing.CommitObject, Target: commitHash}
 	if r.cfg.SigningKey != nil {
 		if t.PGPSignature, err = signObject(r.cfg.SigningKey, t.EncodeWithoutSignature); err != nil {
 			return nil, err

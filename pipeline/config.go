@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"runtime"
@@ -109,6 +110,9 @@ type Deps struct {
 	MetricsListener net.Listener
 	// Now is the clock (for stamps and durations); nil means time.Now.
 	Now func() time.Time
+	// Progress, when set (a terminal), receives a progress line for each
+	// generation's encode (internal/progress).
+	Progress io.Writer
 }
 
 // Defaults of Config and PullRequest, for their zero values; configs.Default

@@ -21,6 +21,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/backoff"
+	"github.com/snapd-ml/snapd/internal/progress"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
@@ -76,13 +77,15 @@ type item struct {
 	stage     string // where err happened
 	aborted   bool   // abandoned because the daemon is closing
 
-	log  *slog.Logger // stage start/finish lines (nil: none)
-	pin  *snapshot.Pin
-	m    *snapshot.Mapping
-	dir  io.Closer // a directory source (formats/sharddir), instead of m
-	snap *snapshot.Snapshot
-	res  GenResult
-	head *ChainState // the chain head after this generation (done items)
+	log   *slog.Logger    // stage start/finish lines (nil: none)
+	act   *activity       // stages in progress (nil: not tracked)
+	meter *progress.Meter // the encode's progress line (activity.go)
+	pin   *snapshot.Pin
+	m     *snapshot.Mapping
+	dir   io.Closer // a directory source (formats/sharddir), instead of m
+	snap  *snapshot.Snapshot
+	res   GenResult
+	head  *ChainState // the chain head after this generation (done items)
 }
 
 func (it *item) release() {
@@ -140,7 +143,8 @@ type Daemon struct {
 	chans    []chan *item
 	runErr   error
 
-	inflight inflight // admitted requests not yet completed (/healthz)
+	inflight inflight  // admitted requests not yet completed (/healthz)
+	act      *activity // stages in progress (activity.go)
 }
 
 // New opens the state directory (creating what is missing), takes its
@@ -188,6 +192,7 @@ func New(cfg Config, deps Deps) (_ *Daemon, err error) {
 	}
 	dm := &Daemon{deps: *d, log: d.Logger, m: m, gather: reg, fs: d.FS, now: d.Now, cfg: cfg,
 		ringDir: filepath.Join(cfg.StateDir, RingDir), results: map[uint64]*GenResult{}, changed: make(chan struct{})}
+	dm.act = newActivity(cfg.StateDir, d.Now, d.Progress)
 	if err := reg.Register(newQueueCollector(func() *queue.Queue { return dm.deps.Queue })); err != nil {
 		return nil, fmt.Errorf("pipeline: metrics: %w", err)
 	}
@@ -435,6 +440,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 			}
 		}
 	}
+	d.act.close()
 	errs = append(errs, d.consumer.Close(), d.lock.release())
 	d.log.Info("snapd stopped", "chain_head", d.Head().Gen)
 	return errors.Join(errs...)

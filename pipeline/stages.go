@@ -57,7 +57,7 @@ func (d *Daemon) admitStage(ctx context.Context, in <-chan wal.Record, out chan<
 				jobs--
 			}
 		case rec := <-src:
-			it := &item{rec: rec, admitted: d.now(), log: d.log}
+			it := &item{rec: rec, admitted: d.now(), log: d.log, act: d.act}
 			if d.consumer.Seen(rec) {
 				it.skip = true
 				buf = append(buf, it)
@@ -115,11 +115,13 @@ func (it *item) stageStart(name string) {
 	if it.log != nil {
 		it.log.Info("stage started", "stage", name, "gen", it.rec.Gen)
 	}
+	it.act.start(it, name)
 }
 
 // stage1 adds dt to the time the item spent in stage name and logs the
 // stage's end.
 func (it *item) stage1(name string, dt time.Duration) {
+	it.act.finish(it, name)
 	if it.log != nil {
 		it.log.Info("stage finished", "stage", name, "gen", it.rec.Gen, "duration", dt)
 	}
@@ -528,7 +530,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 	var res *wtxt.Result
 	fill := func(w io.Writer) error {
 		var err error
-		res, err = wtxt.Encode(ctx, w, s, opts)
+		res, err = wtxt.Encode(ctx, it.meter.Wrap(w), s, opts)
 		if err != nil && ctx.Err() == nil && !transient(err) {
 			return permanent{fmt.Errorf("gen %d: wtxt encode: %w", gen, err)}
 		}
@@ -718,6 +720,7 @@ func (d *Daemon) finishStage(ctx context.Context, in <-chan *item) {
 
 func (d *Daemon) finish(ctx context.Context, it *item) {
 	rec := it.rec
+	defer d.act.done(it)
 	r := &it.res
 	r.Gen, r.Source = rec.Gen, rec.Source
 	if it.skip {

@@ -17,6 +17,9 @@ type Status struct {
 	StateDir string `json:"state_dir"`
 	Running  bool   `json:"running"`
 	PID      int    `json:"pid,omitempty"`
+	// InProgress lists the stages running now (the generation and stage
+	// of each), oldest first; empty unless the daemon runs.
+	InProgress []Activity `json:"in_progress"`
 	// Chain is the chain head (Gen 0: no generation yet).
 	Chain *ChainState `json:"chain"`
 	// Ring lists the generations kept locally.
@@ -50,7 +53,14 @@ func ReadStatus(stateDir string) (*Status, error) {
 	}
 	st := &Status{StateDir: stateDir}
 	st.Running, st.PID = daemonRunning(stateDir)
+	st.InProgress = []Activity{}
 	var err error
+	if st.Running {
+		if st.InProgress, err = ReadActivity(stateDir); err != nil {
+			st.Warnings = append(st.Warnings, err.Error())
+			st.InProgress = []Activity{}
+		}
+	}
 	if st.Chain, err = ReadChainState(stateDir); err != nil {
 		return nil, err
 	}

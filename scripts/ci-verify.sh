@@ -147,7 +147,7 @@ print(f"snapd verify-repo {r['repo']}: branch {r['branch']}, path {r['path']}, h
 for g in gens:
     state = "ok" if not g["failures"] else f"FAIL ({len(g['failures'])})"
     kind = "sealed" if g["encrypted"] else "wtxt"
-    print(f"  gen {g['gen'] or '?':>6}  {g['commit'][:12]}  {state:<9} {kind} sig {g['signature']}, "
+    print(f"  gen {g.get('gen_text') or '?':>6}  {g['commit'][:12]}  {state:<9} {kind} sig {g['signature']}, "
           f"commit {g['commit_signature']}, tag {g['tag_signature']}, chain {g['chain']}, delta {g['delta']}")
     for f in g["failures"]:
         where = f.get("file", "")
@@ -155,9 +155,9 @@ for g in gens:
             where += f":{f['line']}"
         print(f"      FAIL [{f['check']}] {where} {f['message']}")
 for gap in r["gaps"]:
-    print(f"  gap: {gap['missing']} generation number(s) between {gap['after']} and {gap['before']} (reported, not a failure)")
+    print(f"  gap: {gap['missing']} generation number(s) between {gap['after_text']} and {gap['before_text']} (reported, not a failure)")
 if gens:
-    span = f"{gens[0]['gen']}..{gens[-1]['gen']}"
+    span = f"{gens[0]['gen_text']}..{gens[-1]['gen_text']}"
 else:
     span = "none"
 verdict = "OK: every check passed" if r["ok"] else f"FAILED: {r['failures']} check(s)"
@@ -169,7 +169,7 @@ if command -v python3 >/dev/null 2>&1; then
   summarize "$report"
 elif command -v jq >/dev/null 2>&1; then
   jq -r '"snapd verify-repo \(.repo): \(.generations | length) generation(s), ok=\(.ok), failures=\(.failures)",
-         (.generations[] | .failures[] | "  FAIL gen \(.gen) [\(.check)] \(.file // "") \(.message)")' "$report"
+         (.generations[] | .failures[] | "  FAIL gen \(.gen_text // .gen) [\(.check)] \(.file // "") \(.message)")' "$report"
 else
   cat "$report"
 fi

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -29,13 +30,36 @@ failure nothing is written to OUT.`,
 			if o.repository != "" {
 				return runAssembleOCI(cmd.Context(), e, &o, args[0], args[1])
 			}
-			return runAssemble(cmd.Context(), args[0], args[1])
+			return runAssemble(cmd.Context(), e, args[0], args[1])
 		},
 	}
 	addOCIFlags(cmd, &o)
 	return cmd
 }
 
-func runAssemble(_ context.Context, dir, out string) error {
-	return writeAtomic(out, func(f *os.File) error { return gitops.Assemble(dir, f) })
+func runAssemble(_ context.Context, e *env, dir, out string) error {
+	m := e.meter(filepath.Base(out), manifestSize(dir))
+	err := writeAtomic(out, func(f *os.File) error { return gitops.Assemble(dir, m.Writer(f)) })
+	return endMeter(m, err)
+}
+
+// manifestSize is the assembled size the MANIFEST in dir states, for the
+// progress line (0 when it cannot be read: Assemble reports why).
+func manifestSize(dir string) int64 {
+	b, err := readLimited(filepath.Join(dir, gitops.ManifestName), gitops.MaxManifestSize)
+	if err != nil {
+		return 0
+	}
+	m, err := gitops.ParseManifest(b)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, p := range m.Parts {
+		if n+p.Size < n {
+			return 0
+		}
+		n += p.Size
+	}
+	return n
 }

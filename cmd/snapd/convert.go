@@ -16,6 +16,7 @@ import (
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/progress"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -30,6 +31,7 @@ type wtxtFlags struct {
 	rowsPerChunk              int
 	stream                    string
 	encryptTo                 string
+	meter                     *progress.Meter // counts the WTXT written (nil: none)
 }
 
 func (f *wtxtFlags) register(cmd *cobra.Command) {
@@ -197,9 +199,11 @@ func runConvert(ctx context.Context, e *env, o *convertOptions) error {
 		if o.w.encryptTo != "" || o.w.stream != "" {
 			return usageError{errors.New("--encrypt-to and --stream apply to WTXT output only")}
 		}
-		return writeAtomic(o.out, func(f *os.File) error {
-			return target.Encode(ctx, f, src.Snapshot, formats.EncodeOptions{Lossy: o.lossy})
+		m := e.meter(filepath.Base(o.out), rawBytes(src.Snapshot))
+		err := writeAtomic(o.out, func(f *os.File) error {
+			return target.Encode(ctx, m.Wrap(f), src.Snapshot, formats.EncodeOptions{Lossy: o.lossy})
 		})
+		return endMeter(m, err)
 	}
 	meta, opts, err := o.w.options(e)
 	if err != nil {
@@ -207,7 +211,32 @@ func runConvert(ctx context.Context, e *env, o *convertOptions) error {
 	}
 	s := src.Snapshot
 	s.Meta = meta
+	o.w.meter = e.meter(filepath.Base(o.out), progress.WTXTEstimate(rawBytes(s)))
 	_, err = writeWTXT(ctx, e, s, opts, o.out, &o.w)
+	return endMeter(o.w.meter, err)
+}
+
+// rawBytes is the sum of the arrays' sizes (0 when one overflows).
+func rawBytes(s *snapshot.Snapshot) int64 {
+	var n int64
+	for _, a := range s.Arrays {
+		b, err := a.NumBytes()
+		if err != nil || n+b < n {
+			return 0
+		}
+		n += b
+	}
+	return n
+}
+
+// endMeter finishes the progress line on success and erases it before an
+// error is printed; it returns err.
+func endMeter(m *progress.Meter, err error) error {
+	if err != nil {
+		m.Clear()
+	} else {
+		m.Finish()
+	}
 	return err
 }
 

@@ -120,7 +120,7 @@ func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 			A      string               `json:"a"`
 			B      string               `json:"b"`
 			Arrays []snapshot.ArrayDiff `json:"arrays"`
-		}{o.a, o.b, ds}); err != nil {
+		}{o.a, o.b, diffJSON(ds)}); err != nil {
 			return ioError{err}
 		}
 	case o.md:

@@ -25,12 +25,14 @@ const (
 type globalOptions struct {
 	stateDir string
 	config   string
+	quiet    bool // no progress lines (progress.go)
 }
 
 func addGlobalFlags(root *cobra.Command, g *globalOptions) {
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.stateDir, "state-dir", "", "state directory: wal/, gens/, keys/, ring/, push-queue/, repo/ (env "+envStateDir+"; else the config's state_dir; else "+configs.Default().StateDir+")")
 	pf.StringVar(&g.config, "config", "", "YAML config file, unknown keys are errors (env "+envConfig+")")
+	pf.BoolVarP(&g.quiet, "quiet", "q", false, "no progress line on stderr (drawn only when stderr is a terminal)")
 }
 
 // configPath is --config, else $SNAPD_CONFIG ("" for none).

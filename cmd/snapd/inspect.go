@@ -32,7 +32,10 @@ func newInspectCommand(e *env) *cobra.Command {
 		Long: `Print what FILE holds. For WTXT: the meta values, root and chain values,
 signature key id, and a table of arrays (name, dtype, shape, bytes, chunks,
 rows per chunk, HMAC state). For other formats: the arrays and the
-format-specific attributes snapd carries into WTXT.
+format-specific attributes snapd carries into WTXT. For a DELTA v2 file
+(.wtxtdelta): the base it applies to (base_sha256_all), the target's meta
+and root values, and per array the chunks it carries (read by structure:
+delta apply checks their bytes against the base).
 
 inspect checks the file's integrity as it reads it (a WTXT file is fully
 verified without keys) but checks no signature: use snapd verify for that.`,
@@ -75,6 +78,9 @@ func runInspect(ctx context.Context, e *env, o *inspectOptions) error {
 	if err != nil && !isDir(o.file) { // a directory is read by openSnapshot
 		return ioError{err}
 	}
+	if isDelta(h) && (o.from == "" || o.from == "delta") {
+		return inspectDelta(ctx, e, o)
+	}
 	out := inspectJSON{File: o.file, Arrays: []inspectArray{}}
 	if (o.from == "" && wtxt.New().Sniff(h)) || o.from == "wtxt" {
 		f, err := os.Open(o.file)
@@ -97,7 +103,11 @@ func runInspect(ctx context.Context, e *env, o *inspectOptions) error {
 				Chunks: a.Chunks, RowsPerChunk: a.RowsPerChunk, HMAC: a.HMAC})
 		}
 		if verr != nil {
-			printInspect(e.stdout, &out, o.json)
+			// Text: what was read, then the error. JSON: the error object
+			// (errjson.go), which names where the file is damaged.
+			if !o.json {
+				printInspect(e.stdout, &out, false)
+			}
 			return verr
 		}
 		if rep.Streamed {
@@ -138,6 +148,13 @@ func printInspect(w io.Writer, out *inspectJSON, asJSON bool) error {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
+			switch k {
+			case "gen": // the number; gen_text is shown as written
+				continue
+			case "gen_text":
+				fmt.Fprintf(w, "  %-12s %v\n", "gen:", out.Meta[k])
+				continue
+			}
 			fmt.Fprintf(w, "  %-12s %v\n", k+":", out.Meta[k])
 		}
 	}

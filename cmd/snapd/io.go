@@ -153,7 +153,7 @@ func writeWTXT(ctx context.Context, e *env, s *snapshot.Snapshot, opts wtxt.Enco
 	var res *wtxt.Result
 	encode := func(w io.Writer) error {
 		var err error
-		res, err = wtxt.Encode(ctx, w, s, opts)
+		res, err = wtxt.Encode(ctx, f.meter.Wrap(w), s, opts)
 		return err
 	}
 	if recipients == nil {

@@ -3,7 +3,9 @@
 // them, and (as a daemon) pushes every generation to Git.
 //
 // Exit codes: 0 success, 1 invalid input or a failed check, 2 usage or I/O
-// error. Errors go to stderr as "snapd: error: ...".
+// error. Errors go to stderr as "snapd: error: ..."; with --json, a
+// command that fails before printing its JSON prints an error object on
+// stdout instead (docs/JSON.md).
 package main
 
 import (
@@ -26,12 +28,13 @@ func main() {
 // run executes the CLI with args and returns the process exit code. It is
 // the seam tests use.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	env := newEnv(stdout, stderr)
+	out := &countingWriter{w: stdout}
+	env := newEnv(out, stderr)
 	root := newRootCommand(env)
 	root.SetArgs(args)
-	root.SetOut(stdout)
+	root.SetOut(out)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
 	}
@@ -39,6 +42,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var differ errDiffer
 	if errors.As(err, &differ) {
 		return code // the output already says what differs
+	}
+	if out.n == 0 && wantsJSON(cmd, args) {
+		writeErrorJSON(stdout, err) // stdout holds one JSON document (errjson.go)
 	}
 	fmt.Fprintf(stderr, "snapd: error: %v\n", err)
 	if h := hintFor(err); h != "" {

@@ -21,6 +21,7 @@ type env struct {
 	now            func() time.Time
 	logger         *slog.Logger
 	global         globalOptions // root persistent flags (globals.go)
+	forceTTY       bool          // tests: draw progress on stderr as on a terminal
 }
 
 func newEnv(stdout, stderr io.Writer) *env {

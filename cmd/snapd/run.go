@@ -36,6 +36,7 @@ type runOptions struct {
 	logLevel     string
 	remote       string
 	branch       string
+	baseBranch   string
 	ringKeep     int
 	queueMax     int
 	policy       string
@@ -100,6 +101,7 @@ after a restart). A second daemon on the same state dir refuses to start.`,
 	f.StringVar(&o.branch, "git-branch", "", "old spelling of --branch")
 	f.MarkHidden("git-branch") // --branch, as in clone, checkout and verify-repo
 	cmd.MarkFlagsMutuallyExclusive("branch", "git-branch")
+	f.StringVar(&o.baseBranch, "base-branch", "", "start the generations branch from this branch of the remote (e.g. main), not an orphan (git.base_branch)")
 	f.BoolVar(&o.noGit, "no-git", false, "do not commit to a local Git repository")
 	f.IntVar(&o.ringKeep, "ring-keep", 0, "generations kept in the local ring")
 	f.IntVar(&o.queueMax, "queue-max", 0, "requests waiting for the pipeline before the queue policy applies")
@@ -144,6 +146,7 @@ func loadRunConfig(o *runOptions) (*configs.Config, error) {
 	set("git-remote", func() { c.Git.Remote = o.remote })
 	set("branch", func() { c.Git.Branch = o.branch })
 	set("git-branch", func() { c.Git.Branch = o.branch })
+	set("base-branch", func() { c.Git.BaseBranch = o.baseBranch })
 	set("no-git", func() { c.Git.Enabled = !o.noGit })
 	set("ring-keep", func() { c.Ring.Keep = o.ringKeep })
 	set("queue-max", func() { c.Queue.Max = o.queueMax })
@@ -292,7 +295,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
-	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock, MetricsListener: ln}
+	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock, MetricsListener: ln, Progress: e.progressOut()}
 	if c.Git.Enabled {
 		layout, err := gitops.ParseLayout(c.Git.Layout)
 		if err != nil {
@@ -303,7 +306,8 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			split = gitops.MaxPartLimit
 		}
 		if deps.Repo, err = gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path, Layout: layout,
-			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey, Delta: gitops.DeltaPolicy(c.Git.CommitDelta)}); err != nil {
+			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey, Delta: gitops.DeltaPolicy(c.Git.CommitDelta),
+			BaseBranch: c.Git.BaseBranch, FetchBase: fetchBase(gp)}); err != nil {
 			return err
 		}
 		if gp != nil {

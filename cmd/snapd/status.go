@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapd-ml/snapd/internal/progress"
 	"github.com/snapd-ml/snapd/pipeline"
 )
 
@@ -23,7 +24,8 @@ func newStatusCommand(e *env) *cobra.Command {
 		Short: "Show the daemon's chain head, ring, backlog, push queue and last error",
 		Long: `status reads the state directory's files (it works whether or not the
 daemon runs and changes nothing): the chain head (last generation and its
-root values), the generations in the ring, requests not yet handled
+root values), the generation and stage in progress while the daemon runs,
+the generations in the ring, requests not yet handled
 (backlog), failed requests with their error, the resend queue and the last
 error.`,
 		Args: exactArgs(0),
@@ -59,6 +61,13 @@ func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
 		run = fmt.Sprintf("running (pid %d)", st.PID)
 	}
 	fmt.Fprintf(w, "state dir:   %s\ndaemon:      %s\n", st.StateDir, run)
+	for _, a := range st.InProgress {
+		fmt.Fprintf(w, "in progress: gen %s %s, for %s", a.GenText, a.Stage, now.Sub(a.Started).Round(100*time.Millisecond))
+		if a.Total > 0 {
+			fmt.Fprintf(w, " (about %s to write)", progress.Bytes(a.Total))
+		}
+		fmt.Fprintln(w)
+	}
 	if c := st.Chain; c.Gen == 0 {
 		fmt.Fprintf(w, "chain head:  none (no generation snapshotted yet)\n")
 	} else {

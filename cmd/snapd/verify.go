@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -92,7 +94,8 @@ type verifyJSON struct {
 
 type sealJSON struct {
 	Kind       string `json:"kind"`
-	Gen        string `json:"gen"`
+	Gen        uint64 `json:"gen"`
+	GenText    string `json:"gen_text"`
 	Signature  string `json:"signature"`
 	KeyID      string `json:"keyid,omitempty"`
 	MerklePrev string `json:"merkle_prev"`
@@ -182,10 +185,23 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions) error {
 	if err := loadWSUM(o, &opts); err != nil {
 		return err
 	}
-	rep, verr := wtxt.Verify(ctx, f, opts)
+	var size int64
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	m := e.meter(filepath.Base(o.file), size)
+	rep, verr := wtxt.Verify(ctx, m.Reader(f), opts)
+	if verr != nil {
+		m.Clear()
+	} else {
+		m.Finish()
+	}
 	var werr *wtxt.Error
 	if verr != nil && !errors.As(verr, &werr) {
 		return ioError{verr}
+	}
+	if rep.Failures == nil {
+		rep.Failures = []*wtxt.Error{} // JSON: [] (docs/JSON.md)
 	}
 	out := verifyJSON{OK: verr == nil, File: o.file, Kind: "wtxt", Report: rep, Failures: toFailures(rep.Failures)}
 	if o.json {
@@ -240,7 +256,7 @@ func readLimited(path string, limit int64) ([]byte, error) {
 
 func metaJSON(h *wtxt.Header) map[string]any {
 	m := map[string]any{
-		"schema": h.Meta.Schema, "gen": h.Gen, "ts": h.TS, "build": h.Meta.Build,
+		"schema": h.Meta.Schema, "gen": genNumber(h.Gen), "gen_text": h.Gen, "ts": h.TS, "build": h.Meta.Build,
 		"host": h.Meta.Host, "cuda": h.Meta.Cuda, "caps": h.Caps, "streamed": h.Pending,
 	}
 	if !h.Pending {
@@ -253,6 +269,17 @@ func metaJSON(h *wtxt.Header) map[string]any {
 		m["keyid"] = h.KeyID
 	}
 	return m
+}
+
+// genNumber is a generation as written ("000123") as a number, for JSON
+// (docs/JSON.md: gen is always a number, gen_text the padded form); 0
+// when s is not one.
+func genNumber(s string) uint64 {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -342,7 +369,7 @@ func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.Verif
 	srep, err := seal.Check(f, armor.VerifyOptions{Trusted: opts.TrustedKeys, RequireSignature: o.requireSignature || len(opts.TrustedKeys) > 0 && !o.allowUnsigned, PrevMerkle: opts.PrevMerkle})
 	f.Close()
 	out := verifyJSON{File: o.file, Kind: "sealed", Failures: []failureJSON{}}
-	sj := &sealJSON{Kind: seal.Kind, Gen: seal.Gen, MerklePrev: hex.EncodeToString(seal.MerklePrev[:]), MerkleThis: hex.EncodeToString(seal.MerkleThis[:]),
+	sj := &sealJSON{Kind: seal.Kind, Gen: genNumber(seal.Gen), GenText: seal.Gen, MerklePrev: hex.EncodeToString(seal.MerklePrev[:]), MerkleThis: hex.EncodeToString(seal.MerkleThis[:]),
 		Signature: srep.Signature, KeyID: srep.KeyID}
 	if sj.Signature == wtxt.SigFailed {
 		sj.Signature = wtxt.SigUnchecked // this command's word for a signature that did not verify
@@ -384,6 +411,9 @@ func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.Verif
 				fails = append(fails, verr)
 			} else if err := sealMatches(seal, rep); err != nil {
 				fails = append(fails, err)
+			}
+			if rep != nil && rep.Failures == nil {
+				rep.Failures = []*wtxt.Error{} // JSON: [] (docs/JSON.md)
 			}
 			out.Report = rep
 		} else {

@@ -177,7 +177,9 @@ func runVerifyRepo(ctx context.Context, e *env, o *verifyRepoOptions) error {
 		}
 		vo.OnGeneration = func(g *verify.Generation) { printGeneration(e.stdout, g) }
 	}
+	m := repoProgress(e, &vo, o.target)
 	rep, err := verify.Verify(ctx, repo, vo)
+	endMeter(m, err)
 	if err != nil {
 		if errors.Is(err, verify.ErrBranch) || errors.Is(err, verify.ErrSince) {
 			return usageError{err}

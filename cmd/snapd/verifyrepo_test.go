@@ -48,10 +48,13 @@ func TestVerifyRepoCommand(t *testing.T) {
 		OK          bool   `json:"ok"`
 		Repo        string `json:"repo"`
 		Generations []struct {
-			Gen, Chain string
+			Gen     uint64 `json:"gen"`
+			GenText string `json:"gen_text"`
+			Chain   string `json:"chain"`
 		} `json:"generations"`
 	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || !rep.OK || rep.Repo != f.Dir || len(rep.Generations) != 4 || rep.Generations[0].Chain != "anchor" {
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || !rep.OK || rep.Repo != f.Dir || len(rep.Generations) != 4 || rep.Generations[0].Chain != "anchor" ||
+		rep.Generations[0].Gen != 2 || rep.Generations[0].GenText != "000002" {
 		t.Fatalf("exit %d, %v: %s", code, err, out)
 	}
 

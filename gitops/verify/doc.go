@@ -6,8 +6,10 @@
 //
 // The first-parent chain of the branch (Options.Branch, default
 // "snapshots"; resolved as refs/heads/B, else refs/remotes/origin/B as in
-// a CI checkout of another ref, else as a revision), from its root commit,
-// or from Options.Since, to its head, oldest first. Every commit on the
+// a CI checkout of another ref, else as a revision), from its root commit
+// (or the first generation commit whose Snapd-Base trailer names its only
+// parent: a branch started from a base branch, gitops.BaseOf), or from
+// Options.Since, to its head, oldest first. Every commit on the
 // chain must be a generation commit: gitops.Repo never writes any other
 // kind, so a commit without the Snapd-* trailers is a failure, and so is a
 // merge commit ("history"). Open opens a local repository (bare, a work

@@ -289,6 +289,9 @@ func Verify(ctx context.Context, r *git.Repository, opts Options) (*Report, erro
 		if len(c.ParentHashes) == 0 {
 			break
 		}
+		if _, ok := gitops.BaseOf(c); ok {
+			break // the branch started from a base branch here (gitops.TrailerBase)
+		}
 		h = c.ParentHashes[0]
 	}
 	if opts.Since != "" && !found {
