@@ -94,6 +94,9 @@ func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
 			fmt.Fprintf(w, "  last push error: %s\n", q.LastError)
 		}
 	}
+	if o := st.OCI; o != nil {
+		writeOCIStatus(w, o)
+	}
 	if pr := st.PullRequest; pr != nil {
 		switch p := pr.Published; {
 		case p != nil && p.Skipped != "":
