@@ -368,3 +368,10 @@ func (d *Daemon) registerOCI(reg prometheus.Registerer) error {
 	}
 	return nil
 }
+
+// LocalOnly is the Pusher of a queue without a Git remote: the local
+// commit is all there is to do.
+type LocalOnly struct{}
+
+// Push implements gitops.Pusher; it does nothing.
+func (LocalOnly) Push(context.Context, gitops.PushRequest) error { return nil }
