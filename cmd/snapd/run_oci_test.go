@@ -6,13 +6,19 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log"
 	"math"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +26,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/safetensors"
 	"github.com/snapd-ml/snapd/internal/gittest"
 	"github.com/snapd-ml/snapd/internal/registrytest"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/pipeline"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/store/oci"
@@ -330,5 +337,206 @@ func TestRunOCIThreeGenerations(t *testing.T) {
 	}
 	if st2.Last.UploadedBytes != 0 || st2.Last.MountedBytes == 0 {
 		t.Fatalf("mount_from: uploaded %d, mounted %d bytes; want everything mounted", st2.Last.UploadedBytes, st2.Last.MountedBytes)
+	}
+}
+
+// localGens returns the generations on the daemon's local repository's
+// snapshots branch.
+func localGens(t *testing.T, state string) []uint64 {
+	return remoteGens(t, filepath.Join(state, pipeline.RepoDir))
+}
+
+// assembleEqualsRing checks that generation gen's skeleton on the remote
+// plus the registry give back the ring's WTXT byte for byte.
+func assembleEqualsRing(t *testing.T, remoteDir, repoRef, state string, gen uint64) {
+	t.Helper()
+	dir := t.TempDir()
+	skel := filepath.Join(dir, "skel")
+	if err := os.WriteFile(skel, []byte(gitShow(t, remoteDir, fmt.Sprintf("gen-%06d", gen), "snapshots/current.wtxt.skel")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.wtxt")
+	mustRun(t, "assemble", "--oci-repository", repoRef, skel, out)
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, ringWTXT(t, state, gen)) {
+		t.Fatalf("gen %d: assembled WTXT differs from the daemon's", gen)
+	}
+}
+
+// TestRunOCIRegistryOutage: the registry process is stopped while the
+// daemon runs; the next generation's job stays pending (status: retrying,
+// one generation publishing, its bytes pending) and nothing of it reaches
+// Git, not even the local repository; the registry is started again on
+// the same port and storage and the job finishes by itself.
+func TestRunOCIRegistryOutage(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	remote := newRemote(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	repoRef := reg.Host + "/snapd/model"
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%smetrics: {addr: \"off\"}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n",
+		remote.URL, fastGit, repoRef, ociSegSize))
+	d := startDaemon(t, "--state-dir", state, "--config", cfg)
+	requestOCI(t, state, 1)
+	waitFor(t, "generation 1 on the remote", 60*time.Second, pushedAll(t, remote, state, 1))
+
+	reg.Stop()
+	requestOCI(t, state, 2)
+	waitFor(t, "generation 2 pending in the queue", 60*time.Second, func() (bool, string) {
+		st, detail := queueState(t, state)
+		return st != nil && st.Chain.Gen == 2 && st.Queue != nil && st.Queue.State == "retrying" && st.OCI != nil &&
+			st.OCI.Publishing == 1 && st.OCI.PendingBytes > 0, detail
+	})
+	if g := localGens(t, state); fmt.Sprint(g) != "[1]" {
+		t.Fatalf("local repository during the outage: %v, want [1] (no commit before its manifest)", g)
+	}
+	if g := remoteGens(t, remote.Dir); fmt.Sprint(g) != "[1]" {
+		t.Fatalf("remote during the outage: %v", g)
+	}
+	txt := mustRun(t, "status", "--state-dir", state)
+	if !strings.Contains(txt, "1 generations not committed yet") || !strings.Contains(txt, "push queue:  retrying") {
+		t.Fatalf("status during the outage:\n%s", txt)
+	}
+
+	reg.Restart(t)
+	waitFor(t, "generation 2 on the remote", 60*time.Second, pushedAll(t, remote, state, 2))
+	d.stop(t)
+	checkRemote(t, remote, 2)
+	assembleEqualsRing(t, remote.Dir, repoRef, state, 2)
+	st, err := pipeline.ReadStatus(state)
+	if err != nil || st.OCI == nil || st.OCI.PendingBytes != 0 || st.OCI.Publishing != 0 || st.OCI.Generations != 2 {
+		t.Fatalf("status after the outage: %+v %v", st.OCI, err)
+	}
+	if es, _ := os.ReadDir(filepath.Join(state, pipeline.QueueDir, "hold")); len(es) != 0 {
+		t.Fatalf("held files left after the jobs finished: %v", es)
+	}
+}
+
+// hangProxy forwards to a registry; while hanging, every blob upload
+// request (PUT/PATCH under /blobs/uploads/) is held open without an
+// answer, so the client is mid-upload.
+type hangProxy struct {
+	target string
+	hang   chan struct{} // closed: stop hanging
+	hung   chan struct{} // closed at the first held request
+	once   sync.Once
+	srv    *http.Server
+	Addr   string
+}
+
+func startHangProxy(t *testing.T, target string) *hangProxy {
+	t.Helper()
+	p := &hangProxy{target: target, hang: make(chan struct{}), hung: make(chan struct{})}
+	u, _ := url.Parse("http://" + target)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0) // the killed client's cancellations
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Addr = l.Addr().String()
+	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if (r.Method == http.MethodPut || r.Method == http.MethodPatch) && strings.Contains(r.URL.Path, "/blobs/uploads/") {
+			select {
+			case <-p.hang:
+			default:
+				p.once.Do(func() { close(p.hung) })
+				select {
+				case <-p.hang:
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		rp.ServeHTTP(w, r)
+	})}
+	go p.srv.Serve(l)
+	t.Cleanup(func() { p.srv.Close() })
+	return p
+}
+
+// TestRunOCIKilledDuringUpload: the daemon process is killed with SIGKILL
+// while its first generation's blobs are being uploaded, with two more
+// generations queued behind it; nothing reached Git or the registry's
+// tags. A restarted daemon re-HEADs, uploads again what was interrupted
+// and finishes: every generation lands exactly once, in order, on the Git
+// remote and as one manifest in the registry.
+func TestRunOCIKilledDuringUpload(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	proxy := startHangProxy(t, reg.Host)
+	remote := newRemote(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	repoRef := proxy.Addr + "/snapd/model"
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%squeue: {policy: block}\nmetrics: {addr: \"off\"}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n",
+		remote.URL, fastGit, repoRef, ociSegSize))
+
+	var childErr testutil.SyncBuffer
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonChildProcess$")
+	cmd.Env = append(os.Environ(), "SNAPD_TEST_DAEMON_ARGS="+strings.Join([]string{"run", "--state-dir", state, "--config", cfg}, "\n"))
+	cmd.Stdout, cmd.Stderr = io.Discard, &childErr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	for g := uint64(1); g <= 3; g++ {
+		requestOCI(t, state, g)
+	}
+	select {
+	case <-proxy.hung:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no blob upload reached the registry:\n%s", childErr.String())
+	}
+	waitFor(t, "3 generations built, all queued", 60*time.Second, func() (bool, string) {
+		st, detail := queueState(t, state)
+		return st != nil && st.Chain.Gen == 3 && st.Queue != nil && st.Queue.Pending == 3 && st.OCI != nil && st.OCI.Publishing == 3, detail
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	killed = true
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child: %v\n%s", cmd.ProcessState, childErr.String())
+	}
+	if g := localGens(t, state); len(g) != 0 {
+		t.Fatalf("local repository after the kill: %v, want nothing committed before its manifest", g)
+	}
+	if g := remoteGens(t, remote.Dir); len(g) != 0 {
+		t.Fatalf("remote after the kill: %v", g)
+	}
+	r, err := oci.Open(reg.Host+"/snapd/model", oci.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gts, _ := r.Generations(context.Background()); len(gts) != 0 {
+		t.Fatalf("registry tags after the kill: %+v", gts)
+	}
+
+	close(proxy.hang)
+	d := startDaemon(t, "--state-dir", state, "--config", cfg)
+	requestOCI(t, state, 4)
+	waitFor(t, "generation 4 on the remote", 90*time.Second, pushedAll(t, remote, state, 4))
+	d.stop(t)
+	checkRemote(t, remote, 4)
+	gts, err := r.Generations(context.Background())
+	if err != nil || len(gts) != 4 {
+		t.Fatalf("registry generations: %+v %v", gts, err)
+	}
+	for g := uint64(1); g <= 4; g++ {
+		assembleEqualsRing(t, remote.Dir, repoRef, state, g)
+	}
+	out := mustRun(t, "status", "--state-dir", state)
+	if !strings.Contains(out, "requests:    0 pending (backlog), 4 done, 0 failed") {
+		t.Fatalf("status:\n%s", out)
 	}
 }
