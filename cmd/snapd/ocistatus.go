@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/pipeline"
 )
 
@@ -19,4 +20,18 @@ func writeOCIStatus(w io.Writer, o *pipeline.OCIStats) {
 		fmt.Fprintf(w, "  last: gen %d %s %s: %d segments, %d bytes uploaded, %d skipped, %d mounted\n",
 			l.Gen, l.Tag, l.Manifest, l.Segments, l.UploadedBytes, l.SkippedBytes, l.MountedBytes)
 	}
+}
+
+// jobCommit is a queue job's short commit, or what its Publish work
+// (registry upload, then commit) has reached.
+func jobCommit(j queue.Job) string {
+	switch {
+	case len(j.Commit) >= 12:
+		return j.Commit[:12]
+	case j.Publish != nil && j.Publish.Manifest != "":
+		return "(uploaded)"
+	case j.Publish != nil:
+		return "(uploading)"
+	}
+	return j.Commit
 }
