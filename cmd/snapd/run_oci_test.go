@@ -540,3 +540,30 @@ func TestRunOCIKilledDuringUpload(t *testing.T) {
 		t.Fatalf("status:\n%s", out)
 	}
 }
+
+// TestRunOCIFlagsRefused: snapd run refuses a malformed --oci-repository,
+// one without Git (the ledger) and one with encryption, naming the field,
+// before creating any state.
+func TestRunOCIFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--oci-repository", "no-slash"}, "store.oci.repository"},
+		{[]string{"--oci-repository", "https://ghcr.io/acme/m"}, "store.oci.repository"},
+		{[]string{"--oci-repository", "ghcr.io/acme/m", "--no-git"}, "git.enabled"},
+		{[]string{"--oci-repository", "ghcr.io/acme/m", "--stream"}, "streaming"},
+	} {
+		state := filepath.Join(t.TempDir(), "state")
+		code, _, errs := snapd(t, nil, append([]string{"run", "--state-dir", state, "--metrics-addr", "off"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error naming %s", tc.args, code, errs, tc.want)
+		}
+		if _, err := os.Stat(state); err == nil {
+			t.Errorf("%v: the state directory was created", tc.args)
+		}
+	}
+	if out := mustRun(t, "run", "--help"); !strings.Contains(out, "--oci-repository") || !strings.Contains(out, "skeleton layout") {
+		t.Fatalf("run --help:\n%s", out)
+	}
+}
