@@ -66,7 +66,10 @@ pins the generation, converts it to a signed, HMAC'd, Merkle-chained WTXT,
 optionally age-encrypts it, writes a DELTA v2 against the previous
 generation into the local ring (STATE_DIR/ring), commits it to the local Git
 repository (STATE_DIR/repo) and, with a remote, pushes through a durable
-resend queue. With a github section it then opens (or updates) a pull
+resend queue. With --oci-repository (store.oci) tensor bytes go to an OCI
+registry and Git gets the skeleton: one queue job per generation uploads the
+missing segment blobs and the manifest, then commits and pushes (README "Big
+models: OCI registry"). With a github section it then opens (or updates) a pull
 request from the generations branch to github.base and posts a review of the
 newest generation (verification, changed rows, thresholds).
 
