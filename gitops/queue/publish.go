@@ -222,3 +222,17 @@ func (q *Queue) attempt(ctx context.Context, j *Job) error {
 	}
 	return q.opts.Pusher.Push(ctx, gitops.PushRequest{Branch: j.Branch, Commit: plumbing.NewHash(j.Commit), Tag: j.Tag})
 }
+
+// Publishers dispatches to a Publisher by Publish.Kind, for a queue that
+// carries several kinds of work (e.g. whole generations and per-rank
+// manifests). An unknown kind stops the queue (needs attention).
+type Publishers map[string]Publisher
+
+// Publish implements Publisher.
+func (m Publishers) Publish(ctx context.Context, j Job, save func(Job) error) (Job, error) {
+	p := m[j.Publish.Kind]
+	if p == nil {
+		return j, &gitops.PushError{Branch: j.Branch, Kind: gitops.ErrLocal, Err: fmt.Errorf("queue: no publisher for kind %q", j.Publish.Kind)}
+	}
+	return p.Publish(ctx, j, save)
+}

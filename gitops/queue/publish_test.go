@@ -196,3 +196,28 @@ func TestPublishJobNeedsPublisherAndSweep(t *testing.T) {
 		t.Fatalf("Drop left held files: %v", es)
 	}
 }
+
+// TestPublishersByKind: Publishers routes by kind; an unknown kind stops
+// the queue.
+func TestPublishersByKind(t *testing.T) {
+	rank := &stepPublisher{noCommit: true}
+	q, err := Open(t.TempDir(), Options{Pusher: &fakePusher{}, Publisher: Publishers{"oci-rank": rank}, Clock: newFakeClock(), PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := publishJob(t, t.TempDir(), 1, "r", "11")
+	j.Publish.Kind = "oci-rank"
+	if err := q.Enqueue(j); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(publishJob(t, t.TempDir(), 2, "g", "22")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := q.Status()
+	if st.Pending != 1 || st.State != StateNeedsAttention || !strings.Contains(st.LastError, `no publisher for kind "oci-generation"`) || len(rank.calls) != 2 {
+		t.Fatalf("status %+v, rank calls %v", st, rank.calls)
+	}
+}
