@@ -567,3 +567,38 @@ func TestRunOCIFlagsRefused(t *testing.T) {
 		t.Fatalf("run --help:\n%s", out)
 	}
 }
+
+// TestRunOCIThreshold: with store.oci.threshold above a generation's WTXT
+// size, the generation is committed whole (layout single, no registry
+// upload) through the same queue, while a larger one goes the skeleton
+// layout; both land in order.
+func TestRunOCIThreshold(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	remote := newRemote(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	repoRef := reg.Host + "/snapd/model"
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%smetrics: {addr: \"off\"}\nstore:\n  oci:\n    repository: %s\n    threshold: 1048576\n    segment_size: %d\n",
+		remote.URL, fastGit, repoRef, ociSegSize))
+	d := startDaemon(t, "--state-dir", state, "--config", cfg)
+	requestTiny(t, state, 1) // ~2 KiB WTXT: below the threshold
+	waitFor(t, "generation 1 on the remote", 60*time.Second, pushedAll(t, remote, state, 1))
+	requestOCI(t, state, 2) // ~5.6 MB WTXT: above
+	waitFor(t, "generation 2 on the remote", 60*time.Second, pushedAll(t, remote, state, 2))
+	d.stop(t)
+	checkRemote(t, remote, 2)
+	if s := gitShow(t, remote.Dir, "gen-000001", "snapshots/generation.txt"); !strings.Contains(s, "layout=single\n") || strings.Contains(s, "oci_") {
+		t.Fatalf("gen 1 generation.txt:\n%s", s)
+	}
+	if s := gitShow(t, remote.Dir, "gen-000001", "snapshots/current.wtxt"); s != string(ringWTXT(t, state, 1)) {
+		t.Fatal("gen 1: the committed WTXT differs from the ring's")
+	}
+	if s := gitShow(t, remote.Dir, "gen-000002", "snapshots/generation.txt"); !strings.Contains(s, "layout=skeleton\n") {
+		t.Fatalf("gen 2 generation.txt:\n%s", s)
+	}
+	assembleEqualsRing(t, remote.Dir, repoRef, state, 2)
+	st, err := pipeline.ReadOCIStats(state)
+	if err != nil || st == nil || st.Generations != 1 || st.Last.Gen != 2 {
+		t.Fatalf("oci stats %+v %v: want one generation (2) uploaded", st, err)
+	}
+}
