@@ -40,7 +40,7 @@ import (
 const (
 	ociRows    = 4096 // w is [ociRows, ociCols] f32: 4 MiB raw
 	ociCols    = 256
-	ociCluster = 41  // rows changed per generation: 1%, contiguous
+	ociCluster = 41 // rows changed per generation: 1%, contiguous
 	ociSegSize = 131072
 )
 
