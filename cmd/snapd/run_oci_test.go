@@ -602,3 +602,43 @@ func TestRunOCIThreshold(t *testing.T) {
 		t.Fatalf("oci stats %+v %v: want one generation (2) uploaded", st, err)
 	}
 }
+
+// TestRunOCIEnqueueFailureRecovered: the generation is built but its job
+// cannot be written (the queue's branch directory is blocked by a file):
+// the failure is visible in status, nothing reaches Git, and the next
+// start enqueues the generation from the ring, so it lands once.
+func TestRunOCIEnqueueFailureRecovered(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	remote := newRemote(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	repoRef := reg.Host + "/snapd/model"
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%smetrics: {addr: \"off\"}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n",
+		remote.URL, fastGit, repoRef, ociSegSize))
+	d := startDaemon(t, "--state-dir", state, "--config", cfg)
+	blocker := filepath.Join(state, pipeline.QueueDir, "jobs", "snapshots")
+	waitFor(t, "the queue directory", 20*time.Second, func() (bool, string) {
+		_, err := os.Stat(filepath.Dir(blocker))
+		return err == nil, fmt.Sprint(err)
+	})
+	if err := os.WriteFile(blocker, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	requestOCI(t, state, 1)
+	waitFor(t, "the enqueue failure", 60*time.Second, func() (bool, string) {
+		st, detail := queueState(t, state)
+		return st != nil && st.Chain.Gen == 1 && st.LastError != nil && st.LastError.Stage == "git", detail
+	})
+	d.stop(t)
+	if g := localGens(t, state); len(g) != 0 {
+		t.Fatalf("committed without a job: %v", g)
+	}
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, "--state-dir", state, "--config", cfg)
+	waitFor(t, "generation 1 on the remote", 60*time.Second, pushedAll(t, remote, state, 1))
+	d.stop(t)
+	checkRemote(t, remote, 1)
+	assembleEqualsRing(t, remote.Dir, repoRef, state, 1)
+}
