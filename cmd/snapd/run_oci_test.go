@@ -259,7 +259,7 @@ func TestRunOCIThreeGenerations(t *testing.T) {
 		if g > 1 && (want == 0 || want > 2*ociSegSize) {
 			t.Fatalf("gen %d: %d bytes of new segments for a 1%% clustered change (segment size %d)", g, want, ociSegSize)
 		}
-		t.Logf("gen %d: %d segments, %d bytes raw, uploaded %d", g, len(segs), total, want)
+		t.Logf("gen %d: %d segments, %d bytes raw, uploaded %d, skeleton %d bytes", g, len(segs), total, want, len(skel))
 		uploadedTotal += want
 		skippedTotal += total - want
 		// The ledger holds the skeleton only.
