@@ -350,13 +350,20 @@ func localGens(t *testing.T, state string) []uint64 {
 // plus the registry give back the ring's WTXT byte for byte.
 func assembleEqualsRing(t *testing.T, remoteDir, repoRef, state string, gen uint64) {
 	t.Helper()
+	assembleEqualsRingEnv(t, nil, remoteDir, repoRef, state, gen)
+}
+
+func assembleEqualsRingEnv(t *testing.T, env map[string]string, remoteDir, repoRef, state string, gen uint64) {
+	t.Helper()
 	dir := t.TempDir()
 	skel := filepath.Join(dir, "skel")
 	if err := os.WriteFile(skel, []byte(gitShow(t, remoteDir, fmt.Sprintf("gen-%06d", gen), "snapshots/current.wtxt.skel")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out.wtxt")
-	mustRun(t, "assemble", "--oci-repository", repoRef, skel, out)
+	if code, o, e := snapd(t, env, "assemble", "--oci-repository", repoRef, skel, out); code != 0 {
+		t.Fatalf("snapd assemble: exit %d\n%s%s", code, o, e)
+	}
 	got, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
@@ -641,4 +648,60 @@ func TestRunOCIEnqueueFailureRecovered(t *testing.T) {
 	d.stop(t)
 	checkRemote(t, remote, 1)
 	assembleEqualsRing(t, remote.Dir, repoRef, state, 1)
+}
+
+// TestRunOCIRegistryAuth: a registry with htpasswd basic auth refuses the
+// configured password: the queue stops as needs-attention (authentication
+// failed) with nothing committed, and the password appears in no log,
+// status or queue file. With the right password (read at the next start)
+// the stopped job is re-checked and lands.
+func TestRunOCIRegistryAuth(t *testing.T) {
+	const user, right, wrong = "ci", "s3cret-RIGHT-pw", "s3cret-WRONG-pw"
+	reg := registrytest.Start(t, user, right)
+	remote := newRemote(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	pw := filepath.Join(dir, "registry-password")
+	if err := os.WriteFile(pw, []byte(wrong+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	repoRef := reg.Host + "/snapd/model"
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%smetrics: {addr: \"off\"}\nstore:\n  oci:\n    repository: %s\n    username: %s\n    password_file: %s\n    segment_size: %d\n",
+		remote.URL, fastGit, repoRef, user, pw, ociSegSize))
+	d := startDaemon(t, "--state-dir", state, "--config", cfg, "--log-level", "debug")
+	requestOCI(t, state, 1)
+	waitFor(t, "the queue stopped on the refused credential", 60*time.Second, func() (bool, string) {
+		st, detail := queueState(t, state)
+		return st != nil && st.Queue != nil && st.Queue.Hold != nil && st.Queue.Hold.Kind == "authentication failed", detail
+	})
+	d.stop(t)
+	if g := localGens(t, state); len(g) != 0 {
+		t.Fatalf("committed without its blobs: %v", g)
+	}
+	status := mustRun(t, "status", "--state-dir", state, "--json") + mustRun(t, "queue", "list", "--state-dir", state)
+	var files strings.Builder
+	filepath.Walk(filepath.Join(state, pipeline.QueueDir), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() && strings.HasSuffix(p, ".json") {
+			b, _ := os.ReadFile(p)
+			files.Write(b)
+		}
+		return nil
+	})
+	for what, text := range map[string]string{"daemon log": d.stderr.String(), "status": status, "queue files": files.String()} {
+		if strings.Contains(text, wrong) || strings.Contains(text, right) {
+			t.Fatalf("%s shows the password", what)
+		}
+	}
+	if !strings.Contains(status, "authentication failed") {
+		t.Fatalf("status does not say why:\n%s", status)
+	}
+
+	if err := os.WriteFile(pw, []byte(right+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, "--state-dir", state, "--config", cfg)
+	waitFor(t, "generation 1 on the remote", 60*time.Second, pushedAll(t, remote, state, 1))
+	d.stop(t)
+	checkRemote(t, remote, 1)
+	assembleEqualsRingEnv(t, map[string]string{"SNAPD_OCI_USERNAME": user, "SNAPD_OCI_PASSWORD": right}, remote.Dir, repoRef, state, 1)
 }

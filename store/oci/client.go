@@ -236,6 +236,11 @@ func (r *Repository) PushWTXT(ctx context.Context, in io.Reader, name string, sk
 	}
 	segs, serr := wtxt.Split(gctx, in, io.MultiWriter(skel, head), sink, wtxt.SplitOptions{SegmentSize: segSize, File: name})
 	werr := g.Wait()
+	if werr != nil && ctx.Err() == nil {
+		// A failed upload cancels gctx, which stops Split with a
+		// context error: the upload's error is the cause.
+		return nil, werr
+	}
 	if serr != nil {
 		return nil, serr
 	}
