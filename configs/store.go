@@ -30,7 +30,8 @@ type OCIStore struct {
 	// repository set, every generation goes the skeleton layout.
 	Threshold int64 `yaml:"threshold"`
 	// Credentials: Username with the password or token in PasswordFile
-	// (read at start, never logged); else $SNAPD_OCI_USERNAME /
+	// (mode 0600; re-read whenever the registry asks, so a rotated token
+	// works without a restart; never logged); else $SNAPD_OCI_USERNAME /
 	// $SNAPD_OCI_PASSWORD; else DockerConfig (default
 	// $DOCKER_CONFIG/config.json or ~/.docker/config.json, credential
 	// helpers included); else anonymous. GHCR: user + a token with

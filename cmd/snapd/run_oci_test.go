@@ -653,8 +653,9 @@ func TestRunOCIEnqueueFailureRecovered(t *testing.T) {
 // TestRunOCIRegistryAuth: a registry with htpasswd basic auth refuses the
 // configured password: the queue stops as needs-attention (authentication
 // failed) with nothing committed, and the password appears in no log,
-// status or queue file. With the right password (read at the next start)
-// the stopped job is re-checked and lands.
+// status or queue file. Once the password file holds the right password
+// (re-read at every authentication) the stopped job is re-checked
+// (git.auth_recheck) and lands, without a restart.
 func TestRunOCIRegistryAuth(t *testing.T) {
 	const user, right, wrong = "ci", "s3cret-RIGHT-pw", "s3cret-WRONG-pw"
 	reg := registrytest.Start(t, user, right)
@@ -669,12 +670,12 @@ func TestRunOCIRegistryAuth(t *testing.T) {
 	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%smetrics: {addr: \"off\"}\nstore:\n  oci:\n    repository: %s\n    username: %s\n    password_file: %s\n    segment_size: %d\n",
 		remote.URL, fastGit, repoRef, user, pw, ociSegSize))
 	d := startDaemon(t, "--state-dir", state, "--config", cfg, "--log-level", "debug")
+	defer d.stop(t)
 	requestOCI(t, state, 1)
 	waitFor(t, "the queue stopped on the refused credential", 60*time.Second, func() (bool, string) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Queue != nil && st.Queue.Hold != nil && st.Queue.Hold.Kind == "authentication failed", detail
 	})
-	d.stop(t)
 	if g := localGens(t, state); len(g) != 0 {
 		t.Fatalf("committed without its blobs: %v", g)
 	}
@@ -699,9 +700,11 @@ func TestRunOCIRegistryAuth(t *testing.T) {
 	if err := os.WriteFile(pw, []byte(right+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d = startDaemon(t, "--state-dir", state, "--config", cfg)
 	waitFor(t, "generation 1 on the remote", 60*time.Second, pushedAll(t, remote, state, 1))
 	d.stop(t)
+	if l := d.stderr.String(); strings.Contains(l, wrong) || strings.Contains(l, right) {
+		t.Fatal("the daemon log shows the password")
+	}
 	checkRemote(t, remote, 1)
 	assembleEqualsRingEnv(t, map[string]string{"SNAPD_OCI_USERNAME": user, "SNAPD_OCI_PASSWORD": right}, remote.Dir, repoRef, state, 1)
 }
