@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,6 +64,10 @@ type OCIPublisher struct {
 	generations                prometheus.Counter
 
 	mu sync.Mutex // OCIStatsFile
+
+	// read counts the bytes of the WTXT being uploaded that Split has
+	// read (snapd_oci_pending_bytes subtracts them).
+	read atomic.Int64
 }
 
 // NewOCIPublisher returns the publisher committing into repo and uploading
@@ -202,7 +207,9 @@ func (p *OCIPublisher) Publish(ctx context.Context, j queue.Job, save func(queue
 			return j, err
 		}
 		defer out.Abort()
-		res, err := p.reg.PushWTXT(ctx, f, fmt.Sprintf("gen %s", h.GenText), out, p.cfg.SegmentSize)
+		p.read.Store(0)
+		res, err := p.reg.PushWTXT(ctx, &countingReader{r: f, n: &p.read}, fmt.Sprintf("gen %s", h.GenText), out, p.cfg.SegmentSize)
+		defer p.read.Store(0)
 		if err != nil {
 			return j, registryErr(j, err)
 		}
@@ -331,11 +338,25 @@ func (d *Daemon) ociRecover() {
 	}
 }
 
+// countingReader counts what is read through it.
+type countingReader struct {
+	r interface{ Read([]byte) (int, error) }
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
 // ociPendingGauge reports the WTXT bytes of queued generations whose
-// manifest is not in the registry yet.
-func ociPendingGauge(q func() *queue.Queue) prometheus.Collector {
+// manifest is not in the registry yet, less what the generation being
+// uploaded has already read (up to store.oci.jobs segments of that are
+// still in flight).
+func ociPendingGauge(q func() *queue.Queue, p *OCIPublisher) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "snapd_oci_pending_bytes",
-		Help: "WTXT bytes of queued generations whose segments and manifest are not all in the OCI registry yet."},
+		Help: "WTXT bytes of queued generations not yet sent to the OCI registry (the generation uploading counts what it has not read yet)."},
 		func() float64 {
 			qq := q()
 			if qq == nil {
@@ -345,7 +366,7 @@ func ociPendingGauge(q func() *queue.Queue) prometheus.Collector {
 			if err != nil {
 				return 0
 			}
-			return float64(st.PublishPendingBytes)
+			return float64(max(0, st.PublishPendingBytes-p.read.Load()))
 		})
 }
 
@@ -361,7 +382,7 @@ func (d *Daemon) registerOCI(reg prometheus.Registerer) error {
 	if len(d.cfg.Recipients) > 0 || d.cfg.Stream {
 		return errors.New("pipeline: the OCI skeleton layout supports neither encryption nor streaming WTXT")
 	}
-	for _, c := range append(d.deps.OCI.collectors(), ociPendingGauge(func() *queue.Queue { return d.deps.Queue })) {
+	for _, c := range append(d.deps.OCI.collectors(), ociPendingGauge(func() *queue.Queue { return d.deps.Queue }, d.deps.OCI)) {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("pipeline: metrics: %w", err)
 		}

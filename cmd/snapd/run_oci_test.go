@@ -384,8 +384,9 @@ func TestRunOCIRegistryOutage(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	repoRef := reg.Host + "/snapd/model"
-	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%smetrics: {addr: \"off\"}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n",
-		remote.URL, fastGit, repoRef, ociSegSize))
+	maddr := freeAddr(t)
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%smetrics: {addr: %q}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n",
+		remote.URL, fastGit, maddr, repoRef, ociSegSize))
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestOCI(t, state, 1)
 	waitFor(t, "generation 1 on the remote", 60*time.Second, pushedAll(t, remote, state, 1))
@@ -407,9 +408,15 @@ func TestRunOCIRegistryOutage(t *testing.T) {
 	if !strings.Contains(txt, "1 generations not committed yet") || !strings.Contains(txt, "push queue:  retrying") {
 		t.Fatalf("status during the outage:\n%s", txt)
 	}
+	if v := metricValue(t, scrape(t, maddr), "snapd_oci_pending_bytes"); v <= 0 {
+		t.Fatalf("snapd_oci_pending_bytes %v during the outage", v)
+	}
 
 	reg.Restart(t)
 	waitFor(t, "generation 2 on the remote", 60*time.Second, pushedAll(t, remote, state, 2))
+	if v := metricValue(t, scrape(t, maddr), "snapd_oci_pending_bytes"); v != 0 {
+		t.Fatalf("snapd_oci_pending_bytes %v after the outage", v)
+	}
 	d.stop(t)
 	checkRemote(t, remote, 2)
 	assembleEqualsRing(t, remote.Dir, repoRef, state, 2)
