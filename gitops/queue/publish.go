@@ -166,7 +166,9 @@ func (q *Queue) sweepHold() error {
 	}
 	jobs, err := q.List()
 	if err != nil {
-		return err
+		// A corrupt job file is reported where it is read (Run,
+		// Status); without a complete list nothing is swept.
+		return nil
 	}
 	keep := map[string]bool{}
 	for _, j := range jobs {

@@ -374,7 +374,9 @@ func TestRegistryInterruptedPush(t *testing.T) {
 		t.Fatalf("a manifest was pushed by the interrupted push: %v %v", gens, err)
 	}
 	r, skel := pushBytes(t, again, g1, 256<<10)
-	if r.Uploaded != 17-done || r.Skipped != done {
+	// The other upload in flight at the interruption (Concurrency 2) may
+	// have reached the registry although its answer was cut off.
+	if r.Uploaded+r.Skipped != 17 || r.Skipped < done || r.Skipped > done+1 {
 		t.Fatalf("resumed push: %+v after %d blobs were in", r.PushStats, done)
 	}
 	got, err := assembleFrom(t, again, skel)
