@@ -476,7 +476,11 @@ func (q *Queue) Retry() error {
 
 // Drop removes one job without pushing it (its commit still reaches the
 // remote with any later generation of the branch, as their ancestor). A
-// needs-attention stop caused by that job is cleared.
+// needs-attention stop caused by that job is cleared. A job whose Publish
+// work has not committed its generation yet has no commit: dropping it
+// leaves that generation out of Git, so the next one cannot chain to it
+// (its commit then stops the queue as a local problem). Its held files
+// are removed.
 func (q *Queue) Drop(branch string, gen uint64) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
