@@ -39,6 +39,7 @@ type Config struct {
 	Metrics  Metric `yaml:"metrics"`
 	WAL      WAL    `yaml:"wal"`
 	GitHub   GitHub `yaml:"github"`
+	Store    Store  `yaml:"store"`
 }
 
 // Log configures log/slog output.
@@ -241,6 +242,7 @@ func Default() *Config {
 		Metrics: Metric{Addr: "127.0.0.1:9464", StuckAfter: Duration(pipeline.DefaultStuckAfter)},
 		WAL:     WAL{PollInterval: Duration(time.Second)}, // the daemon polls less often than wal.DefaultPollInterval
 		GitHub:  GitHub{Base: "main", APIURL: "https://api.github.com/", RetryMax: Duration(pipeline.DefaultPRRetryMax)},
+		Store:   Store{OCI: defaultOCIStore()},
 	}
 }
 
@@ -398,6 +400,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WAL.PollInterval < Duration(10*time.Millisecond) {
 		return bad("wal.poll_interval", "%v: must be >= 10ms", time.Duration(c.WAL.PollInterval))
+	}
+	if err := c.validateStore(); err != nil {
+		return err
 	}
 	return c.validateGitHub()
 }

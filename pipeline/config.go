@@ -113,6 +113,11 @@ type Deps struct {
 	// Progress, when set (a terminal), receives a progress line for each
 	// generation's encode (internal/progress).
 	Progress io.Writer
+	// OCI, when set (needs Repo and a Queue whose Options.Publisher is
+	// OCI), publishes generations in the skeleton layout: each becomes one
+	// queue job that uploads the segments and manifest to the registry,
+	// then commits the skeleton and pushes (oci.go).
+	OCI *OCIPublisher
 }
 
 // Defaults of Config and PullRequest, for their zero values; configs.Default
