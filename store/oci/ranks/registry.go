@@ -31,6 +31,9 @@ const (
 	defaultSegmentTarget = wtxt.DefaultSegmentSize
 )
 
+// ErrRankMissing: the rank manifest's tag does not exist (yet).
+var ErrRankMissing = errors.New("rank manifest not in the registry")
+
 // RankTag is the tag of rank r's manifest of generation gen (DEC6).
 func RankTag(gen string, r int) string { return "gen-" + gen + rankTagInfix + strconv.Itoa(r) }
 
@@ -131,6 +134,9 @@ func FetchPart(ctx context.Context, repo *oci.Repository, gen string, r, world i
 	tag := RankTag(gen, r)
 	desc, m, raw, err := repo.FetchManifest(ctx, tag)
 	if err != nil {
+		if errors.Is(err, oci.ErrNotFound) {
+			return Part{}, nil, fmt.Errorf("%w: %w", ErrRankMissing, err)
+		}
 		return Part{}, nil, err
 	}
 	bad := func(check Check, format string, a ...any) (Part, []byte, error) {
@@ -159,6 +165,9 @@ func FetchPart(ctx context.Context, repo *oci.Repository, gen string, r, world i
 		return bad(CheckManifest, "skeleton layer is not the snapd.skeleton annotation's digest")
 	}
 	skel, err := repo.FetchBlob(ctx, sl, MaxSkeletonBytes)
+	if errors.Is(err, oci.ErrNotFound) {
+		return bad(CheckManifest, "skeleton blob %s is missing", sl.Digest)
+	}
 	if err != nil {
 		return Part{}, nil, fmt.Errorf("%s: rank %d: skeleton: %w", tag, r, err)
 	}
@@ -178,6 +187,9 @@ func FetchPart(ctx context.Context, repo *oci.Repository, gen string, r, world i
 		return bad(CheckManifest, "config is not a %s", oci.ConfigMediaType)
 	}
 	cb, err := repo.FetchBlob(ctx, m.Config, 64<<20)
+	if errors.Is(err, oci.ErrNotFound) {
+		return bad(CheckManifest, "config blob %s is missing", m.Config.Digest)
+	}
 	if err != nil {
 		return Part{}, nil, fmt.Errorf("%s: rank %d: config: %w", tag, r, err)
 	}
