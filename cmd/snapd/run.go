@@ -282,6 +282,9 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			lock.Release()
 		}
 	}()
+	if c.Ranks.Enabled() {
+		return runRanks(ctx, e, c, log) // issue 16: a node of a sharded job (cmd/snapd/ranks.go)
+	}
 	pc, err := pipelineConfig(c, log)
 	if err != nil {
 		return err
