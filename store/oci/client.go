@@ -254,11 +254,12 @@ func (r *Repository) UploadSegments(ctx context.Context, in io.Reader, name stri
 	}
 	segs, serr := wtxt.Split(gctx, in, io.MultiWriter(skel, head), sink, wtxt.SplitOptions{SegmentSize: segSize, File: name})
 	werr := g.Wait()
+	if werr != nil && (serr == nil || ctx.Err() == nil && errors.Is(serr, context.Canceled)) {
+		// A failed upload cancels the split: report the upload's error.
+		return Generation{}, st, werr
+	}
 	if serr != nil {
 		return Generation{}, st, serr
-	}
-	if werr != nil {
-		return Generation{}, st, werr
 	}
 	h, err := wtxt.ReadHeader(bytes.NewReader(bytes.TrimPrefix(head.buf, []byte(wtxt.SkeletonMagic+"\n"))))
 	if err != nil {

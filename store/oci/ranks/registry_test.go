@@ -124,3 +124,5 @@ func TestParseRankTag(t *testing.T) {
 		t.Fatal(g, r)
 	}
 }
+
+func startRegistry(t *testing.T) *registrytest.Registry { return registrytest.Start(t, "", "") }

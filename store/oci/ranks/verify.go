@@ -71,7 +71,7 @@ func VerifyLedger(ctx context.Context, o VerifyLedgerOptions) ([]LedgerGen, erro
 	if branch == "" {
 		branch = "HEAD"
 	}
-	list, err := git(ctx, nil, "rev-list", "--first-parent", "--reverse", branch)
+	list, err := git(ctx, nil, "rev-list", "--first-parent", "--reverse", branch, "--")
 	if err != nil {
 		return nil, err
 	}
