@@ -273,7 +273,7 @@ ranks:
 	// A tampered skeleton in a clone fails verification, located.
 	bad := filepath.Join(clone, ranks.LedgerDir, ranks.SkeletonName(0))
 	b, _ := os.ReadFile(bad)
-	os.WriteFile(bad, []byte(strings.Replace(string(b), "shape=128,64", "shape=64,128", 1)), 0o644)
+	os.WriteFile(bad, []byte(strings.Replace(string(b), " order=C ", " order=F ", 1)), 0o644)
 	gitq := func(args ...string) {
 		c := exec.Command("git", append([]string{"-C", clone, "-c", "user.name=x", "-c", "user.email=x@y", "-c", "commit.gpgsign=false"}, args...)...)
 		if out, err := c.CombinedOutput(); err != nil {
