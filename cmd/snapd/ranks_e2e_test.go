@@ -221,6 +221,7 @@ ranks:
 	for _, n := range nodes {
 		n.stop()
 	}
+	logCommitLatency(t, nodes, gens)
 	// Exactly once, in order.
 	out, err := exec.Command("git", "-C", remote, "log", "--first-parent", "--reverse", "--format=%(trailers:key=Snapd-Gen,valueonly)", "snapshots").Output()
 	if err != nil {
@@ -286,5 +287,48 @@ ranks:
 	vout, err = cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(vout), "signature") {
 		t.Fatalf("tampered ledger: %v\n%s", err, vout)
+	}
+}
+
+// logCommitLatency logs, per generation, the time from the last rank's
+// "rank part pushed" to the committer's "multi-rank generation committed"
+// (informational: timings on a shared machine are noisy and never
+// asserted).
+func logCommitLatency(t *testing.T, nodes []*ranksNode, gens int) {
+	stamp := func(line string) (time.Time, bool) {
+		v, ok := strings.CutPrefix(line, "time=")
+		if !ok {
+			return time.Time{}, false
+		}
+		v, _, _ = strings.Cut(v, " ")
+		ts, err := time.Parse(time.RFC3339Nano, v)
+		return ts, err == nil
+	}
+	lastPush := map[string]time.Time{}
+	committed := map[string]time.Time{}
+	for _, n := range nodes {
+		n.mu.Lock()
+		for _, l := range n.lines {
+			ts, ok := stamp(l)
+			if !ok {
+				continue
+			}
+			for g := 1; g <= gens; g++ {
+				key := fmt.Sprintf(" gen=%d ", g)
+				switch {
+				case strings.Contains(l, `msg="rank part pushed"`) && strings.Contains(l, key) && ts.After(lastPush[key]):
+					lastPush[key] = ts
+				case strings.Contains(l, `msg="multi-rank generation committed"`) && strings.Contains(l, key):
+					committed[key] = ts
+				}
+			}
+		}
+		n.mu.Unlock()
+	}
+	for g := 1; g <= gens; g++ {
+		key := fmt.Sprintf(" gen=%d ", g)
+		if c, ok := committed[key]; ok && !lastPush[key].IsZero() {
+			t.Logf("gen %d: committed %v after the last rank's push", g, c.Sub(lastPush[key]).Round(time.Millisecond))
+		}
 	}
 }

@@ -26,7 +26,7 @@ const (
 	AnnWorldSize         = "snapd.world_size"
 	AnnChain             = "snapd.chain"
 	AnnSkeleton          = "snapd.skeleton"
-	MaxSkeletonBytes     = 512 << 20 // a 70B model's skeleton is ~70 MB (README scale table)
+	MaxSkeletonBytes     = 512 << 20 // one rank's skeleton; a whole 70B model's is ~360 MB (README scale table)
 	rankTagInfix         = ".rank-"
 	defaultSegmentTarget = wtxt.DefaultSegmentSize
 )
