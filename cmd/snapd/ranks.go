@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/configs"
@@ -334,4 +336,22 @@ rank by rank with snapd diff OUTDIR_A/rank-R.wtxt OUTDIR_B/rank-R.wtxt.`,
 	cmd.Flags().StringVar(&gen, "gen", "", "generation as DEC6 (e.g. 000003); default the newest on --branch")
 	cmd.Flags().StringVar(&o.branch, "branch", "snapshots", "ledger branch")
 	return cmd
+}
+
+// isRanksLedger reports whether branch (local or origin's) of r holds a
+// multi-rank generation index at its tip.
+func isRanksLedger(r *git.Repository, branch string) bool {
+	for _, name := range []plumbing.ReferenceName{plumbing.NewBranchReferenceName(branch), plumbing.NewRemoteReferenceName("origin", branch)} {
+		ref, err := r.Reference(name, true)
+		if err != nil {
+			continue
+		}
+		c, err := r.CommitObject(ref.Hash())
+		if err != nil {
+			return false
+		}
+		_, err = c.File(ranks.IndexPath)
+		return err == nil
+	}
+	return false
 }

@@ -94,7 +94,7 @@ func (n *ranksNode) stop() {
 	n.cmd.Process.Signal(syscall.SIGTERM)
 	<-n.done
 	if n.cmd.ProcessState != nil && n.cmd.ProcessState.ExitCode() != 0 {
-		n.t.Errorf("node %s exited %d; log:\n%s", n.cfg, n.cmd.ProcessState.ExitCode(), strings.Join(n.lines, "\n"))
+		n.t.Errorf("node %s: %v; log:\n%s", n.cfg, n.cmd.ProcessState, strings.Join(n.lines, "\n"))
 	}
 }
 
@@ -207,12 +207,16 @@ ranks:
 			last.waitLog(m, "rank part push failed; retrying", fmt.Sprintf("gen=%d", gen))
 			last.kill9()
 			reg.Restart(t)
+			m = last.mark()
 			last.start()
+			last.waitLog(m, "ranks node running")
 		case killGen:
 			// The committer (also rank 0) dies right after the request.
 			train(gen)
 			nodes[0].kill9()
+			m := nodes[0].mark()
 			nodes[0].start()
+			nodes[0].waitLog(m, "ranks node running")
 		default:
 			train(gen)
 		}
@@ -254,6 +258,11 @@ ranks:
 	vout, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(vout), fmt.Sprintf("verified %d multi-rank generations", gens)) {
 		t.Fatalf("verify-repo: %v\n%s", err, vout)
+	}
+	// The single-node verifier recognises the ledger and names the command.
+	vout, err = exec.Command(bin, "verify-repo", clone, "--pubkey", as).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(vout), "snapd ranks verify-repo") {
+		t.Fatalf("verify-repo on a multi-rank ledger: %v\n%s", err, vout)
 	}
 	// Per-array changes across ranks: assemble two generations and diff
 	// each rank.

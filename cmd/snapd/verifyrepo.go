@@ -11,6 +11,7 @@ import (
 
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/verify"
+	"github.com/snapd-ml/snapd/store/oci/ranks"
 )
 
 type verifyRepoOptions struct {
@@ -112,6 +113,10 @@ func runVerifyRepo(ctx context.Context, e *env, o *verifyRepoOptions) error {
 		return ioError{err}
 	}
 	defer cleanup()
+	if isRanksLedger(repo, o.branch) { // issue 16
+		return withHint(usageError{fmt.Errorf("%s: branch %s holds multi-rank generations (%s)", o.target, o.branch, ranks.IndexPath)},
+			"verify them with: snapd ranks verify-repo "+o.target+" --oci-repository HOST/NAME --pubkey ALLOWED_SIGNERS")
+	}
 	vo := verify.Options{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix, Since: o.since, TrustedKeys: trusted, MaxObjectBytes: o.maxObjectBytes}
 	if !o.json {
 		fmt.Fprintf(e.stdout, "%s: branch %s, path %s\n", o.target, o.branch, o.path)
