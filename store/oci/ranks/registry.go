@@ -10,8 +10,10 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/store/oci"
@@ -28,6 +30,7 @@ const (
 	AnnSkeleton          = "snapd.skeleton"
 	MaxSkeletonBytes     = 512 << 20 // one rank's skeleton; a whole 70B model's is ~360 MB (README scale table)
 	rankTagInfix         = ".rank-"
+	headJobs             = 8 // parallel HEADs of a committer checking a rank's segments
 	defaultSegmentTarget = wtxt.DefaultSegmentSize
 )
 
@@ -206,19 +209,34 @@ func FetchPart(ctx context.Context, repo *oci.Repository, gen string, r, world i
 	if !bytes.Equal(want, raw) {
 		return bad(CheckManifest, "manifest is not the one its skeleton and config make (layers, config or annotations disagree with the skeleton)")
 	}
+	// Every segment blob must exist: HEADs, at most headJobs at once (the
+	// sequential round trips would dominate the commit latency of a big
+	// model on a distant registry).
 	seen := map[[32]byte]bool{}
+	eg, gctx := errgroup.WithContext(ctx)
+	eg.SetLimit(headJobs)
+	var missing atomic.Pointer[wtxt.Segment]
 	for _, s := range segs {
 		if s.Size == 0 || seen[s.Digest] {
 			continue
 		}
 		seen[s.Digest] = true
-		ok, err := repo.Exists(ctx, oci.SegmentDescriptor(s))
-		if err != nil {
-			return Part{}, nil, fmt.Errorf("%s: rank %d: %w", tag, r, err)
-		}
-		if !ok {
-			return bad(CheckManifest, "references missing blob %s (array %s, chunk %d)", s.DigestString(), s.Array, s.FirstChunk)
-		}
+		eg.Go(func() error {
+			ok, err := repo.Exists(gctx, oci.SegmentDescriptor(s))
+			if err != nil {
+				return fmt.Errorf("%s: rank %d: %w", tag, r, err)
+			}
+			if !ok {
+				missing.CompareAndSwap(nil, &s)
+			}
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return Part{}, nil, err
+	}
+	if s := missing.Load(); s != nil {
+		return bad(CheckManifest, "references missing blob %s (array %s, chunk %d)", s.DigestString(), s.Array, s.FirstChunk)
 	}
 	p.Skeleton = SkeletonName(r)
 	p.SkeletonSHA256 = sha256.Sum256(skel)
