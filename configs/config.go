@@ -37,6 +37,7 @@ type Config struct {
 	Metrics  Metric `yaml:"metrics"`
 	WAL      WAL    `yaml:"wal"`
 	GitHub   GitHub `yaml:"github"`
+	Store    Store  `yaml:"store"`
 }
 
 // Log configures log/slog output.
@@ -229,6 +230,7 @@ func Default() *Config {
 		Metrics: Metric{Addr: "127.0.0.1:9464", StuckAfter: Duration(30 * time.Minute)},
 		WAL:     WAL{PollInterval: Duration(time.Second)},
 		GitHub:  GitHub{Base: "main", APIURL: "https://api.github.com/", RetryMax: Duration(5 * time.Minute)},
+		Store:   Store{OCI: defaultOCIStore()},
 	}
 }
 
@@ -386,6 +388,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WAL.PollInterval < Duration(10*time.Millisecond) {
 		return bad("wal.poll_interval", "%v: must be >= 10ms", time.Duration(c.WAL.PollInterval))
+	}
+	if err := c.validateStore(); err != nil {
+		return err
 	}
 	return c.validateGitHub()
 }

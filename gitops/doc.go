@@ -12,7 +12,10 @@
 //
 //	.gitattributes                    (repository root, see Gitattributes)
 //	<path>/current.wtxt               the generation's WTXT (single layout), or
-//	<path>/current.wtxt.parts/        the split layout: MANIFEST + *.part
+//	<path>/current.wtxt.parts/        the split layout: MANIFEST + *.part, or
+//	<path>/current.wtxt.skel[.parts]  the skeleton layout (tensor bytes in an
+//	                                  OCI registry, Generation.Skeleton;
+//	                                  docs/FORMAT.md §6)
 //	<path>/current.wtxtdelta[.parts]  DELTA v2 from the previous generation (optional)
 //	<path>/current.wsum               WSUM (optional; required for root_pending)
 //	<path>/current.wseal              seal sidecar (optional)
@@ -32,8 +35,9 @@
 // checkout is byte-identical even with core.autocrlf=true.
 //
 // generation.txt holds gen, ts, build, sha256_all, merkle_prev, merkle_this,
-// layout (single|split), wtxt_bytes and wtxt_sha256 (SHA-256 of the whole
-// WTXT file), then <ext>_bytes and <ext>_sha256 for each optional file
+// layout (single|split|skeleton), wtxt_bytes and wtxt_sha256 (SHA-256 of
+// the whole WTXT file; skel_bytes and skel_sha256 of the skeleton file in
+// the skeleton layout, followed by oci_repository and oci_manifest), then <ext>_bytes and <ext>_sha256 for each optional file
 // present (wtxtdelta, wsum, wseal).
 //
 // Each generation is one commit whose parent is the previous generation's,

@@ -35,6 +35,10 @@ const (
 	LayoutAuto   Layout = "auto"   // split when the WTXT is larger than SplitThreshold
 	LayoutSingle Layout = "single" // always one file, whatever its size
 	LayoutSplit  Layout = "split"  // always a parts directory
+	// LayoutSkeleton is recorded (never configured) for a generation whose
+	// tensor bytes are in an OCI registry: Git holds its WTXT skeleton
+	// (FileSkeleton; formats/wtxt Split, store/oci).
+	LayoutSkeleton Layout = "skeleton"
 )
 
 // ParseLayout parses a config value; "" means LayoutAuto.
@@ -89,6 +93,7 @@ const (
 	FileDelta      = "current.wtxtdelta"  // DELTA v2 from the previous generation
 	FileWSUM       = "current.wsum"
 	FileSeal       = "current.wseal"
+	FileSkeleton   = "current.wtxt.skel" // skeleton layout (Generation.Skeleton)
 	FileSummary    = "generation.txt"
 	FileAttributes = ".gitattributes" // at the repository root
 	partsSuffix    = ".parts"
@@ -216,6 +221,24 @@ type Generation struct {
 	Seal  string // .wseal sidecar
 	// Header overrides the values read from the WTXT (and WSUM).
 	Header *Header
+	// Skeleton, when set, is the generation's WTXT skeleton (its tensor
+	// bytes are in an OCI registry): it is committed as FileSkeleton (split
+	// into parts above SplitThreshold unless the layout is single) instead
+	// of WTXT as FileWTXT, the layout recorded is LayoutSkeleton, no delta
+	// is committed (it would carry the tensor bytes), and Header is
+	// required. WTXT is then not read. OCI names the registry side
+	// (recorded in generation.txt).
+	Skeleton string
+	OCI      *OCIRef
+}
+
+// OCIRef names where a skeleton-layout generation's blobs are: the
+// repository HOST[:PORT]/NAME and the digest of its manifest (tag
+// gen-NNNNNN). Recorded in generation.txt as oci_repository and
+// oci_manifest.
+type OCIRef struct {
+	Repository string
+	Manifest   string
 }
 
 // Result describes a committed generation.
@@ -355,6 +378,12 @@ func message(h *Header, layout Layout) string {
 
 // readHeader returns the generation's header values.
 func readHeader(g Generation) (*Header, error) {
+	if g.Skeleton != "" && g.Header == nil {
+		return nil, fmt.Errorf("%w: a skeleton-layout Generation needs Header", ErrHeader)
+	}
+	if o := g.OCI; o != nil && (strings.ContainsAny(o.Repository+o.Manifest, "\n\r=") || o.Repository == "" || o.Manifest == "") {
+		return nil, fmt.Errorf("%w: Generation.OCI needs a repository and a manifest digest without newlines", ErrHeader)
+	}
 	if g.Header != nil {
 		h := *g.Header
 		if h.GenText == "" {
@@ -444,24 +473,45 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	}
 	dir := newTreeBuilder(prevDir)
 
-	// The WTXT.
-	st, err := os.Stat(g.WTXT)
+	// The WTXT (or its skeleton).
+	src, name := g.WTXT, FileWTXT
+	if g.Skeleton != "" {
+		src, name = g.Skeleton, FileSkeleton
+	}
+	st, err := os.Stat(src)
 	if err != nil {
 		return nil, fmt.Errorf("gitops: %w", err)
 	}
 	layout := LayoutSingle
-	if r.cfg.Layout == LayoutSplit || r.cfg.Layout == LayoutAuto && st.Size() > r.cfg.SplitThreshold {
+	split := r.cfg.Layout == LayoutSplit || r.cfg.Layout == LayoutAuto && st.Size() > r.cfg.SplitThreshold
+	if split {
 		layout = LayoutSplit
 	}
-	info, err := b.storeFile(dir, prevDir, FileWTXT, g.WTXT, layout == LayoutSplit, r.cfg.PartLimit)
+	if g.Skeleton != "" {
+		layout = LayoutSkeleton
+		for _, n := range []string{FileWTXT, DirWTXTParts} {
+			dir.remove(n)
+		}
+	} else {
+		dir.remove(FileSkeleton)
+		dir.remove(FileSkeleton + partsSuffix)
+	}
+	info, err := b.storeFile(dir, prevDir, name, src, split, r.cfg.PartLimit)
 	if err != nil {
 		return nil, err
 	}
-	summary := fmt.Sprintf("gen=%s\nts=%s\nbuild=%s\nsha256_all=%s\nmerkle_prev=%s\nmerkle_this=%s\nlayout=%s\nwtxt_bytes=%d\nwtxt_sha256=%s\n",
-		h.GenText, h.TS, h.Build, h.SHA256All, h.MerklePrev, h.MerkleThis, layout, info.size, info.sha256)
+	key := "wtxt"
+	if g.Skeleton != "" {
+		key = "skel"
+	}
+	summary := fmt.Sprintf("gen=%s\nts=%s\nbuild=%s\nsha256_all=%s\nmerkle_prev=%s\nmerkle_this=%s\nlayout=%s\n%s_bytes=%d\n%s_sha256=%s\n",
+		h.GenText, h.TS, h.Build, h.SHA256All, h.MerklePrev, h.MerkleThis, layout, key, info.size, key, info.sha256)
+	if g.OCI != nil {
+		summary += fmt.Sprintf("oci_repository=%s\noci_manifest=%s\n", g.OCI.Repository, g.OCI.Manifest)
+	}
 	// Optional files.
 	delta := g.Delta
-	if r.cfg.Delta == DeltaNever || r.cfg.Delta == DeltaAuto && layout == LayoutSplit {
+	if r.cfg.Delta == DeltaNever || r.cfg.Delta == DeltaAuto && layout == LayoutSplit || g.Skeleton != "" {
 		delta = ""
 	}
 	for _, o := range []struct{ name, src string }{{FileDelta, delta}, {FileWSUM, g.WSUM}, {FileSeal, g.Seal}} {

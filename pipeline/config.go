@@ -105,6 +105,11 @@ type Deps struct {
 	MetricsListener net.Listener
 	// Now is the clock (for stamps and durations); nil means time.Now.
 	Now func() time.Time
+	// OCI, when set (needs Repo and a Queue whose Options.Publisher is
+	// OCI), publishes generations in the skeleton layout: each becomes one
+	// queue job that uploads the segments and manifest to the registry,
+	// then commits the skeleton and pushes (oci.go).
+	OCI *OCIPublisher
 }
 
 // DefaultWorkers is the encoder parallelism for Config.Workers == 0: half

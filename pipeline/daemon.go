@@ -189,6 +189,9 @@ func New(cfg Config, deps Deps) (_ *Daemon, err error) {
 	if err := reg.Register(newQueueCollector(func() *queue.Queue { return dm.deps.Queue })); err != nil {
 		return nil, fmt.Errorf("pipeline: metrics: %w", err)
 	}
+	if err := dm.registerOCI(reg); err != nil {
+		return nil, err
+	}
 	if d.Pushes != nil {
 		d.Pushes.attach(dm)
 	}

@@ -121,7 +121,11 @@
 //	  keys/           generated key set (private files 0600) unless configured
 //	  ring/           finished generations (below)
 //	  repo/           local bare Git repository (gitops)
-//	  push-queue/     resend queue (gitops/queue), when a remote is configured
+//	  push-queue/     resend queue (gitops/queue), when a remote (or
+//	                  store.oci) is configured; hold/ keeps a hard link to
+//	                  the WTXT of each generation still to be uploaded
+//	  oci-stats.json  registry upload totals and the last generation's
+//	                  upload (OCIPublisher; JSON, atomic)
 //	  pull-request    pull-request step (JSON, atomic): newest push, newest
 //	                  review, last failure (Deps.PullRequest only)
 //	  review-tmp/     versions fetched for a review (emptied at start)

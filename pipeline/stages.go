@@ -804,6 +804,10 @@ func (d *Daemon) commit(ctx context.Context, r *GenResult, head *ChainState, req
 	if repo == nil || head == nil {
 		return
 	}
+	if d.deps.OCI != nil {
+		d.ociCommit(r, head) // committed by the queue after the registry upload (oci.go)
+		return
+	}
 	g := gitops.Generation{WTXT: r.WTXT, Delta: r.Delta, WSUM: r.WSUM, Seal: r.Seal,
 		Header: &gitops.Header{Gen: head.Gen, GenText: head.GenText, TS: head.TS, Build: head.Build,
 			SHA256All: head.SHA256All, MerklePrev: head.MerklePrev, MerkleThis: head.MerkleThis}}
@@ -835,6 +839,10 @@ func (d *Daemon) enqueue(res *gitops.Result) {
 // out of the repository, oldest first.
 func (d *Daemon) recommit(ctx context.Context) {
 	if d.deps.Repo == nil {
+		return
+	}
+	if d.deps.OCI != nil {
+		d.ociRecover() // oci.go
 		return
 	}
 	entries, err := ListRing(d.ringDir)

@@ -29,6 +29,10 @@ type Status struct {
 	Done int `json:"done"`
 	// Queue is the resend queue (nil when there is none).
 	Queue *queue.Status `json:"queue,omitempty"`
+	// OCI is the registry upload of the skeleton layout (nil when the
+	// daemon never published to a registry): bytes uploaded and skipped
+	// (totals), bytes pending (from the queue), the last generation.
+	OCI *OCIStats `json:"oci,omitempty"`
 	// PullRequest is the pull-request step's state (nil when it never ran).
 	PullRequest *PullRequestState `json:"pull_request,omitempty"`
 	LastError   *LastError        `json:"last_error,omitempty"`
@@ -89,6 +93,15 @@ func ReadStatus(stateDir string) (*Status, error) {
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		st.Warnings = append(st.Warnings, err.Error())
+	}
+	if st.OCI, err = ReadOCIStats(stateDir); err != nil {
+		st.Warnings = append(st.Warnings, err.Error())
+	}
+	if q := st.Queue; q != nil && (q.Publishing > 0 || st.OCI != nil) {
+		if st.OCI == nil {
+			st.OCI = &OCIStats{}
+		}
+		st.OCI.PendingBytes, st.OCI.Publishing = q.PublishPendingBytes, q.Publishing
 	}
 	if st.PullRequest, err = ReadPullRequestState(stateDir); err != nil {
 		st.Warnings = append(st.Warnings, err.Error())

@@ -58,7 +58,8 @@ func (o *ociFlags) open(e *env) (*oci.Repository, error) {
 		if err != nil {
 			return nil, ioError{err}
 		}
-		opts.Password = strings.TrimRight(string(b), "\r\n")
+		opts.Password = strings.TrimRight(string(b), "\r\n") // checked now; re-read at every authentication
+		opts.PasswordFile = o.passwordFile
 	} else {
 		opts.Password = e.getenv("SNAPD_OCI_PASSWORD")
 	}

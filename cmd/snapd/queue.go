@@ -158,7 +158,7 @@ func runQueueList(e *env, o *queueOptions) error {
 		if len(lastErr) > 80 {
 			lastErr = lastErr[:77] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", j.ID(), j.Commit[:12], tag, j.Attempts, next, strings.ReplaceAll(lastErr, "\t", " "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", j.ID(), jobCommit(j), tag, j.Attempts, next, strings.ReplaceAll(lastErr, "\t", " "))
 	}
 	return tw.Flush()
 }

@@ -48,6 +48,7 @@ type runOptions struct {
 	hmacKey      string
 	noGit        bool
 	principal    string
+	oci          runOCIOptions
 	// changed reports whether a flag was set on the command line.
 	changed func(name string) bool
 	// signals delivers SIGHUP/SIGTERM/SIGINT (tests inject their own).
@@ -65,7 +66,10 @@ pins the generation, converts it to a signed, HMAC'd, Merkle-chained WTXT,
 optionally age-encrypts it, writes a DELTA v2 against the previous
 generation into the local ring (STATE_DIR/ring), commits it to the local Git
 repository (STATE_DIR/repo) and, with a remote, pushes through a durable
-resend queue. With a github section it then opens (or updates) a pull
+resend queue. With --oci-repository (store.oci) tensor bytes go to an OCI
+registry and Git gets the skeleton: one queue job per generation uploads the
+missing segment blobs and the manifest, then commits and pushes (README "Big
+models: OCI registry"). With a github section it then opens (or updates) a pull
 request from the generations branch to github.base and posts a review of the
 newest generation (verification, changed rows, thresholds).
 
@@ -115,6 +119,7 @@ jobs", docs/FORMAT.md section 7; snapd ranks status).`,
 	f.StringVar(&o.signKey, "sign-key", "", "OpenSSH Ed25519 private key (default STATE_DIR/keys/sign_ed25519, generated)")
 	f.StringVar(&o.principal, "principal", "", "principal of STATE_DIR/keys/allowed_signers (default snapd@HOSTNAME)")
 	f.StringVar(&o.hmacKey, "hmac-key", "", "HMAC key file (default STATE_DIR/keys/hmac.key, generated)")
+	addRunOCIFlags(cmd, &o.oci)
 	return cmd
 }
 
@@ -158,6 +163,7 @@ func loadRunConfig(o *runOptions) (*configs.Config, error) {
 	set("sign-key", func() { c.Keys.Sign = o.signKey })
 	set("hmac-key", func() { c.Keys.HMAC = o.hmacKey })
 	set("principal", func() { c.Keys.Principal = o.principal })
+	applyRunOCIFlags(c, &o.oci, set)
 	if err := c.Validate(); err != nil {
 		return nil, usageError{err}
 	}
@@ -261,6 +267,10 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	if err := checkGitHubCredentials(e, c); err != nil {
 		return err
 	}
+	ociRepo, err := openOCIStore(e, c, log)
+	if err != nil {
+		return err
+	}
 	ln, err := listenMetrics(c)
 	if err != nil {
 		return err
@@ -311,6 +321,23 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey, Delta: gitops.DeltaPolicy(c.Git.CommitDelta)}); err != nil {
 			return err
 		}
+		var pub queue.Publisher
+		if ociRepo != nil {
+			if deps.OCI, err = pipeline.NewOCIPublisher(ociRepo, deps.Repo, pipeline.OCIConfig{StateDir: c.StateDir,
+				SegmentSize: c.Store.OCI.SegmentSize, Threshold: c.Store.OCI.Threshold, Logger: log}); err != nil {
+				return usageError{err}
+			}
+			pub = deps.OCI
+			if gp == nil {
+				// No remote: the queue still carries the registry upload
+				// and the commit; the push is a no-op.
+				if deps.Queue, err = queue.Open(filepath.Join(c.StateDir, pipeline.QueueDir), queue.Options{Pusher: pipeline.LocalOnly{},
+					Publisher: pub, Logger: log, BaseDelay: time.Duration(c.Git.RetryBase), MaxDelay: time.Duration(c.Git.RetryMax),
+					AuthRecheck: time.Duration(c.Git.AuthRecheck)}); err != nil {
+					return ioError{err}
+				}
+			}
+		}
 		if gp != nil {
 			deps.Pushes = pipeline.ObservePushes(gp)
 			var p gitops.Pusher = deps.Pushes
@@ -325,7 +352,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			}
 			if deps.Queue, err = queue.Open(filepath.Join(c.StateDir, pipeline.QueueDir), queue.Options{Pusher: p, Logger: log,
 				BaseDelay: time.Duration(c.Git.RetryBase), MaxDelay: time.Duration(c.Git.RetryMax),
-				AuthRecheck: time.Duration(c.Git.AuthRecheck), MaxTimeouts: c.Git.PushMaxTimeouts}); err != nil {
+				AuthRecheck: time.Duration(c.Git.AuthRecheck), MaxTimeouts: c.Git.PushMaxTimeouts, Publisher: pub}); err != nil {
 				return ioError{err}
 			}
 		}

@@ -24,8 +24,9 @@ func newStatusCommand(e *env) *cobra.Command {
 		Long: `status reads the state directory's files (it works whether or not the
 daemon runs and changes nothing): the chain head (last generation and its
 root values), the generations in the ring, requests not yet handled
-(backlog), failed requests with their error, the resend queue and the last
-error.`,
+(backlog), failed requests with their error, the resend queue, the OCI
+registry upload of the skeleton layout (bytes uploaded, skipped because the
+registry had them, pending) and the last error.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -93,6 +94,9 @@ func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
 		if q.LastError != "" {
 			fmt.Fprintf(w, "  last push error: %s\n", q.LastError)
 		}
+	}
+	if o := st.OCI; o != nil {
+		writeOCIStatus(w, o)
 	}
 	if pr := st.PullRequest; pr != nil {
 		switch p := pr.Published; {

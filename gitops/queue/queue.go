@@ -62,6 +62,9 @@ type Job struct {
 	Timeouts    int       `json:"timeouts,omitempty"`
 	LastError   string    `json:"last_error,omitempty"`
 	NextAttempt time.Time `json:"next_attempt,omitzero"` // zero: as soon as possible
+	// Publish, when set, is work done before the push (publish.go);
+	// Commit is empty until it has committed the generation.
+	Publish *Publish `json:"publish,omitempty"`
 }
 
 // Hold is the record of a stop that needs a person (file hold.json).
@@ -83,6 +86,11 @@ type Status struct {
 	LastError   string    `json:"last_error,omitempty"`
 	NextAttempt time.Time `json:"next_attempt,omitzero"` // earliest scheduled retry
 	Hold        *Hold     `json:"hold,omitempty"`        // set in StateNeedsAttention
+	// Publishing counts jobs whose Publish work (registry upload, commit)
+	// is not done; PublishPendingBytes sums their WTXT sizes when their
+	// manifest is not in the registry yet.
+	Publishing          int   `json:"publishing,omitempty"`
+	PublishPendingBytes int64 `json:"publish_pending_bytes,omitempty"`
 }
 
 // Clock is the time source of the queue (injectable for tests).
@@ -131,6 +139,8 @@ type Options struct {
 	// since one may be that process's write in progress. Operator tools
 	// (snapd queue, snapd status) set it.
 	Shared bool
+	// Publisher does the Publish work of jobs that carry it (publish.go).
+	Publisher Publisher
 }
 
 // Queue is a durable push queue in one directory. Methods are safe for
@@ -213,6 +223,9 @@ func Open(dir string, opts Options) (*Queue, error) {
 			}
 		}
 	}
+	if err := q.sweepHold(); err != nil {
+		return nil, fmt.Errorf("queue: sweep %s: %w", holdDir, err)
+	}
 	return q, nil
 }
 
@@ -231,7 +244,14 @@ func validate(j Job) error {
 	if err := plumbing.NewBranchReferenceName(j.Branch).Validate(); err != nil || j.Branch == "" {
 		return fmt.Errorf("%w: branch %q", ErrInvalidJob, j.Branch)
 	}
-	if b, err := hex.DecodeString(j.Commit); err != nil || len(b) != 20 || strings.ToLower(j.Commit) != j.Commit {
+	if j.Publish != nil {
+		if err := validatePublish(j.Publish); err != nil {
+			return err
+		}
+	}
+	if j.Publish != nil && j.Commit == "" && j.Tag == "" {
+		// not committed yet
+	} else if b, err := hex.DecodeString(j.Commit); err != nil || len(b) != 20 || strings.ToLower(j.Commit) != j.Commit {
 		return fmt.Errorf("%w: commit %q is not 40 lowercase hex digits", ErrInvalidJob, j.Commit)
 	}
 	if j.Tag != "" {
@@ -244,7 +264,9 @@ func validate(j Job) error {
 
 // Enqueue stores a job durably (atomic write, fsync) and wakes Run.
 // Enqueueing the same branch, generation and commit again is a no-op; the
-// same branch and generation with another commit is ErrConflict.
+// same branch and generation with another commit is ErrConflict. A job
+// with Publish work first gets its file held (see Publish); enqueueing the
+// same generation (same kind and root values) again is a no-op.
 func (q *Queue) Enqueue(j Job) error {
 	if err := validate(j); err != nil {
 		return err
@@ -253,7 +275,7 @@ func (q *Queue) Enqueue(j Job) error {
 	defer q.mu.Unlock()
 	p := q.jobPath(j.Branch, j.Gen)
 	if old, err := readJob(p); err == nil {
-		if old.Commit == j.Commit && old.Tag == j.Tag {
+		if old.Commit == j.Commit && old.Tag == j.Tag && old.Publish == nil && j.Publish == nil || samePublish(old, j) {
 			return nil
 		}
 		return fmt.Errorf("%w: %s generation %d is queued with commit %s", ErrConflict, j.Branch, j.Gen, old.Commit)
@@ -264,6 +286,15 @@ func (q *Queue) Enqueue(j Job) error {
 		return fmt.Errorf("queue: %w", err)
 	}
 	j.Attempts, j.LastError, j.NextAttempt = 0, "", time.Time{}
+	if j.Publish != nil {
+		p := *j.Publish
+		held, err := q.hold(j)
+		if err != nil {
+			return err
+		}
+		p.WTXT = held
+		j.Publish = &p
+	}
 	if j.Enqueued.IsZero() {
 		j.Enqueued = q.opts.Clock.Now().UTC()
 	}
@@ -392,6 +423,14 @@ func (q *Queue) Status() (Status, error) {
 		return Status{}, err
 	}
 	st := Status{State: StateOK, Pending: len(jobs)}
+	for _, j := range jobs {
+		if j.Publish != nil && j.Commit == "" {
+			st.Publishing++
+			if j.Publish.Manifest == "" {
+				st.PublishPendingBytes += j.Publish.Bytes
+			}
+		}
+	}
 	if hold != nil {
 		st.State, st.LastError, st.Hold = StateNeedsAttention, hold.Error, hold
 		return st, nil
@@ -441,6 +480,7 @@ func (q *Queue) Retry() error {
 func (q *Queue) Drop(branch string, gen uint64) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	j, jerr := readJob(q.jobPath(branch, gen))
 	if err := os.Remove(q.jobPath(branch, gen)); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: %s generation %d", ErrNotFound, branch, gen)
 	} else if err != nil {
@@ -448,6 +488,9 @@ func (q *Queue) Drop(branch string, gen uint64) error {
 	}
 	if err := atomicfile.SyncDir(q.branchDir(branch)); err != nil {
 		return fmt.Errorf("queue: %w", err)
+	}
+	if jerr == nil {
+		q.release(j)
 	}
 	if h, err := q.readHold(); err == nil && h != nil && h.Branch == branch && h.Gen == gen {
 		if err := os.Remove(filepath.Join(q.dir, holdFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -567,7 +610,7 @@ func (q *Queue) step(ctx context.Context) (time.Duration, error) {
 			wait = min(wait, j.NextAttempt.Sub(now))
 			continue
 		}
-		err := q.opts.Pusher.Push(ctx, gitops.PushRequest{Branch: j.Branch, Commit: plumbing.NewHash(j.Commit), Tag: j.Tag})
+		err := q.attempt(ctx, &j)
 		if ctx.Err() != nil {
 			return 0, ctx.Err() // abandoned: the job stays as it was
 		}
@@ -656,6 +699,7 @@ func (q *Queue) done(j Job) error {
 	if err := atomicfile.SyncDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("queue: %w", err)
 	}
+	q.release(j)
 	return nil
 }
 

@@ -2,13 +2,12 @@ package registrytest
 
 import "testing"
 
-// Stop takes the registry down (an outage); Restart brings it back on the
-// same address with the same storage.
+// Stop kills the registry process: an outage. Its storage stays.
 func (r *Registry) Stop() { r.stop() }
 
-// Restart starts a stopped registry again and waits until it answers.
+// Restart starts the registry again on the same address and storage
+// (after Stop) and waits until it answers.
 func (r *Registry) Restart(t *testing.T) {
 	t.Helper()
-	r.stop()
 	r.serve(t)
 }

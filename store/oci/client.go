@@ -24,6 +24,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/retry"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/keys"
 )
 
 // Options configure a Repository.
@@ -32,6 +33,11 @@ type Options struct {
 	Insecure bool
 	// Username and Password (or token) are used when Username is set.
 	Username, Password string
+	// PasswordFile, with Username, holds the password (or token): it is
+	// read (keys.ReadSecretFile: mode 0600 or stricter) whenever the
+	// registry asks for credentials, so a rotated token takes effect
+	// without a restart. It takes precedence over Password.
+	PasswordFile string
 	// DockerConfig is the path of a Docker config.json; "" means
 	// $DOCKER_CONFIG/config.json or ~/.docker/config.json. Used when
 	// Username is empty; a missing file means anonymous access.
@@ -106,6 +112,18 @@ func Open(ref string, opts Options) (*Repository, error) {
 		client.BlockedRealmPrefixes = nonLoopbackBlocked()
 	}
 	switch {
+	case opts.Username != "" && opts.PasswordFile != "":
+		user, file, host := opts.Username, opts.PasswordFile, r.Registry
+		client.Credential = func(_ context.Context, hostport string) (auth.Credential, error) {
+			if hostport != host {
+				return auth.EmptyCredential, nil
+			}
+			b, err := keys.ReadSecretFile(file)
+			if err != nil {
+				return auth.EmptyCredential, fmt.Errorf("registry password file: %w", err)
+			}
+			return auth.Credential{Username: user, Password: strings.TrimRight(string(b), "\r\n")}, nil
+		}
 	case opts.Username != "":
 		client.Credential = auth.StaticCredential(r.Registry, auth.Credential{Username: opts.Username, Password: opts.Password})
 	default:
@@ -254,8 +272,9 @@ func (r *Repository) UploadSegments(ctx context.Context, in io.Reader, name stri
 	}
 	segs, serr := wtxt.Split(gctx, in, io.MultiWriter(skel, head), sink, wtxt.SplitOptions{SegmentSize: segSize, File: name})
 	werr := g.Wait()
-	if werr != nil && (serr == nil || ctx.Err() == nil && errors.Is(serr, context.Canceled)) {
-		// A failed upload cancels the split: report the upload's error.
+	if werr != nil && ctx.Err() == nil {
+		// A failed upload cancels gctx, which stops Split with a
+		// context error: the upload's error is the cause.
 		return Generation{}, st, werr
 	}
 	if serr != nil {
