@@ -227,3 +227,51 @@ func TestCommitterRefusesBadRanks(t *testing.T) {
 		t.Fatalf("want rank conflict, got %v", err)
 	}
 }
+
+// The Git remote unreachable while a generation is complete: the round
+// fails (last_error), nothing is lost; once it is back the generation is
+// committed exactly once.
+func TestCommitterGitRemoteDown(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	c := f.committerFor(OnTimeoutWait)
+	f.publish(1, 0)
+	f.publish(1, 1)
+	if st, err := c.Step(ctx); err != nil || st.LastCommitted != 1 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	f.publish(2, 0)
+	f.publish(2, 1)
+	away := f.remote + ".away"
+	if err := os.Rename(f.remote, away); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Step(ctx)
+	if err == nil || st.LastCommitted != 1 || st.LastError == "" {
+		t.Fatalf("remote down: %+v %v", st, err)
+	}
+	if err := os.Rename(away, f.remote); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = c.Step(ctx); err != nil || st.LastCommitted != 2 || st.LastError != "" {
+		t.Fatalf("remote back: %+v %v", st, err)
+	}
+	// The remote refuses the push itself (after the local commit was
+	// made): the next round rebuilds the commit on the remote head.
+	f.publish(3, 0)
+	f.publish(3, 1)
+	hook := filepath.Join(f.remote, "hooks", "pre-receive")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho refused >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = c.Step(ctx); err == nil || st.LastCommitted != 2 || !strings.Contains(st.LastError, "push") {
+		t.Fatalf("push refused: %+v %v", st, err)
+	}
+	os.Remove(hook)
+	if st, err = c.Step(ctx); err != nil || st.LastCommitted != 3 {
+		t.Fatalf("push accepted again: %+v %v", st, err)
+	}
+	if gens := f.verify(); len(gens) != 3 || gens[1].Gen != 2 || gens[2].Gen != 3 {
+		t.Fatalf("ledger %+v", gens)
+	}
+}
