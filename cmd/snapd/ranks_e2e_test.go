@@ -226,6 +226,10 @@ ranks:
 		n.stop()
 	}
 	logCommitLatency(t, nodes, gens)
+	sout, err := exec.Command(bin, "ranks", "status", "--state-dir", states[0]).CombinedOutput()
+	if err != nil || !strings.Contains(string(sout), fmt.Sprintf("last committed generation: %d", gens)) {
+		t.Fatalf("ranks status: %v\n%s", err, sout)
+	}
 	// Exactly once, in order.
 	out, err := exec.Command("git", "-C", remote, "log", "--first-parent", "--reverse", "--format=%(trailers:key=Snapd-Gen,valueonly)", "snapshots").Output()
 	if err != nil {
