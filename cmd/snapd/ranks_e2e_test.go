@@ -284,6 +284,13 @@ ranks:
 			t.Fatalf("diff rank %d: %v\n%s", r, err, out)
 		}
 	}
+	cmd = exec.Command(bin, "ranks", "diff", clone, "--from", "000001", "--to", "000002", "--oci-repository", repoName)
+	cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+filepath.Join(dir, "none"))
+	dout, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(dout), fmt.Sprintf("rank %d:", world-1)) || !strings.Contains(string(dout), "layers.2.w") {
+		t.Fatalf("ranks diff: %v\n%s", err, dout)
+	}
+	t.Logf("snapd ranks diff --from 000001 --to 000002:\n%s", dout)
 	// A tampered skeleton in a clone fails verification, located.
 	bad := filepath.Join(clone, ranks.LedgerDir, ranks.SkeletonName(0))
 	b, _ := os.ReadFile(bad)
