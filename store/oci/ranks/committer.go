@@ -163,13 +163,18 @@ func (c *Committer) step(ctx context.Context, st *Status) error {
 		return err
 	}
 	gens := map[uint64]string{}
+	present := map[uint64]map[int]bool{} // ranks with a tag, per generation
 	for _, t := range tags {
-		g, _, ok := ParseRankTag(t)
+		g, r, ok := ParseRankTag(t)
 		if !ok {
 			continue
 		}
 		if n, _ := genNumber(g); n > last && !slices.Contains(st.Skipped, n) && !slices.Contains(st.SkippedTotal, n) {
 			gens[n] = g
+			if present[n] == nil {
+				present[n] = map[int]bool{}
+			}
+			present[n][r] = true
 		}
 	}
 	order := make([]uint64, 0, len(gens))
@@ -179,9 +184,21 @@ func (c *Committer) step(ctx context.Context, st *Status) error {
 	slices.Sort(order)
 	for i, n := range order {
 		gen := gens[n]
-		parts, skels, missing, invalid, err := c.collect(ctx, gen)
-		if err != nil {
-			return err
+		var parts []Part
+		var skels [][]byte
+		var missing []int
+		var invalid map[string]string
+		for r := range c.o.WorldSize {
+			if !present[n][r] {
+				missing = append(missing, r)
+			}
+		}
+		if len(missing) == 0 {
+			// Only now read the W manifests and skeletons (a generation
+			// waiting for its last rank costs one tag list per round).
+			if parts, skels, missing, invalid, err = c.collect(ctx, gen); err != nil {
+				return err
+			}
 		}
 		if len(missing) == 0 && len(invalid) == 0 {
 			ix, err := New(gen, c.o.WorldSize, c.o.Chain, parts, prev, c.o.Build, c.o.IndexKey)
