@@ -116,7 +116,7 @@ a rank manifest gen-NNNNNN.rank-R in the OCI registry; the committer makes
 one signed, chained Git commit per generation when all W are in
 (docs/FORMAT.md section 7).`,
 	}
-	cmd.AddCommand(newRanksStatusCommand(e), newRanksVerifyRepoCommand(e), newRanksAssembleCommand(e), newRanksDiffCommand(e))
+	cmd.AddCommand(newRanksStatusCommand(e), newRanksVerifyRepoCommand(e), newRanksAssembleCommand(e), newRanksDiffCommand(e), newRanksGCCommand(e))
 	return cmd
 }
 
@@ -172,6 +172,7 @@ type ranksRepoOptions struct {
 	pubkeys []string
 	branch  string
 	job     string
+	since   string
 	json    bool
 }
 
@@ -228,6 +229,7 @@ commit, file, rank, check).`,
 	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "allowed_signers file with the committer's and the nodes' keys (required; repeatable)")
 	f.StringVar(&o.branch, "branch", "snapshots", "ledger branch")
 	f.StringVar(&o.job, "job", "", "the job name (ranks.job); when given every generation must carry its chain id")
+	f.StringVar(&o.since, "since", "", "start at this revision (e.g. gen-000120, the oldest kept after snapd ranks gc); its merkle_prev is the trusted anchor")
 	f.BoolVar(&o.json, "json", false, "machine-readable output")
 	return cmd
 }
@@ -257,7 +259,7 @@ func runRanksVerifyRepo(ctx context.Context, e *env, target string, o *ranksRepo
 		return err
 	}
 	defer done()
-	vo := ranks.VerifyLedgerOptions{Dir: dir, Branch: o.branch, Repo: repo, AllowedSigners: signers, Trusted: trusted}
+	vo := ranks.VerifyLedgerOptions{Dir: dir, Branch: o.branch, Repo: repo, AllowedSigners: signers, Trusted: trusted, Since: o.since}
 	if o.job != "" {
 		vo.Chain = ranks.ChainID(o.job)
 	}
@@ -430,6 +432,73 @@ differs, 0 when none does. Both generations must have the same world size.`,
 	cmd.Flags().StringVar(&from, "from", "", "older generation, DEC6 (e.g. 000003)")
 	cmd.Flags().StringVar(&to, "to", "", "newer generation, DEC6")
 	cmd.Flags().BoolVar(&md, "markdown", false, "Markdown tables (for a PR comment)")
+	cmd.Flags().StringVar(&o.branch, "branch", "snapshots", "ledger branch")
+	return cmd
+}
+
+func newRanksGCCommand(e *env) *cobra.Command {
+	var o ranksRepoOptions
+	var keep int
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "gc [PATH|URL] --keep K --oci-repository R",
+		Short: "Delete the rank manifests of all but the newest K committed multi-rank generations",
+		Long: `Read the committed generations from the ledger (Snapd-Gen trailers of the
+branch) and delete, through the registry API, every rank manifest
+(gen-NNNNNN.rank-R) of a generation older than the oldest of the newest K:
+committed, skipped or abandoned ones. Newer rank manifests (kept, pending)
+are never touched. Then run the registry's garbage collection (e.g.
+docker-registry garbage-collect CONFIG) to free the blobs; afterwards verify
+with snapd ranks verify-repo --since gen-NNNNNN (the oldest kept).`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if keep < 1 {
+				return usageError{errors.New("--keep must be >= 1")}
+			}
+			target := "."
+			if len(args) == 1 {
+				target = args[0]
+			}
+			ctx := cmd.Context()
+			repo, err := o.oci.open(e)
+			if err != nil {
+				return err
+			}
+			dir, done, err := ranksClone(ctx, target, o.branch)
+			if err != nil {
+				return err
+			}
+			defer done()
+			out, err := exec.CommandContext(ctx, "git", "-C", dir, "log", "--first-parent", "--format=%(trailers:key="+ranks.TrailerGen+",valueonly)", o.branch, "--").Output()
+			if err != nil {
+				return ioError{fmt.Errorf("git log %s: %w", o.branch, err)}
+			}
+			var committed []uint64
+			for _, f := range strings.Fields(string(out)) {
+				var n uint64
+				if _, err := fmt.Sscan(f, &n); err == nil {
+					committed = append(committed, n)
+				}
+			}
+			removed, err := ranks.GC(ctx, repo, committed, keep, dryRun)
+			for _, t := range removed {
+				verb := "deleted"
+				if dryRun {
+					verb = "would delete"
+				}
+				fmt.Fprintf(e.stdout, "%s %s\n", verb, t)
+			}
+			return registryErr(err)
+		},
+	}
+	addOCIFlags(cmd, &o.oci)
+	cmd.Flags().IntVar(&keep, "keep", 0, "committed generations whose rank manifests are kept (>= 1)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list, delete nothing")
 	cmd.Flags().StringVar(&o.branch, "branch", "snapshots", "ledger branch")
 	return cmd
 }

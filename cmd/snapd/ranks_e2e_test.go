@@ -308,6 +308,20 @@ ranks:
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(vout), "signature") {
 		t.Fatalf("tampered ledger: %v\n%s", err, vout)
 	}
+	// Retention: keep the rank manifests of the newest generation only,
+	// collect the registry, verify from the kept generation on.
+	cmd = exec.Command(bin, "ranks", "gc", remote, "--keep", "1", "--oci-repository", repoName)
+	cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+filepath.Join(dir, "none"))
+	gout, err := cmd.CombinedOutput()
+	if err != nil || strings.Count(string(gout), "deleted gen-") != (gens-1)*world {
+		t.Fatalf("ranks gc: %v\n%s", err, gout)
+	}
+	reg.GarbageCollect(t)
+	cmd = exec.Command(bin, "ranks", "verify-repo", remote, "--oci-repository", repoName, "--pubkey", as, "--since", fmt.Sprintf("gen-%06d", gens))
+	cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+filepath.Join(dir, "none"))
+	if vout, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(vout), "verified 1 multi-rank generations") {
+		t.Fatalf("verify-repo --since after gc: %v\n%s", err, vout)
+	}
 }
 
 // logCommitLatency logs, per generation, the time from the last rank's

@@ -192,3 +192,19 @@ func (r *Repository) Exists(ctx context.Context, d ocispec.Descriptor) (bool, er
 	}
 	return ok, nil
 }
+
+// DeleteManifest deletes the manifest tag names (and so every tag naming
+// it). A missing tag is not an error (already deleted).
+func (r *Repository) DeleteManifest(ctx context.Context, tag string) error {
+	desc, err := r.repo.Resolve(ctx, tag)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("oci %s: resolve %s: %w", r.name, tag, err)
+	}
+	if err := r.repo.Delete(ctx, desc); err != nil && !isNotFound(err) {
+		return fmt.Errorf("oci %s: delete manifest %s (%s): %w", r.name, tag, desc.Digest, err)
+	}
+	return nil
+}

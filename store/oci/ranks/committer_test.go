@@ -22,6 +22,7 @@ import (
 
 type fixture struct {
 	t         *testing.T
+	reg       *registrytest.Registry
 	dir       string
 	repo      *oci.Repository
 	remote    string
@@ -41,6 +42,7 @@ func newFixture(t *testing.T, world int) *fixture {
 	reg := registrytest.Start(t, "", "")
 	f := &fixture{t: t, dir: t.TempDir(), world: world, now: time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC)}
 	f.repo = openRepo(t, reg, "job/ranks")
+	f.reg = reg
 	f.remote = filepath.Join(f.dir, "ledger.git")
 	if out, err := exec.Command("git", "init", "-q", "--bare", f.remote).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)

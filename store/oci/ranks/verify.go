@@ -32,6 +32,10 @@ type VerifyLedgerOptions struct {
 	Chain [32]byte
 	// HMACKey checks the parts' per-array HMACs when set.
 	HMACKey []byte
+	// Since starts at this revision (e.g. the tag gen-NNNNNN of the
+	// oldest generation kept after `snapd ranks gc`): its generation is
+	// verified, its merkle_prev is the trusted chain anchor.
+	Since string
 }
 
 // LedgerGen is one verified generation.
@@ -79,7 +83,24 @@ func VerifyLedger(ctx context.Context, o VerifyLedgerOptions) ([]LedgerGen, erro
 	var prev [32]byte
 	var last uint64
 	chain := o.Chain
-	for _, c := range strings.Fields(list) {
+	commits := strings.Fields(list)
+	if o.Since != "" {
+		sc, err := git(ctx, nil, "rev-parse", "--verify", o.Since+"^{commit}")
+		if err != nil {
+			return nil, err
+		}
+		i := slices.Index(commits, strings.TrimSpace(sc))
+		if i < 0 {
+			return nil, fail(o.Since, 0, -1, CheckChain, "not a commit of the ledger branch's first-parent history")
+		}
+		commits = commits[i:]
+		anchor, err := readIndex(ctx, git, commits[0])
+		if err != nil {
+			return nil, err
+		}
+		prev = anchor.MerklePrev // trusted, as verify-repo --since does
+	}
+	for _, c := range commits {
 		g, err := verifyCommit(ctx, git, o, c, prev, last, &chain)
 		if err != nil {
 			return out, fmt.Errorf("commit %.12s: %w", c, err)
