@@ -31,6 +31,7 @@ type Config struct {
 	// repository. Default ./.snapd.
 	StateDir string `yaml:"state_dir"`
 	Log      Log    `yaml:"log"`
+	Ranks    Ranks  `yaml:"ranks"` // issue 16: one node of a sharded job (configs/ranks.go)
 	Snapshot Snap   `yaml:"snapshot"`
 	Keys     Keys   `yaml:"keys"`
 	Ring     Ring   `yaml:"ring"`
@@ -304,6 +305,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StateDir == "" {
 		return bad("state_dir", "must not be empty")
+	}
+	if err := c.ValidateRanks(); err != nil {
+		return err
 	}
 	switch c.Log.Format {
 	case "text", "json":

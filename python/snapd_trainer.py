@@ -22,7 +22,7 @@ gen.wtxt back.pt` restores it.)
 request_snapshot writes the same line format as snapd's Go `wal` package
 (see wal/doc.go):
 
-    snapreq/1 gen=<dec> ts=<unix ns> by=<requester> src=<percent-escaped path> crc=<crc32c hex>\\n
+    snapreq/1 gen=<dec> ts=<unix ns> by=<requester> [rank=<dec> world_size=<dec>] src=<percent-escaped path> crc=<crc32c hex>\\n
 
 with one os.write() on an O_APPEND file descriptor while holding a shared
 flock on the segment, after checking (fstat + pread) that the segment is not
@@ -112,13 +112,34 @@ def _check_requester(requester):
         )
 
 
+MAX_WORLD_SIZE = 1 << 16
+
+
+def _rank_fields(rank, world_size):
+    """The " rank=R world_size=W" fields of a rank request ("" for neither)."""
+    if rank is None and world_size is None:
+        return ""
+    if rank is None or world_size is None:
+        raise ValueError("snapd: rank and world_size go together")
+    rank, world_size = int(rank), int(world_size)
+    if world_size < 1 or world_size > MAX_WORLD_SIZE:
+        raise ValueError("snapd: world_size %d out of range 1..%d" % (world_size, MAX_WORLD_SIZE))
+    if rank < 0 or rank >= world_size:
+        raise ValueError("snapd: rank %d out of range 0..%d for world_size %d" % (rank, world_size - 1, world_size))
+    return " rank=%d world_size=%d" % (rank, world_size)
+
+
 def _check_gen(gen):
     if gen < 1 or gen > MAX_GEN:
         raise ValueError("snapd: gen %d out of range 1..%d (at most 18 decimal digits)" % (gen, MAX_GEN))
 
 
-def encode_request(gen, source, requester, ts_ns):
-    """Return the request line (bytes, newline included)."""
+def encode_request(gen, source, requester, ts_ns, rank=None, world_size=None):
+    """Return the request line (bytes, newline included).
+
+    rank and world_size (both or neither) mark one rank's shard of a
+    sharded generation.
+    """
     gen = int(gen)
     ts_ns = int(ts_ns)
     _check_gen(gen)
@@ -128,7 +149,8 @@ def encode_request(gen, source, requester, ts_ns):
     src = _escape(source)
     if not src:
         raise ValueError("snapd: empty source path")
-    body = ("%s gen=%d ts=%d by=%s src=%s" % (MAGIC, gen, ts_ns, requester, src)).encode("ascii")
+    rk = _rank_fields(rank, world_size)
+    body = ("%s gen=%d ts=%d by=%s%s src=%s" % (MAGIC, gen, ts_ns, requester, rk, src)).encode("ascii")
     line = b"%s crc=%08x\n" % (body, crc32c(body))
     if len(line) > MAX_LINE_SIZE:
         raise ValueError("snapd: request line of %d bytes exceeds %d" % (len(line), MAX_LINE_SIZE))
@@ -246,8 +268,12 @@ class RequestLog:
             return
         raise OSError(errno.EAGAIN, "snapd: no open WAL segment in %s" % self.wal_dir)
 
-    def append(self, gen, source, ts_ns=None):
-        """Append one request. Raises ValueError for bad input, OSError on I/O."""
+    def append(self, gen, source, ts_ns=None, rank=None, world_size=None):
+        """Append one request. Raises ValueError for bad input, OSError on I/O.
+
+        rank and world_size (both or neither) mark one rank's shard of a
+        sharded generation (the daemon must be configured with ranks:).
+        """
         if self._fd < 0:
             raise ValueError("snapd: RequestLog is closed")
         src = self._escaped.get(source)
@@ -264,7 +290,8 @@ class RequestLog:
         _check_gen(gen)
         if ts_ns < 0 or ts_ns >= 1 << 63:
             raise ValueError("snapd: ts %d out of range" % ts_ns)
-        body = ("%s gen=%d ts=%d by=%s src=%s" % (MAGIC, gen, ts_ns, self.requester, src)).encode("ascii")
+        rk = _rank_fields(rank, world_size)
+        body = ("%s gen=%d ts=%d by=%s%s src=%s" % (MAGIC, gen, ts_ns, self.requester, rk, src)).encode("ascii")
         line = b"%s crc=%08x\n" % (body, crc32c(body))
         if len(line) > MAX_LINE_SIZE:
             raise ValueError("snapd: request line of %d bytes exceeds %d" % (len(line), MAX_LINE_SIZE))
@@ -296,18 +323,19 @@ class RequestLog:
         self.close()
 
 
-def request_snapshot(gen, path, state_dir=".snapd", requester=None, ts_ns=None, log=None):
+def request_snapshot(gen, path, state_dir=".snapd", requester=None, ts_ns=None, log=None, rank=None, world_size=None):
     """Ask snapd to snapshot generation gen published at path.
 
     Appends one line to STATE_DIR/wal. Pass log (a RequestLog) from the hot
     loop to reuse the open segment; without it a RequestLog is opened and
-    closed for this one call.
+    closed for this one call. rank and world_size (both or neither) mark
+    path as rank's shard of a generation written by world_size ranks.
     """
     if log is not None:
-        log.append(gen, path, ts_ns)
+        log.append(gen, path, ts_ns, rank=rank, world_size=world_size)
         return
     with RequestLog(os.path.join(os.fspath(state_dir), "wal"), requester) as lg:
-        lg.append(gen, path, ts_ns)
+        lg.append(gen, path, ts_ns, rank=rank, world_size=world_size)
 
 
 def generation_name(gen, suffix=""):

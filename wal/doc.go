@@ -23,6 +23,7 @@
 // including the newline, fields in this order separated by one space:
 //
 //	snapreq/1 gen=<G> ts=<T> by=<R> src=<S> crc=<C>\n
+//	snapreq/1 gen=<G> ts=<T> by=<R> rank=<K> world_size=<W> src=<S> crc=<C>\n
 //
 //	G  generation: canonical decimal (no sign, no leading zeros),
 //	   1..MaxGen = 999999999999999999 (at most 18 digits). WTXT writes
@@ -40,6 +41,10 @@
 //	   byte may be escaped. S therefore contains no space, and the last
 //	   field boundary is unambiguous.
 //	C  CRC-32C (Castagnoli) of every byte before " crc=", 8 lowercase hex
+//	K, W  (both or neither; issue 16) rank K of a generation written by W
+//	   ranks: canonical decimals, 1 <= W <= MaxWorldSize (65536),
+//	   0 <= K < W. Lines without them, every line written before, are
+//	   ordinary requests (Request.WorldSize 0).
 //
 // Example:
 //

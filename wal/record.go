@@ -32,6 +32,9 @@ const MaxGen = snapshot.MaxGen
 // MaxRequesterLen is the longest requester token.
 const MaxRequesterLen = 64
 
+// MaxWorldSize is the largest world size of a rank request (issue 16).
+const MaxWorldSize = 1 << 16
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Sentinel errors callers branch on.
@@ -59,6 +62,11 @@ type Request struct {
 	Time      time.Time // when it was requested (stored as Unix nanoseconds)
 	Requester string    // who asked: 1..64 of [A-Za-z0-9._:@/+-]
 	Source    string    // path of the published generation (file or directory)
+	// Rank and WorldSize mark one rank's shard of a sharded generation
+	// (written " rank=R world_size=W" before src=); WorldSize 0 (and Rank
+	// 0) is an ordinary request. Otherwise 1 <= WorldSize <= MaxWorldSize
+	// and 0 <= Rank < WorldSize.
+	Rank, WorldSize int
 }
 
 // Pos is a position in the log: a segment number and a byte offset in it.
@@ -154,6 +162,20 @@ func (r Request) validateFields() error {
 	if r.Time.Before(time.Unix(0, 0)) {
 		return fmt.Errorf("%w: time %s before the Unix epoch", ErrInvalidRequest, r.Time)
 	}
+	return checkRank(r.Rank, r.WorldSize)
+}
+
+// checkRank checks a rank request's fields (both zero: not one).
+func checkRank(rank, world int) error {
+	if world == 0 && rank == 0 {
+		return nil
+	}
+	if world < 1 || world > MaxWorldSize {
+		return fmt.Errorf("%w: world size %d out of range 1..%d", ErrInvalidRequest, world, MaxWorldSize)
+	}
+	if rank < 0 || rank >= world {
+		return fmt.Errorf("%w: rank %d out of range 0..%d for world size %d", ErrInvalidRequest, rank, world-1, world)
+	}
 	return nil
 }
 
@@ -181,6 +203,12 @@ func (r Request) appendLine(dst []byte) ([]byte, error) {
 	b = strconv.AppendInt(b, r.Time.UnixNano(), 10)
 	b = append(b, " by="...)
 	b = append(b, r.Requester...)
+	if r.WorldSize > 0 {
+		b = append(b, " rank="...)
+		b = strconv.AppendInt(b, int64(r.Rank), 10)
+		b = append(b, " world_size="...)
+		b = strconv.AppendInt(b, int64(r.WorldSize), 10)
+	}
 	b = append(b, " src="...)
 	for i := 0; i < len(r.Source); i++ {
 		c := r.Source[i]
@@ -269,6 +297,23 @@ func ParseLine(line []byte) (Request, error) {
 		}
 	}
 	r.Requester = string(by)
+	if p.lit(" rank=") {
+		p.i -= len(" rank=")
+		rank, ok := p.field(" rank=", 5)
+		rv, ok2 := parseUint(rank)
+		if !ok || !ok2 {
+			return r, &ParseError{p.i, "bad rank field"}
+		}
+		world, ok := p.field(" world_size=", 5)
+		wv, ok2 := parseUint(world)
+		if !ok || !ok2 {
+			return r, &ParseError{p.i, "bad world_size field (a rank needs one)"}
+		}
+		if wv < 1 || wv > MaxWorldSize || rv >= wv {
+			return r, &ParseError{p.i - len(world), "rank or world_size out of range"}
+		}
+		r.Rank, r.WorldSize = int(rv), int(wv)
+	}
 	if !p.lit(" src=") {
 		return r, &ParseError{p.i, "missing src field"}
 	}

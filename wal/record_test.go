@@ -130,6 +130,7 @@ func FuzzParseLine(f *testing.F) {
 	for _, r := range []Request{
 		{Gen: 123, Time: time.Unix(1760000000, 5), Requester: "trainer:4711", Source: "/data/gens/gen-000123.safetensors"},
 		{Gen: 0, Time: time.Unix(0, 0), Requester: "a", Source: "a b%c\x00"},
+		{Gen: 7, Time: time.Unix(1, 0), Requester: "py:1", Source: "/s/rank-3", Rank: 3, WorldSize: 4},
 	} {
 		line, err := r.appendLine(nil)
 		if err != nil {

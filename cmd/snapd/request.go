@@ -21,6 +21,8 @@ type requestOptions struct {
 	gen       uint64
 	source    string
 	requester string
+	rank      int
+	worldSize int
 }
 
 func newRequestSnapshotCommand(e *env) *cobra.Command {
@@ -37,9 +39,15 @@ of checkpoint files, read as one snapshot. Python trainers can do the same
 without a subprocess with scripts/snapd_trainer.py (publish_generation,
 publish_generation_dir, request_snapshot). Generations are
 1..999999999999999999 (at most 18 decimal digits: what the WTXT writer and
-parser agree on); others are refused.`,
+parser agree on); others are refused.
+
+With --rank R --world-size W the source is rank R's shard of generation N
+of a job written by W ranks (issue 16): the daemon (configured with a
+ranks: section) converts and uploads it as that rank's part, and the
+committer makes the generation's one Git commit once all W parts are in.`,
 		Example: `  snapd request-snapshot --gen 123 --source .snapd/gens/gen-000123.safetensors
-  snapd request-snapshot --gen 124 --source .snapd/gens/gen-000124/`,
+  snapd request-snapshot --gen 124 --source .snapd/gens/gen-000124/
+  snapd request-snapshot --gen 125 --source /data/ckpt/step-125/rank-3.safetensors --rank 3 --world-size 8`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -53,6 +61,9 @@ parser agree on); others are refused.`,
 	fl.Uint64Var(&o.gen, "gen", 0, "generation number")
 	fl.StringVar(&o.source, "source", "", "path of the published generation (file or directory)")
 	fl.StringVar(&o.requester, "requester", "", "who asks, 1..64 of [A-Za-z0-9._:@/+-] (default cli:PID)")
+	fl.IntVar(&o.rank, "rank", -1, "this shard's rank 0..W-1 (with --world-size)")
+	fl.IntVar(&o.worldSize, "world-size", 0, "number of ranks writing the generation, 1..65536 (with --rank)")
+	cmd.MarkFlagsRequiredTogether("rank", "world-size")
 	cmd.MarkFlagRequired("gen")
 	cmd.MarkFlagRequired("source")
 	return cmd
@@ -77,6 +88,12 @@ func runRequestSnapshot(ctx context.Context, e *env, o *requestOptions) error {
 		requester = fmt.Sprintf("cli:%d", os.Getpid())
 	}
 	r := wal.Request{Gen: o.gen, Time: e.now(), Requester: requester, Source: src}
+	if o.worldSize != 0 || o.rank != -1 {
+		r.Rank, r.WorldSize = o.rank, o.worldSize
+		if o.worldSize == 0 {
+			return usageError{fmt.Errorf("--rank needs --world-size")}
+		}
+	}
 	dir := stateWALDir(o.stateDir)
 	// Validate before wal.Append creates anything.
 	if _, err := r.AppendLine(nil); err != nil {
@@ -87,6 +104,10 @@ func runRequestSnapshot(ctx context.Context, e *env, o *requestOptions) error {
 			return usageError{err}
 		}
 		return ioError{err}
+	}
+	if r.WorldSize > 0 {
+		fmt.Fprintf(e.stdout, "requested gen=%d rank=%d world_size=%d src=%s wal=%s\n", o.gen, r.Rank, r.WorldSize, src, dir)
+		return nil
 	}
 	fmt.Fprintf(e.stdout, "requested gen=%d src=%s wal=%s\n", o.gen, src, dir)
 	return nil

@@ -77,6 +77,7 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newCheckoutCommand(e),
 		newVersionCommand(e),
 		newOCICommand(e),
+		newRanksCommand(e),
 	)
 	return root
 }

@@ -78,7 +78,13 @@ It needs no configuration: keys are generated into STATE_DIR/keys on first
 start. --config FILE (strict YAML, see configs/snapd.example.yaml) sets
 everything; flags override it. SIGHUP reloads the config file; SIGTERM and
 SIGINT stop cleanly (the generation in flight is abandoned and handled again
-after a restart). A second daemon on the same state dir refuses to start.`,
+after a restart). A second daemon on the same state dir refuses to start.
+
+With a ranks: section (world_size > 0) the daemon is one node of a sharded
+training job instead: each request is one rank's shard, pushed to
+ranks.repository as a rank manifest; the node with ranks.committer: true
+commits every complete generation to git.remote (README "Sharded training
+jobs", docs/FORMAT.md section 7; snapd ranks status).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sd, sdSet := e.stateDirOverride(cmd)
@@ -299,6 +305,9 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			lock.Release()
 		}
 	}()
+	if c.Ranks.Enabled() {
+		return runRanks(ctx, e, c, log) // issue 16: a node of a sharded job (cmd/snapd/ranks.go)
+	}
 	pc, err := pipelineConfig(c, log)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/verify"
+	"github.com/snapd-ml/snapd/store/oci/ranks"
 )
 
 type verifyRepoOptions struct {
@@ -145,6 +146,10 @@ func runVerifyRepo(ctx context.Context, e *env, o *verifyRepoOptions) error {
 	}
 	if o.seedSet && (o.sample == 0 || o.sample == 1) {
 		return usageError{errors.New("--seed needs --sample F with 0 < F < 1")}
+	}
+	if isRanksLedger(repo, o.branch) { // issue 16
+		return withHint(usageError{fmt.Errorf("%s: branch %s holds multi-rank generations (%s)", o.target, o.branch, ranks.IndexPath)},
+			"verify them with: snapd ranks verify-repo "+o.target+" --oci-repository HOST/NAME --pubkey ALLOWED_SIGNERS")
 	}
 	vo := verify.Options{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix, Since: o.since, TrustedKeys: trusted, MaxObjectBytes: o.maxObjectBytes}
 	if o.oci.repository != "" {

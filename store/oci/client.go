@@ -188,6 +188,24 @@ type PushResult struct {
 // gen-NNNNNN. The manifest is pushed only after every blob is in. name
 // labels the input in errors.
 func (r *Repository) PushWTXT(ctx context.Context, in io.Reader, name string, skel io.Writer, segSize int64) (*PushResult, error) {
+	gen, st, err := r.UploadSegments(ctx, in, name, skel, segSize)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := r.PushManifest(ctx, gen)
+	if err != nil {
+		return nil, err
+	}
+	st.Manifest, st.Tag = desc, Tag(gen.Gen)
+	r.log.Info("oci push", "repository", r.name, "tag", st.Tag, "segments", st.Segments,
+		"uploaded", st.Uploaded, "uploaded_bytes", st.UploadedBytes, "mounted", st.Mounted, "skipped", st.Skipped, "skipped_bytes", st.SkippedBytes)
+	return &PushResult{PushStats: st, Generation: gen}, nil
+}
+
+// UploadSegments is PushWTXT without the manifest: it splits the WTXT,
+// writes the skeleton to skel and uploads the segments the registry lacks.
+// It returns the generation (header values and segments) for a manifest.
+func (r *Repository) UploadSegments(ctx context.Context, in io.Reader, name string, skel io.Writer, segSize int64) (Generation, PushStats, error) {
 	if segSize <= 0 {
 		segSize = wtxt.DefaultSegmentSize
 	}
@@ -257,17 +275,14 @@ func (r *Repository) PushWTXT(ctx context.Context, in io.Reader, name string, sk
 	if werr != nil && ctx.Err() == nil {
 		// A failed upload cancels gctx, which stops Split with a
 		// context error: the upload's error is the cause.
-		return nil, werr
+		return Generation{}, st, werr
 	}
 	if serr != nil {
-		return nil, serr
-	}
-	if werr != nil {
-		return nil, werr
+		return Generation{}, st, serr
 	}
 	h, err := wtxt.ReadHeader(bytes.NewReader(bytes.TrimPrefix(head.buf, []byte(wtxt.SkeletonMagic+"\n"))))
 	if err != nil {
-		return nil, fmt.Errorf("%s: header: %w", name, err)
+		return Generation{}, st, fmt.Errorf("%s: header: %w", name, err)
 	}
 	gen := GenerationFromHeader(h)
 	gen.SegmentSize, gen.Segments = segSize, segs
@@ -275,14 +290,7 @@ func (r *Repository) PushWTXT(ctx context.Context, in io.Reader, name string, sk
 	st.Uploaded, st.UploadedBytes = int(up.Load()), upBytes.Load()
 	st.Skipped, st.SkippedBytes = int(skip.Load()), skipBytes.Load()
 	st.Mounted, st.MountedBytes = int(mnt.Load()), mntBytes.Load()
-	desc, err := r.PushManifest(ctx, gen)
-	if err != nil {
-		return nil, err
-	}
-	st.Manifest, st.Tag = desc, Tag(gen.Gen)
-	r.log.Info("oci push", "repository", r.name, "tag", st.Tag, "segments", st.Segments,
-		"uploaded", st.Uploaded, "uploaded_bytes", st.UploadedBytes, "mounted", st.Mounted, "skipped", st.Skipped, "skipped_bytes", st.SkippedBytes)
-	return &PushResult{PushStats: st, Generation: gen}, nil
+	return gen, st, nil
 }
 
 // PushManifest uploads g's config blob (when missing) and its manifest,

@@ -1,0 +1,504 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/spf13/cobra"
+
+	"github.com/snapd-ml/snapd/configs"
+	"github.com/snapd-ml/snapd/keys"
+	"github.com/snapd-ml/snapd/pipeline"
+	"github.com/snapd-ml/snapd/store/oci/ranks"
+)
+
+// ranksDir is the state of a ranks node inside STATE_DIR.
+const ranksDir = "ranks"
+
+func ranksStatusFile(stateDir string) string {
+	return filepath.Join(stateDir, ranksDir, "committer.json")
+}
+
+// runRanks is `snapd run` with a ranks section (issue 16): this node
+// converts and pushes its rank of every requested generation; with
+// ranks.committer it also commits complete generations to git.remote.
+// It stops on SIGTERM/SIGINT or when ctx ends; everything in flight is
+// redone after a restart (the WAL outcome is written after the push).
+func runRanks(ctx context.Context, e *env, c *configs.Config, log *slog.Logger) error {
+	rc := c.Ranks.WithDefaults()
+	signPath, hmacPath, err := daemonKeys(c, log)
+	if err != nil {
+		return err
+	}
+	sk, err := keys.LoadSigner(signPath)
+	if err != nil {
+		return keyError(err)
+	}
+	hk, err := keys.LoadHMACKey(hmacPath)
+	if err != nil {
+		return keyError(err)
+	}
+	principal := c.Keys.Principal
+	if principal == "" {
+		principal = defaultPrincipal()
+	}
+	if _, err := writeAllowedSigners(filepath.Join(c.StateDir, pipeline.KeysDir), principal, sk.Public().(ed25519.PublicKey)); err != nil {
+		return ioError{fmt.Errorf("allowed_signers: %w", err)}
+	}
+	of := ociFlags{repository: rc.Repository, insecure: rc.Insecure, jobs: 4}
+	repo, err := of.open(e)
+	if err != nil {
+		return err
+	}
+	chain := ranks.ChainID(rc.Job)
+	dir := filepath.Join(c.StateDir, ranksDir)
+	node, err := ranks.NewNode(ranks.NodeOptions{Repo: repo, Chain: chain, SignKey: sk, HMACKey: hk, Formats: newRegistry(),
+		Dir: filepath.Join(dir, "parts"), SegmentSize: rc.SegmentSize, Build: c.Snapshot.Build, Log: log})
+	if err != nil {
+		return ioError{err}
+	}
+	var com *ranks.Committer
+	if rc.Committer {
+		com, err = ranks.NewCommitter(ranks.CommitterOptions{Repo: repo, Chain: chain, WorldSize: rc.WorldSize,
+			Timeout: time.Duration(rc.Timeout), OnTimeout: rc.OnTimeout, IndexKey: sk, Build: c.Snapshot.Build,
+			Ledger: &ranks.Ledger{Dir: filepath.Join(dir, "ledger"), Remote: c.Git.Remote, Branch: c.Git.Branch,
+				SignKeyFile: signPath, Name: "snapd", Email: principal},
+			StateFile: ranksStatusFile(c.StateDir), Log: log})
+		if err != nil {
+			return usageError{err}
+		}
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log.Info("ranks node running", "job", rc.Job, "world_size", rc.WorldSize, "repository", repo.Name(), "committer", rc.Committer,
+		"chain", fmt.Sprintf("%x", chain), "keyid", keys.KeyID(sk.Public().(ed25519.PublicKey)))
+	var wg sync.WaitGroup
+	if com != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			com.Run(ctx, time.Duration(rc.PollInterval), nil)
+		}()
+	}
+	err = ranks.RunNode(ctx, stateWALDir(c.StateDir), node, time.Duration(c.WAL.PollInterval))
+	stop()
+	wg.Wait()
+	if err != nil {
+		return ioError{err}
+	}
+	log.Info("ranks node stopped")
+	return nil
+}
+
+func newRanksCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ranks",
+		Short: "Sharded training jobs: status, verify, assemble and diff of multi-rank generations",
+		Long: `A sharded job runs one "snapd run" per node with a ranks: section in its
+config (world_size, job, repository; one node with committer: true). Each
+node turns its rank's shard (request-snapshot --rank R --world-size W) into
+a rank manifest gen-NNNNNN.rank-R in the OCI registry; the committer makes
+one signed, chained Git commit per generation when all W are in
+(docs/FORMAT.md section 7).`,
+	}
+	cmd.AddCommand(newRanksStatusCommand(e), newRanksVerifyRepoCommand(e), newRanksAssembleCommand(e), newRanksDiffCommand(e), newRanksGCCommand(e))
+	return cmd
+}
+
+func newRanksStatusCommand(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "The committer's view: last committed generation, the pending one and its missing or refused ranks, skipped generations",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sd, err := e.resolveStateDir(cmd)
+			if err != nil {
+				return err
+			}
+			st, err := ranks.ReadStatus(ranksStatusFile(sd))
+			if errors.Is(err, fs.ErrNotExist) {
+				return withHint(ioError{err}, "only the committer node (ranks.committer: true) keeps this status; on other nodes see snapd wal list")
+			}
+			if err != nil {
+				return ioError{err}
+			}
+			if asJSON {
+				b, _ := json.MarshalIndent(st, "", "  ")
+				fmt.Fprintf(e.stdout, "%s\n", b)
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "last committed generation: %d\n", st.LastCommitted)
+			if st.Pending != 0 {
+				state := "waiting"
+				if st.TimedOut {
+					state = "TIMED OUT"
+				}
+				fmt.Fprintf(e.stdout, "pending generation %d (%s since %s): missing ranks %v\n", st.Pending, state, st.PendingSince.Format(time.RFC3339), st.Missing)
+				for r, msg := range st.Invalid {
+					fmt.Fprintf(e.stdout, "  rank %s refused: %s\n", r, msg)
+				}
+			}
+			if len(st.SkippedTotal) > 0 {
+				fmt.Fprintf(e.stdout, "skipped generations (recorded in the ledger): %v\n", st.SkippedTotal)
+			}
+			if st.LastError != "" {
+				fmt.Fprintf(e.stdout, "last error: %s\n", st.LastError)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	return cmd
+}
+
+type ranksRepoOptions struct {
+	oci     ociFlags
+	pubkeys []string
+	branch  string
+	job     string
+	since   string
+	json    bool
+}
+
+// ranksClone returns a local clone of target (a path is used as is).
+func ranksClone(ctx context.Context, target, branch string) (string, func(), error) {
+	if st, err := os.Stat(target); err == nil && st.IsDir() {
+		return target, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "snapd-ranks-")
+	if err != nil {
+		return "", nil, ioError{err}
+	}
+	done := func() { os.RemoveAll(tmp) }
+	dir := filepath.Join(tmp, "repo")
+	out, err := exec.CommandContext(ctx, "git", "clone", "-q", "--branch", branch, "--", target, dir).CombinedOutput()
+	if err != nil {
+		done()
+		return "", nil, ioError{fmt.Errorf("git clone %s: %v: %s", target, err, strings.TrimSpace(string(out)))}
+	}
+	return dir, done, nil
+}
+
+func newRanksVerifyRepoCommand(e *env) *cobra.Command {
+	var o ranksRepoOptions
+	cmd := &cobra.Command{
+		Use:   "verify-repo [PATH|URL] --oci-repository R --pubkey ALLOWED_SIGNERS",
+		Short: "Verify every multi-rank generation of a ledger with public keys only",
+		Long: `Walk the ledger branch oldest first and check each generation's commit and
+tag SSH signatures (git verify-commit/verify-tag with the allowed-signers
+file), its index (grammar, root over the ranks, signature by a trusted key),
+the chain (merkle_prev = the previous commit's merkle_this), generation
+order and recorded gaps (Snapd-Skipped), each rank skeleton against the
+index, and each rank part assembled from the registry and fully verified
+(every chunk, array, sha256_all, merkle, signature by a trusted key).
+--pubkey is an allowed_signers file listing the committer's and every
+node's key. A URL is cloned first. Exit 1 on the first failed check (named:
+commit, file, rank, check).`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target := "."
+			if len(args) == 1 {
+				target = args[0]
+			}
+			return runRanksVerifyRepo(cmd.Context(), e, target, &o)
+		},
+	}
+	addOCIFlags(cmd, &o.oci)
+	f := cmd.Flags()
+	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "allowed_signers file with the committer's and the nodes' keys (required; repeatable)")
+	f.StringVar(&o.branch, "branch", "snapshots", "ledger branch")
+	f.StringVar(&o.job, "job", "", "the job name (ranks.job); when given every generation must carry its chain id")
+	f.StringVar(&o.since, "since", "", "start at this revision (e.g. gen-000120, the oldest kept after snapd ranks gc); its merkle_prev is the trusted anchor")
+	f.BoolVar(&o.json, "json", false, "machine-readable output")
+	return cmd
+}
+
+func runRanksVerifyRepo(ctx context.Context, e *env, target string, o *ranksRepoOptions) error {
+	if len(o.pubkeys) == 0 {
+		return usageError{errors.New("--pubkey ALLOWED_SIGNERS is required")}
+	}
+	var trusted []ed25519.PublicKey
+	for _, p := range o.pubkeys {
+		k, err := keys.LoadPublicKeys(p)
+		if err != nil {
+			return keyError(err)
+		}
+		trusted = append(trusted, k...)
+	}
+	signers, err := filepath.Abs(o.pubkeys[0])
+	if err != nil {
+		return ioError{err}
+	}
+	repo, err := o.oci.open(e)
+	if err != nil {
+		return err
+	}
+	dir, done, err := ranksClone(ctx, target, o.branch)
+	if err != nil {
+		return err
+	}
+	defer done()
+	vo := ranks.VerifyLedgerOptions{Dir: dir, Branch: o.branch, Repo: repo, AllowedSigners: signers, Trusted: trusted, Since: o.since}
+	if o.job != "" {
+		vo.Chain = ranks.ChainID(o.job)
+	}
+	gens, verr := ranks.VerifyLedger(ctx, vo)
+	if o.json {
+		b, _ := json.MarshalIndent(map[string]any{"ok": verr == nil, "generations": gens, "error": errString(verr)}, "", "  ")
+		fmt.Fprintf(e.stdout, "%s\n", b)
+	} else {
+		for _, g := range gens {
+			fmt.Fprintf(e.stdout, "ok gen %d commit %.12s world_size %d arrays %d bytes %d merkle_this %.16s skipped %v\n", g.Gen, g.Commit, g.WorldSize, g.Arrays, g.Bytes, g.MerkleThis, g.Skipped)
+		}
+	}
+	if verr != nil {
+		return registryErr(verr)
+	}
+	if !o.json {
+		fmt.Fprintf(e.stdout, "verified %d multi-rank generations: chain continuous, every rank part verified\n", len(gens))
+	}
+	return nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func newRanksAssembleCommand(e *env) *cobra.Command {
+	var o ranksRepoOptions
+	var gen string
+	cmd := &cobra.Command{
+		Use:   "assemble [PATH|URL] OUTDIR --gen N --oci-repository R",
+		Short: "Rebuild every rank part of a multi-rank generation (rank-R.wtxt) from the ledger and the registry",
+		Long: `Write OUTDIR/rank-R.wtxt for R = 0..W-1: each rank's WTXT byte for byte,
+assembled from its skeleton in the ledger (generation --gen, or the newest)
+and the registry, every chunk hash and blob digest checked; the skeletons
+are first checked against the generation's index. Files are written
+atomically; nothing is left for a rank that fails. Compare two generations
+rank by rank with snapd diff OUTDIR_A/rank-R.wtxt OUTDIR_B/rank-R.wtxt.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) > 2 {
+				return usageError{errors.New("want [PATH|URL] OUTDIR")}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, out := ".", args[0]
+			if len(args) == 2 {
+				target, out = args[0], args[1]
+			}
+			repo, err := o.oci.open(e)
+			if err != nil {
+				return err
+			}
+			dir, done, err := ranksClone(cmd.Context(), target, o.branch)
+			if err != nil {
+				return err
+			}
+			defer done()
+			rev := o.branch
+			if gen != "" {
+				rev = "gen-" + gen
+			}
+			files, err := ranks.AssembleGeneration(cmd.Context(), dir, rev, repo, out)
+			if err != nil {
+				return registryErr(err)
+			}
+			for _, f := range files {
+				fmt.Fprintln(e.stdout, f)
+			}
+			return nil
+		},
+	}
+	addOCIFlags(cmd, &o.oci)
+	cmd.Flags().StringVar(&gen, "gen", "", "generation as DEC6 (e.g. 000003); default the newest on --branch")
+	cmd.Flags().StringVar(&o.branch, "branch", "snapshots", "ledger branch")
+	return cmd
+}
+
+// isRanksLedger reports whether branch (local or origin's) of r holds a
+// multi-rank generation index at its tip.
+func isRanksLedger(r *git.Repository, branch string) bool {
+	for _, name := range []plumbing.ReferenceName{plumbing.NewBranchReferenceName(branch), plumbing.NewRemoteReferenceName("origin", branch)} {
+		ref, err := r.Reference(name, true)
+		if err != nil {
+			continue
+		}
+		c, err := r.CommitObject(ref.Hash())
+		if err != nil {
+			return false
+		}
+		_, err = c.File(ranks.IndexPath)
+		return err == nil
+	}
+	return false
+}
+
+func newRanksDiffCommand(e *env) *cobra.Command {
+	var o ranksRepoOptions
+	var from, to string
+	var md bool
+	cmd := &cobra.Command{
+		Use:   "diff [PATH|URL] --from N --to M --oci-repository R",
+		Short: "Per-array changes between two multi-rank generations, rank by rank",
+		Long: `Assemble every rank part of generations --from and --to (DEC6, e.g. 000003)
+from the ledger and the registry (as snapd ranks assemble does, every hash
+checked) into a temporary directory and print snapd diff's per-array
+report for each rank under a "rank R" heading. Exit 1 when any rank
+differs, 0 when none does. Both generations must have the same world size.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if from == "" || to == "" {
+				return usageError{errors.New("--from and --to are required")}
+			}
+			target := "."
+			if len(args) == 1 {
+				target = args[0]
+			}
+			ctx := cmd.Context()
+			repo, err := o.oci.open(e)
+			if err != nil {
+				return err
+			}
+			dir, done, err := ranksClone(ctx, target, o.branch)
+			if err != nil {
+				return err
+			}
+			defer done()
+			tmp, err := os.MkdirTemp("", "snapd-ranks-diff-")
+			if err != nil {
+				return ioError{err}
+			}
+			defer os.RemoveAll(tmp)
+			fa, err := ranks.AssembleGeneration(ctx, dir, "gen-"+from, repo, filepath.Join(tmp, "a"))
+			if err != nil {
+				return registryErr(err)
+			}
+			fb, err := ranks.AssembleGeneration(ctx, dir, "gen-"+to, repo, filepath.Join(tmp, "b"))
+			if err != nil {
+				return registryErr(err)
+			}
+			if len(fa) != len(fb) {
+				return fmt.Errorf("generation %s has %d ranks, generation %s has %d", from, len(fa), to, len(fb))
+			}
+			differ := false
+			for r := range fa {
+				fmt.Fprintf(e.stdout, "rank %d:\n", r)
+				err := runDiff(ctx, e, &diffOptions{a: fa[r], b: fb[r], md: md})
+				var d errDiffer
+				switch {
+				case errors.As(err, &d):
+					differ = true
+				case err != nil:
+					return fmt.Errorf("rank %d: %w", r, err)
+				}
+			}
+			if differ {
+				return errDiffer{}
+			}
+			return nil
+		},
+	}
+	addOCIFlags(cmd, &o.oci)
+	cmd.Flags().StringVar(&from, "from", "", "older generation, DEC6 (e.g. 000003)")
+	cmd.Flags().StringVar(&to, "to", "", "newer generation, DEC6")
+	cmd.Flags().BoolVar(&md, "markdown", false, "Markdown tables (for a PR comment)")
+	cmd.Flags().StringVar(&o.branch, "branch", "snapshots", "ledger branch")
+	return cmd
+}
+
+func newRanksGCCommand(e *env) *cobra.Command {
+	var o ranksRepoOptions
+	var keep int
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "gc [PATH|URL] --keep K --oci-repository R",
+		Short: "Delete the rank manifests of all but the newest K committed multi-rank generations",
+		Long: `Read the committed generations from the ledger (Snapd-Gen trailers of the
+branch) and delete, through the registry API, every rank manifest
+(gen-NNNNNN.rank-R) of a generation older than the oldest of the newest K:
+committed, skipped or abandoned ones. Newer rank manifests (kept, pending)
+are never touched. Then run the registry's garbage collection (e.g.
+docker-registry garbage-collect CONFIG) to free the blobs; afterwards verify
+with snapd ranks verify-repo --since gen-NNNNNN (the oldest kept).`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if keep < 1 {
+				return usageError{errors.New("--keep must be >= 1")}
+			}
+			target := "."
+			if len(args) == 1 {
+				target = args[0]
+			}
+			ctx := cmd.Context()
+			repo, err := o.oci.open(e)
+			if err != nil {
+				return err
+			}
+			dir, done, err := ranksClone(ctx, target, o.branch)
+			if err != nil {
+				return err
+			}
+			defer done()
+			out, err := exec.CommandContext(ctx, "git", "-C", dir, "log", "--first-parent", "--format=%(trailers:key="+ranks.TrailerGen+",valueonly)", o.branch, "--").Output()
+			if err != nil {
+				return ioError{fmt.Errorf("git log %s: %w", o.branch, err)}
+			}
+			var committed []uint64
+			for _, f := range strings.Fields(string(out)) {
+				var n uint64
+				if _, err := fmt.Sscan(f, &n); err == nil {
+					committed = append(committed, n)
+				}
+			}
+			removed, err := ranks.GC(ctx, repo, committed, keep, dryRun)
+			for _, t := range removed {
+				verb := "deleted"
+				if dryRun {
+					verb = "would delete"
+				}
+				fmt.Fprintf(e.stdout, "%s %s\n", verb, t)
+			}
+			return registryErr(err)
+		},
+	}
+	addOCIFlags(cmd, &o.oci)
+	cmd.Flags().IntVar(&keep, "keep", 0, "committed generations whose rank manifests are kept (>= 1)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list, delete nothing")
+	cmd.Flags().StringVar(&o.branch, "branch", "snapshots", "ledger branch")
+	return cmd
+}

@@ -1,0 +1,288 @@
+package ranks
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/store/oci"
+)
+
+// OnTimeout says what a committer does with a generation that is still
+// missing ranks after CommitterOptions.Timeout.
+const (
+	// OnTimeoutWait keeps the generation pending; later generations wait
+	// behind it (the default: nothing is ever skipped silently).
+	OnTimeoutWait = "wait"
+	// OnTimeoutSkip gives up on it once a later generation is complete,
+	// and records the gap (Snapd-Skipped trailer of the next commit).
+	OnTimeoutSkip = "skip"
+)
+
+// CommitterOptions configure a Committer.
+type CommitterOptions struct {
+	Repo      *oci.Repository
+	Ledger    *Ledger
+	Chain     [32]byte
+	WorldSize int
+	Timeout   time.Duration // default 10m
+	OnTimeout string        // OnTimeoutWait (default) or OnTimeoutSkip
+	IndexKey  ed25519.PrivateKey
+	Build     string // build token of the generation (default "snapd-ranks")
+	// StateFile keeps the pending generation's first-seen time and the
+	// skipped generations across restarts (atomic writes).
+	StateFile string
+	Now       func() time.Time
+	Log       *slog.Logger
+}
+
+// Committer is the one daemon of a job that commits generations: it lists
+// the registry's rank tags, and when all W rank manifests of the next
+// generation are present and valid, makes the generation's one signed,
+// chained Git commit. Exactly one daemon per job is configured as the
+// committer (ranks.committer: true); see docs/FORMAT.md section 7 for why
+// not an election.
+type Committer struct {
+	o   CommitterOptions
+	log *slog.Logger
+}
+
+// Status is what the committer last saw; it is also its state file.
+type Status struct {
+	LastCommitted uint64            `json:"last_committed"`
+	Pending       uint64            `json:"pending,omitempty"`
+	PendingSince  time.Time         `json:"pending_since,omitzero"`
+	Missing       []int             `json:"missing,omitempty"`
+	Invalid       map[string]string `json:"invalid,omitempty"` // rank -> error
+	TimedOut      bool              `json:"timed_out,omitempty"`
+	Skipped       []uint64          `json:"skipped,omitempty"` // since the last commit
+	SkippedTotal  []uint64          `json:"skipped_total,omitempty"`
+	LastError     string            `json:"last_error,omitempty"`
+	Updated       time.Time         `json:"updated"`
+}
+
+// NewCommitter returns a Committer.
+func NewCommitter(o CommitterOptions) (*Committer, error) {
+	if o.Repo == nil || o.Ledger == nil || o.StateFile == "" {
+		return nil, errors.New("ranks committer: Repo, Ledger and StateFile are required")
+	}
+	if o.WorldSize < 1 || o.WorldSize > MaxWorldSize {
+		return nil, fmt.Errorf("ranks committer: world_size %d out of range 1..%d", o.WorldSize, MaxWorldSize)
+	}
+	switch o.OnTimeout {
+	case "":
+		o.OnTimeout = OnTimeoutWait
+	case OnTimeoutWait, OnTimeoutSkip:
+	default:
+		return nil, fmt.Errorf("ranks committer: on_timeout %q: want wait or skip", o.OnTimeout)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	if o.Build == "" {
+		o.Build = "snapd-ranks"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Committer{o: o, log: log}, nil
+}
+
+// ReadStatus reads a committer's state file.
+func ReadStatus(path string) (*Status, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var st Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &st, nil
+}
+
+func (c *Committer) save(st *Status) error {
+	st.Updated = c.o.Now().UTC()
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(c.o.StateFile, append(b, '\n'), 0o644)
+}
+
+// Step runs one round: read the ledger head, list the rank tags, and
+// commit every generation that is complete, in order (skipping timed-out
+// ones when configured). It returns the status after the round; an error
+// is a registry or Git failure (the round is retried by the caller).
+func (c *Committer) Step(ctx context.Context) (*Status, error) {
+	st, err := ReadStatus(c.o.StateFile)
+	if errors.Is(err, os.ErrNotExist) {
+		st, err = &Status{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	serr := c.step(ctx, st)
+	st.LastError = ""
+	if serr != nil {
+		st.LastError = serr.Error()
+	}
+	if err := c.save(st); err != nil {
+		return st, err
+	}
+	return st, serr
+}
+
+func (c *Committer) step(ctx context.Context, st *Status) error {
+	head, err := c.o.Ledger.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	var prev [32]byte
+	var last uint64
+	if head != nil {
+		prev, last = head.MerkleThis, head.GenNumber()
+	}
+	if last > st.LastCommitted || (head == nil && st.LastCommitted != 0) {
+		st.Skipped = nil // they went into the commit that is now the head
+	}
+	st.LastCommitted = last
+	tags, err := c.o.Repo.Tags(ctx)
+	if err != nil {
+		return err
+	}
+	gens := map[uint64]string{}
+	present := map[uint64]map[int]bool{} // ranks with a tag, per generation
+	for _, t := range tags {
+		g, r, ok := ParseRankTag(t)
+		if !ok {
+			continue
+		}
+		if n, _ := genNumber(g); n > last && !slices.Contains(st.Skipped, n) && !slices.Contains(st.SkippedTotal, n) {
+			gens[n] = g
+			if present[n] == nil {
+				present[n] = map[int]bool{}
+			}
+			present[n][r] = true
+		}
+	}
+	order := make([]uint64, 0, len(gens))
+	for n := range gens {
+		order = append(order, n)
+	}
+	slices.Sort(order)
+	for i, n := range order {
+		gen := gens[n]
+		var parts []Part
+		var skels [][]byte
+		var missing []int
+		var invalid map[string]string
+		for r := range c.o.WorldSize {
+			if !present[n][r] {
+				missing = append(missing, r)
+			}
+		}
+		if len(missing) == 0 {
+			// Only now read the W manifests and skeletons (a generation
+			// waiting for its last rank costs one tag list per round).
+			if parts, skels, missing, invalid, err = c.collect(ctx, gen); err != nil {
+				return err
+			}
+		}
+		if len(missing) == 0 && len(invalid) == 0 {
+			ix, err := New(gen, c.o.WorldSize, c.o.Chain, parts, prev, c.o.Build, c.o.IndexKey)
+			if err != nil {
+				return c.pending(st, n, nil, map[string]string{"*": err.Error()}, i+1 < len(order))
+			}
+			if err := c.o.Ledger.Commit(ctx, ix, skels, st.Skipped, head != nil); err != nil {
+				return fmt.Errorf("ledger: commit generation %s: %w", gen, err)
+			}
+			c.log.Info("multi-rank generation committed", "gen", n, "world_size", c.o.WorldSize, "merkle_this", fmt.Sprintf("%x", ix.MerkleThis), "skipped", st.Skipped)
+			head, prev, last = ix, ix.MerkleThis, n
+			st.LastCommitted, st.Skipped = n, nil
+			st.Pending, st.PendingSince, st.Missing, st.Invalid, st.TimedOut = 0, time.Time{}, nil, nil, false
+			continue
+		}
+		if err := c.pending(st, n, missing, invalid, i+1 < len(order)); err != nil {
+			return err
+		}
+		if st.TimedOut && c.o.OnTimeout == OnTimeoutSkip && i+1 < len(order) {
+			c.log.Warn("multi-rank generation skipped after timeout", "gen", n, "missing", missing, "invalid", invalid)
+			st.Skipped = append(st.Skipped, n)
+			st.SkippedTotal = append(st.SkippedTotal, n)
+			st.Pending, st.PendingSince, st.Missing, st.Invalid, st.TimedOut = 0, time.Time{}, nil, nil, false
+			continue
+		}
+		return nil
+	}
+	return nil
+}
+
+// pending records generation n as waiting for ranks.
+func (c *Committer) pending(st *Status, n uint64, missing []int, invalid map[string]string, later bool) error {
+	now := c.o.Now().UTC()
+	if st.Pending != n {
+		st.Pending, st.PendingSince = n, now
+	}
+	st.Missing, st.Invalid = missing, invalid
+	st.TimedOut = now.Sub(st.PendingSince) >= c.o.Timeout
+	if st.TimedOut {
+		c.log.Warn("multi-rank generation pending past its timeout", "gen", n, "since", st.PendingSince, "missing", missing, "invalid", invalid, "on_timeout", c.o.OnTimeout, "later_generations", later)
+	}
+	return nil
+}
+
+// collect fetches and checks every rank of gen. A missing tag is listed in
+// missing, a refused one in invalid (rank -> located error); a registry
+// failure is returned as err.
+func (c *Committer) collect(ctx context.Context, gen string) (parts []Part, skels [][]byte, missing []int, invalid map[string]string, err error) {
+	skels = make([][]byte, c.o.WorldSize)
+	for r := range c.o.WorldSize {
+		p, sk, ferr := FetchPart(ctx, c.o.Repo, gen, r, c.o.WorldSize, c.o.Chain)
+		var re *Error
+		switch {
+		case ferr == nil:
+			parts = append(parts, p)
+			skels[r] = sk
+		case errors.Is(ferr, ErrRankMissing):
+			missing = append(missing, r)
+		case errors.As(ferr, &re):
+			if invalid == nil {
+				invalid = map[string]string{}
+			}
+			invalid[fmt.Sprint(r)] = ferr.Error()
+		default:
+			return nil, nil, nil, nil, ferr
+		}
+	}
+	return parts, skels, missing, invalid, nil
+}
+
+// Run calls Step every poll until ctx ends, logging failures (rate
+// limited by the poll interval).
+func (c *Committer) Run(ctx context.Context, poll time.Duration, after func(time.Duration) <-chan time.Time) {
+	if after == nil {
+		after = time.After
+	}
+	for {
+		if _, err := c.Step(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("ranks committer: round failed; retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-after(poll):
+		}
+	}
+}
