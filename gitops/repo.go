@@ -724,7 +724,11 @@ func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src st
 				prevParts = t
 			}
 		}
-		h, m, err := b.storeParts(f, prevParts, limit)
+		st, err := f.Stat()
+		if err != nil {
+			return fileInfo{}, fmt.Errorf("gitops: %w", err)
+		}
+		h, m, err := b.storeParts(f, st.Size(), prevParts, limit)
 		if err != nil {
 			return fileInfo{}, fmt.Errorf("gitops: split %s: %w", src, err)
 		}
@@ -790,7 +794,7 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 // storeParts splits r into a parts tree. A part whose name, size and
 // SHA-256 equal an entry of the previous MANIFEST reuses the previous blob
 // without hashing or writing it again.
-func (b *builder) storeParts(r io.Reader, prev *object.Tree, limit int64) (plumbing.Hash, *Manifest, error) {
+func (b *builder) storeParts(r io.ReaderAt, size int64, prev *object.Tree, limit int64) (plumbing.Hash, *Manifest, error) {
 	reuse := map[Part]plumbing.Hash{}
 	if prev != nil {
 		if mf, err := prev.File(ManifestName); err == nil && mf.Size <= MaxManifestSize {
@@ -806,17 +810,16 @@ func (b *builder) storeParts(r io.Reader, prev *object.Tree, limit int64) (plumb
 		}
 	}
 	t := newTreeBuilder(nil)
-	m, err := Split(&ctxReader{b.ctx, r}, limit, func(name string, data []byte) error {
-		sum := sha256.Sum256(data)
-		if h, ok := reuse[Part{Name: name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}]; ok {
-			t.set(name, filemode.Regular, h)
+	m, err := Split(b.ctx, r, size, limit, func(p Part, data []byte) error {
+		if h, ok := reuse[p]; ok {
+			t.set(p.Name, filemode.Regular, h)
 			return nil
 		}
 		h, err := b.blob(data)
 		if err != nil {
 			return err
 		}
-		t.set(name, filemode.Regular, h)
+		t.set(p.Name, filemode.Regular, h)
 		return nil
 	})
 	if err != nil {
