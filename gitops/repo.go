@@ -240,6 +240,10 @@ type Repo struct {
 	r   *git.Repository
 }
 
+// packCompression is the zlib level of objects the git CLI packs from
+// snapd's repository (and of the loose objects Repo writes, looseLevel).
+const packCompression = "0"
+
 // OpenRepo opens the bare repository at dir, creating it when dir does not
 // exist or is empty.
 func OpenRepo(dir string, cfg Config) (*Repo, error) {
@@ -254,20 +258,24 @@ func OpenRepo(dir string, cfg Config) (*Repo, error) {
 		return nil, fmt.Errorf("gitops: open repository %s: %w", dir, err)
 	}
 	// WTXT chunks are base64 of high-entropy floats: a changed chunk has
-	// nothing in common with the old one, so go-git's delta search on push
-	// (pack.window, default 10) costs tens of seconds and saves nothing.
-	// snapd owns this repository and turns it off.
-	// The git CLI packs on push: pack.compression=1 (zlib's fastest
-	// level) costs a third of the default's CPU and, on base64 text,
-	// almost nothing in size.
+	// nothing in common with the old one, and a thin pack's delta bases
+	// are appended in full by the receiver's index-pack (--fix-thin), so
+	// git's delta search on push (pack.window, default 10) costs CPU and
+	// saves nothing stored (scripts/bench-git.sh: window 10 gave 1.8x the
+	// first push's CPU and the same remote growth). snapd owns this
+	// repository and turns it off.
+	// Compression: base64 of floats deflates only to ~75%, and inflating
+	// and deflating every changed part (loose write, pack-objects, the
+	// receiver's index-pack) was most of the Git CPU; pack.compression=0
+	// stores zlib blocks uncompressed (see doc.go, "Pushing").
 	gc, err := r.Config()
-	if err == nil && (gc.Pack.Window != 0 || gc.Raw.Section("pack").Option("compression") != "1") {
+	if err == nil && (gc.Pack.Window != 0 || gc.Raw.Section("pack").Option("compression") != packCompression) {
 		gc.Pack.Window = 0
-		gc.Raw.Section("pack").SetOption("compression", "1")
+		gc.Raw.Section("pack").SetOption("compression", packCompression)
 		err = r.SetConfig(gc)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("gitops: repository %s: set pack.window=0, pack.compression=1: %w", dir, err)
+		return nil, fmt.Errorf("gitops: repository %s: set pack.window=0, pack.compression=%s: %w", dir, packCompression, err)
 	}
 	return &Repo{dir: dir, cfg: cfg, r: r}, nil
 }
