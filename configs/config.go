@@ -92,7 +92,9 @@ type Git struct {
 	Branch  string `yaml:"branch"`  // default snapshots
 	Path    string `yaml:"path"`    // directory inside the repository, default snapshots
 	// Layout: auto (split files larger than split_above, the default),
-	// single (one file whatever its size) or split (always part files).
+	// single (one file whatever its size), split (always part files) or
+	// skeleton (text pieces + raw tensor segments, gitops doc "Skeleton
+	// layout").
 	Layout string `yaml:"layout"`
 	// CommitDelta: when the DELTA is committed beside the WTXT: auto (the
 	// default: only with a single-file WTXT; split parts already store
@@ -335,9 +337,9 @@ func (c *Config) Validate() error {
 		return bad("git.path", "%q: must be relative inside the repository", c.Git.Path)
 	}
 	switch c.Git.Layout {
-	case "auto", "single", "split":
+	case "auto", "single", "split", "skeleton":
 	default:
-		return bad("git.layout", "%q: want auto, single or split", c.Git.Layout)
+		return bad("git.layout", "%q: want auto, single, split or skeleton", c.Git.Layout)
 	}
 	switch c.Git.CommitDelta {
 	case "", "auto", "always", "never":

@@ -35,6 +35,9 @@ const (
 	LayoutAuto   Layout = "auto"   // split when the WTXT is larger than SplitThreshold
 	LayoutSingle Layout = "single" // always one file, whatever its size
 	LayoutSplit  Layout = "split"  // always a parts directory
+	// LayoutSkeleton stores the WTXT as skeleton pieces (text: every line
+	// but the base64 ones) and raw segment blobs (doc.go).
+	LayoutSkeleton Layout = "skeleton"
 )
 
 // ParseLayout parses a config value; "" means LayoutAuto.
@@ -42,10 +45,10 @@ func ParseLayout(s string) (Layout, error) {
 	switch Layout(s) {
 	case "", LayoutAuto:
 		return LayoutAuto, nil
-	case LayoutSingle, LayoutSplit:
+	case LayoutSingle, LayoutSplit, LayoutSkeleton:
 		return Layout(s), nil
 	}
-	return "", fmt.Errorf("gitops: layout %q: want auto, single or split", s)
+	return "", fmt.Errorf("gitops: layout %q: want auto, single, split or skeleton", s)
 }
 
 // DeltaPolicy selects when a generation's DELTA is committed beside its
@@ -126,6 +129,10 @@ type Config struct {
 	// delta or sidecar larger than this is split in auto and split layouts.
 	// At most MaxPartLimit; default PartLimit.
 	SplitThreshold int64
+	// SegmentSize is the skeleton layout's target segment size in raw
+	// bytes (default DefaultSegmentSize; a chunk is never cut, and a
+	// chunk over MaxPartLimit is refused).
+	SegmentSize int64
 	// PartLimit is the largest part size, in [MinPartLimit, MaxPartLimit].
 	// Default DefaultPartLimit.
 	PartLimit int64
@@ -159,6 +166,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.AuthorEmail == "" {
 		c.AuthorEmail = DefaultAuthorEmail
+	}
+	if c.SegmentSize == 0 {
+		c.SegmentSize = DefaultSegmentSize
+	}
+	if c.SegmentSize < 0 || c.SegmentSize > MaxPartLimit {
+		return fmt.Errorf("%w: segment size %d outside [1, %d]", ErrConfig, c.SegmentSize, MaxPartLimit)
 	}
 	if c.PartLimit == 0 {
 		c.PartLimit = DefaultPartLimit
@@ -461,7 +474,17 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if r.cfg.Layout == LayoutSplit || r.cfg.Layout == LayoutAuto && st.Size() > r.cfg.SplitThreshold {
 		layout = LayoutSplit
 	}
-	info, err := b.storeFile(dir, prevDir, FileWTXT, g.WTXT, layout == LayoutSplit, r.cfg.PartLimit)
+	var info fileInfo
+	if r.cfg.Layout == LayoutSkeleton && isPlainWTXT(g.WTXT) {
+		layout = LayoutSkeleton
+		info, err = b.storeSkeletonFile(dir, prevDir, g.WTXT, r.cfg.SegmentSize)
+	} else {
+		if r.cfg.Layout == LayoutSkeleton {
+			layout = LayoutSplit // an armored WTXT has no structure to split by
+		}
+		dir.remove(DirWTXTSkel)
+		info, err = b.storeFile(dir, prevDir, FileWTXT, g.WTXT, layout == LayoutSplit, r.cfg.PartLimit)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -469,7 +492,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		h.GenText, h.TS, h.Build, h.SHA256All, h.MerklePrev, h.MerkleThis, layout, info.size, info.sha256)
 	// Optional files.
 	delta := g.Delta
-	if r.cfg.Delta == DeltaNever || r.cfg.Delta == DeltaAuto && layout == LayoutSplit {
+	if r.cfg.Delta == DeltaNever || r.cfg.Delta == DeltaAuto && layout != LayoutSingle {
 		delta = ""
 	}
 	for _, o := range []struct{ name, src string }{{FileDelta, delta}, {FileWSUM, g.WSUM}, {FileSeal, g.Seal}} {
@@ -632,6 +655,8 @@ type builder struct {
 	objects string
 	blobs   int
 	bytes   int64
+	// segsReused counts skeleton segments taken from the previous tree.
+	segsReused int
 }
 
 func (b *builder) encode(enc func(plumbing.EncodedObject) error) (plumbing.Hash, error) {
@@ -744,6 +769,9 @@ func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src st
 		return fileInfo{size: m.Bytes, sha256: m.SHA256}, nil
 	}
 	dir.remove(name + partsSuffix)
+	if name == FileWTXT {
+		dir.remove(DirWTXTSkel)
+	}
 	st, err := f.Stat()
 	if err != nil {
 		return fileInfo{}, fmt.Errorf("gitops: %w", err)
@@ -940,9 +968,12 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 		}
 		return nil
 	}
+	if _, err := dir.Tree(DirWTXTSkel); err == nil {
+		return AssembleSkeletonFS(context.Background(), treeFS{dir}, DirWTXTSkel, w)
+	}
 	parts, err := dir.Tree(DirWTXTParts)
 	if err != nil {
-		return fmt.Errorf("gitops: %s:%s has neither %s nor %s", rev, r.cfg.Path, FileWTXT, DirWTXTParts)
+		return fmt.Errorf("gitops: %s:%s has none of %s, %s, %s", rev, r.cfg.Path, FileWTXT, DirWTXTParts, DirWTXTSkel)
 	}
 	return AssembleFS(treeFS{parts}, ".", w)
 }
