@@ -251,6 +251,11 @@ type Repo struct {
 	cfg Config
 	mu  sync.Mutex
 	r   *git.Repository
+	// segKeys maps the skeleton segments of the last generation this Repo
+	// committed (by wtxt.SegmentKey) to their digests, so the next Commit
+	// reads, decodes and hashes only the segments whose chunks changed.
+	// Empty after a restart: the first Commit then decodes everything.
+	segKeys map[wtxt.SegmentKey][32]byte
 }
 
 // packCompression is the zlib level of objects the git CLI packs from
@@ -454,7 +459,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		return nil, err
 	}
 
-	b := &builder{st: r.r.Storer, ctx: ctx, objects: objectsDir(r.dir)}
+	b := &builder{st: r.r.Storer, ctx: ctx, objects: objectsDir(r.dir), knownSegs: r.segKeys}
 	var prevDir *object.Tree
 	if head != nil {
 		if prevDir, err = head.tree.Tree(r.cfg.Path); errors.Is(err, object.ErrDirectoryNotFound) {
@@ -582,6 +587,11 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if err := r.r.Storer.SetReference(plumbing.NewHashReference(tagRef, tagHash)); err != nil {
 		return nil, fmt.Errorf("gitops: set tag %s: %w", tagName, err)
 	}
+	if layout == LayoutSkeleton {
+		r.segKeys = b.newSegKeys
+	} else {
+		r.segKeys = nil
+	}
 	return &Result{Gen: h.Gen, Commit: commitHash, Tag: tagName, TagObject: tagHash, Layout: layout,
 		BlobsWritten: b.blobs, BytesWritten: b.bytes}, nil
 }
@@ -657,6 +667,9 @@ type builder struct {
 	bytes   int64
 	// segsReused counts skeleton segments taken from the previous tree.
 	segsReused int
+	// knownSegs are the previous generation's segment keys (Repo.segKeys);
+	// newSegKeys this generation's.
+	knownSegs, newSegKeys map[wtxt.SegmentKey][32]byte
 }
 
 func (b *builder) encode(enc func(plumbing.EncodedObject) error) (plumbing.Hash, error) {

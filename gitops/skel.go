@@ -55,6 +55,8 @@ func segName(d [32]byte) (dir, name string) {
 // is reused without being hashed for Git or written. The skeleton is cut
 // into pieces (cutSkeleton) stored like split parts, with a MANIFEST.
 func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSize int64) (plumbing.Hash, fileInfo, error) {
+	// The array names for cutting the skeleton (structure lines only:
+	// cheap next to the split).
 	x, err := wtxt.ReadIndex(b.ctx, "", f, size)
 	if err != nil {
 		return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: %w", ErrSkeleton, err)
@@ -72,42 +74,91 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 		}
 	}
 	segTrees := map[string]*treeBuilder{}
-	var reused, written int
-	sink := func(ctx context.Context, s wtxt.Segment, data []byte) error {
-		dir, name := segName(s.Digest)
+	var reused int
+	put := func(d [32]byte) (*treeBuilder, string, bool) {
+		dir, name := segName(d)
 		t := segTrees[dir]
 		if t == nil {
 			t = newTreeBuilder(nil)
 			segTrees[dir] = t
 		}
-		if _, ok := t.entries[name]; ok {
-			return nil // the same bytes twice in this generation
-		}
+		_, have := t.entries[name]
+		return t, name, have
+	}
+	prevSeg := func(d [32]byte) (plumbing.Hash, bool) {
+		dir, name := segName(d)
 		if pt := prevSegs[dir]; pt != nil {
 			if e, err := pt.FindEntry(name); err == nil && e.Mode == filemode.Regular {
-				t.set(name, filemode.Regular, e.Hash)
-				reused++
-				return nil
+				return e.Hash, true
 			}
+		}
+		return plumbing.ZeroHash, false
+	}
+	sink := func(ctx context.Context, s wtxt.Segment, data []byte) error {
+		t, name, have := put(s.Digest)
+		if have {
+			return nil // the same bytes twice in this generation
+		}
+		if h, ok := prevSeg(s.Digest); ok {
+			t.set(name, filemode.Regular, h)
+			reused++
+			return nil
 		}
 		h, err := b.blob(data)
 		if err != nil {
 			return err
 		}
 		t.set(name, filemode.Regular, h)
-		written++
 		return nil
 	}
-	all := sha256.New()
+	// A segment whose chunks the previous generation had is known by its
+	// key: not read, not decoded, its blob taken from the previous tree.
+	known := func(k wtxt.SegmentKey) ([32]byte, bool) {
+		d, ok := b.knownSegs[k]
+		if ok {
+			_, ok = prevSeg(d)
+		}
+		return d, ok
+	}
+	// The whole file's SHA-256 (generation.txt's wtxt_sha256), on the
+	// side: the split itself reads only the changed segments' lines.
+	type sum struct {
+		h   []byte
+		err error
+	}
+	sumc := make(chan sum, 1)
+	go func() {
+		h := sha256.New()
+		_, err := io.Copy(h, &ctxReader{b.ctx, io.NewSectionReader(f, 0, size)})
+		sumc <- sum{h.Sum(nil), err}
+	}()
 	var skel limitedWriter
 	skel.limit = maxSkeleton
-	segs, err := wtxt.Split(b.ctx, io.TeeReader(io.NewSectionReader(f, 0, size), all), &skel, sink,
+	segs, keys, err := wtxt.SplitIndexed(b.ctx, f, size, &skel, sink, known,
 		wtxt.SplitOptions{SegmentSize: segSize, MaxSegment: MaxPartLimit, File: f.Name()})
+	whole := <-sumc
+	if err == nil {
+		err = whole.err
+	}
 	if err != nil {
 		return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: %w", ErrSkeleton, err)
 	}
 	if skel.over {
 		return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: skeleton larger than %d bytes", ErrSkeleton, maxSkeleton)
+	}
+	b.newSegKeys = make(map[wtxt.SegmentKey][32]byte, len(segs))
+	for i, s := range segs {
+		b.newSegKeys[keys[i]] = s.Digest
+		t, name, have := put(s.Digest)
+		if have {
+			continue
+		}
+		h, ok := prevSeg(s.Digest)
+		if !ok {
+			return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: segment %s was neither written nor found in the previous tree", ErrSkeleton, name)
+		}
+		t.set(name, filemode.Regular, h)
+		reused++
 	}
 	dir := newTreeBuilder(nil)
 	var prevPieces map[Part]plumbing.Hash
@@ -154,7 +205,7 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 		return plumbing.ZeroHash, fileInfo{}, err
 	}
 	b.segsReused += reused
-	return h, fileInfo{size: size, sha256: hex.EncodeToString(all.Sum(nil))}, nil
+	return h, fileInfo{size: size, sha256: hex.EncodeToString(whole.h)}, nil
 }
 
 // storeSkeletonFile stores the WTXT at src as DirWTXTSkel in dir,

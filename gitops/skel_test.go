@@ -44,6 +44,22 @@ func TestCommitSkeletonLayout(t *testing.T) {
 		}
 		results = append(results, res)
 	}
+	// A Repo reopened for every commit has no segment keys (it decodes
+	// every segment); the commits are the same.
+	fresh := filepath.Join(dir, "fresh.git")
+	for i, p := range chain.paths {
+		rf, err := OpenRepo(fresh, Config{SigningKey: key, Layout: LayoutSkeleton, SegmentSize: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := rf.Commit(ctx, Generation{WTXT: p})
+		if err != nil {
+			t.Fatalf("fresh gen %d: %v", i+1, err)
+		}
+		if res.Commit != results[i].Commit {
+			t.Fatalf("gen %d: commit %s with segment keys, %s without", i+1, results[i].Commit, res.Commit)
+		}
+	}
 	for i, res := range results {
 		var out bytes.Buffer
 		if err := r.WriteWTXT(res.Tag, &out); err != nil {
