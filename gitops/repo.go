@@ -981,8 +981,14 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 		}
 		return nil
 	}
-	if _, err := dir.Tree(DirWTXTSkel); err == nil {
-		return AssembleSkeletonFS(context.Background(), treeFS{dir}, DirWTXTSkel, w)
+	if t1, err := dir.Tree(DirWTXTSkel); err == nil {
+		// Two instances of the tree: go-git's Tree is not safe for
+		// concurrent use, and pieces and segments are read concurrently.
+		t2, err := dir.Tree(DirWTXTSkel)
+		if err != nil {
+			return fmt.Errorf("gitops: %s: %w", DirWTXTSkel, err)
+		}
+		return assembleSkeleton(context.Background(), treeFS{t1}, treeFS{t2}, w)
 	}
 	parts, err := dir.Tree(DirWTXTParts)
 	if err != nil {

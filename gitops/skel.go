@@ -398,21 +398,28 @@ func (t treeBlobs) OpenBlob(_ context.Context, s wtxt.Segment) (io.ReadCloser, e
 // of fsys to w: the skeleton from its pieces (every piece's size and
 // SHA-256 and the whole skeleton's checked against the MANIFEST), then
 // wtxt.Assemble with the segment blobs (every chunk's sha256 and crc32c
-// and every blob's length and digest checked). On error what was written
-// to w must be discarded.
+// and every blob's length and digest checked). The pieces and the blobs
+// are read concurrently, so fsys must allow that (os.DirFS and MapFS do).
+// On error what was written to w must be discarded.
 func AssembleSkeletonFS(ctx context.Context, fsys fs.FS, dir string, w io.Writer) error {
 	sub, err := fs.Sub(fsys, dir)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSkeleton, err)
 	}
+	return assembleSkeleton(ctx, sub, sub, w)
+}
+
+// assembleSkeleton reads the pieces from pieces and the segments from
+// blobs (two views of one skeleton directory, used from two goroutines).
+func assembleSkeleton(ctx context.Context, pieces, blobs fs.FS, w io.Writer) error {
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		err := AssembleFS(sub, ".", pw)
+		err := AssembleFS(pieces, ".", pw)
 		pw.CloseWithError(err)
 		errc <- err
 	}()
-	_, err = wtxt.AssembleNamed(ctx, pr, DirWTXTSkel, treeBlobs{sub}, w)
+	_, err := wtxt.AssembleNamed(ctx, pr, DirWTXTSkel, treeBlobs{blobs}, w)
 	if err == nil {
 		// What follows endwtxt (nothing, for a sound skeleton), then the
 		// MANIFEST's verdict on the whole skeleton.
