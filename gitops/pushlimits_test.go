@@ -46,8 +46,16 @@ func TestPushBoundsPackMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pushes := 0
+	pushes, receives := 0, 0
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if strings.HasSuffix(l, " receive-pack "+remote) {
+			receives++ // the wrapper, run as the local remote's receive-pack
+			for i := 1; i < len(pushMemoryLimits); i += 2 {
+				if !strings.Contains(l, "-c "+pushMemoryLimits[i]+" ") {
+					t.Errorf("receive-pack runs without -c %s: %s", pushMemoryLimits[i], l)
+				}
+			}
+		}
 		if !strings.Contains(l, " push --porcelain") {
 			continue
 		}
@@ -56,10 +64,13 @@ func TestPushBoundsPackMemory(t *testing.T) {
 			if !strings.Contains(l, "-c "+pushMemoryLimits[i]+" ") {
 				t.Errorf("push command lacks -c %s: %s", pushMemoryLimits[i], l)
 			}
+			if !strings.Contains(l, "'-c' '"+pushMemoryLimits[i]+"'") {
+				t.Errorf("the local receive-pack lacks -c %s: %s", pushMemoryLimits[i], l)
+			}
 		}
 	}
-	if pushes != len(res) {
-		t.Fatalf("%d push commands logged, want %d:\n%s", pushes, len(res), data)
+	if pushes != len(res) || receives != len(res) {
+		t.Fatalf("%d push and %d receive-pack commands logged, want %d:\n%s", pushes, receives, len(res), data)
 	}
 }
 
