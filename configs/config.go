@@ -101,7 +101,9 @@ type Git struct {
 	BaseBranch string `yaml:"base_branch"`
 	Path       string `yaml:"path"` // directory inside the repository, default snapshots
 	// Layout: auto (split files larger than split_above, the default),
-	// single (one file whatever its size) or split (always part files).
+	// single (one file whatever its size), split (always part files) or
+	// segments (text pieces + raw tensor segments in Git, gitops doc
+	// "Segments layout"; not the OCI skeleton layout of store.oci).
 	Layout string `yaml:"layout"`
 	// CommitDelta: when the DELTA is committed beside the WTXT: auto (the
 	// default: only with a single-file WTXT; split parts already store
@@ -357,9 +359,9 @@ func (c *Config) Validate() error {
 		return bad("git.path", "%q: must be relative inside the repository", c.Git.Path)
 	}
 	switch c.Git.Layout {
-	case "auto", "single", "split":
+	case "auto", "single", "split", "segments":
 	default:
-		return bad("git.layout", "%q: want auto, single or split", c.Git.Layout)
+		return bad("git.layout", "%q: want auto, single, split or segments", c.Git.Layout)
 	}
 	switch c.Git.CommitDelta {
 	case "", "auto", "always", "never":

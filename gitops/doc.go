@@ -16,6 +16,8 @@
 //	<path>/current.wtxt.skel[.parts]  the skeleton layout (tensor bytes in an
 //	                                  OCI registry, Generation.Skeleton;
 //	                                  docs/FORMAT.md §6)
+//	<path>/current.wtxt.segs/         the segments layout: MANIFEST + *.part
+//	                                  (skeleton text) + seg/<hh>/<sha256>.seg
 //	<path>/current.wtxtdelta[.parts]  DELTA v2 from the previous generation (optional)
 //	<path>/current.wsum               WSUM (optional; required for root_pending)
 //	<path>/current.wseal              seal sidecar (optional)
@@ -38,7 +40,7 @@
 // checkout is byte-identical even with core.autocrlf=true.
 //
 // generation.txt holds gen, ts, build, sha256_all, merkle_prev, merkle_this,
-// layout (single|split|skeleton), wtxt_bytes and wtxt_sha256 (SHA-256 of
+// layout (single|split|segments|skeleton), wtxt_bytes and wtxt_sha256 (SHA-256 of
 // the whole WTXT file; skel_bytes and skel_sha256 of the skeleton file in
 // the skeleton layout, followed by oci_repository and oci_manifest), then <ext>_bytes and <ext>_sha256 for each optional file
 // present (wtxtdelta, wsum, wseal).
@@ -135,6 +137,39 @@
 // blob.<n6>.part files after the last LF that fits in a part, or exactly at
 // the limit when a part would hold no LF.
 //
+// # Segments layout
+//
+// With Config.Layout "segments" (config git.layout: segments) a plain WTXT
+// is stored as its skeleton (formats/wtxt: every line but the base64
+// lines, plus one `seg` line per segment) and the segments' raw bytes:
+//
+//	current.wtxt.segs/MANIFEST             the pieces, as for split parts
+//	current.wtxt.segs/0000-header.part     skeleton lines before the first arr
+//	current.wtxt.segs/<A>.head.part        arr (+ idx) line
+//	current.wtxt.segs/<A>.s<ix6>.part      64 seg blocks (seg, ch, endch
+//	                                       lines) from the segment whose first
+//	                                       chunk is ix; the last ends with endarr
+//	current.wtxt.segs/9999-trailer.part    audit, endwtxt
+//	current.wtxt.segs/seg/<hh>/<hex64>.seg one raw segment per distinct SHA-256
+//
+// Segments are runs of whole chunks of one array of about
+// Config.SegmentSize raw bytes (default 64 KiB, cut greedily from chunk 0,
+// so the boundaries repeat while the geometry does). Commit runs
+// wtxt.SplitIndexed: the structure from wtxt.ReadIndex, every new segment
+// decoded and checked (base64 shape, parity, sha256, crc32c) and stored
+// as a blob; a segment whose chunks' ch lines equal those of a segment of
+// the generation this Repo committed last (wtxt.SegmentKey) is neither
+// read nor decoded, and its blob comes from the previous tree (the bytes
+// committed are those its ch lines name). Only new segments, the pieces
+// holding changed ch lines, the header and changed arr pieces, MANIFEST,
+// generation.txt and the trees above them are new objects, and segments
+// hold raw bytes (no base64, nothing for zlib to gain), so a generation
+// costs about the changed chunks' raw size in the repository. git diff
+// between two generations' *.part shows the changed ch lines. WriteWTXT
+// reassembles the WTXT byte for byte (AssembleSkeletonFS: MANIFEST,
+// then wtxt.Assemble checking every chunk and segment). An age-armored
+// WTXT has no structure to split and is stored as split parts.
+//
 // # Pushing
 //
 // A Pusher publishes one generation (PushRequest: branch, commit, tag).
@@ -180,10 +215,22 @@
 // on the server leaves objects/tmp_objdir-incoming-* there for its
 // operator (or git gc, after gc.pruneExpire) to remove.
 //
-// Repo sets pack.window=0 (the split layout's changed parts are whole
-// chunks with nothing in common with their previous version: window 10
-// cost 2.4x the push CPU for the same remote growth in
-// scripts/bench-git.sh) and pack.compression=1.
+// Repo sets pack.window=0 and pack.compression=0 and writes its loose
+// objects with zlib stored blocks: changed parts are whole chunks, a thin
+// pack's delta bases are appended in full by the receiver (index-pack
+// --fix-thin), and base64 deflates only to ~75%, while inflating and
+// deflating every new object in the daemon, pack-objects and the
+// receiver's index-pack was most of the Git CPU (scripts/bench-git.sh,
+// 50 MB model, 2% uniform change: window 10 cost 1.8x the first push's
+// CPU for the same remote growth; level 0 instead of 1 cut the
+// daemon's CPU per generation from 3.1 to 2.0 s for 1.3x the remote
+// growth; the segments layout's raw segments do not compress anyway).
+// The git push child also gets -c pack.threads=1, pack.windowMemory=32m,
+// pack.deltaCacheSize=16m, core.deltaBaseCacheLimit=16m,
+// core.bigFileThreshold=16m, core.packedGitWindowSize=16m and
+// core.packedGitLimit=128m (pushMemoryLimits), so its memory does not
+// grow with the generation; git does not pass them to a local remote's
+// receive-pack, which, like a server, follows its own configuration.
 //
 // Errors are *PushError with Kind ErrRetryable (network, timeouts, HTTP
 // 5xx/408/429, unknown errors) or one that needs a person: ErrAuth (HTTP

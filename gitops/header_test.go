@@ -2,6 +2,7 @@ package gitops
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -28,12 +29,16 @@ func TestParseHeader(t *testing.T) {
 		"bad root":     strings.Replace(s, "merkle_this="+mt, "merkle_this=xyz", 1),
 		"empty":        "",
 		"truncated":    s[:30],
-		"long line":    "WTXT 1\n" + strings.Repeat("x", maxHeaderLine+1) + "\n",
+		"long line":    "WTXT 1\n" + strings.Repeat("x", 64<<10+1) + "\n",
 		"root missing": strings.Replace(s, "\nroot ", "\nrxot ", 1),
 	}
+	bad["secret first line"] = "SECRET-CONTENT-7f3a\n" + s
 	for name, in := range bad {
-		if _, err := ParseHeader(strings.NewReader(in)); !errors.Is(err, ErrHeader) {
+		_, err := ParseHeader(strings.NewReader(in))
+		if !errors.Is(err, ErrHeader) {
 			t.Errorf("%s: %v", name, err)
+		} else if strings.Contains(err.Error(), "SECRET-CONTENT") {
+			t.Errorf("%s: error quotes the file: %v", name, err)
 		}
 	}
 	// root_pending + WSUM.
@@ -42,7 +47,7 @@ func TestParseHeader(t *testing.T) {
 	if err != nil || !hp.Pending || hp.SHA256All != "" {
 		t.Fatalf("pending: %+v %v", hp, err)
 	}
-	wsum := "WSUM 1 sha256_all=" + h.SHA256All + " merkle_prev=" + h.MerklePrev + " merkle_this=" + h.MerkleThis + " sign=AAAA\n"
+	wsum := "WSUM 1 sha256_all=" + h.SHA256All + " merkle_prev=" + h.MerklePrev + " merkle_this=" + h.MerkleThis + " sign=" + base64.StdEncoding.EncodeToString(make([]byte, 64)) + "\n"
 	if err := ParseWSUM(strings.NewReader(wsum), hp); err != nil || hp.MerkleThis != mt {
 		t.Fatalf("wsum: %+v %v", hp, err)
 	}

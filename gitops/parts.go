@@ -1,8 +1,8 @@
 package gitops
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -92,7 +92,7 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	var m Manifest
 	f := strings.Split(lines[0], " ")
 	if len(f) != 5 || f[0]+" "+f[1] != manifestMagic {
-		return nil, fmt.Errorf("%w: MANIFEST line 1: want %q header, got %q", ErrParts, manifestMagic, truncate([]byte(lines[0])))
+		return nil, fmt.Errorf("%w: MANIFEST line 1: want a %q header", ErrParts, manifestMagic)
 	}
 	bytesV, ok1 := strings.CutPrefix(f[2], "bytes=")
 	shaV, ok2 := strings.CutPrefix(f[3], "sha256=")
@@ -100,7 +100,7 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	total, err1 := parseDec(bytesV)
 	n, err2 := parseDec(partsV)
 	if !ok1 || !ok2 || !ok3 || err1 != nil || err2 != nil || !wtxt.IsHex64(shaV) {
-		return nil, fmt.Errorf("%w: MANIFEST line 1: bad header %q", ErrParts, truncate([]byte(lines[0])))
+		return nil, fmt.Errorf("%w: MANIFEST line 1: bad header (want bytes=<dec> sha256=<hex64> parts=<dec>)", ErrParts)
 	}
 	if n != int64(len(lines)-1) {
 		return nil, fmt.Errorf("%w: MANIFEST: header says %d parts, file lists %d", ErrParts, n, len(lines)-1)
@@ -117,13 +117,13 @@ func ParseManifest(data []byte) (*Manifest, error) {
 		size, err := parseDec(f[1])
 		switch {
 		case !validPartName(f[0]):
-			return nil, fmt.Errorf("%w: MANIFEST line %d: bad part name %q", ErrParts, i+2, truncate([]byte(f[0])))
+			return nil, fmt.Errorf("%w: MANIFEST line %d: bad part name (want [A-Za-z0-9_.-]+.part, at most %d bytes, no leading dot)", ErrParts, i+2, maxPartName)
 		case seen[f[0]]:
-			return nil, fmt.Errorf("%w: MANIFEST line %d: duplicate part %q", ErrParts, i+2, f[0])
+			return nil, fmt.Errorf("%w: MANIFEST line %d: duplicate part %s", ErrParts, i+2, f[0])
 		case err != nil:
-			return nil, fmt.Errorf("%w: MANIFEST line %d: bad size %q", ErrParts, i+2, truncate([]byte(f[1])))
+			return nil, fmt.Errorf("%w: MANIFEST line %d: bad size (want a canonical decimal)", ErrParts, i+2)
 		case !wtxt.IsHex64(f[2]):
-			return nil, fmt.Errorf("%w: MANIFEST line %d: bad sha256 %q", ErrParts, i+2, truncate([]byte(f[2])))
+			return nil, fmt.Errorf("%w: MANIFEST line %d: bad sha256 (want 64 lowercase hex digits)", ErrParts, i+2)
 		}
 		seen[f[0]] = true
 		if sum += size; sum < 0 || sum > total {
@@ -182,29 +182,34 @@ func arrayPartPrefix(name string) string {
 	return string(b) + "." + hex.EncodeToString(sum[:4])
 }
 
-// Split cuts the file read from r into parts of at most limit bytes (see
-// doc.go for the naming and cutting rules) and calls emit for each part in
-// concatenation order. emit must not retain data after it returns. Split
-// returns the manifest; the caller stores it as MANIFEST next to the parts.
+// Split cuts the file r of the given size into parts of at most limit
+// bytes (see doc.go for the naming and cutting rules) and calls emit for
+// each part in concatenation order, with its MANIFEST entry. emit must not
+// retain data after it returns. Split returns the manifest; the caller
+// stores it as MANIFEST next to the parts.
 //
 // Input starting with the line "WTXT 1" is cut at array/chunk boundaries
-// and must be structurally valid (arr/idx/ch/endch/endarr/endwtxt lines,
-// base64 line counts matching `lines=`); anything else (a DELTA, an
-// age-armored WTXT) is cut after the last LF that fits in a part, or at the
-// limit when a part holds no LF.
-func Split(r io.Reader, limit int64, emit func(name string, data []byte) error) (*Manifest, error) {
+// found by wtxt.ReadIndex (the one reading of the WTXT structure), so it
+// must be structurally valid WTXT; anything else (a DELTA, an age-armored
+// WTXT) is cut after the last LF that fits in a part, or at the limit when
+// a part holds no LF. Every part is a contiguous byte range of r, read once.
+func Split(ctx context.Context, r io.ReaderAt, size, limit int64, emit func(p Part, data []byte) error) (*Manifest, error) {
 	if limit < MinPartLimit || limit > MaxPartLimit {
 		return nil, fmt.Errorf("%w: part limit %d outside [%d, %d]", ErrParts, limit, MinPartLimit, MaxPartLimit)
 	}
-	s := &splitter{br: bufio.NewReaderSize(r, maxLine), limit: limit, emit: emit, all: sha256.New(), names: map[string]bool{}}
-	head, err := s.br.Peek(len("WTXT 1\n"))
+	if size < 0 {
+		return nil, fmt.Errorf("%w: negative size %d", ErrParts, size)
+	}
+	s := &splitter{ctx: ctx, r: r, limit: limit, emit: emit, all: sha256.New(), names: map[string]bool{}}
+	var head [len(wtxtMagic)]byte
+	n, err := r.ReadAt(head[:], 0)
 	if err != nil && err != io.EOF {
 		return nil, fmt.Errorf("gitops: split: read: %w", err)
 	}
-	if string(head) == "WTXT 1\n" {
-		err = s.structured()
+	if string(head[:n]) == wtxtMagic {
+		err = s.structured(size)
 	} else {
-		err = s.generic()
+		err = s.generic(size)
 	}
 	if err != nil {
 		return nil, err
@@ -213,70 +218,48 @@ func Split(r io.Reader, limit int64, emit func(name string, data []byte) error) 
 	return &s.m, nil
 }
 
+const wtxtMagic = "WTXT 1\n"
+
+// splitter accumulates the current part as the byte range [start, end) of
+// r and reads it when the part is complete.
 type splitter struct {
-	br     *bufio.Reader
-	limit  int64
-	emit   func(string, []byte) error
-	all    hash.Hash
-	names  map[string]bool
-	m      Manifest
-	buf    bytes.Buffer
-	name   string
-	lineNo int
-	peeked []byte
-}
-
-func (s *splitter) peekLine() ([]byte, error) {
-	if s.peeked != nil {
-		return s.peeked, nil
-	}
-	l, err := s.br.ReadSlice('\n')
-	switch {
-	case err == bufio.ErrBufferFull:
-		return nil, fmt.Errorf("%w: line %d longer than %d bytes", ErrParts, s.lineNo+1, maxLine)
-	case err == io.EOF && len(l) > 0:
-		return nil, fmt.Errorf("%w: line %d: missing final LF", ErrParts, s.lineNo+1)
-	case err == io.EOF:
-		return nil, io.EOF
-	case err != nil:
-		return nil, fmt.Errorf("gitops: split: read line %d: %w", s.lineNo+1, err)
-	}
-	s.peeked = l
-	return l, nil
-}
-
-// next returns the next line (valid until the following read) or io.EOF.
-func (s *splitter) next() ([]byte, error) {
-	l, err := s.peekLine()
-	if err != nil {
-		return nil, err
-	}
-	s.peeked = nil
-	s.lineNo++
-	return l, nil
+	ctx        context.Context
+	r          io.ReaderAt
+	limit      int64
+	emit       func(Part, []byte) error
+	all        hash.Hash
+	names      map[string]bool
+	m          Manifest
+	buf        []byte
+	name       string
+	start, end int64
 }
 
 // fits reports whether n more bytes fit in the current part.
-func (s *splitter) fits(n int) bool { return int64(s.buf.Len()+n) <= s.limit }
+func (s *splitter) fits(n int64) bool { return s.end-s.start+n <= s.limit }
 
-// add appends a line to the current part.
-func (s *splitter) add(l []byte) error {
-	if !s.fits(len(l)) {
-		return fmt.Errorf("%w: line %d: part %s would exceed %d bytes", ErrParts, s.lineNo, s.name, s.limit)
+// extend adds the byte range [s.end, to) to the current part.
+func (s *splitter) extend(to int64, what string) error {
+	if to < s.end {
+		return fmt.Errorf("%w: %s: range ends at %d before %d", ErrParts, what, to, s.end)
 	}
-	s.buf.Write(l)
+	if !s.fits(to - s.end) {
+		return fmt.Errorf("%w: %s: part %s would exceed %d bytes", ErrParts, what, s.name, s.limit)
+	}
+	s.end = to
 	return nil
 }
 
-func (s *splitter) start(name string) error {
+// begin flushes the current part and starts part name at offset at.
+func (s *splitter) begin(name string, at int64) error {
 	if err := s.flush(); err != nil {
 		return err
 	}
 	if s.names[name] {
-		return fmt.Errorf("%w: line %d: part name %s produced twice (array names collide after sanitizing)", ErrParts, s.lineNo, name)
+		return fmt.Errorf("%w: offset %d: part name %s produced twice (array names collide after sanitizing)", ErrParts, at, name)
 	}
 	s.names[name] = true
-	s.name = name
+	s.name, s.start, s.end = name, at, at
 	return nil
 }
 
@@ -284,245 +267,172 @@ func (s *splitter) flush() error {
 	if s.name == "" {
 		return nil
 	}
-	data := s.buf.Bytes()
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	n := s.end - s.start
+	if int64(cap(s.buf)) < n {
+		s.buf = make([]byte, n)
+	}
+	data := s.buf[:n]
+	if k, err := s.r.ReadAt(data, s.start); int64(k) != n {
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("gitops: split: part %s: read %d bytes at offset %d: %w", s.name, n, s.start, err)
+	}
 	sum := sha256.Sum256(data)
 	s.all.Write(data)
-	s.m.Parts = append(s.m.Parts, Part{Name: s.name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])})
-	s.m.Bytes += int64(len(data))
-	err := s.emit(s.name, data)
-	s.buf.Reset()
+	p := Part{Name: s.name, Size: n, SHA256: hex.EncodeToString(sum[:])}
+	s.m.Parts = append(s.m.Parts, p)
+	s.m.Bytes += n
+	err := s.emit(p, data)
 	s.name = ""
 	return err
 }
 
 // generic cuts arbitrary bytes: each part ends after the last LF that fits,
-// or exactly at the limit when the part would hold no LF.
-func (s *splitter) generic() error {
-	buf := make([]byte, 0, min(s.limit, 1<<20))
-	carry := []byte(nil)
-	n := 0
-	eof := false
-	for {
-		// Fill the current part up to the limit.
-		s.buf.Reset()
-		s.buf.Write(carry)
-		carry = carry[:0]
-		for !eof && int64(s.buf.Len()) < s.limit {
-			want := min(int64(cap(buf)), s.limit-int64(s.buf.Len()))
-			k, err := io.ReadFull(s.br, buf[:want])
-			s.buf.Write(buf[:k])
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				eof = true
-			} else if err != nil {
-				return fmt.Errorf("gitops: split: read: %w", err)
+// or exactly at the limit when the part would hold no LF. The LF is looked
+// for backwards from the limit in 64 KiB windows.
+func (s *splitter) generic(size int64) error {
+	w := make([]byte, min(64<<10, s.limit))
+	for off, n := int64(0), 0; off < size; n++ {
+		end := min(off+s.limit, size)
+		if end < size {
+			cut, found := end, false
+			for hi := end; hi > off && !found; {
+				lo := max(off, hi-int64(len(w)))
+				b := w[:hi-lo]
+				if k, err := s.r.ReadAt(b, lo); k != len(b) {
+					return fmt.Errorf("gitops: split: read %d bytes at offset %d: %w", len(b), lo, err)
+				}
+				if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+					cut, found = lo+int64(i)+1, true
+				}
+				hi = lo
 			}
+			end = cut
 		}
-		if s.buf.Len() == 0 {
-			return nil
-		}
-		data := s.buf.Bytes()
-		if !eof {
-			// More may follow: cut after the last LF if there is one.
-			if i := bytes.LastIndexByte(data, '\n'); i >= 0 && i+1 < len(data) {
-				carry = append(carry, data[i+1:]...)
-				s.buf.Truncate(i + 1)
-			}
-		}
-		name := fmt.Sprintf("blob.%06d.part", n)
-		n++
-		s.names[name] = true
-		s.name = name
-		if err := s.flush(); err != nil {
+		if err := s.begin(fmt.Sprintf("blob.%06d.part", n), off); err != nil {
 			return err
 		}
-		if eof && len(carry) == 0 {
-			return nil
-		}
+		s.end = end
+		off = end
 	}
+	return s.flush()
 }
 
-func fieldValue(line []byte, key string) (string, bool) {
-	for _, f := range strings.Fields(string(line)) {
-		if v, ok := strings.CutPrefix(f, key+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
+// b64LineBytes is one full base64 body line: 76 characters, space, parity
+// digit, LF.
+const b64LineBytes = wtxt.B64Width + 3
 
-func (s *splitter) structured() error {
-	if err := s.start("0000-header.part"); err != nil {
-		return err
-	}
-	for {
-		l, err := s.peekLine()
-		if err == io.EOF {
-			return fmt.Errorf("%w: line %d: missing endwtxt", ErrParts, s.lineNo)
-		}
-		if err != nil {
-			return err
-		}
-		switch {
-		case bytes.HasPrefix(l, []byte("arr ")):
-			if err := s.array(); err != nil {
-				return err
-			}
-		case bytes.HasPrefix(l, []byte("audit ")) || string(l) == "endwtxt\n":
-			return s.trailer()
-		default:
-			if s.name != "0000-header.part" {
-				return fmt.Errorf("%w: line %d: unexpected %q between arrays", ErrParts, s.lineNo+1, truncate(l))
-			}
-			l, _ = s.next()
-			if err := s.add(l); err != nil {
-				return err
-			}
-		}
-	}
-}
+// rawPerB64Line is the raw bytes one full base64 line holds.
+const rawPerB64Line = wtxt.B64Width / 4 * 3
 
-// trailer consumes the optional audit line and endwtxt, which must be last.
-func (s *splitter) trailer() error {
-	if err := s.start("9999-trailer.part"); err != nil {
+// structured cuts a WTXT along the structure wtxt.ReadIndex reports.
+func (s *splitter) structured(size int64) error {
+	x, err := wtxt.ReadIndex(s.ctx, "", s.r, size)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrParts, err)
+	}
+	trailer := size - int64(len("endwtxt\n"))
+	if x.Audit != "" {
+		trailer -= int64(len(x.Audit) + 1)
+	}
+	headerEnd := trailer
+	if len(x.Arrays) > 0 {
+		headerEnd = x.Arrays[0].Start
+	}
+	if err := s.begin("0000-header.part", 0); err != nil {
 		return err
 	}
-	l, _ := s.next()
-	if bytes.HasPrefix(l, []byte("audit ")) {
-		if err := s.add(l); err != nil {
-			return err
-		}
-		var err error
-		if l, err = s.next(); err == io.EOF {
-			return fmt.Errorf("%w: line %d: missing endwtxt after audit", ErrParts, s.lineNo)
-		} else if err != nil {
-			return err
-		}
-	}
-	if string(l) != "endwtxt\n" {
-		return fmt.Errorf("%w: line %d: want endwtxt, got %q", ErrParts, s.lineNo, truncate(l))
-	}
-	if err := s.add(l); err != nil {
+	if err := s.extend(headerEnd, "header"); err != nil {
 		return err
 	}
-	if _, err := s.peekLine(); err != io.EOF {
-		if err == nil {
-			err = fmt.Errorf("%w: line %d: data after endwtxt", ErrParts, s.lineNo+1)
+	at := headerEnd
+	for i := range x.Arrays {
+		a := &x.Arrays[i]
+		if a.Start != at || a.End < a.Start {
+			return fmt.Errorf("%w: array %d at offset %d: index not contiguous (want offset %d)", ErrParts, i, a.Start, at)
 		}
+		if err := s.array(a); err != nil {
+			return err
+		}
+		at = a.End
+	}
+	if at != trailer {
+		return fmt.Errorf("%w: offset %d: trailer expected at offset %d", ErrParts, at, trailer)
+	}
+	if err := s.begin("9999-trailer.part", trailer); err != nil {
+		return err
+	}
+	if err := s.extend(size, "trailer"); err != nil {
 		return err
 	}
 	return s.flush()
 }
 
-func truncate(l []byte) string {
-	if len(l) > 40 {
-		return string(l[:40]) + "..."
-	}
-	return strings.TrimSuffix(string(l), "\n")
-}
-
-// array consumes one `arr` ... `endarr` block.
-func (s *splitter) array() error {
-	l, _ := s.next()
-	name, ok := fieldValue(l, "name")
-	if !ok || name == "" {
-		return fmt.Errorf("%w: line %d: arr line without name", ErrParts, s.lineNo)
-	}
-	prefix := arrayPartPrefix(name)
-	if err := s.start(prefix + ".head.part"); err != nil {
+// array cuts one arr ... endarr block: a head part (arr + idx lines), then
+// runs of chunks, a chunk larger than a part cut by base64 lines.
+func (s *splitter) array(a *wtxt.IndexArray) error {
+	prefix := arrayPartPrefix(a.Name)
+	where := func(ix int64) string { return fmt.Sprintf("array %d %q chunk %d", a.Line, prefix, ix) }
+	if err := s.begin(prefix+".head.part", a.Start); err != nil {
 		return err
 	}
-	if err := s.add(l); err != nil {
-		return err
+	if len(a.Chunks) == 0 {
+		return s.extend(a.End, where(-1))
 	}
-	if l, err := s.peekLine(); err == nil && bytes.HasPrefix(l, []byte("idx ")) {
-		l, _ = s.next()
-		if err := s.add(l); err != nil {
-			return err
-		}
+	if err := s.extend(a.Chunks[0].Start, where(-1)); err != nil {
+		return err
 	}
 	budget := s.limit - chunkSlack
-	linesPerPart := budget / b64LineMax
+	linesPerPart := budget / b64LineBytes
 	perPart := int64(-1) // chunks per part, fixed by the first chunk's size
-	wantIx := int64(0)
-	forceNew := false // the previous chunk was cut by lines
-	for {
-		l, err := s.next()
-		if err == io.EOF {
-			return fmt.Errorf("%w: array %q: missing endarr", ErrParts, name)
+	forceNew := false    // the previous chunk was cut by lines
+	for _, c := range a.Chunks {
+		if c.Start != s.end || c.Data < c.Start || c.End < c.Data || c.Len < 0 {
+			return fmt.Errorf("%w: %s: index not contiguous", ErrParts, where(c.IX))
 		}
-		if err != nil {
-			return err
-		}
-		if string(l) == "endarr\n" {
-			if !s.fits(len(l)) { // only possible when the array has no chunk
-				return fmt.Errorf("%w: line %d: array %q: endarr does not fit", ErrParts, s.lineNo, name)
-			}
-			return s.add(l)
-		}
-		if !bytes.HasPrefix(l, []byte("ch ")) {
-			return fmt.Errorf("%w: line %d: array %q: expected ch or endarr, got %q", ErrParts, s.lineNo, name, truncate(l))
-		}
-		ixs, _ := fieldValue(l, "ix")
-		ix, err1 := strconv.ParseInt(ixs, 10, 64)
-		ls, _ := fieldValue(l, "lines")
-		lines, err2 := strconv.ParseInt(ls, 10, 64)
-		if err1 != nil || err2 != nil || ix != wantIx || lines < 0 || lines > 1<<40 {
-			return fmt.Errorf("%w: line %d: array %q: bad ch line (want ix %d)", ErrParts, s.lineNo, name, wantIx)
-		}
-		wantIx++
+		lines := (c.Len + rawPerB64Line - 1) / rawPerB64Line
 		// Upper bound of this chunk's encoded size: ch line, base64 lines,
 		// endch, and room for the endarr that may follow.
-		enc := int64(len(l)) + lines*b64LineMax + int64(len("endch\nendarr\n"))
+		enc := (c.Data - c.Start) + lines*b64LineBytes + int64(len("endch\nendarr\n"))
 		if perPart < 0 {
 			perPart = max(1, budget/enc)
 		}
-		chName := fmt.Sprintf("%s.c%06d.part", prefix, ix)
 		if enc <= budget {
 			// A run of perPart chunks per part, aligned on ix; a chunk
 			// that does not fit (odd geometry) starts a part of its own.
-			if ix%perPart == 0 || forceNew || !s.fits(int(enc)) {
-				if err := s.start(chName); err != nil {
+			if c.IX%perPart == 0 || forceNew || !s.fits(c.End-c.Start) {
+				if err := s.begin(fmt.Sprintf("%s.c%06d.part", prefix, c.IX), c.Start); err != nil {
 					return err
 				}
 			}
-		} else if err := s.start(fmt.Sprintf("%s.c%06d.l%07d.part", prefix, ix, 0)); err != nil {
-			return err
-		}
-		if err := s.add(l); err != nil {
-			return err
-		}
-		for k := int64(0); ; k++ {
-			l, err := s.next()
-			if err == io.EOF {
-				return fmt.Errorf("%w: array %q chunk %d: missing endch", ErrParts, name, ix)
-			}
-			if err != nil {
+			if err := s.extend(c.End, where(c.IX)); err != nil {
 				return err
 			}
-			if string(l) == "endch\n" {
-				if k != lines {
-					return fmt.Errorf("%w: line %d: array %q chunk %d: %d base64 lines, ch says %d", ErrParts, s.lineNo, name, ix, k, lines)
-				}
-				if err := s.add(l); err != nil {
+		} else {
+			if err := s.begin(fmt.Sprintf("%s.c%06d.l%07d.part", prefix, c.IX, 0), c.Start); err != nil {
+				return err
+			}
+			for k := linesPerPart; k < lines; k += linesPerPart {
+				cut := c.Data + k*b64LineBytes
+				if err := s.extend(cut, where(c.IX)); err != nil {
 					return err
 				}
-				break
-			}
-			if len(l) > b64LineMax || k >= lines {
-				return fmt.Errorf("%w: line %d: array %q chunk %d: base64 line %d too long or beyond lines=%d", ErrParts, s.lineNo, name, ix, k, lines)
-			}
-			if enc > budget && k > 0 && k%linesPerPart == 0 {
-				if err := s.start(fmt.Sprintf("%s.c%06d.l%07d.part", prefix, ix, k)); err != nil {
+				if err := s.begin(fmt.Sprintf("%s.c%06d.l%07d.part", prefix, c.IX, k), cut); err != nil {
 					return err
 				}
 			}
-			if err := s.add(l); err != nil {
+			if err := s.extend(c.End, where(c.IX)); err != nil {
 				return err
 			}
 		}
 		// After a chunk cut by lines the next chunk starts a part of its own.
 		forceNew = enc > budget
 	}
+	return s.extend(a.End, where(-1)+": endarr")
 }
 
 // Assemble writes the file stored in the parts directory dir to w: the parts

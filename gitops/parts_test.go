@@ -19,7 +19,8 @@ func splitToMap(t testing.TB, data []byte, limit int64) (*Manifest, map[string][
 	t.Helper()
 	parts := map[string][]byte{}
 	var order []string
-	m, err := Split(bytes.NewReader(data), limit, func(name string, p []byte) error {
+	m, err := Split(t.Context(), bytes.NewReader(data), int64(len(data)), limit, func(pt Part, p []byte) error {
+		name := pt.Name
 		if _, dup := parts[name]; dup {
 			t.Fatalf("part %s emitted twice", name)
 		}
@@ -225,19 +226,19 @@ func TestSplitErrors(t *testing.T) {
 			if bytes.Equal(data, good) {
 				t.Fatal("test case did not change the input")
 			}
-			_, err := Split(bytes.NewReader(data), MinPartLimit, func(string, []byte) error { return nil })
+			_, err := Split(t.Context(), bytes.NewReader(data), int64(len(data)), MinPartLimit, func(Part, []byte) error { return nil })
 			if !errors.Is(err, ErrParts) {
 				t.Fatalf("err = %v, want ErrParts", err)
 			}
 		})
 	}
 	for _, limit := range []int64{0, MinPartLimit - 1, MaxPartLimit + 1} {
-		if _, err := Split(bytes.NewReader(good), limit, func(string, []byte) error { return nil }); !errors.Is(err, ErrParts) {
+		if _, err := Split(t.Context(), bytes.NewReader(good), int64(len(good)), limit, func(Part, []byte) error { return nil }); !errors.Is(err, ErrParts) {
 			t.Errorf("limit %d: err = %v", limit, err)
 		}
 	}
 	boom := errors.New("boom")
-	if _, err := Split(bytes.NewReader(good), MinPartLimit, func(string, []byte) error { return boom }); !errors.Is(err, boom) {
+	if _, err := Split(t.Context(), bytes.NewReader(good), int64(len(good)), MinPartLimit, func(Part, []byte) error { return boom }); !errors.Is(err, boom) {
 		t.Errorf("emit error not returned: %v", err)
 	}
 }
@@ -341,7 +342,8 @@ func FuzzSplit(f *testing.F) {
 	f.Add(w)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parts := map[string][]byte{}
-		m, err := Split(bytes.NewReader(data), MinPartLimit, func(name string, p []byte) error {
+		m, err := Split(t.Context(), bytes.NewReader(data), int64(len(data)), MinPartLimit, func(pt Part, p []byte) error {
+			name := pt.Name
 			if int64(len(p)) > MinPartLimit {
 				t.Fatalf("part %s too big", name)
 			}

@@ -424,7 +424,18 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 	send := p.sendBytes(ctx, req.Commit, remoteRefs, env)
 	timeout := p.remote.Timeout + time.Duration(float64(send)/float64(p.remote.MinRate)*float64(time.Second))
 	sweep := p.quarantineSweeper()
-	pushArgs := append(append(append([]string{}, args...), "push", "--porcelain", "--progress", "--no-verify", "--", p.url), specs...)
+	pushArgs := append(append(append([]string{}, args...), pushMemoryLimits...), "push", "--porcelain", "--progress", "--no-verify")
+	if p.proto == "file" {
+		// A local remote's receive-pack (and its index-pack) run here, as
+		// the daemon's descendants: the same limits, on their command line
+		// since git does not pass GIT_CONFIG_PARAMETERS to them.
+		rp := []string{shellQuote(p.remote.Git)}
+		for _, a := range pushMemoryLimits {
+			rp = append(rp, shellQuote(a))
+		}
+		pushArgs = append(pushArgs, "--receive-pack="+strings.Join(append(rp, "receive-pack"), " "))
+	}
+	pushArgs = append(append(pushArgs, "--", p.url), specs...)
 	if _, err := p.run(ctx, "push", pushArgs, env, timeout); err != nil {
 		if n := sweep(); n > 0 {
 			p.log.Info("removed temporary objects a failed push left in the local remote", "remote", p.display, "dirs", n)
@@ -432,6 +443,24 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 		return p.fail(req.Branch, kindOf(err), err)
 	}
 	return nil
+}
+
+// pushMemoryLimits bound the memory of the git push child and the
+// pack-objects it starts, independently of the generation's size: one
+// packing thread, no delta search memory beyond 32 MiB, blobs over 16 MiB
+// streamed instead of loaded whole (core.bigFileThreshold), at most
+// 128 MiB of pack files mapped at once. They travel in
+// GIT_CONFIG_PARAMETERS, which git clears for a local (file://) remote's
+// receive-pack, so that one gets them through --receive-pack; a server's
+// receiving side is bounded by its own configuration.
+var pushMemoryLimits = []string{
+	"-c", "pack.threads=1",
+	"-c", "pack.windowMemory=32m",
+	"-c", "pack.deltaCacheSize=16m",
+	"-c", "core.deltaBaseCacheLimit=16m",
+	"-c", "core.bigFileThreshold=16m",
+	"-c", "core.packedGitWindowSize=16m",
+	"-c", "core.packedGitLimit=128m",
 }
 
 // sendBytes estimates the bytes a push sends: the on-disk size of the

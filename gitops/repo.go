@@ -39,6 +39,10 @@ const (
 	// tensor bytes are in an OCI registry: Git holds its WTXT skeleton
 	// (FileSkeleton; formats/wtxt Split, store/oci).
 	LayoutSkeleton Layout = "skeleton"
+	// LayoutSegments stores the WTXT in Git as skeleton pieces (text:
+	// every line but the base64 ones) and raw segment blobs (DirWTXTSegs,
+	// doc.go), so a clustered change adds only the changed segments.
+	LayoutSegments Layout = "segments"
 )
 
 // ParseLayout parses a config value; "" means LayoutAuto.
@@ -46,10 +50,10 @@ func ParseLayout(s string) (Layout, error) {
 	switch Layout(s) {
 	case "", LayoutAuto:
 		return LayoutAuto, nil
-	case LayoutSingle, LayoutSplit:
+	case LayoutSingle, LayoutSplit, LayoutSegments:
 		return Layout(s), nil
 	}
-	return "", fmt.Errorf("gitops: layout %q: want auto, single or split", s)
+	return "", fmt.Errorf("gitops: layout %q: want auto, single, split or segments", s)
 }
 
 // DeltaPolicy selects when a generation's DELTA is committed beside its
@@ -135,6 +139,10 @@ type Config struct {
 	// delta or sidecar larger than this is split in auto and split layouts.
 	// At most MaxPartLimit; default PartLimit.
 	SplitThreshold int64
+	// SegmentSize is the skeleton layout's target segment size in raw
+	// bytes (default DefaultSegmentSize; a chunk is never cut, and a
+	// chunk over MaxPartLimit is refused).
+	SegmentSize int64
 	// PartLimit is the largest part size, in [MinPartLimit, MaxPartLimit].
 	// Default DefaultPartLimit.
 	PartLimit int64
@@ -174,6 +182,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.AuthorEmail == "" {
 		c.AuthorEmail = DefaultAuthorEmail
+	}
+	if c.SegmentSize == 0 {
+		c.SegmentSize = DefaultSegmentSize
+	}
+	if c.SegmentSize < 0 || c.SegmentSize > MaxPartLimit {
+		return fmt.Errorf("%w: segment size %d outside [1, %d]", ErrConfig, c.SegmentSize, MaxPartLimit)
 	}
 	if c.PartLimit == 0 {
 		c.PartLimit = DefaultPartLimit
@@ -280,7 +294,16 @@ type Repo struct {
 	cfg Config
 	mu  sync.Mutex
 	r   *git.Repository
+	// segKeys maps the skeleton segments of the last generation this Repo
+	// committed (by wtxt.SegmentKey) to their digests, so the next Commit
+	// reads, decodes and hashes only the segments whose chunks changed.
+	// Empty after a restart: the first Commit then decodes everything.
+	segKeys map[wtxt.SegmentKey][32]byte
 }
+
+// packCompression is the zlib level of objects the git CLI packs from
+// snapd's repository (and of the loose objects Repo writes, looseLevel).
+const packCompression = "0"
 
 // OpenRepo opens the bare repository at dir, creating it when dir does not
 // exist or is empty.
@@ -296,20 +319,24 @@ func OpenRepo(dir string, cfg Config) (*Repo, error) {
 		return nil, fmt.Errorf("gitops: open repository %s: %w", dir, err)
 	}
 	// WTXT chunks are base64 of high-entropy floats: a changed chunk has
-	// nothing in common with the old one, so go-git's delta search on push
-	// (pack.window, default 10) costs tens of seconds and saves nothing.
-	// snapd owns this repository and turns it off.
-	// The git CLI packs on push: pack.compression=1 (zlib's fastest
-	// level) costs a third of the default's CPU and, on base64 text,
-	// almost nothing in size.
+	// nothing in common with the old one, and a thin pack's delta bases
+	// are appended in full by the receiver's index-pack (--fix-thin), so
+	// git's delta search on push (pack.window, default 10) costs CPU and
+	// saves nothing stored (scripts/bench-git.sh: window 10 gave 1.8x the
+	// first push's CPU and the same remote growth). snapd owns this
+	// repository and turns it off.
+	// Compression: base64 of floats deflates only to ~75%, and inflating
+	// and deflating every changed part (loose write, pack-objects, the
+	// receiver's index-pack) was most of the Git CPU; pack.compression=0
+	// stores zlib blocks uncompressed (see doc.go, "Pushing").
 	gc, err := r.Config()
-	if err == nil && (gc.Pack.Window != 0 || gc.Raw.Section("pack").Option("compression") != "1") {
+	if err == nil && (gc.Pack.Window != 0 || gc.Raw.Section("pack").Option("compression") != packCompression) {
 		gc.Pack.Window = 0
-		gc.Raw.Section("pack").SetOption("compression", "1")
+		gc.Raw.Section("pack").SetOption("compression", packCompression)
 		err = r.SetConfig(gc)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("gitops: repository %s: set pack.window=0, pack.compression=1: %w", dir, err)
+		return nil, fmt.Errorf("gitops: repository %s: set pack.window=0, pack.compression=%s: %w", dir, packCompression, err)
 	}
 	return &Repo{dir: dir, cfg: cfg, r: r}, nil
 }
@@ -491,7 +518,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		return nil, err
 	}
 
-	b := &builder{st: r.r.Storer, ctx: ctx, objects: objectsDir(r.dir)}
+	b := &builder{st: r.r.Storer, ctx: ctx, objects: objectsDir(r.dir), knownSegs: r.segKeys}
 	var prevDir *object.Tree
 	if head != nil && !head.base {
 		if prevDir, err = head.tree.Tree(r.cfg.Path); errors.Is(err, object.ErrDirectoryNotFound) {
@@ -516,16 +543,28 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if split {
 		layout = LayoutSplit
 	}
-	if g.Skeleton != "" {
+	var info fileInfo
+	switch {
+	case g.Skeleton != "":
 		layout = LayoutSkeleton
-		for _, n := range []string{FileWTXT, DirWTXTParts} {
+		for _, n := range []string{FileWTXT, DirWTXTParts, DirWTXTSegs} {
 			dir.remove(n)
 		}
-	} else {
+		info, err = b.storeFile(dir, prevDir, name, src, split, r.cfg.PartLimit)
+	case r.cfg.Layout == LayoutSegments && isPlainWTXT(g.WTXT):
+		layout = LayoutSegments
 		dir.remove(FileSkeleton)
 		dir.remove(FileSkeleton + partsSuffix)
+		info, err = b.storeSkeletonFile(dir, prevDir, g.WTXT, r.cfg.SegmentSize)
+	default:
+		if r.cfg.Layout == LayoutSegments {
+			layout, split = LayoutSplit, true // an armored WTXT has no structure to split by
+		}
+		dir.remove(FileSkeleton)
+		dir.remove(FileSkeleton + partsSuffix)
+		dir.remove(DirWTXTSegs)
+		info, err = b.storeFile(dir, prevDir, name, src, split, r.cfg.PartLimit)
 	}
-	info, err := b.storeFile(dir, prevDir, name, src, split, r.cfg.PartLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -540,7 +579,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	}
 	// Optional files.
 	delta := g.Delta
-	if r.cfg.Delta == DeltaNever || r.cfg.Delta == DeltaAuto && layout == LayoutSplit || g.Skeleton != "" {
+	if r.cfg.Delta == DeltaNever || r.cfg.Delta == DeltaAuto && layout != LayoutSingle || g.Skeleton != "" {
 		delta = ""
 	}
 	for _, o := range []struct{ name, src string }{{FileDelta, delta}, {FileWSUM, g.WSUM}, {FileSeal, g.Seal}} {
@@ -645,6 +684,11 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if err := r.r.Storer.SetReference(plumbing.NewHashReference(tagRef, tagHash)); err != nil {
 		return nil, fmt.Errorf("gitops: set tag %s: %w", tagName, err)
 	}
+	if layout == LayoutSegments {
+		r.segKeys = b.newSegKeys
+	} else {
+		r.segKeys = nil
+	}
 	return &Result{Gen: h.Gen, Commit: commitHash, Tag: tagName, TagObject: tagHash, Layout: layout,
 		BlobsWritten: b.blobs, BytesWritten: b.bytes}, nil
 }
@@ -718,6 +762,11 @@ type builder struct {
 	objects string
 	blobs   int
 	bytes   int64
+	// segsReused counts skeleton segments taken from the previous tree.
+	segsReused int
+	// knownSegs are the previous generation's segment keys (Repo.segKeys);
+	// newSegKeys this generation's.
+	knownSegs, newSegKeys map[wtxt.SegmentKey][32]byte
 }
 
 func (b *builder) encode(enc func(plumbing.EncodedObject) error) (plumbing.Hash, error) {
@@ -818,7 +867,11 @@ func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src st
 				prevParts = t
 			}
 		}
-		h, m, err := b.storeParts(f, prevParts, limit)
+		st, err := f.Stat()
+		if err != nil {
+			return fileInfo{}, fmt.Errorf("gitops: %w", err)
+		}
+		h, m, err := b.storeParts(f, st.Size(), prevParts, limit)
 		if err != nil {
 			return fileInfo{}, fmt.Errorf("gitops: split %s: %w", src, err)
 		}
@@ -826,6 +879,9 @@ func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src st
 		return fileInfo{size: m.Bytes, sha256: m.SHA256}, nil
 	}
 	dir.remove(name + partsSuffix)
+	if name == FileWTXT {
+		dir.remove(DirWTXTSegs)
+	}
 	st, err := f.Stat()
 	if err != nil {
 		return fileInfo{}, fmt.Errorf("gitops: %w", err)
@@ -884,7 +940,7 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 // storeParts splits r into a parts tree. A part whose name, size and
 // SHA-256 equal an entry of the previous MANIFEST reuses the previous blob
 // without hashing or writing it again.
-func (b *builder) storeParts(r io.Reader, prev *object.Tree, limit int64) (plumbing.Hash, *Manifest, error) {
+func (b *builder) storeParts(r io.ReaderAt, size int64, prev *object.Tree, limit int64) (plumbing.Hash, *Manifest, error) {
 	reuse := map[Part]plumbing.Hash{}
 	if prev != nil {
 		if mf, err := prev.File(ManifestName); err == nil && mf.Size <= MaxManifestSize {
@@ -900,17 +956,16 @@ func (b *builder) storeParts(r io.Reader, prev *object.Tree, limit int64) (plumb
 		}
 	}
 	t := newTreeBuilder(nil)
-	m, err := Split(&ctxReader{b.ctx, r}, limit, func(name string, data []byte) error {
-		sum := sha256.Sum256(data)
-		if h, ok := reuse[Part{Name: name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}]; ok {
-			t.set(name, filemode.Regular, h)
+	m, err := Split(b.ctx, r, size, limit, func(p Part, data []byte) error {
+		if h, ok := reuse[p]; ok {
+			t.set(p.Name, filemode.Regular, h)
 			return nil
 		}
 		h, err := b.blob(data)
 		if err != nil {
 			return err
 		}
-		t.set(name, filemode.Regular, h)
+		t.set(p.Name, filemode.Regular, h)
 		return nil
 	})
 	if err != nil {
@@ -1023,9 +1078,18 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 		}
 		return nil
 	}
+	if t1, err := dir.Tree(DirWTXTSegs); err == nil {
+		// Two instances of the tree: go-git's Tree is not safe for
+		// concurrent use, and pieces and segments are read concurrently.
+		t2, err := dir.Tree(DirWTXTSegs)
+		if err != nil {
+			return fmt.Errorf("gitops: %s: %w", DirWTXTSegs, err)
+		}
+		return assembleSkeleton(context.Background(), treeFS{t1}, treeFS{t2}, w)
+	}
 	parts, err := dir.Tree(DirWTXTParts)
 	if err != nil {
-		return fmt.Errorf("gitops: %s:%s has neither %s nor %s", rev, r.cfg.Path, FileWTXT, DirWTXTParts)
+		return fmt.Errorf("gitops: %s:%s has none of %s, %s, %s", rev, r.cfg.Path, FileWTXT, DirWTXTParts, DirWTXTSegs)
 	}
 	return AssembleFS(treeFS{parts}, ".", w)
 }

@@ -17,7 +17,8 @@
 # of the latest generation (snapd: --depth 1 --single-branch + assemble;
 # lfs: git clone, which fetches the latest object only).
 # Work dir: $BENCH_DIR (default a temp dir, removed at the end).
-# PART_LIMIT sets git.part_limit (default 256 KiB); PEERS=0 skips git-lfs and git; PACK_WINDOW=N sets pack.window in the
+# LAYOUT sets git.layout (default auto = split parts; segments = text
+# pieces + raw segments); PART_LIMIT sets git.part_limit (default 256 KiB); PEERS=0 skips git-lfs and git, PEERS=lfs runs git-lfs only; PACK_WINDOW=N sets pack.window in the
 # daemon's repository (snapd sets 0) to measure git's delta search on push.
 set -euo pipefail
 SIZE=${1:-52428800}; GENS=${2:-10}; PATTERN=${3:-clustered}; CHANGE=${4:-1}
@@ -49,6 +50,7 @@ log: {level: warn}
 git:
   remote: file://$W/snapd-remote.git
   part_limit: ${PART_LIMIT:-262144}
+  layout: ${LAYOUT:-auto}
 metrics:
   addr: "off"
 YAML
@@ -91,7 +93,7 @@ for g in $(seq 1 "$GENS"); do
   tcpu=$(awk -v a="$c_self" -v b="$c_child" -v c="$n_self" -v d="$n_child" 'BEGIN{printf "%.2f", (c+d)-(a+b)}')
   t_lfs=- t_git=-
   for kind in lfs git; do
-    [ "$PEERS" = 1 ] || continue
+    [ "$PEERS" = 1 ] || [ "$PEERS" = "$kind" ] || continue
     t0=$(now)
     cp "$src" "$W/$kind/model.safetensors"
     git -C "$W/$kind" add model.safetensors
@@ -128,9 +130,11 @@ t_cs0=$(timed git clone -q --depth 1 --single-branch --no-tags --branch snapshot
 t_cst=$(timed "$W/snapd" checkout latest "$W/latest.safetensors" --repo "$W/c-snapd")
 cmp -s "$W/latest.safetensors" "$src" || echo "WARNING: restored safetensors differs from generation $GENS"
 t_cl=- t_cg=-
-if [ "$PEERS" = 1 ]; then
+if [ "$PEERS" = 1 ] || [ "$PEERS" = lfs ]; then
   t_cl=$(timed git clone -q "file://$W/lfs-remote.git" "$W/c-lfs")
   cmp -s "$W/c-lfs/model.safetensors" "$src" || echo "WARNING: git-lfs clone did not restore the file"
+fi
+if [ "$PEERS" = 1 ] || [ "$PEERS" = git ]; then
   t_cg=$(timed git clone -q "file://$W/git-remote.git" "$W/c-git")
 fi
 echo "clone latest (wall/CPU): snapd clone $t_cs (server pack.window=0: $t_cs0), + checkout as WTXT $t_ca or as safetensors $t_cst; git-lfs clone $t_cl; git clone $t_cg"

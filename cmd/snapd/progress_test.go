@@ -144,8 +144,8 @@ func TestProgressLines(t *testing.T) {
 	parts := p("parts")
 	os.Mkdir(parts, 0o755)
 	f, _ := os.Open(p("m.wtxt"))
-	m, err := gitops.Split(f, gitops.MinPartLimit, func(name string, data []byte) error {
-		return os.WriteFile(filepath.Join(parts, name), data, 0o644)
+	m, err := gitops.Split(context.Background(), f, st.Size(), gitops.MinPartLimit, func(part gitops.Part, data []byte) error {
+		return os.WriteFile(filepath.Join(parts, part.Name), data, 0o644)
 	})
 	f.Close()
 	if err != nil {

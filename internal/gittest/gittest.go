@@ -47,8 +47,13 @@ func WTXT(gen uint64, merklePrev string, arrays []Array) ([]byte, string) {
 		chunk := a.Chunk
 		if chunk == 0 {
 			chunk = 32768
-		} else {
-			fmt.Fprintf(&body, "idx rows_per_chunk=%d row_size=1 row_blocking=on\n", chunk)
+		}
+		if len(a.Data) > 0 { // WTXT row-blocks every non-empty array of rank >= 1
+			rpc := chunk
+			if len(a.Data) <= chunk {
+				rpc = 65536 // the canonical value for a single chunk
+			}
+			fmt.Fprintf(&body, "idx rows_per_chunk=%d row_size=1 row_blocking=on\n", rpc)
 		}
 		for ix, off := 0, 0; off < len(a.Data) || ix == 0; ix++ {
 			end := min(off+chunk, len(a.Data))

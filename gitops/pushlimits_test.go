@@ -1,0 +1,119 @@
+package gitops
+
+import (
+	"compress/zlib"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPushBoundsPackMemory: the git push child gets the memory limits
+// (pushMemoryLimits) on its command line, and the push still delivers a
+// complete history.
+func TestPushBoundsPackMemory(t *testing.T) {
+	realGit, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git not installed")
+	}
+	r, res := chainRepo(t, 2)
+	dir := t.TempDir()
+	remote := filepath.Join(dir, "r.git")
+	gitCmd(t, dir, "init", "-q", "--bare", remote)
+	argLog := filepath.Join(dir, "args")
+	wrapper := filepath.Join(dir, "git-wrapper")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + argLog + "'\nexec '" + realGit + "' \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPusher(r.Dir(), Remote{URL: "file://" + remote, Git: wrapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range res {
+		if err := p.Push(context.Background(), req(r, x)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := remoteHead(t, remote, "refs/heads/snapshots"); got != res[1].Commit.String() {
+		t.Fatalf("remote head %s, want %s", got, res[1].Commit)
+	}
+	gitCmd(t, remote, "fsck", "--strict", "--no-dangling")
+	data, err := os.ReadFile(argLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushes, receives := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if strings.HasSuffix(l, " receive-pack "+remote) {
+			receives++ // the wrapper, run as the local remote's receive-pack
+			for i := 1; i < len(pushMemoryLimits); i += 2 {
+				if !strings.Contains(l, "-c "+pushMemoryLimits[i]+" ") {
+					t.Errorf("receive-pack runs without -c %s: %s", pushMemoryLimits[i], l)
+				}
+			}
+		}
+		if !strings.Contains(l, " push --porcelain") {
+			continue
+		}
+		pushes++
+		for i := 1; i < len(pushMemoryLimits); i += 2 {
+			if !strings.Contains(l, "-c "+pushMemoryLimits[i]+" ") {
+				t.Errorf("push command lacks -c %s: %s", pushMemoryLimits[i], l)
+			}
+			if !strings.Contains(l, "'-c' '"+pushMemoryLimits[i]+"'") {
+				t.Errorf("the local receive-pack lacks -c %s: %s", pushMemoryLimits[i], l)
+			}
+		}
+	}
+	if pushes != len(res) || receives != len(res) {
+		t.Fatalf("%d push and %d receive-pack commands logged, want %d:\n%s", pushes, receives, len(res), data)
+	}
+}
+
+// TestLooseObjectsStored: Repo writes its loose objects as zlib stored
+// blocks (looseLevel), which git reads like any other loose object.
+func TestLooseObjectsStored(t *testing.T) {
+	r, res := chainRepo(t, 1)
+	objects := objectsDir(r.Dir())
+	var checked int
+	err := filepath.WalkDir(objects, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || len(filepath.Base(filepath.Dir(p))) != 2 {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		st, _ := f.Stat()
+		zr, err := zlib.NewReader(f)
+		if err != nil {
+			return err
+		}
+		n, err := io.Copy(io.Discard, zr)
+		if err != nil {
+			return err
+		}
+		if n > 4096 { // a part: stored blocks are never smaller than the content
+			checked++
+			if st.Size() < n {
+				t.Errorf("%s: %d bytes on disk for %d bytes of object: compressed", p, st.Size(), n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked == 0 {
+		t.Fatal("no loose object larger than 4 KiB found")
+	}
+	gitCmd(t, r.Dir(), "fsck", "--strict")
+	if out := gitCmd(t, r.Dir(), "cat-file", "-t", res[0].Commit.String()); strings.TrimSpace(out) != "commit" {
+		t.Fatalf("cat-file: %q", out)
+	}
+}

@@ -1,0 +1,438 @@
+package gitops
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+)
+
+// The segments layout (Layout "segments", doc.go): the WTXT's structure
+// as text pieces and its tensor bytes as raw segment blobs.
+
+const (
+	// DirWTXTSegs is the segments layout's directory inside Config.Path.
+	DirWTXTSegs = "current.wtxt.segs"
+	// skelSegDir is the subdirectory of segment blobs, fanned out by the
+	// first two hex digits of their SHA-256: seg/<hh>/<hex64>.seg.
+	skelSegDir = "seg"
+	// DefaultSegmentSize is the skeleton layout's default target segment
+	// size (raw bytes): a chunk at least this large is a segment of its
+	// own, smaller chunks of one array are grouped up to it.
+	DefaultSegmentSize = 64 << 10
+	// segsPerPiece is the number of segments per skeleton piece.
+	segsPerPiece = 64
+	// maxSkeleton bounds the skeleton text Commit holds in memory (about
+	// 230 bytes per chunk: 256 MiB is over a million chunks).
+	maxSkeleton = 256 << 20
+)
+
+// ErrSkeleton reports a skeleton layout that cannot be written or read.
+var ErrSkeleton = errors.New("gitops: skeleton layout")
+
+// segName returns the path of a segment blob inside DirWTXTSegs.
+func segName(d [32]byte) (dir, name string) {
+	h := hex.EncodeToString(d[:])
+	return path.Join(skelSegDir, h[:2]), h + ".seg"
+}
+
+// storeSkeleton stores the WTXT file f (size bytes) in the skeleton
+// layout: wtxt.Split checks every chunk (base64 shape, parity, sha256,
+// crc32c) and yields the skeleton and the raw segments; a segment whose
+// blob the previous generation's tree holds (same SHA-256, so same name)
+// is reused without being hashed for Git or written. The skeleton is cut
+// into pieces (cutSkeleton) stored like split parts, with a MANIFEST.
+func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSize int64) (plumbing.Hash, fileInfo, error) {
+	// The array names for cutting the skeleton (structure lines only:
+	// cheap next to the split).
+	x, err := wtxt.ReadIndex(b.ctx, "", f, size)
+	if err != nil {
+		return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: %w", ErrSkeleton, err)
+	}
+	prevSegs := map[string]*object.Tree{} // fan-out dir -> previous subtree
+	if prev != nil {
+		if t, err := prev.Tree(skelSegDir); err == nil {
+			for _, e := range t.Entries {
+				if e.Mode == filemode.Dir {
+					if st, err := object.GetTree(b.st, e.Hash); err == nil {
+						prevSegs[path.Join(skelSegDir, e.Name)] = st
+					}
+				}
+			}
+		}
+	}
+	segTrees := map[string]*treeBuilder{}
+	var reused int
+	put := func(d [32]byte) (*treeBuilder, string, bool) {
+		dir, name := segName(d)
+		t := segTrees[dir]
+		if t == nil {
+			t = newTreeBuilder(nil)
+			segTrees[dir] = t
+		}
+		_, have := t.entries[name]
+		return t, name, have
+	}
+	prevSeg := func(d [32]byte) (plumbing.Hash, bool) {
+		dir, name := segName(d)
+		if pt := prevSegs[dir]; pt != nil {
+			if e, err := pt.FindEntry(name); err == nil && e.Mode == filemode.Regular {
+				return e.Hash, true
+			}
+		}
+		return plumbing.ZeroHash, false
+	}
+	sink := func(ctx context.Context, s wtxt.Segment, data []byte) error {
+		t, name, have := put(s.Digest)
+		if have {
+			return nil // the same bytes twice in this generation
+		}
+		if h, ok := prevSeg(s.Digest); ok {
+			t.set(name, filemode.Regular, h)
+			reused++
+			return nil
+		}
+		h, err := b.blob(data)
+		if err != nil {
+			return err
+		}
+		t.set(name, filemode.Regular, h)
+		return nil
+	}
+	// A segment whose chunks the previous generation had is known by its
+	// key: not read, not decoded, its blob taken from the previous tree.
+	known := func(k wtxt.SegmentKey) ([32]byte, bool) {
+		d, ok := b.knownSegs[k]
+		if ok {
+			_, ok = prevSeg(d)
+		}
+		return d, ok
+	}
+	// The whole file's SHA-256 (generation.txt's wtxt_sha256), on the
+	// side: the split itself reads only the changed segments' lines.
+	type sum struct {
+		h   []byte
+		err error
+	}
+	sumc := make(chan sum, 1)
+	go func() {
+		h := sha256.New()
+		_, err := io.Copy(h, &ctxReader{b.ctx, io.NewSectionReader(f, 0, size)})
+		sumc <- sum{h.Sum(nil), err}
+	}()
+	var skel limitedWriter
+	skel.limit = maxSkeleton
+	segs, keys, err := wtxt.SplitIndexed(b.ctx, f, size, &skel, sink, known,
+		wtxt.SplitOptions{SegmentSize: segSize, MaxSegment: MaxPartLimit, File: f.Name()})
+	whole := <-sumc
+	if err == nil {
+		err = whole.err
+	}
+	if err != nil {
+		return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: %w", ErrSkeleton, err)
+	}
+	if skel.over {
+		return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: skeleton larger than %d bytes", ErrSkeleton, maxSkeleton)
+	}
+	b.newSegKeys = make(map[wtxt.SegmentKey][32]byte, len(segs))
+	for i, s := range segs {
+		b.newSegKeys[keys[i]] = s.Digest
+		t, name, have := put(s.Digest)
+		if have {
+			continue
+		}
+		h, ok := prevSeg(s.Digest)
+		if !ok {
+			return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: segment %s was neither written nor found in the previous tree", ErrSkeleton, name)
+		}
+		t.set(name, filemode.Regular, h)
+		reused++
+	}
+	dir := newTreeBuilder(nil)
+	var prevPieces map[Part]plumbing.Hash
+	if prev != nil {
+		prevPieces = manifestBlobs(prev)
+	}
+	m, err := cutSkeleton(skel.buf.Bytes(), x, segs, func(p Part, data []byte) error {
+		if h, ok := prevPieces[p]; ok {
+			dir.set(p.Name, filemode.Regular, h)
+			return nil
+		}
+		h, err := b.blob(data)
+		if err != nil {
+			return err
+		}
+		dir.set(p.Name, filemode.Regular, h)
+		return nil
+	})
+	if err != nil {
+		return plumbing.ZeroHash, fileInfo{}, err
+	}
+	mh, err := b.blob(m.Encode())
+	if err != nil {
+		return plumbing.ZeroHash, fileInfo{}, err
+	}
+	dir.set(ManifestName, filemode.Regular, mh)
+	segDir := newTreeBuilder(nil)
+	for d, t := range segTrees {
+		h, err := b.writeTree(t)
+		if err != nil {
+			return plumbing.ZeroHash, fileInfo{}, err
+		}
+		segDir.set(path.Base(d), filemode.Dir, h)
+	}
+	if len(segTrees) > 0 {
+		h, err := b.writeTree(segDir)
+		if err != nil {
+			return plumbing.ZeroHash, fileInfo{}, err
+		}
+		dir.set(skelSegDir, filemode.Dir, h)
+	}
+	h, err := b.writeTree(dir)
+	if err != nil {
+		return plumbing.ZeroHash, fileInfo{}, err
+	}
+	b.segsReused += reused
+	return h, fileInfo{size: size, sha256: hex.EncodeToString(whole.h)}, nil
+}
+
+// storeSkeletonFile stores the WTXT at src as DirWTXTSegs in dir,
+// removing the other layouts' entries.
+func (b *builder) storeSkeletonFile(dir *treeBuilder, prevDir *object.Tree, src string, segSize int64) (fileInfo, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return fileInfo{}, fmt.Errorf("gitops: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fileInfo{}, fmt.Errorf("gitops: %w", err)
+	}
+	var prev *object.Tree
+	if prevDir != nil {
+		if t, err := prevDir.Tree(DirWTXTSegs); err == nil {
+			prev = t
+		}
+	}
+	h, info, err := b.storeSkeleton(f, st.Size(), prev, segSize)
+	if err != nil {
+		return fileInfo{}, fmt.Errorf("gitops: skeleton %s: %w", src, err)
+	}
+	dir.remove(FileWTXT)
+	dir.remove(DirWTXTParts)
+	dir.set(DirWTXTSegs, filemode.Dir, h)
+	return info, nil
+}
+
+// isPlainWTXT reports whether the file at p starts with the WTXT magic
+// line (an age-armored WTXT does not).
+func isPlainWTXT(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var b [len(wtxtMagic)]byte
+	n, _ := io.ReadFull(f, b[:])
+	return string(b[:n]) == wtxtMagic
+}
+
+// manifestBlobs maps the previous MANIFEST's entries to their blobs.
+func manifestBlobs(prev *object.Tree) map[Part]plumbing.Hash {
+	reuse := map[Part]plumbing.Hash{}
+	mf, err := prev.File(ManifestName)
+	if err != nil || mf.Size > MaxManifestSize {
+		return reuse
+	}
+	data, err := mf.Contents()
+	if err != nil {
+		return reuse
+	}
+	pm, err := ParseManifest([]byte(data))
+	if err != nil {
+		return reuse
+	}
+	for _, p := range pm.Parts {
+		if e, err := prev.FindEntry(p.Name); err == nil && e.Mode == filemode.Regular {
+			reuse[p] = e.Hash
+		}
+	}
+	return reuse
+}
+
+// limitedWriter buffers up to limit bytes and notes an overflow.
+type limitedWriter struct {
+	buf   bytes.Buffer
+	limit int
+	over  bool
+}
+
+func (w *limitedWriter) Write(p []byte) (int, error) {
+	if w.buf.Len()+len(p) > w.limit {
+		w.over = true
+		return 0, fmt.Errorf("%w: skeleton larger than %d bytes", ErrSkeleton, w.limit)
+	}
+	return w.buf.Write(p)
+}
+
+// cutSkeleton cuts a skeleton into pieces and calls emit for each, in
+// order (concatenated, they are the skeleton): 0000-header.part (every
+// line before the first arr line), <A>.head.part (arr and idx lines),
+// <A>.s<ix6>.part (segsPerPiece seg blocks from the segment whose first
+// chunk is ix; the array's last piece ends with endarr), and
+// 9999-trailer.part (audit and endwtxt). <A> is arrayPartPrefix of the
+// array name. The i-th arr line is x.Arrays[i] and the k-th seg line
+// segs[k]; both come from the same WTXT as the skeleton, and the lines are
+// checked against them.
+func cutSkeleton(skel []byte, x *wtxt.Index, segs []wtxt.Segment, emit func(Part, []byte) error) (*Manifest, error) {
+	var m Manifest
+	all := sha256.New()
+	names := map[string]bool{}
+	name, start := "", 0
+	flush := func(end int) error {
+		if name == "" {
+			return nil
+		}
+		data := skel[start:end]
+		sum := sha256.Sum256(data)
+		all.Write(data)
+		p := Part{Name: name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
+		m.Parts = append(m.Parts, p)
+		m.Bytes += p.Size
+		name = ""
+		return emit(p, data)
+	}
+	begin := func(n string, at int) error {
+		if err := flush(at); err != nil {
+			return err
+		}
+		if names[n] {
+			return fmt.Errorf("%w: skeleton offset %d: piece name %s produced twice (array names collide after sanitizing)", ErrSkeleton, at, n)
+		}
+		names[n] = true
+		name, start = n, at
+		return nil
+	}
+	if err := begin("0000-header.part", 0); err != nil {
+		return nil, err
+	}
+	ai, si, segInArr := -1, 0, 0
+	prefix := ""
+	trailer := false
+	for off, lineNo := 0, 1; off < len(skel); lineNo++ {
+		end := bytes.IndexByte(skel[off:], '\n')
+		if end < 0 {
+			return nil, fmt.Errorf("%w: skeleton line %d: no final LF", ErrSkeleton, lineNo)
+		}
+		end += off + 1
+		line := skel[off:end]
+		switch {
+		case trailer:
+		case bytes.HasPrefix(line, []byte("arr ")):
+			ai++
+			if ai >= len(x.Arrays) {
+				return nil, fmt.Errorf("%w: skeleton line %d: more arrays than the WTXT index (%d)", ErrSkeleton, lineNo, len(x.Arrays))
+			}
+			prefix, segInArr = arrayPartPrefix(x.Arrays[ai].Name), 0
+			if err := begin(prefix+".head.part", off); err != nil {
+				return nil, err
+			}
+		case bytes.HasPrefix(line, []byte("seg ")):
+			if ai < 0 || si >= len(segs) || segs[si].Array != x.Arrays[ai].Name {
+				return nil, fmt.Errorf("%w: skeleton line %d: seg line does not match segment %d of the split", ErrSkeleton, lineNo, si)
+			}
+			if segInArr%segsPerPiece == 0 {
+				if err := begin(fmt.Sprintf("%s.s%06d.part", prefix, segs[si].FirstChunk), off); err != nil {
+					return nil, err
+				}
+			}
+			si++
+			segInArr++
+		case bytes.HasPrefix(line, []byte("audit ")) || string(line) == "endwtxt\n":
+			if err := begin("9999-trailer.part", off); err != nil {
+				return nil, err
+			}
+			trailer = true
+		}
+		off = end
+	}
+	if !trailer || ai != len(x.Arrays)-1 || si != len(segs) {
+		return nil, fmt.Errorf("%w: skeleton does not match the WTXT (%d of %d arrays, %d of %d segments, trailer %v)", ErrSkeleton, ai+1, len(x.Arrays), si, len(segs), trailer)
+	}
+	if err := flush(len(skel)); err != nil {
+		return nil, err
+	}
+	m.SHA256 = hex.EncodeToString(all.Sum(nil))
+	return &m, nil
+}
+
+// treeBlobs serves segment blobs from a skeleton directory.
+type treeBlobs struct{ fsys fs.FS }
+
+// OpenBlob implements wtxt.BlobSource; wtxt.Assemble checks size and digest.
+func (t treeBlobs) OpenBlob(_ context.Context, s wtxt.Segment) (io.ReadCloser, error) {
+	dir, name := segName(s.Digest)
+	f, err := t.fsys.Open(path.Join(dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("segment %s: %w", name, wtxt.ErrBlobNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// AssembleSkeletonFS writes the WTXT stored in the skeleton directory dir
+// of fsys to w: the skeleton from its pieces (every piece's size and
+// SHA-256 and the whole skeleton's checked against the MANIFEST), then
+// wtxt.Assemble with the segment blobs (every chunk's sha256 and crc32c
+// and every blob's length and digest checked). The pieces and the blobs
+// are read concurrently, so fsys must allow that (os.DirFS and MapFS do).
+// On error what was written to w must be discarded.
+func AssembleSkeletonFS(ctx context.Context, fsys fs.FS, dir string, w io.Writer) error {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSkeleton, err)
+	}
+	return assembleSkeleton(ctx, sub, sub, w)
+}
+
+// assembleSkeleton reads the pieces from pieces and the segments from
+// blobs (two views of one skeleton directory, used from two goroutines).
+func assembleSkeleton(ctx context.Context, pieces, blobs fs.FS, w io.Writer) error {
+	pr, pw := io.Pipe()
+	errc := make(chan error, 1)
+	go func() {
+		err := AssembleFS(pieces, ".", pw)
+		pw.CloseWithError(err)
+		errc <- err
+	}()
+	_, err := wtxt.AssembleNamed(ctx, pr, DirWTXTSegs, treeBlobs{blobs}, w)
+	if err == nil {
+		// What follows endwtxt (nothing, for a sound skeleton), then the
+		// MANIFEST's verdict on the whole skeleton.
+		if n, cerr := io.Copy(io.Discard, pr); cerr == nil && n > 0 {
+			err = fmt.Errorf("%d bytes after endwtxt", n)
+		}
+	}
+	pr.CloseWithError(errors.New("assemble ended"))
+	if perr := <-errc; err == nil {
+		err = perr
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSkeleton, err)
+	}
+	return nil
+}
