@@ -414,6 +414,9 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 		base := g.BasePath(head.Gen)
 		if bf, err := os.Open(base); err == nil {
 			t = d.now()
+			// The NaN/Inf check reads the WTXT by name: it runs as soon as
+			// the WTXT's commit is done, beside the delta.
+			nf := d.checkNonFiniteAsync(ctx, it, g, base)
 			err = d.delta(ctx, it, g, bf, head.SHA256All)
 			bf.Close()
 			if werr := g.Wait(); err == nil {
@@ -422,11 +425,11 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 			if err == nil {
 				err = g.SealDelta(it.res.Delta)
 			}
+			nf()
 			if err != nil {
 				return nil, err
 			}
 			it.stage1("delta", d.now().Sub(t))
-			d.checkNonFinite(ctx, it, base, g.PlainPath())
 		} else {
 			d.log.Warn("no delta: the previous generation is not in the ring", "gen", gen, "base_gen", head.Gen, "error", err)
 		}

@@ -106,6 +106,14 @@ func TestPlainGeneration(t *testing.T) {
 				t.Fatalf("content through PlainFile: %v", err)
 			}
 		}
+		done, commitErr := g.CommitDone()
+		<-done // also for a synchronous write: closed at once
+		if err := commitErr(); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(g.PlainPath()); err != nil || !bytes.Equal(b, wtxtBytes) {
+			t.Fatalf("gen %d: not under its name after CommitDone: %v", gen, err)
+		}
 		if err := g.Wait(); err != nil {
 			t.Fatal(err)
 		}

@@ -209,6 +209,21 @@ func (g *Gen) PlainFile() *os.File { return g.pending.file() }
 // without one). It may be called more than once.
 func (g *Gen) Wait() error { return g.pending.wait() }
 
+// CommitDone returns a channel closed once the WTXT is under PlainPath (at
+// once when its commit did not run in the background) and the commit's
+// error, valid after that. Unlike Wait it may be used from another
+// goroutine while PlainFile is being read (it neither closes nor touches
+// the descriptor).
+func (g *Gen) CommitDone() (done <-chan struct{}, err func() error) {
+	if g.pending == nil {
+		c := make(chan struct{})
+		close(c)
+		return c, func() error { return nil }
+	}
+	p := g.pending
+	return p.finished, func() error { return p.commitErr }
+}
+
 // Close waits for a background commit; no goroutine outlives it.
 func (g *Gen) Close() { g.pending.wait() }
 
@@ -334,10 +349,11 @@ func (g *Gen) Committed(prev uint64) {
 // pendingCommit is an atomic write whose commit (fsync, rename, fsync
 // dir) runs in the background.
 type pendingCommit struct {
-	r    *os.File // a read descriptor on the written content, or nil
-	done chan error
-	err  error
-	got  bool
+	r         *os.File // a read descriptor on the written content, or nil
+	finished  chan struct{}
+	commitErr error // the commit's outcome, set before finished is closed
+	err       error
+	got       bool
 }
 
 // writeFileAsync fills path like WriteFile, then commits in the background
@@ -357,11 +373,14 @@ func (w *Writer) writeFileAsync(path string, perm os.FileMode, fill func(w io.Wr
 		f.Abort()
 		return nil, err
 	}
-	p := &pendingCommit{done: make(chan error, 1)}
+	p := &pendingCommit{finished: make(chan struct{})}
 	if of, ok := f.Writer().(*os.File); ok {
 		if r, err := os.Open(of.Name()); err == nil {
 			p.r = r
-			go func() { p.done <- f.Commit() }()
+			go func() {
+				p.commitErr = f.Commit()
+				close(p.finished)
+			}()
 			return p, nil
 		}
 	}
@@ -369,7 +388,7 @@ func (w *Writer) writeFileAsync(path string, perm os.FileMode, fill func(w io.Wr
 	if err := f.Commit(); err != nil {
 		return nil, err
 	}
-	p.done <- nil
+	close(p.finished)
 	return p, nil
 }
 
@@ -412,7 +431,8 @@ func (p *pendingCommit) wait() error {
 		return nil
 	}
 	if !p.got {
-		p.err, p.got = <-p.done, true
+		<-p.finished
+		p.err, p.got = p.commitErr, true
 		if p.r != nil {
 			p.r.Close()
 			p.r = nil
