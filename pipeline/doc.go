@@ -59,7 +59,10 @@
 // head; the pin is released and the mapping closed right after it. The
 // ring's files (layout, armor and seals, the WTXT's commit in the
 // background while the delta is built, removal, trim) are package
-// pipeline/ring's (ring.Writer); stages.go only orders the steps.
+// pipeline/ring's (ring.Writer); stages.go only orders the steps. The
+// check for NaN/±Inf the generation introduces (changed chunks only,
+// nonfinite.go) runs beside the delta once the WTXT is committed; its
+// result goes into the chain state, and its time into the "delta" stage.
 //
 // finish commits the generation to Git (Deps.Repo; the Header is passed
 // explicitly, so armored files commit too) and enqueues its push
