@@ -22,6 +22,7 @@ import (
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/backoff"
 	"github.com/snapd-ml/snapd/internal/progress"
+	"github.com/snapd-ml/snapd/pipeline/ring"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
@@ -115,6 +116,7 @@ type Daemon struct {
 	fs      FS
 	now     func() time.Time
 	ringDir string
+	ring    *ring.Writer // the ring's files, through fs
 
 	cfgMu sync.Mutex
 	cfg   Config
@@ -193,6 +195,7 @@ func New(cfg Config, deps Deps) (_ *Daemon, err error) {
 	dm := &Daemon{deps: *d, log: d.Logger, m: m, gather: reg, fs: d.FS, now: d.Now, cfg: cfg,
 		ringDir: filepath.Join(cfg.StateDir, RingDir), results: map[uint64]*GenResult{}, changed: make(chan struct{})}
 	dm.act = newActivity(cfg.StateDir, d.Now, d.Progress)
+	dm.ring = ring.NewWriter(dm.ringDir, d.FS, d.Logger)
 	if err := reg.Register(newQueueCollector(func() *queue.Queue { return dm.deps.Queue })); err != nil {
 		return nil, fmt.Errorf("pipeline: metrics: %w", err)
 	}
@@ -202,12 +205,12 @@ func New(cfg Config, deps Deps) (_ *Daemon, err error) {
 	if d.Pushes != nil {
 		d.Pushes.attach(dm)
 	}
-	for _, dir := range []string{cfg.StateDir, dm.ringDir, filepath.Join(dm.ringDir, plainDir)} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("pipeline: %w", err)
-		}
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	os.Chmod(filepath.Join(dm.ringDir, plainDir), 0o700)
+	if err := dm.ring.Init(); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
 	if dm.lock = d.Lock; dm.lock == nil {
 		if dm.lock, err = lockStateDir(cfg.StateDir); err != nil {
 			return nil, err
@@ -266,20 +269,13 @@ func (d *Daemon) recover() error {
 	for _, e := range entries {
 		if e.Gen > d.head.Gen || e.WTXT == "" {
 			d.log.Info("recovery: removing half-written ring entry", "gen", e.Gen, "chain_head", d.head.Gen, "files", e.Files)
-			if err := removeRingGen(d.ringDir, e.Gen); err != nil {
+			if err := d.ring.Remove(e.Gen); err != nil {
 				return fmt.Errorf("pipeline: recovery: %w", err)
 			}
 		}
 	}
 	// Plaintext copies (encryption) are kept for the chain head only.
-	pd := filepath.Join(d.ringDir, plainDir)
-	if ents, err := os.ReadDir(pd); err == nil {
-		for _, e := range ents {
-			if g, _, ok := snapshot.ParseGenName(e.Name()); !ok || g != d.head.Gen {
-				os.Remove(filepath.Join(pd, e.Name()))
-			}
-		}
-	}
+	d.ring.PrunePlain(d.head.Gen)
 	return nil
 }
 

@@ -56,7 +56,13 @@
 // age (Config.Recipients) and writes a WSEAL seal, writes the WSUM when
 // streaming, makes the DELTA v2 against the chain head's plaintext and
 // persists the new chain head. build is the only writer of the chain
-// head; the pin is released and the mapping closed right after it.
+// head; the pin is released and the mapping closed right after it. The
+// ring's files (layout, armor and seals, the WTXT's commit in the
+// background while the delta is built, removal, trim) are package
+// pipeline/ring's (ring.Writer); stages.go only orders the steps. The
+// check for NaN/±Inf the generation introduces (changed chunks only,
+// nonfinite.go) runs beside the delta once the WTXT is committed; its
+// result goes into the chain state, and its time into the "delta" stage.
 //
 // finish commits the generation to Git (Deps.Repo; the Header is passed
 // explicitly, so armored files commit too) and enqueues its push
@@ -144,9 +150,11 @@
 //	                                   0600 in a 0700 directory, the base of the next
 //	                                   delta; removed when the next head is persisted
 //
-// Every file is written through FS (default OSFS: temp file, fsync,
-// rename, fsync of the directory), so no partial file is ever visible
-// under its final name. The commit point of a generation is the state
+// Every file — WTXT, armored copy, WSUM, delta, seals, and the chain
+// state — is written through FS (= ring.FS; default OSFS: temp file,
+// fsync, rename, fsync of the directory), so no partial file is ever
+// visible under its final name and an injected fault (a full disk)
+// reaches every one of them. The commit point of a generation is the state
 // file: ring entries newer than the persisted head are half-written and
 // removed at start. The ring keeps Config.RingKeep generations; trimming
 // never removes the head nor a generation not yet acknowledged in the

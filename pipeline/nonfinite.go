@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/snapd-ml/snapd/gitops/review"
+	"github.com/snapd-ml/snapd/pipeline/ring"
 )
 
 // nonFiniteBudget bounds the raw bytes of changed chunks checkNonFinite
@@ -31,6 +32,29 @@ func (d *Daemon) checkNonFinite(ctx context.Context, it *item, base, target stri
 		d.log.Info("NaN/Inf check of the changed chunks was partial", "gen", it.rec.Gen, "checked_bytes", rep.CheckedBytes, "changed_bytes", rep.ChangedBytes)
 	}
 	it.res.NonFinite = rep.Arrays
+}
+
+// checkNonFiniteAsync runs checkNonFinite of g's plaintext WTXT against
+// base in a goroutine once g's WTXT is committed (a failed commit skips
+// it: the generation fails anyway), so that it overlaps the delta. The
+// returned func waits for it; it.res.NonFinite is set when it returns. The
+// goroutine writes only it.res.NonFinite.
+func (d *Daemon) checkNonFiniteAsync(ctx context.Context, it *item, g *ring.Gen, base string) (wait func()) {
+	done := make(chan struct{})
+	committed, commitErr := g.CommitDone()
+	target := g.PlainPath()
+	go func() {
+		defer close(done)
+		select {
+		case <-committed:
+		case <-ctx.Done():
+			return
+		}
+		if commitErr() == nil {
+			d.checkNonFinite(ctx, it, base, target)
+		}
+	}()
+	return func() { <-done }
 }
 
 // nonFiniteSummary is "w (3 NaN, 0 Inf), b (0 NaN, 1 Inf)", at most 8

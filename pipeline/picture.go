@@ -32,7 +32,7 @@ func (d *Daemon) drawPicture(ctx context.Context, it *item, base, target string,
 		diffsvg.Options{Title: fmt.Sprintf("gen %s → %s", wtxt.FormatGen(baseGen), wtxt.FormatGen(gen))})
 	if err == nil {
 		path := ringPath(d.ringDir, gen, ExtPicture)
-		if err = d.writeFile(path, 0o644, func(w io.Writer) error { return p.WriteSVG(w) }); err == nil {
+		if err = d.ring.WriteFile(path, 0o644, func(w io.Writer) error { return p.WriteSVG(w) }); err == nil {
 			it.res.Picture = path
 		}
 	}

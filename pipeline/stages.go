@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +19,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/backoff"
 	"github.com/snapd-ml/snapd/internal/safeopen"
+	"github.com/snapd-ml/snapd/pipeline/ring"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
@@ -327,9 +327,9 @@ func (d *Daemon) build(ctx context.Context, it *item) {
 		d.m.lastGen.Set(float64(gen))
 	case ctx.Err() != nil:
 		it.aborted = true
-		removeRingGen(d.ringDir, gen)
+		d.ring.Remove(gen)
 	default:
-		removeRingGen(d.ringDir, gen)
+		d.ring.Remove(gen)
 		it.err, it.stage = err, "build"
 	}
 }
@@ -357,151 +357,9 @@ func (d *Daemon) redelivered(it *item, head *ChainState) bool {
 		}
 		f.Close()
 	}
-	it.fillRing(d.ringDir)
+	fl := d.ring.Lookup(gen)
+	r.Delta, r.DeltaBytes, r.WSUM, r.Seal = fl.Delta, fl.DeltaBytes, fl.WSUM, fl.Seal
 	return true
-}
-
-func (it *item) fillRing(ringDir string) {
-	gen := it.rec.Gen
-	for _, f := range []struct {
-		ext   string
-		path  *string
-		bytes *int64
-	}{{ExtDelta, &it.res.Delta, &it.res.DeltaBytes}, {ExtWSUM, &it.res.WSUM, nil}, {ExtWTXT + ExtSeal, &it.res.Seal, nil}} {
-		p := ringPath(ringDir, gen, f.ext)
-		if st, err := os.Stat(p); err == nil {
-			*f.path = p
-			if f.bytes != nil {
-				*f.bytes = st.Size()
-			}
-		}
-	}
-}
-
-// writeFile writes one ring file through the FS seam: fill gets the
-// writer; nothing is visible under path unless everything succeeded.
-func (d *Daemon) writeFile(path string, perm os.FileMode, fill func(w io.Writer) error) error {
-	f, err := d.fs.Create(path, perm)
-	if err != nil {
-		return err
-	}
-	defer f.Abort()
-	if err := fill(f.Writer()); err != nil {
-		return err
-	}
-	return f.Commit()
-}
-
-// pendingCommit is an atomic write whose commit (fsync, rename, fsync
-// dir) runs in the background.
-type pendingCommit struct {
-	r    *os.File // a read descriptor on the written content, or nil
-	done chan error
-	err  error
-	got  bool
-}
-
-// writeFileAsync fills path like writeFile, then commits in the background
-// and returns at once. When the FS hands out real files it also opens a
-// read descriptor on the content, valid across the rename (file()); wait()
-// returns the commit's error and closes it. A nil *pendingCommit is a
-// finished one.
-func (d *Daemon) writeFileAsync(path string, perm os.FileMode, fill func(w io.Writer) error) (*pendingCommit, error) {
-	f, err := d.fs.Create(path, perm)
-	if err != nil {
-		return nil, err
-	}
-	stop := startWriteback(f.Writer())
-	err = fill(f.Writer())
-	stop()
-	if err != nil {
-		f.Abort()
-		return nil, err
-	}
-	p := &pendingCommit{done: make(chan error, 1)}
-	if of, ok := f.Writer().(*os.File); ok {
-		if r, err := os.Open(of.Name()); err == nil {
-			p.r = r
-			go func() { p.done <- f.Commit() }()
-			return p, nil
-		}
-	}
-	// No descriptor to read the content before the rename: commit now.
-	if err := f.Commit(); err != nil {
-		return nil, err
-	}
-	p.done <- nil
-	return p, nil
-}
-
-// startWriteback asks the kernel, every 20 ms while a large file is being
-// written, to start writing its dirty pages (sync_file_range with
-// SYNC_FILE_RANGE_WRITE: asynchronous, no wait), so the fsync at commit
-// finds most of the file already on disk. The returned func stops it.
-func startWriteback(w io.Writer) func() {
-	f, ok := w.(*os.File)
-	if !ok {
-		return func() {}
-	}
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
-			}
-		}
-	}()
-	return func() { close(done); <-stopped }
-}
-
-func (p *pendingCommit) file() *os.File {
-	if p == nil {
-		return nil
-	}
-	return p.r
-}
-
-func (p *pendingCommit) wait() error {
-	if p == nil {
-		return nil
-	}
-	if !p.got {
-		p.err, p.got = <-p.done, true
-		if p.r != nil {
-			p.r.Close()
-			p.r = nil
-		}
-	}
-	return p.err
-}
-
-// encrypted wraps fill so that its output is age-armored on the way to w.
-func encrypted(fill func(w io.Writer) error, cfg *Config) func(w io.Writer) error {
-	if len(cfg.Recipients) == 0 {
-		return fill
-	}
-	return func(w io.Writer) error {
-		pr, pw := io.Pipe()
-		done := make(chan error, 1)
-		go func() {
-			err := fill(pw)
-			pw.CloseWithError(err)
-			done <- err
-		}()
-		err := armor.Encrypt(w, pr, cfg.Recipients...)
-		pr.CloseWithError(err)
-		if ferr := <-done; ferr != nil {
-			return ferr
-		}
-		return err
-	}
 }
 
 // buildOnce produces generation it.rec.Gen's ring entry and persists the
@@ -518,17 +376,11 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 		return nil, permanent{err}
 	}
 	opts := wtxt.EncodeOptions{RowsPerChunk: cfg.RowsPerChunk, SignKey: cfg.SignKey, HMACKey: cfg.HMACKey, PrevMerkle: headRoot.MerkleThis, Stream: cfg.Stream, Workers: cfg.Workers}
-	enc := len(cfg.Recipients) > 0
-	plainDirPath := filepath.Join(d.ringDir, plainDir)
-	wtxtPath := ringPath(d.ringDir, gen, ExtWTXT)
-	plain := wtxtPath
-	perm := os.FileMode(0o644)
-	if enc {
-		plain, perm = ringPath(plainDirPath, gen, ExtWTXT), 0o600
-	}
+	g := d.ring.Begin(gen, ring.Options{Recipients: cfg.Recipients, SignKey: cfg.SignKey})
+	defer g.Close() // no goroutine outlives build
 
 	// Encode. When a plaintext delta follows, the WTXT's fsync runs while
-	// the delta is built (pending.wait before anything depends on it).
+	// the delta is built (g.Wait before anything depends on it).
 	t := d.now()
 	it.stageStart("encode")
 	var res *wtxt.Result
@@ -540,50 +392,22 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 		}
 		return err
 	}
-	var pending *pendingCommit
-	if !enc && head.Gen != 0 {
-		pending, err = d.writeFileAsync(plain, perm, fill)
-	} else {
-		err = d.writeFile(plain, perm, fill)
-	}
-	if err != nil {
+	if err := g.WriteWTXT(fill, head.Gen != 0); err != nil {
 		return nil, err
 	}
-	defer pending.wait() // no goroutine outlives build
 	it.stage1("encode", d.now().Sub(t))
-	sealValues := armor.Seal{Root: res.Root}
-	seal := func(path, kind string) error {
-		v := sealValues
-		v.Kind = kind
-		_, err := armor.WriteSeal(path, v, cfg.SignKey, 0o644)
-		return err
-	}
-	if enc {
+	g.SetSeal(armor.Seal{Root: res.Root})
+	if g.Encrypted() {
 		t = d.now()
-		err := d.writeFile(wtxtPath, 0o644, encrypted(func(w io.Writer) error {
-			f, err := os.Open(plain)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			_, err = io.Copy(w, f)
-			return err
-		}, &cfg))
-		if err == nil {
-			err = seal(wtxtPath, armor.KindWTXT)
-		}
+		seal, err := g.Armor()
 		if err != nil {
 			return nil, err
 		}
-		it.res.Seal = armor.SealPath(wtxtPath)
+		it.res.Seal = seal
 		it.stage1("armor", d.now().Sub(t))
 	}
 	if cfg.Stream {
-		p := ringPath(d.ringDir, gen, ExtWSUM)
-		err := d.writeFile(p, 0o644, encrypted(func(w io.Writer) error { _, err := w.Write(res.WSUM); return err }, &cfg))
-		if err == nil && enc {
-			err = seal(p, armor.KindWSUM)
-		}
+		p, err := g.WriteWSUM(res.WSUM)
 		if err != nil {
 			return nil, err
 		}
@@ -592,48 +416,47 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 
 	// Delta against the chain head.
 	if head.Gen != 0 {
-		base := ringPath(d.ringDir, head.Gen, ExtWTXT)
-		if enc {
-			base = ringPath(plainDirPath, head.Gen, ExtWTXT)
-		}
+		base := g.BasePath(head.Gen)
 		if bf, err := os.Open(base); err == nil {
 			t = d.now()
-			err = d.delta(ctx, it, bf, plain, pending.file(), head.SHA256All, &cfg)
+			// The NaN/Inf check reads the WTXT by name: it runs as soon as
+			// the WTXT's commit is done, beside the delta.
+			nf := d.checkNonFiniteAsync(ctx, it, g, base)
+			err = d.delta(ctx, it, g, bf, head.SHA256All)
 			bf.Close()
-			if werr := pending.wait(); err == nil {
+			if werr := g.Wait(); err == nil {
 				err = werr
 			}
-			if err == nil && enc && it.res.Delta != "" {
-				err = seal(it.res.Delta, armor.KindDelta)
+			if err == nil {
+				err = g.SealDelta(it.res.Delta)
 			}
+			nf()
 			if err != nil {
 				return nil, err
 			}
 			it.stage1("delta", d.now().Sub(t))
-			d.checkNonFinite(ctx, it, base, plain)
-			d.drawPicture(ctx, it, base, plain, head.Gen, gen, &cfg)
+			d.drawPicture(ctx, it, base, g.PlainPath(), head.Gen, gen, &cfg)
 		} else {
 			d.log.Warn("no delta: the previous generation is not in the ring", "gen", gen, "base_gen", head.Gen, "error", err)
 		}
 	}
 
-	if err := pending.wait(); err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	if head.Gen == 0 {
-		d.checkNonFinite(ctx, it, "", plain) // the first generation: against nothing
+		d.checkNonFinite(ctx, it, "", g.PlainPath()) // the first generation: against nothing
 	}
 	// Commit point: the chain state.
 	t = d.now()
 	next := newChainState(gen, res.Root, head, d.now().UTC())
 	next.NonFinite = it.res.NonFinite
-	if err := writeChainState(cfg.StateDir, next); err != nil {
+	if err := writeChainState(d.ring, cfg.StateDir, next); err != nil {
 		return nil, err
 	}
-	if enc && head.Gen != 0 {
-		os.Remove(ringPath(plainDirPath, head.Gen, ExtWTXT))
-	}
+	g.Committed(head.Gen)
 	it.stage1("state", d.now().Sub(t))
+	wtxtPath := g.WTXTPath()
 	st, _ := os.Stat(wtxtPath)
 	if st != nil {
 		it.res.WTXTBytes = st.Size()
@@ -651,16 +474,17 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 // Both files are the daemon's own (the base was verified when it was made,
 // the target was just encoded), so the delta indexes them by structure
 // only instead of re-verifying ~2 × the WTXT size of hashing; baseAll is
-// the base's sha256_all from the chain state.
-// tf, when not nil, is an open descriptor on the target (whose rename
-// into place may still be in progress); otherwise target is opened.
-func (d *Daemon) delta(ctx context.Context, it *item, base *os.File, target string, tf *os.File, baseAll string, cfg *Config) error {
+// the base's sha256_all from the chain state. The target is g's plaintext
+// WTXT (read through g.PlainFile while its rename into place may still be
+// in progress).
+func (d *Daemon) delta(ctx context.Context, it *item, g *ring.Gen, base *os.File, baseAll string) error {
 	bst, err := base.Stat()
 	if err != nil {
 		return err
 	}
+	tf := g.PlainFile()
 	if tf == nil {
-		if tf, err = os.Open(target); err != nil {
+		if tf, err = os.Open(g.PlainPath()); err != nil {
 			return err
 		}
 		defer tf.Close()
@@ -669,9 +493,8 @@ func (d *Daemon) delta(ctx context.Context, it *item, base *os.File, target stri
 	if err != nil {
 		return err
 	}
-	p := ringPath(d.ringDir, it.rec.Gen, ExtDelta)
 	var info *wtxt.DeltaInfo
-	err = d.writeFile(p, 0o644, encrypted(func(w io.Writer) error {
+	dl, err := g.WriteDelta(func(w io.Writer) error {
 		var err error
 		opts := wtxt.DeltaOptions{Trusted: true}
 		if b, herr := hex.DecodeString(baseAll); herr == nil && len(b) == 32 {
@@ -682,25 +505,18 @@ func (d *Daemon) delta(ctx context.Context, it *item, base *os.File, target stri
 			return permanent{fmt.Errorf("gen %d: delta against gen %d: %w", it.rec.Gen, it.res.BaseGen, err)}
 		}
 		return err
-	}, cfg))
-	if err != nil {
-		return err
-	}
-	st, err := os.Stat(p)
+	}, tst.Size())
 	if err != nil {
 		return err
 	}
 	it.res.DeltaChunks, it.res.DeltaChanged = info.Chunks, info.Changed
-	if st.Size() >= tst.Size() {
+	if dl.Path == "" {
 		// Dense change (every chunk differs): the delta is no smaller than
 		// the snapshot, so it earns nothing in the ring or in Git.
-		d.log.Info("delta not smaller than the snapshot; not kept", "gen", it.rec.Gen, "delta_bytes", st.Size(), "wtxt_bytes", tst.Size())
-		if err := os.Remove(p); err != nil {
-			return err
-		}
+		d.log.Info("delta not smaller than the snapshot; not kept", "gen", it.rec.Gen, "delta_bytes", dl.Bytes, "wtxt_bytes", tst.Size())
 		return nil
 	}
-	it.res.Delta, it.res.DeltaBytes = p, st.Size()
+	it.res.Delta, it.res.DeltaBytes = dl.Path, dl.Bytes
 	return nil
 }
 
@@ -903,19 +719,6 @@ func fileExists(p string) bool {
 // generation just acknowledged in the WAL: newer entries (built ahead of
 // their acknowledgement) are never removed, nor is the chain head.
 func (d *Daemon) trim(acked uint64) {
-	keep := d.config().RingKeep
-	entries, err := ListRing(d.ringDir)
-	if err != nil {
-		d.log.Warn("ring: list", "error", err)
-		return
-	}
 	head := d.Head().Gen
-	for i := 0; i < len(entries)-keep; i++ {
-		if entries[i].Gen == head || entries[i].Gen >= acked {
-			continue
-		}
-		if err := removeRingGen(d.ringDir, entries[i].Gen); err != nil {
-			d.log.Warn("ring: trim", "gen", entries[i].Gen, "error", err)
-		}
-	}
+	d.ring.Trim(d.config().RingKeep, func(gen uint64) bool { return gen == head || gen >= acked })
 }

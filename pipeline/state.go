@@ -18,6 +18,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/safeopen"
+	"github.com/snapd-ml/snapd/pipeline/ring"
 )
 
 // Names inside the state directory (see doc.go).
@@ -31,7 +32,7 @@ const (
 	StateFile     = "state"
 	LastErrorFile = "last_error"
 	LockFile      = "lock"
-	plainDir      = ".plain"
+	plainDir      = ring.PlainDir
 )
 
 // Sentinel errors.
@@ -134,13 +135,14 @@ func ReadChainState(stateDir string) (*ChainState, error) {
 	return &c, nil
 }
 
-// writeChainState persists c atomically (temp, fsync, rename, fsync dir).
-func writeChainState(stateDir string, c *ChainState) error {
+// writeChainState persists c atomically (temp, fsync, rename, fsync dir)
+// through the ring's FS, so injected disk faults cover it too.
+func writeChainState(w *ring.Writer, stateDir string, c *ChainState) error {
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(filepath.Join(stateDir, StateFile), append(b, '\n'), 0o644); err != nil {
+	if err := w.Put(filepath.Join(stateDir, StateFile), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("pipeline: write state: %w", err)
 	}
 	return nil

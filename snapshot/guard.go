@@ -15,16 +15,29 @@ var ErrSourceFault = errors.New("snapshot: mapped source changed while being rea
 
 // Guarded is a view of a Mapping for files that may change while mapped
 // (checkpoints named by a request or on a command line): it exposes no
-// raw memory (BytesOf reports false, Section returns a reader), and every
-// ReadAt copies under debug.SetPanicOnFault in the calling goroutine, so a
-// page that vanished is an error wrapping ErrSourceFault in whichever
-// goroutine reads — decoders, encoder workers — instead of a fatal SIGBUS.
-// ReadAt also drops the whole pages it read from the resident set
-// (like Release), so streaming a huge source keeps RSS bounded.
+// raw memory (BytesOf reports false, Section returns a reader), and a
+// read of bytes that vanished is an error wrapping ErrSourceFault, in
+// whichever goroutine reads — decoders, encoder workers — instead of a
+// fatal SIGBUS.
+//
+// ReadAt serves reads of 32 KiB or more with pread(2) on a descriptor of
+// the same open file (kept by the Mapping): the kernel copies from the
+// page cache, a truncated file gives a short read, and the mapping itself
+// is not touched, so none of its pages is faulted in, counted in RSS or
+// has to be dropped again (Release is then a no-op). Smaller reads, and
+// all reads when no descriptor could be kept, copy from the mapping under
+// debug.SetPanicOnFault and drop the whole pages they read (like
+// Release).
 //
 // The cost is one copy per read, which readers of non-memory sources make
-// anyway. The Guarded is valid until the Mapping is closed.
+// anyway. The Guarded is valid until the Mapping is closed. Reads see the
+// file as it is now, up to the size it had when it was mapped (Size).
 type Guarded struct{ m *Mapping }
+
+// preadMin is the smallest read Guarded serves with pread: smaller ones
+// (a decoder's header fields) cost less as a copy from the mapping than as
+// a system call, and they cover no whole page to release.
+const preadMin = 32 << 10
 
 // Guarded returns the fault-safe view of m.
 func (m *Mapping) Guarded() *Guarded { return &Guarded{m: m} }
@@ -35,8 +48,10 @@ func (g *Guarded) Size() int64 { return int64(len(g.m.data)) }
 // Name returns the path the mapping was made from.
 func (g *Guarded) Name() string { return g.m.name }
 
-// ReadAt implements io.ReaderAt; a fault is reported as an error wrapping
-// ErrSourceFault that names the file and the offset that faulted.
+// ReadAt implements io.ReaderAt; bytes that vanished (the file shrank
+// below the mapped size, or its storage failed) are reported as an error
+// wrapping ErrSourceFault that names the file, the read and the offset
+// where the data ended.
 func (g *Guarded) ReadAt(p []byte, off int64) (int, error) {
 	data := g.m.data
 	if off < 0 {
@@ -48,21 +63,39 @@ func (g *Guarded) ReadAt(p []byte, off int64) (int, error) {
 		}
 		return 0, io.EOF
 	}
-	n, fault, ok := guardedCopy(p, data[off:])
-	if !ok {
-		at := int64(fault - uintptr(unsafe.Pointer(unsafe.SliceData(data))))
-		return 0, fmt.Errorf("%w: %s: read of %d bytes at offset %d faulted at offset %d (mapped size %d): the file was truncated or its storage failed while mapped",
-			ErrSourceFault, g.m.name, len(p), off, at, len(data))
+	want := p[:min(int64(len(p)), int64(len(data))-off)]
+	if rf := g.m.rf; rf != nil && len(want) >= preadMin {
+		n, err := rf.ReadAt(want, off)
+		if n < len(want) {
+			cause := "the file was truncated or its storage failed while mapped"
+			if err != nil && !errors.Is(err, io.EOF) {
+				cause = fmt.Sprintf("the file was truncated or its storage failed while mapped: %v", err)
+			}
+			return 0, fmt.Errorf("%w: %s: read of %d bytes at offset %d ended at offset %d (mapped size %d): %s",
+				ErrSourceFault, g.m.name, len(p), off, off+int64(n), len(data), cause)
+		}
+	} else {
+		n, fault, ok := guardedCopy(want, data[off:])
+		if !ok {
+			at := int64(fault - uintptr(unsafe.Pointer(unsafe.SliceData(data))))
+			return 0, fmt.Errorf("%w: %s: read of %d bytes at offset %d faulted at offset %d (mapped size %d): the file was truncated or its storage failed while mapped",
+				ErrSourceFault, g.m.name, len(p), off, at, len(data))
+		}
+		releasePages(data, off, int64(n))
 	}
-	releasePages(data, off, int64(n))
-	if n < len(p) {
-		return n, io.EOF
+	if len(want) < len(p) {
+		return len(want), io.EOF
 	}
-	return n, nil
+	return len(want), nil
 }
 
-// Release implements Releaser.
-func (g *Guarded) Release(off, n int64) { releasePages(g.m.data, off, n) }
+// Release implements Releaser: a no-op when reads go through the
+// descriptor (they never fault the mapping in).
+func (g *Guarded) Release(off, n int64) {
+	if g.m.rf == nil {
+		releasePages(g.m.data, off, n)
+	}
+}
 
 // guardedCopy copies src into dst, turning a memory fault into ok=false
 // with the faulting address. SetPanicOnFault is per goroutine: it is set

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,7 +16,16 @@ import (
 // Issue 11 item 7: a source truncated while mapped killed the process
 // with SIGBUS. Reads through Guarded fail with ErrSourceFault instead, in
 // any goroutine.
+//
+// Both ways Guarded reads are checked: pread on the mapping's descriptor
+// (the default) and the copy from the mapping under SetPanicOnFault (when
+// no descriptor could be kept).
 func TestGuardedTruncatedWhileMapped(t *testing.T) {
+	t.Run("descriptor", func(t *testing.T) { testGuardedTruncated(t, true) })
+	t.Run("mapping", func(t *testing.T) { testGuardedTruncated(t, false) })
+}
+
+func testGuardedTruncated(t *testing.T, viaDescriptor bool) {
 	p := filepath.Join(t.TempDir(), "src.bin")
 	data := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
 	if err := os.WriteFile(p, data, 0o644); err != nil {
@@ -26,6 +36,13 @@ func TestGuardedTruncatedWhileMapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	if m.rf == nil {
+		t.Fatal("MapFile kept no descriptor")
+	}
+	if !viaDescriptor {
+		m.rf.Close()
+		m.rf = nil
+	}
 	g := m.Guarded()
 	if _, ok := BytesOf(g); ok {
 		t.Fatal("Guarded exposes raw memory")
@@ -33,6 +50,12 @@ func TestGuardedTruncatedWhileMapped(t *testing.T) {
 	buf := make([]byte, 4096)
 	if n, err := g.ReadAt(buf, 8192); err != nil || n != 4096 || !bytes.Equal(buf, data[8192:8192+4096]) {
 		t.Fatalf("read before truncation: %d %v", n, err)
+	}
+	if all, err := io.ReadAll(io.NewSectionReader(g, 0, g.Size())); err != nil || !bytes.Equal(all, data) {
+		t.Fatalf("whole file through Guarded: %d bytes, %v", len(all), err)
+	}
+	if n, err := g.ReadAt(buf[:10], g.Size()-4); n != 4 || err != io.EOF || !bytes.Equal(buf[:4], data[len(data)-4:]) {
+		t.Fatalf("read past the end: %d %v", n, err)
 	}
 	if err := os.Truncate(p, 4096); err != nil {
 		t.Fatal(err)
@@ -52,9 +75,18 @@ func TestGuardedTruncatedWhileMapped(t *testing.T) {
 	}
 	wg.Wait()
 	for i, err := range errs {
-		if !errors.Is(err, ErrSourceFault) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "truncated") {
+		if !errors.Is(err, ErrSourceFault) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "truncated") ||
+			!strings.Contains(err.Error(), fmt.Sprintf("at offset %d", (i+1)*(128<<10))) {
 			t.Fatalf("goroutine %d: %v", i, err)
 		}
+	}
+	// A read across the new end names where the data ended.
+	if _, err := g.ReadAt(make([]byte, 64<<10), 0); !errors.Is(err, ErrSourceFault) || (viaDescriptor && !strings.Contains(err.Error(), "ended at offset 4096")) {
+		t.Fatalf("read across the new end: %v", err)
+	}
+	// A small read across the new end is copied from the mapping either way.
+	if _, err := g.ReadAt(make([]byte, 8192), 0); !errors.Is(err, ErrSourceFault) || !strings.Contains(err.Error(), "faulted at offset") {
+		t.Fatalf("small read across the new end: %v", err)
 	}
 	// Stream copies stop with the error too.
 	var sink bytes.Buffer

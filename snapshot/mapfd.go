@@ -33,5 +33,5 @@ func MapOpenFile(f *os.File) (*Mapping, error) {
 		return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
 	}
 	_ = unix.Madvise(data, unix.MADV_SEQUENTIAL)
-	return &Mapping{data: data, name: f.Name()}, nil
+	return &Mapping{data: data, name: f.Name(), rf: readFile(f)}, nil
 }

@@ -17,6 +17,7 @@ import (
 type Mapping struct {
 	data []byte
 	name string
+	rf   *os.File // the mapped file, for Guarded's reads; nil: none
 }
 
 // MapFile maps the file at path read-only. An empty file maps to an empty
@@ -46,7 +47,7 @@ func MapFile(path string) (*Mapping, error) {
 		return nil, fmt.Errorf("mmap %s: %w", path, err)
 	}
 	_ = unix.Madvise(data, unix.MADV_SEQUENTIAL)
-	return &Mapping{data: data, name: path}, nil
+	return &Mapping{data: data, name: path, rf: readFile(f)}, nil
 }
 
 // Bytes returns the mapped bytes; they must not be written and are invalid
@@ -64,12 +65,28 @@ func (m *Mapping) Size() int64 { return int64(len(m.data)) }
 
 // Close unmaps the file.
 func (m *Mapping) Close() error {
+	if m.rf != nil {
+		m.rf.Close()
+		m.rf = nil
+	}
 	if m.data == nil {
 		return nil
 	}
 	err := unix.Munmap(m.data)
 	m.data = nil
 	return err
+}
+
+// readFile duplicates f's descriptor (close-on-exec) for Guarded's reads
+// of the same open file, hinting sequential access; nil when that fails
+// (Guarded then copies from the mapping under SetPanicOnFault).
+func readFile(f *os.File) *os.File {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	_ = unix.Fadvise(fd, 0, 0, unix.FADV_SEQUENTIAL)
+	return os.NewFile(uintptr(fd), f.Name())
 }
 
 // Release implements Releaser for the whole mapping.

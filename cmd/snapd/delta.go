@@ -111,21 +111,17 @@ func runDeltaMake(ctx context.Context, e *env, o *deltaMakeOptions) error {
 	return nil
 }
 
-// encryptStream runs produce into an age-armored stream written to f.
+// encryptStream runs produce into an age-armored stream written to f
+// (armor.NewWriter: no pipe, no goroutine). produce's error wins.
 func encryptStream(f io.Writer, recipients []age.Recipient, produce func(io.Writer) error) error {
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := produce(pw)
-		pw.CloseWithError(err)
-		done <- err
-	}()
-	err := armor.Encrypt(f, pr, recipients...)
-	pr.CloseWithError(err)
-	if perr := <-done; perr != nil {
-		return perr
+	w, err := armor.NewWriter(f, recipients...)
+	if err != nil {
+		return err
 	}
-	return err
+	if err := produce(w); err != nil {
+		return err
+	}
+	return w.Close()
 }
 
 type deltaApplyOptions struct {

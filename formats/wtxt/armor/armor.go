@@ -23,27 +23,78 @@ const (
 // header.
 var ErrNotArmored = errors.New("not an age ASCII-armored file")
 
-// Encrypt copies src to dst encrypted to recipients and wrapped in age
-// ASCII armor.
-func Encrypt(dst io.Writer, src io.Reader, recipients ...age.Recipient) error {
+// NewWriter returns a writer that encrypts what is written to it to
+// recipients and writes it to dst wrapped in age ASCII armor, as
+// age.Encrypt does for binary age. Close must be called to flush the last
+// chunk, the armor's last line and its footer; it does not close dst.
+// Errors (from dst or from age) are wrapped "encrypt: ...", and the first
+// one is returned again by every later Write and Close. The output is
+// exactly Encrypt's for the same bytes (and `age -a`'s format).
+func NewWriter(dst io.Writer, recipients ...age.Recipient) (io.WriteCloser, error) {
 	if len(recipients) == 0 {
-		return errors.New("encrypt: no recipients")
+		return nil, errors.New("encrypt: no recipients")
 	}
 	aw := agearmor.NewWriter(dst)
 	w, err := age.Encrypt(aw, recipients...)
 	if err != nil {
-		return fmt.Errorf("encrypt: %w", err)
+		return nil, fmt.Errorf("encrypt: %w", err)
+	}
+	return &writer{armor: aw, age: w}, nil
+}
+
+// writer is NewWriter's result: age's stream inside the armor encoder.
+type writer struct {
+	armor, age io.WriteCloser
+	err        error // first error; sticky
+	closed     bool
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.closed {
+		w.err = errors.New("encrypt: write after Close")
+		return 0, w.err
+	}
+	n, err := w.age.Write(p)
+	if err != nil {
+		w.err = fmt.Errorf("encrypt: %w", err)
+	}
+	return n, w.err
+}
+
+// Close flushes age's last chunk and then the armor (last line, footer).
+// It is idempotent.
+func (w *writer) Close() error {
+	if w.err != nil || w.closed {
+		return w.err
+	}
+	w.closed = true
+	if err := w.age.Close(); err != nil {
+		w.err = fmt.Errorf("encrypt: %w", err)
+		return w.err
+	}
+	if err := w.armor.Close(); err != nil {
+		w.err = fmt.Errorf("encrypt: armor: %w", err)
+	}
+	return w.err
+}
+
+// Encrypt copies src to dst encrypted to recipients and wrapped in age
+// ASCII armor (NewWriter, io.Copy, Close).
+func Encrypt(dst io.Writer, src io.Reader, recipients ...age.Recipient) error {
+	w, err := NewWriter(dst, recipients...)
+	if err != nil {
+		return err
 	}
 	if _, err := io.Copy(w, src); err != nil {
-		return fmt.Errorf("encrypt: %w", err)
+		if werr := w.(*writer).err; werr != nil {
+			return werr // already "encrypt: ..."
+		}
+		return fmt.Errorf("encrypt: %w", err) // reading src
 	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("encrypt: %w", err)
-	}
-	if err := aw.Close(); err != nil {
-		return fmt.Errorf("encrypt: armor: %w", err)
-	}
-	return nil
+	return w.Close()
 }
 
 // Decrypt returns a reader of the plaintext of an armored age file. Errors

@@ -14,7 +14,10 @@
 //
 // followed by one LF, exactly what `age -a` writes, so `age -d` decrypts
 // snapd's files and snapd decrypts `age -a` output. Recipients are X25519
-// (age1...) or ssh-ed25519 public keys.
+// (age1...) or ssh-ed25519 public keys. NewWriter is the writer-shaped
+// API (as age.Encrypt is): a producer such as the WTXT encoder or the
+// delta writes straight into it, no pipe or goroutine; Encrypt copies a
+// reader through it.
 //
 // # Seal (sidecar) format, WSEAL 1
 //
