@@ -3,8 +3,11 @@ package review
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/safeopen"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -37,35 +40,34 @@ func (r *NonFiniteReport) Partial() bool { return r.CheckedBytes < r.ChangedByte
 // differs are decoded (each checked against its crc32c); an array that is
 // new, or whose type, shape or chunk geometry changed, is decoded whole
 // and counts the NaN/Inf it holds beyond what the base's array of the
-// same type held. Both files are mapped, not read: the cost is one page
-// per chunk plus the changed chunks, of which at most maxBytes (raw, head
+// same type held. Both files are read with pread, not mapped (their
+// pages would count in the daemon's RSS): the cost is the structure lines
+// plus the changed chunks, of which at most maxBytes (raw, head
 // side; <= 0: no limit) are decoded, in file order — a dense update of a
 // large model is then checked in part (Partial). The files are not
 // verified otherwise (wtxt.Verify's job). basePath "" stands for no base
 // (a first generation): every NaN/±Inf of head is new.
 func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxBytes int64) (*NonFiniteReport, error) {
-	var bb []byte
+	var bb io.ReaderAt = snapshot.Bytes(nil)
+	bidx := &wtxt.Index{}
 	if basePath != "" {
-		bm, err := snapshot.MapFile(basePath)
+		bf, bsize, err := openRegular(basePath)
 		if err != nil {
 			return nil, err
 		}
-		defer bm.Close()
-		bb = bm.Bytes()
-	}
-	hm, err := snapshot.MapFile(headPath)
-	if err != nil {
-		return nil, err
-	}
-	defer hm.Close()
-	hb := hm.Bytes()
-	bidx := &wtxt.Index{}
-	if basePath != "" {
-		if bidx, err = wtxt.ReadIndex(ctx, basePath, snapshot.Bytes(bb), int64(len(bb))); err != nil {
+		defer bf.Close()
+		bb = bf
+		if bidx, err = wtxt.ReadIndex(ctx, basePath, bf, bsize); err != nil {
 			return nil, err
 		}
 	}
-	hidx, err := wtxt.ReadIndex(ctx, headPath, snapshot.Bytes(hb), int64(len(hb)))
+	hf, hsize, err := openRegular(headPath)
+	if err != nil {
+		return nil, err
+	}
+	defer hf.Close()
+	hb := io.ReaderAt(hf)
+	hidx, err := wtxt.ReadIndex(ctx, headPath, hb, hsize)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +97,7 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxByte
 				if bc.SHA256 == c.SHA256 || !budget(c.Len) {
 					continue
 				}
-				cur, err := wtxt.ReadChunk(snapshot.Bytes(hb), headPath, h, &c)
+				cur, err := wtxt.ReadChunk(hb, headPath, h, &c)
 				if err != nil {
 					return nil, err
 				}
@@ -104,7 +106,7 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxByte
 					// case costs one scan, no base decode and no diff.
 					continue
 				}
-				old, err := wtxt.ReadChunk(snapshot.Bytes(bb), basePath, b, &bc)
+				old, err := wtxt.ReadChunk(bb, basePath, b, &bc)
 				if err != nil {
 					return nil, err
 				}
@@ -171,9 +173,9 @@ func diffFlat(ctx context.Context, dt snapshot.DType, rowSize int64, old, cur []
 
 // countNonFinite counts the NaN and ±Inf elements of an array, chunk by
 // chunk (a comparison with zeros: every NaN/Inf is "new" against 0).
-func countNonFinite(ctx context.Context, file []byte, name string, a *wtxt.IndexArray, dt snapshot.DType) (nan, inf int64, err error) {
+func countNonFinite(ctx context.Context, file io.ReaderAt, name string, a *wtxt.IndexArray, dt snapshot.DType) (nan, inf int64, err error) {
 	for i := range a.Chunks {
-		cur, err := wtxt.ReadChunk(snapshot.Bytes(file), name, a, &a.Chunks[i])
+		cur, err := wtxt.ReadChunk(file, name, a, &a.Chunks[i])
 		if err != nil {
 			return 0, 0, err
 		}
@@ -187,4 +189,19 @@ func countNonFinite(ctx context.Context, file []byte, name string, a *wtxt.Index
 		nan, inf = nan+d.NewNaN, inf+d.NewInf
 	}
 	return nan, inf, nil
+}
+
+// openRegular opens path for positioned reads (internal/safeopen: a
+// regular file, never a FIFO or device) and returns its size.
+func openRegular(path string) (*os.File, int64, error) {
+	f, err := safeopen.Open(path, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -20,7 +21,8 @@ import (
 var ErrPictureBudget = errors.New("review: picture: changed chunks exceed the budget")
 
 // Picture draws the change from the plaintext WTXT generation basePath to
-// headPath (snapshot/diffsvg). Both files are mapped and indexed
+// headPath (snapshot/diffsvg). Both files are read with pread (not
+// mapped: their pages would count in the daemon's RSS) and indexed
 // (wtxt.ReadIndex: one look per chunk); only the rows of chunks whose ch
 // line sha256 differs are decoded (each checked against its crc32c) and
 // compared (an array whose type, shape or chunk geometry changed is
@@ -29,12 +31,12 @@ var ErrPictureBudget = errors.New("review: picture: changed chunks exceed the bu
 // The files are not verified (wtxt.Verify's job); a chunk that does not
 // decode is an error naming the file.
 func Picture(ctx context.Context, basePath, headPath string, maxBytes int64, opts diffsvg.Options) (*diffsvg.Picture, error) {
-	open := func(path string) (*snapshot.Mapping, *wtxt.Index, *snapshot.Snapshot, error) {
-		m, err := snapshot.MapFile(path)
+	open := func(path string) (*os.File, *wtxt.Index, *snapshot.Snapshot, error) {
+		m, size, err := openRegular(path)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		wx, err := wtxt.ReadIndex(ctx, path, snapshot.Bytes(m.Bytes()), m.Size())
+		wx, err := wtxt.ReadIndex(ctx, path, m, size)
 		if err != nil {
 			m.Close()
 			return nil, nil, nil, err
@@ -45,7 +47,7 @@ func Picture(ctx context.Context, basePath, headPath string, maxBytes int64, opt
 				continue // attributes, not weights
 			}
 			s.Arrays = append(s.Arrays, &snapshot.Array{Name: a.Name, DType: a.DType, Shape: a.Shape,
-				Data: &chunkSource{path: path, file: m.Bytes(), a: &wx.Arrays[i], size: a.Bytes, last: -1}})
+				Data: &chunkSource{path: path, file: m, a: &wx.Arrays[i], size: a.Bytes, last: -1}})
 		}
 		return m, wx, s, nil
 	}
@@ -126,7 +128,7 @@ func satAdd(a, b int64) int64 {
 // that hold the requested bytes (the last one is cached).
 type chunkSource struct {
 	path string
-	file []byte
+	file io.ReaderAt
 	a    *wtxt.IndexArray
 	size int64
 
@@ -151,7 +153,7 @@ func (s *chunkSource) ReadAt(p []byte, off int64) (int, error) {
 			return n, fmt.Errorf("%s: array %q: no chunk holds byte %d", s.path, s.a.Name, off)
 		}
 		if s.last != i {
-			d, err := wtxt.ReadChunk(snapshot.Bytes(s.file), s.path, s.a, &cs[i])
+			d, err := wtxt.ReadChunk(s.file, s.path, s.a, &cs[i])
 			if err != nil {
 				return n, err
 			}
