@@ -300,6 +300,11 @@ func TestRunOCIThreeGenerations(t *testing.T) {
 		t.Fatal("assembled WTXT differs from the daemon's")
 	}
 	mustRun(t, "verify", out)
+	// verify-repo on the fresh clone: every generation, in full.
+	if code, o, e := snapd(t, map[string]string{"HOME": t.TempDir()}, "verify-repo", clone, "--pubkey", filepath.Join(state, "keys", "allowed_signers"),
+		"--oci-repository", repoRef); code != 0 || strings.Count(o, " skeleton ok ") != 3 {
+		t.Fatalf("verify-repo: exit %d\n%s%s", code, o, e)
+	}
 
 	// Status and metrics.
 	js := mustRun(t, "status", "--state-dir", state, "--json")

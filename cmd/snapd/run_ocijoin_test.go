@@ -1,0 +1,169 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapd-ml/snapd/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/registrytest"
+)
+
+// Where the daemon's skeleton layout (snapd run --oci-repository) meets
+// the readers: verify-repo, checkout, clone and review on a fresh clone of
+// the Git remote plus the registry.
+
+// ociJoinDaemon runs a daemon with store.oci into a fresh registry and Git
+// remote, publishes generations 1..n and stops it. splitAbove > 0 splits
+// the skeleton into current.wtxt.skel.parts/.
+type ociJoin struct {
+	reg     *registrytest.Registry
+	remote  *gittest.HTTPRemote
+	state   string
+	repoRef string
+	signers string // the daemon's allowed_signers
+}
+
+func runOCIJoinDaemon(t *testing.T, n uint64, splitAbove int64) *ociJoin {
+	t.Helper()
+	reg := registrytest.Start(t, "", "")
+	remote := newRemote(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	repoRef := reg.Host + "/snapd/model"
+	git := fmt.Sprintf("git:\n  remote: %s\n%s", remote.URL, fastGit)
+	if splitAbove > 0 {
+		git += fmt.Sprintf("  split_above: %d\n  part_limit: 65536\n", splitAbove)
+	}
+	cfg := writeConfig(t, dir, fmt.Sprintf("%smetrics: {addr: \"off\"}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n",
+		git, repoRef, ociSegSize))
+	d := startDaemon(t, "--state-dir", state, "--config", cfg)
+	for g := uint64(1); g <= n; g++ {
+		requestOCI(t, state, g)
+		waitFor(t, fmt.Sprintf("generation %d on the remote", g), 60*time.Second, pushedAll(t, remote, state, g))
+	}
+	d.stop(t)
+	checkRemote(t, remote, n)
+	return &ociJoin{reg: reg, remote: remote, state: state, repoRef: repoRef, signers: filepath.Join(state, "keys", "allowed_signers")}
+}
+
+// freshClone clones the remote's snapshots branch and tags.
+func (j *ociJoin) freshClone(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "clone")
+	gittest.Git(t, filepath.Dir(dir), "clone", "-q", "--branch", "snapshots", j.remote.URL, dir)
+	return dir
+}
+
+// TestRunOCIVerifyRepoFreshClone: what the daemon publishes in the
+// skeleton layout (here with the skeleton split into
+// current.wtxt.skel.parts/) passes `snapd verify-repo --oci-repository`
+// on a fresh clone of the remote, in full and sampled; a blob the registry
+// answers damaged, and a skeleton commit whose generation.txt names
+// another manifest, fail with exit 1 and a located error.
+func TestRunOCIVerifyRepoFreshClone(t *testing.T) {
+	j := runOCIJoinDaemon(t, 3, 4096)
+	ls := gittest.Git(t, j.remote.Dir, "ls-tree", "-r", "--name-only", "gen-000003", "snapshots/")
+	if !strings.Contains(ls, "snapshots/current.wtxt.skel.parts/") || strings.Contains(ls, "snapshots/current.wtxt.skel\n") {
+		t.Fatalf("the skeleton is not split into parts:\n%s", ls)
+	}
+	clone := j.freshClone(t)
+	env := map[string]string{"HOME": t.TempDir()}
+
+	code, out, errs := snapd(t, env, "verify-repo", clone, "--pubkey", j.signers, "--oci-repository", j.repoRef)
+	if code != 0 {
+		t.Fatalf("verify-repo: exit %d\n%s%s", code, out, errs)
+	}
+	for g := 1; g <= 3; g++ {
+		if !regexp.MustCompile(fmt.Sprintf(`gen %06d [0-9a-f]{12} skeleton ok +wtxt signature verified`, g)).MatchString(out) {
+			t.Fatalf("gen %d not verified:\n%s", g, out)
+		}
+	}
+	if !strings.Contains(out, "summary: 3 generation(s) 000001..000003") || !strings.Contains(out, "all checks passed") ||
+		strings.Count(out, "  registry: full, ") != 3 {
+		t.Fatalf("verify-repo:\n%s", out)
+	}
+	code, out, errs = snapd(t, env, "verify-repo", clone, "--pubkey", j.signers, "--oci-repository", j.repoRef, "--sample", "0.25", "--seed", "5")
+	if code != 0 || strings.Count(out, "  registry: sampled ") != 3 || !strings.Contains(out, "all checks passed") {
+		t.Fatalf("verify-repo --sample: exit %d\n%s%s", code, out, errs)
+	}
+
+	// A registry answering damaged the one blob only generation 3 has.
+	dg := newSegDigest(t, gitSkeleton(t, j.remote.Dir, "gen-000002"), gitSkeleton(t, j.remote.Dir, "gen-000003"))
+	proxy := registrytest.StartProxy(t, j.reg.Host)
+	proxy.Damage(dg, registrytest.FlipByte)
+	code, out, errs = snapd(t, env, "verify-repo", clone, "--pubkey", j.signers, "--oci-repository", proxy.Host+"/snapd/model")
+	if code != 1 || !regexp.MustCompile(`gen 000003 snapshots/current\.wtxt\.skel\.parts:\d+: wtxt/chunk-sha256: array w: chunk \d+: `).MatchString(out) ||
+		!strings.Contains(out, "(segment blob "+dg+")") || !strings.Contains(out, "FAILED: 1 check(s) in 1 generation(s)") || !strings.Contains(errs, "verify-repo: ") {
+		t.Fatalf("damaged blob: exit %d\n%s%s", code, out, errs)
+	}
+
+	// generation.txt binds the commit to the registry's manifest: a
+	// commit (signed by the trusted key) naming another manifest fails.
+	work := j.freshClone(t)
+	sum := filepath.Join(work, "snapshots", "generation.txt")
+	b, err := os.ReadFile(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`oci_manifest=sha256:[0-9a-f]{64}`).Find(b)
+	if m == nil {
+		t.Fatalf("generation.txt:\n%s", b)
+	}
+	other := "oci_manifest=sha256:" + strings.Repeat("ab", 32)
+	if err := os.WriteFile(sum, []byte(strings.Replace(string(b), string(m), other, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	signCommit(t, work, filepath.Join(j.state, "keys", "sign_ed25519"), "tampered: generation.txt names another manifest")
+	code, out, errs = snapd(t, env, "verify-repo", work, "--pubkey", j.signers, "--oci-repository", j.repoRef)
+	if code != 1 || !strings.Contains(out, "generation.txt: registry: oci_manifest=sha256:abab") || !strings.Contains(out, "gen-000003") {
+		t.Fatalf("tampered oci_manifest: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// gitSkeleton returns the skeleton of rev in the bare repository dir,
+// reassembled from its parts when split.
+func gitSkeleton(t *testing.T, dir, rev string) string {
+	t.Helper()
+	if s, err := gittest.GitRun(dir, "show", rev+":snapshots/current.wtxt.skel"); err == nil {
+		return s
+	}
+	names := strings.Fields(gittest.Git(t, dir, "ls-tree", "--name-only", rev, "snapshots/current.wtxt.skel.parts/"))
+	var b strings.Builder
+	for _, n := range names {
+		if strings.HasSuffix(n, "MANIFEST") {
+			continue
+		}
+		b.WriteString(gittest.Git(t, dir, "show", rev+":"+n))
+	}
+	return b.String()
+}
+
+// newSegDigest returns the digest ("sha256:<hex>") of a segment of
+// skeleton cur that skeleton prev does not have (the smallest).
+func newSegDigest(t *testing.T, prev, cur string) string {
+	t.Helper()
+	old := skelSegs(t, prev)
+	var out []string
+	for dg := range skelSegs(t, cur) {
+		if _, ok := old[dg]; !ok {
+			out = append(out, "sha256:"+dg)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no new segment")
+	}
+	return slices.Min(out)
+}
+
+// signCommit commits the work tree's changes in dir, SSH-signed with key.
+func signCommit(t *testing.T, dir, key, msg string) {
+	t.Helper()
+	gittest.Git(t, dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "gpg.format=ssh", "-c", "user.signingkey="+key,
+		"commit", "-q", "-S", "-a", "-m", msg)
+}
