@@ -202,6 +202,9 @@ func New(cfg Config, deps Deps) (_ *Daemon, err error) {
 	if d.Pushes != nil {
 		d.Pushes.attach(dm)
 	}
+	if d.OCI != nil {
+		d.OCI.pushes.Store(d.Pushes)
+	}
 	for _, dir := range []string{cfg.StateDir, dm.ringDir, filepath.Join(dm.ringDir, plainDir)} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("pipeline: %w", err)

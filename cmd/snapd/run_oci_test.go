@@ -322,6 +322,14 @@ func TestRunOCIThreeGenerations(t *testing.T) {
 	if v := metricValue(t, m, "snapd_oci_bytes_skipped_total"); v != float64(skippedTotal) {
 		t.Fatalf("snapd_oci_bytes_skipped_total %v, want %d", v, skippedTotal)
 	}
+	// Request-to-pushed latency: one observation per generation (request,
+	// build, upload, manifest, commit, push), each above zero.
+	if v := metricValue(t, m, "snapd_request_to_pushed_seconds_count"); v != 3 {
+		t.Fatalf("snapd_request_to_pushed_seconds_count %v, want 3", v)
+	}
+	if v := metricValue(t, m, "snapd_request_to_pushed_seconds_sum"); v <= 0 {
+		t.Fatalf("snapd_request_to_pushed_seconds_sum %v", v)
+	}
 	promtoolCheck(t, m)
 	d.stop(t)
 
@@ -417,11 +425,21 @@ func TestRunOCIRegistryOutage(t *testing.T) {
 		t.Fatalf("snapd_oci_pending_bytes %v during the outage", v)
 	}
 
+	if v := metricValue(t, scrape(t, maddr), "snapd_request_to_pushed_seconds_count"); v != 1 {
+		t.Fatalf("snapd_request_to_pushed_seconds_count %v during the outage, want 1 (generation 2 is not pushed)", v)
+	}
+
 	reg.Restart(t)
 	waitFor(t, "generation 2 on the remote", 60*time.Second, pushedAll(t, remote, state, 2))
-	if v := metricValue(t, scrape(t, maddr), "snapd_oci_pending_bytes"); v != 0 {
+	m := scrape(t, maddr)
+	if v := metricValue(t, m, "snapd_oci_pending_bytes"); v != 0 {
 		t.Fatalf("snapd_oci_pending_bytes %v after the outage", v)
 	}
+	// Generation 2's latency, observed once it is pushed, spans the outage.
+	if v := metricValue(t, m, "snapd_request_to_pushed_seconds_count"); v != 2 {
+		t.Fatalf("snapd_request_to_pushed_seconds_count %v after the outage, want 2", v)
+	}
+	promtoolCheck(t, m)
 	d.stop(t)
 	checkRemote(t, remote, 2)
 	assembleEqualsRing(t, remote.Dir, repoRef, state, 2)
