@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/safetensors"
 	"github.com/snapd-ml/snapd/internal/gittest"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 )
@@ -166,4 +170,73 @@ func signCommit(t *testing.T, dir, key, msg string) {
 	t.Helper()
 	gittest.Git(t, dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "gpg.format=ssh", "-c", "user.signingkey="+key,
 		"commit", "-q", "-S", "-a", "-m", msg)
+}
+
+// TestRunOCICheckoutClone: `snapd clone` of the daemon's remote and
+// `snapd checkout` of skeleton-layout generations (skeleton split into
+// parts) rebuild them from the registry named in generation.txt: the
+// WTXT byte for byte as the daemon built it, and a safetensors file
+// through the conversion. A registry answering a damaged blob (given with
+// --oci-repository) fails with exit 1 naming the array and blob, and
+// leaves nothing at OUT; credentials flags without an explicit registry
+// are refused.
+func TestRunOCICheckoutClone(t *testing.T) {
+	j := runOCIJoinDaemon(t, 3, 4096)
+	env := map[string]string{"HOME": t.TempDir()}
+	dir := t.TempDir()
+
+	shallow := filepath.Join(dir, "shallow")
+	if code, out, errs := snapd(t, env, "clone", j.remote.URL, shallow); code != 0 {
+		t.Fatalf("clone: exit %d\n%s%s", code, out, errs)
+	}
+	out := filepath.Join(dir, "latest.wtxt")
+	code, o, errs := snapd(t, env, "checkout", "latest", out, "--repo", shallow)
+	if code != 0 || !strings.Contains(errs, "registry "+j.repoRef+" (from generation.txt; read only)") {
+		t.Fatalf("checkout latest: exit %d\n%s%s", code, o, errs)
+	}
+	if got, _ := os.ReadFile(out); string(got) != string(ringWTXT(t, j.state, 3)) {
+		t.Fatal("checked-out WTXT differs from the daemon's generation 3")
+	}
+
+	full := filepath.Join(dir, "full")
+	if code, o, errs := snapd(t, env, "clone", "--full", j.remote.URL, full); code != 0 {
+		t.Fatalf("clone --full: exit %d\n%s%s", code, o, errs)
+	}
+	st := filepath.Join(dir, "gen2.safetensors")
+	if code, o, errs := snapd(t, env, "checkout", "2", st, "--repo", full); code != 0 {
+		t.Fatalf("checkout 2 → safetensors: exit %d\n%s%s", code, o, errs)
+	}
+	var want bytes.Buffer
+	if err := safetensors.New().Encode(context.Background(), &want, ociGen(2), formats.EncodeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(st); !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("checked-out safetensors (%d bytes) differs from generation 2's model (%d bytes)", len(got), want.Len())
+	}
+
+	// A damaged blob, explicit registry: exit 1, located, nothing left.
+	dg := newSegDigest(t, gitSkeleton(t, j.remote.Dir, "gen-000002"), gitSkeleton(t, j.remote.Dir, "gen-000003"))
+	proxy := registrytest.StartProxy(t, j.reg.Host)
+	proxy.Damage(dg, registrytest.FlipByte)
+	outDir := t.TempDir()
+	code, o, errs = snapd(t, env, "checkout", "3", filepath.Join(outDir, "bad.wtxt"), "--repo", full, "--oci-repository", proxy.Host+"/snapd/model")
+	if code != 1 || !strings.Contains(errs, "snapshots/current.wtxt.skel:") || !strings.Contains(errs, "array w") || !strings.Contains(errs, dg) {
+		t.Fatalf("damaged blob: exit %d\n%s%s", code, o, errs)
+	}
+	if ents, _ := os.ReadDir(outDir); len(ents) != 0 {
+		t.Fatalf("checkout left %d file(s) behind", len(ents))
+	}
+	for m := range proxy.Methods() {
+		if m != "GET" && m != "HEAD" {
+			t.Fatalf("checkout sent %s: %v", m, proxy.Methods())
+		}
+	}
+
+	// Credentials for a registry the commit chose: refused.
+	pw := filepath.Join(dir, "pw")
+	os.WriteFile(pw, []byte("secret\n"), 0o600)
+	if code, o, errs := snapd(t, env, "checkout", "3", filepath.Join(outDir, "x.wtxt"), "--repo", full, "--oci-username", "u", "--oci-password-file", pw); code != 2 ||
+		!strings.Contains(errs, "explicit --oci-repository") {
+		t.Fatalf("credentials without --oci-repository: exit %d\n%s%s", code, o, errs)
+	}
 }
