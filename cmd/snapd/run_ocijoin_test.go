@@ -240,3 +240,93 @@ func TestRunOCICheckoutClone(t *testing.T) {
 		t.Fatalf("credentials without --oci-repository: exit %d\n%s%s", code, o, errs)
 	}
 }
+
+// TestRunOCIReviewSkeleton: `snapd review` of two consecutive
+// skeleton-layout generations the daemon published. Without a registry it
+// reports, from the skeletons' ch lines, exactly the chunks whose bytes
+// changed (the new segments' chunks), each as a line comment on its ch
+// line with its rows, checks the header (signature, chain) and says the
+// numbers need the registry; with --oci-repository the same chunks get
+// their numbers (max |Δ|, rel L2) on the same lines; a registry answering
+// a damaged blob makes the review request changes (exit 1).
+func TestRunOCIReviewSkeleton(t *testing.T) {
+	j := runOCIJoinDaemon(t, 3, 0)
+	dir := t.TempDir()
+	base, head := filepath.Join(dir, "base", "current.wtxt.skel"), filepath.Join(dir, "head", "current.wtxt.skel")
+	bs, hs := gitSkeleton(t, j.remote.Dir, "gen-000002"), gitSkeleton(t, j.remote.Dir, "gen-000003")
+	for p, s := range map[string]string{base: bs, head: hs} {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The ch lines of head that base does not have: the changed chunks.
+	baseLines := map[string]bool{}
+	for _, l := range strings.Split(bs, "\n") {
+		baseLines[l] = true
+	}
+	want := map[int]bool{}
+	for i, l := range strings.Split(hs, "\n") {
+		if strings.HasPrefix(l, "ch ") && !baseLines[l] {
+			want[i+1] = true
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("no changed ch line between generations 2 and 3")
+	}
+	env := map[string]string{"HOME": t.TempDir()}
+	args := []string{"review", "--dry-run", "--base", base, "--head", head, "--path", "snapshots/current.wtxt.skel", "--pubkey", j.signers}
+	commentLines := func(out string) map[int]string {
+		got := map[int]string{}
+		for _, m := range regexp.MustCompile(`(?m)^snapshots/current\.wtxt\.skel line=(\d+) position=\d+: (.*)$`).FindAllStringSubmatch(out, -1) {
+			var n int
+			fmt.Sscan(m[1], &n)
+			got[n] = m[2]
+		}
+		return got
+	}
+	sameLines := func(what string, got map[int]string, out string) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: comments on lines %v, want the changed ch lines %v\n%s", what, got, want, out)
+		}
+		for n := range got {
+			if !want[n] {
+				t.Fatalf("%s: comment on line %d, not a changed ch line\n%s", what, n, out)
+			}
+		}
+	}
+
+	code, out, errs := snapd(t, env, args...)
+	if code != 0 || !strings.Contains(out, "event: COMMENT") || !strings.Contains(out, "signature verified") ||
+		!strings.Contains(out, "continues the base") || !strings.Contains(out, "changed chunks per array: `w` ") ||
+		!strings.Contains(out, "run snapd review with --oci-repository") {
+		t.Fatalf("review without the registry: exit %d\n%s%s", code, out, errs)
+	}
+	got := commentLines(out)
+	sameLines("without the registry", got, out)
+	for _, c := range got {
+		if !strings.Contains(c, "array `w` chunk ") || !strings.Contains(c, "(rows ") || !strings.Contains(c, "sha256 changed (skeleton layout") {
+			t.Fatalf("comment %q", c)
+		}
+	}
+
+	code, out, errs = snapd(t, env, append(args, "--oci-repository", j.repoRef)...)
+	if code != 0 || !strings.Contains(out, "event: COMMENT") || strings.Contains(out, "run snapd review with --oci-repository") {
+		t.Fatalf("review with the registry: exit %d\n%s%s", code, out, errs)
+	}
+	got = commentLines(out)
+	sameLines("with the registry", got, out)
+	for _, c := range got {
+		if !strings.Contains(c, "max |Δ| ") || !strings.Contains(c, "rel L2 ") || !strings.Contains(c, " of 256") && !strings.Contains(c, " elements") {
+			t.Fatalf("comment without numbers: %q", c)
+		}
+	}
+
+	proxy := registrytest.StartProxy(t, j.reg.Host)
+	proxy.Damage(newSegDigest(t, bs, hs), registrytest.FlipByte)
+	code, out, errs = snapd(t, env, append(args, "--oci-repository", proxy.Host+"/snapd/model")...)
+	if code != 1 || !strings.Contains(out, "event: REQUEST_CHANGES") || !strings.Contains(out, "head skeleton does not assemble from the registry") {
+		t.Fatalf("review with a damaged blob: exit %d\n%s%s", code, out, errs)
+	}
+}
