@@ -241,7 +241,8 @@ func TestRunOCICheckoutClone(t *testing.T) {
 	}
 }
 
-// TestRunOCIReviewSkeleton: `snapd review` of two consecutive
+// TestRunOCIReviewSkeleton: `snapd checkout` of a single-file skeleton;
+// `snapd review` of two consecutive
 // skeleton-layout generations the daemon published. Without a registry it
 // reports, from the skeletons' ch lines, exactly the chunks whose bytes
 // changed (the new segments' chunks), each as a line comment on its ch
@@ -252,6 +253,16 @@ func TestRunOCICheckoutClone(t *testing.T) {
 func TestRunOCIReviewSkeleton(t *testing.T) {
 	j := runOCIJoinDaemon(t, 3, 0)
 	dir := t.TempDir()
+	// The single-file skeleton checks out too (clone, registry from
+	// generation.txt).
+	clone := j.freshClone(t)
+	wtxtOut := filepath.Join(dir, "gen1.wtxt")
+	if code, o, e := snapd(t, map[string]string{"HOME": t.TempDir()}, "checkout", "1", wtxtOut, "--repo", clone); code != 0 {
+		t.Fatalf("checkout 1: exit %d\n%s%s", code, o, e)
+	}
+	if got, _ := os.ReadFile(wtxtOut); !bytes.Equal(got, ringWTXT(t, j.state, 1)) {
+		t.Fatal("checked-out WTXT differs from the daemon's generation 1")
+	}
 	base, head := filepath.Join(dir, "base", "current.wtxt.skel"), filepath.Join(dir, "head", "current.wtxt.skel")
 	bs, hs := gitSkeleton(t, j.remote.Dir, "gen-000002"), gitSkeleton(t, j.remote.Dir, "gen-000003")
 	for p, s := range map[string]string{base: bs, head: hs} {
