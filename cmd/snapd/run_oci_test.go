@@ -500,7 +500,9 @@ func startHangProxy(t *testing.T, target string) *hangProxy {
 // generations queued behind it; nothing reached Git or the registry's
 // tags. A restarted daemon re-HEADs, uploads again what was interrupted
 // and finishes: every generation lands exactly once, in order, on the Git
-// remote and as one manifest in the registry.
+// remote and as one manifest in the registry, and every generation's
+// request-to-pushed latency is observed (the request times survive in the
+// durable jobs).
 func TestRunOCIKilledDuringUpload(t *testing.T) {
 	reg := registrytest.Start(t, "", "")
 	proxy := startHangProxy(t, reg.Host)
@@ -508,8 +510,9 @@ func TestRunOCIKilledDuringUpload(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	repoRef := proxy.Addr + "/snapd/model"
-	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%squeue: {policy: block}\nmetrics: {addr: \"off\"}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n",
-		remote.URL, fastGit, repoRef, ociSegSize))
+	maddr := freeAddr(t)
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%squeue: {policy: block}\nmetrics: {addr: %q}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n",
+		remote.URL, fastGit, maddr, repoRef, ociSegSize))
 
 	var childErr testutil.SyncBuffer
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonChildProcess$")
@@ -563,6 +566,13 @@ func TestRunOCIKilledDuringUpload(t *testing.T) {
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestOCI(t, state, 4)
 	waitFor(t, "generation 4 on the remote", 90*time.Second, pushedAll(t, remote, state, 4))
+	// The request times of generations 1-3 were in their durable jobs:
+	// the restarted daemon observes all four request-to-pushed latencies.
+	m := scrape(t, maddr)
+	if v := metricValue(t, m, "snapd_request_to_pushed_seconds_count"); v != 4 {
+		t.Fatalf("snapd_request_to_pushed_seconds_count %v after the restart, want 4", v)
+	}
+	promtoolCheck(t, m)
 	d.stop(t)
 	checkRemote(t, remote, 4)
 	gts, err := r.Generations(context.Background())
