@@ -341,3 +341,59 @@ func TestRunOCIReviewSkeleton(t *testing.T) {
 		t.Fatalf("review with a damaged blob: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// TestRunOCIGitHubReview: the daemon's pull-request review of a
+// skeleton-layout generation (store.oci + github): the review of
+// generation 2 against 1 covers snapshots/current.wtxt.skel from its ch
+// lines (the daemon does not download from the registry for it), with
+// line comments on the changed chunks of w.
+func TestRunOCIGitHubReview(t *testing.T) {
+	const token = "ghs_ocijoin5e1f"
+	reg := registrytest.Start(t, "", "")
+	remote := newRemote(t)
+	work := filepath.Join(t.TempDir(), "work")
+	gittest.Git(t, filepath.Dir(work), "init", "-q", "-b", "main", work)
+	gittest.WriteFile(t, work, "README.md", []byte("model audit\n"))
+	gittest.Git(t, work, "add", "README.md")
+	gittest.Git(t, work, "-c", "user.name=o", "-c", "user.email=o@example.com", "commit", "-q", "-m", "init")
+	gittest.Git(t, work, "push", "-q", remote.Dir, "main")
+	gh := newFakeGitHub(t, remote.Dir, "snapshots", "main")
+	gh.Token = token
+
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	tokFile := gittest.WriteFile(t, dir, "gh-token", []byte(token+"\n"))
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%s"+
+		"github:\n  repo: acme/models\n  base: main\n  api_url: %s\n  token_file: %s\n  retry_max: 200ms\n"+
+		"queue: {policy: block}\nmetrics: {addr: \"off\"}\nstore:\n  oci:\n    repository: %s/snapd/model\n    segment_size: %d\n",
+		remote.URL, fastGit, gh.api.URL, tokFile, reg.Host, ociSegSize))
+	d := startDaemon(t, "--state-dir", state, "--config", cfg)
+	requestOCI(t, state, 1)
+	waitFor(t, "the review of generation 1", 60*time.Second, func() (bool, string) {
+		rs := gh.ReviewList()
+		return len(rs) == 1, fmt.Sprintf("%d reviews", len(rs))
+	})
+	gen1 := strings.TrimSpace(gittest.Git(t, remote.Dir, "rev-parse", "gen-000001^{commit}"))
+	gittest.Git(t, remote.Dir, "update-ref", "refs/heads/main", gen1)
+	requestOCI(t, state, 2)
+	waitFor(t, "the review of generation 2", 60*time.Second, func() (bool, string) {
+		rs := gh.ReviewList()
+		return len(rs) == 2, fmt.Sprintf("%d reviews", len(rs))
+	})
+	d.stop(t)
+	gen2 := strings.TrimSpace(gittest.Git(t, remote.Dir, "rev-parse", "gen-000002^{commit}"))
+	rv := gh.ReviewList()[1]
+	if rv.CommitID != gen2 || !strings.Contains(rv.Body, "snapshots/current.wtxt.skel` — modified") || !strings.Contains(rv.Body, "continues the base") ||
+		!strings.Contains(rv.Body, "signature verified") || !strings.Contains(rv.Body, "reviewed from the skeletons' ch lines: changed chunks per array: `w` ") {
+		t.Fatalf("review of generation 2 (commit %s):\n%+v", gen2, rv)
+	}
+	var onCh int
+	for _, c := range gh.CommentList() {
+		if c.CommitID == gen2 && c.Path == "snapshots/current.wtxt.skel" && strings.Contains(c.Body, "array=w") && strings.Contains(c.Body, "sha256 changed (skeleton layout") {
+			onCh++
+		}
+	}
+	if onCh == 0 {
+		t.Fatalf("no line comment on the changed chunks of w: %+v", gh.CommentList())
+	}
+}
