@@ -87,9 +87,17 @@ func reviewSkeleton(ctx context.Context, in FileInput, opts Options) (*FileResul
 // assemble: fr then holds only the problem (head) or note (base) saying
 // why.
 func reviewSkeletonAssembled(ctx context.Context, in FileInput, opts Options) (fr *FileResult, ok bool, err error) {
-	dir, err := os.MkdirTemp("", "snapd-review-skel-")
+	// Beside the fetched versions (the caller's temporary directory),
+	// not in the system's: the assembled files are model-sized.
+	near := in.Head
+	if near == "" {
+		near = in.Base
+	}
+	dir, err := os.MkdirTemp(filepath.Dir(near), ".snapd-review-skel-")
 	if err != nil {
-		return nil, false, err
+		if dir, err = os.MkdirTemp("", "snapd-review-skel-"); err != nil {
+			return nil, false, err
+		}
 	}
 	defer os.RemoveAll(dir)
 	asm := in
