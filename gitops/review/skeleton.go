@@ -15,6 +15,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/keys"
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // Skeleton layout (docs/FORMAT.md §6): a generation whose tensor bytes are
@@ -121,9 +122,12 @@ func reviewSkeletonAssembled(ctx context.Context, in FileInput, opts Options) (f
 			} else {
 				fr.Notes = append(fr.Notes, "base skeleton does not assemble from the registry, so only the skeletons are compared: "+err.Error())
 			}
-			return fr, false, nil
+			continue
 		}
 		*side.dst = out
+	}
+	if len(fr.Problems)+len(fr.Notes) > 0 {
+		return fr, false, nil
 	}
 	fr, err = reviewFile(ctx, asm, opts)
 	if err != nil {
@@ -268,15 +272,14 @@ func reviewSkeletonStructure(ctx context.Context, in FileInput, opts Options) (*
 			c.NoStats = noBytesFailed
 		}
 		perArray[c.Array]++
-		if a := hidx.Array(c.Array); a != nil && len(a.Shape) > 0 && a.Shape[0] > 0 {
-			rowSize := a.RowSize
-			if rowSize <= 0 {
-				rowSize = a.Bytes / a.Shape[0]
-			}
+		// Rows as chunkChanges computes them (the index checked that the
+		// chunk lies inside the array's bytes).
+		if a := hidx.Array(c.Array); a != nil && c.Chunk < int64(len(a.Chunks)) {
+			rowSize, rows := snapshot.RowGeometry(&snapshot.Array{DType: a.DType, Shape: a.Shape})
 			if rowSize > 0 {
 				ch := a.Chunks[c.Chunk]
 				c.FirstRow = ch.Off / rowSize
-				c.EndRow = min(a.Shape[0], ch.Off/rowSize+(ch.Len+ch.Off%rowSize+rowSize-1)/rowSize)
+				c.EndRow = min(rows, (ch.Off+ch.Len+rowSize-1)/rowSize)
 			}
 		}
 	}
