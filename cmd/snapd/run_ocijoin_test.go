@@ -14,8 +14,10 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/gitops/verify/verifytest"
 	"github.com/snapd-ml/snapd/internal/gittest"
 	"github.com/snapd-ml/snapd/internal/registrytest"
+	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // Where the daemon's skeleton layout (snapd run --oci-repository) meets
@@ -395,5 +397,34 @@ func TestRunOCIGitHubReview(t *testing.T) {
 	}
 	if onCh == 0 {
 		t.Fatalf("no line comment on the changed chunks of w: %+v", gh.CommentList())
+	}
+}
+
+// TestCheckoutSkeletonWithoutRepositoryKey: a skeleton-layout generation
+// committed by hand (snapd oci push + a commit; generation.txt without
+// oci_repository) needs --oci-repository: without it checkout is a usage
+// error saying so, with it the WTXT comes back byte for byte.
+func TestCheckoutSkeletonWithoutRepositoryKey(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	ref := reg.Host + "/snapd/model"
+	repo, err := oci.Open(ref, oci.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := verifytest.BuildSkeleton(t, repo, []uint64{1, 2}, 8<<10)
+	env := map[string]string{"HOME": t.TempDir()}
+	out := filepath.Join(t.TempDir(), "g2.wtxt")
+	code, o, errs := snapd(t, env, "checkout", "2", out, "--repo", f.Dir)
+	if code != 2 || !strings.Contains(errs, "names no oci_repository: give --oci-repository") {
+		t.Fatalf("without --oci-repository: exit %d\n%s%s", code, o, errs)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("OUT written")
+	}
+	if code, o, errs := snapd(t, env, "checkout", "2", out, "--repo", f.Dir, "--oci-repository", ref); code != 0 {
+		t.Fatalf("with --oci-repository: exit %d\n%s%s", code, o, errs)
+	}
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, f.Gens[1].WTXT) {
+		t.Fatal("checked-out WTXT differs from generation 2")
 	}
 }
