@@ -205,6 +205,9 @@ func New(cfg Config, deps Deps) (_ *Daemon, err error) {
 	if d.Pushes != nil {
 		d.Pushes.attach(dm)
 	}
+	if d.OCI != nil {
+		d.OCI.pushes.Store(d.Pushes)
+	}
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}

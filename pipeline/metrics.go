@@ -73,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.lastPush = prometheus.NewGauge(prometheus.GaugeOpts{Name: "snapd_last_push_success_timestamp_seconds",
 		Help: "When the last push to the Git remote succeeded (0: none since start)."})
 	m.requestToPushed = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "snapd_request_to_pushed_seconds",
-		Help:    "From a snapshot request's timestamp to its generation being on the Git remote.",
+		Help:    "From a snapshot request's timestamp to its generation being on the Git remote (skeleton layout: registry upload and manifest included).",
 		Buckets: prometheus.ExponentialBuckets(0.1, 4, 10)})
 	for _, v := range []struct {
 		vec    *prometheus.CounterVec

@@ -68,6 +68,11 @@ type OCIPublisher struct {
 	// read counts the bytes of the WTXT being uploaded that Split has
 	// read (snapd_oci_pending_bytes subtracts them).
 	read atomic.Int64
+
+	// pushes learns each committed generation's request time, so the
+	// push of its commit is observed in snapd_request_to_pushed_seconds
+	// (set by New from Deps.Pushes; nil: not observed).
+	pushes atomic.Pointer[PushObserver]
 }
 
 // NewOCIPublisher returns the publisher committing into repo and uploading
@@ -242,6 +247,7 @@ func (p *OCIPublisher) Publish(ctx context.Context, j queue.Job, save func(queue
 		// order, so this is a job re-run after its commit was pushed).
 		if c, rerr := p.repo.ResolveGen(j.Gen); rerr == nil {
 			j.Commit, j.Tag = c, p.repo.TagName(h.GenText)
+			p.pushes.Load().expect(j.Commit, pub.Requested)
 			return j, nil
 		}
 	}
@@ -249,6 +255,7 @@ func (p *OCIPublisher) Publish(ctx context.Context, j queue.Job, save func(queue
 		return j, localErr(j, fmt.Errorf("commit gen %d: %w", j.Gen, err))
 	}
 	j.Commit, j.Tag = res.Commit.String(), res.Tag
+	p.pushes.Load().expect(j.Commit, pub.Requested)
 	p.log.Info("oci generation committed", "gen", j.Gen, "layout", res.Layout, "commit", j.Commit, "manifest", pub.Manifest)
 	return j, nil
 }
@@ -271,13 +278,15 @@ func registryErr(j queue.Job, err error) error {
 
 // ociEnqueue hands a finished generation to the queue as one publish job
 // (upload, manifest, commit, push) instead of committing it here.
-func (d *Daemon) ociEnqueue(gen uint64, wtxtPath string, h *gitops.Header) error {
+// requested (zero: unknown) is kept in the job for the request-to-pushed
+// latency, which then covers the upload too and survives a restart.
+func (d *Daemon) ociEnqueue(gen uint64, wtxtPath string, h *gitops.Header, requested time.Time) error {
 	st, err := os.Stat(wtxtPath)
 	if err != nil {
 		return err
 	}
 	j := queue.Job{Branch: d.deps.Repo.Config().Branch, Gen: gen, Enqueued: d.now().UTC(),
-		Publish: &queue.Publish{Kind: KindOCIGeneration, WTXT: wtxtPath, Bytes: st.Size(), Header: h}}
+		Publish: &queue.Publish{Kind: KindOCIGeneration, WTXT: wtxtPath, Bytes: st.Size(), Header: h, Requested: requested.UTC()}}
 	if err := d.deps.Queue.Enqueue(j); err != nil {
 		return err
 	}
@@ -286,10 +295,10 @@ func (d *Daemon) ociEnqueue(gen uint64, wtxtPath string, h *gitops.Header) error
 }
 
 // ociCommit replaces commit in the skeleton layout.
-func (d *Daemon) ociCommit(r *GenResult, head *ChainState) {
+func (d *Daemon) ociCommit(r *GenResult, head *ChainState, requested time.Time) {
 	h := &gitops.Header{Gen: head.Gen, GenText: head.GenText, TS: head.TS, Build: head.Build,
 		SHA256All: head.SHA256All, MerklePrev: head.MerklePrev, MerkleThis: head.MerkleThis}
-	if err := d.ociEnqueue(r.Gen, r.WTXT, h); err != nil {
+	if err := d.ociEnqueue(r.Gen, r.WTXT, h, requested); err != nil {
 		d.log.Error("resend queue: enqueue generation for the registry (re-enqueued at the next start)", "gen", r.Gen, "error", err)
 		d.fail("git", r.Gen, err)
 	}
@@ -328,7 +337,7 @@ func (d *Daemon) ociRecover() {
 				continue
 			}
 		}
-		if err := d.ociEnqueue(e.Gen, e.WTXT, h); err != nil {
+		if err := d.ociEnqueue(e.Gen, e.WTXT, h, time.Time{}); err != nil {
 			if !errors.Is(err, queue.ErrConflict) {
 				d.log.Warn("recovery: enqueue for the registry", "gen", e.Gen, "error", err)
 				d.fail("git", e.Gen, err)

@@ -623,7 +623,7 @@ func (d *Daemon) commit(ctx context.Context, r *GenResult, head *ChainState, req
 		return
 	}
 	if d.deps.OCI != nil {
-		d.ociCommit(r, head) // committed by the queue after the registry upload (oci.go)
+		d.ociCommit(r, head, requested) // committed by the queue after the registry upload (oci.go)
 		return
 	}
 	g := gitops.Generation{WTXT: r.WTXT, Delta: r.Delta, WSUM: r.WSUM, Seal: r.Seal, Picture: r.Picture,

@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/store/oci"
 )
 
 type checkoutOptions struct {
@@ -20,6 +24,7 @@ type checkoutOptions struct {
 	to                            string
 	lossy                         bool
 	gen, out                      string
+	oci                           ociFlags
 }
 
 func newCheckoutCommand(e *env) *cobra.Command {
@@ -32,10 +37,22 @@ OUT's extension (or --to): WTXT byte for byte as committed (split
 generations are assembled, every part checked against the MANIFEST), any
 other format through a conversion. GEN is a number (tag gen-NNNNNN),
 "latest" (the branch head) or any Git revision. The repository is --repo
-(default: the current directory), e.g. a clone made with snapd clone.`,
+(default: the current directory), e.g. a clone made with snapd clone.
+
+A skeleton-layout generation (current.wtxt.skel[.parts]; tensor bytes in an
+OCI registry, docs/FORMAT.md §6) is rebuilt from the skeleton and the
+registry's segment blobs, read only, streaming, with every chunk's sha256
+and crc32c and every blob's digest checked against the skeleton; on any
+failure nothing is written to OUT. The registry is --oci-repository, by
+default generation.txt's oci_repository (printed). A defaulted registry
+gets no credentials but the Docker config's entry for its own host (never
+--oci-username, --oci-password-file or SNAPD_OCI_*), and plain HTTP only
+on loopback: the commit names the host, the skeleton's hashes decide what
+is accepted.`,
 		Example: `  snapd clone https://github.com/org/weights.git w && cd w
   snapd checkout latest model.safetensors
-  snapd checkout 42 gen42.wtxt --repo /var/lib/snapd-ml/repo`,
+  snapd checkout 42 gen42.wtxt --repo /var/lib/snapd-ml/repo
+  snapd checkout latest model.safetensors --oci-repository ghcr.io/org/model`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.gen, o.out = args[0], args[1]
@@ -49,6 +66,11 @@ other format through a conversion. GEN is a number (tag gen-NNNNNN),
 	f.StringVar(&o.tagPrefix, "tag-prefix", gitops.DefaultTagPrefix, "generation tag prefix")
 	f.StringVar(&o.to, "to", "", "output format (default: from OUT's extension)")
 	f.BoolVar(&o.lossy, "lossy", false, "allow dropping what the target format cannot hold")
+	f.StringVar(&o.oci.repository, "oci-repository", "", "skeleton layout: OCI repository HOST[:PORT]/NAME holding the segment blobs (read only; default: generation.txt's oci_repository)")
+	f.BoolVar(&o.oci.insecure, "oci-insecure", false, "with --oci-repository: allow plain HTTP to a non-loopback registry")
+	f.StringVar(&o.oci.username, "oci-username", "", "with --oci-repository: registry user with pull access (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json; else anonymous)")
+	f.StringVar(&o.oci.passwordFile, "oci-password-file", "", "with --oci-repository: file holding the registry password or read-only token (mode 0600; default $SNAPD_OCI_PASSWORD)")
+	f.StringVar(&o.oci.dockerConfig, "oci-docker-config", "", "Docker config.json with registry credentials (default $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
 	return cmd
 }
 
@@ -90,8 +112,16 @@ func runCheckout(ctx context.Context, e *env, o *checkoutOptions) error {
 	if err != nil {
 		return err
 	}
+	write := func(w io.Writer) error { return repo.WriteWTXT(rev, w) }
+	if skel, err := repo.IsSkeleton(rev); err != nil {
+		return err
+	} else if skel {
+		if write, err = o.skeletonWriter(ctx, e, repo, rev); err != nil {
+			return err
+		}
+	}
 	if target.Name() == "wtxt" {
-		return writeAtomic(o.out, func(f *os.File) error { return repo.WriteWTXT(rev, f) })
+		return writeAtomic(o.out, func(f *os.File) error { return write(f) })
 	}
 	// Other formats: assemble the WTXT next to OUT, then convert.
 	tmp, err := atomicfile.Create(filepath.Join(filepath.Dir(o.out), "."+filepath.Base(o.out)+".wtxt"), 0o600)
@@ -99,7 +129,7 @@ func runCheckout(ctx context.Context, e *env, o *checkoutOptions) error {
 		return ioError{err}
 	}
 	defer tmp.Abort()
-	if err := repo.WriteWTXT(rev, tmp.File); err != nil {
+	if err := write(tmp.File); err != nil {
 		return err
 	}
 	src, err := openSnapshot(ctx, reg, tmp.File.Name(), "wtxt")
@@ -110,4 +140,60 @@ func runCheckout(ctx context.Context, e *env, o *checkoutOptions) error {
 	return writeAtomic(o.out, func(f *os.File) error {
 		return target.Encode(ctx, f, src.Snapshot, formats.EncodeOptions{Lossy: o.lossy})
 	})
+}
+
+// skeletonWriter returns the writer of a skeleton-layout generation's
+// WTXT: rev's skeleton streamed through the assembler with the registry's
+// blobs (every chunk hash and blob digest checked). The registry is
+// --oci-repository or, by default, generation.txt's oci_repository,
+// opened without the flag/environment credentials and without
+// --oci-insecure (the untrusted commit chose the host).
+func (o *checkoutOptions) skeletonWriter(ctx context.Context, e *env, repo *gitops.Repo, rev string) (func(io.Writer) error, error) {
+	var src *oci.Repository
+	if o.oci.repository != "" {
+		r, err := o.oci.open(e)
+		if err != nil {
+			return nil, err
+		}
+		src = r
+	} else {
+		sum, err := repo.Summary(rev)
+		if err != nil {
+			return nil, err
+		}
+		ref := sum["oci_repository"]
+		if ref == "" {
+			return nil, usageError{fmt.Errorf("%s: the generation is in the skeleton layout (tensor bytes in an OCI registry) and its %s names no oci_repository: give --oci-repository", o.gen, gitops.FileSummary)}
+		}
+		if o.oci.username != "" || o.oci.passwordFile != "" || o.oci.insecure {
+			return nil, usageError{errors.New("--oci-username, --oci-password-file and --oci-insecure need an explicit --oci-repository (the default comes from the commit, which must not choose where credentials go)")}
+		}
+		r, err := oci.Open(ref, oci.Options{DockerConfig: o.oci.dockerConfig, Logger: e.logger})
+		if err != nil {
+			return nil, usageError{fmt.Errorf("%s's oci_repository: %w (give --oci-repository)", gitops.FileSummary, err)}
+		}
+		msg := "snapd: registry %s (from %s; read only)\n"
+		if e.getenv("SNAPD_OCI_USERNAME") != "" || e.getenv("SNAPD_OCI_PASSWORD") != "" {
+			msg = "snapd: registry %s (from %s; read only; SNAPD_OCI_* credentials are used only with an explicit --oci-repository)\n"
+		}
+		fmt.Fprintf(e.stderr, msg, ref, gitops.FileSummary)
+		src = r
+	}
+	name := path.Join(o.path, gitops.FileSkeleton)
+	return func(w io.Writer) error {
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			err := repo.WriteSkeleton(rev, pw)
+			pw.CloseWithError(err)
+			done <- err
+		}()
+		_, err := wtxt.AssembleNamed(ctx, pr, name, src, w)
+		pr.CloseWithError(errors.New("assembly ended"))
+		if serr := <-done; serr != nil && err != nil && !errors.Is(err, serr) {
+			// The skeleton could not be read from Git: that is the cause.
+			return ioError{serr}
+		}
+		return registryErr(err)
+	}, nil
 }

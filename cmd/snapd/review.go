@@ -40,6 +40,7 @@ type reviewOptions struct {
 	path           string
 	debug          bool
 	timeout        time.Duration
+	oci            ociFlags
 
 	// retry is the rate-limit policy (tests inject a clock).
 	retry review.RetryPolicy
@@ -77,6 +78,15 @@ for --repo only), else --token-file, else the environment variable
 line and diff position) and posts nothing. With --base FILE --head FILE it
 needs no pull request and no network: positions come from
 ` + "`git diff --no-index`" + ` of the two files.
+
+Skeleton layout (*.wtxt.skel; tensor bytes in an OCI registry, docs/FORMAT.md
+§6): without --oci-repository a skeleton is reviewed from its lines: the
+changed chunks (every ch line carries its chunk's sha256) with their rows,
+per array, and the header (signature by a trusted key, merkle_this, chain);
+a note says that the element numbers and thresholds need the registry. With
+--oci-repository (read only) both versions are assembled from the registry,
+every chunk hash and blob digest checked, and reviewed in full; comments
+stay on the skeleton's ch lines.
 
 Exit status: 0 review posted (or printed) and not requesting changes,
 1 the review requests changes, 2 usage, I/O or GitHub API error.`,
@@ -118,6 +128,11 @@ Exit status: 0 review posted (or printed) and not requesting changes,
 	f.StringVar(&o.path, "path", "", "with --base/--head: the path shown in the review (default: --head)")
 	f.BoolVar(&o.debug, "debug", false, "log every API request (method, path, status; never credentials) to stderr")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "HTTP timeout of one API request attempt, body included (connect, TLS and response headers have their own shorter limits)")
+	f.StringVar(&o.oci.repository, "oci-repository", "", "skeleton layout: OCI repository HOST[:PORT]/NAME holding the segment blobs (read only); without it skeletons are reviewed from their ch lines")
+	f.BoolVar(&o.oci.insecure, "oci-insecure", false, "allow plain HTTP to a non-loopback registry")
+	f.StringVar(&o.oci.username, "oci-username", "", "registry user with pull access (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json; else anonymous)")
+	f.StringVar(&o.oci.passwordFile, "oci-password-file", "", "file holding the registry password or read-only token (mode 0600; default $SNAPD_OCI_PASSWORD)")
+	f.StringVar(&o.oci.dockerConfig, "oci-docker-config", "", "Docker config.json with registry credentials (default $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
 	cmd.MarkFlagsRequiredTogether("base", "head")
 	cmd.MarkFlagsRequiredTogether("app-id", "app-key", "installation-id")
 	cmd.MarkFlagsMutuallyExclusive("app-id", "token-file")
@@ -159,6 +174,13 @@ func runReview(ctx context.Context, e *env, o *reviewOptions) error {
 		if opts.HMACKey, err = keys.LoadHMACKey(o.hmacKey); err != nil {
 			return keyError(err)
 		}
+	}
+	if o.oci.repository != "" {
+		reg, err := o.oci.open(e)
+		if err != nil {
+			return err
+		}
+		opts.Registry = reg
 	}
 	if local {
 		return reviewLocal(ctx, e, o, opts)

@@ -300,6 +300,11 @@ func TestRunOCIThreeGenerations(t *testing.T) {
 		t.Fatal("assembled WTXT differs from the daemon's")
 	}
 	mustRun(t, "verify", out)
+	// verify-repo on the fresh clone: every generation, in full.
+	if code, o, e := snapd(t, map[string]string{"HOME": t.TempDir()}, "verify-repo", clone, "--pubkey", filepath.Join(state, "keys", "allowed_signers"),
+		"--oci-repository", repoRef); code != 0 || strings.Count(o, " skeleton ok ") != 3 {
+		t.Fatalf("verify-repo: exit %d\n%s%s", code, o, e)
+	}
 
 	// Status and metrics.
 	js := mustRun(t, "status", "--state-dir", state, "--json")
@@ -316,6 +321,16 @@ func TestRunOCIThreeGenerations(t *testing.T) {
 	}
 	if v := metricValue(t, m, "snapd_oci_bytes_skipped_total"); v != float64(skippedTotal) {
 		t.Fatalf("snapd_oci_bytes_skipped_total %v, want %d", v, skippedTotal)
+	}
+	// Request-to-pushed latency: one observation per generation (request,
+	// build, upload, manifest, commit, push), each above zero.
+	if v := metricValue(t, m, "snapd_request_to_pushed_seconds_count"); v != 3 {
+		t.Fatalf("snapd_request_to_pushed_seconds_count %v, want 3", v)
+	}
+	if v := metricValue(t, m, "snapd_request_to_pushed_seconds_sum"); v <= 0 {
+		t.Fatalf("snapd_request_to_pushed_seconds_sum %v", v)
+	} else {
+		t.Logf("request to pushed: %.3f s mean over 3 generations (noisy: shared machine)", v/3)
 	}
 	promtoolCheck(t, m)
 	d.stop(t)
@@ -412,11 +427,21 @@ func TestRunOCIRegistryOutage(t *testing.T) {
 		t.Fatalf("snapd_oci_pending_bytes %v during the outage", v)
 	}
 
+	if v := metricValue(t, scrape(t, maddr), "snapd_request_to_pushed_seconds_count"); v != 1 {
+		t.Fatalf("snapd_request_to_pushed_seconds_count %v during the outage, want 1 (generation 2 is not pushed)", v)
+	}
+
 	reg.Restart(t)
 	waitFor(t, "generation 2 on the remote", 60*time.Second, pushedAll(t, remote, state, 2))
-	if v := metricValue(t, scrape(t, maddr), "snapd_oci_pending_bytes"); v != 0 {
+	m := scrape(t, maddr)
+	if v := metricValue(t, m, "snapd_oci_pending_bytes"); v != 0 {
 		t.Fatalf("snapd_oci_pending_bytes %v after the outage", v)
 	}
+	// Generation 2's latency, observed once it is pushed, spans the outage.
+	if v := metricValue(t, m, "snapd_request_to_pushed_seconds_count"); v != 2 {
+		t.Fatalf("snapd_request_to_pushed_seconds_count %v after the outage, want 2", v)
+	}
+	promtoolCheck(t, m)
 	d.stop(t)
 	checkRemote(t, remote, 2)
 	assembleEqualsRing(t, remote.Dir, repoRef, state, 2)
@@ -477,7 +502,9 @@ func startHangProxy(t *testing.T, target string) *hangProxy {
 // generations queued behind it; nothing reached Git or the registry's
 // tags. A restarted daemon re-HEADs, uploads again what was interrupted
 // and finishes: every generation lands exactly once, in order, on the Git
-// remote and as one manifest in the registry.
+// remote and as one manifest in the registry, and every generation's
+// request-to-pushed latency is observed (the request times survive in the
+// durable jobs).
 func TestRunOCIKilledDuringUpload(t *testing.T) {
 	reg := registrytest.Start(t, "", "")
 	proxy := startHangProxy(t, reg.Host)
@@ -485,8 +512,9 @@ func TestRunOCIKilledDuringUpload(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	repoRef := proxy.Addr + "/snapd/model"
-	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%squeue: {policy: block}\nmetrics: {addr: \"off\"}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n",
-		remote.URL, fastGit, repoRef, ociSegSize))
+	maddr := freeAddr(t)
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%squeue: {policy: block}\nmetrics: {addr: %q}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n",
+		remote.URL, fastGit, maddr, repoRef, ociSegSize))
 
 	var childErr testutil.SyncBuffer
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonChildProcess$")
@@ -540,6 +568,13 @@ func TestRunOCIKilledDuringUpload(t *testing.T) {
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestOCI(t, state, 4)
 	waitFor(t, "generation 4 on the remote", 90*time.Second, pushedAll(t, remote, state, 4))
+	// The request times of generations 1-3 were in their durable jobs:
+	// the restarted daemon observes all four request-to-pushed latencies.
+	m := scrape(t, maddr)
+	if v := metricValue(t, m, "snapd_request_to_pushed_seconds_count"); v != 4 {
+		t.Fatalf("snapd_request_to_pushed_seconds_count %v after the restart, want 4", v)
+	}
+	promtoolCheck(t, m)
 	d.stop(t)
 	checkRemote(t, remote, 4)
 	gts, err := r.Generations(context.Background())

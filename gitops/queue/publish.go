@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 
@@ -54,6 +55,10 @@ type Publish struct {
 	Skeleton      string `json:"skeleton,omitempty"`
 	UploadedBytes int64  `json:"uploaded_bytes,omitempty"`
 	SkippedBytes  int64  `json:"skipped_bytes,omitempty"`
+	// Requested is when the generation was requested (the request log's
+	// time), for the request-to-pushed latency; zero when unknown (a
+	// generation re-enqueued from the ring at a start).
+	Requested time.Time `json:"requested,omitzero"`
 }
 
 // Publisher does the Publish work of a job. Publish gets the job as last

@@ -103,6 +103,11 @@ type Options struct {
 	Pictures []PictureRef
 	// Logger receives debug messages (nil = discard).
 	Logger *slog.Logger
+	// Registry, when set, serves the segment blobs of skeleton-layout
+	// files (*.wtxt.skel): both versions are then assembled and reviewed
+	// in full; without it a skeleton is reviewed from its ch lines
+	// (skeleton.go).
+	Registry wtxt.BlobSource
 }
 
 // Review is a complete pull-request review: the event, the summary body
@@ -148,6 +153,9 @@ type ChunkChange struct {
 	// Anchored is set when the line appears in the patch.
 	Anchored bool
 	Position int
+	// NoStats, when Stats is nil, says why (a skeleton reviewed without
+	// its registry); "" means a side does not decode.
+	NoStats string
 }
 
 // FileResult is what the review says about one file.
@@ -269,6 +277,9 @@ func openVersion(ctx context.Context, path, name string) (o *opened, decodeErr, 
 }
 
 func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, error) {
+	if isSkeletonFile(in.Head) || in.Head == "" && isSkeletonFile(in.Base) {
+		return reviewSkeleton(ctx, in, opts)
+	}
 	fr := &FileResult{Path: in.Path, OldPath: in.OldPath, HasPatch: in.HasPatch}
 	switch {
 	case in.Base == "" && in.Head == "":

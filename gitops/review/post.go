@@ -60,8 +60,12 @@ type Result struct {
 // covers.
 func IsWTXT(p string) bool { return strings.HasSuffix(p, ".wtxt") }
 
+// reviewed reports whether a changed path is reviewed: a WTXT or a WTXT
+// skeleton (skeleton.go).
+func reviewed(p string) bool { return IsWTXT(p) || IsSkeleton(p) }
+
 // ReviewPullRequest reads a pull request, fetches the base and head
-// version of every changed *.wtxt file, builds the review and (unless
+// version of every changed *.wtxt (and *.wtxt.skel) file, builds the review and (unless
 // DryRun) posts it, updating the review an earlier run left for the same
 // head.
 func (c *Client) ReviewPullRequest(ctx context.Context, req Request) (*Result, error) {
@@ -85,7 +89,7 @@ func (c *Client) ReviewPullRequest(ctx context.Context, req Request) (*Result, e
 	var inputs []FileInput
 	for i, f := range files {
 		name, old := f.GetFilename(), f.GetPreviousFilename()
-		if !IsWTXT(name) && !IsWTXT(old) {
+		if !reviewed(name) && !reviewed(old) {
 			continue
 		}
 		in, err := fetchInput(ctx, fetch, dir, i, pr, f)
@@ -121,7 +125,7 @@ func fetchInput(ctx context.Context, fetch Fetcher, dir string, i int, pr *PullR
 	if old != "" && old != name {
 		in.OldPath = old
 	}
-	if !IsWTXT(name) {
+	if !reviewed(name) {
 		// Renamed away from .wtxt: review it as removed.
 		in.Path, in.OldPath, in.HasPatch = old, "", false
 	}
@@ -137,7 +141,7 @@ func fetchInput(ctx context.Context, fetch Fetcher, dir string, i int, pr *PullR
 	}
 	var err error
 	status := f.GetStatus()
-	if status != "added" && IsWTXT(basePath) {
+	if status != "added" && reviewed(basePath) {
 		if in.Base, err = get(pr.BaseSHA, basePath, filepath.Join(dir, fmt.Sprintf("%d.base.wtxt", i))); err != nil {
 			return in, err
 		}
@@ -147,7 +151,7 @@ func fetchInput(ctx context.Context, fetch Fetcher, dir string, i int, pr *PullR
 			}
 		}
 	}
-	if status != "removed" && IsWTXT(name) {
+	if status != "removed" && reviewed(name) {
 		if in.Head, err = get(pr.HeadSHA, name, filepath.Join(dir, fmt.Sprintf("%d.head.wtxt", i))); err != nil {
 			return in, err
 		}

@@ -68,6 +68,9 @@ func chunkSummary(c ChunkChange, d *snapshot.ArrayDiff) string {
 	}
 	st := c.Stats
 	if st == nil {
+		if c.NoStats != "" {
+			return s + ": " + c.NoStats
+		}
 		if c.Array == snapshot.AttrsArrayName {
 			return s + ": the attributes document changed"
 		}

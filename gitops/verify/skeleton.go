@@ -153,6 +153,7 @@ func (v *verifier) skeletonGeneration(x *gv, c *object.Commit, tr map[string]str
 		return v.finish(x, c, tr, prev, anchor, ct, st, entries, dir, files)
 	}
 	og, err := v.o.Registry.CheckGeneration(v.ctx, skel, repoPath)
+	x.ociManifest = og.Manifest
 	if err != nil {
 		if v.ctx.Err() != nil {
 			return nil, nil, v.ctx.Err()
@@ -330,4 +331,30 @@ func (v *verifier) failWTXT(x *gv, name string, err error, lineShift int) {
 		line += lineShift
 	}
 	x.fail(name, line, "wtxt/"+string(we.Check), "%s", wtxtMessage(we))
+}
+
+// checkOCISummary checks generation.txt's registry keys (kv): in the
+// skeleton layout oci_manifest, when present, must be the digest of the
+// manifest the registry's gen-NNNNNN tag resolves to — it binds the
+// signed commit to the registry's content, so a tag moved to another
+// manifest (even one whose annotations and segments agree) is caught;
+// oci_repository is where the daemon pushed and is not checked (a mirror
+// may be verified). In another layout neither key may be set.
+func (v *verifier) checkOCISummary(x *gv, kv map[string]string) {
+	if x.g.Layout != LayoutSkeleton {
+		for _, k := range []string{"oci_repository", "oci_manifest"} {
+			if _, ok := kv[k]; ok {
+				x.fail(gitops.FileSummary, 0, CheckSummary, "%s is set but the generation is not in the skeleton layout", k)
+			}
+		}
+		return
+	}
+	got, ok := kv["oci_manifest"]
+	if !ok || x.ociManifest == "" {
+		return
+	}
+	if got != x.ociManifest {
+		x.fail(gitops.FileSummary, 0, CheckRegistry, "oci_manifest=%s, but the registry's tag %s resolves to manifest %s: the registry does not hold the generation this commit signed",
+			got, oci.Tag(x.g.Gen), x.ociManifest)
+	}
 }

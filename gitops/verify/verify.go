@@ -381,6 +381,9 @@ type gv struct {
 	skip bool
 	// optional: generation.txt keys checked only when present.
 	optional map[string]bool
+	// ociManifest: skeleton layout, the digest of the manifest the
+	// registry's gen-NNNNNN tag resolved to ("" when not fetched).
+	ociManifest string
 }
 
 func (x *gv) fail(file string, line int, check, format string, a ...any) {
@@ -458,7 +461,9 @@ func (v *verifier) generation(c *object.Commit, prev *genState, anchor bool) (*G
 	}
 
 	// The skeleton layout: the tensor bytes are in an OCI registry.
-	if _, ok := entries[FileSkeleton]; ok {
+	_, skelSingle := entries[FileSkeleton]
+	_, skelSplit := entries[FileSkeleton+".parts"]
+	if skelSingle || skelSplit {
 		_, single := entries[gitops.FileWTXT]
 		_, split := entries[gitops.DirWTXTParts]
 		if !single && !split {
@@ -969,6 +974,7 @@ func (v *verifier) checkSummary(x *gv, entries map[string]object.TreeEntry, dir 
 			}
 		}
 	}
+	v.checkOCISummary(x, kv)
 	for _, k := range summaryKeys(want) {
 		got, ok := kv[k]
 		switch {

@@ -22,7 +22,9 @@ const maxConfigBytes = 64 << 20
 // ts, merkle_this, sha256_all, keyid); its config lists exactly the
 // skeleton's segments; its layers are exactly the distinct non-empty
 // segments; and every layer blob exists (HEAD). Errors name the tag and,
-// for a blob, its digest, array and first chunk.
+// for a blob, its digest, array and first chunk. The returned
+// Generation's Manifest is the digest the tag resolved to whenever the
+// manifest was fetched, also when a later check failed.
 func (r *Repository) CheckGeneration(ctx context.Context, skeleton []byte, name string) (Generation, error) {
 	segs, err := wtxt.SkeletonSegments(ctx, bytes.NewReader(skeleton), name)
 	if err != nil {
@@ -39,6 +41,7 @@ func (r *Repository) CheckGeneration(ctx context.Context, skeleton []byte, name 
 	if err != nil {
 		return g, fmt.Errorf("oci %s: manifest %s: %w", r.name, tag, err)
 	}
+	g.Manifest = desc.Digest.String()
 	if desc.Size > maxManifestBytes {
 		rc.Close()
 		return g, fmt.Errorf("oci %s: manifest %s is %d bytes (limit %d)", r.name, tag, desc.Size, maxManifestBytes)

@@ -43,6 +43,9 @@ type Generation struct {
 	KeyID       string // sign line keyid; "" when unsigned
 	SegmentSize int64  // the split's target segment size
 	Segments    []wtxt.Segment
+	// Manifest is the digest ("sha256:<hex>") of the manifest the tag
+	// resolved to (Repository.CheckGeneration); "" when not fetched.
+	Manifest string
 }
 
 // GenerationFromHeader fills the header values of a Generation.

@@ -1,0 +1,128 @@
+package wtxt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// TestReadSkeletonIndex: the skeleton index of every skeleton input has
+// the WTXT index's arrays and chunks (geometry, hashes), and its line
+// numbers point at the same arr and ch lines in the skeleton as the WTXT
+// index's do in the WTXT.
+func TestReadSkeletonIndex(t *testing.T) {
+	for name, in := range skeletonInputs(t) {
+		t.Run(name, func(t *testing.T) {
+			want, err := ReadIndex(context.Background(), name, snapshot.Bytes(in), int64(len(in)))
+			if err != nil {
+				t.Skipf("not indexable as WTXT: %v", err)
+			}
+			skel, _, _ := splitBytes(t, in, 100)
+			got, err := ReadSkeletonIndex(context.Background(), name+".skel", bytes.NewReader(skel), IndexOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wl, sl := strings.Split(string(in), "\n"), strings.Split(string(skel), "\n")
+			if len(got.Arrays) != len(want.Arrays) || got.Size != int64(len(skel)) || got.Audit != want.Audit || got.Header.Gen != want.Header.Gen {
+				t.Fatalf("index: %d arrays, size %d; want %d arrays, size %d", len(got.Arrays), got.Size, len(want.Arrays), len(skel))
+			}
+			for i, a := range got.Arrays {
+				w := want.Arrays[i]
+				if a.Name != w.Name || !a.SameGeometry(&w) || len(a.Chunks) != len(w.Chunks) || sl[a.Line-1] != wl[w.Line-1] {
+					t.Fatalf("array %d: %+v\nwant %+v", i, a, w)
+				}
+				for j, c := range a.Chunks {
+					wc := w.Chunks[j]
+					if c.IX != wc.IX || c.Off != wc.Off || c.Len != wc.Len || c.SHA256 != wc.SHA256 || c.CRC32C != wc.CRC32C || sl[c.Line-1] != wl[wc.Line-1] {
+						t.Fatalf("array %s chunk %d: line %d %q, want line %d %q", a.Name, j, c.Line, sl[c.Line-1], wc.Line, wl[wc.Line-1])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestReadSkeletonIndexBadInput: a WTXT (with base64 lines), a damaged ch
+// line, trailing bytes and an index over its budget are refused with
+// located errors that do not echo the input.
+func TestReadSkeletonIndexBadInput(t *testing.T) {
+	in := skeletonInputs(t)["generated"]
+	skel, _, _ := splitBytes(t, in, 100)
+	ctx := context.Background()
+	lines := strings.Split(string(skel), "\n")
+	var chLine int
+	for i, l := range lines {
+		if strings.HasPrefix(l, "ch ") {
+			chLine = i
+			break
+		}
+	}
+	badCh := append([]string(nil), lines...)
+	badCh[chLine] = strings.Replace(badCh[chLine], "off=", "off=9", 1)
+	for _, tc := range []struct {
+		name  string
+		in    []byte
+		check Check
+		line  int
+	}{
+		{"a WTXT", in, CheckSkeleton, 1},
+		{"ch line off", []byte(strings.Join(badCh, "\n")), CheckGrammar, chLine + 1},
+		{"after endwtxt", append(bytes.Clone(skel), "x\n"...), CheckSkeleton, len(lines)},
+		{"truncated", skel[:len(skel)/2], "", 0},
+	} {
+		_, err := ReadSkeletonIndex(ctx, "s.skel", bytes.NewReader(tc.in), IndexOptions{})
+		var we *Error
+		if !errors.As(err, &we) || tc.check != "" && (we.Check != tc.check || we.Line != tc.line) || we.File != "s.skel" {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+	}
+	if _, err := ReadSkeletonIndex(ctx, "s.skel", bytes.NewReader(skel), IndexOptions{MaxBytes: 100}); !errors.Is(err, formats.ErrLimit) {
+		t.Fatalf("over budget: %v", err)
+	}
+}
+
+func FuzzReadSkeletonIndex(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/golden-*.wtxt")
+	if len(seeds) == 0 {
+		f.Fatal("no seeds in testdata/golden-*.wtxt")
+	}
+	for _, p := range seeds {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if len(b) < 16<<10 {
+			skel, _, _ := splitBytes(f, b, 64)
+			f.Add(skel)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		x, err := ReadSkeletonIndex(context.Background(), "fuzz", bytes.NewReader(b), IndexOptions{MaxBytes: 1 << 20})
+		if err != nil {
+			return
+		}
+		line := 0
+		for _, a := range x.Arrays {
+			if a.Line <= line {
+				t.Fatalf("array %q at line %d out of order", a.Name, a.Line)
+			}
+			line = a.Line
+			for _, c := range a.Chunks {
+				if c.Line <= line {
+					t.Fatalf("array %q chunk %d at line %d out of order", a.Name, c.IX, c.Line)
+				}
+				line = c.Line
+			}
+		}
+		if x.Size != int64(len(b)) {
+			t.Fatalf("size %d, input %d", x.Size, len(b))
+		}
+	})
+}

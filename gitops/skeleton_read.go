@@ -1,0 +1,148 @@
+package gitops
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// Reading a skeleton-layout generation (FileSkeleton, its parts, and the
+// registry keys of generation.txt) from a repository; the WTXT is then
+// rebuilt from the skeleton and the registry (store/oci, wtxt.Assemble).
+
+// MaxSummaryBytes bounds generation.txt as the readers accept it.
+const MaxSummaryBytes = 64 << 10
+
+// genDir returns the generation directory (Config.Path) of rev's commit.
+func (r *Repo) genDir(rev string) (*object.Tree, error) {
+	h, err := r.r.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return nil, fmt.Errorf("gitops: revision %q: %w", rev, err)
+	}
+	c, err := r.r.CommitObject(*h)
+	if err != nil {
+		return nil, fmt.Errorf("gitops: revision %q: %w", rev, err)
+	}
+	root, err := c.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("gitops: tree of %s: %w", c.Hash, err)
+	}
+	dir, err := root.Tree(r.cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("gitops: %s:%s: %w", rev, r.cfg.Path, err)
+	}
+	return dir, nil
+}
+
+// IsSkeleton reports whether rev's generation is stored in the skeleton
+// layout: its directory holds FileSkeleton or FileSkeleton's parts and
+// neither FileWTXT nor DirWTXTParts.
+func (r *Repo) IsSkeleton(rev string) (bool, error) {
+	dir, err := r.genDir(rev)
+	if err != nil {
+		return false, err
+	}
+	has := map[string]bool{}
+	for _, e := range dir.Entries {
+		has[e.Name] = true
+	}
+	return (has[FileSkeleton] || has[FileSkeleton+partsSuffix]) && !has[FileWTXT] && !has[DirWTXTParts], nil
+}
+
+// WriteSkeleton writes the skeleton of rev's generation to w: FileSkeleton
+// as committed, or its parts assembled with every part's size and SHA-256
+// checked against their MANIFEST (AssembleFS).
+func (r *Repo) WriteSkeleton(rev string, w io.Writer) error {
+	dir, err := r.genDir(rev)
+	if err != nil {
+		return err
+	}
+	if f, err := dir.File(FileSkeleton); err == nil {
+		rd, err := f.Reader()
+		if err != nil {
+			return fmt.Errorf("gitops: %s: %w", FileSkeleton, err)
+		}
+		defer rd.Close()
+		if _, err := io.Copy(w, rd); err != nil {
+			return fmt.Errorf("gitops: %s: %w", FileSkeleton, err)
+		}
+		return nil
+	}
+	parts, err := dir.Tree(FileSkeleton + partsSuffix)
+	if err != nil {
+		return fmt.Errorf("gitops: %s:%s has neither %s nor %s%s", rev, r.cfg.Path, FileSkeleton, FileSkeleton, partsSuffix)
+	}
+	if err := AssembleFS(treeFS{parts}, ".", w); err != nil {
+		return fmt.Errorf("gitops: %s%s: %w", FileSkeleton, partsSuffix, err)
+	}
+	return nil
+}
+
+// ErrSummary reports a generation.txt that cannot be read as key=value
+// lines.
+var ErrSummary = errors.New("gitops: malformed " + FileSummary)
+
+// Summary returns rev's generation.txt (FileSummary) as key → value. It
+// reads at most MaxSummaryBytes; a line without '=' or a repeated key is
+// an error naming the line (its content is not echoed).
+func (r *Repo) Summary(rev string) (map[string]string, error) {
+	dir, err := r.genDir(rev)
+	if err != nil {
+		return nil, err
+	}
+	f, err := dir.File(FileSummary)
+	if err != nil {
+		return nil, fmt.Errorf("gitops: %s:%s/%s: %w", rev, r.cfg.Path, FileSummary, err)
+	}
+	if f.Size > MaxSummaryBytes {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrSummary, f.Size, MaxSummaryBytes)
+	}
+	rd, err := f.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("gitops: %s: %w", FileSummary, err)
+	}
+	defer rd.Close()
+	b, err := io.ReadAll(io.LimitReader(rd, MaxSummaryBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("gitops: %s: %w", FileSummary, err)
+	}
+	return ParseSummary(b)
+}
+
+// ParseSummary parses generation.txt: one key=value per line.
+func ParseSummary(b []byte) (map[string]string, error) {
+	if len(b) > MaxSummaryBytes {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrSummary, len(b), MaxSummaryBytes)
+	}
+	kv := map[string]string{}
+	for i, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%w: line %d is not key=value", ErrSummary, i+1)
+		}
+		if _, dup := kv[k]; dup {
+			return nil, fmt.Errorf("%w: line %d: key %s appears twice", ErrSummary, i+1, safeKey(k))
+		}
+		kv[k] = v
+	}
+	return kv, nil
+}
+
+// safeKey returns k when it is a short plain key, else a placeholder (an
+// error never echoes file content).
+func safeKey(k string) string {
+	if len(k) > 32 {
+		return "(long key)"
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return "(non-plain key)"
+		}
+	}
+	return k
+}
