@@ -14,7 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/progress"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/store/oci"
 )
@@ -168,8 +170,35 @@ func runAssembleOCI(ctx context.Context, e *env, o *ociFlags, skel, out string) 
 	if err != nil {
 		return err
 	}
-	_, err = oci.AssembleFile(ctx, skel, repo, out)
-	return registryErr(err)
+	m := e.meter(filepath.Base(out), skeletonSize(ctx, skel))
+	_, err = oci.AssembleFileCounting(ctx, skel, repo, out, m.Add)
+	return endMeter(m, registryErr(err))
+}
+
+// skeletonSize estimates the WTXT a skeleton assembles to, for the
+// progress line: the WTXT size of its segments' raw bytes (0 when the
+// skeleton cannot be read: AssembleFileCounting reports why).
+func skeletonSize(ctx context.Context, skel string) int64 {
+	if fi, err := os.Stat(skel); err != nil || !fi.Mode().IsRegular() {
+		return 0 // not opened: a FIFO would block
+	}
+	f, err := os.Open(skel)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	segs, err := wtxt.SkeletonSegments(ctx, f, filepath.Base(skel))
+	if err != nil {
+		return 0
+	}
+	var raw int64
+	for _, s := range segs {
+		if s.Size < 0 || raw+s.Size < raw {
+			return 0
+		}
+		raw += s.Size
+	}
+	return progress.WTXTEstimate(raw)
 }
 
 // registryErr classes a registry that cannot be reached as an I/O error
