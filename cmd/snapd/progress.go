@@ -24,6 +24,19 @@ func (e *env) progressOut() io.Writer {
 	return progress.Output(e.stderr, e.global.quiet)
 }
 
+// daemonOutputs returns the daemon's log and progress writers: stderr and
+// no progress when no line is drawn (not a terminal, --quiet); otherwise
+// both share stderr through a progress.Terminal, so a log record erases
+// the encode progress line before it is written instead of landing in
+// its middle.
+func (e *env) daemonOutputs() (log, prog io.Writer) {
+	if e.progressOut() == nil {
+		return e.stderr, nil
+	}
+	t := progress.NewTerminal(e.stderr)
+	return t.Log(), t.Progress()
+}
+
 // repoProgress adds a progress line to verify-repo: the WTXT bytes of the
 // generations checked so far (the total is not known before the walk).
 // The line is hidden while a generation's result is printed to stdout.
