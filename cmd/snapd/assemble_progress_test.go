@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,4 +92,14 @@ func TestAssembleOCIProgress(t *testing.T) {
 	if _, err := os.Stat(p("bad.wtxt")); err == nil {
 		t.Fatal("output left behind")
 	}
+}
+
+// compactJSON returns the JSON document s without insignificant space
+// (s itself when it is not JSON, so a substring check then fails).
+func compactJSON(s string) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
+		return s
+	}
+	return b.String()
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -152,7 +151,7 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 		return ioError{err}
 	}
 	if o.json {
-		return json.NewEncoder(e.stdout).Encode(map[string]any{
+		return writeJSON(e.stdout, map[string]any{
 			"repository": repo.Name(), "tag": res.Tag, "manifest": res.Manifest.Digest.String(), "skeleton": skel, "segment_size": o.segSize,
 			"segments": res.Segments, "uploaded": res.Uploaded, "uploaded_bytes": res.UploadedBytes,
 			"mounted": res.Mounted, "mounted_bytes": res.MountedBytes,
@@ -230,7 +229,7 @@ func runGCRemote(ctx context.Context, e *env, o *gcOptions) error {
 		for _, g := range removed {
 			tags = append(tags, g.Tag)
 		}
-		if jerr := json.NewEncoder(e.stdout).Encode(map[string]any{"repository": repo.Name(), "removed": tags, "dry_run": o.dryRun}); jerr != nil && err == nil {
+		if jerr := writeJSON(e.stdout, map[string]any{"repository": repo.Name(), "removed": tags, "dry_run": o.dryRun}); jerr != nil && err == nil {
 			err = jerr
 		}
 	} else {
