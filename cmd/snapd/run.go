@@ -325,7 +325,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 		if split > gitops.MaxPartLimit {
 			split = gitops.MaxPartLimit
 		}
-		if deps.Repo, err = gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path, Layout: layout,
+		if deps.Repo, err = gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path, Layout: layout, AuthorName: c.Git.AuthorName, AuthorEmail: c.Git.AuthorEmail,
 			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey, Delta: gitops.DeltaPolicy(c.Git.CommitDelta),
 			BaseBranch: c.Git.BaseBranch, FetchBase: fetchBase(gp)}); err != nil {
 			return err
