@@ -165,11 +165,11 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 
 // runAssembleOCI rebuilds a WTXT from its skeleton and the registry.
 func runAssembleOCI(ctx context.Context, e *env, o *ociFlags, skel, out string) error {
-	repo, err := o.open(e)
+	le, m := e.meterWithLog(filepath.Base(out), skeletonSize(ctx, skel))
+	repo, err := o.open(le)
 	if err != nil {
-		return err
+		return endMeter(m, err)
 	}
-	m := e.meter(filepath.Base(out), skeletonSize(ctx, skel))
 	_, err = oci.AssembleFileCounting(ctx, skel, repo, out, m.Add)
 	return endMeter(m, registryErr(err))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"log/slog"
 
 	"github.com/snapd-ml/snapd/gitops/verify"
 	"github.com/snapd-ml/snapd/internal/progress"
@@ -35,6 +36,20 @@ func (e *env) daemonOutputs() (log, prog io.Writer) {
 	}
 	t := progress.NewTerminal(e.stderr)
 	return t.Log(), t.Progress()
+}
+
+// meterWithLog is meter for work whose components log (the registry
+// client's retry warnings): when the line is drawn, the returned env's
+// logger (warnings, as the default) and the line share stderr through a
+// progress.Terminal; otherwise it returns e and e.meter.
+func (e *env) meterWithLog(label string, total int64) (*env, *progress.Meter) {
+	if e.progressOut() == nil {
+		return e, e.meter(label, total)
+	}
+	t := progress.NewTerminal(e.stderr)
+	le := *e
+	le.logger = slog.New(slog.NewTextHandler(t.Log(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return &le, progress.Start(progress.Options{Out: t.Progress(), Label: label, Total: total, Now: e.now})
 }
 
 // repoProgress adds a progress line to verify-repo: the WTXT bytes of the
