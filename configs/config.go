@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
@@ -100,6 +101,10 @@ type Git struct {
 	// pull requests into it have a merge base. Empty = orphan (default).
 	BaseBranch string `yaml:"base_branch"`
 	Path       string `yaml:"path"` // directory inside the repository, default snapshots
+	// AuthorName and AuthorEmail are the generation commits' author and
+	// committer; default snapd <snapd@localhost>.
+	AuthorName  string `yaml:"author_name"`
+	AuthorEmail string `yaml:"author_email"`
 	// Layout: auto (split files larger than split_above, the default),
 	// single (one file whatever its size), split (always part files) or
 	// segments (text pieces + raw tensor segments in Git, gitops doc
@@ -354,6 +359,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Git.BaseBranch != "" && (!validBranch(c.Git.BaseBranch) || c.Git.BaseBranch == c.Git.Branch) {
 		return bad("git.base_branch", "%q: not a valid branch name other than git.branch", c.Git.BaseBranch)
+	}
+	for _, f := range []struct{ name, v string }{{"git.author_name", c.Git.AuthorName}, {"git.author_email", c.Git.AuthorEmail}} {
+		if len(f.v) > 256 || strings.ContainsAny(f.v, "<>") || strings.ContainsFunc(f.v, unicode.IsControl) {
+			return bad(f.name, "want at most 256 characters, no <, > or control characters")
+		}
 	}
 	if filepath.IsAbs(c.Git.Path) || strings.Contains(filepath.ToSlash(c.Git.Path), "..") {
 		return bad("git.path", "%q: must be relative inside the repository", c.Git.Path)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -14,7 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/progress"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/store/oci"
 )
@@ -150,7 +151,7 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 		return ioError{err}
 	}
 	if o.json {
-		return json.NewEncoder(e.stdout).Encode(map[string]any{
+		return writeJSON(e.stdout, map[string]any{
 			"repository": repo.Name(), "tag": res.Tag, "manifest": res.Manifest.Digest.String(), "skeleton": skel, "segment_size": o.segSize,
 			"segments": res.Segments, "uploaded": res.Uploaded, "uploaded_bytes": res.UploadedBytes,
 			"mounted": res.Mounted, "mounted_bytes": res.MountedBytes,
@@ -164,12 +165,39 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 
 // runAssembleOCI rebuilds a WTXT from its skeleton and the registry.
 func runAssembleOCI(ctx context.Context, e *env, o *ociFlags, skel, out string) error {
-	repo, err := o.open(e)
+	le, m := e.meterWithLog(filepath.Base(out), skeletonSize(ctx, skel))
+	repo, err := o.open(le)
 	if err != nil {
-		return err
+		return endMeter(m, err)
 	}
-	_, err = oci.AssembleFile(ctx, skel, repo, out)
-	return registryErr(err)
+	_, err = oci.AssembleFileCounting(ctx, skel, repo, out, m.Add)
+	return endMeter(m, registryErr(err))
+}
+
+// skeletonSize estimates the WTXT a skeleton assembles to, for the
+// progress line: the WTXT size of its segments' raw bytes (0 when the
+// skeleton cannot be read: AssembleFileCounting reports why).
+func skeletonSize(ctx context.Context, skel string) int64 {
+	if fi, err := os.Stat(skel); err != nil || !fi.Mode().IsRegular() {
+		return 0 // not opened: a FIFO would block
+	}
+	f, err := os.Open(skel)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	segs, err := wtxt.SkeletonSegments(ctx, f, filepath.Base(skel))
+	if err != nil {
+		return 0
+	}
+	var raw int64
+	for _, s := range segs {
+		if s.Size < 0 || raw+s.Size < raw {
+			return 0
+		}
+		raw += s.Size
+	}
+	return progress.WTXTEstimate(raw)
 }
 
 // registryErr classes a registry that cannot be reached as an I/O error
@@ -201,7 +229,7 @@ func runGCRemote(ctx context.Context, e *env, o *gcOptions) error {
 		for _, g := range removed {
 			tags = append(tags, g.Tag)
 		}
-		if jerr := json.NewEncoder(e.stdout).Encode(map[string]any{"repository": repo.Name(), "removed": tags, "dry_run": o.dryRun}); jerr != nil && err == nil {
+		if jerr := writeJSON(e.stdout, map[string]any{"repository": repo.Name(), "removed": tags, "dry_run": o.dryRun}); jerr != nil && err == nil {
 			err = jerr
 		}
 	} else {

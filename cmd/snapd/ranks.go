@@ -265,7 +265,13 @@ func runRanksVerifyRepo(ctx context.Context, e *env, target string, o *ranksRepo
 	}
 	gens, verr := ranks.VerifyLedger(ctx, vo)
 	if o.json {
-		b, _ := json.MarshalIndent(map[string]any{"ok": verr == nil, "generations": gens, "error": errString(verr)}, "", "  ")
+		// "failure", not "error": "error" is the error object of every
+		// --json command (docs/JSON.md), one type per field.
+		doc := map[string]any{"ok": verr == nil, "generations": gens}
+		if verr != nil {
+			doc["failure"] = verr.Error()
+		}
+		b, _ := json.MarshalIndent(doc, "", "  ")
 		fmt.Fprintf(e.stdout, "%s\n", b)
 	} else {
 		for _, g := range gens {
@@ -279,13 +285,6 @@ func runRanksVerifyRepo(ctx context.Context, e *env, target string, o *ranksRepo
 		fmt.Fprintf(e.stdout, "verified %d multi-rank generations: chain continuous, every rank part verified\n", len(gens))
 	}
 	return nil
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 func newRanksAssembleCommand(e *env) *cobra.Command {

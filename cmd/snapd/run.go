@@ -255,7 +255,8 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(e.stderr, c)
+	logOut, progOut := e.daemonOutputs()
+	log := newLogger(logOut, c)
 	// Everything that can be refused is checked before anything is
 	// created: the Git remote settings, then the metrics port.
 	repoDir := c.Git.Repo
@@ -314,7 +315,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
-	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock, MetricsListener: ln, Progress: e.progressOut()}
+	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock, MetricsListener: ln, Progress: progOut}
 	if c.Git.Enabled {
 		layout, err := gitops.ParseLayout(c.Git.Layout)
 		if err != nil {
@@ -324,7 +325,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 		if split > gitops.MaxPartLimit {
 			split = gitops.MaxPartLimit
 		}
-		if deps.Repo, err = gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path, Layout: layout,
+		if deps.Repo, err = gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path, Layout: layout, AuthorName: c.Git.AuthorName, AuthorEmail: c.Git.AuthorEmail,
 			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey, Delta: gitops.DeltaPolicy(c.Git.CommitDelta),
 			BaseBranch: c.Git.BaseBranch, FetchBase: fetchBase(gp)}); err != nil {
 			return err

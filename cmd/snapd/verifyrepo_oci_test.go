@@ -163,7 +163,7 @@ func TestVerifyRepoAfterRemoteGC(t *testing.T) {
 	env := map[string]string{"HOME": t.TempDir()}
 	ref := reg.Host + "/snapd/model"
 	code, out, errs := snapd(t, env, "gc", "--remote", "--keep", "2", "--oci-repository", ref, "--json")
-	if code != 0 || !strings.Contains(out, `"removed":["gen-000001","gen-000002"]`) {
+	if code != 0 || !strings.Contains(compactJSON(out), `"removed":["gen-000001","gen-000002"]`) {
 		t.Fatalf("gc --remote: exit %d\n%s%s", code, out, errs)
 	}
 	reg.GarbageCollectReadOnly(t, "--delete-untagged")

@@ -3,6 +3,7 @@ package oci
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -16,6 +17,14 @@ import (
 // at outPath and the error is a *wtxt.Error naming the skeleton line,
 // array, chunk and check.
 func AssembleFile(ctx context.Context, skelPath string, src wtxt.BlobSource, outPath string) (*wtxt.AssembleInfo, error) {
+	return AssembleFileCounting(ctx, skelPath, src, outPath, nil)
+}
+
+// AssembleFileCounting is AssembleFile calling count (when not nil) with
+// the length of every write to outPath as it happens, for a progress
+// line: the counts add up to AssembleInfo.Written on success. count is
+// called from the assembling goroutine and must not block.
+func AssembleFileCounting(ctx context.Context, skelPath string, src wtxt.BlobSource, outPath string, count func(n int64)) (*wtxt.AssembleInfo, error) {
 	f, err := os.OpenFile(skelPath, os.O_RDONLY|nonBlock, 0)
 	if err != nil {
 		return nil, err
@@ -31,7 +40,11 @@ func AssembleFile(ctx context.Context, skelPath string, src wtxt.BlobSource, out
 		return nil, err
 	}
 	defer out.Abort()
-	info, err := wtxt.AssembleNamed(ctx, f, filepath.Base(skelPath), src, out)
+	var w io.Writer = out
+	if count != nil {
+		w = countingWriter{w: out, count: count}
+	}
+	info, err := wtxt.AssembleNamed(ctx, f, filepath.Base(skelPath), src, w)
 	if err != nil {
 		return nil, err
 	}
@@ -39,4 +52,18 @@ func AssembleFile(ctx context.Context, skelPath string, src wtxt.BlobSource, out
 		return nil, err
 	}
 	return info, nil
+}
+
+// countingWriter passes writes on to w and reports their lengths.
+type countingWriter struct {
+	w     io.Writer
+	count func(int64)
+}
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if n > 0 {
+		c.count(int64(n))
+	}
+	return n, err
 }
