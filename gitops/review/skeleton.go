@@ -370,6 +370,9 @@ func skeletonReport(name string, h *wtxt.Header, base *wtxt.Index, opts Options)
 	}
 	var zero [32]byte
 	switch {
+	case IsRankSkeleton(name):
+		// A rank part chains to the job's chain id; the index carries the
+		// generation's chain (ranks.go).
 	case base != nil && h.Meta.Gen == base.Header.Meta.Gen+1:
 		if bytes.Equal(h.MerklePrev[:], base.Header.MerkleThis[:]) {
 			r.Chain = "continues"
