@@ -1,8 +1,15 @@
 package review
 
 import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
 	"path"
 	"strings"
+
+	"github.com/snapd-ml/snapd/store/oci/ranks"
 )
 
 // Multi-rank generations (store/oci/ranks, docs/FORMAT.md §7): the
@@ -37,3 +44,120 @@ func IsRankSkeleton(p string) bool {
 	}
 	return true
 }
+
+// isRanksIndex reports whether a repository path is the index of a
+// multi-rank generation (ranks.IndexPath).
+func isRanksIndex(p string) bool { return p == ranks.IndexPath }
+
+// readBounded reads at most max bytes of a local file; a larger file is an
+// error naming the limit (nothing of its content).
+func readBounded(local, name string, max int64) ([]byte, error) {
+	f, err := os.Open(local)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s: more than %d bytes", name, max)
+	}
+	return b, nil
+}
+
+// reviewRanksIndex reviews a changed snapshots/ranks/index.ranks as
+// `snapd ranks verify-repo` checks it (store/oci/ranks): grammar and
+// root, the signature by a trusted key, the chain (merkle_prev is the base
+// index's merkle_this, same chain id) when the base has an index, and
+// every rank skeleton the pull request changes against its index line
+// (SHA-256 and header). A rank skeleton the index names but the pull
+// request does not change is a note (a generation commit changes all).
+func reviewRanksIndex(_ context.Context, in FileInput, all []FileInput, opts Options) (*FileResult, error) {
+	fr := &FileResult{Path: in.Path, OldPath: in.OldPath, HasPatch: in.HasPatch}
+	switch {
+	case in.Base == "" && in.Head == "":
+		return nil, fmt.Errorf("review: %s: neither a base nor a head version", in.Path)
+	case in.Base == "":
+		fr.Status = StatusAdded
+	case in.Head == "":
+		fr.Status = StatusRemoved
+		fr.Notes = append(fr.Notes, "the multi-rank generation index is removed")
+		return fr, nil
+	default:
+		fr.Status = StatusModified
+	}
+	var base *ranks.Index
+	if in.Base != "" {
+		b, err := readBounded(in.Base, in.Path+"@base", ranks.MaxIndexBytes)
+		if err == nil {
+			base, err = ranks.Parse(b, in.Path+"@base")
+		}
+		if err != nil {
+			fr.Notes = append(fr.Notes, "base index does not parse, so the chain is not checked: "+err.Error())
+			base = nil
+		} else {
+			fr.BaseGen = base.Gen
+			fr.BaseMerkle = hex.EncodeToString(base.MerkleThis[:])
+		}
+	}
+	b, err := readBounded(in.Head, in.Path, ranks.MaxIndexBytes)
+	var ix *ranks.Index
+	if err == nil {
+		ix, err = ranks.Parse(b, in.Path)
+	}
+	if err != nil {
+		fr.Problems = append(fr.Problems, "head index does not parse: "+err.Error())
+		return fr, nil
+	}
+	fr.HeadGen = ix.Gen
+	vo := ranks.VerifyOptions{Trusted: opts.TrustedKeys}
+	if base != nil {
+		vo.CheckChain, vo.Prev, vo.Chain = true, base.MerkleThis, base.Chain
+		if ix.GenNumber() <= base.GenNumber() {
+			fr.Problems = append(fr.Problems, fmt.Sprintf("%s: generation does not increase: base %s, head %s", in.Path, base.Gen, ix.Gen))
+		}
+	}
+	if ix.Signature == nil && opts.RequireSignature && len(opts.TrustedKeys) == 0 {
+		fr.Problems = append(fr.Problems, in.Path+": the index is not signed and a signature is required")
+	}
+	if err := ix.Verify(in.Path, vo); err != nil {
+		fr.Problems = append(fr.Problems, "verification failed: "+err.Error())
+	}
+	dir := path.Dir(in.Path)
+	byPath := map[string]FileInput{}
+	for _, f := range all {
+		byPath[f.Path] = f
+	}
+	var unchanged []string
+	for r := 0; r < ix.WorldSize; r++ {
+		p := path.Join(dir, ranks.SkeletonName(r))
+		f, ok := byPath[p]
+		if !ok || f.Head == "" {
+			unchanged = append(unchanged, ranks.SkeletonName(r))
+			continue
+		}
+		skel, err := readBounded(f.Head, p, maxRankSkeleton)
+		if err == nil {
+			err = ix.CheckSkeleton(r, skel, p)
+		}
+		if err != nil {
+			fr.Problems = append(fr.Problems, fmt.Sprintf("rank %d: %v", r, err))
+		}
+	}
+	chain := "first generation of the branch (no base index)"
+	if base != nil {
+		chain = "chain continues from base " + base.Gen
+	}
+	note := fmt.Sprintf("multi-rank generation %s, world size %d, %s; each rank skeleton is reviewed below", ix.Gen, ix.WorldSize, chain)
+	if len(unchanged) > 0 {
+		note += fmt.Sprintf("; %d rank skeleton(s) not changed by this pull request, so not checked against the index: %s", len(unchanged), strings.Join(unchanged, ", "))
+	}
+	fr.Notes = append(fr.Notes, note)
+	return fr, nil
+}
+
+// maxRankSkeleton bounds the rank skeleton read whole for its SHA-256
+// check (a skeleton holds ch lines, not tensor bytes).
+const maxRankSkeleton = 1 << 30
