@@ -329,6 +329,11 @@ func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, e
 			if prevMerkle != nil {
 				fr.BaseMerkle = hex.EncodeToString(prevMerkle[:])
 			}
+			if prevMerkle != nil && IsRankSkeleton(in.Path) {
+				// A rank part chains to the job's chain id (ranks.go).
+				pm := base.hdr.MerklePrev
+				prevMerkle = &pm
+			}
 		}
 	}
 	if in.Head != "" && prevMerkle != nil && base.hdr != nil {

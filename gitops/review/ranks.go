@@ -18,8 +18,9 @@ import (
 // a skeleton (skeleton.go): changed chunks and rows per array from its ch
 // lines, element numbers when Options.Registry is set, line comments on
 // its changed ch lines. A rank part's merkle_prev is the job's chain id,
-// not the previous generation's part, so the per-file chain check is
-// skipped for rank skeletons; the generation's chain lives in the index.
+// not the previous generation's merkle_this, so the per-file chain check
+// of a rank skeleton is that its merkle_prev equals the base rank part's;
+// the generation's chain lives in the index (reviewRanksIndex).
 
 // IsRankSkeleton reports whether a repository path is a rank skeleton of a
 // multi-rank generation: a file named rank-NNNNN.skel (five or more

@@ -138,7 +138,7 @@ func TestBuildRanksGeneration(t *testing.T) {
 				t.Fatalf("%s: changed chunk %+v, want %s around row %d", fr.Path, c, want, 100+r)
 			}
 		}
-		if fr.Report == nil || fr.Report.Signature != wtxt.SigVerified {
+		if fr.Report == nil || fr.Report.Signature != wtxt.SigVerified || fr.Report.Chain != "continues" {
 			t.Fatalf("%s: report %+v", fr.Path, fr.Report)
 		}
 	}
@@ -156,6 +156,29 @@ func TestBuildRanksGeneration(t *testing.T) {
 	}
 	if len(byPath) != world {
 		t.Fatalf("chunk comments on %d rank skeletons, want %d", len(byPath), world)
+	}
+
+	// With the registry: the rank parts are assembled and reviewed in
+	// full, with the element numbers: one row of 16 elements per rank.
+	ropts := opts
+	ropts.Registry = blobs
+	rv, err = Build(ctx, rankInputs(t, g1, g2, world), ropts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv.Event != EventComment {
+		t.Fatalf("with the registry: event %s\n%s", rv.Event, rv.Body)
+	}
+	for _, fr := range rv.Files[1:] {
+		var changed int64
+		for _, c := range fr.Chunks {
+			if c.Stats != nil {
+				changed += c.Stats.ChangedElements
+			}
+		}
+		if len(fr.Problems) != 0 || changed != 16 {
+			t.Fatalf("with the registry: %s: problems %v, %d changed elements, want 16", fr.Path, fr.Problems, changed)
+		}
 	}
 
 	problems := func(in []FileInput, opts Options) string {
@@ -179,6 +202,20 @@ func TestBuildRanksGeneration(t *testing.T) {
 	_, g2c := rankGen(t, filepath.Join(dir, "other"), 2, world, chain, ix1.MerkleThis, other, blobs)
 	if p := problems(rankInputs(t, g1, g2c, world), opts); !strings.Contains(p, "not a trusted key") {
 		t.Fatalf("untrusted: %s", p)
+	}
+	// Generation 2 of another job (chain id): the index and every rank
+	// part are refused, with and without the registry.
+	_, g2d := rankGen(t, filepath.Join(dir, "otherjob"), 2, world, ranks.ChainID("other-job"), ix1.MerkleThis, key, blobs)
+	for _, o := range []Options{opts, ropts} {
+		rv, err := Build(ctx, rankInputs(t, g1, g2d, world), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range rv.Files {
+			if p := strings.Join(fr.Problems, "\n"); !strings.Contains(p, "chain") {
+				t.Fatalf("other job (registry %v): %s: problems %q", o.Registry != nil, fr.Path, p)
+			}
+		}
 	}
 	// Rank 1's skeleton replaced by another generation's.
 	in := rankInputs(t, g1, g2, world)
