@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/review/reviewtest"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/store/oci/ranks"
 )
@@ -222,5 +223,63 @@ func TestBuildRanksGeneration(t *testing.T) {
 	in[2].Head = in[2].Base
 	if p := problems(in, opts); !strings.Contains(p, "rank 1") || !strings.Contains(p, "skeleton_sha256") {
 		t.Fatalf("swapped skeleton: %s", p)
+	}
+}
+
+// TestReviewPullRequestRanks: a pull request (fake GitHub, real git
+// repository) that moves the ledger from multi-rank generation 1 to 2 is
+// reviewed and posted: the index checked, each rank skeleton reviewed,
+// line comments only on the changed ch lines of the rank skeletons.
+func TestReviewPullRequestRanks(t *testing.T) {
+	dir := t.TempDir()
+	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+	chain := ranks.ChainID("review-job")
+	const world = 2
+	ix1, g1 := rankGen(t, dir, 1, world, chain, [32]byte{}, key, blobMap{})
+	_, g2 := rankGen(t, dir, 2, world, chain, ix1.MerkleThis, key, blobMap{})
+	names := []string{ranks.IndexName}
+	for r := range world {
+		names = append(names, ranks.SkeletonName(r))
+	}
+	tree := func(g string) map[string][]byte {
+		m := map[string][]byte{}
+		for _, n := range names {
+			m[path.Join(ranks.LedgerDir, n)] = mustRead(t, filepath.Join(g, n))
+		}
+		return m
+	}
+	repo := reviewtest.NewRepo(t)
+	base := repo.Commit(tree(g1), "gen 1")
+	head := repo.Commit(tree(g2), "gen 2")
+	s := reviewtest.New(t, "acme", "weights", 7)
+	s.Token = testToken
+	s.HeadSHA, s.BaseSHA = head, base
+	for _, n := range names {
+		p := path.Join(ranks.LedgerDir, n)
+		s.Files = append(s.Files, reviewtest.File{Filename: p, Status: "modified", Patch: repo.Patch(base, head, p)})
+	}
+	c := newTestClient(t, s, newFakeClock(), nil)
+	res, err := c.ReviewPullRequest(context.Background(), Request{Owner: "acme", Repo: "weights", Number: 7, Fetch: GitFetcher{Dir: repo.Dir},
+		Options: Options{TrustedKeys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}}, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Review.Event != EventComment || len(res.Review.Files) != world+1 {
+		t.Fatalf("event %s, %d files\n%s", res.Review.Event, len(res.Review.Files), res.Review.Body)
+	}
+	rs, cs := s.ReviewList(), s.CommentList()
+	if len(rs) != 1 || !strings.Contains(rs[0].Body, "multi-rank generation 000002, world size 2") {
+		t.Fatalf("reviews %+v", rs)
+	}
+	seen := map[string]bool{}
+	for _, cm := range cs {
+		lines := strings.Split(string(tree(g2)[cm.Path]), "\n")
+		if !IsRankSkeleton(cm.Path) || cm.Line < 1 || cm.Line > len(lines) || !strings.HasPrefix(lines[cm.Line-1], "ch ") {
+			t.Fatalf("comment on %s line %d", cm.Path, cm.Line)
+		}
+		seen[cm.Path] = true
+	}
+	if len(seen) != world {
+		t.Fatalf("comments on %v, want every rank skeleton", seen)
 	}
 }
