@@ -70,8 +70,9 @@ func readBounded(local, name string, max int64) ([]byte, error) {
 
 // reviewRanksIndex reviews a changed snapshots/ranks/index.ranks as
 // `snapd ranks verify-repo` checks it (store/oci/ranks): grammar and
-// root, the signature by a trusted key, the chain (merkle_prev is the base
-// index's merkle_this, same chain id) when the base has an index, and
+// root, the signature by a trusted key, the chain when the base has an
+// index (the same chain id; merkle_prev is the base index's merkle_this
+// when the head is the next generation), and
 // every rank skeleton the pull request changes against its index line
 // (SHA-256 and header). A rank skeleton the index names but the pull
 // request does not change is a note (a generation commit changes all).
@@ -115,9 +116,16 @@ func reviewRanksIndex(_ context.Context, in FileInput, all []FileInput, opts Opt
 	fr.HeadGen = ix.Gen
 	vo := ranks.VerifyOptions{Trusted: opts.TrustedKeys}
 	if base != nil {
-		vo.CheckChain, vo.Prev, vo.Chain = true, base.MerkleThis, base.Chain
-		if ix.GenNumber() <= base.GenNumber() {
+		vo.Chain = base.Chain
+		switch {
+		case ix.GenNumber() <= base.GenNumber():
 			fr.Problems = append(fr.Problems, fmt.Sprintf("%s: generation does not increase: base %s, head %s", in.Path, base.Gen, ix.Gen))
+		case ix.GenNumber() == base.GenNumber()+1:
+			vo.CheckChain, vo.Prev = true, base.MerkleThis
+		default:
+			// Several commits or a recorded gap (commit trailer) between
+			// them: the two files do not prove the link.
+			fr.Notes = append(fr.Notes, fmt.Sprintf("head is generation %s, base %s: the chain between them is checked commit by commit by `snapd ranks verify-repo`, not from these two indexes (the chain id is)", ix.Gen, base.Gen))
 		}
 	}
 	if ix.Signature == nil && opts.RequireSignature && len(opts.TrustedKeys) == 0 {
@@ -148,8 +156,10 @@ func reviewRanksIndex(_ context.Context, in FileInput, all []FileInput, opts Opt
 		}
 	}
 	chain := "first generation of the branch (no base index)"
-	if base != nil {
+	if vo.CheckChain {
 		chain = "chain continues from base " + base.Gen
+	} else if base != nil {
+		chain = "same chain id as base " + base.Gen
 	}
 	note := fmt.Sprintf("multi-rank generation %s, world size %d, %s; each rank skeleton is reviewed below", ix.Gen, ix.WorldSize, chain)
 	if len(unchanged) > 0 {

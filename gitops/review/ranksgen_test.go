@@ -204,6 +204,17 @@ func TestBuildRanksGeneration(t *testing.T) {
 	if p := problems(rankInputs(t, g1, g2c, world), opts); !strings.Contains(p, "not a trusted key") {
 		t.Fatalf("untrusted: %s", p)
 	}
+	// A PR from generation 1 to 3: no chain verdict from two files, a note.
+	ix2, _ := rankGen(t, filepath.Join(dir, "g2again"), 2, world, chain, ix1.MerkleThis, key, blobMap{})
+	_, g3 := rankGen(t, dir, 3, world, chain, ix2.MerkleThis, key, blobMap{})
+	rv, err = Build(ctx, rankInputs(t, g1, g3, world), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Join(rv.Files[0].Notes, "\n"); rv.Event != EventComment || len(rv.Files[0].Problems) != 0 || !strings.Contains(n, "same chain id as base 000001") || !strings.Contains(n, "checked commit by commit") {
+		t.Fatalf("gen 1 -> 3: event %s, problems %v, notes %s", rv.Event, rv.Files[0].Problems, n)
+	}
+
 	// Generation 2 of another job (chain id): the index and every rank
 	// part are refused, with and without the registry.
 	_, g2d := rankGen(t, filepath.Join(dir, "otherjob"), 2, world, ranks.ChainID("other-job"), ix1.MerkleThis, key, blobs)
