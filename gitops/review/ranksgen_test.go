@@ -16,7 +16,9 @@ import (
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops/review/reviewtest"
+	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/snapshot"
+	"github.com/snapd-ml/snapd/store/oci"
 	"github.com/snapd-ml/snapd/store/oci/ranks"
 )
 
@@ -43,7 +45,9 @@ func rankShard(gen uint64, r int) *snapshot.Snapshot {
 
 // rankGen encodes generation gen of a world-rank job into dir/gen-N/:
 // the rank skeletons and the signed index chained to prev.
-func rankGen(t *testing.T, dir string, gen uint64, world int, chain, prev [32]byte, key ed25519.PrivateKey, blobs blobMap) (*ranks.Index, string) {
+// With repo the segments are uploaded to that registry (real
+// docker-registry) instead of blobs.
+func rankGen(t *testing.T, dir string, gen uint64, world int, chain, prev [32]byte, key ed25519.PrivateKey, blobs blobMap, repo ...*oci.Repository) (*ranks.Index, string) {
 	t.Helper()
 	ctx := context.Background()
 	gd := filepath.Join(dir, fmt.Sprintf("gen-%d", gen))
@@ -56,7 +60,19 @@ func rankGen(t *testing.T, dir string, gen uint64, world int, chain, prev [32]by
 		if _, err := ranks.EncodePart(ctx, &w, rankShard(gen, r), ranks.PartOptions{Gen: gen, Chain: chain, SignKey: key}); err != nil {
 			t.Fatal(err)
 		}
-		sp := skeletonOf(t, gd, ranks.SkeletonName(r), w.Bytes(), blobs)
+		var sp string
+		if len(repo) > 0 {
+			var sk bytes.Buffer
+			if _, _, err := repo[0].UploadSegments(ctx, bytes.NewReader(w.Bytes()), ranks.SkeletonName(r), &sk, 4096); err != nil {
+				t.Fatal(err)
+			}
+			sp = filepath.Join(gd, ranks.SkeletonName(r))
+			if err := os.WriteFile(sp, sk.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			sp = skeletonOf(t, gd, ranks.SkeletonName(r), w.Bytes(), blobs)
+		}
 		sk := mustRead(t, sp)
 		h, err := ranks.SkeletonHeader(sk, sp)
 		if err != nil {
@@ -292,5 +308,40 @@ func TestReviewPullRequestRanks(t *testing.T) {
 	}
 	if len(seen) != world {
 		t.Fatalf("comments on %v, want every rank skeleton", seen)
+	}
+}
+
+// TestBuildRanksGenerationRegistry: with --oci-repository's registry (a
+// real docker-registry) every rank part is assembled from its blobs and
+// reviewed in full: 16 changed elements (one row) per rank, no problem.
+func TestBuildRanksGenerationRegistry(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	repo, err := oci.Open(reg.Host+"/snapd/ranks-review", oci.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+	chain := ranks.ChainID("review-job")
+	const world = 2
+	ix1, g1 := rankGen(t, dir, 1, world, chain, [32]byte{}, key, nil, repo)
+	_, g2 := rankGen(t, dir, 2, world, chain, ix1.MerkleThis, key, nil, repo)
+	rv, err := Build(context.Background(), rankInputs(t, g1, g2, world), Options{TrustedKeys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}, Registry: repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv.Event != EventComment || len(rv.Files) != world+1 {
+		t.Fatalf("event %s, %d files\n%s", rv.Event, len(rv.Files), rv.Body)
+	}
+	for _, fr := range rv.Files[1:] {
+		var changed int64
+		for _, c := range fr.Chunks {
+			if c.Stats != nil {
+				changed += c.Stats.ChangedElements
+			}
+		}
+		if len(fr.Problems) != 0 || changed != 16 || fr.Report == nil || fr.Report.Chain != "continues" {
+			t.Fatalf("%s: problems %v, %d changed elements, want 16, report %+v", fr.Path, fr.Problems, changed, fr.Report)
+		}
 	}
 }
