@@ -88,6 +88,13 @@ a note says that the element numbers and thresholds need the registry. With
 every chunk hash and blob digest checked, and reviewed in full; comments
 stay on the skeleton's ch lines.
 
+Multi-rank generations (snapshots/ranks/, docs/FORMAT.md §7): index.ranks is
+checked as ` + "`snapd ranks verify-repo`" + ` checks it (grammar and root, signature
+by a trusted key, merkle_prev = the base index's merkle_this, same chain id,
+each changed rank-NNNNN.skel against its index line); each rank skeleton is
+reviewed like a skeleton (its merkle_prev must be the base rank part's, the
+job's chain id), with comments on its changed ch lines.
+
 Exit status: 0 review posted (or printed) and not requesting changes,
 1 the review requests changes, 2 usage, I/O or GitHub API error.`,
 		Example: `  snapd review --repo acme/weights --pr 42 --pubkey keys/sign_ed25519.pub --max-rel-l2 0.05

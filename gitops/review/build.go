@@ -197,7 +197,13 @@ func Build(ctx context.Context, files []FileInput, opts Options) (*Review, error
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
 	for _, in := range sorted {
 		log.Debug("review file", "path", in.Path, "base", in.Base != "", "head", in.Head != "", "patch", in.HasPatch)
-		fr, err := reviewFile(ctx, in, opts)
+		var fr *FileResult
+		var err error
+		if isRanksIndex(in.Path) {
+			fr, err = reviewRanksIndex(ctx, in, sorted, opts)
+		} else {
+			fr, err = reviewFile(ctx, in, opts)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -322,6 +328,11 @@ func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, e
 			}
 			if prevMerkle != nil {
 				fr.BaseMerkle = hex.EncodeToString(prevMerkle[:])
+			}
+			if prevMerkle != nil && IsRankSkeleton(in.Path) {
+				// A rank part chains to the job's chain id (ranks.go).
+				pm := base.hdr.MerklePrev
+				prevMerkle = &pm
 			}
 		}
 	}

@@ -61,8 +61,10 @@ type Result struct {
 func IsWTXT(p string) bool { return strings.HasSuffix(p, ".wtxt") }
 
 // reviewed reports whether a changed path is reviewed: a WTXT or a WTXT
-// skeleton (skeleton.go).
-func reviewed(p string) bool { return IsWTXT(p) || IsSkeleton(p) }
+// skeleton (skeleton.go), or a rank skeleton (ranks.go).
+func reviewed(p string) bool {
+	return IsWTXT(p) || IsSkeleton(p) || IsRankSkeleton(p) || isRanksIndex(p)
+}
 
 // ReviewPullRequest reads a pull request, fetches the base and head
 // version of every changed *.wtxt (and *.wtxt.skel) file, builds the review and (unless

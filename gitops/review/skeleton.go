@@ -370,6 +370,15 @@ func skeletonReport(name string, h *wtxt.Header, base *wtxt.Index, opts Options)
 	}
 	var zero [32]byte
 	switch {
+	case IsRankSkeleton(name) && base != nil && h.Meta.Gen == base.Header.Meta.Gen+1:
+		// A rank part chains to the job's chain id, as the base's rank
+		// part does; the index carries the generation's chain (ranks.go).
+		if h.MerklePrev == base.Header.MerklePrev {
+			r.Chain = "continues"
+		} else {
+			fail(wtxt.CheckChain, "merkle_prev (the job's chain id) is not the base rank part's")
+		}
+	case IsRankSkeleton(name):
 	case base != nil && h.Meta.Gen == base.Header.Meta.Gen+1:
 		if bytes.Equal(h.MerklePrev[:], base.Header.MerkleThis[:]) {
 			r.Chain = "continues"
