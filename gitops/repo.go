@@ -23,6 +23,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
+	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops/sshsig"
 )
@@ -888,7 +889,7 @@ func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src st
 	}
 	hasher := plumbing.NewHasher(plumbing.BlobObject, st.Size())
 	s256 := sha256.New()
-	n, err := io.Copy(io.MultiWriter(hasher, s256), &ctxReader{b.ctx, f})
+	n, err := io.Copy(io.MultiWriter(hasher, s256), formats.ContextReader(b.ctx, f))
 	if err != nil {
 		return fileInfo{}, fmt.Errorf("gitops: read %s: %w", src, err)
 	}
@@ -900,7 +901,7 @@ func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src st
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return fileInfo{}, fmt.Errorf("gitops: %w", err)
 		}
-		got, err := writeLoose(b.objects, n, &ctxReader{b.ctx, f})
+		got, err := writeLoose(b.objects, n, formats.ContextReader(b.ctx, f))
 		if err != nil {
 			return fileInfo{}, fmt.Errorf("gitops: write blob %s: %w", src, err)
 		}
@@ -923,18 +924,6 @@ func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src st
 	}
 	dir.set(name, filemode.Regular, obj.hash)
 	return fileInfo{size: n, sha256: hex.EncodeToString(s256.Sum(nil))}, nil
-}
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // storeParts splits r into a parts tree. A part whose name, size and

@@ -16,6 +16,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 )
 
@@ -129,7 +130,7 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 	sumc := make(chan sum, 1)
 	go func() {
 		h := sha256.New()
-		_, err := io.Copy(h, &ctxReader{b.ctx, io.NewSectionReader(f, 0, size)})
+		_, err := io.Copy(h, formats.ContextReader(b.ctx, io.NewSectionReader(f, 0, size)))
 		sumc <- sum{h.Sum(nil), err}
 	}()
 	var skel limitedWriter
