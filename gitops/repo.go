@@ -926,6 +926,26 @@ func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src st
 	return fileInfo{size: n, sha256: hex.EncodeToString(s256.Sum(nil))}, nil
 }
 
+// storePart returns the emit function of a parts or skeleton-pieces
+// split: a part found in reuse (same name, size and SHA-256 as in the
+// previous MANIFEST) points at the previous blob without being written
+// again; any other part is written as a new blob. Either way it is entered
+// into t under its name.
+func (b *builder) storePart(t *treeBuilder, reuse map[Part]plumbing.Hash) func(Part, []byte) error {
+	return func(p Part, data []byte) error {
+		if h, ok := reuse[p]; ok {
+			t.set(p.Name, filemode.Regular, h)
+			return nil
+		}
+		h, err := b.blob(data)
+		if err != nil {
+			return err
+		}
+		t.set(p.Name, filemode.Regular, h)
+		return nil
+	}
+}
+
 // storeParts splits r into a parts tree. A part whose name, size and
 // SHA-256 equal an entry of the previous MANIFEST reuses the previous blob
 // without hashing or writing it again.
@@ -945,18 +965,7 @@ func (b *builder) storeParts(r io.ReaderAt, size int64, prev *object.Tree, limit
 		}
 	}
 	t := newTreeBuilder(nil)
-	m, err := Split(b.ctx, r, size, limit, func(p Part, data []byte) error {
-		if h, ok := reuse[p]; ok {
-			t.set(p.Name, filemode.Regular, h)
-			return nil
-		}
-		h, err := b.blob(data)
-		if err != nil {
-			return err
-		}
-		t.set(p.Name, filemode.Regular, h)
-		return nil
-	})
+	m, err := Split(b.ctx, r, size, limit, b.storePart(t, reuse))
 	if err != nil {
 		return plumbing.ZeroHash, nil, err
 	}

@@ -166,18 +166,7 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 	if prev != nil {
 		prevPieces = manifestBlobs(prev)
 	}
-	m, err := cutSkeleton(skel.buf.Bytes(), x, segs, func(p Part, data []byte) error {
-		if h, ok := prevPieces[p]; ok {
-			dir.set(p.Name, filemode.Regular, h)
-			return nil
-		}
-		h, err := b.blob(data)
-		if err != nil {
-			return err
-		}
-		dir.set(p.Name, filemode.Regular, h)
-		return nil
-	})
+	m, err := cutSkeleton(skel.buf.Bytes(), x, segs, b.storePart(dir, prevPieces))
 	if err != nil {
 		return plumbing.ZeroHash, fileInfo{}, err
 	}
