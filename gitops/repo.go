@@ -23,6 +23,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
+	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops/sshsig"
 )
@@ -888,7 +889,7 @@ func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src st
 	}
 	hasher := plumbing.NewHasher(plumbing.BlobObject, st.Size())
 	s256 := sha256.New()
-	n, err := io.Copy(io.MultiWriter(hasher, s256), &ctxReader{b.ctx, f})
+	n, err := io.Copy(io.MultiWriter(hasher, s256), formats.ContextReader(b.ctx, f))
 	if err != nil {
 		return fileInfo{}, fmt.Errorf("gitops: read %s: %w", src, err)
 	}
@@ -900,7 +901,7 @@ func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src st
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return fileInfo{}, fmt.Errorf("gitops: %w", err)
 		}
-		got, err := writeLoose(b.objects, n, &ctxReader{b.ctx, f})
+		got, err := writeLoose(b.objects, n, formats.ContextReader(b.ctx, f))
 		if err != nil {
 			return fileInfo{}, fmt.Errorf("gitops: write blob %s: %w", src, err)
 		}
@@ -925,16 +926,24 @@ func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src st
 	return fileInfo{size: n, sha256: hex.EncodeToString(s256.Sum(nil))}, nil
 }
 
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
+// storePart returns the emit function of a parts or skeleton-pieces
+// split: a part found in reuse (same name, size and SHA-256 as in the
+// previous MANIFEST) points at the previous blob without being written
+// again; any other part is written as a new blob. Either way it is entered
+// into t under its name.
+func (b *builder) storePart(t *treeBuilder, reuse map[Part]plumbing.Hash) func(Part, []byte) error {
+	return func(p Part, data []byte) error {
+		if h, ok := reuse[p]; ok {
+			t.set(p.Name, filemode.Regular, h)
+			return nil
+		}
+		h, err := b.blob(data)
+		if err != nil {
+			return err
+		}
+		t.set(p.Name, filemode.Regular, h)
+		return nil
 	}
-	return c.r.Read(p)
 }
 
 // storeParts splits r into a parts tree. A part whose name, size and
@@ -956,18 +965,7 @@ func (b *builder) storeParts(r io.ReaderAt, size int64, prev *object.Tree, limit
 		}
 	}
 	t := newTreeBuilder(nil)
-	m, err := Split(b.ctx, r, size, limit, func(p Part, data []byte) error {
-		if h, ok := reuse[p]; ok {
-			t.set(p.Name, filemode.Regular, h)
-			return nil
-		}
-		h, err := b.blob(data)
-		if err != nil {
-			return err
-		}
-		t.set(p.Name, filemode.Regular, h)
-		return nil
-	})
+	m, err := Split(b.ctx, r, size, limit, b.storePart(t, reuse))
 	if err != nil {
 		return plumbing.ZeroHash, nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 )
 
@@ -129,7 +130,7 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 	sumc := make(chan sum, 1)
 	go func() {
 		h := sha256.New()
-		_, err := io.Copy(h, &ctxReader{b.ctx, io.NewSectionReader(f, 0, size)})
+		_, err := io.Copy(h, formats.ContextReader(b.ctx, io.NewSectionReader(f, 0, size)))
 		sumc <- sum{h.Sum(nil), err}
 	}()
 	var skel limitedWriter
@@ -165,18 +166,7 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 	if prev != nil {
 		prevPieces = manifestBlobs(prev)
 	}
-	m, err := cutSkeleton(skel.buf.Bytes(), x, segs, func(p Part, data []byte) error {
-		if h, ok := prevPieces[p]; ok {
-			dir.set(p.Name, filemode.Regular, h)
-			return nil
-		}
-		h, err := b.blob(data)
-		if err != nil {
-			return err
-		}
-		dir.set(p.Name, filemode.Regular, h)
-		return nil
-	})
+	m, err := cutSkeleton(skel.buf.Bytes(), x, segs, b.storePart(dir, prevPieces))
 	if err != nil {
 		return plumbing.ZeroHash, fileInfo{}, err
 	}

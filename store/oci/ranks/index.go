@@ -142,20 +142,6 @@ func RootText(gen string, world int, parts []Part) []byte {
 	return b.Bytes()
 }
 
-// MerkleThis is the WTXT chain formula: SHA-256(prev || all || ts || gen ||
-// build).
-func MerkleThis(prev, all [32]byte, ts, gen, build string) [32]byte {
-	h := sha256.New()
-	h.Write(prev[:])
-	h.Write(all[:])
-	h.Write([]byte(ts))
-	h.Write([]byte(gen))
-	h.Write([]byte(build))
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
-}
-
 // CheckPart checks one rank part against the generation it is offered
 // for: world size, rank range, generation and chain. name locates it in
 // errors (e.g. the registry tag).
@@ -223,7 +209,7 @@ func New(gen string, world int, chain [32]byte, parts []Part, prev [32]byte, bui
 		}
 	}
 	ix.SHA256All = sha256.Sum256(RootText(gen, world, ix.Ranks))
-	ix.MerkleThis = MerkleThis(prev, ix.SHA256All, ix.TS, gen, build)
+	ix.MerkleThis = wtxt.Merkle(prev, ix.SHA256All, ix.TS, gen, build)
 	ix.Signed = ix.encodeSigned()
 	if key != nil {
 		ix.Signature = ed25519.Sign(key, ix.Signed)
@@ -453,7 +439,7 @@ func Parse(b []byte, name string) (*Index, error) {
 	if got := sha256.Sum256(RootText(ix.Gen, w, ix.Ranks)); got != ix.SHA256All {
 		return nil, fail(name, w+3, -1, CheckSHA256All, "sha256_all %s does not follow from the rank lines (computed %s)", short(ix.SHA256All), short(got))
 	}
-	if got := MerkleThis(ix.MerklePrev, ix.SHA256All, ix.TS, ix.Gen, ix.Build); got != ix.MerkleThis {
+	if got := wtxt.Merkle(ix.MerklePrev, ix.SHA256All, ix.TS, ix.Gen, ix.Build); got != ix.MerkleThis {
 		return nil, fail(name, w+3, -1, CheckMerkle, "merkle_this %s does not follow from merkle_prev, sha256_all, ts, gen, build (computed %s)", short(ix.MerkleThis), short(got))
 	}
 	return ix, nil

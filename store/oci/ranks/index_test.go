@@ -128,7 +128,7 @@ func TestIndexRoundTripAndChain(t *testing.T) {
 		}
 		// The root is recomputable from the parts alone.
 		want := sha256.Sum256(RootText(ix.Gen, 4, ps))
-		if got.SHA256All != want || got.MerkleThis != MerkleThis(prev, want, ix.TS, ix.Gen, "ranks") {
+		if got.SHA256All != want || got.MerkleThis != wtxt.Merkle(prev, want, ix.TS, ix.Gen, "ranks") {
 			t.Fatal("root values do not follow the construction")
 		}
 		// A wrong previous generation is a chain failure.
