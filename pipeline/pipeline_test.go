@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -311,11 +312,22 @@ func TestCoalesceWhenQueueFull(t *testing.T) {
 	f.start(t, func(c *Config, d *Deps) { c.Policy, c.QueueMax, d.FS = PolicyCoalesce, 1, bfs })
 	request(t, f.dir, 1, publish(t, f.dir, 1))
 	<-bfs.entered // gen 1 is being encoded, the pipeline is stuck
-	for g := uint64(2); g <= 6; g++ {
+	// Fill the stages behind gen 1, one event at a time: gen 2 prepared
+	// (in the buffer to build), gen 3 prepared (held by the prepare stage,
+	// the buffer being full). Sending 3..6 at once made the count depend
+	// on whether gen 2's prepare finished before gen 3 was admitted.
+	for g := uint64(2); g <= 3; g++ {
+		request(t, f.dir, g, publish(t, f.dir, g))
+		if !f.logs.WaitCount(fmt.Sprintf("stage=prepare gen=%d duration=", g), 1, 30*time.Second) {
+			t.Fatalf("gen %d not prepared; log:\n%s", g, f.logs.String())
+		}
+	}
+	for g := uint64(4); g <= 6; g++ {
 		request(t, f.dir, g, publish(t, f.dir, g))
 	}
 	// Wait until the admission stage coalesced (queue max 1: one request
-	// waits there, two are in the stages behind gen 1): woken by the log.
+	// waits there, gens 2 and 3 are in the stages behind gen 1): woken by
+	// the log.
 	if !f.logs.WaitCount("request coalesced", 2, 30*time.Second) {
 		t.Fatalf("no coalescing; log:\n%s", f.logs.String())
 	}
