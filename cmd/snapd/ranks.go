@@ -24,6 +24,7 @@ import (
 	"github.com/snapd-ml/snapd/configs"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/pipeline"
+	"github.com/snapd-ml/snapd/store/oci"
 	"github.com/snapd-ml/snapd/store/oci/ranks"
 )
 
@@ -176,6 +177,20 @@ type ranksRepoOptions struct {
 	json    bool
 }
 
+// openLedger opens the registry of o and a local clone of the ledger at
+// target (ranksClone); done removes the clone.
+func (o *ranksRepoOptions) openLedger(ctx context.Context, e *env, target string) (*oci.Repository, string, func(), error) {
+	repo, err := o.oci.open(e)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	dir, done, err := ranksClone(ctx, target, o.branch)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return repo, dir, done, nil
+}
+
 // ranksClone returns a local clone of target (a path is used as is).
 func ranksClone(ctx context.Context, target, branch string) (string, func(), error) {
 	if st, err := os.Stat(target); err == nil && st.IsDir() {
@@ -210,12 +225,7 @@ index, and each rank part assembled from the registry and fully verified
 --pubkey is an allowed_signers file listing the committer's and every
 node's key. A URL is cloned first. Exit 1 on the first failed check (named:
 commit, file, rank, check).`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
-				return usageError{err}
-			}
-			return nil
-		},
+		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target := "."
 			if len(args) == 1 {
@@ -250,11 +260,7 @@ func runRanksVerifyRepo(ctx context.Context, e *env, target string, o *ranksRepo
 	if err != nil {
 		return ioError{err}
 	}
-	repo, err := o.oci.open(e)
-	if err != nil {
-		return err
-	}
-	dir, done, err := ranksClone(ctx, target, o.branch)
+	repo, dir, done, err := o.openLedger(ctx, e, target)
 	if err != nil {
 		return err
 	}
@@ -310,11 +316,7 @@ rank by rank with snapd diff OUTDIR_A/rank-R.wtxt OUTDIR_B/rank-R.wtxt.`,
 			if len(args) == 2 {
 				target, out = args[0], args[1]
 			}
-			repo, err := o.oci.open(e)
-			if err != nil {
-				return err
-			}
-			dir, done, err := ranksClone(cmd.Context(), target, o.branch)
+			repo, dir, done, err := o.openLedger(cmd.Context(), e, target)
 			if err != nil {
 				return err
 			}
@@ -369,12 +371,7 @@ from the ledger and the registry (as snapd ranks assemble does, every hash
 checked) into a temporary directory and print snapd diff's per-array
 report for each rank under a "rank R" heading. Exit 1 when any rank
 differs, 0 when none does. Both generations must have the same world size.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
-				return usageError{err}
-			}
-			return nil
-		},
+		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if from == "" || to == "" {
 				return usageError{errors.New("--from and --to are required")}
@@ -384,11 +381,7 @@ differs, 0 when none does. Both generations must have the same world size.`,
 				target = args[0]
 			}
 			ctx := cmd.Context()
-			repo, err := o.oci.open(e)
-			if err != nil {
-				return err
-			}
-			dir, done, err := ranksClone(ctx, target, o.branch)
+			repo, dir, done, err := o.openLedger(ctx, e, target)
 			if err != nil {
 				return err
 			}
@@ -449,12 +442,7 @@ committed, skipped or abandoned ones. Newer rank manifests (kept, pending)
 are never touched. Then run the registry's garbage collection (e.g.
 docker-registry garbage-collect CONFIG) to free the blobs; afterwards verify
 with snapd ranks verify-repo --since gen-NNNNNN (the oldest kept).`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
-				return usageError{err}
-			}
-			return nil
-		},
+		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if keep < 1 {
 				return usageError{errors.New("--keep must be >= 1")}
@@ -464,11 +452,7 @@ with snapd ranks verify-repo --since gen-NNNNNN (the oldest kept).`,
 				target = args[0]
 			}
 			ctx := cmd.Context()
-			repo, err := o.oci.open(e)
-			if err != nil {
-				return err
-			}
-			dir, done, err := ranksClone(ctx, target, o.branch)
+			repo, dir, done, err := o.openLedger(ctx, e, target)
 			if err != nil {
 				return err
 			}

@@ -82,11 +82,15 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 	return root
 }
 
-// args wraps cobra's positional-argument validators so that a wrong count
-// is a usage error (exit 2).
-func exactArgs(n int) cobra.PositionalArgs {
+// exactArgs and maxArgs wrap cobra's positional-argument validators so
+// that a wrong count is a usage error (exit 2).
+func exactArgs(n int) cobra.PositionalArgs { return usageArgs(cobra.ExactArgs(n)) }
+
+func maxArgs(n int) cobra.PositionalArgs { return usageArgs(cobra.MaximumNArgs(n)) }
+
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+		if err := check(cmd, args); err != nil {
 			return usageError{err}
 		}
 		return nil
