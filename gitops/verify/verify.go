@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path"
@@ -223,8 +224,12 @@ type genState struct {
 type verifier struct {
 	ctx context.Context
 	r   *git.Repository
-	o   Options
-	tmp string
+	// plain is the repository as given, without streaming: blobs whose
+	// streamed bytes do not match their object ID are read again through
+	// it (copyBlob).
+	plain *git.Repository
+	o     Options
+	tmp   string
 	// ioErr records a failure to write a working copy (an I/O error, not
 	// a failed check); Verify returns it.
 	ioErr error
@@ -252,6 +257,7 @@ func Verify(ctx context.Context, r *git.Repository, opts Options) (*Report, erro
 	if opts.MaxObjectBytes <= 0 {
 		opts.MaxObjectBytes = DefaultMaxObjectBytes
 	}
+	plain := r
 	r = streamingRepo(r)
 	opts.Path = strings.Trim(path.Clean("/"+opts.Path), "/")
 	if opts.Path == "" {
@@ -305,7 +311,7 @@ func Verify(ctx context.Context, r *git.Repository, opts Options) (*Report, erro
 		return nil, fmt.Errorf("verify: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	v := &verifier{ctx: ctx, r: r, o: opts, tmp: tmp}
+	v := &verifier{ctx: ctx, r: r, plain: plain, o: opts, tmp: tmp}
 	rep := &Report{Branch: opts.Branch, Path: opts.Path, Head: head.String(), Since: opts.Since, Gaps: []Gap{}, Generations: []*Generation{}}
 	var prev *genState
 	for i, c := range chain {
@@ -673,11 +679,35 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 		return name, nil, ""
 	}
 	m := &materialized{path: f.Name()}
-	h := sha256.New()
-	fw := &errWriter{w: f}
-	cw := &countWriter{w: io.MultiWriter(fw, h)}
-	lw := &limitWriter{w: cw, left: v.o.MaxObjectBytes}
-	bw := bufio.NewWriterSize(lw, 1<<20)
+	var (
+		h  hash.Hash
+		fw *errWriter
+		cw *countWriter
+		lw *limitWriter
+		bw *bufio.Writer
+	)
+	// reset (re)starts the working copy: empty file, fresh hash, counters
+	// and budget (a blob read again by copyBlob starts over).
+	reset := func() error {
+		if err := f.Truncate(0); err != nil {
+			return err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		h = sha256.New()
+		fw = &errWriter{w: f}
+		cw = &countWriter{w: io.MultiWriter(fw, h)}
+		lw = &limitWriter{w: cw, left: v.o.MaxObjectBytes}
+		bw = bufio.NewWriterSize(lw, 1<<20)
+		return nil
+	}
+	if err := reset(); err != nil {
+		f.Close()
+		os.Remove(m.path)
+		v.ioErr = err
+		return name, nil, ""
+	}
 	var rp, layout string
 	var cerr, check = error(nil), CheckObject
 	if single {
@@ -688,11 +718,13 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 			cerr = fmt.Errorf("blob %s: %w", e.Hash, err)
 		} else if b.Size > v.o.MaxObjectBytes {
 			cerr, check = fmt.Errorf("blob %s is %d bytes, above the budget of %d (not read; raise --max-object-bytes if it is genuine)", e.Hash, b.Size, v.o.MaxObjectBytes), CheckSize
-		} else if rd, err := b.Reader(); err != nil {
-			cerr = fmt.Errorf("blob %s: %w", e.Hash, err)
 		} else {
-			_, cerr = io.Copy(bw, rd)
-			rd.Close()
+			cerr = v.copyBlob(e.Hash, func() (io.Writer, error) {
+				if err := reset(); err != nil {
+					return nil, err
+				}
+				return bw, nil
+			})
 		}
 	} else {
 		rp, layout = name+".parts", string(gitops.LayoutSplit)
@@ -728,6 +760,49 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 	m.size, m.sha256 = cw.n, hex.EncodeToString(h.Sum(nil))
 	m.head = cw.head
 	return rp, m, layout
+}
+
+// ErrBlobID reports a blob whose bytes, as read, do not hash to its
+// object ID.
+var ErrBlobID = errors.New("content does not match the object ID")
+
+// copyBlob copies blob want to the writer out returns (called again to start
+// over), checking the Git object ID of the bytes copied. go-git's
+// streaming of large objects stored as deltas (LargeObjectThreshold) has
+// returned wrong bytes for such a blob (a 2.6 MB skeleton stored as a
+// delta in a fetched pack, found by scripts/bench-oci.sh at 1 GiB); a
+// mismatch is read again, in memory, through the repository without
+// streaming, and fails with ErrBlobID if it still does not match.
+func (v *verifier) copyBlob(want plumbing.Hash, out func() (io.Writer, error)) error {
+	copyFrom := func(r *git.Repository) error {
+		w, err := out()
+		if err != nil {
+			return err
+		}
+		bb, err := r.BlobObject(want)
+		if err != nil {
+			return fmt.Errorf("blob %s: %w", want, err)
+		}
+		rd, err := bb.Reader()
+		if err != nil {
+			return fmt.Errorf("blob %s: %w", want, err)
+		}
+		defer rd.Close()
+		id := plumbing.NewHasher(plumbing.BlobObject, bb.Size)
+		n, err := io.Copy(io.MultiWriter(w, id), rd)
+		if err != nil {
+			return err
+		}
+		if n != bb.Size || id.Sum() != want {
+			return fmt.Errorf("blob %s: %d bytes read of %d: %w", want, n, bb.Size, ErrBlobID)
+		}
+		return nil
+	}
+	err := copyFrom(v.r)
+	if errors.Is(err, ErrBlobID) && v.plain != nil && v.plain != v.r {
+		err = copyFrom(v.plain)
+	}
+	return err
 }
 
 // smallFile reads an optional small file (WSUM, seal), at most limit bytes.
