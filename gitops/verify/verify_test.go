@@ -79,10 +79,10 @@ func TestCleanHistoryPasses(t *testing.T) {
 			}
 			for i, g := range rep.Generations {
 				want := f.Gens[i]
-				if g.Commit != want.Commit || g.Gen != want.Header.GenText || g.Tag != want.Tag || g.Layout != string(tc.layout) {
+				if g.Commit != want.Commit || g.Gen != want.Header.Root.Gen || g.Tag != want.Tag || g.Layout != string(tc.layout) {
 					t.Fatalf("gen %d: %+v", i, g)
 				}
-				if g.Signature != "verified" || g.CommitSignature != SigVerified || g.TagSignature != SigVerified || g.MerkleThis != want.Header.MerkleThis {
+				if g.Signature != "verified" || g.CommitSignature != SigVerified || g.TagSignature != SigVerified || g.MerkleThis != want.Header.Root.Fields()[5].Value {
 					t.Fatalf("gen %d: %+v", i, g)
 				}
 				wantChain, wantDelta := ChainContinues, "applied"
@@ -188,7 +188,7 @@ func TestBrokenChain(t *testing.T) {
 	commit := verifytest.HandCommit(t, repo, f.Gens[4].Commit, g6.Files, f.Key.PrivFile, f.Key.PrivFile)
 	rep := run(t, repo, Options{}, f.Key.Pub)
 	fs := wantOnly(t, rep, CheckChain)
-	want := fmt.Sprintf("merkle_prev %x is not merkle_this %s of the previous generation 000005", wrong, f.Gens[4].Header.MerkleThis)
+	want := fmt.Sprintf("merkle_prev %x is not merkle_this %x of the previous generation 000005", wrong, f.Gens[4].Header.Root.MerkleThis)
 	if fs[0].Commit != commit || fs[0].Gen != "000006" || fs[0].Message != want || rep.Generations[5].Chain != ChainBroken {
 		t.Fatalf("%v\nwant message %s", fs[0], want)
 	}
