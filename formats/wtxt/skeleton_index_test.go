@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -44,6 +45,59 @@ func TestReadSkeletonIndex(t *testing.T) {
 						t.Fatalf("array %s chunk %d: line %d %q, want line %d %q", a.Name, j, c.Line, sl[c.Line-1], wc.Line, wl[wc.Line-1])
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestSkeletonIndexSegs: the skeleton index's seg entries are the seg
+// lines Split wrote, at the segments' first chunks and in their arrays;
+// with NoChunks the index is the same without chunks (and needs no
+// memory per chunk).
+func TestSkeletonIndexSegs(t *testing.T) {
+	for name, in := range skeletonInputs(t) {
+		t.Run(name, func(t *testing.T) {
+			skel, _, segs := splitBytes(t, in, 100)
+			x, err := ReadSkeletonIndex(context.Background(), name, bytes.NewReader(skel), IndexOptions{})
+			if err != nil {
+				t.Skipf("not indexable: %v", err)
+			}
+			sl := strings.Split(string(skel), "\n")
+			if len(x.Segs) != len(segs) {
+				t.Fatalf("%d seg entries, Split wrote %d segments", len(x.Segs), len(segs))
+			}
+			for i, sg := range x.Segs {
+				line := sl[sg.Line-1]
+				if !strings.HasPrefix(line, "seg ") || !strings.HasPrefix(string(skel[sg.Start:]), line+"\n") ||
+					x.Arrays[sg.Array].Name != segs[i].Array || sg.Chunk != segs[i].FirstChunk {
+					t.Fatalf("seg %d: %+v (line %q), segment %+v", i, sg, line, segs[i])
+				}
+			}
+			n, err := ReadSkeletonIndex(context.Background(), name, bytes.NewReader(skel), IndexOptions{NoChunks: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(n.Arrays) != len(x.Arrays) || len(n.Segs) != len(x.Segs) || n.TrailerStart != x.TrailerStart || n.Size != x.Size {
+				t.Fatalf("NoChunks index differs: %d arrays, trailer %d", len(n.Arrays), n.TrailerStart)
+			}
+			for i, a := range n.Arrays {
+				if len(a.Chunks) != 0 || a.Start != x.Arrays[i].Start || a.End != x.Arrays[i].End {
+					t.Fatalf("NoChunks array %d: %+v", i, a)
+				}
+			}
+			// The limit counts arrays and seg lines, not chunks: the exact
+			// budget of those is enough with NoChunks and too little with
+			// the chunks.
+			budget, chunks := int64(len(x.Segs))*int64(unsafe.Sizeof(IndexSeg{})), 0
+			for _, a := range x.Arrays {
+				budget += int64(unsafe.Sizeof(IndexArray{})+unsafe.Sizeof(arrHead{})) + 2*int64(len(sl[a.Line-1]))
+				chunks += len(a.Chunks)
+			}
+			if _, err := ReadSkeletonIndex(context.Background(), name, bytes.NewReader(skel), IndexOptions{NoChunks: true, MaxBytes: budget}); err != nil {
+				t.Fatalf("NoChunks within %d bytes: %v", budget, err)
+			}
+			if _, err := ReadSkeletonIndex(context.Background(), name, bytes.NewReader(skel), IndexOptions{MaxBytes: budget}); chunks > 0 && !errors.Is(err, formats.ErrLimit) {
+				t.Fatalf("%d chunks within %d bytes: %v", chunks, budget, err)
 			}
 		})
 	}
