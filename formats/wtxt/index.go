@@ -119,9 +119,14 @@ type IndexOptions struct {
 	// file of one-byte chunks has one per ~190 bytes), so a reader of
 	// untrusted files keeps this cap.
 	MaxBytes int64
-	// NoChunks leaves every IndexArray's Chunks empty (each ch line is
-	// still read and checked): the index then costs memory per array (and
-	// per seg line of a skeleton), not per chunk.
+	// NoChunks leaves every IndexArray's Chunks empty: the index then
+	// costs memory per array (and per seg line of a skeleton), not per
+	// chunk. ReadIndexWith still parses each ch line (it needs its length
+	// to skip the base64 lines); ReadSkeletonIndex then checks only the
+	// ch lines' places (a "ch " line, then endch, as many as the arr line
+	// declares chunks), not their fields: it is for a skeleton whose ch
+	// lines were checked elsewhere (gitops cuts the skeleton Split has
+	// just written from a WTXT it indexed).
 	NoChunks bool
 }
 
@@ -203,9 +208,13 @@ type indexScan struct {
 	// ix of the array being read); it reports whether the line is one to
 	// pass over (a skeleton's seg line) and may record it.
 	lead func(line []byte, ix int64) (bool, error)
-	// body passes the chunk's body after its ch line: a non-empty
-	// message is a grammar failure of the chunk.
+	// body passes the chunk's body after its ch line (ch is nil with
+	// placeOnly): a non-empty message is a grammar failure of the chunk.
 	body func(ch *chHead) (string, error)
+	// placeOnly: ch lines are not parsed, only their place is checked (a
+	// "ch " line where one is due, followed by the body and endch); set
+	// only with IndexOptions.NoChunks and a body that needs no chHead.
+	placeOnly bool
 	// noEndch is the message when the chunk's body is not followed by
 	// endch.
 	noEndch func(ch *chHead) string
@@ -276,20 +285,28 @@ func (s *indexScan) run(line []byte, opts IndexOptions) error {
 					return err
 				}
 			}
-			ch, msg := parseCh(line)
-			if msg != "" {
-				return s.fail(head.name, ix, "%s", msg)
+			var ch *chHead
+			if s.placeOnly {
+				if !bytes.HasPrefix(line, []byte("ch ")) {
+					return s.fail(head.name, ix, "want the ch line of chunk %d", ix)
+				}
+			} else {
+				var msg string
+				if ch, msg = parseCh(line); msg != "" {
+					return s.fail(head.name, ix, "%s", msg)
+				}
+				off, n := head.geo.chunk(ix)
+				if ch.ix != ix || ch.off != off || ch.n != n || ch.lines != numLines(n) {
+					return s.fail(head.name, ix, "ch line does not match the array's geometry")
+				}
 			}
-			off, n := head.geo.chunk(ix)
-			if ch.ix != ix || ch.off != off || ch.n != n || ch.lines != numLines(n) {
-				return s.fail(head.name, ix, "ch line does not match the array's geometry")
-			}
+			var c IndexChunk
 			if !opts.NoChunks {
 				if err := s.charge(head.name, ix, IndexChunkBytes); err != nil {
 					return err
 				}
+				c = indexChunk(ch, lr.n, lr.last, lr.off)
 			}
-			c := indexChunk(ch, lr.n, lr.last, lr.off)
 			if msg, err := s.body(ch); err != nil {
 				return err
 			} else if msg != "" {

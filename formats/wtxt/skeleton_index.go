@@ -10,7 +10,8 @@ import (
 // ReadSkeletonIndex indexes a skeleton (Split's output: SkeletonMagic, the
 // WTXT's lines without the base64 lines, seg lines before their chunks) by
 // its structure, as ReadIndexWith indexes a WTXT: the header, arr, idx and
-// ch grammar and the chunk geometry are checked. Line numbers are the
+// ch grammar and the chunk geometry are checked (with opts.NoChunks the
+// ch lines' places only, see IndexOptions). Line numbers are the
 // skeleton's (its first line is SkeletonMagic), so IndexArray.Line and
 // IndexChunk.Line are where git shows the arr and ch lines of a skeleton;
 // the byte offsets (Start, Data, End) are the skeleton's too and there is
@@ -34,7 +35,7 @@ func ReadSkeletonIndex(ctx context.Context, name string, r io.Reader, opts Index
 	}
 	x := &Index{Header: h, BodyStart: lr.last}
 	var s indexScan
-	s = indexScan{ctx: ctx, lr: lr, x: x, what: "skeleton",
+	s = indexScan{ctx: ctx, lr: lr, x: x, what: "skeleton", placeOnly: opts.NoChunks,
 		lead: func(line []byte, ix int64) (bool, error) {
 			if !bytes.HasPrefix(line, []byte("seg ")) {
 				return false, nil

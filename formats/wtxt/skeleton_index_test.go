@@ -137,6 +137,17 @@ func TestReadSkeletonIndexBadInput(t *testing.T) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 	}
+	// NoChunks checks the ch lines' places, not their fields.
+	if _, err := ReadSkeletonIndex(ctx, "s.skel", bytes.NewReader([]byte(strings.Join(badCh, "\n"))), IndexOptions{NoChunks: true}); err != nil {
+		t.Fatalf("NoChunks, ch line off: %v", err)
+	}
+	noCh := append([]string(nil), lines...)
+	noCh[chLine] = "x" + noCh[chLine]
+	var we *Error
+	if _, err := ReadSkeletonIndex(ctx, "s.skel", bytes.NewReader([]byte(strings.Join(noCh, "\n"))), IndexOptions{NoChunks: true}); !errors.As(err, &we) ||
+		we.Check != CheckGrammar || we.Line != chLine+1 || strings.Contains(err.Error(), "xch") {
+		t.Fatalf("NoChunks, no ch line: %v", err)
+	}
 	if _, err := ReadSkeletonIndex(ctx, "s.skel", bytes.NewReader(skel), IndexOptions{MaxBytes: 100}); !errors.Is(err, formats.ErrLimit) {
 		t.Fatalf("over budget: %v", err)
 	}
