@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -116,18 +117,10 @@ func TestHeaderJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := h.Root.Fields()
-	// The former declaration, field for field.
-	old := struct {
-		Gen        uint64
-		GenText    string
-		TS         string
-		Build      string
-		SHA256All  string
-		MerklePrev string
-		MerkleThis string
-		Pending    bool
-	}{h.Gen, f[0].Value, f[1].Value, f[2].Value, f[3].Value, f[4].Value, f[5].Value, false}
-	want, _ := json.Marshal(old)
+	// The former declaration's encoding: its Go field names, in order,
+	// the hashes as hex.
+	want := []byte(fmt.Sprintf(`{"Gen":123,"GenText":%q,"TS":%q,"Build":%q,"SHA256All":%q,"MerklePrev":%q,"MerkleThis":%q,"Pending":false}`,
+		f[0].Value, f[1].Value, f[2].Value, f[3].Value, f[4].Value, f[5].Value))
 	got, err := json.Marshal(h)
 	if err != nil || string(got) != string(want) {
 		t.Fatalf("JSON\n got %s\nwant %s (%v)", got, want, err)
