@@ -169,9 +169,16 @@ func FuzzReadSkeletonIndex(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// NoChunks checks less (the ch lines' places): it accepts at least
+		// what the full index accepts, with the same arrays, segs and
+		// trailer.
+		nx, nerr := ReadSkeletonIndex(context.Background(), "fuzz", bytes.NewReader(b), IndexOptions{MaxBytes: 1 << 20, NoChunks: true})
 		x, err := ReadSkeletonIndex(context.Background(), "fuzz", bytes.NewReader(b), IndexOptions{MaxBytes: 1 << 20})
 		if err != nil {
 			return
+		}
+		if nerr != nil || len(nx.Arrays) != len(x.Arrays) || len(nx.Segs) != len(x.Segs) || nx.TrailerStart != x.TrailerStart || nx.Size != x.Size {
+			t.Fatalf("NoChunks: %v", nerr)
 		}
 		line := 0
 		for _, a := range x.Arrays {
