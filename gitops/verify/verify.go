@@ -936,24 +936,17 @@ func (v *verifier) checkDelta(x *gv, name string, df *materialized, prev, cur *g
 
 // checkSummary compares generation.txt with the content and the files.
 func (v *verifier) checkSummary(x *gv, entries map[string]object.TreeEntry, dir *object.Tree, ct content, files map[string]*materialized) {
-	data, _ := v.smallFile(x, dir, entries, gitops.FileSummary, 64<<10)
+	data, _ := v.smallFile(x, dir, entries, gitops.FileSummary, gitops.MaxSummaryBytes)
 	if data == nil {
 		if _, ok := entries[gitops.FileSummary]; !ok {
 			x.fail(gitops.FileSummary, 0, CheckSummary, "missing")
 		}
 		return
 	}
-	kv := map[string]string{}
-	for i, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		k, val, ok := strings.Cut(l, "=")
-		if !ok {
-			x.fail(gitops.FileSummary, i+1, CheckSummary, "line is not key=value")
-			continue
-		}
-		if _, dup := kv[k]; dup {
-			x.fail(gitops.FileSummary, i+1, CheckSummary, "key %s appears twice", k)
-		}
-		kv[k] = val
+	kv, err := gitops.ParseSummary(data)
+	if err != nil {
+		x.fail(gitops.FileSummary, 0, CheckSummary, "%v", err)
+		return
 	}
 	want := map[string]string{"layout": x.g.Layout}
 	if ct.known {

@@ -460,3 +460,39 @@ func TestGenerationOrder(t *testing.T) {
 		t.Fatalf("%v\n%v", fs[0], fs[1])
 	}
 }
+
+// TestMalformedSummary: a signed generation whose generation.txt repeats
+// a key, or has a line that is not key=value, fails the summary check at
+// that file (read by gitops.ParseSummary, the one reader of the file),
+// and the failure does not quote the file.
+func TestMalformedSummary(t *testing.T) {
+	f := verifytest.Build(t, verifytest.Options{Gens: []uint64{1, 2}})
+	head := f.Gens[1]
+	for name, extra := range map[string]string{"repeated key": "SECRET_x=1\nSECRET_x=2\n", "not key=value": "SECRET-LINE\n"} {
+		t.Run(name, func(t *testing.T) {
+			repo := f.Copy(t)
+			sum := verifytest.Git(t, repo, "show", head.Commit+":snapshots/generation.txt") + extra
+			blob := strings.TrimSpace(verifytest.Git(t, repo, "hash-object", "-w", verifytest.WriteFile(t, filepath.Join(t.TempDir(), "s"), []byte(sum))))
+			idx := []string{"GIT_INDEX_FILE=" + filepath.Join(t.TempDir(), "index")}
+			for _, args := range [][]string{{"read-tree", head.Commit}, {"update-index", "--cacheinfo", "100644," + blob + ",snapshots/generation.txt"}} {
+				if out, err := verifytest.GitRun(repo, idx, args...); err != nil {
+					t.Fatalf("git %v: %v\n%s", args, err, out)
+				}
+			}
+			tree, err := verifytest.GitRun(repo, idx, "write-tree")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, text, _ := strings.Cut(verifytest.Git(t, repo, "cat-file", "commit", head.Commit), "\n\n")
+			msg := verifytest.WriteFile(t, filepath.Join(t.TempDir(), "msg"), []byte(text))
+			sign := []string{"-c", "gpg.format=ssh", "-c", "user.signingkey=" + f.Key.PrivFile}
+			commit := strings.TrimSpace(verifytest.Git(t, repo, append(sign, "commit-tree", "-S", strings.TrimSpace(tree), "-p", f.Gens[0].Commit, "-F", msg)...))
+			verifytest.Git(t, repo, "update-ref", "refs/heads/"+gitops.DefaultBranch, commit)
+			verifytest.Git(t, repo, append(sign, "tag", "-f", "-s", "--cleanup=verbatim", "-F", msg, "gen-000002", commit)...)
+			fs := wantOnly(t, run(t, repo, Options{}, f.Key.Pub), CheckSummary)
+			if fs[0].File != "snapshots/generation.txt" || fs[0].Commit != commit || strings.Contains(fs[0].Message, "SECRET") {
+				t.Fatalf("%+v", fs[0])
+			}
+		})
+	}
+}
