@@ -62,7 +62,9 @@
 //	Snapd-Layout: single
 //
 // (git trailers: `git log --format='%(trailers:key=Snapd-Gen,valueonly)'`
-// reads them), plus an annotated tag <TagPrefix><gen> ("gen-000123") with
+// reads them; the six before Snapd-Layout are Header.Root's text form,
+// wtxt.Root.Fields under RootTrailers, as generation.txt's first six
+// lines are under the Root's own keys), plus an annotated tag <TagPrefix><gen> ("gen-000123") with
 // the same message. Author, committer and tagger are Config.AuthorName and
 // AuthorEmail at the WTXT's meta ts, so a commit is reproducible from its
 // inputs. With Config.SigningKey, commit and tag carry an SSHSIG signature

@@ -417,11 +417,13 @@ func ParseTrailers(msg string) map[string]string {
 }
 
 func message(h *Header, layout Layout) string {
-	return fmt.Sprintf("snapd: generation %s\n\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n",
-		h.GenText,
-		TrailerGen, h.GenText, TrailerTS, h.TS, TrailerBuild, h.Build,
-		TrailerSHA256All, h.SHA256All, TrailerMerklePrev, h.MerklePrev, TrailerMerkleThis, h.MerkleThis,
-		TrailerLayout, layout)
+	var b strings.Builder
+	b.WriteString("snapd: generation " + h.Root.Gen + "\n\n")
+	for i, f := range h.Root.Fields() {
+		b.WriteString(rootTrailers[i] + ": " + f.Value + "\n")
+	}
+	b.WriteString(TrailerLayout + ": " + string(layout) + "\n")
+	return b.String()
 }
 
 // readHeader returns the generation's header values.
@@ -434,11 +436,11 @@ func readHeader(g Generation) (*Header, error) {
 	}
 	if g.Header != nil {
 		h := *g.Header
-		if h.GenText == "" {
-			h.GenText = fmt.Sprintf("%06d", h.Gen)
+		if h.Root.Gen == "" {
+			h.Root.Gen = wtxt.FormatGen(h.Gen)
 		}
-		if !wtxt.IsHex64(h.SHA256All) || !wtxt.IsHex64(h.MerklePrev) || !wtxt.IsHex64(h.MerkleThis) || h.TS == "" || h.Build == "" {
-			return nil, fmt.Errorf("%w: Generation.Header needs ts, build and hex64 root values", ErrHeader)
+		if h.Root.SHA256All == ([32]byte{}) || h.Root.MerkleThis == ([32]byte{}) || h.Root.TS == "" || h.Root.Build == "" {
+			return nil, fmt.Errorf("%w: Generation.Header needs ts, build and the root hashes", ErrHeader)
 		}
 		return &h, nil
 	}
@@ -493,10 +495,10 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 			}
 		}
 	}
-	tagName := r.TagName(h.GenText)
+	tagName := r.TagName(h.Root.Gen)
 	if head != nil && !head.base {
 		prevGen := head.trail[TrailerGen]
-		if prevGen == h.GenText && head.trail[TrailerSHA256All] == h.SHA256All {
+		if prevGen == h.Root.Gen && head.trail[TrailerSHA256All] == h.trailer(TrailerSHA256All) {
 			return r.existing(head, h, tagName)
 		}
 		pg, err := parseGenTrailer(prevGen)
@@ -504,15 +506,15 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 			return nil, fmt.Errorf("gitops: branch %s head %s has no %s trailer", r.cfg.Branch, head.commit.Hash, TrailerGen)
 		}
 		if h.Gen <= pg {
-			return nil, fmt.Errorf("%w: generation %s, head %s has %s", ErrGenOrder, h.GenText, head.commit.Hash, prevGen)
+			return nil, fmt.Errorf("%w: generation %s, head %s has %s", ErrGenOrder, h.Root.Gen, head.commit.Hash, prevGen)
 		}
-		if pm := head.trail[TrailerMerkleThis]; pm != h.MerklePrev {
-			return nil, fmt.Errorf("%w: generation %s merkle_prev %s, head generation %s merkle_this %s", ErrChainBreak, h.GenText, h.MerklePrev, prevGen, pm)
+		if pm, mp := head.trail[TrailerMerkleThis], h.trailer(TrailerMerklePrev); pm != mp {
+			return nil, fmt.Errorf("%w: generation %s merkle_prev %s, head generation %s merkle_this %s", ErrChainBreak, h.Root.Gen, mp, prevGen, pm)
 		}
 	}
 	if r.cfg.Verify != nil {
 		if err := r.cfg.Verify(ctx, g, h); err != nil {
-			return nil, fmt.Errorf("gitops: generation %s: verify: %w", h.GenText, err)
+			return nil, fmt.Errorf("gitops: generation %s: verify: %w", h.Root.Gen, err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -573,8 +575,12 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if g.Skeleton != "" {
 		key = "skel"
 	}
-	summary := fmt.Sprintf("gen=%s\nts=%s\nbuild=%s\nsha256_all=%s\nmerkle_prev=%s\nmerkle_this=%s\nlayout=%s\n%s_bytes=%d\n%s_sha256=%s\n",
-		h.GenText, h.TS, h.Build, h.SHA256All, h.MerklePrev, h.MerkleThis, layout, key, info.size, key, info.sha256)
+	var sb strings.Builder
+	for _, f := range h.Root.Fields() {
+		sb.WriteString(f.Key + "=" + f.Value + "\n")
+	}
+	fmt.Fprintf(&sb, "layout=%s\n%s_bytes=%d\n%s_sha256=%s\n", layout, key, info.size, key, info.sha256)
+	summary := sb.String()
 	if g.OCI != nil {
 		summary += fmt.Sprintf("oci_repository=%s\noci_manifest=%s\n", g.OCI.Repository, g.OCI.Manifest)
 	}
@@ -637,7 +643,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	}
 
 	when := r.cfg.Now().UTC()
-	if ts, err := time.Parse("2006-01-02T15:04:05Z", h.TS); err == nil {
+	if ts, err := time.Parse("2006-01-02T15:04:05Z", h.Root.TS); err == nil {
 		when = ts
 	}
 	sig := object.Signature{Name: r.cfg.AuthorName, Email: r.cfg.AuthorEmail, When: when}

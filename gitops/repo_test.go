@@ -143,8 +143,8 @@ func TestCommitSingleSignedAndGitCLI(t *testing.T) {
 	}
 	for i := range 3 {
 		h, _ := ParseHeader(bytes.NewReader(chain.data[2-i]))
-		if lines[2*i+1] != h.MerkleThis {
-			t.Fatalf("merkle trailer %s, want %s", lines[2*i+1], h.MerkleThis)
+		if want := h.Root.Fields()[5].Value; lines[2*i+1] != want {
+			t.Fatalf("merkle trailer %s, want %s", lines[2*i+1], want)
 		}
 	}
 	// Files at the stable paths are the inputs byte for byte.
@@ -244,13 +244,14 @@ func TestCommitRulesAndIdempotence(t *testing.T) {
 		t.Fatalf("root_pending without WSUM: %v", err)
 	}
 	h3, _ := ParseHeader(bytes.NewReader(chain.data[2]))
-	ws := writeFile(t, dir, "g3.wsum", []byte(fmt.Sprintf("WSUM 1 sha256_all=%s merkle_prev=%s merkle_this=%s\n", h3.SHA256All, h3.MerklePrev, h3.MerkleThis)))
+	f3 := h3.Root.Fields()
+	ws := writeFile(t, dir, "g3.wsum", []byte(fmt.Sprintf("WSUM 1 sha256_all=%s merkle_prev=%s merkle_this=%s\n", f3[3].Value, f3[4].Value, f3[5].Value)))
 	res, err := r.Commit(ctx, Generation{WTXT: pp, WSUM: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
 	msg := gitCmd(t, r.Dir(), "log", "-1", "--format=%B", res.Commit.String())
-	if !strings.Contains(msg, "Snapd-Merkle-This: "+h3.MerkleThis) {
+	if !strings.Contains(msg, "Snapd-Merkle-This: "+f3[5].Value) {
 		t.Fatalf("message:\n%s", msg)
 	}
 	for _, bad := range []Config{{Layout: "huge"}, {Branch: "a..b"}, {Path: "../x"}, {Path: "/abs"}, {PartLimit: 10}, {SplitThreshold: MaxPartLimit + 1}, {AuthorName: "a<b"}} {

@@ -283,15 +283,23 @@ func (w *limitedWriter) Write(p []byte) (int, error) {
 // <A>.s<ix6>.part (segsPerPiece seg blocks from the segment whose first
 // chunk is ix; the array's last piece ends with endarr), and
 // 9999-trailer.part (audit and endwtxt). <A> is arrayPartPrefix of the
-// array name. The i-th arr line is x.Arrays[i] and the k-th seg line
-// segs[k]; both come from the same WTXT as the skeleton, and the lines are
-// checked against them.
+// array name. The cuts are where wtxt.ReadSkeletonIndex finds the arr and
+// seg lines and the trailer (the skeleton's grammar is checked there);
+// the i-th array must be x.Arrays[i] and the k-th seg line segs[k], both
+// from the same WTXT as the skeleton.
 func cutSkeleton(skel []byte, x *wtxt.Index, segs []wtxt.Segment, emit func(Part, []byte) error) (*Manifest, error) {
+	sx, err := wtxt.ReadSkeletonIndex(context.Background(), "skeleton", bytes.NewReader(skel), wtxt.IndexOptions{NoChunks: true})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSkeleton, err)
+	}
+	if len(sx.Arrays) != len(x.Arrays) || len(sx.Segs) != len(segs) {
+		return nil, fmt.Errorf("%w: skeleton does not match the WTXT (%d of %d arrays, %d of %d segments)", ErrSkeleton, len(sx.Arrays), len(x.Arrays), len(sx.Segs), len(segs))
+	}
 	var m Manifest
 	all := sha256.New()
 	names := map[string]bool{}
-	name, start := "", 0
-	flush := func(end int) error {
+	name, start := "", int64(0)
+	flush := func(end int64) error {
 		if name == "" {
 			return nil
 		}
@@ -304,7 +312,7 @@ func cutSkeleton(skel []byte, x *wtxt.Index, segs []wtxt.Segment, emit func(Part
 		name = ""
 		return emit(p, data)
 	}
-	begin := func(n string, at int) error {
+	begin := func(n string, at int64) error {
 		if err := flush(at); err != nil {
 			return err
 		}
@@ -318,50 +326,31 @@ func cutSkeleton(skel []byte, x *wtxt.Index, segs []wtxt.Segment, emit func(Part
 	if err := begin("0000-header.part", 0); err != nil {
 		return nil, err
 	}
-	ai, si, segInArr := -1, 0, 0
-	prefix := ""
-	trailer := false
-	for off, lineNo := 0, 1; off < len(skel); lineNo++ {
-		end := bytes.IndexByte(skel[off:], '\n')
-		if end < 0 {
-			return nil, fmt.Errorf("%w: skeleton line %d: no final LF", ErrSkeleton, lineNo)
+	si := 0
+	for ai, a := range sx.Arrays {
+		if a.Name != x.Arrays[ai].Name {
+			return nil, fmt.Errorf("%w: skeleton line %d: array %d is not the WTXT index's", ErrSkeleton, a.Line, ai)
 		}
-		end += off + 1
-		line := skel[off:end]
-		switch {
-		case trailer:
-		case bytes.HasPrefix(line, []byte("arr ")):
-			ai++
-			if ai >= len(x.Arrays) {
-				return nil, fmt.Errorf("%w: skeleton line %d: more arrays than the WTXT index (%d)", ErrSkeleton, lineNo, len(x.Arrays))
-			}
-			prefix, segInArr = arrayPartPrefix(x.Arrays[ai].Name), 0
-			if err := begin(prefix+".head.part", off); err != nil {
-				return nil, err
-			}
-		case bytes.HasPrefix(line, []byte("seg ")):
-			if ai < 0 || si >= len(segs) || segs[si].Array != x.Arrays[ai].Name {
-				return nil, fmt.Errorf("%w: skeleton line %d: seg line does not match segment %d of the split", ErrSkeleton, lineNo, si)
+		prefix := arrayPartPrefix(a.Name)
+		if err := begin(prefix+".head.part", a.Start); err != nil {
+			return nil, err
+		}
+		for segInArr := 0; si < len(sx.Segs) && sx.Segs[si].Array == ai; segInArr++ {
+			if segs[si].Array != a.Name || segs[si].FirstChunk != sx.Segs[si].Chunk {
+				return nil, fmt.Errorf("%w: skeleton line %d: seg line does not match segment %d of the split", ErrSkeleton, sx.Segs[si].Line, si)
 			}
 			if segInArr%segsPerPiece == 0 {
-				if err := begin(fmt.Sprintf("%s.s%06d.part", prefix, segs[si].FirstChunk), off); err != nil {
+				if err := begin(fmt.Sprintf("%s.s%06d.part", prefix, segs[si].FirstChunk), sx.Segs[si].Start); err != nil {
 					return nil, err
 				}
 			}
 			si++
-			segInArr++
-		case bytes.HasPrefix(line, []byte("audit ")) || string(line) == "endwtxt\n":
-			if err := begin("9999-trailer.part", off); err != nil {
-				return nil, err
-			}
-			trailer = true
 		}
-		off = end
 	}
-	if !trailer || ai != len(x.Arrays)-1 || si != len(segs) {
-		return nil, fmt.Errorf("%w: skeleton does not match the WTXT (%d of %d arrays, %d of %d segments, trailer %v)", ErrSkeleton, ai+1, len(x.Arrays), si, len(segs), trailer)
+	if err := begin("9999-trailer.part", sx.TrailerStart); err != nil {
+		return nil, err
 	}
-	if err := flush(len(skel)); err != nil {
+	if err := flush(int64(len(skel))); err != nil {
 		return nil, err
 	}
 	m.SHA256 = hex.EncodeToString(all.Sum(nil))

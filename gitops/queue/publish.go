@@ -98,7 +98,7 @@ func samePublish(a, b Job) bool {
 		return false
 	}
 	ha, hb := a.Publish.Header, b.Publish.Header
-	return ha != nil && hb != nil && ha.SHA256All == hb.SHA256All && ha.MerkleThis == hb.MerkleThis
+	return ha != nil && hb != nil && ha.Root.SHA256All == hb.Root.SHA256All && ha.Root.MerkleThis == hb.Root.MerkleThis
 }
 
 func (q *Queue) holdPath(j Job) string {

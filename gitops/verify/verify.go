@@ -426,7 +426,8 @@ func (v *verifier) generation(c *object.Commit, prev *genState, anchor bool) (*G
 		x.fail("", 0, CheckHistory, "merge commit with %d parents: snapd writes a linear branch (the first parent was followed)", len(c.ParentHashes))
 	}
 	var missing []string
-	for _, k := range []string{gitops.TrailerGen, gitops.TrailerTS, gitops.TrailerBuild, gitops.TrailerSHA256All, gitops.TrailerMerklePrev, gitops.TrailerMerkleThis, gitops.TrailerLayout} {
+	keys := gitops.RootTrailers()
+	for _, k := range append(keys[:], gitops.TrailerLayout) {
 		if tr[k] == "" {
 			missing = append(missing, k)
 		}
@@ -527,8 +528,7 @@ func (v *verifier) finish(x *gv, c *object.Commit, tr map[string]string, prev *g
 	if !ct.known {
 		// Fall back to the trailers so one unreadable generation does not
 		// also break the next link.
-		ct = content{genText: tr[gitops.TrailerGen], ts: tr[gitops.TrailerTS], build: tr[gitops.TrailerBuild],
-			sha256All: tr[gitops.TrailerSHA256All], merklePrev: tr[gitops.TrailerMerklePrev], merkleThis: tr[gitops.TrailerMerkleThis]}
+		ct = trailerContent(tr)
 		if ct.genText != "" {
 			x.note("generation values taken from the commit trailers (the content could not be verified)")
 		}
@@ -537,12 +537,10 @@ func (v *verifier) finish(x *gv, c *object.Commit, tr map[string]string, prev *g
 		for i := range g.Failures {
 			g.Failures[i].Gen = ct.genText
 		}
-		for _, p := range []struct{ key, want string }{
-			{gitops.TrailerGen, ct.genText}, {gitops.TrailerTS, ct.ts}, {gitops.TrailerBuild, ct.build},
-			{gitops.TrailerSHA256All, ct.sha256All}, {gitops.TrailerMerklePrev, ct.merklePrev}, {gitops.TrailerMerkleThis, ct.merkleThis},
-		} {
-			if got := tr[p.key]; got != "" && got != p.want {
-				x.fail("", 0, CheckTrailer, "trailer %s: %s, but the verified content says %s", p.key, got, p.want)
+		vals := ct.vals()
+		for i, key := range gitops.RootTrailers() {
+			if got, want := tr[key], *vals[i]; got != "" && got != want {
+				x.fail("", 0, CheckTrailer, "trailer %s: %s, but the verified content says %s", key, got, want)
 			}
 		}
 	}
@@ -1013,29 +1011,24 @@ func (v *verifier) checkDelta(x *gv, name string, df *materialized, prev, cur *g
 
 // checkSummary compares generation.txt with the content and the files.
 func (v *verifier) checkSummary(x *gv, entries map[string]object.TreeEntry, dir *object.Tree, ct content, files map[string]*materialized) {
-	data, _ := v.smallFile(x, dir, entries, gitops.FileSummary, 64<<10)
+	data, _ := v.smallFile(x, dir, entries, gitops.FileSummary, gitops.MaxSummaryBytes)
 	if data == nil {
 		if _, ok := entries[gitops.FileSummary]; !ok {
 			x.fail(gitops.FileSummary, 0, CheckSummary, "missing")
 		}
 		return
 	}
-	kv := map[string]string{}
-	for i, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		k, val, ok := strings.Cut(l, "=")
-		if !ok {
-			x.fail(gitops.FileSummary, i+1, CheckSummary, "line is not key=value")
-			continue
-		}
-		if _, dup := kv[k]; dup {
-			x.fail(gitops.FileSummary, i+1, CheckSummary, "key %s appears twice", k)
-		}
-		kv[k] = val
+	kv, err := gitops.ParseSummary(data)
+	if err != nil {
+		x.fail(gitops.FileSummary, 0, CheckSummary, "%v", err)
+		return
 	}
 	want := map[string]string{"layout": x.g.Layout}
 	if ct.known {
-		want["gen"], want["ts"], want["build"] = ct.genText, ct.ts, ct.build
-		want["sha256_all"], want["merkle_prev"], want["merkle_this"] = ct.sha256All, ct.merklePrev, ct.merkleThis
+		vals := ct.vals()
+		for i, f := range (wtxt.Root{}).Fields() {
+			want[f.Key] = *vals[i]
+		}
 	}
 	for _, ext := range []string{"wtxt", "wtxtdelta", "wsum", "wseal", "skel"} {
 		if m := files[ext]; m != nil {

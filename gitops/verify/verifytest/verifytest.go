@@ -11,7 +11,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"os"
@@ -203,8 +202,7 @@ func (f *Fixture) MakeWith(t testing.TB, s *snapshot.Snapshot, pm [32]byte, prev
 	n := s.Meta.Gen
 	data, res := Encode(t, s, f.Key.Priv, pm)
 	g := &Gen{Number: n, WTXT: data, Stored: data, Result: res, Snapshot: s}
-	g.Header = gitops.Header{Gen: n, GenText: wtxt.FormatGen(n), TS: wtxt.FormatTS(s.Meta.TS), Build: s.Meta.Build,
-		SHA256All: hex.EncodeToString(res.SHA256All[:]), MerklePrev: hex.EncodeToString(res.MerklePrev[:]), MerkleThis: hex.EncodeToString(res.MerkleThis[:])}
+	g.Header = gitops.Header{Gen: n, Root: res.Root}
 	name := func(ext string) string { return filepath.Join(f.Work, fmt.Sprintf("g%06d%s", n, ext)) }
 	g.Files.WTXT = WriteFile(t, name(".wtxt"), data)
 	if prev != nil {
