@@ -1076,14 +1076,9 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 		}
 		return nil
 	}
-	if t1, err := dir.Tree(DirWTXTSegs); err == nil {
-		// Two instances of the tree: go-git's Tree is not safe for
-		// concurrent use, and pieces and segments are read concurrently.
-		t2, err := dir.Tree(DirWTXTSegs)
-		if err != nil {
-			return fmt.Errorf("gitops: %s: %w", DirWTXTSegs, err)
-		}
-		return assembleSkeleton(context.Background(), treeFS{t1}, treeFS{t2}, w)
+	if t, err := dir.Tree(DirWTXTSegs); err == nil {
+		_, err := ReadSegments(context.Background(), treeFS{t}, w)
+		return err
 	}
 	parts, err := dir.Tree(DirWTXTParts)
 	if err != nil {
