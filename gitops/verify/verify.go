@@ -145,7 +145,7 @@ type Generation struct {
 	Gen        string `json:"gen"`
 	Tag        string `json:"tag,omitempty"`
 	TS         string `json:"ts,omitempty"`
-	Layout     string `json:"layout,omitempty"` // single, split or skeleton, as stored
+	Layout     string `json:"layout,omitempty"` // single, split, segments or skeleton, as stored
 	Encrypted  bool   `json:"encrypted"`
 	WTXTBytes  int64  `json:"wtxt_bytes"`
 	SHA256All  string `json:"sha256_all,omitempty"`
@@ -466,10 +466,11 @@ func (v *verifier) generation(c *object.Commit, prev *genState, anchor bool) (*G
 	if skelSingle || skelSplit {
 		_, single := entries[gitops.FileWTXT]
 		_, split := entries[gitops.DirWTXTParts]
-		if !single && !split {
+		_, segs := entries[gitops.DirWTXTSegs]
+		if !single && !split && !segs {
 			return v.skeletonGeneration(x, c, tr, prev, anchor, dir, entries)
 		}
-		x.fail(FileSkeleton, 0, CheckLayout, "both %s and %s (or %s/) present", FileSkeleton, gitops.FileWTXT, gitops.DirWTXTParts)
+		x.fail(FileSkeleton, 0, CheckLayout, "both %s and %s (or %s/ or %s/) present", FileSkeleton, gitops.FileWTXT, gitops.DirWTXTParts, gitops.DirWTXTSegs)
 	}
 
 	// The WTXT.
@@ -477,11 +478,14 @@ func (v *verifier) generation(c *object.Commit, prev *genState, anchor bool) (*G
 	g.Layout = layout
 	if wf == nil {
 		if wtxtName == "" {
-			x.fail(gitops.FileWTXT, 0, CheckLayout, "neither %s nor %s/ in %s", gitops.FileWTXT, gitops.DirWTXTParts, v.o.Path)
+			x.fail(gitops.FileWTXT, 0, CheckLayout, "none of %s, %s/, %s/ in %s", gitops.FileWTXT, gitops.DirWTXTParts, gitops.DirWTXTSegs, v.o.Path)
 		}
 		return v.finish(x, c, tr, prev, anchor, content{}, nil, entries, dir, nil)
 	}
 	g.WTXTBytes = wf.size
+	if layout == string(gitops.LayoutSegments) && v.o.Sample > 0 && v.o.Sample < 1 {
+		x.note("segments layout: verified in full (--sample applies to segments held in a registry; these are in the Git clone already)")
+	}
 	if t := tr[gitops.TrailerLayout]; t != "" && t != layout {
 		x.fail("", 0, CheckTrailer, "trailer %s: %s, but the WTXT is stored %s", gitops.TrailerLayout, t, layout)
 	}
@@ -654,17 +658,32 @@ func (v *verifier) checkTag(x *gv, c *object.Commit, name string) {
 	x.g.TagSignature, _ = v.objectSignature(x, CheckTagSig, "tag "+name, raw, splitTagSignature)
 }
 
-// fetchFile copies name (a blob) or name.parts/ (assembled, every part
-// checked) to a temp file. It returns the repository path found ("" when
-// neither exists), the working copy (nil on failure) and the layout.
+// fetchFile copies name (a blob), name.parts/ (assembled, every part
+// checked) or, for the WTXT, current.wtxt.segs/ (the segments layout,
+// rebuilt by gitops.ReadSegments, every piece and segment checked) to a
+// temp file. It returns the repository path found ("" when none exists),
+// the working copy (nil on failure) and the layout.
 func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.TreeEntry, name, kind string) (string, *materialized, string) {
 	e, single := entries[name]
 	pe, split := entries[name+".parts"]
+	var se object.TreeEntry
+	segs := false
+	if name == gitops.FileWTXT {
+		se, segs = entries[gitops.DirWTXTSegs]
+	}
 	if single && split {
 		x.fail(name, 0, CheckLayout, "both %s and %s.parts/ present", name, name)
 		return name, nil, ""
 	}
-	if !single && !split {
+	if segs && (single || split) {
+		other := name
+		if split {
+			other = name + ".parts/"
+		}
+		x.fail(gitops.DirWTXTSegs, 0, CheckLayout, "both %s and %s/ present", other, gitops.DirWTXTSegs)
+		return gitops.DirWTXTSegs, nil, ""
+	}
+	if !single && !split && !segs {
 		return "", nil, ""
 	}
 	f, err := os.CreateTemp(v.tmp, kind+"-*")
@@ -680,7 +699,9 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 	bw := bufio.NewWriterSize(lw, 1<<20)
 	var rp, layout string
 	var cerr, check = error(nil), CheckObject
-	if single {
+	failFile, failLine := "", 0 // a located failure inside a segments directory
+	switch {
+	case single:
 		rp, layout = name, string(gitops.LayoutSingle)
 		if e.Mode != filemode.Regular && e.Mode != filemode.Executable {
 			cerr, check = fmt.Errorf("mode %s, want a regular file", e.Mode), CheckLayout
@@ -694,7 +715,7 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 			_, cerr = io.Copy(bw, rd)
 			rd.Close()
 		}
-	} else {
+	case split:
 		rp, layout = name+".parts", string(gitops.LayoutSplit)
 		check = CheckParts
 		if pe.Mode != filemode.Dir {
@@ -704,12 +725,18 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 		} else {
 			cerr = gitops.AssembleFS(gitops.TreeFS(t), ".", bw)
 		}
+	default:
+		rp, layout = gitops.DirWTXTSegs, string(gitops.LayoutSegments)
+		check, failFile, failLine, cerr = v.readSegments(x, dir, se, bw)
+		if cerr == nil {
+			check = CheckParts
+		}
 	}
 	if cerr == nil {
 		cerr = bw.Flush()
 	}
 	if lw.over {
-		cerr, check = fmt.Errorf("more than the budget of %d bytes (reading stopped; raise --max-object-bytes if it is genuine)", v.o.MaxObjectBytes), CheckSize
+		cerr, check, failFile, failLine = fmt.Errorf("more than the budget of %d bytes (reading stopped; raise --max-object-bytes if it is genuine)", v.o.MaxObjectBytes), CheckSize, "", 0
 	}
 	werr := f.Close()
 	if cerr == nil && werr != nil {
@@ -722,7 +749,10 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 	}
 	if cerr != nil {
 		os.Remove(m.path)
-		x.fail(rp, 0, check, "%v", cerr)
+		if failFile == "" {
+			failFile = rp
+		}
+		x.fail(failFile, failLine, check, "%v", cerr)
 		return rp, nil, layout
 	}
 	m.size, m.sha256 = cw.n, hex.EncodeToString(h.Sum(nil))
