@@ -33,7 +33,7 @@ type Layout string
 
 // Layouts (config values).
 const (
-	LayoutAuto   Layout = "auto"   // split when the WTXT is larger than SplitThreshold
+	LayoutAuto   Layout = "auto"   // above SplitThreshold: segments (an age-armored WTXT: split)
 	LayoutSingle Layout = "single" // always one file, whatever its size
 	LayoutSplit  Layout = "split"  // always a parts directory
 	// LayoutSkeleton is recorded (never configured) for a generation whose
@@ -117,6 +117,7 @@ const Gitattributes = `# Written by snapd. WTXT files are LF-only ASCII and sign
 *.wsum text eol=lf diff
 *.wseal text eol=lf diff
 *.part text eol=lf diff
+*.seg -text -diff
 MANIFEST text eol=lf
 generation.txt text eol=lf
 `
@@ -136,8 +137,10 @@ type Config struct {
 	Branch string // branch the generations are committed on
 	Path   string // directory (slash-separated, relative) holding the files
 	Layout Layout
-	// SplitThreshold: with LayoutAuto a WTXT larger than this is split; a
-	// delta or sidecar larger than this is split in auto and split layouts.
+	// SplitThreshold: with LayoutAuto a WTXT larger than this is stored
+	// in the segments layout (an age-armored one, which has no structure
+	// to cut into raw segments, split into parts); a delta or sidecar
+	// larger than this is split in the auto, split and segments layouts.
 	// At most MaxPartLimit; default PartLimit.
 	SplitThreshold int64
 	// SegmentSize is the skeleton layout's target segment size in raw
@@ -540,7 +543,8 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		return nil, fmt.Errorf("gitops: %w", err)
 	}
 	layout := LayoutSingle
-	split := r.cfg.Layout == LayoutSplit || r.cfg.Layout == LayoutAuto && st.Size() > r.cfg.SplitThreshold
+	big := r.cfg.Layout == LayoutAuto && st.Size() > r.cfg.SplitThreshold
+	split := r.cfg.Layout == LayoutSplit || big
 	if split {
 		layout = LayoutSplit
 	}
@@ -552,7 +556,9 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 			dir.remove(n)
 		}
 		info, err = b.storeFile(dir, prevDir, name, src, split, r.cfg.PartLimit)
-	case r.cfg.Layout == LayoutSegments && isPlainWTXT(g.WTXT):
+	case (r.cfg.Layout == LayoutSegments || big) && isPlainWTXT(g.WTXT):
+		// auto above SplitThreshold: segments (an armored WTXT has no
+		// structure to cut into raw segments: split parts, below).
 		layout = LayoutSegments
 		dir.remove(FileSkeleton)
 		dir.remove(FileSkeleton + partsSuffix)
