@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +15,6 @@ import (
 	"testing/fstest"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
-	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // segmentsDir commits one small WTXT in the segments layout (1 KiB
@@ -167,21 +167,25 @@ func unarchive(b []byte) fstest.MapFS {
 		if !ok || err != nil || n < 0 || n > len(b)-i-1 {
 			break
 		}
-		m[name] = &fstest.MapFile{Data: b[i+1 : i+1+n]}
+		if fs.ValidPath(name) && name != "." {
+			m[name] = &fstest.MapFile{Data: b[i+1 : i+1+n]}
+		}
 		b = b[i+1+n:]
 	}
 	return m
 }
 
 // FuzzReadSegments: any segments directory gives the WTXT or a located
-// *SegmentsError, never a panic; what it accepts is a WTXT whose
-// structure ReadIndex reads. Seeds: testdata/fuzz/FuzzReadSegments
-// (written by TestWriteFuzzSeeds from real commits).
+// *SegmentsError, never a panic; what it accepts is framed as a WTXT
+// ("WTXT 1" ... "endwtxt"), every byte counted, and read again gives the
+// same bytes. Seeds: testdata/fuzz/FuzzReadSegments (written by
+// TestWriteFuzzSeeds from real commits).
 func FuzzReadSegments(f *testing.F) {
 	requireSeeds(f, "FuzzReadSegments")
 	f.Fuzz(func(t *testing.T, b []byte) {
+		fsys := unarchive(b)
 		var out bytes.Buffer
-		_, err := ReadSegments(context.Background(), unarchive(b), &out)
+		info, err := ReadSegments(context.Background(), fsys, &out)
 		if err != nil {
 			var se *SegmentsError
 			if !errors.As(err, &se) || !errors.Is(err, ErrSkeleton) {
@@ -189,8 +193,13 @@ func FuzzReadSegments(f *testing.F) {
 			}
 			return
 		}
-		if _, err := wtxt.ReadIndex(context.Background(), "fuzz", snapshot.Bytes(out.Bytes()), int64(out.Len())); err != nil {
-			t.Fatalf("accepted a WTXT ReadIndex refuses: %v", err)
+		w := out.Bytes()
+		if !bytes.HasPrefix(w, []byte("WTXT 1\n")) || !bytes.HasSuffix(w, []byte("endwtxt\n")) || info.Written != int64(len(w)) {
+			t.Fatalf("accepted output is not a framed WTXT (%d bytes, %d counted)", len(w), info.Written)
+		}
+		var again bytes.Buffer
+		if _, err := ReadSegments(context.Background(), fsys, &again); err != nil || !bytes.Equal(again.Bytes(), w) {
+			t.Fatalf("second read differs: %v", err)
 		}
 	})
 }
