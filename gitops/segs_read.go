@@ -154,6 +154,9 @@ func (p *pieceReader) Read(b []byte) (int, error) {
 }
 
 func (p *pieceReader) read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
 	for {
 		if err := p.ctx.Err(); err != nil {
 			return 0, err
@@ -170,10 +173,11 @@ func (p *pieceReader) read(b []byte) (int, error) {
 			}
 		}
 		part := p.m.Parts[p.i]
-		if left := part.Size - p.n; int64(len(b)) > left {
-			b = b[:left]
+		buf := b
+		if left := part.Size - p.n; int64(len(buf)) > left {
+			buf = buf[:left]
 		}
-		if len(b) == 0 {
+		if len(buf) == 0 {
 			// The piece's declared size is read: it must end here.
 			var one [1]byte
 			if k, _ := p.f.Read(one[:]); k > 0 {
@@ -184,11 +188,11 @@ func (p *pieceReader) read(b []byte) (int, error) {
 			}
 			continue
 		}
-		k, err := p.f.Read(b)
-		p.h.Write(b[:k])
-		p.all.Write(b[:k])
+		k, err := p.f.Read(buf)
+		p.h.Write(buf[:k])
+		p.all.Write(buf[:k])
 		p.n += int64(k)
-		for _, c := range b[:k] {
+		for _, c := range buf[:k] {
 			if c == '\n' {
 				p.lines[p.i]++
 			}
@@ -337,7 +341,7 @@ func (s *segBlobs) OpenBlob(_ context.Context, seg wtxt.Segment) (io.ReadCloser,
 	s.info.Paths[p] = true
 	f, err := s.fsys.Open(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("segment %s: missing: %w", p, wtxt.ErrBlobNotFound)
+		return nil, fmt.Errorf("missing: %w", wtxt.ErrBlobNotFound)
 	}
 	if err != nil {
 		return nil, notFound(err)
