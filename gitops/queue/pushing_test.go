@@ -36,6 +36,20 @@ func (o *observedPusher) Push(ctx context.Context, req gitops.PushRequest) error
 	return err
 }
 
+// idleClock is the real clock that reports each After (Run calls it when
+// it waits after a step) and never fires: the test cancels Run.
+type idleClock struct{ waits chan time.Duration }
+
+func (c idleClock) Now() time.Time { return time.Now() }
+
+func (c idleClock) After(d time.Duration) <-chan time.Time {
+	select {
+	case c.waits <- d:
+	default:
+	}
+	return make(chan time.Time)
+}
+
 // heldRemote returns a bare remote whose pre-receive hook, once the pack
 // is in, writes to the FIFO started and then waits until something is
 // written to the FIFO release.
@@ -71,7 +85,8 @@ func TestStatusShowsHeldPush(t *testing.T) {
 	}
 	op := &observedPusher{inner: gp, events: make(chan gitops.PushProgress, 1024), done: make(chan error, 4)}
 	dir := filepath.Join(t.TempDir(), "q")
-	q, err := Open(dir, Options{Pusher: op, PollInterval: time.Hour})
+	clock := idleClock{waits: make(chan time.Duration, 16)}
+	q, err := Open(dir, Options{Pusher: op, PollInterval: time.Hour, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +159,11 @@ func TestStatusShowsHeldPush(t *testing.T) {
 		}
 	case <-guard.Done():
 		t.Fatal("push did not finish after the release")
+	}
+	select { // Run has finished the step (the job is done) and waits
+	case <-clock.waits:
+	case <-guard.Done():
+		t.Fatal("Run did not go idle after the push")
 	}
 	cancel()
 	if err := <-ran; !errors.Is(err, context.Canceled) {

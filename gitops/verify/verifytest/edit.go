@@ -1,6 +1,8 @@
 package verifytest
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,7 +33,13 @@ func EditHead(t testing.TB, repo, tag string, edits map[string][]byte, signKey s
 	gitEnv("read-tree", head)
 	for p, data := range edits {
 		if data == nil {
-			gitEnv("update-index", "--force-remove", p)
+			// Mode 0 removes the entry (works in a bare repository).
+			cmd := exec.Command("git", "update-index", "--index-info")
+			cmd.Dir, cmd.Env = repo, append(os.Environ(), env...)
+			cmd.Stdin = strings.NewReader("0 " + strings.Repeat("0", 40) + "\t" + p + "\n")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("git update-index --index-info (remove %s): %v\n%s", p, err, out)
+			}
 			continue
 		}
 		f := WriteFile(t, filepath.Join(t.TempDir(), "blob"), data)
