@@ -83,6 +83,7 @@ func TestStatusShowsHeldPush(t *testing.T) {
 			t.Fatalf("status lacks %q:\n%s", want, text)
 		}
 	}
+	t.Logf("snapd status while the push is held:\n%s", text)
 	_, metrics := httpGet(t, base+"/metrics")
 	if v, ok := sample(metrics, "snapd_push_in_progress"); !ok || v != 1 {
 		t.Fatalf("snapd_push_in_progress = %v (present %v)", v, ok)
