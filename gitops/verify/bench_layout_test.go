@@ -27,6 +27,9 @@ import (
 // verified per second. Compare the two in the same run:
 //
 //	go test -run XXX -bench VerifyLayouts -benchtime 3x ./gitops/verify/
+//
+// SNAPD_BENCH_VERIFY_KEEP=DIR (an empty directory) keeps the repositories
+// DIR/split.git and DIR/segments.git and DIR/allowed_signers.
 func BenchmarkVerifyLayouts(b *testing.B) {
 	mib := 64
 	if s := os.Getenv("SNAPD_BENCH_VERIFY_MIB"); s != "" {
@@ -45,6 +48,18 @@ func BenchmarkVerifyLayouts(b *testing.B) {
 	}
 	key := verifytest.NewKey(b)
 	dir := b.TempDir()
+	if keep := os.Getenv("SNAPD_BENCH_VERIFY_KEEP"); keep != "" {
+		// Keep the repositories (and allowed_signers) for snapd verify-repo
+		// under /usr/bin/time -v.
+		dir = keep
+		signers, err := os.ReadFile(key.AllowedSigners)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "allowed_signers"), signers, 0o644)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 	var files []string
 	var total int64
 	var prev [32]byte
