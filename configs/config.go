@@ -107,10 +107,12 @@ type Git struct {
 	// committer; default snapd <snapd@localhost>.
 	AuthorName  string `yaml:"author_name"`
 	AuthorEmail string `yaml:"author_email"`
-	// Layout: auto (split files larger than split_above, the default),
-	// single (one file whatever its size), split (always part files) or
-	// segments (text pieces + raw tensor segments in Git, gitops doc
-	// "Segments layout"; not the OCI skeleton layout of store.oci).
+	// Layout: auto (the default: one file up to split_above, the
+	// segments layout above it; an age-armored WTXT above it as part
+	// files), single (one file whatever its size), split (always part
+	// files) or segments (always: text pieces + raw tensor segments in
+	// Git, gitops doc "Segments layout"; not the OCI skeleton layout of
+	// store.oci).
 	Layout string `yaml:"layout"`
 	// CommitDelta: when the DELTA is committed beside the WTXT: auto (the
 	// default: only with a single-file WTXT; split parts already store
@@ -133,8 +135,8 @@ type Git struct {
 	SSHKey           string `yaml:"ssh_key"`
 	SSHKnownHosts    string `yaml:"ssh_known_hosts"`
 	SSHPassphraseEnv string `yaml:"ssh_passphrase_env"`
-	// SplitAbove is the WTXT size above which a generation is stored as
-	// part files; default 64 MiB. PartLimit caps one part; default 256 KiB
+	// SplitAbove is the WTXT size above which the auto layout stores a
+	// generation as segments (age-armored: part files); default 64 MiB. PartLimit caps one part; default 256 KiB
 	// (small parts keep repository growth close to the changed bytes).
 	SplitAbove int64 `yaml:"split_above"`
 	PartLimit  int64 `yaml:"part_limit"`

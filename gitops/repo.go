@@ -33,7 +33,7 @@ type Layout string
 
 // Layouts (config values).
 const (
-	LayoutAuto   Layout = "auto"   // split when the WTXT is larger than SplitThreshold
+	LayoutAuto   Layout = "auto"   // above SplitThreshold: segments (an age-armored WTXT: split)
 	LayoutSingle Layout = "single" // always one file, whatever its size
 	LayoutSplit  Layout = "split"  // always a parts directory
 	// LayoutSkeleton is recorded (never configured) for a generation whose
@@ -117,6 +117,7 @@ const Gitattributes = `# Written by snapd. WTXT files are LF-only ASCII and sign
 *.wsum text eol=lf diff
 *.wseal text eol=lf diff
 *.part text eol=lf diff
+*.seg -text -diff
 MANIFEST text eol=lf
 generation.txt text eol=lf
 `
@@ -136,8 +137,10 @@ type Config struct {
 	Branch string // branch the generations are committed on
 	Path   string // directory (slash-separated, relative) holding the files
 	Layout Layout
-	// SplitThreshold: with LayoutAuto a WTXT larger than this is split; a
-	// delta or sidecar larger than this is split in auto and split layouts.
+	// SplitThreshold: with LayoutAuto a WTXT larger than this is stored
+	// in the segments layout (an age-armored one, which has no structure
+	// to cut into raw segments, split into parts); a delta or sidecar
+	// larger than this is split in the auto, split and segments layouts.
 	// At most MaxPartLimit; default PartLimit.
 	SplitThreshold int64
 	// SegmentSize is the skeleton layout's target segment size in raw
@@ -542,7 +545,8 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		return nil, fmt.Errorf("gitops: %w", err)
 	}
 	layout := LayoutSingle
-	split := r.cfg.Layout == LayoutSplit || r.cfg.Layout == LayoutAuto && st.Size() > r.cfg.SplitThreshold
+	big := r.cfg.Layout == LayoutAuto && st.Size() > r.cfg.SplitThreshold
+	split := r.cfg.Layout == LayoutSplit || big
 	if split {
 		layout = LayoutSplit
 	}
@@ -554,7 +558,9 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 			dir.remove(n)
 		}
 		info, err = b.storeFile(dir, prevDir, name, src, split, r.cfg.PartLimit)
-	case r.cfg.Layout == LayoutSegments && isPlainWTXT(g.WTXT):
+	case (r.cfg.Layout == LayoutSegments || big) && isPlainWTXT(g.WTXT):
+		// auto above SplitThreshold: segments (an armored WTXT has no
+		// structure to cut into raw segments: split parts, below).
 		layout = LayoutSegments
 		dir.remove(FileSkeleton)
 		dir.remove(FileSkeleton + partsSuffix)
@@ -1082,14 +1088,9 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 		}
 		return nil
 	}
-	if t1, err := dir.Tree(DirWTXTSegs); err == nil {
-		// Two instances of the tree: go-git's Tree is not safe for
-		// concurrent use, and pieces and segments are read concurrently.
-		t2, err := dir.Tree(DirWTXTSegs)
-		if err != nil {
-			return fmt.Errorf("gitops: %s: %w", DirWTXTSegs, err)
-		}
-		return assembleSkeleton(context.Background(), treeFS{t1}, treeFS{t2}, w)
+	if t, err := dir.Tree(DirWTXTSegs); err == nil {
+		_, err := ReadSegments(context.Background(), treeFS{t}, w)
+		return err
 	}
 	parts, err := dir.Tree(DirWTXTParts)
 	if err != nil {

@@ -265,7 +265,7 @@ func TestCommitSplitLayout(t *testing.T) {
 	key, allowed := testKey(t)
 	dir := t.TempDir()
 	repoDir := filepath.Join(dir, "repo.git")
-	r, err := OpenRepo(repoDir, Config{SigningKey: key, PartLimit: MinPartLimit, SplitThreshold: 200_000})
+	r, err := OpenRepo(repoDir, Config{SigningKey: key, Layout: LayoutSplit, PartLimit: MinPartLimit, SplitThreshold: 200_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,8 +274,9 @@ func TestCommitSplitLayout(t *testing.T) {
 		{name: "head.w", data: pseudo(2, 30_000), chunk: 4096},
 		{name: "tiny", data: pseudo(3, 10)},
 	}
-	// gen 1: small enough for a single file; then arrays grow past the
-	// threshold (auto → split); later only one chunk changes per generation.
+	// gen 1: small (split all the same: the layout is explicit); then
+	// arrays grow; later only one chunk changes per generation. (auto,
+	// which picks segments above the threshold: TestAutoLayout.)
 	chain := genChain(t, dir, 4, base, func(g int, a []testArray) {
 		switch g {
 		case 1:
@@ -295,7 +296,7 @@ func TestCommitSplitLayout(t *testing.T) {
 		}
 		results = append(results, res)
 	}
-	if results[0].Layout != LayoutSingle || results[1].Layout != LayoutSplit {
+	if results[0].Layout != LayoutSplit || results[1].Layout != LayoutSplit {
 		t.Fatalf("layouts %s %s", results[0].Layout, results[1].Layout)
 	}
 	total := int64(len(chain.data[3]))
@@ -359,13 +360,13 @@ func TestCommitSplitLayout(t *testing.T) {
 			t.Fatalf("part %s has %d bytes", e.Name(), info.Size())
 		}
 	}
-	// Going back to a small WTXT returns to the single layout.
+	// A small WTXT stays split: the layout is explicit.
 	small, _ := genWTXT(5, ParseTrailers(git("log", "-1", "--format=%B", "snapshots"))[TrailerMerkleThis], base[2:])
 	res, err := r.Commit(ctx, Generation{WTXT: writeFile(t, dir, "g5.wtxt", small)})
-	if err != nil || res.Layout != LayoutSingle {
+	if err != nil || res.Layout != LayoutSplit {
 		t.Fatalf("gen 5: %+v %v", res, err)
 	}
-	if got := git("ls-tree", "--name-only", "snapshots:snapshots"); got != "current.wtxt\ngeneration.txt\n" {
+	if got := git("ls-tree", "--name-only", "snapshots:snapshots"); got != "current.wtxt.parts\ngeneration.txt\n" {
 		t.Fatalf("gen 5 tree: %q", got)
 	}
 	// Forced split for a small file, forced single for a large one.

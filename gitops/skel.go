@@ -357,61 +357,17 @@ func cutSkeleton(skel []byte, x *wtxt.Index, segs []wtxt.Segment, emit func(Part
 	return &m, nil
 }
 
-// treeBlobs serves segment blobs from a skeleton directory.
-type treeBlobs struct{ fsys fs.FS }
-
-// OpenBlob implements wtxt.BlobSource; wtxt.Assemble checks size and digest.
-func (t treeBlobs) OpenBlob(_ context.Context, s wtxt.Segment) (io.ReadCloser, error) {
-	dir, name := segName(s.Digest)
-	f, err := t.fsys.Open(path.Join(dir, name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("segment %s: %w", name, wtxt.ErrBlobNotFound)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-// AssembleSkeletonFS writes the WTXT stored in the skeleton directory dir
-// of fsys to w: the skeleton from its pieces (every piece's size and
-// SHA-256 and the whole skeleton's checked against the MANIFEST), then
-// wtxt.Assemble with the segment blobs (every chunk's sha256 and crc32c
-// and every blob's length and digest checked). The pieces and the blobs
-// are read concurrently, so fsys must allow that (os.DirFS and MapFS do).
-// On error what was written to w must be discarded.
+// AssembleSkeletonFS writes the WTXT stored in the segments-layout
+// directory dir of fsys to w (ReadSegments: every piece's size and
+// SHA-256 and the whole skeleton's checked against the MANIFEST, then
+// wtxt.Assemble with the segment blobs, every chunk's sha256 and crc32c
+// and every blob's length and digest checked). On error what was written
+// to w must be discarded.
 func AssembleSkeletonFS(ctx context.Context, fsys fs.FS, dir string, w io.Writer) error {
 	sub, err := fs.Sub(fsys, dir)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSkeleton, err)
 	}
-	return assembleSkeleton(ctx, sub, sub, w)
-}
-
-// assembleSkeleton reads the pieces from pieces and the segments from
-// blobs (two views of one skeleton directory, used from two goroutines).
-func assembleSkeleton(ctx context.Context, pieces, blobs fs.FS, w io.Writer) error {
-	pr, pw := io.Pipe()
-	errc := make(chan error, 1)
-	go func() {
-		err := AssembleFS(pieces, ".", pw)
-		pw.CloseWithError(err)
-		errc <- err
-	}()
-	_, err := wtxt.AssembleNamed(ctx, pr, DirWTXTSegs, treeBlobs{blobs}, w)
-	if err == nil {
-		// What follows endwtxt (nothing, for a sound skeleton), then the
-		// MANIFEST's verdict on the whole skeleton.
-		if n, cerr := io.Copy(io.Discard, pr); cerr == nil && n > 0 {
-			err = fmt.Errorf("%d bytes after endwtxt", n)
-		}
-	}
-	pr.CloseWithError(errors.New("assemble ended"))
-	if perr := <-errc; err == nil {
-		err = perr
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSkeleton, err)
-	}
-	return nil
+	_, err = ReadSegments(ctx, sub, w)
+	return err
 }

@@ -134,7 +134,7 @@ func TestCommitSegmentsLayout(t *testing.T) {
 }
 
 // treeMapFS copies the files under dir of rev into a MapFS.
-func treeMapFS(t *testing.T, repo, rev, dir string) fstest.MapFS {
+func treeMapFS(t testing.TB, repo, rev, dir string) fstest.MapFS {
 	t.Helper()
 	fsys := fstest.MapFS{}
 	for _, l := range strings.Split(strings.TrimSpace(gitCmd(t, repo, "ls-tree", "-r", "--name-only", rev+":"+dir)), "\n") {

@@ -120,6 +120,8 @@ type Options struct {
 	Gens      []uint64 // generation numbers; default 1..5
 	Layout    gitops.Layout
 	PartLimit int64
+	// SegmentSize is gitops.Config.SegmentSize (the segments layout).
+	SegmentSize int64
 	// Encrypt lists generation numbers stored age-armored with a seal.
 	Encrypt []uint64
 }
@@ -157,7 +159,7 @@ func Build(t testing.TB, o Options) *Fixture {
 		t.Fatal(err)
 	}
 	f := &Fixture{Dir: filepath.Join(t.TempDir(), "repo.git"), Work: t.TempDir(), Key: NewKey(t), Identity: id}
-	r, err := gitops.OpenRepo(f.Dir, gitops.Config{Delta: gitops.DeltaAlways, SigningKey: f.Key.Priv, Layout: o.Layout, PartLimit: o.PartLimit, SplitThreshold: o.PartLimit})
+	r, err := gitops.OpenRepo(f.Dir, gitops.Config{Delta: gitops.DeltaAlways, SigningKey: f.Key.Priv, Layout: o.Layout, PartLimit: o.PartLimit, SplitThreshold: o.PartLimit, SegmentSize: o.SegmentSize})
 	if err != nil {
 		t.Fatal(err)
 	}
