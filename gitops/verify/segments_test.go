@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"encoding/hex"
 	"path"
 	"slices"
 	"strings"
@@ -55,8 +56,8 @@ func TestSegmentsLayoutHistoryVerifies(t *testing.T) {
 	}
 	for i, g := range rep.Generations {
 		want := f.Gens[i]
-		if g.Layout != string(gitops.LayoutSegments) || g.Gen != want.Header.GenText || g.WTXTBytes != int64(len(want.WTXT)) ||
-			g.Signature != "verified" || g.CommitSignature != SigVerified || g.TagSignature != SigVerified || g.MerkleThis != want.Header.MerkleThis {
+		if g.Layout != string(gitops.LayoutSegments) || g.Gen != want.Header.Root.Gen || g.WTXTBytes != int64(len(want.WTXT)) ||
+			g.Signature != "verified" || g.CommitSignature != SigVerified || g.TagSignature != SigVerified || g.MerkleThis != hex.EncodeToString(want.Header.Root.MerkleThis[:]) {
 			t.Fatalf("gen %d: %+v", i, g)
 		}
 		wantChain, wantDelta := ChainContinues, "applied" // the delta applies to the WTXT rebuilt from the previous segments
@@ -133,7 +134,7 @@ func TestSegmentsLayoutDamage(t *testing.T) {
 			rep := run(t, repo, Options{}, f.Key.Pub)
 			fs := wantOnly(t, rep, tc.check)
 			got := fs[0]
-			if got.Commit != commit || got.Gen != head.Header.GenText || got.File != tc.file || got.Line != tc.line || !strings.Contains(got.Message, tc.msg) {
+			if got.Commit != commit || got.Gen != head.Header.Root.Gen || got.File != tc.file || got.Line != tc.line || !strings.Contains(got.Message, tc.msg) {
 				t.Fatalf("failure %v, want %s:%d %s ...%s...\n%s", got, tc.file, tc.line, tc.check, tc.msg, dump(rep))
 			}
 			// The earlier generations are untouched and verified.
