@@ -173,9 +173,9 @@ type PushStats struct {
 	SkippedBytes  int64
 	// Reused counts the segments PushWTXTAt neither read nor decoded: the
 	// previous generation had their chunks and the registry their blob.
-	Reused int
-	Manifest      ocispec.Descriptor
-	Tag           string
+	Reused   int
+	Manifest ocispec.Descriptor
+	Tag      string
 }
 
 // PushResult is the outcome of PushWTXT.
