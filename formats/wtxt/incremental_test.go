@@ -121,7 +121,7 @@ func TestEncodePrevIdentical(t *testing.T) {
 			b[len(b)-1] ^= 0x80
 		}, nil, total - 3},
 		{"rank 0 changed", func(s *snapshot.Snapshot) { arrayBytes(s, "s")[7] ^= 1 }, nil, total - 1},
-		{"reshaped", func(s *snapshot.Snapshot) { s.Array("W").Shape = []int64{(8*256 + 5) / 5, 64 * 5} }, nil, total - chunksOf("W")},
+		{"reshaped", func(s *snapshot.Snapshot) { s.Array("W").Shape = []int64{(8*256 + 5) * 64} }, nil, total - chunksOf("W")},
 		{"renamed", func(s *snapshot.Snapshot) { s.Array("W").Name = "W2" }, nil, total - chunksOf("W")},
 		{"dtype changed", func(s *snapshot.Snapshot) { s.Array("W").DType = snapshot.I32 }, nil, total - chunksOf("W")},
 		{"tail chunk longer", func(s *snapshot.Snapshot) {
