@@ -99,7 +99,7 @@ func BenchmarkChunkText(b *testing.B) {
 		raw[i] = byte(i*7 + i>>9)
 	}
 	text := append(appendLines(nil, raw), "endch\n"...)
-	scratch := make([]byte, len(raw))
+	scratch := make([]byte, len(text))
 	b.Run("encode", func(b *testing.B) {
 		b.SetBytes(int64(len(raw)))
 		out := make([]byte, 0, len(text))
