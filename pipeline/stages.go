@@ -378,9 +378,6 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 	opts := wtxt.EncodeOptions{RowsPerChunk: cfg.RowsPerChunk, SignKey: cfg.SignKey, HMACKey: cfg.HMACKey, PrevMerkle: headRoot.MerkleThis, Stream: cfg.Stream, Workers: cfg.Workers}
 	g := d.ring.Begin(gen, ring.Options{Recipients: cfg.Recipients, SignKey: cfg.SignKey})
 	defer g.Close() // no goroutine outlives build
-	prev, closePrev := d.prevForEncode(ctx, g, head.Gen)
-	defer closePrev()
-	opts.Prev = prev
 
 	// Encode. When a plaintext delta follows, the WTXT's fsync runs while
 	// the delta is built (g.Wait before anything depends on it).
@@ -399,9 +396,6 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 		return nil, err
 	}
 	it.stage1("encode", d.now().Sub(t))
-	if prev != nil {
-		d.log.Debug("incremental encode", "gen", gen, "copied_chunks", res.ChunksCopied, "check_failed", res.ChunksCopyFailed)
-	}
 	g.SetSeal(armor.Seal{Root: res.Root})
 	if g.Encrypted() {
 		t = d.now()

@@ -45,7 +45,7 @@ func (f *wtxtFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.signKey, "sign-key", "", "OpenSSH Ed25519 private key to sign with (mode 0600)")
 	fl.StringVar(&f.hmacKey, "hmac-key", "", "HMAC key file (64 hex chars, mode 0600)")
 	fl.StringVar(&f.prevMerkle, "prev-merkle", "", "merkle_this of the previous generation (64 hex)")
-	fl.StringVar(&f.prev, "prev", "", "previous generation's WTXT (or WSUM) file; its merkle_this chains to this one, and a plaintext WTXT's unchanged chunks are copied from it (checked; the output is the same bytes)")
+	fl.StringVar(&f.prev, "prev", "", "previous generation's WTXT (or WSUM) file; its merkle_this chains to this one")
 	fl.IntVar(&f.rowsPerChunk, "rows-per-chunk", 0, "rows per chunk for row-blocked arrays (0 = profile default)")
 	fl.StringVar(&f.stream, "stream", "", "streaming mode: write root_pending and the WSUM finalization to this file")
 	fl.StringVar(&f.encryptTo, "encrypt-to", "", "age recipients file: wrap the output in age ASCII armor and write OUT.wseal")
@@ -211,17 +211,8 @@ func runConvert(ctx context.Context, e *env, o *convertOptions) error {
 	}
 	s := src.Snapshot
 	s.Meta = meta
-	if o.w.prev != "" {
-		if pf, prev := openPrevWTXT(ctx, e, o.w.prev); pf != nil {
-			defer pf.Close()
-			opts.Prev = prev
-		}
-	}
 	o.w.meter = e.meter(filepath.Base(o.out), progress.WTXTEstimate(rawBytes(s)))
-	res, err := writeWTXT(ctx, e, s, opts, o.out, &o.w)
-	if err == nil && opts.Prev != nil {
-		e.logger.Info("incremental encode", "copied_chunks", res.ChunksCopied, "check_failed", res.ChunksCopyFailed)
-	}
+	_, err = writeWTXT(ctx, e, s, opts, o.out, &o.w)
 	return endMeter(o.w.meter, err)
 }
 

@@ -3,9 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
-	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,36 +12,18 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
-	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/snapshot"
 )
-
-// snapdInfo is snapd() with the logger at info level, returned as text.
-func snapdInfo(t *testing.T, env map[string]string, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb, logb bytes.Buffer
-	e := newEnv(&out, &errb)
-	e.getenv = func(k string) string { return env[k] }
-	e.logger = slog.New(slog.NewTextHandler(&logb, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	root := newRootCommand(e)
-	root.SetArgs(args)
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	err := root.ExecuteContext(context.Background())
-	if err != nil {
-		errb.WriteString("snapd: error: " + err.Error() + "\n")
-	}
-	return exitCode(err), out.String() + errb.String(), logb.String()
-}
 
 // prevModel writes generation gen of a 4 MiB f32 model (4096 rows of 1
 // KiB) as safetensors; generation 2 changes rows 1000..1009.
 func prevModel(t *testing.T, dir string, gen int) string {
 	t.Helper()
 	w := make([]byte, 4096*1024)
+	r := rand.New(rand.NewPCG(7, 8))
 	for i := range w {
-		w[i] = byte(i*31 + i>>11)
+		w[i] = byte(r.Uint32())
 	}
 	if gen >= 2 {
 		for i := 1000 * 1024; i < 1010*1024; i++ {
@@ -64,46 +45,23 @@ func prevModel(t *testing.T, dir string, gen int) string {
 	return p
 }
 
-// TestConvertPrevOCIPushPrev: `snapd convert --prev` writes the same bytes
-// as a full convert while copying the unchanged chunks (64 of 65 here),
-// and `snapd oci push --prev-skeleton` writes the same skeleton and
-// manifest as a push without it while reading only the changed segments;
-// the result assembles byte for byte. A previous skeleton naming a blob
-// the registry lacks costs only the reuse of that segment; a malformed one
-// fails with exit 1 and a located error.
-func TestConvertPrevOCIPushPrev(t *testing.T) {
+// TestOCIPushPrevSkeleton: `snapd oci push --prev-skeleton` writes the
+// same skeleton and manifest as a push without it while reading only the
+// changed segment; the result assembles byte for byte. A previous skeleton
+// naming a blob the registry lacks costs only the reuse of that segment;
+// a malformed one fails with exit 1 and a located error.
+func TestOCIPushPrevSkeleton(t *testing.T) {
 	k := vectorKeys(t)
 	d := t.TempDir()
 	sign := []string{"--sign-key", filepath.Join(k, "sign_ed25519"), "--hmac-key", filepath.Join(k, "hmac.key"), "--ts", "2026-11-24T06:00:00Z"}
 	m1, m2 := prevModel(t, d, 1), prevModel(t, d, 2)
-	g1, g2, g2full := filepath.Join(d, "g1.wtxt"), filepath.Join(d, "g2.wtxt"), filepath.Join(d, "g2full.wtxt")
+	g1, g2 := filepath.Join(d, "g1.wtxt"), filepath.Join(d, "g2.wtxt")
 	mustRun(t, append([]string{"convert", m1, g1, "--gen", "1"}, sign...)...)
-	code, out, log := snapdInfo(t, nil, append([]string{"convert", m2, g2, "--gen", "2", "--prev", g1}, sign...)...)
-	if code != 0 {
-		t.Fatalf("convert --prev: exit %d\n%s", code, out)
-	}
-	// 4 MiB in 64 KiB chunks plus one chunk of "b": 65; 10 changed rows
-	// of 1 KiB all lie in chunk 15 (rows 960..1023).
-	if !strings.Contains(log, "copied_chunks=64 check_failed=0") {
-		t.Fatalf("convert --prev log: %s", log)
-	}
-	f1, err := os.Open(g1)
+	mustRun(t, append([]string{"convert", m2, g2, "--gen", "2", "--prev", g1}, sign...)...)
+	a, err := os.ReadFile(g2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := wtxt.ReadHeader(f1)
-	f1.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mt := hex.EncodeToString(h.MerkleThis[:])
-	mustRun(t, append([]string{"convert", m2, g2full, "--gen", "2", "--prev-merkle", mt}, sign...)...)
-	a, _ := os.ReadFile(g2)
-	b, _ := os.ReadFile(g2full)
-	if len(a) == 0 || !bytes.Equal(a, b) {
-		t.Fatal("convert --prev differs from a full convert")
-	}
-	mustRun(t, "verify", g2, "--pubkey", filepath.Join(k, "sign_ed25519.pub"), "--hmac-key", filepath.Join(k, "hmac.key"), "--prev", g1)
 
 	reg := registrytest.Start(t, "", "")
 	repo := reg.Host + "/snapd/prev"
