@@ -28,12 +28,10 @@
 # push): on a shared machine the wall times mostly measure the load.
 # Work dir: $BENCH_DIR (default a temp dir, removed at the end).
 # SEGMENT_SIZE sets --segment-size (default snapd's 4 MiB).
-# INCREMENTAL=0 measures the full path (A/B): convert chains with
-# --prev-merkle instead of --prev (every chunk encoded) and oci push gets no
-# --prev-skeleton (every segment read, decoded and hashed); by default
-# convert copies unchanged chunks from the previous WTXT (--prev) and push
-# reuses unchanged segments' digests (--prev-skeleton: the skeleton Git
-# holds, i.e. the previous generation's).
+# INCREMENTAL=0 measures the push without --prev-skeleton (A/B): every
+# segment read, decoded and hashed again; by default `oci push` gets the
+# skeleton Git holds (the previous generation's) as --prev-skeleton and
+# reuses the digests of segments whose chunks did not change.
 set -euo pipefail
 SIZE=${1:-${SNAPD_BENCH_SIZE:-1073741824}}; GENS=${2:-10}; PATTERN=${3:-clustered}; CHANGE=${4:-1}
 SEG=${SEGMENT_SIZE:-4194304}
@@ -109,11 +107,9 @@ for g in $(seq 1 "$GENS"); do
   t0=$(now)
   prevarg=(); skelarg=()
   if [ -n "$prev" ]; then
+    prevarg=(--prev "$prev")
     if [ "$INC" = 1 ]; then
-      prevarg=(--prev "$prev")
       cp "$W/snapd/snapshots/current.wtxt.skel" "$W/prev.skel"; skelarg=(--prev-skeleton "$W/prev.skel")
-    else
-      prevarg=(--prev-merkle "$(field merkle_this "$(sed -n 4p "$prev")")")
     fi
   fi
   c conv "$W/bin/snapd" convert "$src" "$W/gen-$G.wtxt" --gen "$g" --ts "2026-11-24T06:00:$(printf %02d $((g % 60)))Z" --build bench \
