@@ -2,9 +2,7 @@ package oci
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -19,8 +17,9 @@ type Previous map[wtxt.SegmentKey]wtxt.Segment
 // PushWTXTAt is PushWTXT for a WTXT that can be read at offsets (a file):
 // the structure comes from wtxt.ReadIndex, and a segment whose chunks'
 // ch lines (array, off, len, sha256, crc32c) are those of a segment of
-// prev, and whose blob the registry has with that digest and size (HEAD,
-// all of prev's blobs at once in parallel before the split), is neither
+// prev, and whose blob the registry has with that digest and size (HEAD:
+// prev's blobs are asked about in parallel while the split runs, which
+// waits only for the answer it needs), is neither
 // read, decoded nor hashed: its seg line takes prev's digest
 // (wtxt.SplitIndexed). Every other segment is read, each chunk's base64
 // lines decoded and checked against its sha256 and crc32c, and uploaded
@@ -50,14 +49,12 @@ func (r *Repository) UploadSegmentsAt(ctx context.Context, in io.ReaderAt, size 
 	if segSize <= 0 {
 		segSize = wtxt.DefaultSegmentSize
 	}
-	present, err := r.present(ctx, prev)
-	if err != nil {
-		return Generation{}, PushStats{}, nil, err
-	}
+	heads := r.headAll(ctx, prev)
+	defer heads.wait()
 	var reused, reusedBytes int64
 	known := func(k wtxt.SegmentKey) ([32]byte, bool) {
 		s, ok := prev[k]
-		if !ok || !present[s.Digest] {
+		if !ok || !heads.present(ctx, s.Digest) {
 			return [32]byte{}, false
 		}
 		reused++
@@ -85,38 +82,74 @@ func (r *Repository) UploadSegmentsAt(ctx context.Context, in io.ReaderAt, size 
 	return gen, st, next, nil
 }
 
-// present HEADs the distinct non-empty blobs of prev in parallel and
-// returns those the registry has with the segment's size.
-func (r *Repository) present(ctx context.Context, prev Previous) (map[[32]byte]bool, error) {
-	want := map[[32]byte]wtxt.Segment{}
+// blobHeads HEADs the previous generation's blobs while the split runs:
+// the split asks about a blob (present) only when it reaches a segment
+// whose key the previous generation had, and waits for that one answer.
+type blobHeads struct {
+	res     map[[32]byte]*headResult
+	g       *errgroup.Group
+	cancel  context.CancelFunc
+	spawned chan struct{}
+}
+
+type headResult struct {
+	done chan struct{}
+	ok   bool // the registry has the blob with the segment's size
+}
+
+// headAll starts HEAD requests (Options.Concurrency, at least 8, at once)
+// for the distinct non-empty blobs of prev.
+func (r *Repository) headAll(ctx context.Context, prev Previous) *blobHeads {
+	ctx, cancel := context.WithCancel(ctx)
+	h := &blobHeads{res: map[[32]byte]*headResult{}, g: &errgroup.Group{}, cancel: cancel, spawned: make(chan struct{})}
+	h.g.SetLimit(max(r.jobs, 8))
+	var want []wtxt.Segment
 	for _, s := range prev {
-		if s.Size > 0 {
-			want[s.Digest] = s
+		if s.Size > 0 && h.res[s.Digest] == nil {
+			h.res[s.Digest] = &headResult{done: make(chan struct{})}
+			want = append(want, s)
 		}
 	}
-	out := make(map[[32]byte]bool, len(want))
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(r.jobs, 8))
-	for d, s := range want {
-		g.Go(func() error {
-			desc, err := r.repo.Blobs().Resolve(gctx, SegmentDescriptor(s).Digest.String())
-			if err != nil {
-				if isNotFound(err) {
+	go func() {
+		defer close(h.spawned)
+		for _, s := range want {
+			res := h.res[s.Digest]
+			h.g.Go(func() error {
+				defer close(res.done)
+				if ctx.Err() != nil {
 					return nil
 				}
-				return fmt.Errorf("oci %s: HEAD blob %s (previous generation's array %s, chunk %d): %w", r.name, SegmentDescriptor(s).Digest, s.Array, s.FirstChunk, err)
-			}
-			if desc.Size == s.Size {
-				mu.Lock()
-				out[d] = true
-				mu.Unlock()
-			}
-			return nil
-		})
+				// A blob the registry lacks, has with another size, or
+				// cannot tell about is not reused: the segment is then
+				// read, checked and uploaded as any changed one.
+				desc, err := r.repo.Blobs().Resolve(ctx, SegmentDescriptor(s).Digest.String())
+				res.ok = err == nil && desc.Size == s.Size
+				return nil
+			})
+		}
+	}()
+	return h
+}
+
+// present reports whether the registry has blob d (one of prev's), waiting
+// for its HEAD.
+func (h *blobHeads) present(ctx context.Context, d [32]byte) bool {
+	res := h.res[d]
+	if res == nil {
+		return false
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+	select {
+	case <-res.done:
+		return res.ok
+	case <-ctx.Done():
+		return false
 	}
-	return out, nil
+}
+
+// wait cancels the HEADs not yet answered and waits for every goroutine
+// (none outlives the push).
+func (h *blobHeads) wait() {
+	h.cancel()
+	<-h.spawned
+	h.g.Wait()
 }
