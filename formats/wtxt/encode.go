@@ -48,7 +48,9 @@ type EncodeOptions struct {
 	// Prev, when set, is the previous generation's plaintext WTXT: an
 	// unchanged chunk's base64 lines are copied from it, after checking
 	// that they encode the new bytes, instead of encoded (incremental.go).
-	// The output is byte-identical to an encode without Prev.
+	// The output is byte-identical to an encode without Prev. Measured
+	// slower than encoding (the exact check is an encode), so snapd's
+	// convert and daemon do not set it; see incremental.go.
 	Prev *PrevWTXT
 
 	// maxSums overrides maxChunkSums (tests).
