@@ -65,8 +65,16 @@ type OCIPublisher struct {
 
 	mu sync.Mutex // OCIStatsFile
 
-	// read counts the bytes of the WTXT being uploaded that Split has
-	// read (snapd_oci_pending_bytes subtracts them).
+	// prevMu guards prevKeys: the segments of the last generation this
+	// process pushed, by key, so the next push reads, decodes and hashes
+	// only segments whose chunks changed (oci.PushWTXTAt; empty after a
+	// restart, when every segment is checked again).
+	prevMu   sync.Mutex
+	prevKeys oci.Previous
+
+	// read counts the bytes of the WTXT being uploaded that the split has
+	// read (snapd_oci_pending_bytes subtracts them; segments known from
+	// the previous generation are not read).
 	read atomic.Int64
 
 	// pushes learns each committed generation's request time, so the
@@ -212,12 +220,22 @@ func (p *OCIPublisher) Publish(ctx context.Context, j queue.Job, save func(queue
 			return j, err
 		}
 		defer out.Abort()
+		st, err := f.Stat()
+		if err != nil {
+			return j, localErr(j, fmt.Errorf("held WTXT of gen %d: %w", j.Gen, err))
+		}
 		p.read.Store(0)
-		res, err := p.reg.PushWTXT(ctx, &countingReader{r: f, n: &p.read}, fmt.Sprintf("gen %s", h.Root.Gen), out, p.cfg.SegmentSize)
+		p.prevMu.Lock()
+		prev := p.prevKeys
+		p.prevMu.Unlock()
+		res, err := p.reg.PushWTXTAt(ctx, &countingReaderAt{r: f, n: &p.read}, st.Size(), fmt.Sprintf("gen %s", h.Root.Gen), out, p.cfg.SegmentSize, prev)
 		defer p.read.Store(0)
 		if err != nil {
 			return j, registryErr(j, err)
 		}
+		p.prevMu.Lock()
+		p.prevKeys = res.Keys
+		p.prevMu.Unlock()
 		if err := out.Commit(); err != nil {
 			return j, err
 		}
@@ -351,13 +369,16 @@ func (d *Daemon) ociRecover() {
 }
 
 // countingReader counts what is read through it.
-type countingReader struct {
-	r interface{ Read([]byte) (int, error) }
+// countingReaderAt counts the bytes read through it.
+type countingReaderAt struct {
+	r interface {
+		ReadAt([]byte, int64) (int, error)
+	}
 	n *atomic.Int64
 }
 
-func (c *countingReader) Read(b []byte) (int, error) {
-	n, err := c.r.Read(b)
+func (c *countingReaderAt) ReadAt(b []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(b, off)
 	c.n.Add(int64(n))
 	return n, err
 }

@@ -28,9 +28,14 @@
 # push): on a shared machine the wall times mostly measure the load.
 # Work dir: $BENCH_DIR (default a temp dir, removed at the end).
 # SEGMENT_SIZE sets --segment-size (default snapd's 4 MiB).
+# INCREMENTAL=0 measures the push without --prev-skeleton (A/B): every
+# segment read, decoded and hashed again; by default `oci push` gets the
+# skeleton Git holds (the previous generation's) as --prev-skeleton and
+# reuses the digests of segments whose chunks did not change.
 set -euo pipefail
 SIZE=${1:-${SNAPD_BENCH_SIZE:-1073741824}}; GENS=${2:-10}; PATTERN=${3:-clustered}; CHANGE=${4:-1}
 SEG=${SEGMENT_SIZE:-4194304}
+INC=${INCREMENTAL:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/bench-oci.XXXXXX")
 REG=
@@ -52,7 +57,7 @@ c() { local k=$1; shift; /usr/bin/time -f '%U %S' -a -o "$W/cpu.$k" "$@"; }
 regcpu() { awk '{printf "%.2f", ($14+$15)/100}' "/proc/$REG/stat"; }   # the registry's own CPU so far (s)
 cpu() { awk '{s += $1 + $2} END {printf "%.2f", s}' "$W/cpu.$1" 2>/dev/null || echo 0; rm -f "$W/cpu.$1"; }
 
-echo "bench-oci: size=$SIZE gens=$GENS pattern=$PATTERN change=$CHANGE% segment=$SEG on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg); git $(git --version | cut -d' ' -f3), $(git lfs version | cut -d' ' -f1), $(docker-registry --version 2>/dev/null | awk '{print $NF}' || true)"
+echo "bench-oci: size=$SIZE gens=$GENS pattern=$PATTERN change=$CHANGE% segment=$SEG incremental=$INC on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg); git $(git --version | cut -d' ' -f3), $(git lfs version | cut -d' ' -f1), $(docker-registry --version 2>/dev/null | awk '{print $NF}' || true)"
 
 # --- registry -----------------------------------------------------------------
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -100,12 +105,18 @@ for g in $(seq 1 "$GENS"); do
   git_before=$(du_b "$W/snapd-remote.git"); reg_before=$(du_b "$W/registry"); rc0=$(regcpu)
   # snapd: convert, push the blobs, commit + push the skeleton.
   t0=$(now)
-  prevarg=(); [ -n "$prev" ] && prevarg=(--prev "$prev")
+  prevarg=(); skelarg=()
+  if [ -n "$prev" ]; then
+    prevarg=(--prev "$prev")
+    if [ "$INC" = 1 ]; then
+      cp "$W/snapd/snapshots/current.wtxt.skel" "$W/prev.skel"; skelarg=(--prev-skeleton "$W/prev.skel")
+    fi
+  fi
   c conv "$W/bin/snapd" convert "$src" "$W/gen-$G.wtxt" --gen "$g" --ts "2026-11-24T06:00:$(printf %02d $((g % 60)))Z" --build bench \
     --sign-key "$W/keys/sign_ed25519" --hmac-key "$W/keys/hmac.key" "${prevarg[@]}" >/dev/null
   t1=$(now)
   c push "$W/bin/snapd" oci push "$W/gen-$G.wtxt" --oci-repository "$REPO" --segment-size "$SEG" \
-    --skeleton "$W/snapd/snapshots/current.wtxt.skel" --json >"$W/push.json"
+    --skeleton "$W/snapd/snapshots/current.wtxt.skel" "${skelarg[@]}" --json >"$W/push.json"
   meta=$(sed -n 2p "$W/gen-$G.wtxt"); root=$(sed -n 4p "$W/gen-$G.wtxt")
   ts=$(field ts "$meta"); build=$(field build "$meta")
   sa=$(field sha256_all "$root"); mp=$(field merkle_prev "$root"); mt=$(field merkle_this "$root")

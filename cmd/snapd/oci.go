@@ -85,6 +85,7 @@ func newOCICommand(e *env) *cobra.Command {
 type ociPushOptions struct {
 	oci      ociFlags
 	skeleton string
+	prevSkel string
 	segSize  int64
 	json     bool
 }
@@ -101,7 +102,15 @@ missing ones in parallel, then the config blob and the manifest tagged
 gen-NNNNNN. The skeleton is written atomically (default WTXT.skel) only
 after the manifest is in the registry; commit it to Git. Every chunk's
 sha256 and crc32c are checked while splitting. "snapd assemble
---oci-repository R SKELETON OUT" rebuilds the WTXT byte for byte.`,
+--oci-repository R SKELETON OUT" rebuilds the WTXT byte for byte.
+
+--prev-skeleton (the previous generation's skeleton from this repository,
+e.g. the one committed to Git) makes the push cost follow the change: a
+segment whose ch lines (every chunk's off, len, sha256, crc32c) equal a
+segment of the previous skeleton, and whose blob the registry has (HEAD,
+with its size), is neither read nor decoded: its digest is reused. The
+other segments are checked and uploaded as without it; the skeleton and
+manifest are the same bytes.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runOCIPush(cmd.Context(), e, args[0], &o)
@@ -109,6 +118,7 @@ sha256 and crc32c are checked while splitting. "snapd assemble
 	}
 	addOCIFlags(cmd, &o.oci)
 	cmd.Flags().StringVar(&o.skeleton, "skeleton", "", "where to write the skeleton (default WTXT.skel)")
+	cmd.Flags().StringVar(&o.prevSkel, "prev-skeleton", "", "the previous generation's skeleton (this repository's): segments whose chunks it has and the registry holds are not read again")
 	cmd.Flags().Int64Var(&o.segSize, "segment-size", 0, "target segment blob size in bytes (0: automatic, 4 MiB doubled until the generation has fewer than 8192 segments, so the manifest stays small; the same for every generation of one model)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
 	return cmd
@@ -122,12 +132,19 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 	if err != nil {
 		return err
 	}
+	var prev oci.Previous
+	if o.prevSkel != "" {
+		if prev, err = readPrevSkeleton(ctx, o.prevSkel); err != nil {
+			return err
+		}
+	}
 	f, err := os.OpenFile(in, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return ioError{err}
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return ioError{err}
 	} else if !fi.Mode().IsRegular() {
 		return ioError{fmt.Errorf("%s: not a regular file", in)}
@@ -143,7 +160,7 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 		return ioError{err}
 	}
 	defer out.Abort()
-	res, err := repo.PushWTXT(ctx, f, filepath.Base(in), out, o.segSize)
+	res, err := repo.PushWTXTAt(ctx, f, fi.Size(), filepath.Base(in), out, o.segSize, prev)
 	if err != nil {
 		return registryErr(err)
 	}
@@ -155,12 +172,36 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 			"repository": repo.Name(), "tag": res.Tag, "manifest": res.Manifest.Digest.String(), "skeleton": skel, "segment_size": o.segSize,
 			"segments": res.Segments, "uploaded": res.Uploaded, "uploaded_bytes": res.UploadedBytes,
 			"mounted": res.Mounted, "mounted_bytes": res.MountedBytes,
-			"skipped": res.Skipped, "skipped_bytes": res.SkippedBytes,
+			"skipped": res.Skipped, "skipped_bytes": res.SkippedBytes, "reused": res.Reused,
 		})
 	}
-	fmt.Fprintf(e.stdout, "%s:%s %s\nsegments %d: uploaded %d (%d bytes), mounted %d (%d bytes), already present %d (%d bytes)\nskeleton %s\n",
-		repo.Name(), res.Tag, res.Manifest.Digest, res.Segments, res.Uploaded, res.UploadedBytes, res.Mounted, res.MountedBytes, res.Skipped, res.SkippedBytes, skel)
+	fmt.Fprintf(e.stdout, "%s:%s %s\nsegments %d: uploaded %d (%d bytes), mounted %d (%d bytes), already present %d (%d bytes; %d known from --prev-skeleton, not read)\nskeleton %s\n",
+		repo.Name(), res.Tag, res.Manifest.Digest, res.Segments, res.Uploaded, res.UploadedBytes, res.Mounted, res.MountedBytes, res.Skipped, res.SkippedBytes, res.Reused, skel)
 	return nil
+}
+
+// maxPrevSkeleton bounds the previous skeleton read into memory (a 70B
+// model's is about 350 MB at 64 KiB chunks).
+const maxPrevSkeleton = 1 << 30
+
+// readPrevSkeleton reads --prev-skeleton's segments by key.
+func readPrevSkeleton(ctx context.Context, path string) (oci.Previous, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, ioError{err}
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > maxPrevSkeleton {
+		return nil, usageError{fmt.Errorf("--prev-skeleton %s: not a regular file of at most %d bytes", path, maxPrevSkeleton)}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, ioError{err}
+	}
+	keys, err := wtxt.SkeletonKeys(ctx, b, filepath.Base(path))
+	if err != nil {
+		return nil, fmt.Errorf("--prev-skeleton: %w", err)
+	}
+	return oci.Previous(keys), nil
 }
 
 // runAssembleOCI rebuilds a WTXT from its skeleton and the registry.

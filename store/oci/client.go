@@ -169,16 +169,22 @@ type PushStats struct {
 	UploadedBytes int64 // their bytes
 	Mounted       int   // blobs mounted from Options.MountFrom
 	MountedBytes  int64
-	Skipped       int // blobs already in the registry (or repeated)
+	Skipped       int // blobs already in the registry (or repeated), Reused included
 	SkippedBytes  int64
-	Manifest      ocispec.Descriptor
-	Tag           string
+	// Reused counts the segments PushWTXTAt neither read nor decoded: the
+	// previous generation had their chunks and the registry their blob.
+	Reused   int
+	Manifest ocispec.Descriptor
+	Tag      string
 }
 
 // PushResult is the outcome of PushWTXT.
 type PushResult struct {
 	PushStats
 	Generation Generation
+	// Keys are the generation's segments by key (PushWTXTAt only), the
+	// Previous of the next generation's push.
+	Keys Previous
 }
 
 // PushWTXT splits the WTXT read from r, writes its skeleton to skel and
@@ -210,76 +216,18 @@ func (r *Repository) UploadSegments(ctx context.Context, in io.Reader, name stri
 		segSize = wtxt.DefaultSegmentSize
 	}
 	head := &headCapture{max: 64 << 10}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(r.jobs)
-	var mu sync.Mutex
-	seen := map[[32]byte]bool{}
-	var st PushStats
-	var upBytes, skipBytes atomic.Int64
-	var up, skip, mnt, mntBytes atomic.Int64
-	sink := func(_ context.Context, s wtxt.Segment, b []byte) error {
-		if s.Size == 0 {
-			return nil
-		}
-		mu.Lock()
-		dup := seen[s.Digest]
-		seen[s.Digest] = true
-		mu.Unlock()
-		if dup {
-			skip.Add(1)
-			skipBytes.Add(s.Size)
-			return nil
-		}
-		data := bytes.Clone(b)
-		g.Go(func() error {
-			desc := SegmentDescriptor(s)
-			ok, err := r.repo.Exists(gctx, desc)
-			if err != nil {
-				return fmt.Errorf("oci %s: HEAD blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
-			}
-			if ok {
-				skip.Add(1)
-				skipBytes.Add(s.Size)
-				return nil
-			}
-			if r.base != nil {
-				inBase, err := r.base.Exists(gctx, desc)
-				if err != nil {
-					return fmt.Errorf("oci %s: HEAD blob %s in %s: %w", r.name, desc.Digest, r.base.Reference.Repository, err)
-				}
-				if inBase {
-					// A registry that cannot mount answers 202 and the
-					// bytes are uploaded from memory instead.
-					err := r.repo.Mount(gctx, desc, r.base.Reference.Repository, func() (io.ReadCloser, error) {
-						return io.NopCloser(bytes.NewReader(data)), nil
-					})
-					if err != nil {
-						return fmt.Errorf("oci %s: mount blob %s from %s: %w", r.name, desc.Digest, r.base.Reference.Repository, err)
-					}
-					mnt.Add(1)
-					mntBytes.Add(s.Size)
-					return nil
-				}
-			}
-			if err := r.repo.Push(gctx, desc, bytes.NewReader(data)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
-				return fmt.Errorf("oci %s: upload blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
-			}
-			up.Add(1)
-			upBytes.Add(s.Size)
-			return nil
-		})
-		return nil
+	u := r.newUploader(ctx)
+	segs, serr := wtxt.Split(u.gctx, in, io.MultiWriter(skel, head), u.sink, wtxt.SplitOptions{SegmentSize: segSize, File: name})
+	st, err := u.wait(ctx, serr)
+	if err != nil {
+		return Generation{}, st, err
 	}
-	segs, serr := wtxt.Split(gctx, in, io.MultiWriter(skel, head), sink, wtxt.SplitOptions{SegmentSize: segSize, File: name})
-	werr := g.Wait()
-	if werr != nil && ctx.Err() == nil {
-		// A failed upload cancels gctx, which stops Split with a
-		// context error: the upload's error is the cause.
-		return Generation{}, st, werr
-	}
-	if serr != nil {
-		return Generation{}, st, serr
-	}
+	return r.generation(head, name, segSize, segs, st)
+}
+
+// generation builds the Generation of a split whose skeleton's start head
+// captured.
+func (r *Repository) generation(head *headCapture, name string, segSize int64, segs []wtxt.Segment, st PushStats) (Generation, PushStats, error) {
 	h, err := wtxt.ReadHeader(bytes.NewReader(bytes.TrimPrefix(head.buf, []byte(wtxt.SkeletonMagic+"\n"))))
 	if err != nil {
 		return Generation{}, st, fmt.Errorf("%s: header: %w", name, err)
@@ -287,10 +235,101 @@ func (r *Repository) UploadSegments(ctx context.Context, in io.Reader, name stri
 	gen := GenerationFromHeader(h)
 	gen.SegmentSize, gen.Segments = segSize, segs
 	st.Segments = len(segs)
-	st.Uploaded, st.UploadedBytes = int(up.Load()), upBytes.Load()
-	st.Skipped, st.SkippedBytes = int(skip.Load()), skipBytes.Load()
-	st.Mounted, st.MountedBytes = int(mnt.Load()), mntBytes.Load()
 	return gen, st, nil
+}
+
+// uploader uploads the segments a split hands to sink: HEAD first, then
+// mount or upload, at most Options.Concurrency at once.
+type uploader struct {
+	r    *Repository
+	g    *errgroup.Group
+	gctx context.Context
+
+	mu                 sync.Mutex
+	seen               map[[32]byte]bool
+	up, skip, mnt      atomic.Int64
+	upBytes, skipBytes atomic.Int64
+	mntBytes           atomic.Int64
+}
+
+func (r *Repository) newUploader(ctx context.Context) *uploader {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.jobs)
+	return &uploader{r: r, g: g, gctx: gctx, seen: map[[32]byte]bool{}}
+}
+
+// wait waits for the uploads and returns the stats; splitErr is the
+// split's error. A failed upload cancels the split (with a context error):
+// the upload's error is then the cause.
+func (u *uploader) wait(ctx context.Context, splitErr error) (PushStats, error) {
+	var st PushStats
+	werr := u.g.Wait()
+	if werr != nil && ctx.Err() == nil {
+		return st, werr
+	}
+	if splitErr != nil {
+		return st, splitErr
+	}
+	st.Uploaded, st.UploadedBytes = int(u.up.Load()), u.upBytes.Load()
+	st.Skipped, st.SkippedBytes = int(u.skip.Load()), u.skipBytes.Load()
+	st.Mounted, st.MountedBytes = int(u.mnt.Load()), u.mntBytes.Load()
+	return st, nil
+}
+
+// sink is the split's wtxt.SegmentSink.
+func (u *uploader) sink(_ context.Context, s wtxt.Segment, b []byte) error {
+	r, gctx := u.r, u.gctx
+	if s.Size == 0 {
+		return nil
+	}
+	u.mu.Lock()
+	dup := u.seen[s.Digest]
+	u.seen[s.Digest] = true
+	u.mu.Unlock()
+	if dup {
+		u.skip.Add(1)
+		u.skipBytes.Add(s.Size)
+		return nil
+	}
+	data := bytes.Clone(b)
+	u.g.Go(func() error {
+		desc := SegmentDescriptor(s)
+		ok, err := r.repo.Exists(gctx, desc)
+		if err != nil {
+			return fmt.Errorf("oci %s: HEAD blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
+		}
+		if ok {
+			u.skip.Add(1)
+			u.skipBytes.Add(s.Size)
+			return nil
+		}
+		if r.base != nil {
+			inBase, err := r.base.Exists(gctx, desc)
+			if err != nil {
+				return fmt.Errorf("oci %s: HEAD blob %s in %s: %w", r.name, desc.Digest, r.base.Reference.Repository, err)
+			}
+			if inBase {
+				// A registry that cannot mount answers 202 and the
+				// bytes are uploaded from memory instead.
+				err := r.repo.Mount(gctx, desc, r.base.Reference.Repository, func() (io.ReadCloser, error) {
+					return io.NopCloser(bytes.NewReader(data)), nil
+				})
+				if err != nil {
+					return fmt.Errorf("oci %s: mount blob %s from %s: %w", r.name, desc.Digest, r.base.Reference.Repository, err)
+				}
+				u.mnt.Add(1)
+				u.mntBytes.Add(s.Size)
+				return nil
+			}
+		}
+		if err := r.repo.Push(gctx, desc, bytes.NewReader(data)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+			return fmt.Errorf("oci %s: upload blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
+		}
+		u.up.Add(1)
+		u.upBytes.Add(s.Size)
+		return nil
+	})
+	return nil
 }
 
 // PushManifest uploads g's config blob (when missing) and its manifest,

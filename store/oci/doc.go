@@ -25,6 +25,11 @@
 // Push order: every missing segment (HEAD first, upload only what the
 // registry lacks, bounded parallelism), then the config, then the manifest
 // by tag. A manifest is therefore never visible before all its blobs.
+// PushWTXTAt (`snapd oci push --prev-skeleton`, the daemon) also takes the
+// previous generation's segments by key (wtxt.SkeletonKeys): a segment
+// whose ch lines are a previous segment's and whose blob the registry
+// has with that size (HEAD, asked while the split runs) is not read or
+// decoded again; its digest is reused.
 //
 // Transport: HTTPS, or plain HTTP only for loopback hosts (localhost,
 // 127.0.0.0/8, ::1) or with Options.Insecure. Credentials come from

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/internal/registrytest"
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// prevModel writes generation gen of a 4 MiB f32 model (4096 rows of 1
+// KiB) as safetensors; generation 2 changes rows 1000..1009.
+func prevModel(t *testing.T, dir string, gen int) string {
+	t.Helper()
+	w := make([]byte, 4096*1024)
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := range w {
+		w[i] = byte(r.Uint32())
+	}
+	if gen >= 2 {
+		for i := 1000 * 1024; i < 1010*1024; i++ {
+			w[i] ^= 0xa5
+		}
+	}
+	s := &snapshot.Snapshot{Arrays: []*snapshot.Array{
+		{Name: "b", DType: snapshot.F32, Shape: []int64{256}, Data: snapshot.Bytes(make([]byte, 1024))},
+		{Name: "w", DType: snapshot.F32, Shape: []int64{4096, 256}, Data: snapshot.Bytes(w)},
+	}}
+	var buf bytes.Buffer
+	if err := safetensors.New().Encode(context.Background(), &buf, s, formats.EncodeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "gen"+string(rune('0'+gen))+".safetensors")
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestOCIPushPrevSkeleton: `snapd oci push --prev-skeleton` writes the
+// same skeleton and manifest as a push without it while reading only the
+// changed segment; the result assembles byte for byte. A previous skeleton
+// naming a blob the registry lacks costs only the reuse of that segment;
+// a malformed one fails with exit 1 and a located error.
+func TestOCIPushPrevSkeleton(t *testing.T) {
+	k := vectorKeys(t)
+	d := t.TempDir()
+	sign := []string{"--sign-key", filepath.Join(k, "sign_ed25519"), "--hmac-key", filepath.Join(k, "hmac.key"), "--ts", "2026-11-24T06:00:00Z"}
+	m1, m2 := prevModel(t, d, 1), prevModel(t, d, 2)
+	g1, g2 := filepath.Join(d, "g1.wtxt"), filepath.Join(d, "g2.wtxt")
+	mustRun(t, append([]string{"convert", m1, g1, "--gen", "1"}, sign...)...)
+	mustRun(t, append([]string{"convert", m2, g2, "--gen", "2", "--prev", g1}, sign...)...)
+	a, err := os.ReadFile(g2)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	reg := registrytest.Start(t, "", "")
+	repo := reg.Host + "/snapd/prev"
+	push := func(in, skel string, extra ...string) map[string]any {
+		t.Helper()
+		args := append([]string{"oci", "push", in, "--oci-repository", repo, "--segment-size", "262144", "--skeleton", skel, "--json"}, extra...)
+		code, out, errs := snapd(t, nil, args...)
+		if code != 0 {
+			t.Fatalf("oci push %v: exit %d\n%s%s", extra, code, out, errs)
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	s1 := filepath.Join(d, "g1.skel")
+	r1 := push(g1, s1)
+	if r1["reused"].(float64) != 0 || r1["uploaded"].(float64) != 17 {
+		t.Fatalf("gen 1 push: %v", r1)
+	}
+	s2 := filepath.Join(d, "g2.skel")
+	r2 := push(g2, s2, "--prev-skeleton", s1)
+	// 17 segments: 16 of w (4 chunks each) and b's; w's 4th holds the change.
+	if r2["reused"].(float64) != 16 || r2["uploaded"].(float64) != 1 || r2["uploaded_bytes"].(float64) != 262144 {
+		t.Fatalf("gen 2 push with --prev-skeleton: %v", r2)
+	}
+	s2full := filepath.Join(d, "g2full.skel")
+	r2full := push(g2, s2full)
+	if r2full["manifest"] != r2["manifest"] || r2full["reused"].(float64) != 0 {
+		t.Fatalf("manifests differ: %v vs %v", r2full, r2)
+	}
+	x, _ := os.ReadFile(s2)
+	y, _ := os.ReadFile(s2full)
+	if !bytes.Equal(x, y) {
+		t.Fatal("skeletons differ")
+	}
+	asm := filepath.Join(d, "asm.wtxt")
+	mustRun(t, "assemble", "--oci-repository", repo, s2, asm)
+	if got, _ := os.ReadFile(asm); !bytes.Equal(got, a) {
+		t.Fatal("assembled WTXT differs")
+	}
+
+	// A previous skeleton whose first seg line names a blob the registry
+	// does not have: that segment is read and checked, not reused.
+	skel1, _ := os.ReadFile(s1)
+	i := bytes.Index(skel1, []byte("\nseg "))
+	j := bytes.Index(skel1[i:], []byte("sha256=")) + i + len("sha256=")
+	bad := bytes.Clone(skel1)
+	copy(bad[j:], strings.Repeat("0", 64))
+	badPath := filepath.Join(d, "bad.skel")
+	os.WriteFile(badPath, bad, 0o644)
+	s3 := filepath.Join(d, "g2b.skel")
+	r3 := push(g2, s3, "--prev-skeleton", badPath)
+	if r3["reused"].(float64) != 15 || r3["manifest"] != r2["manifest"] {
+		t.Fatalf("push with a wrong digest in the previous skeleton: %v", r3)
+	}
+	if z, _ := os.ReadFile(s3); !bytes.Equal(z, x) {
+		t.Fatal("skeleton differs")
+	}
+	// Malformed: a seg line covering more chunks than its array has.
+	broken := bytes.Replace(skel1, []byte("seg chunks=1 "), []byte("seg chunks=9 "), 1)
+	os.WriteFile(badPath, broken, 0o644)
+	code, out, errs := snapd(t, nil, "oci", "push", g2, "--oci-repository", repo, "--skeleton", s3, "--prev-skeleton", badPath)
+	if code != 1 || !strings.Contains(errs, "bad.skel") || !strings.Contains(errs, "--prev-skeleton") {
+		t.Fatalf("malformed previous skeleton: exit %d\n%s%s", code, out, errs)
+	}
+}

@@ -1,0 +1,54 @@
+package wtxt
+
+import (
+	"bytes"
+	"context"
+)
+
+// SkeletonKeys reads a skeleton (Split's or SplitIndexed's output) and
+// returns each of its segments by SegmentKey: the key SplitIndexed computes
+// from the ch lines the segment covers (array name and each chunk's off,
+// len, sha256, crc32c), so a later generation's segment with the same key
+// holds the same bytes as this one's blob, whose digest and size the
+// Segment gives. The skeleton's structure is checked (ReadSkeletonIndex
+// and SkeletonSegments: every seg line against its ch lines); name labels
+// it in errors. It trusts the skeleton's ch lines to describe its blobs,
+// which holds for a skeleton that Split wrote (it checked every chunk
+// against the bytes it put in the blob): give it the previous skeleton of
+// the same repository, not one from elsewhere. Nothing here can make a
+// push store wrong bytes, only a skeleton whose blobs do not match its ch
+// lines, which Assemble and verify-repo reject.
+func SkeletonKeys(ctx context.Context, skeleton []byte, name string) (map[SegmentKey]Segment, error) {
+	x, err := ReadSkeletonIndex(ctx, name, bytes.NewReader(skeleton), IndexOptions{})
+	if err != nil {
+		return nil, err
+	}
+	segs, err := SkeletonSegments(ctx, bytes.NewReader(skeleton), name)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[SegmentKey]Segment, len(segs))
+	bad := func(a string, ix int64) error {
+		return &Error{File: name, Array: a, Chunk: ix, Check: CheckSkeleton, Msg: "the seg lines do not cover the arrays' chunks in order"}
+	}
+	k := 0
+	for ai := range x.Arrays {
+		a := &x.Arrays[ai]
+		for covered := int64(0); covered < int64(len(a.Chunks)); {
+			if k == len(segs) {
+				return nil, bad(a.Name, covered)
+			}
+			s := segs[k]
+			if s.Array != a.Name || s.FirstChunk != covered || s.Chunks < 1 || s.Chunks > int64(len(a.Chunks))-covered {
+				return nil, bad(a.Name, covered)
+			}
+			out[segmentKey(a.Name, a.Chunks[covered:covered+s.Chunks])] = s
+			covered += s.Chunks
+			k++
+		}
+	}
+	if k != len(segs) {
+		return nil, bad("", -1)
+	}
+	return out, nil
+}

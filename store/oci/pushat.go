@@ -1,0 +1,155 @@
+package oci
+
+import (
+	"context"
+	"io"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+)
+
+// Previous is what a push knows of the previous generation: its segments
+// by key (wtxt.SkeletonKeys of its skeleton, or PushResult.Keys of its
+// push). nil means nothing: every segment is read, decoded and checked.
+type Previous map[wtxt.SegmentKey]wtxt.Segment
+
+// PushWTXTAt is PushWTXT for a WTXT that can be read at offsets (a file):
+// the structure comes from wtxt.ReadIndex, and a segment whose chunks'
+// ch lines (array, off, len, sha256, crc32c) are those of a segment of
+// prev, and whose blob the registry has with that digest and size (HEAD:
+// prev's blobs are asked about in parallel while the split runs, which
+// waits only for the answer it needs), is neither
+// read, decoded nor hashed: its seg line takes prev's digest
+// (wtxt.SplitIndexed). Every other segment is read, each chunk's base64
+// lines decoded and checked against its sha256 and crc32c, and uploaded
+// when the registry lacks it, as PushWTXT does. The skeleton and manifest
+// are byte-identical to PushWTXT's for the same WTXT when prev is right;
+// prev comes from this repository's previous push (a wrong one can only
+// give a skeleton whose blobs fail its ch lines, which assemble and
+// verify-repo reject). The result's Keys are this generation's, for the
+// next push.
+func (r *Repository) PushWTXTAt(ctx context.Context, in io.ReaderAt, size int64, name string, skel io.Writer, segSize int64, prev Previous) (*PushResult, error) {
+	gen, st, keys, err := r.UploadSegmentsAt(ctx, in, size, name, skel, segSize, prev)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := r.PushManifest(ctx, gen)
+	if err != nil {
+		return nil, err
+	}
+	st.Manifest, st.Tag = desc, Tag(gen.Gen)
+	r.log.Info("oci push", "repository", r.name, "tag", st.Tag, "segments", st.Segments, "reused", st.Reused,
+		"uploaded", st.Uploaded, "uploaded_bytes", st.UploadedBytes, "mounted", st.Mounted, "skipped", st.Skipped, "skipped_bytes", st.SkippedBytes)
+	return &PushResult{PushStats: st, Generation: gen, Keys: keys}, nil
+}
+
+// UploadSegmentsAt is PushWTXTAt without the manifest (see UploadSegments).
+func (r *Repository) UploadSegmentsAt(ctx context.Context, in io.ReaderAt, size int64, name string, skel io.Writer, segSize int64, prev Previous) (Generation, PushStats, Previous, error) {
+	if segSize <= 0 {
+		segSize = wtxt.DefaultSegmentSize
+	}
+	heads := r.headAll(ctx, prev)
+	defer heads.wait()
+	var reused, reusedBytes int64
+	known := func(k wtxt.SegmentKey) ([32]byte, bool) {
+		s, ok := prev[k]
+		if !ok || !heads.present(ctx, s.Digest) {
+			return [32]byte{}, false
+		}
+		reused++
+		reusedBytes += s.Size
+		return s.Digest, true
+	}
+	head := &headCapture{max: 64 << 10}
+	u := r.newUploader(ctx)
+	segs, keys, serr := wtxt.SplitIndexed(u.gctx, in, size, io.MultiWriter(skel, head), u.sink, known, wtxt.SplitOptions{SegmentSize: segSize, File: name})
+	st, err := u.wait(ctx, serr)
+	if err != nil {
+		return Generation{}, st, nil, err
+	}
+	st.Reused = int(reused)
+	st.Skipped += int(reused)
+	st.SkippedBytes += reusedBytes
+	gen, st, err := r.generation(head, name, segSize, segs, st)
+	if err != nil {
+		return gen, st, nil, err
+	}
+	next := make(Previous, len(segs))
+	for i, s := range segs {
+		next[keys[i]] = s
+	}
+	return gen, st, next, nil
+}
+
+// blobHeads HEADs the previous generation's blobs while the split runs:
+// the split asks about a blob (present) only when it reaches a segment
+// whose key the previous generation had, and waits for that one answer.
+type blobHeads struct {
+	res     map[[32]byte]*headResult
+	g       *errgroup.Group
+	cancel  context.CancelFunc
+	spawned chan struct{}
+}
+
+type headResult struct {
+	done chan struct{}
+	ok   bool // the registry has the blob with the segment's size
+}
+
+// headAll starts HEAD requests (Options.Concurrency, at least 8, at once)
+// for the distinct non-empty blobs of prev.
+func (r *Repository) headAll(ctx context.Context, prev Previous) *blobHeads {
+	ctx, cancel := context.WithCancel(ctx)
+	h := &blobHeads{res: map[[32]byte]*headResult{}, g: &errgroup.Group{}, cancel: cancel, spawned: make(chan struct{})}
+	h.g.SetLimit(max(r.jobs, 8))
+	var want []wtxt.Segment
+	for _, s := range prev {
+		if s.Size > 0 && h.res[s.Digest] == nil {
+			h.res[s.Digest] = &headResult{done: make(chan struct{})}
+			want = append(want, s)
+		}
+	}
+	go func() {
+		defer close(h.spawned)
+		for _, s := range want {
+			res := h.res[s.Digest]
+			h.g.Go(func() error {
+				defer close(res.done)
+				if ctx.Err() != nil {
+					return nil
+				}
+				// A blob the registry lacks, has with another size, or
+				// cannot tell about is not reused: the segment is then
+				// read, checked and uploaded as any changed one.
+				desc, err := r.repo.Blobs().Resolve(ctx, SegmentDescriptor(s).Digest.String())
+				res.ok = err == nil && desc.Size == s.Size
+				return nil
+			})
+		}
+	}()
+	return h
+}
+
+// present reports whether the registry has blob d (one of prev's), waiting
+// for its HEAD.
+func (h *blobHeads) present(ctx context.Context, d [32]byte) bool {
+	res := h.res[d]
+	if res == nil {
+		return false
+	}
+	select {
+	case <-res.done:
+		return res.ok
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// wait cancels the HEADs not yet answered and waits for every goroutine
+// (none outlives the push).
+func (h *blobHeads) wait() {
+	h.cancel()
+	<-h.spawned
+	h.g.Wait()
+}
