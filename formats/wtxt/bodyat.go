@@ -131,10 +131,10 @@ func writeBodyAt(ctx context.Context, w io.WriterAt, base int64, plans []*arrPla
 	})
 	for range workers {
 		g.Go(func() error {
-			var buf, out, scratch []byte
+			var buf, out []byte
 			for j := range jobs {
 				var err error
-				if buf, out, scratch, err = renderJob(gctx, w, j, buf, out[:0], scratch); err != nil {
+				if buf, out, err = renderJob(gctx, w, j, buf, out[:0]); err != nil {
 					return err
 				}
 			}
@@ -147,9 +147,9 @@ func writeBodyAt(ctx context.Context, w io.WriterAt, base int64, plans []*arrPla
 	return total, nil
 }
 
-// renderJob renders j and writes it at j.off; buf is the read buffer, out
-// the output buffer and scratch appendChunkBlock's, returned for reuse.
-func renderJob(ctx context.Context, w io.WriterAt, j *bodyJob, buf, out, scratch []byte) ([]byte, []byte, []byte, error) {
+// renderJob renders j and writes it at j.off; buf is the read buffer and
+// out the output buffer, both returned for reuse.
+func renderJob(ctx context.Context, w io.WriterAt, j *bodyJob, buf, out []byte) ([]byte, []byte, error) {
 	off := j.off
 	flush := func() error {
 		if len(out) == 0 {
@@ -174,34 +174,34 @@ func renderJob(ctx context.Context, w io.WriterAt, j *bodyJob, buf, out, scratch
 		}
 		for ix := sg.from; ix < sg.to; ix++ {
 			if err := ctx.Err(); err != nil {
-				return buf, out, scratch, err
+				return buf, out, err
 			}
 			coff, n := p.geo.chunk(ix)
 			if n > bigChunk {
 				if err := flush(); err != nil {
-					return buf, out, scratch, err
+					return buf, out, err
 				}
 				ow := &countWriter{w: io.NewOffsetWriter(w, off)}
 				bw := bufio.NewWriterSize(ow, 64<<10)
 				if err := streamChunk(bw, p, ix); err != nil {
-					return buf, out, scratch, err
+					return buf, out, err
 				}
 				if err := bw.Flush(); err != nil {
-					return buf, out, scratch, err
+					return buf, out, err
 				}
 				off += ow.n
 				continue
 			}
 			raw, err := chunkRaw(p, ix, buf)
 			if err != nil {
-				return buf, out, scratch, err
+				return buf, out, err
 			}
 			buf = raw
 			var cs *chunkSum
 			if ix < int64(len(p.sums)) {
 				cs = &p.sums[ix]
 			}
-			out, scratch = appendChunkBlock(out, p, ix, coff, raw, cs, scratch)
+			out = appendChunk(out, ix, coff, raw, cs)
 			snapshot.Release(p.src, coff, n)
 		}
 		if sg.tail {
@@ -212,10 +212,10 @@ func renderJob(ctx context.Context, w io.WriterAt, j *bodyJob, buf, out, scratch
 		out = append(out, endLine+"\n"...)
 	}
 	if err := flush(); err != nil {
-		return buf, out, scratch, err
+		return buf, out, err
 	}
 	if off != j.off+j.size {
-		return buf, out, scratch, fmt.Errorf("wtxt: internal error: body range at %d rendered %d bytes, layout says %d", j.off, off-j.off, j.size)
+		return buf, out, fmt.Errorf("wtxt: internal error: body range at %d rendered %d bytes, layout says %d", j.off, off-j.off, j.size)
 	}
-	return buf, out, scratch, nil
+	return buf, out, nil
 }

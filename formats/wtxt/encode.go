@@ -45,13 +45,6 @@ type EncodeOptions struct {
 	// Workers bounds parallelism; 0 means GOMAXPROCS. The output does not
 	// depend on it.
 	Workers int
-	// Prev, when set, is the previous generation's plaintext WTXT: an
-	// unchanged chunk's base64 lines are copied from it, after checking
-	// that they encode the new bytes, instead of encoded (incremental.go).
-	// The output is byte-identical to an encode without Prev. Measured
-	// slower than encoding (the exact check is an encode), so snapd's
-	// convert and daemon do not set it; see incremental.go.
-	Prev *PrevWTXT
 
 	// maxSums overrides maxChunkSums (tests).
 	maxSums int64
@@ -84,10 +77,6 @@ type Result struct {
 	Arrays []ArrayInfo
 	// Written is the byte count of the WTXT output.
 	Written int64
-	// ChunksCopied counts the chunks whose lines were copied from
-	// EncodeOptions.Prev; ChunksCopyFailed those whose ch line matched the
-	// previous file's but whose lines there did not check out (encoded).
-	ChunksCopied, ChunksCopyFailed int64
 }
 
 // arrPlan is one array on its way out.
@@ -109,8 +98,6 @@ type arrPlan struct {
 	// sums holds the sha256 and crc32c of the array's first chunks when
 	// they were computed ahead of the body (see sumChunks).
 	sums []chunkSum
-	// prev is the previous generation's matching array (EncodeOptions.Prev).
-	prev *prevArray
 }
 
 // chunkSum is a chunk's sha256 and crc32c.
@@ -145,7 +132,6 @@ func Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts EncodeO
 	if err != nil {
 		return nil, err
 	}
-	attachPrev(plans, opts.Prev)
 	workers := opts.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -214,7 +200,6 @@ func Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts EncodeO
 		finish(sum)
 		res.WSUM = wsumLine(res, opts.SignKey)
 		res.Written = cw.n
-		res.ChunksCopied, res.ChunksCopyFailed = prevCounts(plans)
 		return res, nil
 	}
 
@@ -259,7 +244,6 @@ func Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts EncodeO
 				return nil, err
 			}
 			res.Written = hlen + n
-			res.ChunksCopied, res.ChunksCopyFailed = prevCounts(plans)
 			return res, nil
 		}
 	}
@@ -290,7 +274,6 @@ func Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts EncodeO
 		return nil, err
 	}
 	res.Written = cw.n
-	res.ChunksCopied, res.ChunksCopyFailed = prevCounts(plans)
 	return res, nil
 }
 
@@ -598,7 +581,7 @@ func writeBody(ctx context.Context, w io.Writer, plans []*arrPlan, workers int) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf, scratch []byte // read buffer for non-memory sources; appendChunkBlock's
+			var buf []byte // read buffer for non-memory sources
 			for j := range jobs {
 				j.out = chunkBufs.Get().(*[]byte)
 				var raw []byte
@@ -610,7 +593,7 @@ func writeBody(ctx context.Context, w io.Writer, plans []*arrPlan, workers int) 
 					if j.ix < int64(len(j.p.sums)) {
 						cs = &j.p.sums[j.ix]
 					}
-					*j.out, scratch = appendChunkBlock((*j.out)[:0], j.p, j.ix, off, raw, cs, scratch)
+					*j.out = appendChunk((*j.out)[:0], j.ix, off, raw, cs)
 					snapshot.Release(j.p.src, off, n)
 				}
 				close(j.done)
