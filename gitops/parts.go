@@ -335,14 +335,9 @@ func (s *splitter) structured(size int64) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrParts, err)
 	}
-	trailer := size - int64(len("endwtxt\n"))
-	if x.Audit != "" {
-		trailer -= int64(len(x.Audit) + 1)
-	}
-	headerEnd := trailer
-	if len(x.Arrays) > 0 {
-		headerEnd = x.Arrays[0].Start
-	}
+	// The index tiles the file (ReadIndex refuses bytes after endwtxt, as
+	// the verifier does), so its offsets are the cuts.
+	trailer, headerEnd := x.TrailerStart, x.BodyStart
 	if err := s.begin("0000-header.part", 0); err != nil {
 		return err
 	}
