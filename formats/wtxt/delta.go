@@ -224,14 +224,20 @@ func (d *deltaReader) readTargetHeader() (hdr []byte, h *Header, next []byte, er
 		return nil, nil, next, nil
 	}
 	hlr := newLineReader(bytes.NewReader(append(b.Bytes(), "endwtxt\n"...)), d.lr.file)
-	if h, _, err = readHeader(hlr); err != nil {
+	// The delta's line numbers: its header lines start at line 2, as a
+	// WTXT's do.
+	h, rest, err := readHeader(hlr)
+	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
-			// The delta's line numbers: its header lines start at line 2.
 			e.Check = CheckDelta
 			e.Msg = "target header: " + e.Msg
 		}
 		return nil, nil, nil, err
+	}
+	if string(rest) != endLine {
+		return nil, nil, nil, &Error{File: d.lr.file, Line: hlr.n, Chunk: -1, Check: CheckDelta,
+			Msg: "target header: a line after the header lines that is not arr, audit or enddelta"}
 	}
 	return b.Bytes(), h, next, nil
 }

@@ -17,7 +17,8 @@ import (
 type DeltaStructure struct {
 	BaseSHA256All [32]byte
 	// Short is set for the seed's short form (`arr name=R` blocks of
-	// replacement chunks for base arrays, no header).
+	// replacement chunks for base arrays, no header): a delta without
+	// header lines.
 	Short bool
 	// Header is the target's header (the profile form), nil in the short
 	// form. Its Signed bytes are the header lines as a WTXT has them.
@@ -81,7 +82,9 @@ func ReadDeltaStructure(ctx context.Context, name string, r io.Reader) (*DeltaSt
 	if err != nil {
 		return nil, err
 	}
-	s := &DeltaStructure{BaseSHA256All: base, Header: h}
+	// Without header lines the delta is in the short form, as ApplyDelta
+	// reads it (even with no arrays at all).
+	s := &DeltaStructure{BaseSHA256All: base, Header: h, Short: h == nil}
 	var held int64
 	charge := func(n int64) error {
 		if held += n; held > DefaultMaxIndexBytes {
@@ -98,13 +101,8 @@ func ReadDeltaStructure(ctx context.Context, name string, r io.Reader) (*DeltaSt
 		var a DeltaArray
 		var head *arrHead
 		if n, short := isShortArr(line); short {
-			switch {
-			case h != nil:
+			if !s.Short {
 				return nil, d.fail(CheckDelta, "", -1, "short form `arr name=...` cannot be mixed with a target header")
-			case len(s.Arrays) == 0:
-				s.Short = true
-			case !s.Short:
-				return nil, d.fail(CheckDelta, "", -1, "short and full arr lines mixed")
 			}
 			if _, ok := NameNeedsExt(n); !ok {
 				return nil, d.fail(CheckDelta, "", -1, "arr name: want 1..%d bytes of A-Z a-z 0-9 _ . : / -", MaxNameLen)
@@ -112,7 +110,7 @@ func ReadDeltaStructure(ctx context.Context, name string, r io.Reader) (*DeltaSt
 			a.Name = n
 		} else {
 			if s.Short {
-				return nil, d.fail(CheckDelta, "", -1, "short and full arr lines mixed")
+				return nil, d.fail(CheckDelta, "", -1, "want `arr name=...`: a delta without the target's header is in the short form")
 			}
 			var m string
 			if head, m = parseArr(line); m != "" {
@@ -205,7 +203,7 @@ func ReadDeltaStructure(ctx context.Context, name string, r io.Reader) (*DeltaSt
 		}
 	}
 	want := "arr, audit or enddelta"
-	if s.Short || h == nil {
+	if s.Short {
 		want = "`arr name=...` or enddelta"
 	} else if bytes.HasPrefix(line, []byte("audit")) {
 		if m := checkAudit(line); m != "" {

@@ -52,6 +52,11 @@ func TestReadDeltaStructure(t *testing.T) {
 		len(s.Arrays[0].Carried) != 1 || s.Arrays[0].Carried[0] != 3 || s.Chunks != 1 || s.ChunkBytes != 256 || s.Size != int64(len(short)) {
 		t.Fatalf("short: %+v", s)
 	}
+	// No header and no arrays: the short form, as ApplyDelta applies it.
+	empty := "WTXT-DELTA 2 base_sha256_all=" + strings.Repeat("0", 64) + "\nenddelta\n"
+	if s, err = ReadDeltaStructure(context.Background(), "empty", strings.NewReader(empty)); err != nil || !s.Short || len(s.Arrays) != 0 || s.Size != int64(len(empty)) {
+		t.Fatalf("empty: %v %+v", err, s)
+	}
 	if !IsDelta(full) || !IsDelta(short) || IsDelta([]byte("WTXT 1\n")) || IsDelta([]byte(DeltaMagic)) {
 		t.Fatal("IsDelta")
 	}
@@ -80,6 +85,20 @@ func TestReadDeltaStructureMade(t *testing.T) {
 			s.Header == nil || !bytes.Equal(s.Header.Signed, th.Signed) || s.Header.Root != th.Root || s.Header.Pending != o.Stream ||
 			!bytes.Equal(s.Header.Signature, th.Signature) || s.Size != int64(len(delta)) || s.Arrays[0].Name != "R" || len(s.Arrays[1].Carried) != 0 {
 			t.Fatalf("structure %+v, made %+v", s, info)
+		}
+		// A line after the header lines that is none of arr, audit or
+		// enddelta: both readers refuse it at its line (ApplyDelta once
+		// copied it into the target, for the output's verification to find).
+		ls := bytes.SplitAfter(delta, []byte("\n"))
+		hl := 1 + th.Lines - 1 // the delta's header lines: no "WTXT 1"
+		bad := bytes.Join(append(append(append([][]byte{}, ls[:hl+1]...), []byte("idx rows_per_chunk=1 row_size=4 row_blocking=on\n")), ls[hl+1:]...), nil)
+		_, rerr := ReadDeltaStructure(context.Background(), "bad", bytes.NewReader(bad))
+		_, _, aerr := applyDelta(bdata, bad)
+		for _, err := range []error{rerr, aerr} {
+			var e *Error
+			if !errors.As(err, &e) || e.Check != CheckDelta || e.Line != hl+2 {
+				t.Fatalf("header with an idx line: %v, want a delta error at line %d", err, hl+2)
+			}
 		}
 	}
 }
@@ -128,11 +147,13 @@ func TestReadDeltaStructureHostile(t *testing.T) {
 		{"after enddelta", full + marker + "\n", len(lines), CheckDelta, "", -1},
 		{"duplicate array", strings.Replace(full, "arr name=w ", "arr name=b ", 1), 0, CheckDelta, "b", -1},
 		{"bad gen", strings.Replace(full, "gen=000008", "gen=8x", 1), 2, CheckDelta, "", -1},
+		{"idx in the header", repl(3, lines[3]+lines[5]), 5, CheckDelta, "", -1},
 		{"five header lines", repl(3, lines[3]+lines[3]+lines[3]), 6, CheckDelta, "", -1},
 		{"short after header", strings.Replace(full, "enddelta\n", "arr name=q\nendarr\nenddelta\n", 1), len(lines) - 1, CheckDelta, "", -1},
 		{"full after short", strings.Replace(short, "enddelta\n", lines[4]+"endarr\nenddelta\n", 1), 0, CheckDelta, "", -1},
 		{"short bad name", strings.Replace(short, "arr name=w", "arr name=w\"", 1), 2, CheckDelta, "", -1},
 		{"short lines", strings.Replace(short, "lines=5", "lines=4", 1), 3, CheckDelta, "w", 3},
+		{"full without header", "WTXT-DELTA 2 base_sha256_all=" + strings.Repeat("0", 64) + "\n" + strings.Join(lines[4:], ""), 2, CheckDelta, "", -1},
 		{"short audit", strings.Replace(short, "enddelta\n", "audit x=1\nenddelta\n", 1), 0, CheckDelta, "", -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
