@@ -326,23 +326,15 @@ func (s *splitter) generic(size int64) error {
 // digit, LF.
 const b64LineBytes = wtxt.B64Width + 3
 
-// rawPerB64Line is the raw bytes one full base64 line holds.
-const rawPerB64Line = wtxt.B64Width / 4 * 3
-
 // structured cuts a WTXT along the structure wtxt.ReadIndex reports.
 func (s *splitter) structured(size int64) error {
 	x, err := wtxt.ReadIndex(s.ctx, "", s.r, size)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrParts, err)
 	}
-	trailer := size - int64(len("endwtxt\n"))
-	if x.Audit != "" {
-		trailer -= int64(len(x.Audit) + 1)
-	}
-	headerEnd := trailer
-	if len(x.Arrays) > 0 {
-		headerEnd = x.Arrays[0].Start
-	}
+	// The index tiles the file (ReadIndex refuses bytes after endwtxt, as
+	// the verifier does), so its offsets are the cuts.
+	trailer, headerEnd := x.TrailerStart, x.BodyStart
 	if err := s.begin("0000-header.part", 0); err != nil {
 		return err
 	}
@@ -394,7 +386,7 @@ func (s *splitter) array(a *wtxt.IndexArray) error {
 		if c.Start != s.end || c.Data < c.Start || c.End < c.Data || c.Len < 0 {
 			return fmt.Errorf("%w: %s: index not contiguous", ErrParts, where(c.IX))
 		}
-		lines := (c.Len + rawPerB64Line - 1) / rawPerB64Line
+		lines := c.Lines // ReadIndex checked it is ceil(Len/57)
 		// Upper bound of this chunk's encoded size: ch line, base64 lines,
 		// endch, and room for the endarr that may follow.
 		enc := (c.Data - c.Start) + lines*b64LineBytes + int64(len("endch\nendarr\n"))

@@ -184,7 +184,7 @@ func TestJSONOutputMatchesDocs(t *testing.T) {
 		{"`snapd inspect --json` (another format)", []string{"inspect", "--json", p("gens/gen-000001.safetensors")}, 0},
 		{"`snapd inspect --json` (another format)", []string{"inspect", "--json", p("gens/gen-000002.zt")}, 0},
 		{"`snapd inspect --json` (a `.wtxtdelta`)", []string{"inspect", "--json", p("ring/gen-000002.wtxtdelta")}, 0},
-		{"`snapd inspect --json` (a `.wtxtdelta`)", []string{"inspect", "--json", filepath.Join("testdata", "delta", "short.wtxtdelta")}, 0},
+		{"`snapd inspect --json` (a `.wtxtdelta`)", []string{"inspect", "--json", filepath.Join(deltaTestdata, "short.wtxtdelta")}, 0},
 		{"`snapd diff --json`", []string{"diff", "--json", p("ring/gen-000001.wtxt"), p("ring/gen-000002.wtxt")}, 1},
 		{"`snapd status --json`", []string{"status", "--json", "--state-dir", d}, 0},
 		{"`snapd queue list --json`", []string{"queue", "list", "--json", "--state-dir", d}, 0},

@@ -152,9 +152,15 @@ func MakeDeltaWith(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize 
 	return info, bw.Flush()
 }
 
-// deltaReader reads a delta's lines with their numbers.
+// deltaReader reads a delta's lines with their numbers: the one reader of
+// the DELTA v2 grammar, shared by ApplyDelta and ReadDeltaStructure.
 type deltaReader struct {
 	lr *lineReader
+	// where, when set, places an end of input: the error keeps Check
+	// "truncated" and takes the array, chunk and message where returns
+	// (ReadDeltaStructure). Without it the error is Check "delta",
+	// "unexpected end of delta (no enddelta)" (ApplyDelta).
+	where func() (array string, chunk int64, msg string)
 }
 
 func (d *deltaReader) fail(check Check, array string, chunk int64, format string, a ...any) error {
@@ -166,9 +172,98 @@ func (d *deltaReader) next() ([]byte, error) {
 	l, err := d.lr.next()
 	var e *Error
 	if errors.As(err, &e) && e.Check == CheckTruncated {
-		e.Check, e.Msg = CheckDelta, "unexpected end of delta (no enddelta)"
+		if d.where != nil {
+			e.Array, e.Chunk, e.Msg = d.where()
+		} else {
+			e.Check, e.Msg = CheckDelta, "unexpected end of delta (no enddelta)"
+		}
 	}
 	return l, err
+}
+
+// readStart reads the first line and returns its base_sha256_all.
+func (d *deltaReader) readStart() ([32]byte, error) {
+	line, err := d.next()
+	if err != nil {
+		return [32]byte{}, err
+	}
+	v, msg := fields(line, DeltaMagic, []string{"base_sha256_all"}, false)
+	if msg != "" {
+		return [32]byte{}, d.fail(CheckDelta, "", -1, "first line must be %q base_sha256_all=<hex64>", DeltaMagic)
+	}
+	want, ok := parseHex32(v[0])
+	if !ok {
+		return [32]byte{}, d.fail(CheckDelta, "", -1, "base_sha256_all: want 64 lowercase hex digits")
+	}
+	return want, nil
+}
+
+// readTargetHeader reads the target's header lines of the profile form
+// (at most 4, up to the first arr, audit or enddelta line) and checks them
+// as a WTXT header. hdr is "WTXT 1" and those lines, each with its LF; h is
+// nil when there are none (the seed's short form). next is the line after
+// them.
+func (d *deltaReader) readTargetHeader() (hdr []byte, h *Header, next []byte, err error) {
+	var b bytes.Buffer
+	b.WriteString(magicLine + "\n")
+	n := 0
+	for {
+		if next, err = d.next(); err != nil {
+			return nil, nil, nil, err
+		}
+		if bytes.HasPrefix(next, []byte("arr ")) || bytes.HasPrefix(next, []byte("audit")) || string(next) == "enddelta" {
+			break
+		}
+		if n++; n > 4 {
+			return nil, nil, nil, d.fail(CheckDelta, "", -1, "more than 4 header lines before the first arr line")
+		}
+		b.Write(next)
+		b.WriteByte('\n')
+	}
+	if n == 0 {
+		return nil, nil, next, nil
+	}
+	hlr := newLineReader(bytes.NewReader(append(b.Bytes(), "endwtxt\n"...)), d.lr.file)
+	// The delta's line numbers: its header lines start at line 2, as a
+	// WTXT's do.
+	h, rest, err := readHeader(hlr)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Check = CheckDelta
+			e.Msg = "target header: " + e.Msg
+		}
+		return nil, nil, nil, err
+	}
+	if string(rest) != endLine {
+		return nil, nil, nil, &Error{File: d.lr.file, Line: hlr.n, Chunk: -1, Check: CheckDelta,
+			Msg: "target header: a line after the header lines that is not arr, audit or enddelta"}
+	}
+	return b.Bytes(), h, next, nil
+}
+
+// readEnd checks line is enddelta and the last line of the input.
+func (d *deltaReader) readEnd(line []byte, want string) error {
+	if string(line) != "enddelta" {
+		return d.fail(CheckDelta, "", -1, "want %s", want)
+	}
+	if _, err := d.lr.raw(); err != io.EOF {
+		if err == nil {
+			return d.fail(CheckDelta, "", -1, "data after enddelta")
+		}
+		return err
+	}
+	return nil
+}
+
+// chGeometry checks a carried chunk's ch line against its array's
+// geometry; "" when it matches.
+func chGeometry(head *arrHead, ch *chHead) string {
+	off, n := head.geo.chunk(ch.ix)
+	if ch.off != off || ch.n != n || ch.lines != numLines(n) {
+		return fmt.Sprintf("ch line says off=%d len=%d lines=%d, the array's geometry needs off=%d len=%d lines=%d", ch.off, ch.n, ch.lines, off, n, numLines(n))
+	}
+	return ""
 }
 
 // ApplyDelta applies a DELTA v2 to base and writes the resulting WTXT to w.
@@ -187,17 +282,9 @@ func ApplyDelta(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int
 		return nil, fmt.Errorf("delta base: %w", err)
 	}
 	d := &deltaReader{lr: newLineReader(delta, deltaName)}
-	line, err := d.next()
+	want, err := d.readStart()
 	if err != nil {
 		return nil, err
-	}
-	v, msg := fields(line, DeltaMagic, []string{"base_sha256_all"}, false)
-	if msg != "" {
-		return nil, d.fail(CheckDelta, "", -1, "first line must be %q base_sha256_all=<hex64>", DeltaMagic)
-	}
-	want, ok := parseHex32(v[0])
-	if !ok {
-		return nil, d.fail(CheckDelta, "", -1, "base_sha256_all: want 64 lowercase hex digits")
 	}
 	info := &DeltaInfo{BaseSHA256All: want}
 	if want != ball {
@@ -205,38 +292,16 @@ func ApplyDelta(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int
 			Msg: fmt.Sprintf("base_sha256_all is %x, the given base's computed sha256_all is %x", want, ball)}
 	}
 	// Header lines (profile form) until the first arr/audit/enddelta line.
-	var hdr bytes.Buffer
-	hdr.WriteString(magicLine + "\n")
-	hdrLines := 0
-	for {
-		if line, err = d.next(); err != nil {
-			return nil, err
-		}
-		if bytes.HasPrefix(line, []byte("arr ")) || bytes.HasPrefix(line, []byte("audit")) || string(line) == "enddelta" {
-			break
-		}
-		if hdrLines++; hdrLines > 4 {
-			return nil, d.fail(CheckDelta, "", -1, "more than 4 header lines before the first arr line")
-		}
-		hdr.Write(line)
-		hdr.WriteByte('\n')
-	}
-	if hdrLines == 0 {
-		return applyShort(ctx, w, base, brep, d, line, info)
-	}
-	hlr := newLineReader(bytes.NewReader(append(hdr.Bytes(), "endwtxt\n"...)), deltaName)
-	if _, _, err := readHeader(hlr); err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			// The delta's line numbers: its header lines start at line 2.
-			e.Check = CheckDelta
-			e.Msg = "target header: " + e.Msg
-		}
+	hdr, th, line, err := d.readTargetHeader()
+	if err != nil {
 		return nil, err
+	}
+	if th == nil {
+		return applyShort(ctx, w, base, brep, d, line, info)
 	}
 	baseArr := brep.byName()
 	bw := bufio.NewWriterSize(w, 256<<10)
-	bw.Write(hdr.Bytes())
+	bw.Write(hdr)
 	seen := map[string]bool{}
 	for bytes.HasPrefix(line, []byte("arr ")) {
 		if err := ctx.Err(); err != nil {
@@ -331,13 +396,7 @@ func ApplyDelta(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int
 			return nil, err
 		}
 	}
-	if string(line) != "enddelta" {
-		return nil, d.fail(CheckDelta, "", -1, "want arr, audit or enddelta")
-	}
-	if _, err := d.lr.raw(); err != io.EOF {
-		if err == nil {
-			return nil, d.fail(CheckDelta, "", -1, "data after enddelta")
-		}
+	if err := d.readEnd(line, "arr, audit or enddelta"); err != nil {
 		return nil, err
 	}
 	bw.WriteString(endLine + "\n")
@@ -348,10 +407,10 @@ func ApplyDelta(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int
 // already read) after checking its geometry, line form and sha256; it
 // returns the line after endch.
 func copyDeltaChunk(w *bufio.Writer, d *deltaReader, head *arrHead, ch *chHead) ([]byte, error) {
-	off, n := head.geo.chunk(ch.ix)
-	if ch.off != off || ch.n != n || ch.lines != numLines(n) {
-		return nil, d.fail(CheckDelta, head.name, ch.ix, "ch line says off=%d len=%d lines=%d, the array's geometry needs off=%d len=%d lines=%d", ch.off, ch.n, ch.lines, off, n, numLines(n))
+	if msg := chGeometry(head, ch); msg != "" {
+		return nil, d.fail(CheckDelta, head.name, ch.ix, "%s", msg)
 	}
+	n := ch.n
 	w.WriteString(chLineText(ch))
 	h := sha256.New()
 	var raw [rawPerLine]byte
@@ -470,13 +529,7 @@ func applyShort(ctx context.Context, w io.Writer, base io.ReaderAt, brep *Index,
 			return nil, err
 		}
 	}
-	if string(line) != "enddelta" {
-		return nil, d.fail(CheckDelta, "", -1, "want `arr name=...` or enddelta")
-	}
-	if _, err := d.lr.raw(); err != io.EOF {
-		if err == nil {
-			return nil, d.fail(CheckDelta, "", -1, "data after enddelta")
-		}
+	if err := d.readEnd(line, "`arr name=...` or enddelta"); err != nil {
 		return nil, err
 	}
 	// chunkOf returns chunk ix of array a: the replacement or the base's.

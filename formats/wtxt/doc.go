@@ -117,6 +117,9 @@
 // Apply checks the base's computed sha256_all against base_sha256_all,
 // copies absent chunks from the base and reproduces the target byte for
 // byte. The seed's short form (arr name=R, no header) is accepted on apply.
+// ReadDeltaStructure reads a delta by the same grammar (one deltaReader)
+// without a base: its target header, arrays and carried chunks (snapd
+// inspect), counting the base64 lines, not decoding them.
 //
 // # WSEAL
 //
@@ -143,7 +146,8 @@
 // Index: the Header and every array and chunk with the line numbers and
 // byte offsets of its lines ([BodyStart, TrailerStart) is the arrays,
 // each [Start, End) one arr..endarr or ch..endch block), skipping the
-// base64 by its length and capping its memory (IndexOptions); ReadChunk
+// base64 by its length and capping its memory (IndexOptions), and refusing
+// bytes after endwtxt, as Verify does, so the ranges tile the file; ReadChunk
 // decodes one indexed chunk. The delta, gitops (review, split layout) and
 // snapd diff build on it. The chain values of a generation are one Root
 // (gen, ts and build as written; sha256_all, merkle_prev, merkle_this),

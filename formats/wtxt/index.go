@@ -151,7 +151,9 @@ func ReadIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*In
 // structure lines are read, in small pieces. Errors are *Error values
 // naming the line, array and chunk; name is used in them. An index that
 // would hold more than opts.MaxBytes fails with Check "limit"
-// (formats.ErrLimit) at the chunk that passes it.
+// (formats.ErrLimit) at the chunk that passes it. Bytes after endwtxt
+// are refused (Check "grammar", the line after endwtxt), so the index's
+// ranges tile [0, size).
 func ReadIndexWith(ctx context.Context, name string, r io.ReaderAt, size int64, opts IndexOptions) (*Index, error) {
 	sec := io.NewSectionReader(r, 0, size)
 	small := smallReader{sec}
@@ -189,6 +191,14 @@ func ReadIndexWith(ctx context.Context, name string, r io.ReaderAt, size int64, 
 	s := indexScan{ctx: ctx, lr: lr, x: x, what: "file", body: body,
 		noEndch: func(ch *chHead) string { return fmt.Sprintf("want endch after %d base64 lines", ch.lines) }}
 	if err := s.run(line, opts); err != nil {
+		return nil, err
+	}
+	// The ranges tile the file: bytes after endwtxt are refused, as Verify
+	// refuses them.
+	switch _, err := lr.raw(); {
+	case err == nil:
+		return nil, lr.errf(CheckGrammar, "data after %q", endLine)
+	case err != io.EOF:
 		return nil, err
 	}
 	return x, nil
