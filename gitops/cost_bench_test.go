@@ -74,6 +74,11 @@ func BenchmarkGitCost(b *testing.B) {
 		rpc:     int(envInt(b, "SNAPD_BENCH_ROWS_PER_CHUNK", 0)),
 		segment: envInt(b, "SNAPD_BENCH_SEGMENT", gitops.DefaultSegmentSize),
 	}
+	if os.Getenv("SNAPD_BENCH_PIECE") == "off" {
+		cfg.piece = -1
+	} else {
+		cfg.piece = envInt(b, "SNAPD_BENCH_PIECE", gitops.DefaultSegmentPiece)
+	}
 	if cfg.pattern == "" {
 		cfg.pattern = "clustered"
 	}
@@ -93,6 +98,7 @@ func BenchmarkGitCost(b *testing.B) {
 
 type costConfig struct {
 	size, segment   int64
+	piece           int64 // Config.SegmentPiece (-1: one blob per segment)
 	gens, rpc       int
 	change, pattern string
 }
@@ -206,7 +212,7 @@ exec /usr/bin/time -a -o %s -f "$op %%U %%S" %s "$@"
 	local := filepath.Join(work, "local.git")
 	remote := filepath.Join(work, "remote.git")
 	gitBench(b, work, "init", "-q", "--bare", remote)
-	repo, err := gitops.OpenRepo(local, gitops.Config{Layout: gitops.LayoutSegments, SegmentSize: cfg.segment, SigningKey: key})
+	repo, err := gitops.OpenRepo(local, gitops.Config{Layout: gitops.LayoutSegments, SegmentSize: cfg.segment, SegmentPiece: cfg.piece, SigningKey: key})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -308,8 +314,8 @@ exec /usr/bin/time -a -o %s -f "$op %%U %%S" %s "$@"
 	n := float64(len(samples) - 1)
 	ratio := sum.git().Seconds() / sum.convert.Seconds()
 	growth := float64(sum.growth) / float64(max(sum.changed, 1))
-	logf("gitcost: raw %.1f MiB, WTXT %.1f MiB, %s %s%%, rows_per_chunk %d (0 = default), segment %d B, gens %d",
-		mib(cfg.size), mib(wtxtSize), cfg.pattern, cfg.change, cfg.rpc, cfg.segment, cfg.gens)
+	logf("gitcost: raw %.1f MiB, WTXT %.1f MiB, %s %s%%, rows_per_chunk %d (0 = default), segment %d B, piece %d B (-1 = off), gens %d",
+		mib(cfg.size), mib(wtxtSize), cfg.pattern, cfg.change, cfg.rpc, cfg.segment, cfg.piece, cfg.gens)
 	logf("gitcost gens 2..%d, mean per gen: convert %.3fs; git %.3fs = commit %.3fs + push %.3fs here + %.3fs children [%s]",
 		cfg.gens, sum.convert.Seconds()/n, sum.git().Seconds()/n, sum.commit.Seconds()/n, sum.pushSelf.Seconds()/n, sum.pushChildren.Seconds()/n, opsStringScaled(sum.ops, n))
 	logf("gitcost: git/convert CPU = %.2f [target <= 1]; remote growth = %.2fx the changed raw bytes (%.2f of %.2f MiB per gen)",

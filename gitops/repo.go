@@ -144,6 +144,11 @@ type Config struct {
 	// bytes (default DefaultSegmentSize; a chunk is never cut, and a
 	// chunk over MaxPartLimit is refused).
 	SegmentSize int64
+	// SegmentPiece: in the segments layout a segment larger than this is
+	// stored as a tree of raw pieces of this size (doc.go), so a change
+	// to a few rows of a chunk stores about those rows. Default
+	// DefaultSegmentPiece; negative: one blob per segment.
+	SegmentPiece int64
 	// PartLimit is the largest part size, in [MinPartLimit, MaxPartLimit].
 	// Default DefaultPartLimit.
 	PartLimit int64
@@ -186,6 +191,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.SegmentSize == 0 {
 		c.SegmentSize = DefaultSegmentSize
+	}
+	if c.SegmentPiece == 0 {
+		c.SegmentPiece = DefaultSegmentPiece
 	}
 	if c.SegmentSize < 0 || c.SegmentSize > MaxPartLimit {
 		return fmt.Errorf("%w: segment size %d outside [1, %d]", ErrConfig, c.SegmentSize, MaxPartLimit)
@@ -556,7 +564,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		layout = LayoutSegments
 		dir.remove(FileSkeleton)
 		dir.remove(FileSkeleton + partsSuffix)
-		info, err = b.storeSkeletonFile(dir, prevDir, g.WTXT, r.cfg.SegmentSize)
+		info, err = b.storeSkeletonFile(dir, prevDir, g.WTXT, r.cfg.SegmentSize, r.cfg.SegmentPiece)
 	default:
 		if r.cfg.Layout == LayoutSegments {
 			layout, split = LayoutSplit, true // an armored WTXT has no structure to split by

@@ -33,6 +33,11 @@ const (
 	// size (raw bytes): a chunk at least this large is a segment of its
 	// own, smaller chunks of one array are grouped up to it.
 	DefaultSegmentSize = 64 << 10
+	// DefaultSegmentPiece is the default Config.SegmentPiece: a segment
+	// larger than this is stored as a tree of raw pieces of this size.
+	DefaultSegmentPiece = 16 << 10
+	// segPieceFmt names the pieces of a segment stored as a tree.
+	segPieceFmt = "p%06d"
 	// segsPerPiece is the number of segments per skeleton piece.
 	segsPerPiece = 64
 	// maxSkeleton bounds the skeleton text Commit holds in memory (about
@@ -55,7 +60,7 @@ func segName(d [32]byte) (dir, name string) {
 // blob the previous generation's tree holds (same SHA-256, so same name)
 // is reused without being hashed for Git or written. The skeleton is cut
 // into pieces (cutSkeleton) stored like split parts, with a MANIFEST.
-func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSize int64) (plumbing.Hash, fileInfo, error) {
+func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSize, piece int64) (plumbing.Hash, fileInfo, error) {
 	// The array names for cutting the skeleton (structure lines only:
 	// cheap next to the split).
 	x, err := wtxt.ReadIndex(b.ctx, "", f, size)
@@ -86,30 +91,32 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 		_, have := t.entries[name]
 		return t, name, have
 	}
-	prevSeg := func(d [32]byte) (plumbing.Hash, bool) {
+	// prevSeg finds a segment in the previous tree: a blob, or a tree of
+	// pieces (mode Dir).
+	prevSeg := func(d [32]byte) (plumbing.Hash, filemode.FileMode, bool) {
 		dir, name := segName(d)
 		if pt := prevSegs[dir]; pt != nil {
-			if e, err := pt.FindEntry(name); err == nil && e.Mode == filemode.Regular {
-				return e.Hash, true
+			if e, err := pt.FindEntry(name); err == nil && (e.Mode == filemode.Regular || e.Mode == filemode.Dir) {
+				return e.Hash, e.Mode, true
 			}
 		}
-		return plumbing.ZeroHash, false
+		return plumbing.ZeroHash, 0, false
 	}
 	sink := func(ctx context.Context, s wtxt.Segment, data []byte) error {
 		t, name, have := put(s.Digest)
 		if have {
 			return nil // the same bytes twice in this generation
 		}
-		if h, ok := prevSeg(s.Digest); ok {
-			t.set(name, filemode.Regular, h)
+		if h, mode, ok := prevSeg(s.Digest); ok {
+			t.set(name, mode, h)
 			reused++
 			return nil
 		}
-		h, err := b.blob(data)
+		h, mode, err := b.segment(data, piece)
 		if err != nil {
 			return err
 		}
-		t.set(name, filemode.Regular, h)
+		t.set(name, mode, h)
 		return nil
 	}
 	// A segment whose chunks the previous generation had is known by its
@@ -117,7 +124,7 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 	known := func(k wtxt.SegmentKey) ([32]byte, bool) {
 		d, ok := b.knownSegs[k]
 		if ok {
-			_, ok = prevSeg(d)
+			_, _, ok = prevSeg(d)
 		}
 		return d, ok
 	}
@@ -154,11 +161,11 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 		if have {
 			continue
 		}
-		h, ok := prevSeg(s.Digest)
+		h, mode, ok := prevSeg(s.Digest)
 		if !ok {
 			return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: segment %s was neither written nor found in the previous tree", ErrSkeleton, name)
 		}
-		t.set(name, filemode.Regular, h)
+		t.set(name, mode, h)
 		reused++
 	}
 	dir := newTreeBuilder(nil)
@@ -198,9 +205,35 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 	return h, fileInfo{size: size, sha256: hex.EncodeToString(whole.h)}, nil
 }
 
+// segment stores one segment's raw bytes: one blob when piece <= 0 or
+// the segment is at most piece bytes, else a tree of blobs of piece
+// bytes (the last one shorter) named p000000, p000001, ... in order
+// (mode Dir). Unchanged rows of a partly changed chunk are then pieces
+// the repository already has, so a change costs about its own bytes
+// rounded to pieces instead of whole segments.
+func (b *builder) segment(data []byte, piece int64) (plumbing.Hash, filemode.FileMode, error) {
+	if piece <= 0 || int64(len(data)) <= piece {
+		h, err := b.blob(data)
+		return h, filemode.Regular, err
+	}
+	t := newTreeBuilder(nil)
+	for k, off := 0, int64(0); off < int64(len(data)); k++ {
+		end := min(off+piece, int64(len(data)))
+		h, err := b.blob(data[off:end])
+		if err != nil {
+			return plumbing.ZeroHash, 0, err
+		}
+		t.set(fmt.Sprintf(segPieceFmt, k), filemode.Regular, h)
+		off = end
+	}
+	h, err := b.writeTree(t)
+	return h, filemode.Dir, err
+}
+
 // storeSkeletonFile stores the WTXT at src as DirWTXTSegs in dir,
-// removing the other layouts' entries.
-func (b *builder) storeSkeletonFile(dir *treeBuilder, prevDir *object.Tree, src string, segSize int64) (fileInfo, error) {
+// removing the other layouts' entries. Segments larger than piece bytes
+// are stored as trees of pieces (piece <= 0: never).
+func (b *builder) storeSkeletonFile(dir *treeBuilder, prevDir *object.Tree, src string, segSize, piece int64) (fileInfo, error) {
 	f, err := os.Open(src)
 	if err != nil {
 		return fileInfo{}, fmt.Errorf("gitops: %w", err)
@@ -216,7 +249,7 @@ func (b *builder) storeSkeletonFile(dir *treeBuilder, prevDir *object.Tree, src 
 			prev = t
 		}
 	}
-	h, info, err := b.storeSkeleton(f, st.Size(), prev, segSize)
+	h, info, err := b.storeSkeleton(f, st.Size(), prev, segSize, piece)
 	if err != nil {
 		return fileInfo{}, fmt.Errorf("gitops: skeleton %s: %w", src, err)
 	}
@@ -371,17 +404,120 @@ func cutSkeleton(skel []byte, x *wtxt.Index, segs []wtxt.Segment, emit func(Part
 // treeBlobs serves segment blobs from a skeleton directory.
 type treeBlobs struct{ fsys fs.FS }
 
-// OpenBlob implements wtxt.BlobSource; wtxt.Assemble checks size and digest.
+// OpenBlob implements wtxt.BlobSource; wtxt.Assemble checks size and
+// digest. A segment is a blob seg/<hh>/<hex64>.seg or a directory of that
+// name holding its pieces p000000, p000001, ... (read in order until the
+// segment's size; a missing piece, an empty one or one past the size is
+// an error naming the segment and the piece).
 func (t treeBlobs) OpenBlob(_ context.Context, s wtxt.Segment) (io.ReadCloser, error) {
 	dir, name := segName(s.Digest)
-	f, err := t.fsys.Open(path.Join(dir, name))
+	p := path.Join(dir, name)
+	f, err := t.fsys.Open(p)
+	if err == nil {
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if !st.IsDir() {
+			return f, nil
+		}
+		f.Close() // a work tree's directory of pieces (os.DirFS)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	// Pieces (a Git tree's directory cannot be opened, only its files).
+	first, err := t.fsys.Open(path.Join(p, fmt.Sprintf(segPieceFmt, 0)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("segment %s: %w", name, wtxt.ErrBlobNotFound)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return f, nil
+	return &pieceReader{fsys: t.fsys, dir: p, name: name, left: s.Size, cur: first}, nil
+}
+
+// pieceReader reads a segment stored as pieces, in order, up to its size.
+type pieceReader struct {
+	fsys fs.FS
+	dir  string // the segment's directory
+	name string // for errors
+	left int64  // segment bytes not yet read
+	k    int    // index of cur
+	cur  fs.File
+	got  int64 // bytes read from cur
+}
+
+func (r *pieceReader) Read(p []byte) (int, error) {
+	for {
+		if r.left == 0 {
+			return 0, r.end()
+		}
+		if r.cur == nil {
+			r.k++
+			f, err := r.fsys.Open(path.Join(r.dir, fmt.Sprintf(segPieceFmt, r.k)))
+			if errors.Is(err, fs.ErrNotExist) {
+				return 0, fmt.Errorf("segment %s: piece %d missing (the pieces end %d bytes before the segment's size): %w", r.name, r.k, r.left, wtxt.ErrBlobNotFound)
+			}
+			if err != nil {
+				return 0, fmt.Errorf("segment %s: piece %d: %w", r.name, r.k, err)
+			}
+			r.cur, r.got = f, 0
+		}
+		if int64(len(p)) > r.left {
+			p = p[:r.left]
+		}
+		n, err := r.cur.Read(p)
+		r.left -= int64(n)
+		r.got += int64(n)
+		switch {
+		case err == io.EOF:
+			r.cur.Close()
+			r.cur = nil
+			if r.got == 0 {
+				return n, r.fail("empty")
+			}
+		case err != nil:
+			return n, fmt.Errorf("segment %s: piece %d: %w", r.name, r.k, err)
+		}
+		if n > 0 {
+			return n, nil
+		}
+	}
+}
+
+// end checks, once the segment's size has been read, that the current
+// piece ends there and no further piece exists.
+func (r *pieceReader) end() error {
+	if r.cur != nil {
+		var one [1]byte
+		n, err := io.ReadFull(r.cur, one[:])
+		r.cur.Close()
+		r.cur = nil
+		if n > 0 {
+			return r.fail("longer than the segment's size")
+		}
+		if err != io.EOF {
+			return fmt.Errorf("segment %s: piece %d: %w", r.name, r.k, err)
+		}
+	}
+	if f, err := r.fsys.Open(path.Join(r.dir, fmt.Sprintf(segPieceFmt, r.k+1))); err == nil {
+		f.Close()
+		return r.fail("followed by a piece past the segment's size")
+	}
+	return io.EOF
+}
+
+// fail names the segment and the current piece.
+func (r *pieceReader) fail(what string) error {
+	return fmt.Errorf("%w: segment %s: piece %d: %s", ErrSkeleton, r.name, r.k, what)
+}
+
+func (r *pieceReader) Close() error {
+	if r.cur != nil {
+		return r.cur.Close()
+	}
+	return nil
 }
 
 // AssembleSkeletonFS writes the WTXT stored in the skeleton directory dir
