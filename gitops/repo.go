@@ -1,7 +1,6 @@
 package gitops
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -797,12 +796,8 @@ func (b *builder) blob(data []byte) (plumbing.Hash, error) {
 		return h, nil
 	}
 	if b.objects != "" {
-		got, err := writeLoose(b.objects, int64(len(data)), bytes.NewReader(data))
-		if err != nil {
+		if err := writeLooseBytes(b.objects, plumbing.BlobObject, data, h); err != nil {
 			return h, fmt.Errorf("gitops: write blob: %w", err)
-		}
-		if got != h {
-			return h, fmt.Errorf("gitops: blob %s written as %s", h, got)
 		}
 		b.blobs++
 		b.bytes += int64(len(data))
@@ -1022,7 +1017,10 @@ func (b *builder) writeTree(t *treeBuilder) (plumbing.Hash, error) {
 	}
 	sort.Slice(es, func(i, j int) bool { return key(es[i]) < key(es[j]) })
 	tree := &object.Tree{Entries: es}
-	return b.encode(tree.Encode)
+	if b.objects == "" {
+		return b.encode(tree.Encode)
+	}
+	return b.looseObject(tree.Encode) // loose.go: written only when new
 }
 
 // replacePath returns the hash of base with the directory at elems replaced
