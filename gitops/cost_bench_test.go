@@ -19,6 +19,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/safetensors"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // BenchmarkGitCost measures, per generation of the scripts/benchgen model
@@ -255,6 +256,7 @@ exec /usr/bin/time -a -o %s -f "$op %%U %%S" %s "$@"
 		if err != nil {
 			b.Fatal(err)
 		}
+		snap.Meta = snapshot.DefaultMeta()
 		snap.Meta.Gen, snap.Meta.Build = uint64(g), "bench"
 		snap.Meta.TS = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(g) * time.Minute)
 		wf, err := os.Create(wtxtPath)
