@@ -53,7 +53,8 @@ import (
 // generation, default 1), SNAPD_BENCH_ROWS_PER_CHUNK (WTXT
 // rows_per_chunk, default the profile's), SNAPD_BENCH_SEGMENT (the
 // segments layout's segment size, default gitops.DefaultSegmentSize),
-// SNAPD_BENCH_DIR (work directory, default a temp dir). Add
+// SNAPD_BENCH_DIR (work directory, default a temp dir; with
+// SNAPD_BENCH_KEEP=1 the repositories are left there). Add
 // -cpuprofile FILE to see where the Go side of the Git work goes
 // (go tool pprof -top -focus 'gitops\.\(\*Repo\)\.Commit' FILE). Results
 // go to stdout, one line per generation and a summary; the metrics
@@ -170,7 +171,11 @@ func runCostBench(b *testing.B, cfg costConfig) {
 		if work, err = os.MkdirTemp(work, "gitcost-*"); err != nil {
 			b.Fatal(err)
 		}
-		defer os.RemoveAll(work)
+		if os.Getenv("SNAPD_BENCH_KEEP") == "1" {
+			logf("gitcost: work directory kept: %s", work)
+		} else {
+			defer os.RemoveAll(work)
+		}
 	}
 	gen := filepath.Join(work, "benchgen")
 	build := exec.Command("go", "build", "-o", gen, "../scripts/benchgen")
