@@ -201,6 +201,21 @@ func (b *builder) looseObject(enc func(plumbing.EncodedObject) error) (plumbing.
 	if b.st.HasEncodedObject(h) == nil {
 		return h, nil
 	}
+	if b.pack != nil {
+		rd, err := o.Reader()
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		data, err := io.ReadAll(rd)
+		rd.Close()
+		if err == nil {
+			_, err = b.pack.add(o.Type(), h, data)
+		}
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("gitops: write object: %w", err)
+		}
+		return h, nil
+	}
 	rd, err := o.Reader()
 	if err != nil {
 		return plumbing.ZeroHash, err

@@ -527,6 +527,10 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	}
 
 	b := &builder{st: r.r.Storer, ctx: ctx, objects: objectsDir(r.dir), knownSegs: r.segKeys}
+	if b.objects != "" {
+		b.pack = newPackWriter(b.objects)
+		defer b.pack.abort()
+	}
 	var prevDir *object.Tree
 	if head != nil && !head.base {
 		if prevDir, err = head.tree.Tree(r.cfg.Path); errors.Is(err, object.ErrDirectoryNotFound) {
@@ -643,6 +647,16 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		return nil, err
 	}
 
+	if b.pack != nil {
+		// Every new blob and tree is stored before a commit names them.
+		added, err := b.pack.finish()
+		if err != nil {
+			return nil, err
+		}
+		if s, ok := r.r.Storer.(interface{ Reindex() }); ok && added {
+			s.Reindex() // go-git lists packs once
+		}
+	}
 	when := r.cfg.Now().UTC()
 	if ts, err := time.Parse("2006-01-02T15:04:05Z", h.TS); err == nil {
 		when = ts
@@ -768,8 +782,10 @@ type builder struct {
 	// objects, when set, is the loose objects directory blobs are written
 	// to directly (writeLoose) instead of through go-git.
 	objects string
-	blobs   int
-	bytes   int64
+	// pack, when set, collects new blobs and trees (packw.go).
+	pack  *packWriter
+	blobs int
+	bytes int64
 	// segsReused counts skeleton segments taken from the previous tree.
 	segsReused int
 	// knownSegs are the previous generation's segment keys (Repo.segKeys);
@@ -796,7 +812,15 @@ func (b *builder) blob(data []byte) (plumbing.Hash, error) {
 		return h, nil
 	}
 	if b.objects != "" {
-		if err := writeLooseBytes(b.objects, plumbing.BlobObject, data, h); err != nil {
+		if b.pack != nil { // packw.go
+			added, err := b.pack.add(plumbing.BlobObject, h, data)
+			if err != nil {
+				return h, fmt.Errorf("gitops: write blob: %w", err)
+			}
+			if !added {
+				return h, nil
+			}
+		} else if err := writeLooseBytes(b.objects, plumbing.BlobObject, data, h); err != nil {
 			return h, fmt.Errorf("gitops: write blob: %w", err)
 		}
 		b.blobs++
