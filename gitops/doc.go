@@ -81,7 +81,15 @@
 // Trees are built from the previous commit's trees: only the entries of
 // <path> (and the trees above it) are rewritten, and a blob is written only
 // when the repository lacks it. Single files are streamed (hashed, then
-// written only if new); see below for parts.
+// written only if new); see below for parts. New blobs and trees are
+// loose objects, except that a Commit adding at least 256 of them (or
+// more than 8 MiB before that) writes them all as one pack,
+// objects/pack/pack-<sha1>.pack + .idx (version 2, undeltified entries,
+// stored zlib; packw.go), installed before the commit that names them: a
+// file per object was about half of a dense generation's commit CPU.
+// snapd never repacks or garbage-collects its repository; a long-running
+// one gathers a pack per dense generation and loose objects otherwise,
+// which `git gc` (run while the daemon is stopped) consolidates.
 //
 // # Split ("git-scale") layout
 //
