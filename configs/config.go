@@ -21,7 +21,9 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/pipeline"
+	"github.com/snapd-ml/snapd/snapshot"
 	"gopkg.in/yaml.v3"
 )
 
@@ -105,10 +107,12 @@ type Git struct {
 	// committer; default snapd <snapd@localhost>.
 	AuthorName  string `yaml:"author_name"`
 	AuthorEmail string `yaml:"author_email"`
-	// Layout: auto (split files larger than split_above, the default),
-	// single (one file whatever its size), split (always part files) or
-	// segments (text pieces + raw tensor segments in Git, gitops doc
-	// "Segments layout"; not the OCI skeleton layout of store.oci).
+	// Layout: auto (the default: one file up to split_above, the
+	// segments layout above it; an age-armored WTXT above it as part
+	// files), single (one file whatever its size), split (always part
+	// files) or segments (always: text pieces + raw tensor segments in
+	// Git, gitops doc "Segments layout"; not the OCI skeleton layout of
+	// store.oci).
 	Layout string `yaml:"layout"`
 	// CommitDelta: when the DELTA is committed beside the WTXT: auto (the
 	// default: only with a single-file WTXT; split parts already store
@@ -131,8 +135,8 @@ type Git struct {
 	SSHKey           string `yaml:"ssh_key"`
 	SSHKnownHosts    string `yaml:"ssh_known_hosts"`
 	SSHPassphraseEnv string `yaml:"ssh_passphrase_env"`
-	// SplitAbove is the WTXT size above which a generation is stored as
-	// part files; default 64 MiB. PartLimit caps one part; default 256 KiB
+	// SplitAbove is the WTXT size above which the auto layout stores a
+	// generation as segments (age-armored: part files); default 64 MiB. PartLimit caps one part; default 256 KiB
 	// (small parts keep repository growth close to the changed bytes).
 	SplitAbove int64 `yaml:"split_above"`
 	PartLimit  int64 `yaml:"part_limit"`
@@ -235,21 +239,27 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML writes the duration string.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
 
-// Default returns the configuration used when no file is given.
+// Default returns the configuration used when no file is given. It is
+// the one statement of the daemon's defaults: values a component also
+// applies to its own zero config (pipeline, gitops, queue, review,
+// snapshot.DefaultMeta) are taken from that component's exported
+// defaults, not repeated; snapd.example.yaml is tested to equal it and
+// the CLI's help texts quote it.
 func Default() *Config {
+	meta := snapshot.DefaultMeta()
 	return &Config{
 		StateDir: ".snapd",
 		Log:      Log{Format: "text", Level: "info"},
-		Snapshot: Snap{Schema: "weights/v1", Build: "unknown", Host: "cpu", Cuda: "off"},
+		Snapshot: Snap{Schema: meta.Schema, Build: meta.Build, Host: meta.Host, Cuda: meta.Cuda},
 		Ring:     Ring{Keep: pipeline.DefaultRingKeep},
 		Queue:    Queue{Max: pipeline.DefaultQueueMax, Policy: string(pipeline.DefaultPolicy)},
-		Git: Git{Enabled: true, Branch: gitops.DefaultBranch, Path: gitops.DefaultPath, Layout: "auto", CommitDelta: "auto", Picture: true,
+		Git: Git{Enabled: true, Branch: gitops.DefaultBranch, Path: gitops.DefaultPath, Layout: string(gitops.LayoutAuto), CommitDelta: string(gitops.DeltaAuto), Picture: true,
 			SplitAbove: 64 << 20, PartLimit: gitops.DefaultPartLimit, RetryBase: Duration(queue.DefaultBaseDelay), RetryMax: Duration(queue.DefaultMaxDelay),
 			AuthRecheck: Duration(queue.DefaultAuthRecheck), PushTimeout: Duration(gitops.DefaultPushTimeout), PushMinRate: gitops.DefaultPushMinRate,
 			PushStall: Duration(gitops.DefaultPushStall), PushMaxTimeouts: queue.DefaultMaxTimeouts},
 		Metrics: Metric{Addr: "127.0.0.1:9464", StuckAfter: Duration(pipeline.DefaultStuckAfter)},
 		WAL:     WAL{PollInterval: Duration(time.Second)}, // the daemon polls less often than wal.DefaultPollInterval
-		GitHub:  GitHub{Base: "main", APIURL: "https://api.github.com/", RetryMax: Duration(pipeline.DefaultPRRetryMax)},
+		GitHub:  GitHub{Base: "main", APIURL: review.DefaultAPIURL, RetryMax: Duration(pipeline.DefaultPRRetryMax)},
 		Store:   Store{OCI: defaultOCIStore()},
 	}
 }

@@ -1,9 +1,15 @@
 package configs
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/review"
+	"github.com/snapd-ml/snapd/pipeline"
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 func TestExampleConfigIsDefault(t *testing.T) {
@@ -133,5 +139,36 @@ func TestGitHubErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want error containing %q", in, err, want)
 		}
+	}
+}
+
+// TestReadmeStatesDefaults: the defaults the README quotes are Default's
+// (Default is the one statement of them; snapd.example.yaml is checked
+// by TestExampleConfigIsDefault, the CLI's help texts quote Default).
+func TestReadmeStatesDefaults(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	d := Default()
+	for _, want := range []string{
+		"(`--state-dir`, default `./" + d.StateDir + "`)",
+		"(`--metrics-addr`, default `" + d.Metrics.Addr + "`)",
+		"`metrics.stuck_after` (default " + strings.TrimSuffix(time.Duration(d.Metrics.StuckAfter).String(), "0s") + ")",
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md does not state %s", want)
+		}
+	}
+	// The values a component applies to its own zero config are the ones
+	// Default states.
+	meta := snapshot.DefaultMeta()
+	if s := d.Snapshot; s.Schema != meta.Schema || s.Build != meta.Build || s.Host != meta.Host || s.Cuda != meta.Cuda {
+		t.Errorf("snapshot defaults %+v, snapshot.DefaultMeta %+v", s, meta)
+	}
+	if d.Ring.Keep != pipeline.DefaultRingKeep || d.Queue.Max != pipeline.DefaultQueueMax || d.Queue.Policy != string(pipeline.DefaultPolicy) ||
+		d.Git.Branch != gitops.DefaultBranch || d.Git.PartLimit != gitops.DefaultPartLimit || d.GitHub.APIURL != review.DefaultAPIURL {
+		t.Errorf("defaults differ from the components': %+v", d)
 	}
 }

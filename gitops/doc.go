@@ -16,7 +16,8 @@
 //	<path>/current.wtxt.skel[.parts]  the skeleton layout (tensor bytes in an
 //	                                  OCI registry, Generation.Skeleton;
 //	                                  docs/FORMAT.md §6)
-//	<path>/current.wtxt.segs/         the segments layout: MANIFEST + *.part
+//	<path>/current.wtxt.segs/         the segments layout (auto above the split
+//	                                  threshold): MANIFEST + *.part
 //	                                  (skeleton text) + seg/<hh>/<sha256>.seg
 //	<path>/current.wtxtdelta[.parts]  DELTA v2 from the previous generation (optional)
 //	<path>/current.wsum               WSUM (optional; required for root_pending)
@@ -27,8 +28,8 @@
 //	                                  unsigned, derived, not in generation.txt)
 //
 // The DELTA is committed according to Config.Delta: by default (auto) only
-// beside a single-file WTXT, since split parts already store exactly the
-// changed chunks and a delta beside them would store each change twice.
+// beside a single-file WTXT, since parts and segments already store exactly
+// the changed chunks and a delta beside them would store each change twice.
 //
 // The names are stable, so `git diff gen-000122 gen-000123 --
 // <path>/current.wtxt` is the row-blocked diff: unchanged chunks are
@@ -62,7 +63,9 @@
 //	Snapd-Layout: single
 //
 // (git trailers: `git log --format='%(trailers:key=Snapd-Gen,valueonly)'`
-// reads them), plus an annotated tag <TagPrefix><gen> ("gen-000123") with
+// reads them; the six before Snapd-Layout are Header.Root's text form,
+// wtxt.Root.Fields under RootTrailers, as generation.txt's first six
+// lines are under the Root's own keys), plus an annotated tag <TagPrefix><gen> ("gen-000123") with
 // the same message. Author, committer and tagger are Config.AuthorName and
 // AuthorEmail at the WTXT's meta ts, so a commit is reproducible from its
 // inputs. With Config.SigningKey, commit and tag carry an SSHSIG signature
@@ -94,10 +97,12 @@
 // # Split ("git-scale") layout
 //
 // GitHub rejects files over 100 MiB. Config.Layout selects: "single" (one
-// file, any size), "split" (always parts) or "auto" (the default: parts
-// when the WTXT is larger than SplitThreshold, default PartLimit). A delta
-// or sidecar larger than SplitThreshold is split too unless the layout is
-// "single". A split file is a directory <name>.parts/ of part files of at
+// file, any size), "split" (always parts), "segments" (always the
+// segments layout, below) or "auto" (the default: one file up to
+// SplitThreshold, default PartLimit; above it the segments layout, or
+// parts for an age-armored WTXT, which has no structure to cut into raw
+// segments). A delta or sidecar larger than SplitThreshold is split too
+// unless the layout is "single". A split file is a directory <name>.parts/ of part files of at
 // most PartLimit bytes (default 48 MiB, at most MaxPartLimit = 95 MiB)
 // plus a MANIFEST:
 //
@@ -147,8 +152,8 @@
 //
 // # Segments layout
 //
-// With Config.Layout "segments" (config git.layout: segments) a plain WTXT
-// is stored as its skeleton (formats/wtxt: every line but the base64
+// With Config.Layout "segments" (config git.layout: segments), or "auto"
+// above SplitThreshold, a plain WTXT is stored as its skeleton (formats/wtxt: every line but the base64
 // lines, plus one `seg` line per segment) and the segments' raw bytes:
 //
 //	current.wtxt.segs/MANIFEST             the pieces, as for split parts
@@ -174,7 +179,9 @@
 // holding changed ch lines, the header and changed arr pieces, MANIFEST,
 // generation.txt and the trees above them are new objects, and segments
 // hold raw bytes (no base64), so a generation costs about the changed
-// chunks' raw size in the repository.
+// chunks' raw size in the repository. git diff between two generations'
+// *.part shows the changed ch lines; .gitattributes marks *.seg -text
+// -diff.
 //
 // A segment larger than Config.SegmentPiece (default 16 KiB) is stored as
 // a directory <hex64>.seg/ of raw pieces p000000, p000001, ... of
@@ -186,11 +193,20 @@
 // walk, which looks for known objects at the same paths only; GitPusher
 // passes -c pack.useSparse=false.) A segment of at most SegmentPiece
 // bytes, and every segment of a generation committed before pieces
-// existed, is a single blob; readers take both forms. git diff
-// between two generations' *.part shows the changed ch lines. WriteWTXT
-// reassembles the WTXT byte for byte (AssembleSkeletonFS: MANIFEST,
-// then wtxt.Assemble checking every chunk and segment). An age-armored
-// WTXT has no structure to split and is stored as split parts.
+// existed, is a single blob; the reader takes both forms.
+//
+// ReadSegments is the one reader (WriteWTXT, AssembleSkeletonFS,
+// gitops/verify): in one goroutine, one file at a time, the MANIFEST, the
+// pieces in order (sizes and SHA-256 checked) fed to wtxt.Assemble, which
+// reads each segment as its seg line comes (size from the blob's header
+// first, or its pieces in order, a missing, empty or surplus piece or one
+// past the segment's size refused; every chunk's sha256 and crc32c, the
+// segment's length and digest), so memory does not grow with the
+// generation; a failure is a *SegmentsError naming the MANIFEST, the piece
+// and line, or the segment at fault (Layout set for structure: MANIFEST
+// missing or malformed, e.g. naming a path outside the directory, or an
+// entry that is not a file). An age-armored WTXT has no structure to
+// split and is stored as split parts.
 //
 // # Pushing
 //
@@ -216,7 +232,10 @@
 // history it fails with ErrDiverged and sends nothing. Then one git push
 // --porcelain --progress <commit>:refs/heads/<branch> [tag:tag]. It never
 // force-pushes, and it never reads the branch ref a concurrent Commit
-// rewrites (the commit is pushed by hash).
+// rewrites (the commit is pushed by hash). PushRequest.Progress, when set,
+// hears each phase (ls-remote, rev-list, push) with its kill limits and
+// the estimated bytes to send, and each new state of git push's "Writing
+// objects: p% (n/total), size" line (PushProgress).
 //
 // Every git child runs in its own process group (Setpgid; Pdeathsig kills
 // git if the daemon dies). It is killed, the whole group with kill(-pgid),
@@ -270,6 +289,7 @@
 //
 //	jobs/<url.PathEscape(branch)>/<gen, 20 digits>.json   one file per job
 //	hold.json                                             present while stopped
+//	pushing.json                                          the attempt in progress (queue.Pushing)
 //
 // A job file is one JSON object and LF: {"branch", "gen", "commit" (40
 // hex), "tag", "enqueued", "attempts", "timeouts" (consecutive ErrTimeout failures, omitted when
@@ -287,6 +307,13 @@
 // (and the hold if it was about that job). Since the state is all in files,
 // Status, List, Retry and Drop work from another process (the CLI) while
 // the daemon runs; the running queue notices within PollInterval.
+//
+// pushing.json names the job, attempt, phase (publish, ls-remote,
+// rev-list, push), since when, the phase's timeout and stall limits and
+// git's progress; Run rewrites it at each phase and progress state by
+// rename without fsync (it describes the running process only), removes it
+// when the attempt ends, and Open removes one a killed process left;
+// Status reports it (pipeline.ReadStatus drops it when no daemon runs).
 //
 // Run pushes the head job of each branch when due; success deletes the job
 // file, a retryable failure increments attempts and sets next_attempt =

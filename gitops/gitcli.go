@@ -142,6 +142,12 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 // wraps ErrTimeout (or ctx's error). Every outcome kills what is left of
 // the group, so no orphan survives a run.
 func (p *GitPusher) run(ctx context.Context, op string, args, env []string, timeout time.Duration) (string, error) {
+	return p.runObserved(ctx, op, args, env, timeout, nil)
+}
+
+// runObserved is run that also hands obs (when not nil) each new state of
+// git's "Writing objects" progress line (gitProgress), as stderr shows it.
+func (p *GitPusher) runObserved(ctx context.Context, op string, args, env []string, timeout time.Duration, obs func(gitProgress)) (string, error) {
 	if n := p.reapStale(); n > 0 {
 		p.log.Warn("killed git processes left by an earlier run", "remote", p.display, "processes", n)
 	}
@@ -178,12 +184,19 @@ func (p *GitPusher) run(ctx context.Context, op string, args, env []string, time
 	defer stall.Stop()
 	var reason string
 	var err error
+	var lastProgress gitProgress
 wait:
 	for {
 		select {
 		case err = <-done:
 			break wait
 		case <-stderr.ping:
+			if obs != nil {
+				if gp, ok := stderr.progress(); ok && gp != lastProgress {
+					lastProgress = gp
+					obs(gp)
+				}
+			}
 			if !stall.Stop() {
 				select {
 				case <-stall.C:

@@ -3,7 +3,9 @@ package gitops
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -16,8 +18,9 @@ func TestParseHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Gen != 123 || h.GenText != "000123" || h.Build != "test-build" || h.TS != "2026-01-01T02:03:00Z" ||
-		h.MerkleThis != mt || h.MerklePrev != strings.Repeat("0", 64) || !wtxt.IsHex64(h.SHA256All) || h.Pending {
+	f := h.Root.Fields()
+	if h.Gen != 123 || h.Root.Gen != "000123" || h.Root.Build != "test-build" || h.Root.TS != "2026-01-01T02:03:00Z" ||
+		f[5].Value != mt || f[4].Value != strings.Repeat("0", 64) || !wtxt.IsHex64(f[3].Value) || h.Root.SHA256All == [32]byte{} || h.Pending {
 		t.Fatalf("header %+v", h)
 	}
 	s := string(w)
@@ -44,11 +47,11 @@ func TestParseHeader(t *testing.T) {
 	// root_pending + WSUM.
 	pending := strings.Replace(s, "\nroot ", "\nroot_pending sha256_all="+strings.Repeat("0", 64)+" note=\"finalize with WSUM\"\nx ", 1)
 	hp, err := ParseHeader(strings.NewReader(pending))
-	if err != nil || !hp.Pending || hp.SHA256All != "" {
+	if err != nil || !hp.Pending || hp.Root.SHA256All != [32]byte{} {
 		t.Fatalf("pending: %+v %v", hp, err)
 	}
-	wsum := "WSUM 1 sha256_all=" + h.SHA256All + " merkle_prev=" + h.MerklePrev + " merkle_this=" + h.MerkleThis + " sign=" + base64.StdEncoding.EncodeToString(make([]byte, 64)) + "\n"
-	if err := ParseWSUM(strings.NewReader(wsum), hp); err != nil || hp.MerkleThis != mt {
+	wsum := "WSUM 1 sha256_all=" + f[3].Value + " merkle_prev=" + f[4].Value + " merkle_this=" + f[5].Value + " sign=" + base64.StdEncoding.EncodeToString(make([]byte, 64)) + "\n"
+	if err := ParseWSUM(strings.NewReader(wsum), hp); err != nil || hp.Root.Fields()[5].Value != mt {
 		t.Fatalf("wsum: %+v %v", hp, err)
 	}
 	for _, b := range []string{"", "WSUM 2 x\n", "WSUM 1 sha256_all=00\n"} {
@@ -101,4 +104,56 @@ func TestCommitArmored(t *testing.T) {
 		t.Fatalf("parts: %q", got)
 	}
 	gitCmd(t, r.Dir(), "fsck", "--strict")
+}
+
+// TestHeaderJSON: queue job files persist a Header; its JSON is the form
+// of the Header that held the root values as text (same keys, same order,
+// hex hashes), so job files written before the change read alike, and a
+// file with a bad hash is refused without quoting it.
+func TestHeaderJSON(t *testing.T) {
+	w, _ := genWTXT(123, "", []testArray{{name: "x", data: pseudo(1, 100)}})
+	h, err := ParseHeader(bytes.NewReader(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := h.Root.Fields()
+	// The former declaration's encoding: its Go field names, in order,
+	// the hashes as hex.
+	want := []byte(fmt.Sprintf(`{"Gen":123,"GenText":%q,"TS":%q,"Build":%q,"SHA256All":%q,"MerklePrev":%q,"MerkleThis":%q,"Pending":false}`,
+		f[0].Value, f[1].Value, f[2].Value, f[3].Value, f[4].Value, f[5].Value))
+	got, err := json.Marshal(h)
+	if err != nil || string(got) != string(want) {
+		t.Fatalf("JSON\n got %s\nwant %s (%v)", got, want, err)
+	}
+	var back Header
+	if err := json.Unmarshal(want, &back); err != nil || back != *h {
+		t.Fatalf("read back %+v, %v", back, err)
+	}
+	// A job written for a header without root values.
+	if err := json.Unmarshal([]byte(`{"Gen":2,"GenText":"","TS":"","Build":"","SHA256All":"","MerklePrev":"","MerkleThis":"","Pending":true}`), &back); err != nil ||
+		back != (Header{Gen: 2, Pending: true}) {
+		t.Fatalf("empty hashes: %+v, %v", back, err)
+	}
+	bad := strings.Replace(string(want), f[5].Value, "SECRET"+f[5].Value[6:], 1)
+	if err := json.Unmarshal([]byte(bad), &back); !errors.Is(err, ErrHeader) || strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("bad hash: %v", err)
+	}
+}
+
+// TestMessageBytes: the commit message is the trailers in their fixed
+// order with the Root's text values (byte-compatible with the messages
+// of existing repositories).
+func TestMessageBytes(t *testing.T) {
+	h := &Header{Gen: 7, Root: wtxt.Root{Gen: "000007", TS: "2026-01-02T03:04:05Z", Build: "b1", SHA256All: hash32('a'), MerklePrev: hash32('0'), MerkleThis: hash32('f')}}
+	want := "snapd: generation 000007\n\nSnapd-Gen: 000007\nSnapd-Ts: 2026-01-02T03:04:05Z\nSnapd-Build: b1\n" +
+		"Snapd-Sha256-All: " + hex64('a') + "\nSnapd-Merkle-Prev: " + hex64('0') + "\nSnapd-Merkle-This: " + hex64('f') + "\nSnapd-Layout: split\n"
+	if got := message(h, LayoutSplit); got != want {
+		t.Fatalf("message\n got %q\nwant %q", got, want)
+	}
+	tr := ParseTrailers(want)
+	for i, k := range RootTrailers() {
+		if tr[k] != h.Root.Fields()[i].Value || h.trailer(k) != tr[k] {
+			t.Errorf("trailer %s: %q", k, tr[k])
+		}
+	}
 }

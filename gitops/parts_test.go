@@ -332,14 +332,9 @@ func TestAssembleDetectsDamage(t *testing.T) {
 	}
 }
 
+// FuzzSplit: seeds in testdata/fuzz/FuzzSplit (TestWriteFuzzSeeds).
 func FuzzSplit(f *testing.F) {
-	small, _ := genWTXT(3, "", []testArray{{name: "a", data: pseudo(1, 700), chunk: 128}, {name: "b.c", data: nil}, {name: "d", data: pseudo(2, 60)}})
-	f.Add(small)
-	f.Add([]byte("WTXT 1\nendwtxt\n"))
-	f.Add([]byte("WTXT 1\nmeta gen=000001\narr name=x\nendarr\naudit a=\"b\"\nendwtxt\n"))
-	f.Add([]byte("hello\nworld"))
-	w, _ := genWTXT(1, "", []testArray{{name: "x", data: pseudo(1, 5000), chunk: 100}})
-	f.Add(w)
+	requireSeeds(f, "FuzzSplit")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parts := map[string][]byte{}
 		m, err := Split(t.Context(), bytes.NewReader(data), int64(len(data)), MinPartLimit, func(pt Part, p []byte) error {

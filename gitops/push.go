@@ -28,6 +28,10 @@ type PushRequest struct {
 	Branch string        // branch name, the same locally and on the remote
 	Commit plumbing.Hash // the generation's commit (a descendant of the remote branch)
 	Tag    string        // optional: refs/tags/<Tag> of the local repository, pushed too
+	// Progress, if set, is called (from the goroutine running Push, which
+	// it must not block for long) at the start of each phase and at each
+	// new state of git push's progress (PushProgress).
+	Progress func(PushProgress)
 }
 
 // Pusher publishes commits of the local repository to one remote. Push
@@ -375,7 +379,9 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 	if tagRef != nil {
 		patterns = append(patterns, tagRef.Name().String())
 	}
+	rep := &progressReporter{fn: req.Progress}
 	lsArgs := append(append(append([]string{}, args...), "ls-remote", "--", p.url), patterns...)
+	rep.phase(PhaseListRemote, p.remote.Timeout, p.remote.Stall)
 	out, err := p.run(ctx, "ls-remote", lsArgs, env, p.remote.Timeout)
 	if err != nil {
 		return p.fail(req.Branch, kindOf(err), err)
@@ -421,8 +427,10 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 	}
 
 	// The time allowed grows with what has to be sent.
+	rep.phase(PhaseCount, p.remote.Timeout, p.remote.Stall)
 	send := p.sendBytes(ctx, req.Commit, remoteRefs, env)
 	timeout := p.remote.Timeout + time.Duration(float64(send)/float64(p.remote.MinRate)*float64(time.Second))
+	rep.cur.SendBytes = send
 	sweep := p.quarantineSweeper()
 	pushArgs := append(append(append(append([]string{}, args...), pushMemoryLimits...), pushPackOptions...), "push", "--porcelain", "--progress", "--no-verify")
 	if p.proto == "file" {
@@ -436,7 +444,8 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 		pushArgs = append(pushArgs, "--receive-pack="+strings.Join(append(rp, "receive-pack"), " "))
 	}
 	pushArgs = append(append(pushArgs, "--", p.url), specs...)
-	if _, err := p.run(ctx, "push", pushArgs, env, timeout); err != nil {
+	rep.phase(PhasePush, timeout, p.remote.Stall)
+	if _, err := p.runObserved(ctx, "push", pushArgs, env, timeout, rep.observer()); err != nil {
 		if n := sweep(); n > 0 {
 			p.log.Info("removed temporary objects a failed push left in the local remote", "remote", p.display, "dirs", n)
 		}

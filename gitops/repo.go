@@ -32,7 +32,7 @@ type Layout string
 
 // Layouts (config values).
 const (
-	LayoutAuto   Layout = "auto"   // split when the WTXT is larger than SplitThreshold
+	LayoutAuto   Layout = "auto"   // above SplitThreshold: segments (an age-armored WTXT: split)
 	LayoutSingle Layout = "single" // always one file, whatever its size
 	LayoutSplit  Layout = "split"  // always a parts directory
 	// LayoutSkeleton is recorded (never configured) for a generation whose
@@ -116,6 +116,7 @@ const Gitattributes = `# Written by snapd. WTXT files are LF-only ASCII and sign
 *.wsum text eol=lf diff
 *.wseal text eol=lf diff
 *.part text eol=lf diff
+*.seg -text -diff
 MANIFEST text eol=lf
 generation.txt text eol=lf
 `
@@ -135,8 +136,10 @@ type Config struct {
 	Branch string // branch the generations are committed on
 	Path   string // directory (slash-separated, relative) holding the files
 	Layout Layout
-	// SplitThreshold: with LayoutAuto a WTXT larger than this is split; a
-	// delta or sidecar larger than this is split in auto and split layouts.
+	// SplitThreshold: with LayoutAuto a WTXT larger than this is stored
+	// in the segments layout (an age-armored one, which has no structure
+	// to cut into raw segments, split into parts); a delta or sidecar
+	// larger than this is split in the auto, split and segments layouts.
 	// At most MaxPartLimit; default PartLimit.
 	SplitThreshold int64
 	// SegmentSize is the skeleton layout's target segment size in raw
@@ -424,11 +427,13 @@ func ParseTrailers(msg string) map[string]string {
 }
 
 func message(h *Header, layout Layout) string {
-	return fmt.Sprintf("snapd: generation %s\n\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n",
-		h.GenText,
-		TrailerGen, h.GenText, TrailerTS, h.TS, TrailerBuild, h.Build,
-		TrailerSHA256All, h.SHA256All, TrailerMerklePrev, h.MerklePrev, TrailerMerkleThis, h.MerkleThis,
-		TrailerLayout, layout)
+	var b strings.Builder
+	b.WriteString("snapd: generation " + h.Root.Gen + "\n\n")
+	for i, f := range h.Root.Fields() {
+		b.WriteString(rootTrailers[i] + ": " + f.Value + "\n")
+	}
+	b.WriteString(TrailerLayout + ": " + string(layout) + "\n")
+	return b.String()
 }
 
 // readHeader returns the generation's header values.
@@ -441,11 +446,11 @@ func readHeader(g Generation) (*Header, error) {
 	}
 	if g.Header != nil {
 		h := *g.Header
-		if h.GenText == "" {
-			h.GenText = fmt.Sprintf("%06d", h.Gen)
+		if h.Root.Gen == "" {
+			h.Root.Gen = wtxt.FormatGen(h.Gen)
 		}
-		if !wtxt.IsHex64(h.SHA256All) || !wtxt.IsHex64(h.MerklePrev) || !wtxt.IsHex64(h.MerkleThis) || h.TS == "" || h.Build == "" {
-			return nil, fmt.Errorf("%w: Generation.Header needs ts, build and hex64 root values", ErrHeader)
+		if h.Root.SHA256All == ([32]byte{}) || h.Root.MerkleThis == ([32]byte{}) || h.Root.TS == "" || h.Root.Build == "" {
+			return nil, fmt.Errorf("%w: Generation.Header needs ts, build and the root hashes", ErrHeader)
 		}
 		return &h, nil
 	}
@@ -500,10 +505,10 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 			}
 		}
 	}
-	tagName := r.TagName(h.GenText)
+	tagName := r.TagName(h.Root.Gen)
 	if head != nil && !head.base {
 		prevGen := head.trail[TrailerGen]
-		if prevGen == h.GenText && head.trail[TrailerSHA256All] == h.SHA256All {
+		if prevGen == h.Root.Gen && head.trail[TrailerSHA256All] == h.trailer(TrailerSHA256All) {
 			return r.existing(head, h, tagName)
 		}
 		pg, err := parseGenTrailer(prevGen)
@@ -511,15 +516,15 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 			return nil, fmt.Errorf("gitops: branch %s head %s has no %s trailer", r.cfg.Branch, head.commit.Hash, TrailerGen)
 		}
 		if h.Gen <= pg {
-			return nil, fmt.Errorf("%w: generation %s, head %s has %s", ErrGenOrder, h.GenText, head.commit.Hash, prevGen)
+			return nil, fmt.Errorf("%w: generation %s, head %s has %s", ErrGenOrder, h.Root.Gen, head.commit.Hash, prevGen)
 		}
-		if pm := head.trail[TrailerMerkleThis]; pm != h.MerklePrev {
-			return nil, fmt.Errorf("%w: generation %s merkle_prev %s, head generation %s merkle_this %s", ErrChainBreak, h.GenText, h.MerklePrev, prevGen, pm)
+		if pm, mp := head.trail[TrailerMerkleThis], h.trailer(TrailerMerklePrev); pm != mp {
+			return nil, fmt.Errorf("%w: generation %s merkle_prev %s, head generation %s merkle_this %s", ErrChainBreak, h.Root.Gen, mp, prevGen, pm)
 		}
 	}
 	if r.cfg.Verify != nil {
 		if err := r.cfg.Verify(ctx, g, h); err != nil {
-			return nil, fmt.Errorf("gitops: generation %s: verify: %w", h.GenText, err)
+			return nil, fmt.Errorf("gitops: generation %s: verify: %w", h.Root.Gen, err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -551,7 +556,8 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		return nil, fmt.Errorf("gitops: %w", err)
 	}
 	layout := LayoutSingle
-	split := r.cfg.Layout == LayoutSplit || r.cfg.Layout == LayoutAuto && st.Size() > r.cfg.SplitThreshold
+	big := r.cfg.Layout == LayoutAuto && st.Size() > r.cfg.SplitThreshold
+	split := r.cfg.Layout == LayoutSplit || big
 	if split {
 		layout = LayoutSplit
 	}
@@ -563,7 +569,9 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 			dir.remove(n)
 		}
 		info, err = b.storeFile(dir, prevDir, name, src, split, r.cfg.PartLimit)
-	case r.cfg.Layout == LayoutSegments && isPlainWTXT(g.WTXT):
+	case (r.cfg.Layout == LayoutSegments || big) && isPlainWTXT(g.WTXT):
+		// auto above SplitThreshold: segments (an armored WTXT has no
+		// structure to cut into raw segments: split parts, below).
 		layout = LayoutSegments
 		dir.remove(FileSkeleton)
 		dir.remove(FileSkeleton + partsSuffix)
@@ -584,8 +592,12 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if g.Skeleton != "" {
 		key = "skel"
 	}
-	summary := fmt.Sprintf("gen=%s\nts=%s\nbuild=%s\nsha256_all=%s\nmerkle_prev=%s\nmerkle_this=%s\nlayout=%s\n%s_bytes=%d\n%s_sha256=%s\n",
-		h.GenText, h.TS, h.Build, h.SHA256All, h.MerklePrev, h.MerkleThis, layout, key, info.size, key, info.sha256)
+	var sb strings.Builder
+	for _, f := range h.Root.Fields() {
+		sb.WriteString(f.Key + "=" + f.Value + "\n")
+	}
+	fmt.Fprintf(&sb, "layout=%s\n%s_bytes=%d\n%s_sha256=%s\n", layout, key, info.size, key, info.sha256)
+	summary := sb.String()
 	if g.OCI != nil {
 		summary += fmt.Sprintf("oci_repository=%s\noci_manifest=%s\n", g.OCI.Repository, g.OCI.Manifest)
 	}
@@ -658,7 +670,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		}
 	}
 	when := r.cfg.Now().UTC()
-	if ts, err := time.Parse("2006-01-02T15:04:05Z", h.TS); err == nil {
+	if ts, err := time.Parse("2006-01-02T15:04:05Z", h.Root.TS); err == nil {
 		when = ts
 	}
 	sig := object.Signature{Name: r.cfg.AuthorName, Email: r.cfg.AuthorEmail, When: when}
@@ -1106,14 +1118,9 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 		}
 		return nil
 	}
-	if t1, err := dir.Tree(DirWTXTSegs); err == nil {
-		// Two instances of the tree: go-git's Tree is not safe for
-		// concurrent use, and pieces and segments are read concurrently.
-		t2, err := dir.Tree(DirWTXTSegs)
-		if err != nil {
-			return fmt.Errorf("gitops: %s: %w", DirWTXTSegs, err)
-		}
-		return assembleSkeleton(context.Background(), treeFS{t1}, treeFS{t2}, w)
+	if t, err := dir.Tree(DirWTXTSegs); err == nil {
+		_, err := ReadSegments(context.Background(), treeFS{t}, w)
+		return err
 	}
 	parts, err := dir.Tree(DirWTXTParts)
 	if err != nil {

@@ -143,8 +143,8 @@ func TestCommitSingleSignedAndGitCLI(t *testing.T) {
 	}
 	for i := range 3 {
 		h, _ := ParseHeader(bytes.NewReader(chain.data[2-i]))
-		if lines[2*i+1] != h.MerkleThis {
-			t.Fatalf("merkle trailer %s, want %s", lines[2*i+1], h.MerkleThis)
+		if want := h.Root.Fields()[5].Value; lines[2*i+1] != want {
+			t.Fatalf("merkle trailer %s, want %s", lines[2*i+1], want)
 		}
 	}
 	// Files at the stable paths are the inputs byte for byte.
@@ -244,13 +244,14 @@ func TestCommitRulesAndIdempotence(t *testing.T) {
 		t.Fatalf("root_pending without WSUM: %v", err)
 	}
 	h3, _ := ParseHeader(bytes.NewReader(chain.data[2]))
-	ws := writeFile(t, dir, "g3.wsum", []byte(fmt.Sprintf("WSUM 1 sha256_all=%s merkle_prev=%s merkle_this=%s\n", h3.SHA256All, h3.MerklePrev, h3.MerkleThis)))
+	f3 := h3.Root.Fields()
+	ws := writeFile(t, dir, "g3.wsum", []byte(fmt.Sprintf("WSUM 1 sha256_all=%s merkle_prev=%s merkle_this=%s\n", f3[3].Value, f3[4].Value, f3[5].Value)))
 	res, err := r.Commit(ctx, Generation{WTXT: pp, WSUM: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
 	msg := gitCmd(t, r.Dir(), "log", "-1", "--format=%B", res.Commit.String())
-	if !strings.Contains(msg, "Snapd-Merkle-This: "+h3.MerkleThis) {
+	if !strings.Contains(msg, "Snapd-Merkle-This: "+f3[5].Value) {
 		t.Fatalf("message:\n%s", msg)
 	}
 	for _, bad := range []Config{{Layout: "huge"}, {Branch: "a..b"}, {Path: "../x"}, {Path: "/abs"}, {PartLimit: 10}, {SplitThreshold: MaxPartLimit + 1}, {AuthorName: "a<b"}} {
@@ -264,7 +265,7 @@ func TestCommitSplitLayout(t *testing.T) {
 	key, allowed := testKey(t)
 	dir := t.TempDir()
 	repoDir := filepath.Join(dir, "repo.git")
-	r, err := OpenRepo(repoDir, Config{SigningKey: key, PartLimit: MinPartLimit, SplitThreshold: 200_000})
+	r, err := OpenRepo(repoDir, Config{SigningKey: key, Layout: LayoutSplit, PartLimit: MinPartLimit, SplitThreshold: 200_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,8 +274,9 @@ func TestCommitSplitLayout(t *testing.T) {
 		{name: "head.w", data: pseudo(2, 30_000), chunk: 4096},
 		{name: "tiny", data: pseudo(3, 10)},
 	}
-	// gen 1: small enough for a single file; then arrays grow past the
-	// threshold (auto → split); later only one chunk changes per generation.
+	// gen 1: small (split all the same: the layout is explicit); then
+	// arrays grow; later only one chunk changes per generation. (auto,
+	// which picks segments above the threshold: TestAutoLayout.)
 	chain := genChain(t, dir, 4, base, func(g int, a []testArray) {
 		switch g {
 		case 1:
@@ -294,7 +296,7 @@ func TestCommitSplitLayout(t *testing.T) {
 		}
 		results = append(results, res)
 	}
-	if results[0].Layout != LayoutSingle || results[1].Layout != LayoutSplit {
+	if results[0].Layout != LayoutSplit || results[1].Layout != LayoutSplit {
 		t.Fatalf("layouts %s %s", results[0].Layout, results[1].Layout)
 	}
 	total := int64(len(chain.data[3]))
@@ -358,13 +360,13 @@ func TestCommitSplitLayout(t *testing.T) {
 			t.Fatalf("part %s has %d bytes", e.Name(), info.Size())
 		}
 	}
-	// Going back to a small WTXT returns to the single layout.
+	// A small WTXT stays split: the layout is explicit.
 	small, _ := genWTXT(5, ParseTrailers(git("log", "-1", "--format=%B", "snapshots"))[TrailerMerkleThis], base[2:])
 	res, err := r.Commit(ctx, Generation{WTXT: writeFile(t, dir, "g5.wtxt", small)})
-	if err != nil || res.Layout != LayoutSingle {
+	if err != nil || res.Layout != LayoutSplit {
 		t.Fatalf("gen 5: %+v %v", res, err)
 	}
-	if got := git("ls-tree", "--name-only", "snapshots:snapshots"); got != "current.wtxt\ngeneration.txt\n" {
+	if got := git("ls-tree", "--name-only", "snapshots:snapshots"); got != "current.wtxt.parts\ngeneration.txt\n" {
 		t.Fatalf("gen 5 tree: %q", got)
 	}
 	// Forced split for a small file, forced single for a large one.

@@ -316,15 +316,23 @@ func (w *limitedWriter) Write(p []byte) (int, error) {
 // <A>.s<ix6>.part (segsPerPiece seg blocks from the segment whose first
 // chunk is ix; the array's last piece ends with endarr), and
 // 9999-trailer.part (audit and endwtxt). <A> is arrayPartPrefix of the
-// array name. The i-th arr line is x.Arrays[i] and the k-th seg line
-// segs[k]; both come from the same WTXT as the skeleton, and the lines are
-// checked against them.
+// array name. The cuts are where wtxt.ReadSkeletonIndex finds the arr and
+// seg lines and the trailer (the skeleton's grammar is checked there);
+// the i-th array must be x.Arrays[i] and the k-th seg line segs[k], both
+// from the same WTXT as the skeleton.
 func cutSkeleton(skel []byte, x *wtxt.Index, segs []wtxt.Segment, emit func(Part, []byte) error) (*Manifest, error) {
+	sx, err := wtxt.ReadSkeletonIndex(context.Background(), "skeleton", bytes.NewReader(skel), wtxt.IndexOptions{NoChunks: true})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSkeleton, err)
+	}
+	if len(sx.Arrays) != len(x.Arrays) || len(sx.Segs) != len(segs) {
+		return nil, fmt.Errorf("%w: skeleton does not match the WTXT (%d of %d arrays, %d of %d segments)", ErrSkeleton, len(sx.Arrays), len(x.Arrays), len(sx.Segs), len(segs))
+	}
 	var m Manifest
 	all := sha256.New()
 	names := map[string]bool{}
-	name, start := "", 0
-	flush := func(end int) error {
+	name, start := "", int64(0)
+	flush := func(end int64) error {
 		if name == "" {
 			return nil
 		}
@@ -337,7 +345,7 @@ func cutSkeleton(skel []byte, x *wtxt.Index, segs []wtxt.Segment, emit func(Part
 		name = ""
 		return emit(p, data)
 	}
-	begin := func(n string, at int) error {
+	begin := func(n string, at int64) error {
 		if err := flush(at); err != nil {
 			return err
 		}
@@ -351,214 +359,48 @@ func cutSkeleton(skel []byte, x *wtxt.Index, segs []wtxt.Segment, emit func(Part
 	if err := begin("0000-header.part", 0); err != nil {
 		return nil, err
 	}
-	ai, si, segInArr := -1, 0, 0
-	prefix := ""
-	trailer := false
-	for off, lineNo := 0, 1; off < len(skel); lineNo++ {
-		end := bytes.IndexByte(skel[off:], '\n')
-		if end < 0 {
-			return nil, fmt.Errorf("%w: skeleton line %d: no final LF", ErrSkeleton, lineNo)
+	si := 0
+	for ai, a := range sx.Arrays {
+		if a.Name != x.Arrays[ai].Name {
+			return nil, fmt.Errorf("%w: skeleton line %d: array %d is not the WTXT index's", ErrSkeleton, a.Line, ai)
 		}
-		end += off + 1
-		line := skel[off:end]
-		switch {
-		case trailer:
-		case bytes.HasPrefix(line, []byte("arr ")):
-			ai++
-			if ai >= len(x.Arrays) {
-				return nil, fmt.Errorf("%w: skeleton line %d: more arrays than the WTXT index (%d)", ErrSkeleton, lineNo, len(x.Arrays))
-			}
-			prefix, segInArr = arrayPartPrefix(x.Arrays[ai].Name), 0
-			if err := begin(prefix+".head.part", off); err != nil {
-				return nil, err
-			}
-		case bytes.HasPrefix(line, []byte("seg ")):
-			if ai < 0 || si >= len(segs) || segs[si].Array != x.Arrays[ai].Name {
-				return nil, fmt.Errorf("%w: skeleton line %d: seg line does not match segment %d of the split", ErrSkeleton, lineNo, si)
+		prefix := arrayPartPrefix(a.Name)
+		if err := begin(prefix+".head.part", a.Start); err != nil {
+			return nil, err
+		}
+		for segInArr := 0; si < len(sx.Segs) && sx.Segs[si].Array == ai; segInArr++ {
+			if segs[si].Array != a.Name || segs[si].FirstChunk != sx.Segs[si].Chunk {
+				return nil, fmt.Errorf("%w: skeleton line %d: seg line does not match segment %d of the split", ErrSkeleton, sx.Segs[si].Line, si)
 			}
 			if segInArr%segsPerPiece == 0 {
-				if err := begin(fmt.Sprintf("%s.s%06d.part", prefix, segs[si].FirstChunk), off); err != nil {
+				if err := begin(fmt.Sprintf("%s.s%06d.part", prefix, segs[si].FirstChunk), sx.Segs[si].Start); err != nil {
 					return nil, err
 				}
 			}
 			si++
-			segInArr++
-		case bytes.HasPrefix(line, []byte("audit ")) || string(line) == "endwtxt\n":
-			if err := begin("9999-trailer.part", off); err != nil {
-				return nil, err
-			}
-			trailer = true
 		}
-		off = end
 	}
-	if !trailer || ai != len(x.Arrays)-1 || si != len(segs) {
-		return nil, fmt.Errorf("%w: skeleton does not match the WTXT (%d of %d arrays, %d of %d segments, trailer %v)", ErrSkeleton, ai+1, len(x.Arrays), si, len(segs), trailer)
+	if err := begin("9999-trailer.part", sx.TrailerStart); err != nil {
+		return nil, err
 	}
-	if err := flush(len(skel)); err != nil {
+	if err := flush(int64(len(skel))); err != nil {
 		return nil, err
 	}
 	m.SHA256 = hex.EncodeToString(all.Sum(nil))
 	return &m, nil
 }
 
-// treeBlobs serves segment blobs from a skeleton directory.
-type treeBlobs struct{ fsys fs.FS }
-
-// OpenBlob implements wtxt.BlobSource; wtxt.Assemble checks size and
-// digest. A segment is a blob seg/<hh>/<hex64>.seg or a directory of that
-// name holding its pieces p000000, p000001, ... (read in order until the
-// segment's size; a missing piece, an empty one or one past the size is
-// an error naming the segment and the piece).
-func (t treeBlobs) OpenBlob(_ context.Context, s wtxt.Segment) (io.ReadCloser, error) {
-	dir, name := segName(s.Digest)
-	p := path.Join(dir, name)
-	f, err := t.fsys.Open(p)
-	if err == nil {
-		st, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-		if !st.IsDir() {
-			return f, nil
-		}
-		f.Close() // a work tree's directory of pieces (os.DirFS)
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	// Pieces (a Git tree's directory cannot be opened, only its files).
-	first, err := t.fsys.Open(path.Join(p, fmt.Sprintf(segPieceFmt, 0)))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("segment %s: %w", name, wtxt.ErrBlobNotFound)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &pieceReader{fsys: t.fsys, dir: p, name: name, left: s.Size, cur: first}, nil
-}
-
-// pieceReader reads a segment stored as pieces, in order, up to its size.
-type pieceReader struct {
-	fsys fs.FS
-	dir  string // the segment's directory
-	name string // for errors
-	left int64  // segment bytes not yet read
-	k    int    // index of cur
-	cur  fs.File
-	got  int64 // bytes read from cur
-}
-
-func (r *pieceReader) Read(p []byte) (int, error) {
-	for {
-		if r.left == 0 {
-			return 0, r.end()
-		}
-		if r.cur == nil {
-			r.k++
-			f, err := r.fsys.Open(path.Join(r.dir, fmt.Sprintf(segPieceFmt, r.k)))
-			if errors.Is(err, fs.ErrNotExist) {
-				return 0, fmt.Errorf("segment %s: piece %d missing (the pieces end %d bytes before the segment's size): %w", r.name, r.k, r.left, wtxt.ErrBlobNotFound)
-			}
-			if err != nil {
-				return 0, fmt.Errorf("segment %s: piece %d: %w", r.name, r.k, err)
-			}
-			r.cur, r.got = f, 0
-		}
-		if int64(len(p)) > r.left {
-			p = p[:r.left]
-		}
-		n, err := r.cur.Read(p)
-		r.left -= int64(n)
-		r.got += int64(n)
-		switch {
-		case err == io.EOF:
-			r.cur.Close()
-			r.cur = nil
-			if r.got == 0 {
-				return n, r.fail("empty")
-			}
-		case err != nil:
-			return n, fmt.Errorf("segment %s: piece %d: %w", r.name, r.k, err)
-		}
-		if n > 0 {
-			return n, nil
-		}
-	}
-}
-
-// end checks, once the segment's size has been read, that the current
-// piece ends there and no further piece exists.
-func (r *pieceReader) end() error {
-	if r.cur != nil {
-		var one [1]byte
-		n, err := io.ReadFull(r.cur, one[:])
-		r.cur.Close()
-		r.cur = nil
-		if n > 0 {
-			return r.fail("longer than the segment's size")
-		}
-		if err != io.EOF {
-			return fmt.Errorf("segment %s: piece %d: %w", r.name, r.k, err)
-		}
-	}
-	if f, err := r.fsys.Open(path.Join(r.dir, fmt.Sprintf(segPieceFmt, r.k+1))); err == nil {
-		f.Close()
-		return r.fail("followed by a piece past the segment's size")
-	}
-	return io.EOF
-}
-
-// fail names the segment and the current piece.
-func (r *pieceReader) fail(what string) error {
-	return fmt.Errorf("%w: segment %s: piece %d: %s", ErrSkeleton, r.name, r.k, what)
-}
-
-func (r *pieceReader) Close() error {
-	if r.cur != nil {
-		return r.cur.Close()
-	}
-	return nil
-}
-
-// AssembleSkeletonFS writes the WTXT stored in the skeleton directory dir
-// of fsys to w: the skeleton from its pieces (every piece's size and
-// SHA-256 and the whole skeleton's checked against the MANIFEST), then
-// wtxt.Assemble with the segment blobs (every chunk's sha256 and crc32c
-// and every blob's length and digest checked). The pieces and the blobs
-// are read concurrently, so fsys must allow that (os.DirFS and MapFS do).
-// On error what was written to w must be discarded.
+// AssembleSkeletonFS writes the WTXT stored in the segments-layout
+// directory dir of fsys to w (ReadSegments: every piece's size and
+// SHA-256 and the whole skeleton's checked against the MANIFEST, then
+// wtxt.Assemble with the segment blobs, every chunk's sha256 and crc32c
+// and every blob's length and digest checked). On error what was written
+// to w must be discarded.
 func AssembleSkeletonFS(ctx context.Context, fsys fs.FS, dir string, w io.Writer) error {
 	sub, err := fs.Sub(fsys, dir)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSkeleton, err)
 	}
-	return assembleSkeleton(ctx, sub, sub, w)
-}
-
-// assembleSkeleton reads the pieces from pieces and the segments from
-// blobs (two views of one skeleton directory, used from two goroutines).
-func assembleSkeleton(ctx context.Context, pieces, blobs fs.FS, w io.Writer) error {
-	pr, pw := io.Pipe()
-	errc := make(chan error, 1)
-	go func() {
-		err := AssembleFS(pieces, ".", pw)
-		pw.CloseWithError(err)
-		errc <- err
-	}()
-	_, err := wtxt.AssembleNamed(ctx, pr, DirWTXTSegs, treeBlobs{blobs}, w)
-	if err == nil {
-		// What follows endwtxt (nothing, for a sound skeleton), then the
-		// MANIFEST's verdict on the whole skeleton.
-		if n, cerr := io.Copy(io.Discard, pr); cerr == nil && n > 0 {
-			err = fmt.Errorf("%d bytes after endwtxt", n)
-		}
-	}
-	pr.CloseWithError(errors.New("assemble ended"))
-	if perr := <-errc; err == nil {
-		err = perr
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSkeleton, err)
-	}
-	return nil
+	_, err = ReadSegments(ctx, sub, w)
+	return err
 }

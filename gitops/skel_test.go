@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
 )
 
 // TestCommitSkeletonLayout: the skeleton layout stores text pieces and raw
@@ -132,7 +134,7 @@ func TestCommitSegmentsLayout(t *testing.T) {
 }
 
 // treeMapFS copies the files under dir of rev into a MapFS.
-func treeMapFS(t *testing.T, repo, rev, dir string) fstest.MapFS {
+func treeMapFS(t testing.TB, repo, rev, dir string) fstest.MapFS {
 	t.Helper()
 	fsys := fstest.MapFS{}
 	for _, l := range strings.Split(strings.TrimSpace(gitCmd(t, repo, "ls-tree", "-r", "--name-only", rev+":"+dir)), "\n") {
@@ -140,4 +142,69 @@ func treeMapFS(t *testing.T, repo, rev, dir string) fstest.MapFS {
 		fsys[l] = &fstest.MapFile{Data: []byte(data)}
 	}
 	return fsys
+}
+
+// TestCutSkeletonPieces: the pieces concatenate to the skeleton and are
+// cut where the doc says: the header, each array's arr line, every
+// segsPerPiece-th seg line of an array (named by its segment's first
+// chunk) and the trailer; a skeleton that does not match the WTXT's index
+// or segments is refused.
+func TestCutSkeletonPieces(t *testing.T) {
+	ctx := context.Background()
+	w, _ := genWTXT(1, "", []testArray{{name: "emb", data: pseudo(1, 300_000), chunk: 1024}, {name: "b/x", data: pseudo(2, 10)}, {name: "empty"}})
+	x, err := wtxt.ReadIndex(ctx, "", bytes.NewReader(w), int64(len(w)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skel bytes.Buffer
+	segs, err := wtxt.Split(ctx, bytes.NewReader(w), &skel, func(context.Context, wtxt.Segment, []byte) error { return nil }, wtxt.SplitOptions{SegmentSize: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var joined []byte
+	m, err := cutSkeleton(skel.Bytes(), x, segs, func(p Part, d []byte) error {
+		names = append(names, p.Name)
+		joined = append(joined, d...)
+		first, _, _ := strings.Cut(string(d), " ")
+		if want := map[bool]string{true: "arr", false: "seg"}[strings.HasSuffix(p.Name, ".head.part")]; strings.HasPrefix(p.Name, "0000") {
+			want = wtxt.SkeletonMagic[:len("WTXT-SKELETON")]
+			if first != want {
+				t.Errorf("%s starts with %q", p.Name, first)
+			}
+		} else if !strings.HasPrefix(p.Name, "9999") && first != want {
+			t.Errorf("%s starts with %q, want %q", p.Name, first, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(joined, skel.Bytes()) || m.Bytes != int64(skel.Len()) {
+		t.Fatalf("pieces are not the skeleton (%d of %d bytes)", len(joined), skel.Len())
+	}
+	// emb: 293 chunks in segments of 2 chunks, 64 segments a piece; an
+	// empty array has one (empty) chunk.
+	var want []string
+	for _, p := range []string{"0000-header", "emb.head", "emb.s000000", "emb.s000128", "emb.s000256", "b/x.head", "b/x.s000000", "empty.head", "empty.s000000", "9999-trailer"} {
+		if a, rest, ok := strings.Cut(p, "."); ok {
+			p = arrayPartPrefix(a) + "." + rest
+		}
+		want = append(want, p+".part")
+	}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Fatalf("pieces\n%s\nwant\n%s", strings.Join(names, " "), strings.Join(want, " "))
+	}
+	emit := func(Part, []byte) error { return nil }
+	if _, err := cutSkeleton(skel.Bytes(), x, segs[1:], emit); !errors.Is(err, ErrSkeleton) {
+		t.Errorf("one segment fewer: %v", err)
+	}
+	other := append([]wtxt.Segment(nil), segs...)
+	other[3].FirstChunk++
+	if _, err := cutSkeleton(skel.Bytes(), x, other, emit); !errors.Is(err, ErrSkeleton) {
+		t.Errorf("a segment's first chunk moved: %v", err)
+	}
+	if _, err := cutSkeleton(skel.Bytes()[:skel.Len()-3], x, segs, emit); !errors.Is(err, ErrSkeleton) {
+		t.Errorf("truncated: %v", err)
+	}
 }

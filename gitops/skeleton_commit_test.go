@@ -2,16 +2,24 @@ package gitops
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/internal/gittest"
 )
 
 func hex64(c byte) string { return strings.Repeat(string(c), 64) }
+
+// hash32 is the hash whose hex form is hex64(c).
+func hash32(c byte) (h [32]byte) {
+	hex.Decode(h[:], []byte(hex64(c)))
+	return h
+}
 
 // TestCommitSkeletonLayout: a generation with Generation.Skeleton commits
 // the skeleton file as current.wtxt.skel (no WTXT, no delta), records the
@@ -32,7 +40,7 @@ func TestCommitSkeletonLayout(t *testing.T) {
 		return p
 	}
 	h := func(gen uint64, prev, this byte) *Header {
-		return &Header{Gen: gen, TS: "2026-01-01T00:00:0" + string(rune('0'+gen)) + "Z", Build: "b", SHA256All: hex64(this), MerklePrev: hex64(prev), MerkleThis: hex64(this)}
+		return &Header{Gen: gen, Root: wtxt.Root{TS: "2026-01-01T00:00:0" + string(rune('0'+gen)) + "Z", Build: "b", SHA256All: hash32(this), MerklePrev: hash32(prev), MerkleThis: hash32(this)}}
 	}
 	ctx := context.Background()
 	if _, err := r.Commit(ctx, Generation{WTXT: write("1.wtxt", "whole one\n"), Header: h(1, '0', '1')}); err != nil {

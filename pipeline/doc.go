@@ -197,7 +197,10 @@
 // snapd_push_duration_seconds, snapd_last_push_success_timestamp_seconds,
 // snapd_request_to_pushed_seconds (from the request's ts; generations
 // recommitted after a restart are not observed there); read from the queue
-// directory at each scrape: snapd_push_pending, snapd_push_needs_attention.
+// directory at each scrape: snapd_push_pending, snapd_push_needs_attention,
+// and from its pushing.json snapd_push_in_progress,
+// snapd_push_in_progress_started_timestamp_seconds and
+// snapd_push_in_progress_bytes_sent (0 when no attempt runs).
 // Every labelled counter has its series at 0 from the start.
 //
 // /healthz answers 200 "ok gen=N", or 503 "unhealthy: REASON" when the

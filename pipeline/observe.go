@@ -94,35 +94,54 @@ func (o *PushObserver) Push(ctx context.Context, req gitops.PushRequest) error {
 
 // queueCollector exports the resend queue's state, read from its
 // directory at every scrape (so `snapd queue retry` from another process
-// shows at once): snapd_push_pending and snapd_push_needs_attention, both
-// 0 when there is no queue.
+// shows at once): snapd_push_pending and snapd_push_needs_attention, and
+// the attempt in progress (queue.PushingFile): snapd_push_in_progress,
+// snapd_push_in_progress_started_timestamp_seconds and
+// snapd_push_in_progress_bytes_sent; all 0 when there is no queue or no
+// attempt.
 type queueCollector struct {
 	q                       func() *queue.Queue
 	pending, needsAttention *prometheus.Desc
+	inProgress, started     *prometheus.Desc
+	bytesSent               *prometheus.Desc
 }
 
 func newQueueCollector(q func() *queue.Queue) *queueCollector {
 	return &queueCollector{q: q,
 		pending: prometheus.NewDesc("snapd_push_pending", "Generations committed and waiting in the resend queue to be pushed.", nil, nil),
 		needsAttention: prometheus.NewDesc("snapd_push_needs_attention",
-			"1 when the resend queue stopped until a person acts (authentication refused, remote diverged, push rejected; see snapd queue list).", nil, nil)}
+			"1 when the resend queue stopped until a person acts (authentication refused, remote diverged, push rejected; see snapd queue list).", nil, nil),
+		inProgress: prometheus.NewDesc("snapd_push_in_progress", "1 while a push attempt (or its publish work) runs.", nil, nil),
+		started: prometheus.NewDesc("snapd_push_in_progress_started_timestamp_seconds",
+			"When the push attempt in progress started (0: none); alert on time() minus this.", nil, nil),
+		bytesSent: prometheus.NewDesc("snapd_push_in_progress_bytes_sent",
+			"Bytes the push in progress has written, from git push's progress line (0: none or not yet).", nil, nil)}
 }
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pending
 	ch <- c.needsAttention
+	ch <- c.inProgress
+	ch <- c.started
+	ch <- c.bytesSent
 }
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
-	var pending, attention float64
+	var pending, attention, running, started, sent float64
 	if st := queueStatus(c.q()); st != nil {
 		pending = float64(st.Pending)
 		if st.State == queue.StateNeedsAttention {
 			attention = 1
 		}
+		if p := st.Pushing; p != nil {
+			running, started, sent = 1, float64(p.Since.UnixNano())/1e9, float64(p.BytesSent)
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, pending)
 	ch <- prometheus.MustNewConstMetric(c.needsAttention, prometheus.GaugeValue, attention)
+	ch <- prometheus.MustNewConstMetric(c.inProgress, prometheus.GaugeValue, running)
+	ch <- prometheus.MustNewConstMetric(c.started, prometheus.GaugeValue, started)
+	ch <- prometheus.MustNewConstMetric(c.bytesSent, prometheus.GaugeValue, sent)
 }
 
 // inflight tracks the requests admitted and not yet completed, for

@@ -70,7 +70,8 @@ func TestCountersAtZeroFromStart(t *testing.T) {
 	}
 	for name, n := range map[string]int{"snapd_requests_total": len(requestResults), "snapd_failures_total": len(failureStages),
 		"snapd_retries_total": len(retryStages), "snapd_bytes_total": len(byteKinds), "snapd_pull_request_reviews_total": len(reviewEvents),
-		"snapd_pushes_total": len(pushResults), "snapd_push_pending": 1, "snapd_push_needs_attention": 1, "snapd_push_duration_seconds": 1,
+		"snapd_pushes_total": len(pushResults), "snapd_push_pending": 1, "snapd_push_needs_attention": 1,
+		"snapd_push_in_progress": 1, "snapd_push_in_progress_started_timestamp_seconds": 1, "snapd_push_in_progress_bytes_sent": 1, "snapd_push_duration_seconds": 1,
 		"snapd_request_to_pushed_seconds": 1, "snapd_last_push_success_timestamp_seconds": 1} {
 		if series[name] != n {
 			t.Errorf("%s: %d series at start, want %d", name, series[name], n)

@@ -213,7 +213,7 @@ func (p *OCIPublisher) Publish(ctx context.Context, j queue.Job, save func(queue
 		}
 		defer out.Abort()
 		p.read.Store(0)
-		res, err := p.reg.PushWTXT(ctx, &countingReader{r: f, n: &p.read}, fmt.Sprintf("gen %s", h.GenText), out, p.cfg.SegmentSize)
+		res, err := p.reg.PushWTXT(ctx, &countingReader{r: f, n: &p.read}, fmt.Sprintf("gen %s", h.Root.Gen), out, p.cfg.SegmentSize)
 		defer p.read.Store(0)
 		if err != nil {
 			return j, registryErr(j, err)
@@ -246,7 +246,7 @@ func (p *OCIPublisher) Publish(ctx context.Context, j queue.Job, save func(queue
 		// Committed before, and a later generation too (the queue runs in
 		// order, so this is a job re-run after its commit was pushed).
 		if c, rerr := p.repo.ResolveGen(j.Gen); rerr == nil {
-			j.Commit, j.Tag = c, p.repo.TagName(h.GenText)
+			j.Commit, j.Tag = c, p.repo.TagName(h.Root.Gen)
 			p.pushes.Load().expect(j.Commit, pub.Requested)
 			return j, nil
 		}
@@ -296,9 +296,11 @@ func (d *Daemon) ociEnqueue(gen uint64, wtxtPath string, h *gitops.Header, reque
 
 // ociCommit replaces commit in the skeleton layout.
 func (d *Daemon) ociCommit(r *GenResult, head *ChainState, requested time.Time) {
-	h := &gitops.Header{Gen: head.Gen, GenText: head.GenText, TS: head.TS, Build: head.Build,
-		SHA256All: head.SHA256All, MerklePrev: head.MerklePrev, MerkleThis: head.MerkleThis}
-	if err := d.ociEnqueue(r.Gen, r.WTXT, h, requested); err != nil {
+	h, err := head.gitHeader()
+	if err == nil {
+		err = d.ociEnqueue(r.Gen, r.WTXT, h, requested)
+	}
+	if err != nil {
 		d.log.Error("resend queue: enqueue generation for the registry (re-enqueued at the next start)", "gen", r.Gen, "error", err)
 		d.fail("git", r.Gen, err)
 	}
@@ -323,8 +325,9 @@ func (d *Daemon) ociRecover() {
 		}
 		var h *gitops.Header
 		if e.Gen == head.Gen {
-			h = &gitops.Header{Gen: head.Gen, GenText: head.GenText, TS: head.TS, Build: head.Build,
-				SHA256All: head.SHA256All, MerklePrev: head.MerklePrev, MerkleThis: head.MerkleThis}
+			if h, err = head.gitHeader(); err != nil {
+				continue
+			}
 		} else {
 			f, err := os.Open(e.WTXT)
 			if err != nil {

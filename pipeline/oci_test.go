@@ -43,9 +43,7 @@ func TestOCIPublisherIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := os.Stat(wtxtPath)
-	hx := func(b [32]byte) string { return hexs(b) }
-	h := &gitops.Header{Gen: 1, GenText: "000001", TS: wtxt.FormatTS(s.Meta.TS), Build: "test",
-		SHA256All: hx(res.SHA256All), MerklePrev: hx(res.MerklePrev), MerkleThis: hx(res.MerkleThis)}
+	h := &gitops.Header{Gen: 1, Root: res.Root}
 	job := queue.Job{Branch: "snapshots", Gen: 1, Publish: &queue.Publish{Kind: KindOCIGeneration, WTXT: wtxtPath, Bytes: st.Size(), Header: h}}
 
 	repoRef := reg.Host + "/snapd/unit"

@@ -626,9 +626,13 @@ func (d *Daemon) commit(ctx context.Context, r *GenResult, head *ChainState, req
 		d.ociCommit(r, head, requested) // committed by the queue after the registry upload (oci.go)
 		return
 	}
-	g := gitops.Generation{WTXT: r.WTXT, Delta: r.Delta, WSUM: r.WSUM, Seal: r.Seal, Picture: r.Picture,
-		Header: &gitops.Header{Gen: head.Gen, GenText: head.GenText, TS: head.TS, Build: head.Build,
-			SHA256All: head.SHA256All, MerklePrev: head.MerklePrev, MerkleThis: head.MerkleThis}}
+	h, err := head.gitHeader()
+	if err != nil {
+		d.log.Error("git commit failed (recommitted at the next start)", "gen", r.Gen, "error", err)
+		d.fail("git", r.Gen, err)
+		return
+	}
+	g := gitops.Generation{WTXT: r.WTXT, Delta: r.Delta, WSUM: r.WSUM, Seal: r.Seal, Picture: r.Picture, Header: h}
 	res, err := repo.Commit(ctx, g)
 	if err != nil {
 		d.log.Error("git commit failed (recommitted at the next start)", "gen", r.Gen, "error", err)
@@ -681,8 +685,9 @@ func (d *Daemon) recommit(ctx context.Context) {
 			g.Picture = p
 		}
 		if e.Gen == head.Gen {
-			g.Header = &gitops.Header{Gen: head.Gen, GenText: head.GenText, TS: head.TS, Build: head.Build,
-				SHA256All: head.SHA256All, MerklePrev: head.MerklePrev, MerkleThis: head.MerkleThis}
+			if g.Header, err = head.gitHeader(); err != nil {
+				continue
+			}
 		} else if g.Seal != "" {
 			sb, err := os.ReadFile(g.Seal)
 			if err != nil {
@@ -692,7 +697,7 @@ func (d *Daemon) recommit(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			g.Header = &gitops.Header{Gen: e.Gen, GenText: s.Gen, TS: s.TS, Build: s.Build, SHA256All: hexs(s.SHA256All), MerklePrev: hexs(s.MerklePrev), MerkleThis: hexs(s.MerkleThis)}
+			g.Header = &gitops.Header{Gen: e.Gen, Root: s.Root}
 		}
 		res, err := d.deps.Repo.Commit(ctx, g)
 		switch {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/safeopen"
@@ -101,6 +102,15 @@ func (c *ChainState) Root() (wtxt.Root, error) {
 		copy(f.dst[:], b)
 	}
 	return r, nil
+}
+
+// gitHeader is the chain head as the header gitops commits it with.
+func (c *ChainState) gitHeader() (*gitops.Header, error) {
+	r, err := c.Root()
+	if err != nil {
+		return nil, err
+	}
+	return &gitops.Header{Gen: c.Gen, Root: r}, nil
 }
 
 // maxStateBytes bounds the small JSON state files read into memory.

@@ -100,6 +100,9 @@ func ReadStatus(stateDir string) (*Status, error) {
 			st.Warnings = append(st.Warnings, err.Error())
 		} else {
 			st.Queue = qs
+			if !st.Running {
+				qs.Pushing = nil // left by a process that is gone
+			}
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		st.Warnings = append(st.Warnings, err.Error())

@@ -17,7 +17,7 @@
 # of the latest generation (snapd: --depth 1 --single-branch + assemble;
 # lfs: git clone, which fetches the latest object only).
 # Work dir: $BENCH_DIR (default a temp dir, removed at the end).
-# LAYOUT sets git.layout (default auto = split parts; segments = text
+# LAYOUT sets git.layout (default auto = segments above git.split_above, 64 MiB; segments = text
 # pieces + raw segments); PART_LIMIT sets git.part_limit (default 256 KiB); PEERS=0 skips git-lfs and git, PEERS=lfs runs git-lfs only; PACK_WINDOW=N sets pack.window in the
 # daemon's repository (snapd sets 0) to measure git's delta search on push.
 # CPUPROFILE=FILE writes the daemon's Go CPU profile there when it stops

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
 )
 
@@ -19,7 +21,11 @@ func newAssembleCommand(e *env) *cobra.Command {
 directory of part files cut at array and chunk boundaries, listed in order
 with their sizes and SHA-256 in PARTS_DIR/MANIFEST. assemble checks every
 part against the MANIFEST and writes their concatenation, which is the
-original WTXT byte for byte, to OUT atomically.
+original WTXT byte for byte, to OUT atomically. A segments-layout directory
+(current.wtxt.segs/: skeleton pieces and seg/<hh>/<sha256>.seg raw
+segments) is recognised by its first piece and rebuilt the way snapd
+checkout does: every piece's and segment's size and SHA-256 and every
+chunk's sha256 and crc32c checked.
 
 With --oci-repository the first argument is a skeleton (snapd oci push):
 the WTXT is rebuilt from it and the registry's segment blobs, streaming,
@@ -37,10 +43,38 @@ failure nothing is written to OUT.`,
 	return cmd
 }
 
-func runAssemble(_ context.Context, e *env, dir, out string) error {
+func runAssemble(ctx context.Context, e *env, dir, out string) error {
+	if isSegmentsDir(dir) {
+		// The segments layout (current.wtxt.segs/): its MANIFEST lists the
+		// skeleton's pieces; the WTXT is rebuilt with the segment blobs.
+		m := e.meter(filepath.Base(out), 0)
+		err := writeAtomic(out, func(f *os.File) error { return gitops.AssembleSkeletonFS(ctx, os.DirFS(dir), ".", m.Writer(f)) })
+		return endMeter(m, err)
+	}
 	m := e.meter(filepath.Base(out), manifestSize(dir))
 	err := writeAtomic(out, func(f *os.File) error { return gitops.Assemble(dir, m.Writer(f)) })
 	return endMeter(m, err)
+}
+
+// isSegmentsDir reports whether dir is a segments-layout directory: the
+// first piece its MANIFEST lists starts with the skeleton's magic line.
+func isSegmentsDir(dir string) bool {
+	b, err := readLimited(filepath.Join(dir, gitops.ManifestName), gitops.MaxManifestSize)
+	if err != nil {
+		return false
+	}
+	m, err := gitops.ParseManifest(b)
+	if err != nil || len(m.Parts) == 0 {
+		return false
+	}
+	f, err := os.Open(filepath.Join(dir, m.Parts[0].Name))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, len(wtxt.SkeletonMagic)+1)
+	n, _ := io.ReadFull(f, head)
+	return string(head[:n]) == wtxt.SkeletonMagic+"\n"
 }
 
 // manifestSize is the assembled size the MANIFEST in dir states, for the

@@ -77,9 +77,9 @@ func vmHWM(t *testing.T, pid int) int64 {
 }
 
 // TestBigGenerationPush (SNAPD_TEST_BIG=1; SNAPD_TEST_BIG_SIZE bytes,
-// default 1 GiB; SNAPD_TEST_BIG_LAYOUT=segments for the segments layout):
-// `snapd run` (a child process) converts, commits (split layout by
-// default) and pushes one generation of that size to a local bare remote
+// default 1 GiB; SNAPD_TEST_BIG_LAYOUT=split for the split layout):
+// `snapd run` (a child process) converts, commits (layout auto: segments
+// above split_above) and pushes one generation of that size to a local bare remote
 // through the git CLI; the daemon's peak RSS stays <= 256 MiB and the
 // generation arrives whole (git fsck of the remote's new objects).
 func TestBigGenerationPush(t *testing.T) {
@@ -97,7 +97,7 @@ func TestBigGenerationPush(t *testing.T) {
 	state := filepath.Join(dir, "state")
 	remote := filepath.Join(dir, "remote.git")
 	gittest.Git(t, dir, "init", "-q", "--bare", remote)
-	layout := os.Getenv("SNAPD_TEST_BIG_LAYOUT") // auto (split parts) or segments
+	layout := os.Getenv("SNAPD_TEST_BIG_LAYOUT") // auto (segments above split_above), split or segments
 	if layout == "" {
 		layout = "auto"
 	}

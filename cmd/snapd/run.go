@@ -112,7 +112,7 @@ jobs", docs/FORMAT.md section 7; snapd ranks status).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.metricsAddr, "metrics-addr", "", `Prometheus /metrics and /healthz address, "off" to disable (default from config: 127.0.0.1:9464)`)
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", `Prometheus /metrics and /healthz address, "off" to disable (default from config: `+configs.Default().Metrics.Addr+`)`)
 	f.StringVar(&o.logFormat, "log-format", "", "text or json")
 	f.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error")
 	f.StringVar(&o.remote, "git-remote", "", "Git remote to push to (URL or path)")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/progress"
 	"github.com/snapd-ml/snapd/pipeline"
 )
@@ -26,7 +27,11 @@ func newStatusCommand(e *env) *cobra.Command {
 daemon runs and changes nothing): the chain head (last generation and its
 root values), the generation and stage in progress while the daemon runs,
 the generations in the ring, requests not yet handled (backlog), failed
-requests with their error, the resend queue, the OCI registry upload of the
+requests with their error, the resend queue and, while the daemon pushes,
+the push in progress (generation, commit, attempt, since when, the phase —
+publish, ls-remote, rev-list or push — git's objects and bytes written of
+the estimated size, and when the timeout or the stall watchdog would kill
+it), the OCI registry upload of the
 skeleton layout (bytes uploaded, skipped because the registry had them,
 pending) and the last error.`,
 		Args: exactArgs(0),
@@ -103,6 +108,9 @@ func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
 		if q.LastError != "" {
 			fmt.Fprintf(w, "  last push error: %s\n", q.LastError)
 		}
+		if p := q.Pushing; p != nil {
+			writePushing(w, p, now)
+		}
 	}
 	if o := st.OCI; o != nil {
 		writeOCIStatus(w, o)
@@ -128,5 +136,40 @@ func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
 	}
 	for _, wn := range st.Warnings {
 		fmt.Fprintf(w, "warning:     %s\n", wn)
+	}
+}
+
+// writePushing prints the push attempt in progress: generation, phase,
+// since when, git's progress and the limits that would kill it.
+func writePushing(w io.Writer, p *queue.Pushing, now time.Time) {
+	commit := p.Commit
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	if commit == "" {
+		commit = "not committed yet"
+	}
+	fmt.Fprintf(w, "  pushing:   gen %06d (commit %s, attempt %d) since %s (%s); phase %s for %s\n",
+		p.Gen, commit, p.Attempt, p.Since.Local().Format(time.TimeOnly), now.Sub(p.Since).Round(100*time.Millisecond),
+		p.Phase, now.Sub(p.PhaseSince).Round(100*time.Millisecond))
+	if p.ObjectsTotal > 0 || p.SendBytes > 0 {
+		fmt.Fprintf(w, "    sent:    ")
+		if p.ObjectsTotal > 0 {
+			fmt.Fprintf(w, "%d of %d objects, %s", p.ObjectsSent, p.ObjectsTotal, progress.Bytes(p.BytesSent))
+		} else {
+			fmt.Fprintf(w, "nothing reported yet")
+		}
+		if p.SendBytes > 0 {
+			fmt.Fprintf(w, " (about %s to send)", progress.Bytes(p.SendBytes))
+		}
+		fmt.Fprintln(w)
+	}
+	if !p.Deadline.IsZero() {
+		fmt.Fprintf(w, "    limits:  killed at %s (timeout %s, %s left)", p.Deadline.Local().Format(time.TimeOnly),
+			time.Duration(p.TimeoutSeconds*float64(time.Second)).Round(time.Second), p.Deadline.Sub(now).Round(time.Second))
+		if p.StallSeconds > 0 {
+			fmt.Fprintf(w, " or after %s without progress", time.Duration(p.StallSeconds*float64(time.Second)).Round(time.Second))
+		}
+		fmt.Fprintln(w)
 	}
 }

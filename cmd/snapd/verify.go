@@ -260,9 +260,10 @@ func metaJSON(h *wtxt.Header) map[string]any {
 		"host": h.Meta.Host, "cuda": h.Meta.Cuda, "caps": h.Caps, "streamed": h.Pending,
 	}
 	if !h.Pending {
-		m["sha256_all"] = hex.EncodeToString(h.SHA256All[:])
-		m["merkle_prev"] = hex.EncodeToString(h.MerklePrev[:])
-		m["merkle_this"] = hex.EncodeToString(h.MerkleThis[:])
+		root := h.Root.Fields()
+		for _, f := range root[3:] { // sha256_all, merkle_prev, merkle_this
+			m[f.Key] = f.Value
+		}
 		m["fastxor"] = fmt.Sprintf("%016x", h.Fastxor)
 	}
 	if h.KeyID != "" {

@@ -44,6 +44,10 @@ Git repository and check, with public keys only and without decrypting:
     trusted key); an age-armored generation through its seal current.wseal
     (signature, size and SHA-256 of the armored bytes, armor form, Merkle);
     the split layout is reassembled with every part's size and SHA-256 checked;
+    the segments layout (current.wtxt.segs/: skeleton pieces and raw
+    segments) is rebuilt as snapd checkout does, every piece's and
+    segment's size and SHA-256 and every chunk's hashes checked, a failure
+    naming the piece or segment file (--sample does not apply to it);
   - the Merkle chain: merkle_prev of each generation equals merkle_this of the
     previous commit's generation; generation numbers strictly increase (a gap
     in the numbers is reported, not a failure: the chain decides);

@@ -37,6 +37,19 @@ type Index struct {
 	TrailerLine  int
 	// Size is the file size the index was read with.
 	Size int64
+	// Segs are a skeleton's seg lines in file order (ReadSkeletonIndex;
+	// a WTXT has none).
+	Segs []IndexSeg
+}
+
+// IndexSeg is one seg line of a skeleton: it stands before the ch line of
+// chunk Chunk of Arrays[Array]; Line is its 1-based number, Start its byte
+// offset.
+type IndexSeg struct {
+	Array int
+	Chunk int64
+	Line  int
+	Start int64
 }
 
 // IndexArray is one arr block.
@@ -106,6 +119,15 @@ type IndexOptions struct {
 	// file of one-byte chunks has one per ~190 bytes), so a reader of
 	// untrusted files keeps this cap.
 	MaxBytes int64
+	// NoChunks leaves every IndexArray's Chunks empty: the index then
+	// costs memory per array (and per seg line of a skeleton), not per
+	// chunk. ReadIndexWith still parses each ch line (it needs its length
+	// to skip the base64 lines); ReadSkeletonIndex then checks only the
+	// ch lines' places (a "ch " line, then endch, as many as the arr line
+	// declares chunks), not their fields: it is for a skeleton whose ch
+	// lines were checked elsewhere (gitops cuts the skeleton Split has
+	// just written from a WTXT it indexed).
+	NoChunks bool
 }
 
 // IndexChunkBytes is the memory one chunk costs in an Index.
@@ -131,10 +153,6 @@ func ReadIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*In
 // would hold more than opts.MaxBytes fails with Check "limit"
 // (formats.ErrLimit) at the chunk that passes it.
 func ReadIndexWith(ctx context.Context, name string, r io.ReaderAt, size int64, opts IndexOptions) (*Index, error) {
-	maxBytes := opts.MaxBytes
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxIndexBytes
-	}
 	sec := io.NewSectionReader(r, 0, size)
 	small := smallReader{sec}
 	lr := newLineReader(small, name)
@@ -143,111 +161,191 @@ func ReadIndexWith(ctx context.Context, name string, r io.ReaderAt, size int64, 
 		return nil, err
 	}
 	x := &Index{Header: h, BodyStart: lr.last, Size: size}
-	fail := func(array string, ix int64, format string, a ...any) error {
-		return &Error{File: name, Line: lr.n, Array: array, Chunk: ix, Check: CheckGrammar, Msg: fmt.Sprintf(format, a...)}
-	}
-	var held int64
-	charge := func(array string, ix, n int64) error {
-		if held += n; held > maxBytes {
-			return &Error{File: name, Line: lr.n, Array: array, Chunk: ix, Check: CheckLimit, Err: formats.ErrLimit,
-				Msg: fmt.Sprintf("the index of this file would hold more than %d bytes (IndexOptions.MaxBytes)", maxBytes)}
+	// A chunk's base64 lines are skipped by their length, computed from
+	// the ch line.
+	body := func(ch *chHead) (string, error) {
+		skip := int64(0)
+		if ch.lines > 0 {
+			last := ch.n - (ch.lines-1)*rawPerLine
+			skip = (ch.lines-1)*(B64Width+3) + int64(base64.StdEncoding.EncodedLen(int(last))) + 3
 		}
-		return nil
+		// A chunk longer than the file (its base64 length may even
+		// overflow int64) ends the file inside the chunk.
+		if ch.lines > size || skip < 0 || skip > size-lr.off {
+			return "file ends inside the chunk", nil
+		}
+		if skip <= int64(lr.r.Buffered()) {
+			lr.r.Discard(int(skip))
+		} else {
+			if _, err := sec.Seek(lr.off+skip, io.SeekStart); err != nil {
+				return "", err
+			}
+			lr.r.Reset(small)
+		}
+		lr.off += skip
+		lr.n += int(ch.lines)
+		return "", nil
 	}
+	s := indexScan{ctx: ctx, lr: lr, x: x, what: "file", body: body,
+		noEndch: func(ch *chHead) string { return fmt.Sprintf("want endch after %d base64 lines", ch.lines) }}
+	if err := s.run(line, opts); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// indexScan reads the arr/idx/ch structure after the header, from the
+// first body line to endwtxt, into x: the one loop of ReadIndexWith (a
+// WTXT) and ReadSkeletonIndex (a skeleton). What differs is a chunk's body
+// (base64 lines, or none), passed by body, and the seg lines a skeleton
+// has before its ch lines, recorded when lead is set.
+type indexScan struct {
+	ctx  context.Context
+	lr   *lineReader
+	x    *Index
+	what string // "file" or "skeleton", for the limit error
+	// lead, when set, is offered each line where a ch line is due (chunk
+	// ix of the array being read); it reports whether the line is one to
+	// pass over (a skeleton's seg line) and may record it.
+	lead func(line []byte, ix int64) (bool, error)
+	// body passes the chunk's body after its ch line (ch is nil with
+	// placeOnly): a non-empty message is a grammar failure of the chunk.
+	body func(ch *chHead) (string, error)
+	// placeOnly: ch lines are not parsed, only their place is checked (a
+	// "ch " line where one is due, followed by the body and endch); set
+	// only with IndexOptions.NoChunks and a body that needs no chHead.
+	placeOnly bool
+	// noEndch is the message when the chunk's body is not followed by
+	// endch.
+	noEndch func(ch *chHead) string
+	held    int64
+	max     int64
+}
+
+func (s *indexScan) fail(array string, ix int64, format string, a ...any) error {
+	return &Error{File: s.lr.file, Line: s.lr.n, Array: array, Chunk: ix, Check: CheckGrammar, Msg: fmt.Sprintf(format, a...)}
+}
+
+// charge counts n bytes against the index's memory cap.
+func (s *indexScan) charge(array string, ix, n int64) error {
+	if s.held += n; s.held > s.max {
+		return &Error{File: s.lr.file, Line: s.lr.n, Array: array, Chunk: ix, Check: CheckLimit, Err: formats.ErrLimit,
+			Msg: fmt.Sprintf("the index of this %s would hold more than %d bytes (IndexOptions.MaxBytes)", s.what, s.max)}
+	}
+	return nil
+}
+
+// run reads from line (the first line after the header) to endwtxt.
+func (s *indexScan) run(line []byte, opts IndexOptions) error {
+	s.max = opts.MaxBytes
+	if s.max <= 0 {
+		s.max = DefaultMaxIndexBytes
+	}
+	lr, x := s.lr, s.x
+	var err error
 	for bytes.HasPrefix(line, []byte("arr ")) {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		if err := s.ctx.Err(); err != nil {
+			return err
 		}
 		start := lr.last
 		head, msg := parseArr(line)
 		if msg != "" {
-			return nil, fail("", -1, "%s", msg)
+			return s.fail("", -1, "%s", msg)
 		}
 		head.lineNo = lr.n
-		if err := charge(head.name, -1, int64(unsafe.Sizeof(IndexArray{})+unsafe.Sizeof(arrHead{}))+2*int64(len(line))); err != nil {
-			return nil, err
+		if err := s.charge(head.name, -1, int64(unsafe.Sizeof(IndexArray{})+unsafe.Sizeof(arrHead{}))+2*int64(len(line))); err != nil {
+			return err
 		}
 		if line, err = lr.next(); err != nil {
-			return nil, err
+			return err
 		}
 		head.geo = geometry{nbytes: head.nbytes, chunkLen: UnblockedChunk}
 		if bytes.HasPrefix(line, []byte("idx ")) {
 			if msg := parseIdx(line, head); msg != "" {
-				return nil, fail(head.name, -1, "%s", msg)
+				return s.fail(head.name, -1, "%s", msg)
 			}
 			if line, err = lr.next(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if msg := idxPresence(head); msg != "" {
-			return nil, fail(head.name, -1, "%s", msg)
+			return s.fail(head.name, -1, "%s", msg)
 		}
 		a := newIndexArray(head, start)
 		for ix := range head.geo.numChunks() {
-			ch, msg := parseCh(line)
-			if msg != "" {
-				return nil, fail(head.name, ix, "%s", msg)
-			}
-			off, n := head.geo.chunk(ix)
-			if ch.ix != ix || ch.off != off || ch.n != n || ch.lines != numLines(n) {
-				return nil, fail(head.name, ix, "ch line does not match the array's geometry")
-			}
-			if err := charge(head.name, ix, IndexChunkBytes); err != nil {
-				return nil, err
-			}
-			c := indexChunk(ch, lr.n, lr.last, lr.off)
-			skip := int64(0)
-			if ch.lines > 0 {
-				last := n - (ch.lines-1)*rawPerLine
-				skip = (ch.lines-1)*(B64Width+3) + int64(base64.StdEncoding.EncodedLen(int(last))) + 3
-			}
-			// A chunk longer than the file (its base64 length may even
-			// overflow int64) ends the file inside the chunk.
-			if ch.lines > size || skip < 0 || skip > size-lr.off {
-				return nil, fail(head.name, ix, "file ends inside the chunk")
-			}
-			if skip <= int64(lr.r.Buffered()) {
-				lr.r.Discard(int(skip))
-			} else {
-				if _, err := sec.Seek(lr.off+skip, io.SeekStart); err != nil {
-					return nil, err
+			for s.lead != nil {
+				pass, err := s.lead(line, ix)
+				if err != nil {
+					return err
 				}
-				lr.r.Reset(small)
+				if !pass {
+					break
+				}
+				if line, err = lr.next(); err != nil {
+					return err
+				}
 			}
-			lr.off += skip
-			lr.n += int(ch.lines)
+			var ch *chHead
+			if s.placeOnly {
+				if !bytes.HasPrefix(line, []byte("ch ")) {
+					return s.fail(head.name, ix, "want the ch line of chunk %d", ix)
+				}
+			} else {
+				var msg string
+				if ch, msg = parseCh(line); msg != "" {
+					return s.fail(head.name, ix, "%s", msg)
+				}
+				off, n := head.geo.chunk(ix)
+				if ch.ix != ix || ch.off != off || ch.n != n || ch.lines != numLines(n) {
+					return s.fail(head.name, ix, "ch line does not match the array's geometry")
+				}
+			}
+			var c IndexChunk
+			if !opts.NoChunks {
+				if err := s.charge(head.name, ix, IndexChunkBytes); err != nil {
+					return err
+				}
+				c = indexChunk(ch, lr.n, lr.last, lr.off)
+			}
+			if msg, err := s.body(ch); err != nil {
+				return err
+			} else if msg != "" {
+				return s.fail(head.name, ix, "%s", msg)
+			}
 			if line, err = lr.next(); err != nil {
-				return nil, err
+				return err
 			}
 			if string(line) != "endch" {
-				return nil, fail(head.name, ix, "want endch after %d base64 lines", ch.lines)
+				return s.fail(head.name, ix, "%s", s.noEndch(ch))
 			}
 			c.End = lr.off
-			a.Chunks = append(a.Chunks, c)
+			if !opts.NoChunks {
+				a.Chunks = append(a.Chunks, c)
+			}
 			if line, err = lr.next(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if string(line) != "endarr" {
-			return nil, fail(head.name, -1, "want endarr")
+			return s.fail(head.name, -1, "want endarr")
 		}
 		a.End = lr.off
 		x.Arrays = append(x.Arrays, a)
 		if line, err = lr.next(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	x.TrailerStart, x.TrailerLine = lr.last, lr.n
 	if bytes.HasPrefix(line, []byte("audit")) {
 		x.Audit = string(line)
 		if line, err = lr.next(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if string(line) != endLine {
-		return nil, fail("", -1, "want arr, audit or endwtxt")
+		return s.fail("", -1, "want arr, audit or endwtxt")
 	}
-	return x, nil
+	return nil
 }
 
 // newIndexArray starts the index entry of the array whose arr line (parsed

@@ -22,17 +22,35 @@ type Root struct {
 	MerkleThis     [32]byte
 }
 
-// rootKeys are the fields of Root's text form, in order.
-var rootKeys = []string{"gen", "ts", "build", "sha256_all", "merkle_prev", "merkle_this"}
+// RootField is one of a Root's six values in text form: Key as the WTXT
+// header, the WSEAL line and generation.txt spell it (gen, ts, build,
+// sha256_all, merkle_prev, merkle_this), Value as written there.
+type RootField struct{ Key, Value string }
+
+// Fields returns r's six values in text form, in String's order, the
+// hashes as 64 lowercase hex digits. It is the one conversion of a Root to
+// text: String, gitops's commit trailers and generation.txt, and
+// verify-repo's comparisons with them are built on it. The keys do not
+// depend on r (Root{}.Fields() lists them).
+func (r Root) Fields() [6]RootField {
+	return [6]RootField{{"gen", r.Gen}, {"ts", r.TS}, {"build", r.Build},
+		{"sha256_all", hex.EncodeToString(r.SHA256All[:])},
+		{"merkle_prev", hex.EncodeToString(r.MerklePrev[:])},
+		{"merkle_this", hex.EncodeToString(r.MerkleThis[:])}}
+}
 
 // String is the text form ParseRoot reads: "gen=000123 ts=... build=...
 // sha256_all=<hex64> merkle_prev=<hex64> merkle_this=<hex64>", the order
 // and spelling of the WSEAL line's and the WTXT header's fields.
 func (r Root) String() string {
-	return "gen=" + r.Gen + " ts=" + r.TS + " build=" + r.Build +
-		" sha256_all=" + hex.EncodeToString(r.SHA256All[:]) +
-		" merkle_prev=" + hex.EncodeToString(r.MerklePrev[:]) +
-		" merkle_this=" + hex.EncodeToString(r.MerkleThis[:])
+	var b strings.Builder
+	for i, f := range r.Fields() {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(f.Key + "=" + f.Value)
+	}
+	return b.String()
 }
 
 // ParseRoot reads Root's text form strictly: the six fields in order, one
@@ -45,15 +63,16 @@ func ParseRoot(s string) (Root, error) {
 	if len(s) > 1024 {
 		return r, fmt.Errorf("wtxt: root: %d bytes is too long", len(s))
 	}
+	keys := Root{}.Fields()
 	f := strings.Split(s, " ")
-	if len(f) != len(rootKeys) {
-		return r, fmt.Errorf("wtxt: root: %d fields, want %d (%s)", len(f), len(rootKeys), strings.Join(rootKeys, " "))
+	if len(f) != len(keys) {
+		return r, fmt.Errorf("wtxt: root: %d fields, want %d (gen ts build sha256_all merkle_prev merkle_this)", len(f), len(keys))
 	}
 	v := make([]string, len(f))
 	for i, kv := range f {
 		k, val, ok := strings.Cut(kv, "=")
-		if !ok || k != rootKeys[i] {
-			return r, fmt.Errorf("wtxt: root: field %d must be %s=", i+1, rootKeys[i])
+		if !ok || k != keys[i].Key {
+			return r, fmt.Errorf("wtxt: root: field %d must be %s=", i+1, keys[i].Key)
 		}
 		v[i] = val
 	}
@@ -70,7 +89,7 @@ func ParseRoot(s string) (Root, error) {
 	for i, dst := range []*[32]byte{&r.SHA256All, &r.MerklePrev, &r.MerkleThis} {
 		h, ok := parseHex32(v[3+i])
 		if !ok {
-			return Root{}, fmt.Errorf("wtxt: root: %s: want 64 lowercase hex digits", rootKeys[3+i])
+			return Root{}, fmt.Errorf("wtxt: root: %s: want 64 lowercase hex digits", keys[3+i].Key)
 		}
 		*dst = h
 	}

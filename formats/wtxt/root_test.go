@@ -103,3 +103,33 @@ func FuzzParseRoot(f *testing.F) {
 		}
 	})
 }
+
+// Fields is the text the WTXT header carries: for each golden file its
+// hash values are the file's root (or WSUM) line values and its gen, ts
+// and build the meta line's, its keys the same for every Root, and
+// String is built from them.
+func TestRootFields(t *testing.T) {
+	keys := Root{}.Fields()
+	files := []string{"golden-tiny.wtxt", "golden-signed.wtxt", "golden-ext.wtxt", "golden-stream.wsum"}
+	for i, r := range goldenRoots(t) {
+		text := string(formatstest.ReadTestdata(t, files[i]))
+		f := r.Fields()
+		var kv []string
+		for i, fi := range f {
+			if fi.Key != keys[i].Key {
+				t.Errorf("%s: key %d is %s, want %s", r, i, fi.Key, keys[i].Key)
+			}
+			kv = append(kv, fi.Key+"="+fi.Value)
+		}
+		if strings.Join(kv, " ") != r.String() {
+			t.Errorf("String %q, fields %q", r.String(), kv)
+		}
+		hashes := "sha256_all=" + f[3].Value + " merkle_prev=" + f[4].Value + " merkle_this=" + f[5].Value
+		if !strings.Contains(text, " "+hashes) {
+			t.Errorf("%s does not carry %s", files[i], hashes)
+		}
+		if i < 3 && !strings.Contains(text, " gen="+f[0].Value+" ts="+f[1].Value+" build="+f[2].Value+" ") {
+			t.Errorf("%s: meta does not carry gen %s ts %s build %s", files[i], f[0].Value, f[1].Value, f[2].Value)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -49,6 +50,59 @@ func TestReadSkeletonIndex(t *testing.T) {
 	}
 }
 
+// TestSkeletonIndexSegs: the skeleton index's seg entries are the seg
+// lines Split wrote, at the segments' first chunks and in their arrays;
+// with NoChunks the index is the same without chunks (and needs no
+// memory per chunk).
+func TestSkeletonIndexSegs(t *testing.T) {
+	for name, in := range skeletonInputs(t) {
+		t.Run(name, func(t *testing.T) {
+			skel, _, segs := splitBytes(t, in, 100)
+			x, err := ReadSkeletonIndex(context.Background(), name, bytes.NewReader(skel), IndexOptions{})
+			if err != nil {
+				t.Skipf("not indexable: %v", err)
+			}
+			sl := strings.Split(string(skel), "\n")
+			if len(x.Segs) != len(segs) {
+				t.Fatalf("%d seg entries, Split wrote %d segments", len(x.Segs), len(segs))
+			}
+			for i, sg := range x.Segs {
+				line := sl[sg.Line-1]
+				if !strings.HasPrefix(line, "seg ") || !strings.HasPrefix(string(skel[sg.Start:]), line+"\n") ||
+					x.Arrays[sg.Array].Name != segs[i].Array || sg.Chunk != segs[i].FirstChunk {
+					t.Fatalf("seg %d: %+v (line %q), segment %+v", i, sg, line, segs[i])
+				}
+			}
+			n, err := ReadSkeletonIndex(context.Background(), name, bytes.NewReader(skel), IndexOptions{NoChunks: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(n.Arrays) != len(x.Arrays) || len(n.Segs) != len(x.Segs) || n.TrailerStart != x.TrailerStart || n.Size != x.Size {
+				t.Fatalf("NoChunks index differs: %d arrays, trailer %d", len(n.Arrays), n.TrailerStart)
+			}
+			for i, a := range n.Arrays {
+				if len(a.Chunks) != 0 || a.Start != x.Arrays[i].Start || a.End != x.Arrays[i].End {
+					t.Fatalf("NoChunks array %d: %+v", i, a)
+				}
+			}
+			// The limit counts arrays and seg lines, not chunks: the exact
+			// budget of those is enough with NoChunks and too little with
+			// the chunks.
+			budget, chunks := int64(len(x.Segs))*int64(unsafe.Sizeof(IndexSeg{})), 0
+			for _, a := range x.Arrays {
+				budget += int64(unsafe.Sizeof(IndexArray{})+unsafe.Sizeof(arrHead{})) + 2*int64(len(sl[a.Line-1]))
+				chunks += len(a.Chunks)
+			}
+			if _, err := ReadSkeletonIndex(context.Background(), name, bytes.NewReader(skel), IndexOptions{NoChunks: true, MaxBytes: budget}); err != nil {
+				t.Fatalf("NoChunks within %d bytes: %v", budget, err)
+			}
+			if _, err := ReadSkeletonIndex(context.Background(), name, bytes.NewReader(skel), IndexOptions{MaxBytes: budget}); chunks > 0 && !errors.Is(err, formats.ErrLimit) {
+				t.Fatalf("%d chunks within %d bytes: %v", chunks, budget, err)
+			}
+		})
+	}
+}
+
 // TestReadSkeletonIndexBadInput: a WTXT (with base64 lines), a damaged ch
 // line, trailing bytes and an index over its budget are refused with
 // located errors that do not echo the input.
@@ -83,6 +137,17 @@ func TestReadSkeletonIndexBadInput(t *testing.T) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 	}
+	// NoChunks checks the ch lines' places, not their fields.
+	if _, err := ReadSkeletonIndex(ctx, "s.skel", bytes.NewReader([]byte(strings.Join(badCh, "\n"))), IndexOptions{NoChunks: true}); err != nil {
+		t.Fatalf("NoChunks, ch line off: %v", err)
+	}
+	noCh := append([]string(nil), lines...)
+	noCh[chLine] = "x" + noCh[chLine]
+	var we *Error
+	if _, err := ReadSkeletonIndex(ctx, "s.skel", bytes.NewReader([]byte(strings.Join(noCh, "\n"))), IndexOptions{NoChunks: true}); !errors.As(err, &we) ||
+		we.Check != CheckGrammar || we.Line != chLine+1 || strings.Contains(err.Error(), "xch") {
+		t.Fatalf("NoChunks, no ch line: %v", err)
+	}
 	if _, err := ReadSkeletonIndex(ctx, "s.skel", bytes.NewReader(skel), IndexOptions{MaxBytes: 100}); !errors.Is(err, formats.ErrLimit) {
 		t.Fatalf("over budget: %v", err)
 	}
@@ -104,9 +169,16 @@ func FuzzReadSkeletonIndex(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// NoChunks checks less (the ch lines' places): it accepts at least
+		// what the full index accepts, with the same arrays, segs and
+		// trailer.
+		nx, nerr := ReadSkeletonIndex(context.Background(), "fuzz", bytes.NewReader(b), IndexOptions{MaxBytes: 1 << 20, NoChunks: true})
 		x, err := ReadSkeletonIndex(context.Background(), "fuzz", bytes.NewReader(b), IndexOptions{MaxBytes: 1 << 20})
 		if err != nil {
 			return
+		}
+		if nerr != nil || len(nx.Arrays) != len(x.Arrays) || len(nx.Segs) != len(x.Segs) || nx.TrailerStart != x.TrailerStart || nx.Size != x.Size {
+			t.Fatalf("NoChunks: %v", nerr)
 		}
 		line := 0
 		for _, a := range x.Arrays {

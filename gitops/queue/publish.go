@@ -98,7 +98,7 @@ func samePublish(a, b Job) bool {
 		return false
 	}
 	ha, hb := a.Publish.Header, b.Publish.Header
-	return ha != nil && hb != nil && ha.SHA256All == hb.SHA256All && ha.MerkleThis == hb.MerkleThis
+	return ha != nil && hb != nil && ha.Root.SHA256All == hb.Root.SHA256All && ha.Root.MerkleThis == hb.Root.MerkleThis
 }
 
 func (q *Queue) holdPath(j Job) string {
@@ -192,7 +192,10 @@ func (q *Queue) sweepHold() error {
 
 // attempt does a job's Publish work (when not done yet) and its push.
 func (q *Queue) attempt(ctx context.Context, j *Job) error {
+	tr := q.startPushing(*j)
+	defer tr.end()
 	if j.Publish != nil && j.Commit == "" {
+		tr.phase(PhasePublish, "")
 		if q.opts.Publisher == nil {
 			return &gitops.PushError{Branch: j.Branch, Kind: gitops.ErrLocal, Err: ErrNoPublisher}
 		}
@@ -227,7 +230,8 @@ func (q *Queue) attempt(ctx context.Context, j *Job) error {
 			return err
 		}
 	}
-	return q.opts.Pusher.Push(ctx, gitops.PushRequest{Branch: j.Branch, Commit: plumbing.NewHash(j.Commit), Tag: j.Tag})
+	tr.p.Commit = j.Commit
+	return q.opts.Pusher.Push(ctx, gitops.PushRequest{Branch: j.Branch, Commit: plumbing.NewHash(j.Commit), Tag: j.Tag, Progress: tr.progress})
 }
 
 // Publishers dispatches to a Publisher by Publish.Kind, for a queue that

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
 )
 
@@ -62,7 +64,7 @@ func publishJob(t *testing.T, dir string, gen uint64, content, sha string) Job {
 		t.Fatal(err)
 	}
 	return Job{Branch: "snapshots", Gen: gen, Publish: &Publish{Kind: "oci-generation", WTXT: p, Bytes: int64(len(content)),
-		Header: &gitops.Header{Gen: gen, SHA256All: sha, MerkleThis: sha}}}
+		Header: &gitops.Header{Gen: gen, Root: wtxt.Root{SHA256All: sha256.Sum256([]byte(sha)), MerkleThis: sha256.Sum256([]byte(sha))}}}}
 }
 
 // TestPublishJobDurableSteps: a publish job holds its file (the ring may

@@ -92,6 +92,8 @@ type Status struct {
 	// manifest is not in the registry yet.
 	Publishing          int   `json:"publishing,omitempty"`
 	PublishPendingBytes int64 `json:"publish_pending_bytes,omitempty"`
+	// Pushing is the attempt in progress (PushingFile), nil when none.
+	Pushing *Pushing `json:"pushing,omitempty"`
 }
 
 // Clock is the time source of the queue (injectable for tests).
@@ -225,6 +227,9 @@ func Open(dir string, opts Options) (*Queue, error) {
 	}
 	if _, err := atomicfile.Sweep(dir); err != nil {
 		return nil, fmt.Errorf("queue: sweep %s: %w", dir, err)
+	}
+	if err := os.Remove(filepath.Join(dir, PushingFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("queue: %w", err) // a killed run's record
 	}
 	bs, err := os.ReadDir(filepath.Join(dir, jobsDir))
 	if err != nil {
@@ -439,7 +444,7 @@ func (q *Queue) Status() (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	st := Status{State: StateOK, Pending: len(jobs)}
+	st := Status{State: StateOK, Pending: len(jobs), Pushing: q.readPushing()}
 	for _, j := range jobs {
 		if j.Publish != nil && j.Commit == "" {
 			st.Publishing++

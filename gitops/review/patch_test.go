@@ -1,6 +1,7 @@
 package review
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -80,9 +81,11 @@ func TestParsePatchErrors(t *testing.T) {
 	}
 }
 
+// FuzzParsePatch: seeds in testdata/fuzz/FuzzParsePatch.
 func FuzzParsePatch(f *testing.F) {
-	f.Add("@@ -1,3 +1,3 @@\n a\n-b\n+c\n d\n")
-	f.Add("@@ -0,0 +1 @@\n+x")
+	if m, _ := filepath.Glob("testdata/fuzz/FuzzParsePatch/*"); len(m) == 0 {
+		f.Fatal("no seeds in testdata/fuzz/FuzzParsePatch")
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		p, err := ParsePatch(s)
 		if err != nil {

@@ -39,11 +39,19 @@
 //     like the commit (the payload ends where the last signature-marker
 //     line starts, as git's parse_signed_buffer decides). A missing tag is
 //     a failure: gitops.Repo always writes one (a clone must fetch tags).
-//   - "layout", "parts", "object": <path>/current.wtxt or
-//     current.wtxt.parts/ (not both; the latter reassembled with
-//     gitops.AssembleFS, every part's size and SHA-256 and the whole
-//     file's checked) and readable objects. The WTXT is copied to a temp
-//     file (at most two generations' copies exist at a time).
+//   - "layout", "parts", "object": exactly one of <path>/current.wtxt,
+//     current.wtxt.parts/ (reassembled with gitops.AssembleFS, every
+//     part's size and SHA-256 and the whole file's checked) and
+//     current.wtxt.segs/ (the segments layout, Snapd-Layout: segments,
+//     rebuilt with gitops.ReadSegments — the reader snapd checkout uses —
+//     every piece's and segment's size and SHA-256 and every chunk's
+//     sha256 and crc32c checked; a failure names the MANIFEST, the piece
+//     and line, or the segment file: "layout" for the directory's
+//     structure, including files neither the MANIFEST nor the skeleton
+//     names, "parts" for content), and readable objects. The WTXT is
+//     copied to a temp file (at most two generations' copies exist at a
+//     time) and verified as below. Options.Sample does not apply to the
+//     segments layout: its segments are in the clone already (noted).
 //   - "wtxt/<check>": a plaintext WTXT is verified fully with wtxt.Verify
 //     (every profile check, RequireSignature with the trusted keys; the
 //     WSUM current.wsum is passed along when present). Each failure keeps

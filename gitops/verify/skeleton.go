@@ -141,8 +141,7 @@ func (v *verifier) skeletonGeneration(x *gv, c *object.Commit, tr map[string]str
 	}
 	// The declared (signed) header values stand for the generation, as
 	// for a plain WTXT; a failure below is reported where it is.
-	ct := content{genText: h.Gen, ts: h.TS, build: h.Meta.Build, known: true, source: name,
-		sha256All: hex.EncodeToString(h.SHA256All[:]), merklePrev: hex.EncodeToString(h.MerklePrev[:]), merkleThis: hex.EncodeToString(h.MerkleThis[:])}
+	ct := rootContent(h.Root, name)
 	if h.Pending {
 		x.fail(name, 4, "wtxt/"+string(wtxt.CheckWSUM), "the skeleton is of a streamed WTXT (root_pending): its root values and signature are in a WSUM, which the skeleton layout does not carry")
 		return v.finish(x, c, tr, prev, anchor, ct, st, entries, dir, files)

@@ -79,10 +79,10 @@ func TestCleanHistoryPasses(t *testing.T) {
 			}
 			for i, g := range rep.Generations {
 				want := f.Gens[i]
-				if g.Commit != want.Commit || g.Gen != want.Header.GenText || g.Tag != want.Tag || g.Layout != string(tc.layout) {
+				if g.Commit != want.Commit || g.Gen != want.Header.Root.Gen || g.Tag != want.Tag || g.Layout != string(tc.layout) {
 					t.Fatalf("gen %d: %+v", i, g)
 				}
-				if g.Signature != "verified" || g.CommitSignature != SigVerified || g.TagSignature != SigVerified || g.MerkleThis != want.Header.MerkleThis {
+				if g.Signature != "verified" || g.CommitSignature != SigVerified || g.TagSignature != SigVerified || g.MerkleThis != want.Header.Root.Fields()[5].Value {
 					t.Fatalf("gen %d: %+v", i, g)
 				}
 				wantChain, wantDelta := ChainContinues, "applied"
@@ -188,7 +188,7 @@ func TestBrokenChain(t *testing.T) {
 	commit := verifytest.HandCommit(t, repo, f.Gens[4].Commit, g6.Files, f.Key.PrivFile, f.Key.PrivFile)
 	rep := run(t, repo, Options{}, f.Key.Pub)
 	fs := wantOnly(t, rep, CheckChain)
-	want := fmt.Sprintf("merkle_prev %x is not merkle_this %s of the previous generation 000005", wrong, f.Gens[4].Header.MerkleThis)
+	want := fmt.Sprintf("merkle_prev %x is not merkle_this %x of the previous generation 000005", wrong, f.Gens[4].Header.Root.MerkleThis)
 	if fs[0].Commit != commit || fs[0].Gen != "000006" || fs[0].Message != want || rep.Generations[5].Chain != ChainBroken {
 		t.Fatalf("%v\nwant message %s", fs[0], want)
 	}
@@ -458,5 +458,41 @@ func TestGenerationOrder(t *testing.T) {
 	if fs[0].Commit != f.Gens[3].Commit || fs[1].Commit != commit || fs[1].File != "snapshots/current.wtxt" ||
 		fs[1].Message != "generation 000004 does not follow the previous commit's generation 000005 (must be strictly greater)" {
 		t.Fatalf("%v\n%v", fs[0], fs[1])
+	}
+}
+
+// TestMalformedSummary: a signed generation whose generation.txt repeats
+// a key, or has a line that is not key=value, fails the summary check at
+// that file (read by gitops.ParseSummary, the one reader of the file),
+// and the failure does not quote the file.
+func TestMalformedSummary(t *testing.T) {
+	f := verifytest.Build(t, verifytest.Options{Gens: []uint64{1, 2}})
+	head := f.Gens[1]
+	for name, extra := range map[string]string{"repeated key": "SECRET_x=1\nSECRET_x=2\n", "not key=value": "SECRET-LINE\n"} {
+		t.Run(name, func(t *testing.T) {
+			repo := f.Copy(t)
+			sum := verifytest.Git(t, repo, "show", head.Commit+":snapshots/generation.txt") + extra
+			blob := strings.TrimSpace(verifytest.Git(t, repo, "hash-object", "-w", verifytest.WriteFile(t, filepath.Join(t.TempDir(), "s"), []byte(sum))))
+			idx := []string{"GIT_INDEX_FILE=" + filepath.Join(t.TempDir(), "index")}
+			for _, args := range [][]string{{"read-tree", head.Commit}, {"update-index", "--cacheinfo", "100644," + blob + ",snapshots/generation.txt"}} {
+				if out, err := verifytest.GitRun(repo, idx, args...); err != nil {
+					t.Fatalf("git %v: %v\n%s", args, err, out)
+				}
+			}
+			tree, err := verifytest.GitRun(repo, idx, "write-tree")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, text, _ := strings.Cut(verifytest.Git(t, repo, "cat-file", "commit", head.Commit), "\n\n")
+			msg := verifytest.WriteFile(t, filepath.Join(t.TempDir(), "msg"), []byte(text))
+			sign := []string{"-c", "gpg.format=ssh", "-c", "user.signingkey=" + f.Key.PrivFile}
+			commit := strings.TrimSpace(verifytest.Git(t, repo, append(sign, "commit-tree", "-S", strings.TrimSpace(tree), "-p", f.Gens[0].Commit, "-F", msg)...))
+			verifytest.Git(t, repo, "update-ref", "refs/heads/"+gitops.DefaultBranch, commit)
+			verifytest.Git(t, repo, append(sign, "tag", "-f", "-s", "--cleanup=verbatim", "-F", msg, "gen-000002", commit)...)
+			fs := wantOnly(t, run(t, repo, Options{}, f.Key.Pub), CheckSummary)
+			if fs[0].File != "snapshots/generation.txt" || fs[0].Commit != commit || strings.Contains(fs[0].Message, "SECRET") {
+				t.Fatalf("%+v", fs[0])
+			}
+		})
 	}
 }

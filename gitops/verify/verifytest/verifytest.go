@@ -11,7 +11,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"os"
@@ -121,6 +120,8 @@ type Options struct {
 	Gens      []uint64 // generation numbers; default 1..5
 	Layout    gitops.Layout
 	PartLimit int64
+	// SegmentSize is gitops.Config.SegmentSize (the segments layout).
+	SegmentSize int64
 	// Encrypt lists generation numbers stored age-armored with a seal.
 	Encrypt []uint64
 }
@@ -158,7 +159,7 @@ func Build(t testing.TB, o Options) *Fixture {
 		t.Fatal(err)
 	}
 	f := &Fixture{Dir: filepath.Join(t.TempDir(), "repo.git"), Work: t.TempDir(), Key: NewKey(t), Identity: id}
-	r, err := gitops.OpenRepo(f.Dir, gitops.Config{Delta: gitops.DeltaAlways, SigningKey: f.Key.Priv, Layout: o.Layout, PartLimit: o.PartLimit, SplitThreshold: o.PartLimit})
+	r, err := gitops.OpenRepo(f.Dir, gitops.Config{Delta: gitops.DeltaAlways, SigningKey: f.Key.Priv, Layout: o.Layout, PartLimit: o.PartLimit, SplitThreshold: o.PartLimit, SegmentSize: o.SegmentSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +204,7 @@ func (f *Fixture) MakeWith(t testing.TB, s *snapshot.Snapshot, pm [32]byte, prev
 	n := s.Meta.Gen
 	data, res := Encode(t, s, f.Key.Priv, pm)
 	g := &Gen{Number: n, WTXT: data, Stored: data, Result: res, Snapshot: s}
-	g.Header = gitops.Header{Gen: n, GenText: wtxt.FormatGen(n), TS: wtxt.FormatTS(s.Meta.TS), Build: s.Meta.Build,
-		SHA256All: hex.EncodeToString(res.SHA256All[:]), MerklePrev: hex.EncodeToString(res.MerklePrev[:]), MerkleThis: hex.EncodeToString(res.MerkleThis[:])}
+	g.Header = gitops.Header{Gen: n, Root: res.Root}
 	name := func(ext string) string { return filepath.Join(f.Work, fmt.Sprintf("g%06d%s", n, ext)) }
 	g.Files.WTXT = WriteFile(t, name(".wtxt"), data)
 	if prev != nil {
