@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -142,5 +143,35 @@ func TestSegmentPieces(t *testing.T) {
 		if !errors.Is(err, ErrSkeleton) || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("%s: err = %v, want %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestWritePiecesFuzzSeed writes the FuzzReadSegments seed of a segments
+// directory whose segments are stored as pieces, when
+// SNAPD_WRITE_FUZZ_SEEDS=1 (the seed is committed; this documents how).
+func TestWritePiecesFuzzSeed(t *testing.T) {
+	if os.Getenv("SNAPD_WRITE_FUZZ_SEEDS") != "1" {
+		t.Skip("set SNAPD_WRITE_FUZZ_SEEDS=1 to rewrite testdata/fuzz/FuzzReadSegments/pieces")
+	}
+	key, _ := testKey(t)
+	dir := t.TempDir()
+	chain := genChain(t, dir, 1, []testArray{{name: "p", data: pseudo(5, 2000), chunk: 700}}, nil)
+	repoDir := filepath.Join(dir, "r.git")
+	r, err := OpenRepo(repoDir, Config{SigningKey: key, Layout: LayoutSegments, SegmentSize: 700, SegmentPiece: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Commit(context.Background(), Generation{WTXT: chain.paths[0]}); err != nil {
+		t.Fatal(err)
+	}
+	fsys := treeMapFS(t, repoDir, "gen-000001", "snapshots/"+DirWTXTSegs)
+	var out bytes.Buffer
+	if _, err := ReadSegments(context.Background(), fsys, &out); err != nil || !bytes.Equal(out.Bytes(), chain.data[0]) {
+		t.Fatalf("ReadSegments: %v", err)
+	}
+	b := archive(fsys)
+	p := filepath.Join("testdata", "fuzz", "FuzzReadSegments", "pieces")
+	if err := os.WriteFile(p, []byte("go test fuzz v1\n[]byte("+strconv.Quote(string(b))+")\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
