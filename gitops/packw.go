@@ -177,8 +177,8 @@ func (p *packWriter) entry(t plumbing.ObjectType, h plumbing.Hash, data []byte) 
 
 // finish stores what add collected: as loose objects when there are few,
 // else it completes the pack (object count, trailing SHA-1 over the
-// whole file, the .idx) and renames pack and index into place (the index
-// last: git and go-git see a pack by its index). It returns whether a
+// whole file, the .idx) and renames index and pack into place (see
+// below for the order). It returns whether a
 // pack was added (the caller's object store must then re-read its pack
 // list).
 func (p *packWriter) finish() (bool, error) {
@@ -254,9 +254,12 @@ func (p *packWriter) finish() (bool, error) {
 		}
 	}
 	if err == nil {
-		if err = os.Rename(tmp, base+".pack"); err == nil {
-			if err = os.Rename(itmp.Name(), base+".idx"); err != nil {
-				os.Remove(base + ".pack")
+		// The index first: git ignores an index without its pack, and
+		// go-git lists packs by their .pack file, so neither sees a pack
+		// without an index, even after a crash between the renames.
+		if err = os.Rename(itmp.Name(), base+".idx"); err == nil {
+			if err = os.Rename(tmp, base+".pack"); err != nil {
+				os.Remove(base + ".idx")
 			}
 		}
 	}
