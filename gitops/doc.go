@@ -84,7 +84,15 @@
 // Trees are built from the previous commit's trees: only the entries of
 // <path> (and the trees above it) are rewritten, and a blob is written only
 // when the repository lacks it. Single files are streamed (hashed, then
-// written only if new); see below for parts.
+// written only if new); see below for parts. New blobs and trees are
+// loose objects, except that a Commit adding at least 256 of them (or
+// more than 8 MiB before that) writes them all as one pack,
+// objects/pack/pack-<sha1>.pack + .idx (version 2, undeltified entries,
+// stored zlib; packw.go), installed before the commit that names them: a
+// file per object was about half of a dense generation's commit CPU.
+// snapd never repacks or garbage-collects its repository; a long-running
+// one gathers a pack per dense generation and loose objects otherwise,
+// which `git gc` (run while the daemon is stopped) consolidates.
 //
 // # Split ("git-scale") layout
 //
@@ -155,7 +163,9 @@
 //	                                       lines) from the segment whose first
 //	                                       chunk is ix; the last ends with endarr
 //	current.wtxt.segs/9999-trailer.part    audit, endwtxt
-//	current.wtxt.segs/seg/<hh>/<hex64>.seg one raw segment per distinct SHA-256
+//	current.wtxt.segs/seg/<hh>/<hex64>.seg one raw segment per distinct SHA-256:
+//	                                       a blob, or a directory of pieces
+//	                                       p000000, p000001, ... (see below)
 //
 // Segments are runs of whole chunks of one array of about
 // Config.SegmentSize raw bytes (default 64 KiB, cut greedily from chunk 0,
@@ -168,15 +178,30 @@
 // committed are those its ch lines name). Only new segments, the pieces
 // holding changed ch lines, the header and changed arr pieces, MANIFEST,
 // generation.txt and the trees above them are new objects, and segments
-// hold raw bytes (no base64, nothing for zlib to gain), so a generation
-// costs about the changed chunks' raw size in the repository. git diff
-// between two generations' *.part shows the changed ch lines;
-// .gitattributes marks *.seg -text -diff. ReadSegments is the one reader
-// (WriteWTXT, AssembleSkeletonFS, gitops/verify): in one goroutine, one
-// file at a time, the MANIFEST, the pieces in order (sizes and SHA-256
-// checked) fed to wtxt.Assemble, which reads each segment as its seg line
-// comes (size from the blob's header first; every chunk's sha256 and
-// crc32c, the blob's length and digest), so memory does not grow with the
+// hold raw bytes (no base64), so a generation costs about the changed
+// chunks' raw size in the repository. git diff between two generations'
+// *.part shows the changed ch lines; .gitattributes marks *.seg -text
+// -diff.
+//
+// A segment larger than Config.SegmentPiece (default 16 KiB) is stored as
+// a directory <hex64>.seg/ of raw pieces p000000, p000001, ... of
+// SegmentPiece bytes each (the last one shorter); concatenated in name
+// order they are the segment. A change to a few rows of a 64 KiB chunk
+// then stores the pieces holding those rows and a small tree, not the
+// whole chunk: the pieces that did not change are blobs the repository
+// has. (Git finds them by content, so git push must not use the sparse
+// walk, which looks for known objects at the same paths only; GitPusher
+// passes -c pack.useSparse=false.) A segment of at most SegmentPiece
+// bytes, and every segment of a generation committed before pieces
+// existed, is a single blob; the reader takes both forms.
+//
+// ReadSegments is the one reader (WriteWTXT, AssembleSkeletonFS,
+// gitops/verify): in one goroutine, one file at a time, the MANIFEST, the
+// pieces in order (sizes and SHA-256 checked) fed to wtxt.Assemble, which
+// reads each segment as its seg line comes (size from the blob's header
+// first, or its pieces in order, a missing, empty or surplus piece or one
+// past the segment's size refused; every chunk's sha256 and crc32c, the
+// segment's length and digest), so memory does not grow with the
 // generation; a failure is a *SegmentsError naming the MANIFEST, the piece
 // and line, or the segment at fault (Layout set for structure: MANIFEST
 // missing or malformed, e.g. naming a path outside the directory, or an
@@ -232,7 +257,8 @@
 // operator (or git gc, after gc.pruneExpire) to remove.
 //
 // Repo sets pack.window=0 and pack.compression=0 and writes its loose
-// objects with zlib stored blocks: changed parts are whole chunks, a thin
+// objects with zlib stored blocks (written directly, loose.go; trees only
+// when new): changed parts are whole chunks, a thin
 // pack's delta bases are appended in full by the receiver (index-pack
 // --fix-thin), and base64 deflates only to ~75%, while inflating and
 // deflating every new object in the daemon, pack-objects and the
@@ -241,7 +267,8 @@
 // CPU for the same remote growth; level 0 instead of 1 cut the
 // daemon's CPU per generation from 3.1 to 2.0 s for 1.3x the remote
 // growth; the segments layout's raw segments do not compress anyway).
-// The git push child also gets -c pack.threads=1, pack.windowMemory=32m,
+// The git push child also gets -c pack.useSparse=false (see "Segments
+// layout") and -c pack.threads=1, pack.windowMemory=32m,
 // pack.deltaCacheSize=16m, core.deltaBaseCacheLimit=16m,
 // core.bigFileThreshold=16m, core.packedGitWindowSize=16m and
 // core.packedGitLimit=128m (pushMemoryLimits), so its memory does not

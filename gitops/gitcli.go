@@ -219,6 +219,12 @@ wait:
 	// Whatever is left of the group (a helper that outlived git).
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	if err == nil && reason == "" {
+		if ps := cmd.ProcessState; ps != nil {
+			// CPU of the child and its waited-for descendants (for a
+			// local remote, receive-pack and index-pack too).
+			p.log.Debug("git finished", "op", op, "remote", p.display, "elapsed", time.Since(start).Round(time.Millisecond),
+				"cpu", (ps.UserTime() + ps.SystemTime()).Round(time.Millisecond))
+		}
 		return stdout.String(), nil
 	}
 	ge := &GitError{Op: op, Reason: reason, ExitCode: -1, Stderr: stderr.lines(6)}

@@ -432,7 +432,7 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 	timeout := p.remote.Timeout + time.Duration(float64(send)/float64(p.remote.MinRate)*float64(time.Second))
 	rep.cur.SendBytes = send
 	sweep := p.quarantineSweeper()
-	pushArgs := append(append(append([]string{}, args...), pushMemoryLimits...), "push", "--porcelain", "--progress", "--no-verify")
+	pushArgs := append(append(append(append([]string{}, args...), pushMemoryLimits...), pushPackOptions...), "push", "--porcelain", "--progress", "--no-verify")
 	if p.proto == "file" {
 		// A local remote's receive-pack (and its index-pack) run here, as
 		// the daemon's descendants: the same limits, on their command line
@@ -471,6 +471,17 @@ var pushMemoryLimits = []string{
 	"-c", "core.packedGitWindowSize=16m",
 	"-c", "core.packedGitLimit=128m",
 }
+
+// pushPackOptions shape the pack git push sends. pack.useSparse=false:
+// git's default "sparse" walk (git >= 2.27) only looks for objects the
+// remote has at the same paths, and a segment stored as pieces
+// (Config.SegmentPiece) lives under a new path named by its new digest,
+// so the sparse walk sent every unchanged piece of a changed segment
+// again and the receiver stored the copies (2% uniform change on the
+// 50 MB bench model: 951 blobs pushed for 728 new objects, remote growth
+// 14.8 MiB instead of about 4). The full walk marks every object of the
+// remote's tree as present.
+var pushPackOptions = []string{"-c", "pack.useSparse=false"}
 
 // sendBytes estimates the bytes a push sends: the on-disk size of the
 // objects reachable from commit and not from the remote's refs we have

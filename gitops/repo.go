@@ -1,7 +1,6 @@
 package gitops
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -147,6 +146,11 @@ type Config struct {
 	// bytes (default DefaultSegmentSize; a chunk is never cut, and a
 	// chunk over MaxPartLimit is refused).
 	SegmentSize int64
+	// SegmentPiece: in the segments layout a segment larger than this is
+	// stored as a tree of raw pieces of this size (doc.go), so a change
+	// to a few rows of a chunk stores about those rows. Default
+	// DefaultSegmentPiece; negative: one blob per segment.
+	SegmentPiece int64
 	// PartLimit is the largest part size, in [MinPartLimit, MaxPartLimit].
 	// Default DefaultPartLimit.
 	PartLimit int64
@@ -189,6 +193,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.SegmentSize == 0 {
 		c.SegmentSize = DefaultSegmentSize
+	}
+	if c.SegmentPiece == 0 {
+		c.SegmentPiece = DefaultSegmentPiece
 	}
 	if c.SegmentSize < 0 || c.SegmentSize > MaxPartLimit {
 		return fmt.Errorf("%w: segment size %d outside [1, %d]", ErrConfig, c.SegmentSize, MaxPartLimit)
@@ -525,6 +532,10 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	}
 
 	b := &builder{st: r.r.Storer, ctx: ctx, objects: objectsDir(r.dir), knownSegs: r.segKeys}
+	if b.objects != "" {
+		b.pack = newPackWriter(b.objects)
+		defer b.pack.abort()
+	}
 	var prevDir *object.Tree
 	if head != nil && !head.base {
 		if prevDir, err = head.tree.Tree(r.cfg.Path); errors.Is(err, object.ErrDirectoryNotFound) {
@@ -564,7 +575,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		layout = LayoutSegments
 		dir.remove(FileSkeleton)
 		dir.remove(FileSkeleton + partsSuffix)
-		info, err = b.storeSkeletonFile(dir, prevDir, g.WTXT, r.cfg.SegmentSize)
+		info, err = b.storeSkeletonFile(dir, prevDir, g.WTXT, r.cfg.SegmentSize, r.cfg.SegmentPiece)
 	default:
 		if r.cfg.Layout == LayoutSegments {
 			layout, split = LayoutSplit, true // an armored WTXT has no structure to split by
@@ -648,6 +659,16 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		return nil, err
 	}
 
+	if b.pack != nil {
+		// Every new blob and tree is stored before a commit names them.
+		added, err := b.pack.finish()
+		if err != nil {
+			return nil, err
+		}
+		if s, ok := r.r.Storer.(interface{ Reindex() }); ok && added {
+			s.Reindex() // go-git lists packs once
+		}
+	}
 	when := r.cfg.Now().UTC()
 	if ts, err := time.Parse("2006-01-02T15:04:05Z", h.Root.TS); err == nil {
 		when = ts
@@ -773,8 +794,10 @@ type builder struct {
 	// objects, when set, is the loose objects directory blobs are written
 	// to directly (writeLoose) instead of through go-git.
 	objects string
-	blobs   int
-	bytes   int64
+	// pack, when set, collects new blobs and trees (packw.go).
+	pack  *packWriter
+	blobs int
+	bytes int64
 	// segsReused counts skeleton segments taken from the previous tree.
 	segsReused int
 	// knownSegs are the previous generation's segment keys (Repo.segKeys);
@@ -801,12 +824,16 @@ func (b *builder) blob(data []byte) (plumbing.Hash, error) {
 		return h, nil
 	}
 	if b.objects != "" {
-		got, err := writeLoose(b.objects, int64(len(data)), bytes.NewReader(data))
-		if err != nil {
+		if b.pack != nil { // packw.go
+			added, err := b.pack.add(plumbing.BlobObject, h, data)
+			if err != nil {
+				return h, fmt.Errorf("gitops: write blob: %w", err)
+			}
+			if !added {
+				return h, nil
+			}
+		} else if err := writeLooseBytes(b.objects, plumbing.BlobObject, data, h); err != nil {
 			return h, fmt.Errorf("gitops: write blob: %w", err)
-		}
-		if got != h {
-			return h, fmt.Errorf("gitops: blob %s written as %s", h, got)
 		}
 		b.blobs++
 		b.bytes += int64(len(data))
@@ -1026,7 +1053,10 @@ func (b *builder) writeTree(t *treeBuilder) (plumbing.Hash, error) {
 	}
 	sort.Slice(es, func(i, j int) bool { return key(es[i]) < key(es[j]) })
 	tree := &object.Tree{Entries: es}
-	return b.encode(tree.Encode)
+	if b.objects == "" {
+		return b.encode(tree.Encode)
+	}
+	return b.looseObject(tree.Encode) // loose.go: written only when new
 }
 
 // replacePath returns the hash of base with the directory at elems replaced

@@ -99,6 +99,10 @@ func ReadSegments(ctx context.Context, fsys fs.FS, w io.Writer) (*SegmentsInfo, 
 		src.open.Close()
 		src.open = nil
 	}
+	if src.pieces != nil {
+		src.pieces.Close()
+		src.pieces = nil
+	}
 	if pr.f != nil && err == nil {
 		// Sound skeletons end with endwtxt, after which the assembler reads
 		// to EOF: every piece was checked. Anything else is an error.
@@ -328,6 +332,7 @@ type segBlobs struct {
 	fsys   fs.FS
 	info   *SegmentsInfo
 	open   fs.File
+	pieces io.Closer // the last segment opened as pieces
 	last   string
 	layout bool // the last one is not a regular file
 }
@@ -340,17 +345,34 @@ func (s *segBlobs) OpenBlob(_ context.Context, seg wtxt.Segment) (io.ReadCloser,
 	s.last, s.layout = p, false
 	s.info.Paths[p] = true
 	f, err := s.fsys.Open(p)
+	var st fs.FileInfo
+	isDir := false
+	if err == nil {
+		if st, err = f.Stat(); err != nil || st.IsDir() {
+			f.Close()
+			if err == nil { // a checkout's directory of pieces (os.DirFS)
+				err, isDir = fs.ErrNotExist, true
+			}
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("missing: %w", wtxt.ErrBlobNotFound)
+		// A segment stored as pieces (segpieces.go; a Git tree's
+		// directory cannot be opened, only its files).
+		r, perr := openSegPieces(s.fsys, p, seg.Size, s.info.Paths)
+		if isDir && errors.Is(perr, wtxt.ErrBlobNotFound) {
+			s.layout = true
+			return nil, errors.New("not a regular file, nor a directory of pieces (no p000000)")
+		}
+		if perr != nil {
+			return nil, perr
+		}
+		s.pieces = r
+		return r, nil
 	}
 	if err != nil {
 		return nil, notFound(err)
 	}
-	st, err := f.Stat()
 	switch {
-	case err != nil:
-		f.Close()
-		return nil, err
 	case !st.Mode().IsRegular():
 		f.Close()
 		s.layout = true

@@ -33,6 +33,11 @@ const (
 	// size (raw bytes): a chunk at least this large is a segment of its
 	// own, smaller chunks of one array are grouped up to it.
 	DefaultSegmentSize = 64 << 10
+	// DefaultSegmentPiece is the default Config.SegmentPiece: a segment
+	// larger than this is stored as a tree of raw pieces of this size.
+	DefaultSegmentPiece = 16 << 10
+	// segPieceFmt names the pieces of a segment stored as a tree.
+	segPieceFmt = "p%06d"
 	// segsPerPiece is the number of segments per skeleton piece.
 	segsPerPiece = 64
 	// maxSkeleton bounds the skeleton text Commit holds in memory (about
@@ -55,7 +60,7 @@ func segName(d [32]byte) (dir, name string) {
 // blob the previous generation's tree holds (same SHA-256, so same name)
 // is reused without being hashed for Git or written. The skeleton is cut
 // into pieces (cutSkeleton) stored like split parts, with a MANIFEST.
-func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSize int64) (plumbing.Hash, fileInfo, error) {
+func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSize, piece int64) (plumbing.Hash, fileInfo, error) {
 	// The array names for cutting the skeleton (structure lines only:
 	// cheap next to the split).
 	x, err := wtxt.ReadIndex(b.ctx, "", f, size)
@@ -86,30 +91,32 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 		_, have := t.entries[name]
 		return t, name, have
 	}
-	prevSeg := func(d [32]byte) (plumbing.Hash, bool) {
+	// prevSeg finds a segment in the previous tree: a blob, or a tree of
+	// pieces (mode Dir).
+	prevSeg := func(d [32]byte) (plumbing.Hash, filemode.FileMode, bool) {
 		dir, name := segName(d)
 		if pt := prevSegs[dir]; pt != nil {
-			if e, err := pt.FindEntry(name); err == nil && e.Mode == filemode.Regular {
-				return e.Hash, true
+			if e, err := pt.FindEntry(name); err == nil && (e.Mode == filemode.Regular || e.Mode == filemode.Dir) {
+				return e.Hash, e.Mode, true
 			}
 		}
-		return plumbing.ZeroHash, false
+		return plumbing.ZeroHash, 0, false
 	}
 	sink := func(ctx context.Context, s wtxt.Segment, data []byte) error {
 		t, name, have := put(s.Digest)
 		if have {
 			return nil // the same bytes twice in this generation
 		}
-		if h, ok := prevSeg(s.Digest); ok {
-			t.set(name, filemode.Regular, h)
+		if h, mode, ok := prevSeg(s.Digest); ok {
+			t.set(name, mode, h)
 			reused++
 			return nil
 		}
-		h, err := b.blob(data)
+		h, mode, err := b.segment(data, piece)
 		if err != nil {
 			return err
 		}
-		t.set(name, filemode.Regular, h)
+		t.set(name, mode, h)
 		return nil
 	}
 	// A segment whose chunks the previous generation had is known by its
@@ -117,7 +124,7 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 	known := func(k wtxt.SegmentKey) ([32]byte, bool) {
 		d, ok := b.knownSegs[k]
 		if ok {
-			_, ok = prevSeg(d)
+			_, _, ok = prevSeg(d)
 		}
 		return d, ok
 	}
@@ -154,11 +161,11 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 		if have {
 			continue
 		}
-		h, ok := prevSeg(s.Digest)
+		h, mode, ok := prevSeg(s.Digest)
 		if !ok {
 			return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: segment %s was neither written nor found in the previous tree", ErrSkeleton, name)
 		}
-		t.set(name, filemode.Regular, h)
+		t.set(name, mode, h)
 		reused++
 	}
 	dir := newTreeBuilder(nil)
@@ -198,9 +205,35 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 	return h, fileInfo{size: size, sha256: hex.EncodeToString(whole.h)}, nil
 }
 
+// segment stores one segment's raw bytes: one blob when piece <= 0 or
+// the segment is at most piece bytes, else a tree of blobs of piece
+// bytes (the last one shorter) named p000000, p000001, ... in order
+// (mode Dir). Unchanged rows of a partly changed chunk are then pieces
+// the repository already has, so a change costs about its own bytes
+// rounded to pieces instead of whole segments.
+func (b *builder) segment(data []byte, piece int64) (plumbing.Hash, filemode.FileMode, error) {
+	if piece <= 0 || int64(len(data)) <= piece {
+		h, err := b.blob(data)
+		return h, filemode.Regular, err
+	}
+	t := newTreeBuilder(nil)
+	for k, off := 0, int64(0); off < int64(len(data)); k++ {
+		end := min(off+piece, int64(len(data)))
+		h, err := b.blob(data[off:end])
+		if err != nil {
+			return plumbing.ZeroHash, 0, err
+		}
+		t.set(fmt.Sprintf(segPieceFmt, k), filemode.Regular, h)
+		off = end
+	}
+	h, err := b.writeTree(t)
+	return h, filemode.Dir, err
+}
+
 // storeSkeletonFile stores the WTXT at src as DirWTXTSegs in dir,
-// removing the other layouts' entries.
-func (b *builder) storeSkeletonFile(dir *treeBuilder, prevDir *object.Tree, src string, segSize int64) (fileInfo, error) {
+// removing the other layouts' entries. Segments larger than piece bytes
+// are stored as trees of pieces (piece <= 0: never).
+func (b *builder) storeSkeletonFile(dir *treeBuilder, prevDir *object.Tree, src string, segSize, piece int64) (fileInfo, error) {
 	f, err := os.Open(src)
 	if err != nil {
 		return fileInfo{}, fmt.Errorf("gitops: %w", err)
@@ -216,7 +249,7 @@ func (b *builder) storeSkeletonFile(dir *treeBuilder, prevDir *object.Tree, src 
 			prev = t
 		}
 	}
-	h, info, err := b.storeSkeleton(f, st.Size(), prev, segSize)
+	h, info, err := b.storeSkeleton(f, st.Size(), prev, segSize, piece)
 	if err != nil {
 		return fileInfo{}, fmt.Errorf("gitops: skeleton %s: %w", src, err)
 	}

@@ -20,6 +20,8 @@
 # LAYOUT sets git.layout (default auto = segments above git.split_above, 64 MiB; segments = text
 # pieces + raw segments); PART_LIMIT sets git.part_limit (default 256 KiB); PEERS=0 skips git-lfs and git, PEERS=lfs runs git-lfs only; PACK_WINDOW=N sets pack.window in the
 # daemon's repository (snapd sets 0) to measure git's delta search on push.
+# CPUPROFILE=FILE writes the daemon's Go CPU profile there when it stops
+# (`go tool pprof -top FILE`; git children are not in it).
 set -euo pipefail
 SIZE=${1:-52428800}; GENS=${2:-10}; PATTERN=${3:-clustered}; CHANGE=${4:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,7 +56,7 @@ git:
 metrics:
   addr: "off"
 YAML
-"$W/snapd" run --config "$W/snapd.yaml" 2>"$W/daemon.log" &
+"$W/snapd" run --config "$W/snapd.yaml" ${CPUPROFILE:+--cpuprofile "$CPUPROFILE"} 2>"$W/daemon.log" &
 DAEMON=$!
 if [ -n "${PACK_WINDOW:-}" ]; then
   until [ -f "$W/state/repo/config" ]; do sleep 0.05; done

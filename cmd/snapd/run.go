@@ -49,6 +49,7 @@ type runOptions struct {
 	hmacKey      string
 	noGit        bool
 	principal    string
+	cpuProfile   string
 	oci          runOCIOptions
 	// changed reports whether a flag was set on the command line.
 	changed func(name string) bool
@@ -99,7 +100,15 @@ jobs", docs/FORMAT.md section 7; snapd ranks status).`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			return runRun(ctx, e, &o)
+			stop, err := startCPUProfile(o.cpuProfile)
+			if err != nil {
+				return ioError{err}
+			}
+			err = runRun(ctx, e, &o)
+			if perr := stop(); perr != nil && err == nil {
+				err = ioError{perr}
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -124,6 +133,7 @@ jobs", docs/FORMAT.md section 7; snapd ranks status).`,
 	f.StringVar(&o.signKey, "sign-key", "", "OpenSSH Ed25519 private key (default STATE_DIR/keys/sign_ed25519, generated)")
 	f.StringVar(&o.principal, "principal", "", "principal of STATE_DIR/keys/allowed_signers (default snapd@HOSTNAME)")
 	f.StringVar(&o.hmacKey, "hmac-key", "", "HMAC key file (default STATE_DIR/keys/hmac.key, generated)")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "debugging aid: write a Go CPU profile of the daemon (not its git children) to FILE when it stops (go tool pprof FILE)")
 	addRunOCIFlags(cmd, &o.oci)
 	return cmd
 }

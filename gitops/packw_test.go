@@ -1,0 +1,97 @@
+package gitops
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCommitWritesPack: a generation with more than packMinObjects new
+// objects stores them as one pack (no temporary file left, git fsck
+// clean, every object git reads back), the same Repo then commits the
+// next generation (its pack list re-read: the previous trees are in the
+// pack), a reopened Repo reads both, a small generation stays loose, and
+// git push sends the generations to a bare remote that is fsck clean.
+func TestCommitWritesPack(t *testing.T) {
+	key, _ := testKey(t)
+	dir := t.TempDir()
+	base := []testArray{{name: "w", data: pseudo(7, 600_000), chunk: 1024}, {name: "b", data: pseudo(8, 64)}}
+	chain := genChain(t, dir, 3, base, func(g int, a []testArray) {
+		switch g {
+		case 2: // dense: every chunk
+			for i := 0; i < len(a[0].data); i += 1024 {
+				a[0].data[i] ^= 0x5a
+			}
+		case 3: // one chunk
+			a[0].data[5000] ^= 1
+		}
+	})
+	repoDir := filepath.Join(dir, "repo.git")
+	cfg := Config{SigningKey: key, Layout: LayoutSegments, SegmentSize: 1024}
+	r, err := OpenRepo(repoDir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	packs := func() []string {
+		m, _ := filepath.Glob(filepath.Join(repoDir, "objects", "pack", "*"))
+		return m
+	}
+	ctx := context.Background()
+	var res []*Result
+	for i, p := range chain.paths {
+		rs, err := r.Commit(ctx, Generation{WTXT: p})
+		if err != nil {
+			t.Fatalf("gen %d: %v", i+1, err)
+		}
+		res = append(res, rs)
+		n := 0
+		for _, f := range packs() {
+			if strings.Contains(filepath.Base(f), "tmp_") {
+				t.Fatalf("gen %d left %s", i+1, f)
+			}
+			if strings.HasSuffix(f, ".pack") {
+				n++
+			}
+		}
+		if want := map[int]int{0: 1, 1: 2, 2: 2}[i]; n != want { // gen 3 is small: loose
+			t.Fatalf("gen %d: %d packs, want %d (%d new blobs)", i+1, n, want, rs.BlobsWritten)
+		}
+	}
+	if res[0].BlobsWritten < packMinObjects || res[2].BlobsWritten > 10 {
+		t.Fatalf("blobs written: %d, %d, %d", res[0].BlobsWritten, res[1].BlobsWritten, res[2].BlobsWritten)
+	}
+	gitCmd(t, repoDir, "fsck", "--strict", "--no-dangling")
+	r2, err := OpenRepo(repoDir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rs := range res {
+		for _, rr := range []*Repo{r, r2} {
+			var out bytes.Buffer
+			if err := rr.WriteWTXT(rs.Tag, &out); err != nil || !bytes.Equal(out.Bytes(), chain.data[i]) {
+				t.Fatalf("WriteWTXT %s: %v", rs.Tag, err)
+			}
+		}
+	}
+	remote := filepath.Join(dir, "remote.git")
+	gitCmd(t, dir, "init", "-q", "--bare", remote)
+	p, err := NewPusher(repoDir, Remote{URL: "file://" + remote})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range res {
+		if err := p.Push(ctx, PushRequest{Branch: DefaultBranch, Commit: rs.Commit, Tag: rs.Tag}); err != nil {
+			t.Fatalf("push %s: %v", rs.Tag, err)
+		}
+	}
+	gitCmd(t, remote, "fsck", "--strict", "--no-dangling")
+	if got := strings.TrimSpace(gitCmd(t, remote, "rev-parse", "refs/heads/"+DefaultBranch)); got != res[2].Commit.String() {
+		t.Fatalf("remote head %s", got)
+	}
+	if _, err := os.Stat(filepath.Join(remote, "objects")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,41 @@
+package verify
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/verify/verifytest"
+)
+
+// TestSegmentsPiecesVerify: segments larger than gitops.DefaultSegmentPiece
+// are stored as directories of pieces; verify-repo reads them (every
+// piece counted as named, none reported as an unexpected file), and a
+// damaged piece fails the generation.
+func TestSegmentsPiecesVerify(t *testing.T) {
+	f := verifytest.Build(t, verifytest.Options{Layout: gitops.LayoutSegments, SegmentSize: 64 << 10})
+	var pieces []string
+	for _, n := range lsTree(t, f.Dir, "snapshots", "snapshots") {
+		if strings.Contains(n, ".seg/p0000") {
+			pieces = append(pieces, n)
+		}
+	}
+	if len(pieces) < 2 {
+		t.Skipf("the fixture's segments are not larger than %d bytes: no pieces", gitops.DefaultSegmentPiece)
+	}
+	rep := run(t, f.Dir, Options{}, f.Key.Pub)
+	if !rep.OK || len(rep.Generations) != 5 {
+		t.Fatalf("report not OK:\n%s", dump(rep))
+	}
+	head := f.Gens[len(f.Gens)-1]
+	repo := f.Dir
+	b := verifytest.ReadBlob(t, repo, "snapshots", pieces[len(pieces)-1])
+	b = append([]byte(nil), b...)
+	b[0] ^= 1
+	verifytest.EditHead(t, repo, head.Tag, map[string][]byte{pieces[len(pieces)-1]: b}, f.Key.PrivFile)
+	rep = run(t, f.Dir, Options{}, f.Key.Pub)
+	seg := pieces[len(pieces)-1][:strings.LastIndex(pieces[len(pieces)-1], "/")]
+	if rep.OK || !strings.Contains(dump(rep), seg) {
+		t.Fatalf("a flipped byte in piece %s: report does not fail naming %s:\n%s", pieces[len(pieces)-1], seg, dump(rep))
+	}
+}
