@@ -1090,6 +1090,8 @@ func (b *builder) replacePath(base *object.Tree, elems []string, sub plumbing.Ha
 // "gen-000123", a branch, or a commit hash) to w, assembling it from its
 // parts when the generation was stored split (with every size and SHA-256
 // in the MANIFEST checked). On error, what was written must be discarded.
+// It does not lock the repository against a concurrent Commit: call it
+// where nothing commits (snapd checkout).
 func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 	h, err := r.r.ResolveRevision(plumbing.Revision(rev))
 	if err != nil {
@@ -1133,6 +1135,11 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 // repository has it, else the commit on the branch whose Snapd-Gen trailer
 // names it (first parents from the head, as far as a shallow clone goes).
 func (r *Repo) ResolveGen(gen uint64) (string, error) {
+	// Commit may reindex the object store's packs (go-git's storage is
+	// not safe for concurrent use); the daemon's OCI publisher resolves
+	// generations while the pipeline commits.
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	text := fmt.Sprintf("%06d", gen)
 	if ref, err := r.r.Reference(plumbing.NewTagReferenceName(r.TagName(text)), true); err == nil {
 		if t, err := r.r.TagObject(ref.Hash()); err == nil {
