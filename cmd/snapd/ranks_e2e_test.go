@@ -40,20 +40,34 @@ func (n *ranksNode) start() {
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatal(err)
 	}
+	// done closes when the process has exited (Wait returned: its lock
+	// on the state directory is released) and its output is read.
 	n.done = make(chan struct{})
+	exited := make(chan struct{})
 	go func() {
 		n.cmd.Wait()
 		pw.Close()
+		close(exited)
 	}()
 	go func() {
-		defer close(n.done)
+		defer func() { <-exited; close(n.done) }()
 		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		for sc.Scan() {
 			n.mu.Lock()
 			n.lines = append(n.lines, sc.Text())
 			n.cond.Broadcast()
 			n.mu.Unlock()
 		}
+		// A scan error (a line over 4 MiB) must not block the node's
+		// writes: note it, drain the rest.
+		if err := sc.Err(); err != nil {
+			n.mu.Lock()
+			n.lines = append(n.lines, "TEST: log scan stopped: "+err.Error())
+			n.cond.Broadcast()
+			n.mu.Unlock()
+		}
+		io.Copy(io.Discard, pr)
 	}()
 }
 
