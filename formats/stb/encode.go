@@ -253,7 +253,7 @@ func prepareEntry(a *snapshot.Array, lossyOK bool, lossy, invalid func(string, .
 	case rankAttr != "":
 		r, err := parseByte(rankAttr)
 		if err != nil || r < 4 {
-			return nil, invalid("array %q: attribute %s: want a canonical decimal 4..255 (got %d bytes)", a.Name, AttrRank, len(rankAttr))
+			return nil, invalid("array %q: attribute %s: want 4..255, a canonical decimal (got %d bytes)", a.Name, AttrRank, len(rankAttr))
 		}
 		if len(a.Shape) != 4 {
 			return nil, invalid("array %q: attribute %s needs a 4-dimensional shape, not %v", a.Name, AttrRank, a.Shape)
