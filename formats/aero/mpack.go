@@ -546,7 +546,7 @@ func readTypedObject(dec *json.Decoder, depth int) (mval, error) {
 		}
 		if strings.HasPrefix(k, "$") {
 			if len(out.m) > 0 || special != "" {
-				return mval{}, fmt.Errorf("typed JSON: %q must be the only key of its object", k)
+				return mval{}, fmt.Errorf("typed JSON: a $-prefixed key (%d bytes) must be the only key of its object", len(k))
 			}
 			special = k
 			v, err := readSpecial(dec, k, depth)
@@ -557,7 +557,7 @@ func readTypedObject(dec *json.Decoder, depth int) (mval, error) {
 			continue
 		}
 		if special != "" {
-			return mval{}, fmt.Errorf("typed JSON: %q must be the only key of its object", special)
+			return mval{}, fmt.Errorf("typed JSON: a $-prefixed key (%d bytes) must be the only key of its object", len(special))
 		}
 		v, err := readTyped(dec, depth+1)
 		if err != nil {
@@ -565,7 +565,7 @@ func readTypedObject(dec *json.Decoder, depth int) (mval, error) {
 		}
 		for _, p := range out.m {
 			if p.k.s == k {
-				return mval{}, fmt.Errorf("typed JSON: duplicate key %q", k)
+				return mval{}, fmt.Errorf("typed JSON: duplicate key (%d bytes)", len(k))
 			}
 		}
 		out.m = append(out.m, kv(k, v))
@@ -614,7 +614,7 @@ func readSpecial(dec *json.Decoder, k string, depth int) (mval, error) {
 		}
 		return out, nil
 	}
-	return mval{}, fmt.Errorf("typed JSON: unknown special key %q", k)
+	return mval{}, fmt.Errorf("typed JSON: unknown $-prefixed key (%d bytes)", len(k))
 }
 
 func parseTypedNumber(s string) (mval, error) {

@@ -201,7 +201,7 @@ func parseNPYHeader(b []byte) (npyHeader, error) {
 				p.eat(',')
 			}
 		default:
-			return h, fmt.Errorf(".npy header: unexpected key %q", key)
+			return h, fmt.Errorf(".npy header: unexpected key (%d bytes): want descr, fortran_order, shape", len(key))
 		}
 		seen[key] = true
 		p.ws()
@@ -270,7 +270,7 @@ func (p *pyLit) int() (int64, error) {
 	}
 	n, err := strconv.ParseInt(p.s[start:p.pos], 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf(".npy header: bad dimension %q", p.s[start:p.pos])
+		return 0, fmt.Errorf(".npy header: dimension at byte %d: not a decimal int64 (%d digits)", start, p.pos-start)
 	}
 	p.eat('L')
 	return n, nil

@@ -93,7 +93,7 @@ func newHash(alg string) (hash.Hash, error) {
 	case HashSHA256:
 		return sha256.New(), nil
 	}
-	return nil, fmt.Errorf("%w: unsupported hash algorithm %q", ErrMalformed, alg)
+	return nil, fmt.Errorf("%w: unsupported hash algorithm (%d bytes): want %s or %s", ErrMalformed, len(alg), HashSHA512, HashSHA256)
 }
 
 func toSign(namespace, alg string, message io.Reader) ([]byte, error) {
@@ -209,7 +209,7 @@ func Verify(pub crypto.PublicKey, namespace string, message io.Reader, armoredSi
 		return err
 	}
 	if sig.Namespace != namespace {
-		return fmt.Errorf("%w: signature is for %q, want %q", ErrNamespace, sig.Namespace, namespace)
+		return fmt.Errorf("%w: signature is for another namespace (%d bytes), want %q", ErrNamespace, len(sig.Namespace), namespace)
 	}
 	if !bytes.Equal(sig.PublicKey.Marshal(), want.Marshal()) {
 		return fmt.Errorf("%w: %s", ErrWrongKey, ssh.FingerprintSHA256(sig.PublicKey))

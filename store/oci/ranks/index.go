@@ -176,10 +176,10 @@ func New(gen string, world int, chain [32]byte, parts []Part, prev [32]byte, bui
 		return nil, fail("", 0, -1, CheckWorldSize, "world size %d out of range 1..%d", world, MaxWorldSize)
 	}
 	if !wtxt.IsToken(build) {
-		return nil, fail("", 0, -1, CheckGrammar, "build %q is not a token", build)
+		return nil, fail("", 0, -1, CheckGrammar, "build: want one or more of A-Z a-z 0-9 . _ - / : + (got %d bytes, not a token)", len(build))
 	}
 	if _, ok := genNumber(gen); !ok {
-		return nil, fail("", 0, -1, CheckGen, "gen %q is not DEC6", gen)
+		return nil, fail("", 0, -1, CheckGen, "gen: want a decimal zero-padded to 6 digits (got %d bytes)", len(gen))
 	}
 	byRank := make([]*Part, world)
 	for i := range parts {
