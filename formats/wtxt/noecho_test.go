@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -147,4 +148,10 @@ func TestSegErrorsNeverEcho(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fixedTexts are the format's constants that an error may spell out (the
+// line it expected): testutil.EchoedRun ignores them.
+func fixedTexts() []string {
+	return []string{pendingNote, strconv.Quote(magicLine), strconv.Quote(SkeletonMagic), strconv.Quote(endLine), strconv.Quote(DeltaMagic)}
 }

@@ -35,8 +35,13 @@ const EchoRunLen = 16
 // the run holds a byte that no value an error may legitimately show
 // (an array name, a decimal, a hex digest, a key name) can hold: anything
 // outside A-Z a-z 0-9 and _ . : / , = + - space. Such a run in an error
-// is file content echoed.
-func EchoedRun(msg string, in []byte) (string, bool) {
+// is file content echoed. Texts in fixed (the format's own constants that
+// a message may spell out, such as a line it expects) are removed from
+// msg first.
+func EchoedRun(msg string, in []byte, fixed ...string) (string, bool) {
+	for _, f := range fixed {
+		msg = strings.ReplaceAll(msg, f, "")
+	}
 	if len(in) > 64<<10 {
 		in = in[:64<<10]
 	}
