@@ -175,11 +175,11 @@ func Parse(armored []byte) (*Signature, error) {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if w.Version != version {
-		return nil, fmt.Errorf("%w: version %d", ErrMalformed, w.Version)
+		return nil, fmt.Errorf("%w: version: want %d", ErrMalformed, version)
 	}
 	pub, err := ssh.ParsePublicKey(w.PublicKey)
 	if err != nil {
-		return nil, fmt.Errorf("%w: public key: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: public key: not a supported SSH public key (%d bytes)", ErrMalformed, len(w.PublicKey))
 	}
 	sig := new(ssh.Signature)
 	if err := ssh.Unmarshal(w.Signature, sig); err != nil {
