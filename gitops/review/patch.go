@@ -111,7 +111,7 @@ func ReadPatch(r io.Reader) (*Patch, error) {
 				// of a multi-file diff): stop.
 				return p, nil
 			}
-			return nil, fmt.Errorf("patch line %d: unexpected line inside a hunk (%d bytes; want a line starting with space, + or -)", lineNo, len(l))
+			return nil, fmt.Errorf("patch line %d: unexpected line inside a hunk (%d bytes; want a line starting with space, +, - or \\)", lineNo, len(l))
 		}
 	}
 	if err := sc.Err(); err != nil {
