@@ -397,7 +397,7 @@ func Parse(b []byte, name string) (*Index, error) {
 			return nil, fail(name, ln, r, CheckGrammar, "want: rank rank= sha256_all= merkle_this= keyid= skeleton= skeleton_sha256= manifest=")
 		}
 		if f[0] != strconv.Itoa(r) {
-			return nil, fail(name, ln, r, CheckRank, "line names rank %.20q; ranks must be listed 0..%d in order, once each", f[0], w-1)
+			return nil, fail(name, ln, r, CheckRank, "want rank=%d here; ranks must be listed 0..%d in order, once each", r, w-1)
 		}
 		p := Part{Rank: r, Gen: ix.Gen, MerklePrev: ix.Chain, Skeleton: f[4], Manifest: f[6]}
 		if f[3] != "-" {
