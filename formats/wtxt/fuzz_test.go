@@ -130,6 +130,9 @@ func FuzzApplyDelta(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var out bytes.Buffer
 		if _, err := ApplyDelta(ctx, &out, bytes.NewReader(base), int64(len(base)), bytes.NewReader(in), "fuzz.wtxtdelta"); err != nil {
+			if run, ok := testutil.EchoedRun(err.Error(), in, fixedTexts()...); ok {
+				t.Fatalf("error echoes the input run %q: %v", run, err)
+			}
 			return
 		}
 		if rep, _ := Verify(ctx, bytes.NewReader(out.Bytes()), VerifyOptions{DeferWSUM: true}); rep == nil {
