@@ -540,7 +540,7 @@ func (d *ArrayDiff) UnmarshalJSON(b []byte) error {
 		case "-Inf":
 			*f.dst = math.Inf(-1)
 		default:
-			return fmt.Errorf("snapshot: diff JSON: nonfinite %s: %q is not NaN, +Inf or -Inf", f.name, v)
+			return fmt.Errorf("snapshot: diff JSON: nonfinite %s: want NaN, +Inf or -Inf (got %d bytes)", f.name, len(v))
 		}
 	}
 	return nil

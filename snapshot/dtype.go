@@ -3,6 +3,7 @@ package snapshot
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 )
 
 // DType is an element type. Its String form is the WTXT spelling (f64, bf16, ...).
@@ -64,7 +65,7 @@ func ParseDType(s string) (DType, error) {
 			return DType(i), nil
 		}
 	}
-	return Invalid, fmt.Errorf("unknown dtype %q", s)
+	return Invalid, fmt.Errorf("unknown dtype (%d bytes): want one of %s", len(s), strings.Join(dtypeNames[1:], " "))
 }
 
 // AllDTypes lists every valid dtype in declaration order.

@@ -149,11 +149,11 @@ func checkGen(gen uint64) error {
 // validateFields checks every field but the generation.
 func (r Request) validateFields() error {
 	if len(r.Requester) == 0 || len(r.Requester) > MaxRequesterLen {
-		return fmt.Errorf("%w: requester %q: length must be 1..%d", ErrInvalidRequest, r.Requester, MaxRequesterLen)
+		return fmt.Errorf("%w: requester: length must be 1..%d (got %d bytes)", ErrInvalidRequest, MaxRequesterLen, len(r.Requester))
 	}
 	for i := 0; i < len(r.Requester); i++ {
 		if !validRequesterByte(r.Requester[i]) {
-			return fmt.Errorf("%w: requester %q: byte %d (%q) not in [A-Za-z0-9._:@/+-]", ErrInvalidRequest, r.Requester, i, r.Requester[i])
+			return fmt.Errorf("%w: requester: byte %d not in [A-Za-z0-9._:@/+-]", ErrInvalidRequest, i)
 		}
 	}
 	if r.Source == "" {
@@ -335,7 +335,7 @@ func ParseLine(line []byte) (Request, error) {
 			}
 			v := hi<<4 | lo
 			if !needsEscape(v) {
-				return r, &ParseError{p.i + i, fmt.Sprintf("non-canonical escape of %q", v)}
+				return r, &ParseError{p.i + i, "non-canonical escape: the byte needs no escaping"}
 			}
 			out = append(out, v)
 			i += 2

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 func TestLineRoundTrip(t *testing.T) {
@@ -142,6 +144,9 @@ func FuzzParseLine(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		r, err := ParseLine(line)
 		if err != nil {
+			if run, ok := testutil.EchoedRun(err.Error(), line); ok {
+				t.Fatalf("error echoes the line run %q: %v", run, err)
+			}
 			return
 		}
 		// Canonical: what parses re-encodes byte for byte.
@@ -192,5 +197,24 @@ func TestGenBound(t *testing.T) {
 func TestMaxGenIs18Digits(t *testing.T) {
 	if MaxGen != 999_999_999_999_999_999 || len(strconv.FormatUint(MaxGen, 10)) != 18 || MaxGen >= 1<<63-1 {
 		t.Fatalf("MaxGen %d", MaxGen)
+	}
+}
+
+// TestParseErrorsNeverEcho: a WAL line with a hostile requester, state or
+// escape is refused without quoting it.
+func TestParseErrorsNeverEcho(t *testing.T) {
+	for _, evil := range []string{testutil.EvilMarker, testutil.EvilMarkerEsc} {
+		err := Request{Gen: 1, Time: time.Unix(1, 0), Requester: evil, Source: "x"}.validateFields()
+		if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "requester") {
+			t.Fatalf("requester: %v", err)
+		}
+		if p, ok := testutil.EchoesEvil(err.Error()); ok {
+			t.Errorf("requester: error quotes it (%q): %v", p, err)
+		}
+		if _, err := ParseLine([]byte("snapreq/1 gen=1 ts=1 by=" + evil + " src=x\n")); err == nil {
+			t.Fatal("hostile requester parsed")
+		} else if p, ok := testutil.EchoesEvil(err.Error()); ok {
+			t.Errorf("line: error quotes the requester (%q): %v", p, err)
+		}
 	}
 }

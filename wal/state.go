@@ -167,7 +167,7 @@ func parseOutcome(line []byte) (Outcome, error) {
 	case "failed":
 		o.State = Failed
 	default:
-		return o, fmt.Errorf("unknown state %q", v[1])
+		return o, fmt.Errorf("unknown state (%d bytes): want done or failed", len(v[1]))
 	}
 	o.Pos.Segment, e[1] = parseU(v[2])
 	o.Pos.Offset, e[2] = strconv.ParseInt(v[3], 10, 64)

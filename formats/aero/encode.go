@@ -346,7 +346,7 @@ func (p *plan) setChunks(descs []chunkDesc) error {
 	for i, cd := range descs {
 		where := fmt.Sprintf("aero: encode: chunk %d %q", i, cd.Name)
 		if len(cd.FourCC) != 4 || !fourccValid([4]byte([]byte(cd.FourCC))) {
-			return fmt.Errorf("%s: fourcc %q is not four printable ASCII characters", where, cd.FourCC)
+			return fmt.Errorf("%s: fourcc is not four printable ASCII characters (got %d bytes)", where, len(cd.FourCC))
 		}
 		if cd.Name == "" || strings.IndexByte(cd.Name, 0) >= 0 {
 			return fmt.Errorf("%s: empty name or name with NUL", where)
@@ -676,7 +676,7 @@ func (p *plan) buildPayloads() error {
 	if u, ok := p.s.Attrs["aero.uuid"]; ok {
 		b, err := hex.DecodeString(u)
 		if err != nil || len(b) != 16 {
-			return fmt.Errorf("aero: encode: attribute aero.uuid %q is not 32 hex digits", u)
+			return fmt.Errorf("aero: encode: attribute aero.uuid: want 32 hex digits (got %d bytes)", len(u))
 		}
 		p.uuid = [16]byte(b)
 	} else {

@@ -546,7 +546,7 @@ func readTypedObject(dec *json.Decoder, depth int) (mval, error) {
 		}
 		if strings.HasPrefix(k, "$") {
 			if len(out.m) > 0 || special != "" {
-				return mval{}, fmt.Errorf("typed JSON: %q must be the only key of its object", k)
+				return mval{}, fmt.Errorf("typed JSON: a $-prefixed key (%d bytes) must be the only key of its object", len(k))
 			}
 			special = k
 			v, err := readSpecial(dec, k, depth)
@@ -557,7 +557,7 @@ func readTypedObject(dec *json.Decoder, depth int) (mval, error) {
 			continue
 		}
 		if special != "" {
-			return mval{}, fmt.Errorf("typed JSON: %q must be the only key of its object", special)
+			return mval{}, fmt.Errorf("typed JSON: a $-prefixed key (%d bytes) must be the only key of its object", len(special))
 		}
 		v, err := readTyped(dec, depth+1)
 		if err != nil {
@@ -565,7 +565,7 @@ func readTypedObject(dec *json.Decoder, depth int) (mval, error) {
 		}
 		for _, p := range out.m {
 			if p.k.s == k {
-				return mval{}, fmt.Errorf("typed JSON: duplicate key %q", k)
+				return mval{}, fmt.Errorf("typed JSON: duplicate key (%d bytes)", len(k))
 			}
 		}
 		out.m = append(out.m, kv(k, v))
@@ -614,21 +614,31 @@ func readSpecial(dec *json.Decoder, k string, depth int) (mval, error) {
 		}
 		return out, nil
 	}
-	return mval{}, fmt.Errorf("typed JSON: unknown special key %q", k)
+	return mval{}, fmt.Errorf("typed JSON: unknown $-prefixed key (%d bytes)", len(k))
+}
+
+// typedNumberErr says why a typed-JSON number does not fit, without
+// quoting it (strconv's errors do).
+func typedNumberErr(kind, s string, err error) error {
+	why := "malformed"
+	if errors.Is(err, strconv.ErrRange) {
+		why = "out of range"
+	}
+	return fmt.Errorf("typed JSON: %s (%d bytes): %s", kind, len(s), why)
 }
 
 func parseTypedNumber(s string) (mval, error) {
 	if strings.ContainsAny(s, ".eE") {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
-			return mval{}, fmt.Errorf("typed JSON: float %s: %w", s, err)
+			return mval{}, typedNumberErr("float", s, err)
 		}
 		return mval{kind: kFloat, f: f}, nil
 	}
 	if strings.HasPrefix(s, "-") {
 		i, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return mval{}, fmt.Errorf("typed JSON: integer %s: %w", s, err)
+			return mval{}, typedNumberErr("integer", s, err)
 		}
 		if i >= 0 {
 			return mUint(uint64(i)), nil
@@ -637,7 +647,7 @@ func parseTypedNumber(s string) (mval, error) {
 	}
 	u, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return mval{}, fmt.Errorf("typed JSON: integer %s: %w", s, err)
+		return mval{}, typedNumberErr("integer", s, err)
 	}
 	return mUint(u), nil
 }

@@ -190,7 +190,7 @@ func rebuildChunk(rec chunkRec, byName map[string]*snapshot.Array, used map[stri
 	}
 	name, _ := desc.get("name").asString()
 	if len(rec.CType) != 4 {
-		return builtChunk{}, fmt.Errorf("chunk %q: ctype %q is not 4 bytes", name, rec.CType)
+		return builtChunk{}, fmt.Errorf("chunk %q: ctype is not 4 bytes (got %d)", name, len(rec.CType))
 	}
 	get := func(n string) (*snapshot.Array, error) {
 		a := byName[n]

@@ -132,14 +132,14 @@ func parseNPYHeader(b []byte) (npyHeader, error) {
 		}
 		v := binary.LittleEndian.Uint32(b[8:])
 		if uint64(v) > uint64(len(b)) {
-			return h, fmt.Errorf(".npy header length %d exceeds member size %d", v, len(b))
+			return h, fmt.Errorf(".npy header length field (offset 8) exceeds the member size %d", len(b))
 		}
 		hlen, start = int(v), 12
 	default:
-		return h, fmt.Errorf("unsupported .npy version %d.%d", b[6], b[7])
+		return h, errors.New("unsupported .npy version (offset 6): want major version 1, 2 or 3")
 	}
 	if start+hlen > len(b) {
-		return h, fmt.Errorf(".npy header length %d exceeds member size %d", hlen, len(b))
+		return h, fmt.Errorf(".npy header length field (offset 8) exceeds the member size %d", len(b))
 	}
 	h.dataOff = start + hlen
 	p := &pyLit{s: string(b[start : start+hlen])}
@@ -201,7 +201,7 @@ func parseNPYHeader(b []byte) (npyHeader, error) {
 				p.eat(',')
 			}
 		default:
-			return h, fmt.Errorf(".npy header: unexpected key %q", key)
+			return h, fmt.Errorf(".npy header: unexpected key (%d bytes): want descr, fortran_order, shape", len(key))
 		}
 		seen[key] = true
 		p.ws()
@@ -270,7 +270,7 @@ func (p *pyLit) int() (int64, error) {
 	}
 	n, err := strconv.ParseInt(p.s[start:p.pos], 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf(".npy header: bad dimension %q", p.s[start:p.pos])
+		return 0, fmt.Errorf(".npy header: dimension at byte %d: not a decimal int64 (%d digits)", start, p.pos-start)
 	}
 	p.eat('L')
 	return n, nil

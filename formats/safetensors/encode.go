@@ -138,7 +138,7 @@ func prepareTensor(a *snapshot.Array, lossy bool) (outTensor, error) {
 	}
 	d, ok := lookupDType(origDType)
 	if !ok || d.dt != snapshot.Invalid {
-		return outTensor{}, invalid("attribute %s = %q is not a safetensors dtype carried as bytes", AttrDType, origDType)
+		return outTensor{}, invalid("attribute %s: not a safetensors dtype carried as bytes (got %d bytes)", AttrDType, len(origDType))
 	}
 	if a.DType != snapshot.U8 || len(a.Shape) != 1 {
 		return outTensor{}, invalid("a %s tensor must be carried as u8 with a 1-dimensional shape, not %s %v", origDType, a.DType, a.Shape)
@@ -148,11 +148,11 @@ func prepareTensor(a *snapshot.Array, lossy bool) (outTensor, error) {
 	}
 	var shape []int64
 	if err := json.Unmarshal([]byte(origShape), &shape); err != nil || shape == nil {
-		return outTensor{}, invalid("attribute %s = %q is not a JSON array of integers", AttrShape, origShape)
+		return outTensor{}, invalid("attribute %s: not a JSON array of integers (got %d bytes)", AttrShape, len(origShape))
 	}
 	nb, err := byteSize(d, shape)
 	if err != nil {
-		return outTensor{}, invalid("attribute %s = %q: %v", AttrShape, origShape, err)
+		return outTensor{}, invalid("attribute %s: %v", AttrShape, err)
 	}
 	if nb != nbytes {
 		return outTensor{}, invalid("%s shape %v needs %d bytes, the array holds %d", origDType, shape, nb, nbytes)

@@ -158,7 +158,7 @@ func (p *parser) index() (*Index, error) {
 				return nil, err
 			}
 		default:
-			return nil, errf(p.name, off, "", ErrCorrupt, "unknown top-level key %s (want metadata, weight_map)", quote(key))
+			return nil, errf(p.name, off, "", ErrCorrupt, "unknown top-level key (%d bytes; want metadata, weight_map)", len(key))
 		}
 	}
 	if err := p.delim('}', "index"); err != nil {
@@ -243,7 +243,7 @@ func (p *parser) value(depth int) (any, error) {
 				}
 				k := kt.(string)
 				if _, dup := m[k]; dup {
-					return nil, errf(p.name, off, "", ErrCorrupt, "metadata: duplicate key %s", quote(k))
+					return nil, errf(p.name, off, "", ErrCorrupt, "metadata: duplicate key (%d bytes)", len(k))
 				}
 				v, err := p.value(depth + 1)
 				if err != nil {

@@ -123,7 +123,7 @@ func TestRefusals(t *testing.T) {
 		}, Limits{}, ErrCorrupt, "offset 16: invalid JSON"},
 		{"unknown key", func(t *testing.T, dir string) {
 			must(t, os.WriteFile(filepath.Join(dir, hfIdx), []byte(`{"weight_map": {"a": "b"}, "x": 1}`), 0o644))
-		}, Limits{}, ErrCorrupt, `unknown top-level key "x"`},
+		}, Limits{}, ErrCorrupt, `offset 25: unknown top-level key (1 bytes; want metadata, weight_map)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := makeHF(t)

@@ -123,7 +123,7 @@ func parseLayout(v string) (*Layout, error) {
 		return nil, errf(AttrLayout, -1, "", ErrInvalidSnapshot, "attribute is not a layout: %v", err)
 	}
 	if l.V != 1 || (l.Kind != KindIndex && l.Kind != KindPlain) {
-		return nil, errf(AttrLayout, -1, "", ErrInvalidSnapshot, "unsupported layout version %d kind %s", l.V, quote(l.Kind))
+		return nil, errf(AttrLayout, -1, "", ErrInvalidSnapshot, "unsupported layout: want v 1 and kind %s or %s", KindIndex, KindPlain)
 	}
 	if l.Kind == KindIndex {
 		if err := checkFileName(l.Index); err != nil || !IsIndexName(l.Index) {

@@ -65,7 +65,7 @@ func (Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts
 		switch {
 		case k == AttrOrder:
 			if err := json.Unmarshal([]byte(v), &order); err != nil || order == nil {
-				return invalid("snapshot attribute %s = %q is not a JSON list of array names", k, v)
+				return invalid("snapshot attribute %s: not a JSON list of array names (got %d bytes)", k, len(v))
 			}
 			hasOrder = true
 		case strings.HasPrefix(k, attrPrefix):
@@ -232,7 +232,7 @@ func prepareEntry(a *snapshot.Array, lossyOK bool, lossy, invalid func(string, .
 			rankAttr = v
 		case AttrTrailing:
 			if v != "product" && v != "unknown" {
-				return nil, invalid("array %q: attribute %s = %q: want product or unknown", a.Name, k, v)
+				return nil, invalid("array %q: attribute %s: want product or unknown (got %d bytes)", a.Name, k, len(v))
 			}
 		default:
 			if strings.HasPrefix(k, attrPrefix) {
@@ -253,7 +253,7 @@ func prepareEntry(a *snapshot.Array, lossyOK bool, lossy, invalid func(string, .
 	case rankAttr != "":
 		r, err := parseByte(rankAttr)
 		if err != nil || r < 4 {
-			return nil, invalid("array %q: attribute %s = %q: want 4..255", a.Name, AttrRank, rankAttr)
+			return nil, invalid("array %q: attribute %s: want 4..255, a canonical decimal (got %d bytes)", a.Name, AttrRank, len(rankAttr))
 		}
 		if len(a.Shape) != 4 {
 			return nil, invalid("array %q: attribute %s needs a 4-dimensional shape, not %v", a.Name, AttrRank, a.Shape)

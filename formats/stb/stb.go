@@ -117,7 +117,7 @@ func parseLayout(s string) (byte, error) {
 	}
 	v, err := parseByte(s)
 	if err != nil || int(v) < len(layoutNames) {
-		return 0, fmt.Errorf("%s = %q: want ROW_MAJOR, COL_MAJOR, CHANNELS_LAST or a number 3..255", AttrLayout, s)
+		return 0, fmt.Errorf("%s: want ROW_MAJOR, COL_MAJOR, CHANNELS_LAST or a number 3..255 (got %d bytes)", AttrLayout, len(s))
 	}
 	return v, nil
 }
@@ -126,7 +126,7 @@ func parseLayout(s string) (byte, error) {
 func parseByte(s string) (byte, error) {
 	v, err := strconv.ParseUint(s, 10, 8)
 	if err != nil || strconv.FormatUint(v, 10) != s {
-		return 0, fmt.Errorf("%q is not a decimal number 0..255", s)
+		return 0, fmt.Errorf("not a canonical decimal number 0..255 (got %d bytes)", len(s))
 	}
 	return byte(v), nil
 }

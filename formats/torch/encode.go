@@ -14,6 +14,7 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -131,7 +132,7 @@ func treeValue(v any, depth int, nodes *int) (any, error) {
 				ok = ok || k == a
 			}
 			if !ok {
-				return fmt.Errorf("unexpected key %q", k)
+				return fmt.Errorf("unexpected key (%d bytes): want one of %s", len(k), strings.Join(keys, ", "))
 			}
 		}
 		return nil

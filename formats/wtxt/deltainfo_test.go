@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -189,6 +190,9 @@ func FuzzReadDeltaStructure(f *testing.F) {
 			var we *Error
 			if !errors.As(err, &we) {
 				t.Fatalf("error %v is not a *Error", err)
+			}
+			if run, ok := testutil.EchoedRun(err.Error(), data, fixedTexts()...); ok {
+				t.Fatalf("error echoes the input run %q: %v", run, err)
 			}
 			return
 		}

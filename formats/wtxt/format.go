@@ -56,7 +56,7 @@ func FormatTS(t time.Time) string { return t.UTC().Truncate(time.Second).Format(
 func ParseTS(s string) (time.Time, error) {
 	t, err := time.Parse(tsLayout, s)
 	if err != nil || t.Format(tsLayout) != s {
-		return time.Time{}, fmt.Errorf("timestamp %q is not YYYY-MM-DDTHH:MM:SSZ", s)
+		return time.Time{}, fmt.Errorf("timestamp: want YYYY-MM-DDTHH:MM:SSZ, a valid UTC time (got %d bytes)", len(s))
 	}
 	return t, nil
 }
@@ -335,7 +335,7 @@ func Merkle(prev, all [32]byte, ts, gen, build string) [32]byte {
 func checkMeta(m snapshot.Meta) error {
 	for _, f := range []struct{ k, v string }{{"schema", m.Schema}, {"build", m.Build}, {"host", m.Host}, {"cuda", m.Cuda}} {
 		if !IsToken(f.v) {
-			return fmt.Errorf("meta %s=%q: want one or more of A-Z a-z 0-9 . _ - / : +", f.k, f.v)
+			return fmt.Errorf("meta %s: want one or more of A-Z a-z 0-9 . _ - / : + (got %d bytes)", f.k, len(f.v))
 		}
 	}
 	if m.TS.IsZero() {

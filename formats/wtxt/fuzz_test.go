@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats/formatstest"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -39,7 +40,13 @@ func FuzzVerify(f *testing.F) {
 		if rep == nil {
 			t.Fatal("nil report")
 		}
-		_ = err
+		if err != nil {
+			// Errors never echo file content (a run of the input with
+			// a byte no name, decimal or digest holds).
+			if run, ok := testutil.EchoedRun(err.Error(), in, fixedTexts()...); ok {
+				t.Fatalf("error echoes the input run %q: %v", run, err)
+			}
+		}
 		// The WSUM-free path and the structure-only index never panic
 		// either, and agree with the full verifier on structure.
 		if drep, derr := Verify(ctx, bytes.NewReader(in), VerifyOptions{DeferWSUM: true}); derr == nil && drep.Header != nil {
@@ -123,6 +130,9 @@ func FuzzApplyDelta(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var out bytes.Buffer
 		if _, err := ApplyDelta(ctx, &out, bytes.NewReader(base), int64(len(base)), bytes.NewReader(in), "fuzz.wtxtdelta"); err != nil {
+			if run, ok := testutil.EchoedRun(err.Error(), in, fixedTexts()...); ok {
+				t.Fatalf("error echoes the input run %q: %v", run, err)
+			}
 			return
 		}
 		if rep, _ := Verify(ctx, bytes.NewReader(out.Bytes()), VerifyOptions{DeferWSUM: true}); rep == nil {

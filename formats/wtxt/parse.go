@@ -273,19 +273,19 @@ func readHeader(lr *lineReader) (h *Header, next []byte, err error) {
 	}
 	for _, i := range []int{0, 3, 5, 6} {
 		if !IsToken(v[i]) {
-			return nil, nil, lr.errf(CheckGrammar, "meta %s=%q is not a token", metaKeys[i], v[i])
+			return nil, nil, lr.errf(CheckGrammar, "meta %s: want one or more of A-Z a-z 0-9 . _ - / : + (got %d bytes, not a token)", metaKeys[i], len(v[i]))
 		}
 	}
 	gen, ok := parseDec(v[1], 6)
 	if !ok {
-		return nil, nil, lr.errf(CheckGrammar, "meta gen=%q: want decimal zero-padded to 6 digits", v[1])
+		return nil, nil, lr.errf(CheckGrammar, "meta gen: want a decimal zero-padded to 6 digits (got %d bytes)", len(v[1]))
 	}
 	ts, terr := ParseTS(v[2])
 	if terr != nil {
 		return nil, nil, lr.errf(CheckGrammar, "meta ts: %v", terr)
 	}
 	if v[4] != "LE" {
-		return nil, nil, lr.errf(CheckGrammar, "meta endian=%q: only LE is defined", v[4])
+		return nil, nil, lr.errf(CheckGrammar, "meta endian: only LE is defined (got %d bytes)", len(v[4]))
 	}
 	h.Meta = snapshot.Meta{Schema: v[0], Gen: uint64(gen), TS: ts, Build: v[3], Host: v[5], Cuda: v[6]}
 	h.Gen, h.TS, h.Build = v[1], v[2], v[3]
@@ -406,7 +406,7 @@ func parseArr(line []byte) (*arrHead, string) {
 	a := &arrHead{name: v[0], line: string(line)}
 	ext, ok := NameNeedsExt(a.name)
 	if !ok {
-		return nil, fmt.Sprintf("arr name=%q: want 1..%d bytes of A-Z a-z 0-9 _ . : / -", truncate(a.name), MaxNameLen)
+		return nil, fmt.Sprintf("arr name: want 1..%d bytes of A-Z a-z 0-9 _ . : / - (got %d bytes)", MaxNameLen, len(a.name))
 	}
 	dt, err := snapshot.ParseDType(v[1])
 	if err != nil {
@@ -421,17 +421,17 @@ func parseArr(line []byte) (*arrHead, string) {
 		for _, p := range parts {
 			d, ok := parseDec(p, 0)
 			if !ok {
-				return nil, fmt.Sprintf("arr name=%s: shape=%q: dims must be canonical decimals joined by ','", a.name, v[2])
+				return nil, fmt.Sprintf("arr name=%s: shape: dims must be canonical decimals joined by ',' (got %d bytes)", a.name, len(v[2]))
 			}
 			a.shape = append(a.shape, d)
 		}
 	}
 	if v[3] != "C" {
-		return nil, fmt.Sprintf("arr name=%s: order=%q: only C is defined", a.name, v[3])
+		return nil, fmt.Sprintf("arr name=%s: order: only C is defined (got %d bytes)", a.name, len(v[3]))
 	}
 	n, ok := parseDec(v[4], 0)
 	if !ok {
-		return nil, fmt.Sprintf("arr name=%s: bytes=%q is not a canonical decimal", a.name, v[4])
+		return nil, fmt.Sprintf("arr name=%s: bytes: not a canonical decimal (got %d bytes)", a.name, len(v[4]))
 	}
 	arr := snapshot.Array{Name: a.name, DType: dt, Shape: a.shape}
 	want, err := arr.NumBytes()
@@ -463,7 +463,7 @@ func parseIdx(line []byte, a *arrHead) string {
 		return "idx: rows_per_chunk (>= 1) and row_size must be canonical decimals"
 	}
 	if v[2] != "on" {
-		return fmt.Sprintf("idx: row_blocking=%q: an idx line is written only for row-blocked arrays (on)", v[2])
+		return fmt.Sprintf("idx: row_blocking: an idx line is written only for row-blocked arrays (on) (got %d bytes)", len(v[2]))
 	}
 	if len(a.shape) == 0 || a.nbytes == 0 {
 		return "idx: rank-0 and zero-size arrays are not row-blocked"
@@ -508,13 +508,13 @@ func parseCh(line []byte) (*chHead, string) {
 	c := &chHead{}
 	var ok bool
 	if c.ix, ok = parseDec(v[0], 6); !ok {
-		return nil, fmt.Sprintf("ch ix=%q: want decimal zero-padded to 6 digits", v[0])
+		return nil, fmt.Sprintf("ch ix: want a decimal zero-padded to 6 digits (got %d bytes)", len(v[0]))
 	}
 	if c.off, ok = parseDec(v[1], 12); !ok {
-		return nil, fmt.Sprintf("ch off=%q: want decimal zero-padded to 12 digits", v[1])
+		return nil, fmt.Sprintf("ch off: want a decimal zero-padded to 12 digits (got %d bytes)", len(v[1]))
 	}
 	if c.n, ok = parseDec(v[2], 0); !ok {
-		return nil, fmt.Sprintf("ch len=%q is not a canonical decimal", v[2])
+		return nil, fmt.Sprintf("ch len: not a canonical decimal (got %d bytes)", len(v[2]))
 	}
 	if c.sha, ok = parseHex32(v[3]); !ok {
 		return nil, "ch sha256: want 64 lowercase hex digits"
@@ -528,16 +528,9 @@ func parseCh(line []byte) (*chHead, string) {
 		return nil, "ch: b64=on width=76 are the only defined values"
 	}
 	if c.lines, ok = parseDec(v[7], 0); !ok {
-		return nil, fmt.Sprintf("ch lines=%q is not a canonical decimal", v[7])
+		return nil, fmt.Sprintf("ch lines: not a canonical decimal (got %d bytes)", len(v[7]))
 	}
 	return c, ""
-}
-
-func truncate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
-	}
-	return s
 }
 
 // WSUM is a parsed streaming finalization line.

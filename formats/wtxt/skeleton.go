@@ -327,10 +327,10 @@ func parseSeg(line []byte) (Segment, string) {
 	var s Segment
 	var ok bool
 	if s.Chunks, ok = parseDec(v[0], 0); !ok || s.Chunks < 1 {
-		return Segment{}, fmt.Sprintf("seg chunks=%q: want a canonical decimal >= 1", truncate(v[0]))
+		return Segment{}, fmt.Sprintf("seg chunks: want a canonical decimal >= 1 (got %d bytes)", len(v[0]))
 	}
 	if s.Size, ok = parseDec(v[1], 0); !ok {
-		return Segment{}, fmt.Sprintf("seg len=%q is not a canonical decimal", truncate(v[1]))
+		return Segment{}, fmt.Sprintf("seg len: not a canonical decimal (got %d bytes)", len(v[1]))
 	}
 	if s.Digest, ok = parseHex32(v[2]); !ok {
 		return Segment{}, "seg sha256: want 64 lowercase hex digits"

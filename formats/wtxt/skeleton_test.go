@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -261,7 +262,11 @@ func FuzzSkeleton(f *testing.F) {
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, in []byte, asSkeleton bool) {
 		if asSkeleton {
-			_, _ = assembleBytes(in, mapBlobs{})
+			if _, err := assembleBytes(in, mapBlobs{}); err != nil {
+				if run, ok := testutil.EchoedRun(err.Error(), in, fixedTexts()...); ok {
+					t.Fatalf("Assemble error echoes the input run %q: %v", run, err)
+				}
+			}
 			return
 		}
 		var skel bytes.Buffer
@@ -271,6 +276,9 @@ func FuzzSkeleton(f *testing.F) {
 			return nil
 		}, SplitOptions{SegmentSize: 64, MaxSegment: 1 << 20})
 		if err != nil {
+			if run, ok := testutil.EchoedRun(err.Error(), in, fixedTexts()...); ok {
+				t.Fatalf("Split error echoes the input run %q: %v", run, err)
+			}
 			return
 		}
 		out, err := assembleBytes(skel.Bytes(), blobs)

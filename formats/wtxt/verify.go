@@ -592,7 +592,7 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 				if l[w+1] != p {
 					flush()
 					if c := l[w+1]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-						return aerr(CheckGrammar, ix, "parity digit %q is not a lowercase hex digit", c)
+						return aerr(CheckGrammar, ix, "base64 line %d of the chunk: parity digit is not a lowercase hex digit", k+1)
 					}
 					return aerr(CheckParity, ix, "base64 line %d of the chunk: parity digit %c, the line's characters give %c", k+1, l[w+1], p)
 				}
@@ -667,14 +667,14 @@ func checkAudit(line []byte) string {
 		return "audit line needs at least one key=value"
 	}
 	s = s[len("audit "):]
-	for s != "" {
+	for field := 1; s != ""; field++ {
 		eq := strings.IndexByte(s, '=')
 		if eq < 1 {
 			return "audit: want key=value fields"
 		}
 		for _, c := range []byte(s[:eq]) {
 			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-				return fmt.Sprintf("audit: bad key %q", s[:eq])
+				return fmt.Sprintf("audit: field %d: key must be A-Z a-z 0-9 _ . - (got %d bytes)", field, eq)
 			}
 		}
 		s = s[eq+1:]

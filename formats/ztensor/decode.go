@@ -197,15 +197,15 @@ func (d *decoder) readLayout(maxManifest int64) (int64, []byte, error) {
 func checkVersion(v string) error {
 	parts := strings.Split(v, ".")
 	if len(parts) > 3 {
-		return fmt.Errorf("manifest version %q is not MAJOR.MINOR", v)
+		return fmt.Errorf("manifest version: want MAJOR[.MINOR[.PATCH]] decimals (got %d bytes)", len(v))
 	}
 	for _, p := range parts {
 		if p == "" || strings.Trim(p, "0123456789") != "" || len(p) > 9 {
-			return fmt.Errorf("manifest version %q is not MAJOR.MINOR", v)
+			return fmt.Errorf("manifest version: want MAJOR[.MINOR[.PATCH]] decimals (got %d bytes)", len(v))
 		}
 	}
 	if major, _ := strconv.Atoi(parts[0]); major != 1 {
-		return fmt.Errorf("manifest version %q: major version %d is not 1", v, major)
+		return fmt.Errorf("manifest version: major version is not 1 (only 1.x is read)")
 	}
 	return nil
 }

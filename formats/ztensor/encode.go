@@ -294,13 +294,13 @@ func arrayComponent(a *snapshot.Array, opts formats.EncodeOptions) (*encTensor, 
 	case encodingZstd:
 		ec.zstd = true
 	default:
-		return nil, nil, invalid("array %q: %s %q is not raw or zstd", a.Name, attrEncoding, at[attrEncoding])
+		return nil, nil, invalid("array %q: %s: want raw or zstd (got %d bytes)", a.Name, attrEncoding, len(at[attrEncoding]))
 	}
 	switch at[attrDigest] {
 	case "", digestCRC32C, digestSHA256:
 		ec.digest = at[attrDigest]
 	default:
-		return nil, nil, invalid("array %q: %s %q is not crc32c or sha256", a.Name, attrDigest, at[attrDigest])
+		return nil, nil, invalid("array %q: %s: want crc32c or sha256 (got %d bytes)", a.Name, attrDigest, len(at[attrDigest]))
 	}
 	t := &encTensor{name: name, comps: map[string]*encComp{}}
 	role, sparse := at[attrRole]
@@ -311,7 +311,7 @@ func arrayComponent(a *snapshot.Array, opts formats.EncodeOptions) (*encTensor, 
 			}
 		}
 		if f, ok := at[attrFormat]; ok && f != formatDense {
-			return nil, nil, invalid("array %q: %s %q set without %s", a.Name, attrFormat, f, attrRole)
+			return nil, nil, invalid("array %q: %s other than %s (%d bytes) set without %s", a.Name, attrFormat, formatDense, len(f), attrRole)
 		}
 		t.format, t.dtype = formatDense, a.DType
 		t.shape = make([]uint64, len(a.Shape))
@@ -327,19 +327,19 @@ func arrayComponent(a *snapshot.Array, opts formats.EncodeOptions) (*encTensor, 
 		}
 	}
 	if role == "" || !utf8.ValidString(role) {
-		return nil, nil, invalid("array %q: %s %q is empty or not UTF-8", a.Name, attrRole, role)
+		return nil, nil, invalid("array %q: %s is empty or not UTF-8 (got %d bytes)", a.Name, attrRole, len(role))
 	}
 	t.format = at[attrFormat]
 	if t.format == formatDense || t.format == "" || !utf8.ValidString(t.format) {
-		return nil, nil, invalid("array %q: %s %q: a component array needs a non-dense format", a.Name, attrFormat, t.format)
+		return nil, nil, invalid("array %q: %s: a component array needs a non-dense format in UTF-8 (got %d bytes)", a.Name, attrFormat, len(t.format))
 	}
 	dt, ok := parseDType(at[attrDType])
 	if !ok {
-		return nil, nil, invalid("array %q: %s %q is not a zTensor dtype", a.Name, attrDType, at[attrDType])
+		return nil, nil, invalid("array %q: %s: not a zTensor dtype (got %d bytes)", a.Name, attrDType, len(at[attrDType]))
 	}
 	t.dtype = dt
 	if err := json.Unmarshal([]byte(at[attrShape]), &t.shape); err != nil || t.shape == nil {
-		return nil, nil, invalid("array %q: %s %q is not a JSON list of dimensions", a.Name, attrShape, at[attrShape])
+		return nil, nil, invalid("array %q: %s: not a JSON list of dimensions (got %d bytes)", a.Name, attrShape, len(at[attrShape]))
 	}
 	ec.role = role
 	return t, ec, nil
@@ -373,7 +373,7 @@ func checkTensor(t *encTensor) error {
 	}
 	for r := range t.comps {
 		if !contains(roles, r) {
-			return invalid("tensor %q: format %s has no component %q", t.name, t.format, r)
+			return invalid("tensor %q: format %s has a component other than %s (%d bytes)", t.name, t.format, strings.Join(roles, ", "), len(r))
 		}
 	}
 	if t.format == formatDense {
@@ -429,7 +429,7 @@ func utf8Text(s string, opts formats.EncodeOptions, what string) (string, error)
 		return s, nil
 	}
 	if !opts.Lossy {
-		return "", lossy("%s %q is not valid UTF-8", what, s)
+		return "", lossy("%s is not valid UTF-8 (%d bytes)", what, len(s))
 	}
 	return strings.ToValidUTF8(s, "\uFFFD"), nil
 }

@@ -111,7 +111,7 @@ func ReadPatch(r io.Reader) (*Patch, error) {
 				// of a multi-file diff): stop.
 				return p, nil
 			}
-			return nil, fmt.Errorf("patch line %d: unexpected line %q inside a hunk", lineNo, trunc(l, 40))
+			return nil, fmt.Errorf("patch line %d: unexpected line inside a hunk (%d bytes; want a line starting with space, +, - or \\)", lineNo, len(l))
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -142,12 +142,12 @@ func (p *Patch) Position(n int) (int, bool) {
 func parseHunkHeader(l string) (oldCount, newCount, newStart int, err error) {
 	f := strings.Fields(l)
 	if len(f) < 4 || f[0] != "@@" || f[3] != "@@" || !strings.HasPrefix(f[1], "-") || !strings.HasPrefix(f[2], "+") {
-		return 0, 0, 0, fmt.Errorf("malformed hunk header %q", trunc(l, 60))
+		return 0, 0, 0, fmt.Errorf("malformed hunk header (%d bytes): want @@ -a[,b] +c[,d] @@", len(l))
 	}
 	_, oc, err1 := parseRange(f[1][1:])
 	ns, nc, err2 := parseRange(f[2][1:])
 	if err1 != nil || err2 != nil {
-		return 0, 0, 0, fmt.Errorf("malformed hunk header %q", trunc(l, 60))
+		return 0, 0, 0, fmt.Errorf("malformed hunk header (%d bytes): want @@ -a[,b] +c[,d] @@", len(l))
 	}
 	if nc == 0 {
 		// "+c,0": no new lines; c is the line before the hunk.
@@ -160,12 +160,12 @@ func parseRange(s string) (start, count int, err error) {
 	a, b, ok := strings.Cut(s, ",")
 	start, err = strconv.Atoi(a)
 	if err != nil || start < 0 {
-		return 0, 0, fmt.Errorf("bad range %q", s)
+		return 0, 0, fmt.Errorf("bad range (%d bytes): want a[,b] decimals", len(s))
 	}
 	count = 1
 	if ok {
 		if count, err = strconv.Atoi(b); err != nil || count < 0 {
-			return 0, 0, fmt.Errorf("bad range %q", s)
+			return 0, 0, fmt.Errorf("bad range (%d bytes): want a[,b] decimals", len(s))
 		}
 	}
 	return start, count, nil

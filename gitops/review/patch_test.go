@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 func TestParsePatch(t *testing.T) {
@@ -89,6 +91,9 @@ func FuzzParsePatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		p, err := ParsePatch(s)
 		if err != nil {
+			if run, ok := testutil.EchoedRun(err.Error(), []byte(s)); ok {
+				t.Fatalf("error echoes the patch run %q: %v", run, err)
+			}
 			return
 		}
 		last := 0

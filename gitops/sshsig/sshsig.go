@@ -93,7 +93,7 @@ func newHash(alg string) (hash.Hash, error) {
 	case HashSHA256:
 		return sha256.New(), nil
 	}
-	return nil, fmt.Errorf("%w: unsupported hash algorithm %q", ErrMalformed, alg)
+	return nil, fmt.Errorf("%w: unsupported hash algorithm (%d bytes): want %s or %s", ErrMalformed, len(alg), HashSHA512, HashSHA256)
 }
 
 func toSign(namespace, alg string, message io.Reader) ([]byte, error) {
@@ -175,11 +175,11 @@ func Parse(armored []byte) (*Signature, error) {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if w.Version != version {
-		return nil, fmt.Errorf("%w: version %d", ErrMalformed, w.Version)
+		return nil, fmt.Errorf("%w: version: want %d", ErrMalformed, version)
 	}
 	pub, err := ssh.ParsePublicKey(w.PublicKey)
 	if err != nil {
-		return nil, fmt.Errorf("%w: public key: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: public key: not a supported SSH public key (%d bytes)", ErrMalformed, len(w.PublicKey))
 	}
 	sig := new(ssh.Signature)
 	if err := ssh.Unmarshal(w.Signature, sig); err != nil {
@@ -209,7 +209,7 @@ func Verify(pub crypto.PublicKey, namespace string, message io.Reader, armoredSi
 		return err
 	}
 	if sig.Namespace != namespace {
-		return fmt.Errorf("%w: signature is for %q, want %q", ErrNamespace, sig.Namespace, namespace)
+		return fmt.Errorf("%w: signature is for another namespace (%d bytes), want %q", ErrNamespace, len(sig.Namespace), namespace)
 	}
 	if !bytes.Equal(sig.PublicKey.Marshal(), want.Marshal()) {
 		return fmt.Errorf("%w: %s", ErrWrongKey, ssh.FingerprintSHA256(sig.PublicKey))

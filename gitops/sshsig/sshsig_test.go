@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 // keygen makes an Ed25519 key with the real ssh-keygen and returns its
@@ -138,6 +140,11 @@ func FuzzParse(f *testing.F) {
 		s, err := Parse(b)
 		if err == nil && s.PublicKey == nil {
 			t.Fatal("nil key without error")
+		}
+		if err != nil {
+			if run, ok := testutil.EchoedRun(err.Error(), b); ok {
+				t.Fatalf("error echoes the input run %q: %v", run, err)
+			}
 		}
 		_ = Verify(priv.Public(), "git", strings.NewReader("m"), b)
 	})

@@ -9,6 +9,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 func testGeneration() Generation {
@@ -84,6 +85,9 @@ func FuzzParseConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c, err := ParseConfig(in)
 		if err != nil {
+			if run, ok := testutil.EchoedRun(err.Error(), in); ok {
+				t.Fatalf("error echoes the input run %q: %v", run, err)
+			}
 			return
 		}
 		b, err := json.Marshal(c)

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 func FuzzParseSeal(f *testing.F) {
@@ -19,6 +21,9 @@ func FuzzParseSeal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := ParseSeal(b)
 		if err != nil {
+			if run, ok := testutil.EchoedRun(err.Error(), b); ok {
+				t.Fatalf("error echoes the input run %q: %v", run, err)
+			}
 			return
 		}
 		if !bytes.Equal(s.Marshal(), b) {

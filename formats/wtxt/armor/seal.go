@@ -111,7 +111,7 @@ func ParseSeal(b []byte) (*Seal, error) {
 	for i, kv := range f {
 		k, val, ok := strings.Cut(kv, "=")
 		if !ok || k != names[i] || val == "" {
-			return nil, sealErr("grammar", "field %d: want %s=<value>, got %q", i+1, names[i], kv)
+			return nil, sealErr("grammar", "field %d: want %s=<value> (got %d bytes)", i+1, names[i], len(kv))
 		}
 		v[i] = val
 	}
@@ -119,11 +119,11 @@ func ParseSeal(b []byte) (*Seal, error) {
 	switch s.Kind {
 	case KindWTXT, KindDelta, KindWSUM:
 	default:
-		return nil, sealErr("grammar", "kind=%q: want wtxt, delta or wsum", s.Kind)
+		return nil, sealErr("grammar", "kind: want wtxt, delta or wsum (got %d bytes)", len(s.Kind))
 	}
 	n, err := strconv.ParseInt(v[1], 10, 64)
 	if err != nil || n < 0 || strconv.FormatInt(n, 10) != v[1] {
-		return nil, sealErr("grammar", "bytes=%q: not a canonical decimal", v[1])
+		return nil, sealErr("grammar", "bytes: not a canonical decimal (got %d bytes)", len(v[1]))
 	}
 	s.Bytes = n
 	for i, dst := range map[int]*[32]byte{2: &s.SHA256, 6: &s.SHA256All, 7: &s.MerklePrev, 8: &s.MerkleThis} {
@@ -132,17 +132,17 @@ func ParseSeal(b []byte) (*Seal, error) {
 		}
 	}
 	if len(s.Gen) < 6 || strings.Trim(s.Gen, "0123456789") != "" || (len(s.Gen) > 6 && s.Gen[0] == '0') {
-		return nil, sealErr("grammar", "gen=%q: want a decimal zero-padded to 6 digits", s.Gen)
+		return nil, sealErr("grammar", "gen: want a decimal zero-padded to 6 digits (got %d bytes)", len(s.Gen))
 	}
 	if t, err := time.Parse("2006-01-02T15:04:05Z", s.TS); err != nil || t.Format("2006-01-02T15:04:05Z") != s.TS {
-		return nil, sealErr("grammar", "ts=%q: want YYYY-MM-DDTHH:MM:SSZ", s.TS)
+		return nil, sealErr("grammar", "ts: want YYYY-MM-DDTHH:MM:SSZ, a valid UTC time (got %d bytes)", len(s.TS))
 	}
 	if !wtxt.IsToken(s.Build) {
-		return nil, sealErr("grammar", "build=%q: not a token", s.Build)
+		return nil, sealErr("grammar", "build: want one or more of A-Z a-z 0-9 . _ - / : + (got %d bytes, not a token)", len(s.Build))
 	}
 	if len(f) == 11 {
 		if len(v[9]) != 16 || strings.Trim(v[9], "0123456789abcdef") != "" {
-			return nil, sealErr("grammar", "keyid=%q: want 16 lowercase hex digits", v[9])
+			return nil, sealErr("grammar", "keyid: want 16 lowercase hex digits (got %d bytes)", len(v[9]))
 		}
 		s.KeyID = v[9]
 		sig, err := base64.StdEncoding.Strict().DecodeString(v[10])
@@ -159,7 +159,7 @@ func ParseSeal(b []byte) (*Seal, error) {
 
 func parseHex32(s string, dst *[32]byte) error {
 	if len(s) != 64 || strings.Trim(s, "0123456789abcdef") != "" {
-		return fmt.Errorf("want 64 lowercase hex digits, got %q", s)
+		return fmt.Errorf("want 64 lowercase hex digits (got %d bytes)", len(s))
 	}
 	_, err := hex.Decode(dst[:], []byte(s))
 	return err

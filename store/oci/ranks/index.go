@@ -176,10 +176,10 @@ func New(gen string, world int, chain [32]byte, parts []Part, prev [32]byte, bui
 		return nil, fail("", 0, -1, CheckWorldSize, "world size %d out of range 1..%d", world, MaxWorldSize)
 	}
 	if !wtxt.IsToken(build) {
-		return nil, fail("", 0, -1, CheckGrammar, "build %q is not a token", build)
+		return nil, fail("", 0, -1, CheckGrammar, "build: want one or more of A-Z a-z 0-9 . _ - / : + (got %d bytes, not a token)", len(build))
 	}
 	if _, ok := genNumber(gen); !ok {
-		return nil, fail("", 0, -1, CheckGen, "gen %q is not DEC6", gen)
+		return nil, fail("", 0, -1, CheckGen, "gen: want a decimal zero-padded to 6 digits (got %d bytes)", len(gen))
 	}
 	byRank := make([]*Part, world)
 	for i := range parts {
@@ -397,7 +397,7 @@ func Parse(b []byte, name string) (*Index, error) {
 			return nil, fail(name, ln, r, CheckGrammar, "want: rank rank= sha256_all= merkle_this= keyid= skeleton= skeleton_sha256= manifest=")
 		}
 		if f[0] != strconv.Itoa(r) {
-			return nil, fail(name, ln, r, CheckRank, "line names rank %.20q; ranks must be listed 0..%d in order, once each", f[0], w-1)
+			return nil, fail(name, ln, r, CheckRank, "want rank=%d here; ranks must be listed 0..%d in order, once each", r, w-1)
 		}
 		p := Part{Rank: r, Gen: ix.Gen, MerklePrev: ix.Chain, Skeleton: f[4], Manifest: f[6]}
 		if f[3] != "-" {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -286,6 +287,9 @@ func FuzzParse(f *testing.F) {
 			var e *Error
 			if !errors.As(err, &e) {
 				t.Fatalf("error is not an *Error: %v", err)
+			}
+			if run, ok := testutil.EchoedRun(err.Error(), b); ok {
+				t.Fatalf("error echoes the input run %q: %v", run, err)
 			}
 			return
 		}
