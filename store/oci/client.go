@@ -198,12 +198,17 @@ func (r *Repository) PushWTXT(ctx context.Context, in io.Reader, name string, sk
 	if err != nil {
 		return nil, err
 	}
+	return r.finishPush(ctx, gen, st)
+}
+
+// finishPush pushes gen's manifest (every blob is in) and logs the push.
+func (r *Repository) finishPush(ctx context.Context, gen Generation, st PushStats) (*PushResult, error) {
 	desc, err := r.PushManifest(ctx, gen)
 	if err != nil {
 		return nil, err
 	}
 	st.Manifest, st.Tag = desc, Tag(gen.Gen)
-	r.log.Info("oci push", "repository", r.name, "tag", st.Tag, "segments", st.Segments,
+	r.log.Info("oci push", "repository", r.name, "tag", st.Tag, "segments", st.Segments, "reused", st.Reused,
 		"uploaded", st.Uploaded, "uploaded_bytes", st.UploadedBytes, "mounted", st.Mounted, "skipped", st.Skipped, "skipped_bytes", st.SkippedBytes)
 	return &PushResult{PushStats: st, Generation: gen}, nil
 }

@@ -34,14 +34,12 @@ func (r *Repository) PushWTXTAt(ctx context.Context, in io.ReaderAt, size int64,
 	if err != nil {
 		return nil, err
 	}
-	desc, err := r.PushManifest(ctx, gen)
+	res, err := r.finishPush(ctx, gen, st)
 	if err != nil {
 		return nil, err
 	}
-	st.Manifest, st.Tag = desc, Tag(gen.Gen)
-	r.log.Info("oci push", "repository", r.name, "tag", st.Tag, "segments", st.Segments, "reused", st.Reused,
-		"uploaded", st.Uploaded, "uploaded_bytes", st.UploadedBytes, "mounted", st.Mounted, "skipped", st.Skipped, "skipped_bytes", st.SkippedBytes)
-	return &PushResult{PushStats: st, Generation: gen, Keys: keys}, nil
+	res.Keys = keys
+	return res, nil
 }
 
 // UploadSegmentsAt is PushWTXTAt without the manifest (see UploadSegments).
