@@ -282,10 +282,9 @@ func openVersion(ctx context.Context, path, name string) (o *opened, decodeErr, 
 	return o, nil, nil
 }
 
-func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, error) {
-	if isSkeletonFile(in.Head) || in.Head == "" && isSkeletonFile(in.Base) {
-		return reviewSkeleton(ctx, in, opts)
-	}
+// newFileResult starts a file's result with its status from which of its
+// versions exist (an error when neither does).
+func newFileResult(in FileInput) (*FileResult, error) {
 	fr := &FileResult{Path: in.Path, OldPath: in.OldPath, HasPatch: in.HasPatch}
 	switch {
 	case in.Base == "" && in.Head == "":
@@ -296,6 +295,17 @@ func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, e
 		fr.Status = StatusRemoved
 	default:
 		fr.Status = StatusModified
+	}
+	return fr, nil
+}
+
+func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, error) {
+	if isSkeletonFile(in.Head) || in.Head == "" && isSkeletonFile(in.Base) {
+		return reviewSkeleton(ctx, in, opts)
+	}
+	fr, err := newFileResult(in)
+	if err != nil {
+		return nil, err
 	}
 	var base, head *opened
 	defer func() { base.close(); head.close() }()

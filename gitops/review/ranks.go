@@ -77,18 +77,13 @@ func readBounded(local, name string, max int64) ([]byte, error) {
 // (SHA-256 and header). A rank skeleton the index names but the pull
 // request does not change is a note (a generation commit changes all).
 func reviewRanksIndex(_ context.Context, in FileInput, all []FileInput, opts Options) (*FileResult, error) {
-	fr := &FileResult{Path: in.Path, OldPath: in.OldPath, HasPatch: in.HasPatch}
-	switch {
-	case in.Base == "" && in.Head == "":
-		return nil, fmt.Errorf("review: %s: neither a base nor a head version", in.Path)
-	case in.Base == "":
-		fr.Status = StatusAdded
-	case in.Head == "":
-		fr.Status = StatusRemoved
+	fr, err := newFileResult(in)
+	if err != nil {
+		return nil, err
+	}
+	if fr.Status == StatusRemoved {
 		fr.Notes = append(fr.Notes, "the multi-rank generation index is removed")
 		return fr, nil
-	default:
-		fr.Status = StatusModified
 	}
 	var base *ranks.Index
 	if in.Base != "" {

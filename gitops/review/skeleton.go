@@ -212,19 +212,11 @@ const (
 
 // reviewSkeletonStructure reviews a skeleton from its lines alone.
 func reviewSkeletonStructure(ctx context.Context, in FileInput, opts Options) (*FileResult, error) {
-	fr := &FileResult{Path: in.Path, OldPath: in.OldPath, HasPatch: in.HasPatch}
-	switch {
-	case in.Base == "" && in.Head == "":
-		return nil, fmt.Errorf("review: %s: neither a base nor a head version", in.Path)
-	case in.Base == "":
-		fr.Status = StatusAdded
-	case in.Head == "":
-		fr.Status = StatusRemoved
-	default:
-		fr.Status = StatusModified
+	fr, err := newFileResult(in)
+	if err != nil {
+		return nil, err
 	}
 	var bidx, hidx *wtxt.Index
-	var err error
 	if in.Base != "" {
 		if bidx, err = readSkeletonIndex(ctx, in.Base, in.Path+"@base"); err != nil {
 			if ctx.Err() != nil {
