@@ -23,18 +23,7 @@ import (
 // shows none.
 func TestStatusShowsHeldPush(t *testing.T) {
 	dir := t.TempDir()
-	remote := filepath.Join(dir, "remote.git")
-	gittest.Git(t, dir, "init", "-q", "--bare", remote)
-	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "release")
-	for _, p := range []string{started, release} {
-		if err := syscall.Mkfifo(p, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hook := "#!/bin/sh\ncat >/dev/null\necho held > '" + started + "'\ncat '" + release + "' >/dev/null\n"
-	if err := os.WriteFile(filepath.Join(remote, "hooks", "pre-receive"), []byte(hook), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	remote, started, release := gittest.HeldRemote(t, dir)
 	state := filepath.Join(dir, "state")
 	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%s  push_timeout: 7m\n  push_stall: 3m\n", remote, fastGit))
 	d := startDaemon(t, "--state-dir", state, "--config", cfg, "--metrics-addr", "127.0.0.1:0")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,25 +49,9 @@ func (c idleClock) After(d time.Duration) <-chan time.Time {
 	return make(chan time.Time)
 }
 
-// heldRemote returns a bare remote whose pre-receive hook, once the pack
-// is in, writes to the FIFO started and then waits until something is
-// written to the FIFO release.
+// heldRemote returns a bare remote holding every push (gittest.HeldRemote).
 func heldRemote(t *testing.T) (url, started, release string) {
-	t.Helper()
-	dir := t.TempDir()
-	remote := filepath.Join(dir, "remote.git")
-	gittest.Git(t, dir, "init", "-q", "--bare", remote)
-	started, release = filepath.Join(dir, "started"), filepath.Join(dir, "release")
-	for _, p := range []string{started, release} {
-		if err := syscall.Mkfifo(p, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hook := "#!/bin/sh\ncat >/dev/null\necho held > '" + started + "'\ncat '" + release + "' >/dev/null\n"
-	if err := os.WriteFile(filepath.Join(remote, "hooks", "pre-receive"), []byte(hook), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return remote, started, release
+	return gittest.HeldRemote(t, t.TempDir())
 }
 
 // TestStatusShowsHeldPush: while a real git push waits in the remote's

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -137,4 +138,25 @@ func WriteFile(t testing.TB, dir, name string, data []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// HeldRemote creates a bare repository dir/remote.git whose pre-receive
+// hook, once the pack is in, writes to the FIFO started and then waits
+// until something is written to the FIFO release: a push that a test
+// holds and lets go of, event by event.
+func HeldRemote(t testing.TB, dir string) (remote, started, release string) {
+	t.Helper()
+	remote = filepath.Join(dir, "remote.git")
+	Git(t, dir, "init", "-q", "--bare", remote)
+	started, release = filepath.Join(dir, "started"), filepath.Join(dir, "release")
+	for _, p := range []string{started, release} {
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := "#!/bin/sh\ncat >/dev/null\necho held > '" + started + "'\ncat '" + release + "' >/dev/null\n"
+	if err := os.WriteFile(filepath.Join(remote, "hooks", "pre-receive"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return remote, started, release
 }
