@@ -42,7 +42,9 @@
 //
 // generation.txt holds gen, ts, build, sha256_all, merkle_prev, merkle_this,
 // layout (single|split|segments|skeleton), wtxt_bytes and wtxt_sha256 (SHA-256 of
-// the whole WTXT file; skel_bytes and skel_sha256 of the skeleton file in
+// the whole WTXT file; omitted in the segments layout, whose WTXT is never
+// read whole when committed, and whose rebuilt WTXT is checked chunk by
+// chunk, then by its signed root; skel_bytes and skel_sha256 of the skeleton file in
 // the skeleton layout, followed by oci_repository and oci_manifest), then <ext>_bytes and <ext>_sha256 for each optional file
 // present (wtxtdelta, wsum, wseal).
 //

@@ -596,7 +596,10 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	for _, f := range h.Root.Fields() {
 		sb.WriteString(f.Key + "=" + f.Value + "\n")
 	}
-	fmt.Fprintf(&sb, "layout=%s\n%s_bytes=%d\n%s_sha256=%s\n", layout, key, info.size, key, info.sha256)
+	fmt.Fprintf(&sb, "layout=%s\n%s_bytes=%d\n", layout, key, info.size)
+	if info.sha256 != "" { // the segments layout omits it
+		fmt.Fprintf(&sb, "%s_sha256=%s\n", key, info.sha256)
+	}
 	summary := sb.String()
 	if g.OCI != nil {
 		summary += fmt.Sprintf("oci_repository=%s\noci_manifest=%s\n", g.OCI.Repository, g.OCI.Manifest)
@@ -886,9 +889,11 @@ func (o *fileObject) Writer() (io.WriteCloser, error) {
 	return nil, errors.New("gitops: file object is read-only")
 }
 
+// fileInfo is what generation.txt records of a stored file: its size
+// and, except for the segments layout's WTXT, its SHA-256 (hex).
 type fileInfo struct {
 	size   int64
-	sha256 string
+	sha256 string // "": not recorded
 }
 
 // storeFile stores src as name (single) or name.parts/ (split) in dir and

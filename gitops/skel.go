@@ -16,7 +16,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 )
 
@@ -128,26 +127,10 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 		}
 		return d, ok
 	}
-	// The whole file's SHA-256 (generation.txt's wtxt_sha256), on the
-	// side: the split itself reads only the changed segments' lines.
-	type sum struct {
-		h   []byte
-		err error
-	}
-	sumc := make(chan sum, 1)
-	go func() {
-		h := sha256.New()
-		_, err := io.Copy(h, formats.ContextReader(b.ctx, io.NewSectionReader(f, 0, size)))
-		sumc <- sum{h.Sum(nil), err}
-	}()
 	var skel limitedWriter
 	skel.limit = maxSkeleton
 	segs, keys, err := wtxt.SplitIndexed(b.ctx, f, size, &skel, sink, known,
 		wtxt.SplitOptions{SegmentSize: segSize, MaxSegment: MaxPartLimit, File: f.Name()})
-	whole := <-sumc
-	if err == nil {
-		err = whole.err
-	}
 	if err != nil {
 		return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: %w", ErrSkeleton, err)
 	}
@@ -202,7 +185,10 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 		return plumbing.ZeroHash, fileInfo{}, err
 	}
 	b.segsReused += reused
-	return h, fileInfo{size: size, sha256: hex.EncodeToString(whole.h)}, nil
+	// No wtxt_sha256: a second pass over the whole file (about 1.5
+	// CPU-s per GiB) for a hash that binds nothing the signed root and
+	// the checked chunk hashes do not (generation.txt omits it).
+	return h, fileInfo{size: size}, nil
 }
 
 // segment stores one segment's raw bytes: one blob when piece <= 0 or

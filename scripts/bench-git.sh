@@ -20,6 +20,7 @@
 # LAYOUT sets git.layout (default auto = segments above git.split_above, 64 MiB; segments = text
 # pieces + raw segments); PART_LIMIT sets git.part_limit (default 256 KiB); PEERS=0 skips git-lfs and git, PEERS=lfs runs git-lfs only; PACK_WINDOW=N sets pack.window in the
 # daemon's repository (snapd sets 0) to measure git's delta search on push.
+# KEEP=1 keeps the work dir (remotes, clones) for inspection.
 # CPUPROFILE=FILE writes the daemon's Go CPU profile there when it stops
 # (`go tool pprof -top FILE`; git children are not in it).
 set -euo pipefail
@@ -27,7 +28,7 @@ SIZE=${1:-52428800}; GENS=${2:-10}; PATTERN=${3:-clustered}; CHANGE=${4:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/bench-git.XXXXXX")
 DAEMON=
-cleanup() { [ -n "$DAEMON" ] && kill "$DAEMON" 2>/dev/null; wait 2>/dev/null; rm -rf "$W"; }
+cleanup() { [ -n "$DAEMON" ] && kill "$DAEMON" 2>/dev/null; wait 2>/dev/null; if [ "${KEEP:-0}" = 1 ]; then echo "kept $W" >&2; else rm -rf "$W"; fi; }
 trap cleanup EXIT
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$W/gitconfig
 git config --file "$W/gitconfig" user.name bench

@@ -84,7 +84,8 @@
 //     equal the values in the WTXT header (or seal) and the stored layout.
 //   - "summary": generation.txt has exactly the values gitops.Repo writes:
 //     header values, layout, wtxt_bytes/wtxt_sha256 of the stored (possibly
-//     armored) WTXT, and <ext>_bytes/<ext>_sha256 for each optional file
+//     armored) WTXT (the segments layout may omit wtxt_sha256; when
+//     present it must match), and <ext>_bytes/<ext>_sha256 for each optional file
 //     present and none for an absent one.
 //   - "gen-order": gen is strictly greater than the previous commit's.
 //   - "chain": merkle_prev equals the previous commit's generation's

@@ -68,6 +68,12 @@ func TestSegmentsLayoutHistoryVerifies(t *testing.T) {
 			t.Fatalf("gen %d: chain %s delta %s\n%s", i, g.Chain, g.Delta, dump(rep))
 		}
 	}
+	// generation.txt records the WTXT's size, not its SHA-256 (a second
+	// pass over the whole file the rebuilt WTXT's own checks make moot).
+	sum := string(verifytest.ReadBlob(t, f.Dir, "snapshots", "snapshots/"+gitops.FileSummary))
+	if !strings.Contains(sum, "\nwtxt_bytes=") || strings.Contains(sum, "wtxt_sha256=") {
+		t.Fatalf("generation.txt:\n%s", sum)
+	}
 	// --sample does not apply to segments held in Git: verified in full, noted.
 	rep = run(t, f.Dir, Options{Sample: 0.5, Seed: 1}, f.Key.Pub)
 	if !rep.OK || !slices.ContainsFunc(rep.Generations[0].Notes, func(n string) bool { return strings.HasPrefix(n, "segments layout: verified in full") }) {
@@ -123,6 +129,10 @@ func TestSegmentsLayoutDamage(t *testing.T) {
 			name := strings.TrimPrefix(piece, segsDir+"/")
 			return map[string][]byte{segsDir + "/MANIFEST": bytes.Replace(manifest, []byte(name), []byte("../"+name), 1)}
 		}, segsDir + "/MANIFEST", 0, CheckLayout, "bad part name"},
+		{"generation.txt with a wrong wtxt_sha256", func() map[string][]byte {
+			sum := verifytest.ReadBlob(t, f.Dir, "snapshots", "snapshots/"+gitops.FileSummary)
+			return map[string][]byte{"snapshots/" + gitops.FileSummary: append(sum, []byte("wtxt_sha256="+strings.Repeat("0", 64)+"\n")...)}
+		}, "snapshots/" + gitops.FileSummary, 0, CheckSummary, "wtxt_sha256=0000"},
 		{"MANIFEST missing", func() map[string][]byte { return map[string][]byte{segsDir + "/MANIFEST": nil} }, segsDir + "/MANIFEST", 0, CheckLayout, "missing"},
 		{"both current.wtxt and current.wtxt.segs", func() map[string][]byte {
 			return map[string][]byte{"snapshots/current.wtxt": head.WTXT}
