@@ -122,22 +122,33 @@ done
 echo "snapd daemon: peak RSS $(awk -v k="$hwm" 'BEGIN{printf "%.0f", k/1024}') MiB; CPU $self s own + $children s git children over $GENS gens; a plain convert of the same gens: $conv s"
 echo "snapd remote growth gens 2..$GENS vs changed raw bytes: $(mib "$sum_changed") MiB changed"
 # --- clone of the latest generation (wall s / CPU s of the whole command) ---
+# Each clone runs CLONE_RUNS times (default 3; the snapd and git-lfs runs
+# alternate) and the median wall time (with that run's CPU) is reported:
+# single clone timings on a shared 2-core machine vary by 2x.
 timed() { /usr/bin/time -f '%e/%U/%S' "$@" 2>&1 >/dev/null | tail -1 | awk -F/ '{printf "%.2fs/%.2fs", $1, $2+$3}'; }
-t_cs=$(timed "$W/snapd" clone "file://$W/snapd-remote.git" "$W/c-snapd")
+median() { tr ' ' '\n' | sort -t s -k1,1n | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}'; }
+RUNS=${CLONE_RUNS:-3}
+r_cs= r_cs0= r_cl= r_cg=
+for run in $(seq 1 "$RUNS"); do
+  rm -rf "$W/c-snapd" "$W/c-snapd0" "$W/c-lfs" "$W/c-git"
+  r_cs="$r_cs $(timed "$W/snapd" clone "file://$W/snapd-remote.git" "$W/c-snapd")"
+  # The same clone from a server that does no delta search when it packs
+  # (pack.window=0, as snapd's own repository has).
+  r_cs0="$r_cs0 $(timed git clone -q --depth 1 --single-branch --no-tags --branch snapshots --upload-pack 'git -c pack.window=0 upload-pack' "file://$W/snapd-remote.git" "$W/c-snapd0")"
+  if [ "$PEERS" = 1 ] || [ "$PEERS" = lfs ]; then
+    r_cl="$r_cl $(timed git clone -q "file://$W/lfs-remote.git" "$W/c-lfs")"
+    cmp -s "$W/c-lfs/model.safetensors" "$src" || echo "WARNING: git-lfs clone did not restore the file"
+  fi
+  if [ "$PEERS" = 1 ] || [ "$PEERS" = git ]; then
+    r_cg="$r_cg $(timed git clone -q "file://$W/git-remote.git" "$W/c-git")"
+  fi
+done
+t_cs=$(median <<<"${r_cs# }") t_cs0=$(median <<<"${r_cs0# }")
+t_cl=- t_cg=-
+[ -n "$r_cl" ] && t_cl=$(median <<<"${r_cl# }")
+[ -n "$r_cg" ] && t_cg=$(median <<<"${r_cg# }")
 t_ca=$(timed "$W/snapd" checkout latest "$W/latest.wtxt" --repo "$W/c-snapd")
-# The same clone from a server that does no delta search when it packs
-# (pack.window=0, as snapd's own repository has): the split parts are
-# whole chunks, a delta search over them finds nothing and costs most of
-# the default clone's CPU.
-t_cs0=$(timed git clone -q --depth 1 --single-branch --no-tags --branch snapshots --upload-pack 'git -c pack.window=0 upload-pack' "file://$W/snapd-remote.git" "$W/c-snapd0")
 t_cst=$(timed "$W/snapd" checkout latest "$W/latest.safetensors" --repo "$W/c-snapd")
 cmp -s "$W/latest.safetensors" "$src" || echo "WARNING: restored safetensors differs from generation $GENS"
-t_cl=- t_cg=-
-if [ "$PEERS" = 1 ] || [ "$PEERS" = lfs ]; then
-  t_cl=$(timed git clone -q "file://$W/lfs-remote.git" "$W/c-lfs")
-  cmp -s "$W/c-lfs/model.safetensors" "$src" || echo "WARNING: git-lfs clone did not restore the file"
-fi
-if [ "$PEERS" = 1 ] || [ "$PEERS" = git ]; then
-  t_cg=$(timed git clone -q "file://$W/git-remote.git" "$W/c-git")
-fi
-echo "clone latest (wall/CPU): snapd clone $t_cs (server pack.window=0: $t_cs0), + checkout as WTXT $t_ca or as safetensors $t_cst; git-lfs clone $t_cl; git clone $t_cg"
+echo "clone runs (wall/CPU): snapd${r_cs}; window-0 server${r_cs0}; git-lfs${r_cl:- -}; git${r_cg:- -}"
+echo "clone latest (median of $RUNS, wall/CPU): snapd clone $t_cs (server pack.window=0: $t_cs0), + checkout as WTXT $t_ca or as safetensors $t_cst; git-lfs clone $t_cl; git clone $t_cg"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats"
@@ -80,5 +81,57 @@ func TestCloneCheckout(t *testing.T) {
 	want, _ = os.ReadFile(sts[0])
 	if got, _ := os.ReadFile(outST); !bytes.Equal(got, want) {
 		t.Fatal("gen 1 from the bare repository differs")
+	}
+}
+
+// TestCloneArgs: the git command line snapd clone runs. By default the
+// fetched pack is not fsynced (core.fsync=none applies to this git
+// invocation only, not to the clone's config); --fsync keeps git's default.
+func TestCloneArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    cloneOptions
+		want string
+	}{
+		{"default", cloneOptions{branch: "snapshots", depth: 1},
+			"-c core.fsync=none clone --single-branch --branch snapshots --no-checkout --depth 1 --no-tags -- U D"},
+		{"fsync", cloneOptions{branch: "snapshots", depth: 1, fsync: true},
+			"clone --single-branch --branch snapshots --no-checkout --depth 1 --no-tags -- U D"},
+		{"gen, full, worktree", cloneOptions{branch: "snapshots", tagPrfx: "gen-", gen: 7, depth: 1, full: true, worktree: true},
+			"-c core.fsync=none clone --single-branch --branch gen-000007 -- U D"},
+		{"partial", cloneOptions{branch: "b", depth: 1, partial: true},
+			"-c core.fsync=none clone --single-branch --branch b --filter=blob:none -- U D"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.url, tc.o.dir = "U", "D"
+			args, err := tc.o.cloneArgs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(args, " "); got != tc.want {
+				t.Fatalf("git %s\nwant git %s", got, tc.want)
+			}
+		})
+	}
+	// The setting is not written into the clone: later fetches there
+	// fsync as git does.
+	dir := t.TempDir()
+	remote := filepath.Join(dir, "r.git")
+	gittest.Git(t, dir, "init", "-q", "--bare", "-b", "snapshots", remote)
+	work := filepath.Join(dir, "w")
+	gittest.Git(t, dir, "init", "-q", "-b", "snapshots", work)
+	gittest.WriteFile(t, work, "f", []byte("x\n"))
+	gittest.Git(t, work, "add", "f")
+	gittest.Git(t, work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+	gittest.Git(t, work, "push", "-q", remote, "snapshots")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"clone", "file://" + remote, filepath.Join(dir, "c")}, &out, &errb); code != 0 {
+		t.Fatalf("snapd clone: exit %d: %s", code, errb.String())
+	}
+	if cfg, _ := os.ReadFile(filepath.Join(dir, "c", ".git", "config")); bytes.Contains(cfg, []byte("fsync")) {
+		t.Fatalf("the clone's config holds an fsync setting:\n%s", cfg)
+	}
+	if !strings.Contains(out.String(), "cloned snapshots") {
+		t.Fatalf("output: %q", out.String())
 	}
 }
