@@ -1,0 +1,136 @@
+package jsonerr
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/snapd-ml/snapd/internal/testutil"
+)
+
+type inner struct {
+	N int `json:"n"`
+}
+
+type doc struct {
+	Name  string           `json:"name"`
+	Inner inner            `json:"inner"`
+	Map   map[string]inner `json:"map"`
+	Str   int              `json:"str,string"`
+	Hex   hexBytes         `json:"hex"`
+}
+
+// hexBytes is an Unmarshaler whose error quotes the input, as
+// encoding/hex's does.
+type hexBytes []byte
+
+func (h *hexBytes) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := hex.DecodeString(s)
+	*h = v
+	return err
+}
+
+// TestDescribeNeverEchoes: the evil marker as a key, as a value of the
+// wrong type, as the offending syntax byte, inside a number literal and
+// under ",string" and an Unmarshaler: the description names the kind of
+// failure and the offset (or the key's length), never the input.
+func TestDescribeNeverEchoes(t *testing.T) {
+	const long = "123456789012345678901234567890" // a number too big for int: encoding/json quotes it
+	for _, evil := range []string{testutil.EvilMarker, strings.ReplaceAll(testutil.EvilMarkerEsc, "\x1b", `\u001b`)} {
+		for _, c := range []struct {
+			name, in, want string
+			offset         int64
+			strict         bool
+		}{
+			{"unknown key", `{"name":"a","` + evil + `":1}`, "unknown key (", -1, true},
+			{"wrong type", `{"name":["` + evil + `"]}`, "wrong JSON type for doc.name at byte ", 9, false},
+			{"nested wrong type", `{"inner":{"n":"` + evil + `"}}`, "wrong JSON type for doc.inner.n at byte ", 29 + int64(len(evil)), false},
+			{"wrong type under a map key", `{"map":{"` + evil + `":{"n":"x"}}}`, "wrong JSON type for inner.n at byte ", 22 + int64(len(evil)), false},
+			{"number literal", `{"inner":{"n":` + long + `}}`, "wrong JSON type for doc.inner.n at byte ", 15, false},
+			{"syntax byte", `{"name":` + evil + `}`, "malformed JSON at byte 9", 9, false},
+			{"syntax byte in a key", `{` + evil + `:1}`, "malformed JSON at byte 2", 2, false},
+			{"truncated", `{"name":"` + evil, "truncated JSON", -1, false},
+			{",string", `{"str":"` + evil + `"}`, "invalid JSON value", -1, false},
+			{"unmarshaler", `{"hex":"` + evil + `"}`, "invalid JSON value", -1, false},
+		} {
+			var d doc
+			dec := json.NewDecoder(strings.NewReader(c.in))
+			if c.strict {
+				dec.DisallowUnknownFields()
+			}
+			raw := dec.Decode(&d)
+			if raw == nil {
+				t.Fatalf("%s: decoded", c.name)
+			}
+			err := Describe(raw)
+			msg := err.Error()
+			if p, ok := testutil.EchoesEvil(msg); ok {
+				t.Errorf("%s: %q echoes %q", c.name, msg, p)
+			}
+			if strings.Contains(msg, long[:8]) {
+				t.Errorf("%s: %q echoes the number", c.name, msg)
+			}
+			if !strings.HasPrefix(msg, c.want) {
+				t.Errorf("%s: %q, want it to start with %q", c.name, msg, c.want)
+			}
+			var je *Error
+			if !errors.As(err, &je) {
+				t.Fatalf("%s: %T is not *Error", c.name, err)
+			}
+			if je.Offset != c.offset {
+				t.Errorf("%s: offset %d, want %d (%s)", c.name, je.Offset, c.offset, msg)
+			}
+			if !errors.Is(err, raw) {
+				t.Errorf("%s: errors.Is does not reach the original error", c.name)
+			}
+			// json.Unmarshal (syntax checked before types) never echoes either.
+			if uerr := json.Unmarshal([]byte(c.in), &d); uerr != nil {
+				if p, ok := testutil.EchoesEvil(Describe(uerr).Error()); ok {
+					t.Errorf("%s: Unmarshal: %q echoes %q", c.name, Describe(uerr), p)
+				}
+			}
+		}
+	}
+}
+
+// TestDescribeKinds: errors.Is/As reach the original error; an offset is
+// shifted by DescribeAt's base; an *Error is not described twice.
+func TestDescribeKinds(t *testing.T) {
+	if Describe(nil) != nil {
+		t.Fatal("Describe(nil) is not nil")
+	}
+	var v []int
+	err := Describe(json.Unmarshal([]byte(`[1,2`), &v))
+	if err.Error() != "truncated JSON at byte 4" {
+		t.Errorf("truncated: %q", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(`[1,`))
+	err = Describe(dec.Decode(&v))
+	if !errors.Is(err, io.ErrUnexpectedEOF) || err.Error() != "truncated JSON" {
+		t.Errorf("decoder truncated: %q, is ErrUnexpectedEOF %v", err, errors.Is(err, io.ErrUnexpectedEOF))
+	}
+	err = Describe(json.NewDecoder(bytes.NewReader(nil)).Decode(&v))
+	if !errors.Is(err, io.EOF) || err.Error() != "no JSON value" {
+		t.Errorf("empty: %q", err)
+	}
+	err = DescribeAt(json.Unmarshal([]byte(`[1,x]`), &v), 100)
+	var se *json.SyntaxError
+	if !errors.As(err, &se) || err.Error() != "malformed JSON at byte 104" {
+		t.Errorf("shifted: %q, is SyntaxError %v", err, errors.As(err, &se))
+	}
+	if again := DescribeAt(err, 50); again != err {
+		t.Errorf("described twice: %q", again)
+	}
+	err = Describe(json.Unmarshal([]byte(`["a"]`), &v))
+	if err.Error() != "wrong JSON type at byte 4 (string, want int)" {
+		t.Errorf("type: %q", err)
+	}
+}
