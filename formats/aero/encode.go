@@ -22,6 +22,7 @@ import (
 	"lukechampine.com/blake3"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -177,7 +178,7 @@ func (p *plan) collectTensors() error {
 	if o, ok := p.s.Attrs["aero.order"]; ok {
 		var names []string
 		if err := json.Unmarshal([]byte(o), &names); err != nil {
-			return fmt.Errorf("aero: encode: attribute aero.order: %w", err)
+			return fmt.Errorf("aero: encode: attribute aero.order: %w", jsonerr.Describe(err))
 		}
 		byName := make(map[string]*snapshot.Array, len(arrs))
 		for _, a := range arrs {
@@ -290,13 +291,14 @@ func parseUints(s string) ([]uint64, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
 	if err := dec.Decode(&raw); err != nil {
-		return nil, err
+		return nil, jsonerr.Describe(err)
 	}
 	out := make([]uint64, len(raw))
 	for i, n := range raw {
 		v, err := strconv.ParseUint(string(n), 10, 64)
 		if err != nil {
-			return nil, err
+			// strconv's error quotes the number.
+			return nil, fmt.Errorf("element %d is not an unsigned 64-bit integer", i)
 		}
 		out[i] = v
 	}
@@ -317,7 +319,7 @@ func (p *plan) planChunks() error {
 		dec := json.NewDecoder(strings.NewReader(p.s.Attrs["aero.chunks"]))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&descs); err != nil {
-			return fmt.Errorf("aero: encode: attribute aero.chunks: %w", err)
+			return fmt.Errorf("aero: encode: attribute aero.chunks: %w", jsonerr.Describe(err))
 		}
 	}
 	if err := p.setChunks(descs); err != nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
+
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 )
 
 // mkind is the type of a decoded msgpack value.
@@ -499,7 +501,7 @@ func readTyped(dec *json.Decoder, depth int) (mval, error) {
 	}
 	tok, err := dec.Token()
 	if err != nil {
-		return mval{}, fmt.Errorf("typed JSON: %w", err)
+		return mval{}, fmt.Errorf("typed JSON: %w", jsonerr.Describe(err))
 	}
 	switch t := tok.(type) {
 	case nil:
@@ -522,7 +524,7 @@ func readTyped(dec *json.Decoder, depth int) (mval, error) {
 				out.arr = append(out.arr, v)
 			}
 			if _, err := dec.Token(); err != nil {
-				return mval{}, fmt.Errorf("typed JSON: %w", err)
+				return mval{}, fmt.Errorf("typed JSON: %w", jsonerr.Describe(err))
 			}
 			return out, nil
 		case '{':
@@ -538,7 +540,7 @@ func readTypedObject(dec *json.Decoder, depth int) (mval, error) {
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
-			return mval{}, fmt.Errorf("typed JSON: %w", err)
+			return mval{}, fmt.Errorf("typed JSON: %w", jsonerr.Describe(err))
 		}
 		k, ok := kt.(string)
 		if !ok {
@@ -571,7 +573,7 @@ func readTypedObject(dec *json.Decoder, depth int) (mval, error) {
 		out.m = append(out.m, kv(k, v))
 	}
 	if _, err := dec.Token(); err != nil {
-		return mval{}, fmt.Errorf("typed JSON: %w", err)
+		return mval{}, fmt.Errorf("typed JSON: %w", jsonerr.Describe(err))
 	}
 	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -76,28 +77,29 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 		return nil, fail("", 8, ErrCorrupt, "header does not start with '{'")
 	}
 
-	dataStart := 8 + hlen
+	dataStart := headerStart + hlen
 	dataLen := size - dataStart
 	s := &snapshot.Snapshot{}
 	var entries []*entry
 	seen := map[string]bool{}
 	dec := json.NewDecoder(bytes.NewReader(hdr))
 	jsonErr := func(tensor string, err error) error {
-		// encoding/json's syntax errors quote the offending character:
-		// only the position is reported.
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return fail(tensor, 8+se.Offset, ErrCorrupt, "header JSON: syntax error")
+		// encoding/json's errors quote the header (walkObject and
+		// decodeMetadata describe them with jsonerr, at file offsets):
+		// only the position and the kind of failure are reported.
+		off := 8 + dec.InputOffset()
+		if je := (*jsonerr.Error)(nil); errors.As(err, &je) && je.Offset >= 0 {
+			off = je.Offset
 		}
-		return fail(tensor, 8+dec.InputOffset(), ErrCorrupt, "header JSON: %v", err)
+		return fail(tensor, off, ErrCorrupt, "header JSON: %v", err)
 	}
-	err := walkObject(dec, func(key string) error {
+	err := walkObject(dec, headerStart, func(key string) error {
 		if seen[key] {
 			return fmt.Errorf("duplicate key %q", key)
 		}
 		seen[key] = true
 		if key == "__metadata__" {
-			md, present, err := decodeMetadata(dec)
+			md, present, err := decodeMetadata(dec, headerStart)
 			if err != nil {
 				return fmt.Errorf("__metadata__: %w", err)
 			}
@@ -188,20 +190,25 @@ type unsupportedError struct{ msg string }
 
 func (e unsupportedError) Error() string { return e.msg }
 
+// headerStart is the file offset of the header JSON.
+const headerStart = 8
+
 // walkObject reads a JSON object from dec, calling f for each key with the
-// decoder positioned at the value; f must consume the value.
-func walkObject(dec *json.Decoder, f func(key string) error) error {
-	err := walkObject1(dec, f)
+// decoder positioned at the value; f must consume the value. dec's input
+// starts at byte base of the file: encoding/json's errors are described
+// with jsonerr at file offsets, f's errors are returned as they are.
+func walkObject(dec *json.Decoder, base int64, f func(key string) error) error {
+	err := walkObject1(dec, base, f)
 	if errors.Is(err, io.EOF) {
 		return errors.New("JSON ends before the object is complete")
 	}
 	return err
 }
 
-func walkObject1(dec *json.Decoder, f func(key string) error) error {
+func walkObject1(dec *json.Decoder, base int64, f func(key string) error) error {
 	tok, err := dec.Token()
 	if err != nil {
-		return err
+		return jsonerr.DescribeAt(err, base)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return fmt.Errorf("want an object, got %v", tokenString(tok))
@@ -209,7 +216,7 @@ func walkObject1(dec *json.Decoder, f func(key string) error) error {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return err
+			return jsonerr.DescribeAt(err, base)
 		}
 		key, ok := tok.(string)
 		if !ok {
@@ -220,7 +227,20 @@ func walkObject1(dec *json.Decoder, f func(key string) error) error {
 		}
 	}
 	_, err = dec.Token() // '}'
-	return err
+	return jsonerr.DescribeAt(err, base)
+}
+
+// decodeValue reads the next value of dec into v. dec's input starts at
+// byte base of the file; a failure is described with jsonerr at file
+// offsets (a type error's too, which encoding/json counts from the
+// value's start).
+func decodeValue(dec *json.Decoder, base int64, v any) error {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return jsonerr.DescribeAt(err, base)
+	}
+	start := base + dec.InputOffset() - int64(len(raw))
+	return jsonerr.DescribeAt(json.Unmarshal(raw, v), start)
 }
 
 func tokenString(t json.Token) string {
@@ -241,23 +261,25 @@ func tokenString(t json.Token) string {
 
 // decodeMetadata reads the __metadata__ value: an object of strings (keys
 // unique) or null. It returns the canonical JSON of a present object.
-func decodeMetadata(dec *json.Decoder) (string, bool, error) {
+// dec's input starts at byte base of the file (for the offsets of errors).
+func decodeMetadata(dec *json.Decoder, base int64) (string, bool, error) {
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		return "", false, err
+		return "", false, jsonerr.DescribeAt(err, base)
 	}
 	if string(raw) == "null" {
 		return "", false, nil
 	}
+	start := base + dec.InputOffset() - int64(len(raw))
 	md := map[string]string{}
 	inner := json.NewDecoder(bytes.NewReader(raw))
-	err := walkObject(inner, func(key string) error {
+	err := walkObject(inner, start, func(key string) error {
 		if _, dup := md[key]; dup {
 			return fmt.Errorf("duplicate key (%d bytes)", len(key))
 		}
 		tok, err := inner.Token()
 		if err != nil {
-			return err
+			return jsonerr.DescribeAt(err, start)
 		}
 		v, ok := tok.(string)
 		if !ok {
@@ -280,15 +302,15 @@ func decodeEntry(dec *json.Decoder, name string) (*entry, error) {
 		offsets []uint64
 		gotShp  bool
 	)
-	err := walkObject(dec, func(key string) error {
+	err := walkObject(dec, headerStart, func(key string) error {
 		switch key {
 		case "dtype":
 			if dtype != nil {
 				return errors.New("duplicate field \"dtype\"")
 			}
 			var v string
-			if err := dec.Decode(&v); err != nil {
-				return fmt.Errorf("dtype: %v", err)
+			if err := decodeValue(dec, headerStart, &v); err != nil {
+				return fmt.Errorf("dtype: want a string: %w", err)
 			}
 			dtype = &v
 		case "shape":
@@ -296,8 +318,8 @@ func decodeEntry(dec *json.Decoder, name string) (*entry, error) {
 				return errors.New("duplicate field \"shape\"")
 			}
 			gotShp = true
-			if err := dec.Decode(&shape); err != nil {
-				return fmt.Errorf("shape: want an array of non-negative integers: %v", err)
+			if err := decodeValue(dec, headerStart, &shape); err != nil {
+				return fmt.Errorf("shape: want an array of non-negative integers: %w", err)
 			}
 			if shape == nil {
 				return errors.New("shape is null")
@@ -306,8 +328,8 @@ func decodeEntry(dec *json.Decoder, name string) (*entry, error) {
 			if offsets != nil {
 				return errors.New("duplicate field \"data_offsets\"")
 			}
-			if err := dec.Decode(&offsets); err != nil {
-				return fmt.Errorf("data_offsets: want [begin, end] non-negative integers: %v", err)
+			if err := decodeValue(dec, headerStart, &offsets); err != nil {
+				return fmt.Errorf("data_offsets: want [begin, end] non-negative integers: %w", err)
 			}
 			if len(offsets) != 2 {
 				return fmt.Errorf("data_offsets has %d elements, want 2", len(offsets))

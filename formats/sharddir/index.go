@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 )
 
 // Index is a parsed Hugging Face shard index
@@ -325,7 +326,7 @@ func MarshalIndex(metadata json.RawMessage, weightMap map[string]string) ([]byte
 		dec := json.NewDecoder(bytes.NewReader(metadata))
 		dec.UseNumber()
 		if err := dec.Decode(&meta); err != nil {
-			return nil, fmt.Errorf("metadata: %w", err)
+			return nil, fmt.Errorf("metadata: %w", jsonerr.Describe(err))
 		}
 		if _, ok := meta.(map[string]any); !ok {
 			return nil, errors.New("metadata: want an object")
