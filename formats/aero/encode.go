@@ -219,7 +219,8 @@ func (p *plan) collectTensors() error {
 		if ds, ok := a.Attrs["aero.dtype"]; ok {
 			v, err := strconv.ParseUint(ds, 10, 16)
 			if err != nil {
-				return attrErr(a, "aero.dtype", err)
+				// strconv's error quotes the value.
+				return attrErr(a, "aero.dtype", fmt.Errorf("not an unsigned 16-bit integer (%d bytes)", len(ds)))
 			}
 			if a.DType != snapshot.U8 || len(a.Shape) != 1 {
 				return attrErr(a, "aero.dtype", fmt.Errorf("needs a rank-1 u8 array carrying the bytes, have %s %v", a.DType, a.Shape))
@@ -247,7 +248,8 @@ func (p *plan) collectTensors() error {
 		if fs, ok := a.Attrs["aero.flags"]; ok {
 			v, err := strconv.ParseUint(fs, 10, 64)
 			if err != nil {
-				return attrErr(a, "aero.flags", err)
+				// strconv's error quotes the value.
+				return attrErr(a, "aero.flags", fmt.Errorf("not an unsigned 64-bit integer (%d bytes)", len(fs)))
 			}
 			t.flags = v
 		}

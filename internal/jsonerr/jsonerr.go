@@ -29,8 +29,10 @@ import (
 //	unknown key (N bytes)
 //	invalid JSON value
 //
-// where FIELD is the Go-side field path (struct type and JSON field names
-// the Go type declares, never a key of the input), KIND is the JSON kind
+// where FIELD is the Go-side field path from the decoded value's root:
+// the JSON names of the struct fields encoding/json descended into, as
+// the Go types declare them (a map's keys are not recorded, so never a
+// key of the input), KIND is the JSON kind
 // the input holds (string, number, bool, null, array, object) and N a
 // byte offset in the JSON text (see Offset). Unwrap returns the original
 // error, so errors.Is(err, io.ErrUnexpectedEOF) and errors.As for
@@ -90,8 +92,8 @@ func DescribeAt(err error, base int64) error {
 	case errors.As(err, &te):
 		e.Offset = base + te.Offset
 		e.msg = "wrong JSON type"
-		if f := fieldPath(te); f != "" {
-			e.msg += " for " + f
+		if te.Field != "" {
+			e.msg += " for " + te.Field
 		}
 		// Value is "number 1e999" for some numbers: only the kind.
 		kind, _, _ := strings.Cut(te.Value, " ")
@@ -112,19 +114,6 @@ func DescribeAt(err error, base int64) error {
 		}
 	}
 	return e
-}
-
-// fieldPath is "Struct.field.path" from Go-side names: the Struct type's
-// name and the JSON names of the fields encoding/json descended into.
-// encoding/json puts no input key there (a map's keys are not recorded).
-func fieldPath(te *json.UnmarshalTypeError) string {
-	switch {
-	case te.Struct != "" && te.Field != "":
-		return te.Struct + "." + te.Field
-	case te.Field != "":
-		return te.Field
-	}
-	return te.Struct
 }
 
 // unknownField recognises DisallowUnknownFields' `json: unknown field

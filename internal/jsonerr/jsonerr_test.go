@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -51,10 +54,10 @@ func TestDescribeNeverEchoes(t *testing.T) {
 			strict         bool
 		}{
 			{"unknown key", `{"name":"a","` + evil + `":1}`, "unknown key (", -1, true},
-			{"wrong type", `{"name":["` + evil + `"]}`, "wrong JSON type for doc.name at byte ", 9, false},
-			{"nested wrong type", `{"inner":{"n":"` + evil + `"}}`, "wrong JSON type for doc.inner.n at byte ", 29 + int64(len(evil)), false},
-			{"wrong type under a map key", `{"map":{"` + evil + `":{"n":"x"}}}`, "wrong JSON type for inner.n at byte ", 22 + int64(len(evil)), false},
-			{"number literal", `{"inner":{"n":` + long + `}}`, "wrong JSON type for doc.inner.n at byte ", 15, false},
+			{"wrong type", `{"name":["` + evil + `"]}`, "wrong JSON type for name at byte ", 9, false},
+			{"nested wrong type", `{"inner":{"n":"` + evil + `"}}`, "wrong JSON type for inner.n at byte ", 29 + int64(len(evil)), false},
+			{"wrong type under a map key", `{"map":{"` + evil + `":{"n":"x"}}}`, "wrong JSON type for map.n at byte ", 22 + int64(len(evil)), false},
+			{"number literal", `{"inner":{"n":` + long + `}}`, "wrong JSON type for inner.n at byte ", 15, false},
 			{"syntax byte", `{"name":` + evil + `}`, "malformed JSON at byte 9", 9, false},
 			{"syntax byte in a key", `{` + evil + `:1}`, "malformed JSON at byte 2", 2, false},
 			{"truncated", `{"name":"` + evil, "truncated JSON", -1, false},
@@ -133,4 +136,41 @@ func TestDescribeKinds(t *testing.T) {
 	if err.Error() != "wrong JSON type at byte 4 (string, want int)" {
 		t.Errorf("type: %q", err)
 	}
+}
+
+// described matches every message Describe may produce for doc: fixed
+// words, decimal offsets and lengths, Go-side field paths and types.
+var described = regexp.MustCompile(`^(malformed JSON at byte \d+|truncated JSON( at byte \d+)?|no JSON value|` +
+	`wrong JSON type( for (name|inner|map|str|hex|n)(\.(name|inner|map|str|hex|n))*)? at byte \d+ \((string|number|bool|null|array|object), want (string|int|jsonerr\.inner|map\[string\]jsonerr\.inner|jsonerr\.hexBytes|jsonerr\.doc)\)|` +
+	`unknown key \(\d+ bytes\)|invalid JSON value)$`)
+
+// FuzzDescribe: whatever the input, Describe's message of a json.Decoder's
+// (strict or not) and json.Unmarshal's error is one of the fixed forms:
+// it cannot hold the input's bytes.
+func FuzzDescribe(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/*.json")
+	if len(seeds) == 0 {
+		f.Fatal("no seeds in testdata/*.json")
+	}
+	for _, p := range seeds {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var d doc
+		dec := json.NewDecoder(bytes.NewReader(in))
+		dec.DisallowUnknownFields()
+		for _, err := range []error{dec.Decode(&d), json.Unmarshal(in, &d)} {
+			if err == nil {
+				continue
+			}
+			msg := Describe(err).Error()
+			if !described.MatchString(msg) {
+				t.Fatalf("message %q (of %q) is not one of the fixed forms", msg, err)
+			}
+		}
+	})
 }
