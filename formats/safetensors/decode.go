@@ -87,7 +87,7 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 		// encoding/json's errors quote the header (walkObject and
 		// decodeMetadata describe them with jsonerr, at file offsets):
 		// only the position and the kind of failure are reported.
-		off := 8 + dec.InputOffset()
+		off := headerStart + dec.InputOffset()
 		if je := (*jsonerr.Error)(nil); errors.As(err, &je) && je.Offset >= 0 {
 			off = je.Offset
 		}
