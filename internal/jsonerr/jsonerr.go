@@ -41,6 +41,10 @@ type Error struct {
 	// Offset is the byte offset the failure concerns, counted from the
 	// start of the text given to json.Unmarshal or to a json.Decoder
 	// (plus the base of DescribeAt), or -1 when encoding/json gives none.
+	// It is encoding/json's: a syntax error's offending byte is just
+	// before it; a wrong type's offset is just past a literal value (or
+	// just past the '[' or '{' of an array or object); a json.Decoder's
+	// type errors count from the start of the value it decoded.
 	Offset int64
 	msg    string // the message without the offset
 	suffix string // printed after the offset

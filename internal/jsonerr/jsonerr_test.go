@@ -47,6 +47,8 @@ func (h *hexBytes) UnmarshalJSON(b []byte) error {
 // failure and the offset (or the key's length), never the input.
 func TestDescribeNeverEchoes(t *testing.T) {
 	const long = "123456789012345678901234567890" // a number too big for int: encoding/json quotes it
+	// A wrong type's offset is encoding/json's: just past a literal, just
+	// past the '[' or '{' of an array or object.
 	for _, evil := range []string{testutil.EvilMarker, strings.ReplaceAll(testutil.EvilMarkerEsc, "\x1b", `\u001b`)} {
 		for _, c := range []struct {
 			name, in, want string
@@ -55,9 +57,9 @@ func TestDescribeNeverEchoes(t *testing.T) {
 		}{
 			{"unknown key", `{"name":"a","` + evil + `":1}`, "unknown key (", -1, true},
 			{"wrong type", `{"name":["` + evil + `"]}`, "wrong JSON type for name at byte ", 9, false},
-			{"nested wrong type", `{"inner":{"n":"` + evil + `"}}`, "wrong JSON type for inner.n at byte ", 29 + int64(len(evil)), false},
-			{"wrong type under a map key", `{"map":{"` + evil + `":{"n":"x"}}}`, "wrong JSON type for map.n at byte ", 22 + int64(len(evil)), false},
-			{"number literal", `{"inner":{"n":` + long + `}}`, "wrong JSON type for inner.n at byte ", 15, false},
+			{"nested wrong type", `{"inner":{"n":"` + evil + `"}}`, "wrong JSON type for inner.n at byte ", 16 + int64(len(evil)), false},
+			{"wrong type under a map key", `{"map":{"` + evil + `":{"n":"x"}}}`, "wrong JSON type for map.n at byte ", 19 + int64(len(evil)), false},
+			{"number literal", `{"inner":{"n":` + long + `}}`, "wrong JSON type for inner.n at byte ", 44, false},
 			{"syntax byte", `{"name":` + evil + `}`, "malformed JSON at byte 9", 9, false},
 			{"syntax byte in a key", `{` + evil + `:1}`, "malformed JSON at byte 2", 2, false},
 			{"truncated", `{"name":"` + evil, "truncated JSON", -1, false},
