@@ -82,7 +82,7 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 	s := &snapshot.Snapshot{}
 	var entries []*entry
 	seen := map[string]bool{}
-	dec := json.NewDecoder(bytes.NewReader(hdr))
+	dec := newJSONDec(hdr, headerStart)
 	jsonErr := func(tensor string, err error) error {
 		// encoding/json's errors quote the header (walkObject and
 		// decodeMetadata describe them with jsonerr, at file offsets):
@@ -93,13 +93,13 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 		}
 		return fail(tensor, off, ErrCorrupt, "header JSON: %v", err)
 	}
-	err := walkObject(dec, headerStart, func(key string) error {
+	err := walkObject(dec, func(key string) error {
 		if seen[key] {
 			return fmt.Errorf("duplicate key %q", key)
 		}
 		seen[key] = true
 		if key == "__metadata__" {
-			md, present, err := decodeMetadata(dec, headerStart)
+			md, present, err := decodeMetadata(dec)
 			if err != nil {
 				return fmt.Errorf("__metadata__: %w", err)
 			}
@@ -193,22 +193,39 @@ func (e unsupportedError) Error() string { return e.msg }
 // headerStart is the file offset of the header JSON.
 const headerStart = 8
 
+// jsonDec is a json.Decoder over src, the bytes from file offset base on.
+type jsonDec struct {
+	*json.Decoder
+	src  []byte
+	base int64
+}
+
+func newJSONDec(src []byte, base int64) *jsonDec {
+	return &jsonDec{Decoder: json.NewDecoder(bytes.NewReader(src)), src: src, base: base}
+}
+
+// fail describes err, an error of the decoder's Token or Decode, with
+// jsonerr at a file offset: never the header's bytes.
+func (d *jsonDec) fail(err error) error {
+	return jsonerr.DescribeDecoder(d.Decoder, d.src, d.base, err)
+}
+
 // walkObject reads a JSON object from dec, calling f for each key with the
-// decoder positioned at the value; f must consume the value. dec's input
-// starts at byte base of the file: encoding/json's errors are described
-// with jsonerr at file offsets, f's errors are returned as they are.
-func walkObject(dec *json.Decoder, base int64, f func(key string) error) error {
-	err := walkObject1(dec, base, f)
+// decoder positioned at the value; f must consume the value.
+// encoding/json's errors are described with jsonerr at file offsets, f's
+// errors are returned as they are.
+func walkObject(dec *jsonDec, f func(key string) error) error {
+	err := walkObject1(dec, f)
 	if errors.Is(err, io.EOF) {
 		return errors.New("JSON ends before the object is complete")
 	}
 	return err
 }
 
-func walkObject1(dec *json.Decoder, base int64, f func(key string) error) error {
+func walkObject1(dec *jsonDec, f func(key string) error) error {
 	tok, err := dec.Token()
 	if err != nil {
-		return jsonerr.DescribeAt(err, base)
+		return dec.fail(err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return fmt.Errorf("want an object, got %v", tokenString(tok))
@@ -216,7 +233,7 @@ func walkObject1(dec *json.Decoder, base int64, f func(key string) error) error 
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return jsonerr.DescribeAt(err, base)
+			return dec.fail(err)
 		}
 		key, ok := tok.(string)
 		if !ok {
@@ -227,19 +244,18 @@ func walkObject1(dec *json.Decoder, base int64, f func(key string) error) error 
 		}
 	}
 	_, err = dec.Token() // '}'
-	return jsonerr.DescribeAt(err, base)
+	return dec.fail(err)
 }
 
-// decodeValue reads the next value of dec into v. dec's input starts at
-// byte base of the file; a failure is described with jsonerr at file
-// offsets (a type error's too, which encoding/json counts from the
-// value's start).
-func decodeValue(dec *json.Decoder, base int64, v any) error {
+// decodeValue reads the next value of dec into v; a failure is described
+// with jsonerr at file offsets (a type error's too, which encoding/json
+// counts from the value's start).
+func decodeValue(dec *jsonDec, v any) error {
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		return jsonerr.DescribeAt(err, base)
+		return dec.fail(err)
 	}
-	start := base + dec.InputOffset() - int64(len(raw))
+	start := dec.base + dec.InputOffset() - int64(len(raw))
 	return jsonerr.DescribeAt(json.Unmarshal(raw, v), start)
 }
 
@@ -261,25 +277,23 @@ func tokenString(t json.Token) string {
 
 // decodeMetadata reads the __metadata__ value: an object of strings (keys
 // unique) or null. It returns the canonical JSON of a present object.
-// dec's input starts at byte base of the file (for the offsets of errors).
-func decodeMetadata(dec *json.Decoder, base int64) (string, bool, error) {
+func decodeMetadata(dec *jsonDec) (string, bool, error) {
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		return "", false, jsonerr.DescribeAt(err, base)
+		return "", false, dec.fail(err)
 	}
 	if string(raw) == "null" {
 		return "", false, nil
 	}
-	start := base + dec.InputOffset() - int64(len(raw))
 	md := map[string]string{}
-	inner := json.NewDecoder(bytes.NewReader(raw))
-	err := walkObject(inner, start, func(key string) error {
+	inner := newJSONDec(raw, dec.base+dec.InputOffset()-int64(len(raw)))
+	err := walkObject(inner, func(key string) error {
 		if _, dup := md[key]; dup {
 			return fmt.Errorf("duplicate key (%d bytes)", len(key))
 		}
 		tok, err := inner.Token()
 		if err != nil {
-			return jsonerr.DescribeAt(err, start)
+			return inner.fail(err)
 		}
 		v, ok := tok.(string)
 		if !ok {
@@ -295,21 +309,21 @@ func decodeMetadata(dec *json.Decoder, base int64) (string, bool, error) {
 }
 
 // decodeEntry reads one tensor's object {"dtype","shape","data_offsets"}.
-func decodeEntry(dec *json.Decoder, name string) (*entry, error) {
+func decodeEntry(dec *jsonDec, name string) (*entry, error) {
 	var (
 		dtype   *string
 		shape   []uint64
 		offsets []uint64
 		gotShp  bool
 	)
-	err := walkObject(dec, headerStart, func(key string) error {
+	err := walkObject(dec, func(key string) error {
 		switch key {
 		case "dtype":
 			if dtype != nil {
 				return errors.New("duplicate field \"dtype\"")
 			}
 			var v string
-			if err := decodeValue(dec, headerStart, &v); err != nil {
+			if err := decodeValue(dec, &v); err != nil {
 				return fmt.Errorf("dtype: want a string: %w", err)
 			}
 			dtype = &v
@@ -318,7 +332,7 @@ func decodeEntry(dec *json.Decoder, name string) (*entry, error) {
 				return errors.New("duplicate field \"shape\"")
 			}
 			gotShp = true
-			if err := decodeValue(dec, headerStart, &shape); err != nil {
+			if err := decodeValue(dec, &shape); err != nil {
 				return fmt.Errorf("shape: want an array of non-negative integers: %w", err)
 			}
 			if shape == nil {
@@ -328,7 +342,7 @@ func decodeEntry(dec *json.Decoder, name string) (*entry, error) {
 			if offsets != nil {
 				return errors.New("duplicate field \"data_offsets\"")
 			}
-			if err := decodeValue(dec, headerStart, &offsets); err != nil {
+			if err := decodeValue(dec, &offsets); err != nil {
 				return fmt.Errorf("data_offsets: want [begin, end] non-negative integers: %w", err)
 			}
 			if len(offsets) != 2 {

@@ -170,8 +170,8 @@ func parseMetadataAttr(v string) (string, error) {
 	if !utf8.ValidString(v) {
 		return "", errors.New("not valid UTF-8")
 	}
-	dec := json.NewDecoder(strings.NewReader(v))
-	md, present, err := decodeMetadata(dec, 0)
+	dec := newJSONDec([]byte(v), 0)
+	md, present, err := decodeMetadata(dec)
 	if err != nil {
 		return "", err
 	}

@@ -24,7 +24,7 @@ func TestLayoutJSONNeverEchoes(t *testing.T) {
 			{"type", `{"v":1,"kind":"plain","files":[{"name":["` + e + `"]}]}`, "attribute is not a layout: wrong JSON type for files.name at byte "},
 			{"attrs type", `{"v":1,"kind":"plain","files":[{"name":"a","attrs":{"k":["` + e + `"]}}]}`, "attribute is not a layout: wrong JSON type for files.attrs at byte "},
 			{"truncated", `{"v":1,"kind":"` + e, "attribute is not a layout: truncated JSON"},
-			{"metadata not an object", `{"v":1,"kind":"index","index":"` + hfIdx + `","metadata":["` + e + `"],"files":[{"name":"` + shard1 + `","codec":"safetensors"},{"name":"` + shard2 + `","codec":"safetensors"}]}`, "metadata: wrong JSON type at byte 0 (array, want map[string]json.RawMessage)"},
+			{"metadata not an object", `{"v":1,"kind":"index","index":"` + hfIdx + `","metadata":["` + e + `"],"files":[{"name":"` + shard1 + `","codec":"safetensors"},{"name":"` + shard2 + `","codec":"safetensors"}]}`, "metadata: wrong JSON type at byte 1 (array, want map[string]json.RawMessage)"},
 		} {
 			s := open(t, makeHF(t)).Snapshot
 			s.Attrs[AttrLayout] = c.layout

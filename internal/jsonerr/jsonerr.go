@@ -12,6 +12,7 @@
 package jsonerr
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -40,11 +41,11 @@ import (
 type Error struct {
 	// Offset is the byte offset the failure concerns, counted from the
 	// start of the text given to json.Unmarshal or to a json.Decoder
-	// (plus the base of DescribeAt), or -1 when encoding/json gives none.
-	// It is encoding/json's: a syntax error's offending byte is just
-	// before it; a wrong type's offset is just past a literal value (or
-	// just past the '[' or '{' of an array or object); a json.Decoder's
-	// type errors count from the start of the value it decoded.
+	// (plus the base of DescribeAt), or -1 when encoding/json gives none:
+	// the byte that breaks the syntax, the end of a truncated text; for a
+	// wrong type encoding/json's offset, just past a literal value or
+	// just past the '[' or '{' of an array or object (a json.Decoder's
+	// count from the start of the value Decode read).
 	Offset int64
 	msg    string // the message without the offset
 	suffix string // printed after the offset
@@ -88,9 +89,11 @@ func DescribeAt(err error, base int64) error {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		e.Offset = base + se.Offset
+		// The scanner counts the offending byte as read.
+		e.Offset = base + max(se.Offset-1, 0)
 		e.msg = "malformed JSON"
 		if strings.HasPrefix(se.Error(), "unexpected end of JSON input") {
+			e.Offset = base + se.Offset
 			e.msg = "truncated JSON"
 		}
 	case errors.As(err, &te):
@@ -118,6 +121,36 @@ func DescribeAt(err error, base int64) error {
 		}
 	}
 	return e
+}
+
+// DescribeDecoder is DescribeAt for err, an error of dec.Token or
+// dec.Decode, where dec reads src (whose first byte is byte base of the
+// larger input) and has already returned tokens or values. encoding/json
+// counts such a syntax error's offset over the bytes its Decode calls
+// scanned, not over the input, or reports where the failing token
+// starts: the offending byte is found again by rescanning src from the
+// failed call's position (at most the one value that failed).
+func DescribeDecoder(dec *json.Decoder, src []byte, base int64, err error) error {
+	var je *Error
+	var se *json.SyntaxError
+	if err == nil || errors.As(err, &je) || !errors.As(err, &se) {
+		return DescribeAt(err, base)
+	}
+	start := dec.InputOffset()
+	if start < 0 || start > int64(len(src)) {
+		return DescribeAt(err, base)
+	}
+	var raw json.RawMessage
+	rerr := json.NewDecoder(bytes.NewReader(src[start:])).Decode(&raw)
+	var rse *json.SyntaxError
+	if errors.As(rerr, &rse) {
+		d := DescribeAt(rse, base+start).(*Error)
+		d.err = err
+		return d
+	}
+	// The token at start is well-formed but not allowed there (a value
+	// where a key or ':' belongs): it is the offending byte.
+	return &Error{Offset: base + start, msg: "malformed JSON", err: err}
 }
 
 // unknownField recognises DisallowUnknownFields' `json: unknown field

@@ -60,8 +60,8 @@ func TestDescribeNeverEchoes(t *testing.T) {
 			{"nested wrong type", `{"inner":{"n":"` + evil + `"}}`, "wrong JSON type for inner.n at byte ", 16 + int64(len(evil)), false},
 			{"wrong type under a map key", `{"map":{"` + evil + `":{"n":"x"}}}`, "wrong JSON type for map.n at byte ", 19 + int64(len(evil)), false},
 			{"number literal", `{"inner":{"n":` + long + `}}`, "wrong JSON type for inner.n at byte ", 44, false},
-			{"syntax byte", `{"name":` + evil + `}`, "malformed JSON at byte 9", 9, false},
-			{"syntax byte in a key", `{` + evil + `:1}`, "malformed JSON at byte 2", 2, false},
+			{"syntax byte", `{"name":` + evil + `}`, "malformed JSON at byte 8", 8, false},
+			{"syntax byte in a key", `{` + evil + `:1}`, "malformed JSON at byte 1", 1, false},
 			{"truncated", `{"name":"` + evil, "truncated JSON", -1, false},
 			{",string", `{"str":"` + evil + `"}`, "invalid JSON value", -1, false},
 			{"unmarshaler", `{"hex":"` + evil + `"}`, "invalid JSON value", -1, false},
@@ -128,7 +128,7 @@ func TestDescribeKinds(t *testing.T) {
 	}
 	err = DescribeAt(json.Unmarshal([]byte(`[1,x]`), &v), 100)
 	var se *json.SyntaxError
-	if !errors.As(err, &se) || err.Error() != "malformed JSON at byte 104" {
+	if !errors.As(err, &se) || err.Error() != "malformed JSON at byte 103" {
 		t.Errorf("shifted: %q, is SyntaxError %v", err, errors.As(err, &se))
 	}
 	if again := DescribeAt(err, 50); again != err {
