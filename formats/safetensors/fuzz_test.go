@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
@@ -60,6 +61,10 @@ func FuzzDecode(f *testing.F) {
 				if strings.Contains(err.Error(), m) {
 					t.Fatalf("encoding/json's message (%q) in the error: %v", m, err)
 				}
+			}
+			// Offsets are the file's (jsonerr rescans encoding/json's).
+			if e := (*Error)(nil); errors.As(err, &e) && e.Offset > int64(len(raw)) {
+				t.Fatalf("offset %d beyond the %d-byte file: %v", e.Offset, len(raw), err)
 			}
 			return
 		}
