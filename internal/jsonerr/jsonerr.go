@@ -7,8 +7,9 @@
 // "KEY"` with the key verbatim, and the ",string" option and json.Number
 // quote the value they refuse. Where the JSON comes from a checkpoint, a
 // registry or a repository (hostile input), such a message must not reach
-// an error: Describe keeps the position and the kind of failure and
-// drops the text.
+// an error: Describe (and DescribeDecoder, for a json.Decoder read token
+// by token) keeps the position and the kind of failure and drops the
+// text.
 package jsonerr
 
 import (
@@ -68,14 +69,18 @@ func (e *Error) Unwrap() error { return e.err }
 // it is. Errors encoding/json does not document (an Unmarshaler's or a
 // TextUnmarshaler's own, the ",string" option's) become "invalid JSON
 // value": their text may quote the input.
+//
+// Describe is for the errors of json.Unmarshal and of a json.Decoder's
+// first Decode; a decoder that has returned tokens or values before
+// needs DescribeDecoder for a true offset.
 func Describe(err error) error {
 	return DescribeAt(err, 0)
 }
 
 // DescribeAt is Describe for JSON text that starts at byte base of a
 // larger input: base is added to every offset, so the message names the
-// position in that input (a header at byte 8 of a file, a value a
-// json.Decoder read mid-stream).
+// position in that input (a header at byte 8 of a file, a value cut
+// out of a larger text and given to json.Unmarshal).
 func DescribeAt(err error, base int64) error {
 	if err == nil {
 		return nil
