@@ -176,3 +176,47 @@ func FuzzDescribe(f *testing.F) {
 		}
 	})
 }
+
+// TestDescribeDecoder: for a json.Decoder read token by token (its
+// syntax offsets count only the bytes earlier Decode calls scanned),
+// DescribeDecoder names the byte that breaks the syntax: the first '#'
+// of each input, or the well-formed token where none is allowed.
+func TestDescribeDecoder(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+	}{
+		{`{"a":"xx","b":5#}`, -1},
+		{`{"a":"xx","b":"yyyy"#}`, -1},
+		{`{"a":"x", #"b":1}`, -1},
+		{`{"a":["long string value",1,#]}`, -1},
+		{`{"a":{"b":"c"}#"d":1}`, -1},
+		{`  {"a":tru#e}`, -1},
+		{`{"k":"v","` + testutil.EvilMarker + `":#}`, -1},
+		{`{"a" 1}`, 5},
+		{`{"a":"b" "c":1}`, 9},
+	} {
+		want := c.want
+		if want < 0 {
+			want = int64(strings.IndexByte(c.in, '#'))
+		}
+		src := []byte(c.in)
+		dec := json.NewDecoder(bytes.NewReader(src))
+		var err error
+		for err == nil {
+			_, err = dec.Token()
+		}
+		if errors.Is(err, io.EOF) {
+			t.Errorf("%s: no syntax error", src)
+			continue
+		}
+		d := DescribeDecoder(dec, src, 100, err)
+		var je *Error
+		if !errors.As(d, &je) || je.Offset != 100+want || !strings.HasPrefix(d.Error(), "malformed JSON at byte ") {
+			t.Errorf("%s: %v (%v), want malformed JSON at the offending byte %d", src, d, err, 100+want)
+		}
+		if p, ok := testutil.EchoesEvil(d.Error()); ok {
+			t.Errorf("%s: %q echoes %q", src, d, p)
+		}
+	}
+}
