@@ -15,6 +15,8 @@ import (
 	"math/bits"
 	"sort"
 	"time"
+
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 )
 
 // MaxGen is the largest generation number snapd writes or accepts in a
@@ -239,7 +241,7 @@ func ApplyAttrs(s *Snapshot, doc []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
-		return fmt.Errorf("%s: %w", AttrsArrayName, err)
+		return fmt.Errorf("%s: %w", AttrsArrayName, jsonerr.Describe(err))
 	}
 	if d.V != 1 {
 		return fmt.Errorf("%s: unsupported version %d", AttrsArrayName, d.V)

@@ -22,6 +22,7 @@ import (
 	"lukechampine.com/blake3"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -177,7 +178,7 @@ func (p *plan) collectTensors() error {
 	if o, ok := p.s.Attrs["aero.order"]; ok {
 		var names []string
 		if err := json.Unmarshal([]byte(o), &names); err != nil {
-			return fmt.Errorf("aero: encode: attribute aero.order: %w", err)
+			return fmt.Errorf("aero: encode: attribute aero.order: %w", jsonerr.Describe(err))
 		}
 		byName := make(map[string]*snapshot.Array, len(arrs))
 		for _, a := range arrs {
@@ -218,7 +219,8 @@ func (p *plan) collectTensors() error {
 		if ds, ok := a.Attrs["aero.dtype"]; ok {
 			v, err := strconv.ParseUint(ds, 10, 16)
 			if err != nil {
-				return attrErr(a, "aero.dtype", err)
+				// strconv's error quotes the value.
+				return attrErr(a, "aero.dtype", fmt.Errorf("not an unsigned 16-bit integer (%d bytes)", len(ds)))
 			}
 			if a.DType != snapshot.U8 || len(a.Shape) != 1 {
 				return attrErr(a, "aero.dtype", fmt.Errorf("needs a rank-1 u8 array carrying the bytes, have %s %v", a.DType, a.Shape))
@@ -246,7 +248,8 @@ func (p *plan) collectTensors() error {
 		if fs, ok := a.Attrs["aero.flags"]; ok {
 			v, err := strconv.ParseUint(fs, 10, 64)
 			if err != nil {
-				return attrErr(a, "aero.flags", err)
+				// strconv's error quotes the value.
+				return attrErr(a, "aero.flags", fmt.Errorf("not an unsigned 64-bit integer (%d bytes)", len(fs)))
 			}
 			t.flags = v
 		}
@@ -290,13 +293,14 @@ func parseUints(s string) ([]uint64, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
 	if err := dec.Decode(&raw); err != nil {
-		return nil, err
+		return nil, jsonerr.Describe(err)
 	}
 	out := make([]uint64, len(raw))
 	for i, n := range raw {
 		v, err := strconv.ParseUint(string(n), 10, 64)
 		if err != nil {
-			return nil, err
+			// strconv's error quotes the number.
+			return nil, fmt.Errorf("element %d is not an unsigned 64-bit integer", i)
 		}
 		out[i] = v
 	}
@@ -317,7 +321,7 @@ func (p *plan) planChunks() error {
 		dec := json.NewDecoder(strings.NewReader(p.s.Attrs["aero.chunks"]))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&descs); err != nil {
-			return fmt.Errorf("aero: encode: attribute aero.chunks: %w", err)
+			return fmt.Errorf("aero: encode: attribute aero.chunks: %w", jsonerr.Describe(err))
 		}
 	}
 	if err := p.setChunks(descs); err != nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
+
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 )
 
 // mkind is the type of a decoded msgpack value.
@@ -484,6 +486,10 @@ func fromTypedJSON(s string) (mval, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
 	v, err := readTyped(dec, 0)
+	if te := (tokenErr{}); errors.As(err, &te) {
+		// encoding/json's message quotes the text: only where and what.
+		return mval{}, fmt.Errorf("typed JSON: %w", jsonerr.DescribeDecoder(dec, []byte(s), 0, te.err))
+	}
 	if err != nil {
 		return mval{}, err
 	}
@@ -493,13 +499,18 @@ func fromTypedJSON(s string) (mval, error) {
 	return v, nil
 }
 
+// tokenErr is an error of dec.Token, described by fromTypedJSON.
+type tokenErr struct{ err error }
+
+func (e tokenErr) Error() string { return "typed JSON: token" }
+
 func readTyped(dec *json.Decoder, depth int) (mval, error) {
 	if depth > maxMsgpackDepth {
 		return mval{}, fmt.Errorf("typed JSON: nesting deeper than %d", maxMsgpackDepth)
 	}
 	tok, err := dec.Token()
 	if err != nil {
-		return mval{}, fmt.Errorf("typed JSON: %w", err)
+		return mval{}, tokenErr{err}
 	}
 	switch t := tok.(type) {
 	case nil:
@@ -522,7 +533,7 @@ func readTyped(dec *json.Decoder, depth int) (mval, error) {
 				out.arr = append(out.arr, v)
 			}
 			if _, err := dec.Token(); err != nil {
-				return mval{}, fmt.Errorf("typed JSON: %w", err)
+				return mval{}, tokenErr{err}
 			}
 			return out, nil
 		case '{':
@@ -538,7 +549,7 @@ func readTypedObject(dec *json.Decoder, depth int) (mval, error) {
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
-			return mval{}, fmt.Errorf("typed JSON: %w", err)
+			return mval{}, tokenErr{err}
 		}
 		k, ok := kt.(string)
 		if !ok {
@@ -571,7 +582,7 @@ func readTypedObject(dec *json.Decoder, depth int) (mval, error) {
 		out.m = append(out.m, kv(k, v))
 	}
 	if _, err := dec.Token(); err != nil {
-		return mval{}, fmt.Errorf("typed JSON: %w", err)
+		return mval{}, tokenErr{err}
 	}
 	return out, nil
 }

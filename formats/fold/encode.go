@@ -18,6 +18,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/fold/rs"
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -60,7 +61,7 @@ func (Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts
 		}
 		var recs []chunkRec
 		if err := json.Unmarshal([]byte(s.Attrs[AttrChunks]), &recs); err != nil {
-			return fmt.Errorf("fold: attribute %s: %w", AttrChunks, err)
+			return fmt.Errorf("fold: attribute %s: %w", AttrChunks, jsonerr.Describe(err))
 		}
 		for i, rec := range recs {
 			if err := ctx.Err(); err != nil {

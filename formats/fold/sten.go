@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -61,7 +62,7 @@ func parseSTEN(payload []byte) ([]tensorOut, error) {
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(payload[8:dataStart]))
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("safetensors header: %w", err)
+		return nil, fmt.Errorf("safetensors header: %w", jsonerr.DescribeAt(err, 8)) // offsets in the payload
 	}
 	if len(raw) > MaxSTENTensors {
 		return nil, fmt.Errorf("safetensors: %d tensors exceed limit %d", len(raw), MaxSTENTensors)
@@ -71,13 +72,13 @@ func parseSTEN(payload []byte) ([]tensorOut, error) {
 		if name == "__metadata__" {
 			var m map[string]string
 			if err := json.Unmarshal(msg, &m); err != nil {
-				return nil, fmt.Errorf("safetensors __metadata__: %w", err)
+				return nil, fmt.Errorf("safetensors __metadata__ (offsets in the value): %w", jsonerr.Describe(err))
 			}
 			continue
 		}
 		var e stenEntry
 		if err := json.Unmarshal(msg, &e); err != nil {
-			return nil, fmt.Errorf("safetensors tensor %q: %w", name, err)
+			return nil, fmt.Errorf("safetensors tensor %q (offsets in its entry): %w", name, jsonerr.Describe(err))
 		}
 		if len(e.DataOffsets) != 2 || e.DataOffsets[0] > e.DataOffsets[1] || e.DataOffsets[1] > uint64(dataLen) {
 			return nil, fmt.Errorf("safetensors tensor %q: data_offsets %v outside data of %d bytes", name, e.DataOffsets, dataLen)

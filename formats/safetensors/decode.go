@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -76,20 +77,21 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 		return nil, fail("", 8, ErrCorrupt, "header does not start with '{'")
 	}
 
-	dataStart := 8 + hlen
+	dataStart := headerStart + hlen
 	dataLen := size - dataStart
 	s := &snapshot.Snapshot{}
 	var entries []*entry
 	seen := map[string]bool{}
-	dec := json.NewDecoder(bytes.NewReader(hdr))
+	dec := newJSONDec(hdr, headerStart)
 	jsonErr := func(tensor string, err error) error {
-		// encoding/json's syntax errors quote the offending character:
-		// only the position is reported.
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return fail(tensor, 8+se.Offset, ErrCorrupt, "header JSON: syntax error")
+		// encoding/json's errors quote the header (walkObject and
+		// decodeMetadata describe them with jsonerr, at file offsets):
+		// only the position and the kind of failure are reported.
+		off := headerStart + dec.InputOffset()
+		if je := (*jsonerr.Error)(nil); errors.As(err, &je) && je.Offset >= 0 {
+			off = je.Offset
 		}
-		return fail(tensor, 8+dec.InputOffset(), ErrCorrupt, "header JSON: %v", err)
+		return fail(tensor, off, ErrCorrupt, "header JSON: %v", err)
 	}
 	err := walkObject(dec, func(key string) error {
 		if seen[key] {
@@ -188,9 +190,31 @@ type unsupportedError struct{ msg string }
 
 func (e unsupportedError) Error() string { return e.msg }
 
+// headerStart is the file offset of the header JSON.
+const headerStart = 8
+
+// jsonDec is a json.Decoder over src, the bytes from file offset base on.
+type jsonDec struct {
+	*json.Decoder
+	src  []byte
+	base int64
+}
+
+func newJSONDec(src []byte, base int64) *jsonDec {
+	return &jsonDec{Decoder: json.NewDecoder(bytes.NewReader(src)), src: src, base: base}
+}
+
+// fail describes err, an error of the decoder's Token or Decode, with
+// jsonerr at a file offset: never the header's bytes.
+func (d *jsonDec) fail(err error) error {
+	return jsonerr.DescribeDecoder(d.Decoder, d.src, d.base, err)
+}
+
 // walkObject reads a JSON object from dec, calling f for each key with the
 // decoder positioned at the value; f must consume the value.
-func walkObject(dec *json.Decoder, f func(key string) error) error {
+// encoding/json's errors are described with jsonerr at file offsets, f's
+// errors are returned as they are.
+func walkObject(dec *jsonDec, f func(key string) error) error {
 	err := walkObject1(dec, f)
 	if errors.Is(err, io.EOF) {
 		return errors.New("JSON ends before the object is complete")
@@ -198,10 +222,10 @@ func walkObject(dec *json.Decoder, f func(key string) error) error {
 	return err
 }
 
-func walkObject1(dec *json.Decoder, f func(key string) error) error {
+func walkObject1(dec *jsonDec, f func(key string) error) error {
 	tok, err := dec.Token()
 	if err != nil {
-		return err
+		return dec.fail(err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return fmt.Errorf("want an object, got %v", tokenString(tok))
@@ -209,7 +233,7 @@ func walkObject1(dec *json.Decoder, f func(key string) error) error {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return err
+			return dec.fail(err)
 		}
 		key, ok := tok.(string)
 		if !ok {
@@ -220,7 +244,19 @@ func walkObject1(dec *json.Decoder, f func(key string) error) error {
 		}
 	}
 	_, err = dec.Token() // '}'
-	return err
+	return dec.fail(err)
+}
+
+// decodeValue reads the next value of dec into v; a failure is described
+// with jsonerr at file offsets (a type error's too, which encoding/json
+// counts from the value's start).
+func decodeValue(dec *jsonDec, v any) error {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return dec.fail(err)
+	}
+	start := dec.base + dec.InputOffset() - int64(len(raw))
+	return jsonerr.DescribeAt(json.Unmarshal(raw, v), start)
 }
 
 func tokenString(t json.Token) string {
@@ -241,23 +277,23 @@ func tokenString(t json.Token) string {
 
 // decodeMetadata reads the __metadata__ value: an object of strings (keys
 // unique) or null. It returns the canonical JSON of a present object.
-func decodeMetadata(dec *json.Decoder) (string, bool, error) {
+func decodeMetadata(dec *jsonDec) (string, bool, error) {
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		return "", false, err
+		return "", false, dec.fail(err)
 	}
 	if string(raw) == "null" {
 		return "", false, nil
 	}
 	md := map[string]string{}
-	inner := json.NewDecoder(bytes.NewReader(raw))
+	inner := newJSONDec(raw, dec.base+dec.InputOffset()-int64(len(raw)))
 	err := walkObject(inner, func(key string) error {
 		if _, dup := md[key]; dup {
 			return fmt.Errorf("duplicate key (%d bytes)", len(key))
 		}
 		tok, err := inner.Token()
 		if err != nil {
-			return err
+			return inner.fail(err)
 		}
 		v, ok := tok.(string)
 		if !ok {
@@ -273,7 +309,7 @@ func decodeMetadata(dec *json.Decoder) (string, bool, error) {
 }
 
 // decodeEntry reads one tensor's object {"dtype","shape","data_offsets"}.
-func decodeEntry(dec *json.Decoder, name string) (*entry, error) {
+func decodeEntry(dec *jsonDec, name string) (*entry, error) {
 	var (
 		dtype   *string
 		shape   []uint64
@@ -287,8 +323,8 @@ func decodeEntry(dec *json.Decoder, name string) (*entry, error) {
 				return errors.New("duplicate field \"dtype\"")
 			}
 			var v string
-			if err := dec.Decode(&v); err != nil {
-				return fmt.Errorf("dtype: %v", err)
+			if err := decodeValue(dec, &v); err != nil {
+				return fmt.Errorf("dtype: want a string: %w", err)
 			}
 			dtype = &v
 		case "shape":
@@ -296,8 +332,8 @@ func decodeEntry(dec *json.Decoder, name string) (*entry, error) {
 				return errors.New("duplicate field \"shape\"")
 			}
 			gotShp = true
-			if err := dec.Decode(&shape); err != nil {
-				return fmt.Errorf("shape: want an array of non-negative integers: %v", err)
+			if err := decodeValue(dec, &shape); err != nil {
+				return fmt.Errorf("shape: want an array of non-negative integers: %w", err)
 			}
 			if shape == nil {
 				return errors.New("shape is null")
@@ -306,8 +342,8 @@ func decodeEntry(dec *json.Decoder, name string) (*entry, error) {
 			if offsets != nil {
 				return errors.New("duplicate field \"data_offsets\"")
 			}
-			if err := dec.Decode(&offsets); err != nil {
-				return fmt.Errorf("data_offsets: want [begin, end] non-negative integers: %v", err)
+			if err := decodeValue(dec, &offsets); err != nil {
+				return fmt.Errorf("data_offsets: want [begin, end] non-negative integers: %w", err)
 			}
 			if len(offsets) != 2 {
 				return fmt.Errorf("data_offsets has %d elements, want 2", len(offsets))

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -147,8 +148,10 @@ func prepareTensor(a *snapshot.Array, lossy bool) (outTensor, error) {
 		return outTensor{}, invalid("attribute %s without %s", AttrDType, AttrShape)
 	}
 	var shape []int64
-	if err := json.Unmarshal([]byte(origShape), &shape); err != nil || shape == nil {
-		return outTensor{}, invalid("attribute %s: not a JSON array of integers (got %d bytes)", AttrShape, len(origShape))
+	if err := json.Unmarshal([]byte(origShape), &shape); err != nil {
+		return outTensor{}, invalid("attribute %s: not a JSON array of integers: %v", AttrShape, jsonerr.Describe(err))
+	} else if shape == nil {
+		return outTensor{}, invalid("attribute %s: not a JSON array of integers (null)", AttrShape)
 	}
 	nb, err := byteSize(d, shape)
 	if err != nil {
@@ -167,7 +170,7 @@ func parseMetadataAttr(v string) (string, error) {
 	if !utf8.ValidString(v) {
 		return "", errors.New("not valid UTF-8")
 	}
-	dec := json.NewDecoder(strings.NewReader(v))
+	dec := newJSONDec([]byte(v), 0)
 	md, present, err := decodeMetadata(dec)
 	if err != nil {
 		return "", err

@@ -2,6 +2,8 @@ package safetensors
 
 import (
 	"bytes"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats/formatstest"
@@ -53,6 +55,17 @@ func FuzzDecode(f *testing.F) {
 		testutil.NoEcho(t, func(b []byte) error { _, err := decode(t, snapshot.Bytes(b), int64(len(b))); return err }, raw, 8)
 		s, err := decode(t, snapshot.Bytes(raw), int64(len(raw)))
 		if err != nil {
+			// encoding/json's own messages quote the header (a character,
+			// a key, a number): none may reach the error undescribed.
+			for _, m := range []string{"json: ", "invalid character", "cannot unmarshal", "looking for beginning"} {
+				if strings.Contains(err.Error(), m) {
+					t.Fatalf("encoding/json's message (%q) in the error: %v", m, err)
+				}
+			}
+			// Offsets are the file's (jsonerr rescans encoding/json's).
+			if e := (*Error)(nil); errors.As(err, &e) && e.Offset > int64(len(raw)) {
+				t.Fatalf("offset %d beyond the %d-byte file: %v", e.Offset, len(raw), err)
+			}
 			return
 		}
 		if err := s.Validate(); err != nil {

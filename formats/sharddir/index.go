@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 )
 
 // Index is a parsed Hugging Face shard index
@@ -67,7 +68,7 @@ func ParseIndex(name string, b []byte, lim Limits) (*Index, error) {
 	if !utf8.Valid(b) {
 		return nil, errf(name, -1, "", ErrCorrupt, "index is not valid UTF-8")
 	}
-	p := &parser{name: name, dec: json.NewDecoder(bytes.NewReader(b)), lim: lim}
+	p := &parser{name: name, src: b, dec: json.NewDecoder(bytes.NewReader(b)), lim: lim}
 	p.dec.UseNumber()
 	x, err := p.index()
 	if err != nil {
@@ -78,6 +79,7 @@ func ParseIndex(name string, b []byte, lim Limits) (*Index, error) {
 
 type parser struct {
 	name string
+	src  []byte // what dec reads
 	dec  *json.Decoder
 	lim  Limits
 }
@@ -95,7 +97,13 @@ func (p *parser) token() (json.Token, error) {
 		var se *json.SyntaxError
 		switch {
 		case errors.As(err, &se):
-			return nil, errf(p.name, se.Offset, "", ErrCorrupt, "invalid JSON")
+			// encoding/json's offset of a syntax error in a token stream
+			// is not an input offset: jsonerr finds the offending byte.
+			var je *jsonerr.Error
+			if errors.As(jsonerr.DescribeDecoder(p.dec, p.src, 0, err), &je) && je.Offset >= 0 {
+				off = je.Offset
+			}
+			return nil, errf(p.name, off, "", ErrCorrupt, "invalid JSON")
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 			return nil, errf(p.name, off, "", ErrCorrupt, "JSON ends early")
 		default:
@@ -325,7 +333,7 @@ func MarshalIndex(metadata json.RawMessage, weightMap map[string]string) ([]byte
 		dec := json.NewDecoder(bytes.NewReader(metadata))
 		dec.UseNumber()
 		if err := dec.Decode(&meta); err != nil {
-			return nil, fmt.Errorf("metadata: %w", err)
+			return nil, fmt.Errorf("metadata: %w", jsonerr.Describe(err))
 		}
 		if _, ok := meta.(map[string]any); !ok {
 			return nil, errors.New("metadata: want an object")

@@ -89,6 +89,10 @@ func FuzzIndex(f *testing.F) {
 			if !errors.As(err, &e) {
 				t.Fatalf("untyped error %v", err)
 			}
+			// Offsets are the index's (jsonerr rescans encoding/json's).
+			if e.Offset > int64(len(b)) {
+				t.Fatalf("offset %d beyond the %d-byte index: %v", e.Offset, len(b), err)
+			}
 			return
 		}
 		out, err := MarshalIndex(x.Metadata, x.WeightMap)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -120,7 +121,7 @@ func parseLayout(v string) (*Layout, error) {
 	dec := json.NewDecoder(strings.NewReader(v))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&l); err != nil {
-		return nil, errf(AttrLayout, -1, "", ErrInvalidSnapshot, "attribute is not a layout: %v", err)
+		return nil, errf(AttrLayout, -1, "", ErrInvalidSnapshot, "attribute is not a layout: %v", jsonerr.Describe(err))
 	}
 	if l.V != 1 || (l.Kind != KindIndex && l.Kind != KindPlain) {
 		return nil, errf(AttrLayout, -1, "", ErrInvalidSnapshot, "unsupported layout: want v 1 and kind %s or %s", KindIndex, KindPlain)
@@ -327,7 +328,7 @@ func withTotalSize(meta json.RawMessage, total int64) (json.RawMessage, error) {
 	m := map[string]json.RawMessage{}
 	if len(meta) > 0 {
 		if err := json.Unmarshal(meta, &m); err != nil {
-			return nil, err
+			return nil, jsonerr.Describe(err)
 		}
 		if _, ok := m["total_size"]; ok {
 			return meta, nil

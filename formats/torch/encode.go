@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -52,7 +53,7 @@ func parseTree(doc string) (any, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, encErr("%s: %v", AttrTree, err)
+		return nil, encErr("%s: %v", AttrTree, jsonerr.Describe(err))
 	}
 	if dec.More() {
 		return nil, encErr("%s: trailing data", AttrTree)

@@ -20,6 +20,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -180,7 +181,7 @@ func plan(s *snapshot.Snapshot, opts formats.EncodeOptions) (*manifest, []*encTe
 		case attrAttributes:
 			var a map[string]string
 			if err := json.Unmarshal([]byte(v), &a); err != nil {
-				return nil, nil, invalid("snapshot attribute %s: want a JSON object of strings: %v", k, err)
+				return nil, nil, invalid("snapshot attribute %s: want a JSON object of strings: %v", k, jsonerr.Describe(err))
 			}
 			for ak, av := range a {
 				// encoding/json already replaced invalid UTF-8 by U+FFFD.
@@ -188,7 +189,7 @@ func plan(s *snapshot.Snapshot, opts formats.EncodeOptions) (*manifest, []*encTe
 			}
 		case attrOrder:
 			if err := json.Unmarshal([]byte(v), &order); err != nil {
-				return nil, nil, invalid("snapshot attribute %s: want a JSON list of tensor names: %v", k, err)
+				return nil, nil, invalid("snapshot attribute %s: want a JSON list of tensor names: %v", k, jsonerr.Describe(err))
 			}
 		default:
 			if strings.HasPrefix(k, attrPrefix) {
@@ -338,8 +339,10 @@ func arrayComponent(a *snapshot.Array, opts formats.EncodeOptions) (*encTensor, 
 		return nil, nil, invalid("array %q: %s: not a zTensor dtype (got %d bytes)", a.Name, attrDType, len(at[attrDType]))
 	}
 	t.dtype = dt
-	if err := json.Unmarshal([]byte(at[attrShape]), &t.shape); err != nil || t.shape == nil {
-		return nil, nil, invalid("array %q: %s: not a JSON list of dimensions (got %d bytes)", a.Name, attrShape, len(at[attrShape]))
+	if err := json.Unmarshal([]byte(at[attrShape]), &t.shape); err != nil {
+		return nil, nil, invalid("array %q: %s: not a JSON list of dimensions: %v", a.Name, attrShape, jsonerr.Describe(err))
+	} else if t.shape == nil {
+		return nil, nil, invalid("array %q: %s: not a JSON list of dimensions (null)", a.Name, attrShape)
 	}
 	ec.role = role
 	return t, ec, nil

@@ -10,6 +10,7 @@ import (
 	"oras.land/oras-go/v2/content"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 )
 
 // maxConfigBytes bounds a config blob read from the registry (a 70B model
@@ -53,7 +54,7 @@ func (r *Repository) CheckGeneration(ctx context.Context, skeleton []byte, name 
 	}
 	var m ocispec.Manifest
 	if err := json.Unmarshal(mb, &m); err != nil {
-		return g, fmt.Errorf("oci %s: manifest %s: not an OCI manifest: %w", r.name, tag, err)
+		return g, fmt.Errorf("oci %s: manifest %s: not an OCI manifest: %w", r.name, tag, jsonerr.Describe(err))
 	}
 	if m.ArtifactType != ArtifactType {
 		return g, fmt.Errorf("oci %s: manifest %s: artifactType is not %s", r.name, tag, ArtifactType)

@@ -4,17 +4,15 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
-	"strings"
 
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 )
 
 // Media and artifact types of the layout (doc.go).
@@ -88,31 +86,13 @@ func BuildConfig(g Generation) ([]byte, error) {
 	return json.Marshal(c)
 }
 
-// jsonProblem says where and why encoding/json refused a blob without
-// quoting it (its errors name unknown fields and the offending character).
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("not JSON (byte %d)", se.Offset)
-	case errors.As(err, &te):
-		return fmt.Sprintf("field %s: wrong JSON type (byte %d)", te.Field, te.Offset)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "truncated JSON"
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return "an unknown field"
-	}
-	return "not a config object"
-}
-
 // ParseConfig parses and checks a config blob.
 func ParseConfig(b []byte) (*Config, error) {
 	var c Config
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("config blob: %s", jsonProblem(err))
+		return nil, fmt.Errorf("config blob: %w", jsonerr.Describe(err))
 	}
 	if c.Schema != ConfigSchema {
 		return nil, fmt.Errorf("config blob: schema is not %s", ConfigSchema)

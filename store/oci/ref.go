@@ -13,6 +13,8 @@ import (
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote/errcode"
+
+	"github.com/snapd-ml/snapd/internal/jsonerr"
 )
 
 // ExtraBlob is a layer a ManifestRef adds after the segment layers.
@@ -142,7 +144,7 @@ func (r *Repository) FetchManifest(ctx context.Context, tag string) (ocispec.Des
 	}
 	var m ocispec.Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return desc, nil, nil, fmt.Errorf("oci %s: manifest %s: not an OCI manifest: %w", r.name, tag, err)
+		return desc, nil, nil, fmt.Errorf("oci %s: manifest %s: not an OCI manifest: %w", r.name, tag, jsonerr.Describe(err))
 	}
 	return desc, &m, b, nil
 }
