@@ -3,9 +3,10 @@ package gitops
 import (
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 // TestParseSummary: generation.txt of a skeleton-layout generation parses
@@ -38,15 +39,7 @@ func TestParseSummary(t *testing.T) {
 }
 
 func FuzzParseSummary(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/generation-*.txt")
-	if len(seeds) == 0 {
-		f.Fatal("no seeds in testdata/generation-*.txt")
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range testutil.Seeds(f, "testdata/generation-*.txt") {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

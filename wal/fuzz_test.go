@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 // readSealedSegment reads data as a sealed segment 1 and returns the
@@ -59,15 +61,7 @@ func contains(s, sub string) bool {
 // record is exactly its canonical encoding at its position, and records,
 // skipped runs and empty lines account for every byte.
 func FuzzReader(f *testing.F) {
-	seeds, _ := filepath.Glob(filepath.Join("testdata", "*.wal"))
-	if len(seeds) == 0 {
-		f.Fatal("no seeds in testdata/*.wal")
-	}
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range testutil.Seeds(f, filepath.Join("testdata", "*.wal")) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

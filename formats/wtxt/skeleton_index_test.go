@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -154,15 +153,7 @@ func TestReadSkeletonIndexBadInput(t *testing.T) {
 }
 
 func FuzzReadSkeletonIndex(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/golden-*.wtxt")
-	if len(seeds) == 0 {
-		f.Fatal("no seeds in testdata/golden-*.wtxt")
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range testutil.Seeds(f, "testdata/golden-*.wtxt") {
 		if len(b) < 16<<10 {
 			skel, _, _ := splitBytes(f, b, 64)
 			f.Add(skel)

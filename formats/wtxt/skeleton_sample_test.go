@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 // TestCheckSkeletonSample: only the picked segments' blobs are opened;
@@ -100,15 +100,7 @@ func (f blobSourceFunc) OpenBlob(ctx context.Context, s Segment) (io.ReadCloser,
 // FuzzCheckSkeletonSample: any skeleton, any pick: no panic, and an
 // accepted one lists segments whose sizes are not negative.
 func FuzzCheckSkeletonSample(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/golden-*.wtxt")
-	if len(seeds) == 0 {
-		f.Fatal("no seeds in testdata/golden-*.wtxt")
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range testutil.Seeds(f, "testdata/golden-*.wtxt") {
 		if len(b) < 16<<10 {
 			skel, _, _ := splitBytes(f, b, 64)
 			f.Add(skel, uint8(3))

@@ -244,15 +244,7 @@ func TestSkeletonBadInput(t *testing.T) {
 // FuzzSkeleton: Split never panics; what splits assembles back byte for
 // byte; Assemble of any skeleton never panics.
 func FuzzSkeleton(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/golden-*.wtxt")
-	if len(seeds) == 0 {
-		f.Fatal("no seeds in testdata/golden-*.wtxt")
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range testutil.Seeds(f, "testdata/golden-*.wtxt") {
 		if len(b) < 16<<10 {
 			f.Add(b, false)
 			skel, _, _ := splitBytes(f, b, 64)

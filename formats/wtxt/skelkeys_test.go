@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 // TestSkeletonKeys: the keys read back from a skeleton are the ones
@@ -79,15 +81,7 @@ func TestSkeletonKeys(t *testing.T) {
 // FuzzSkeletonKeys: any input gives keys or an error, never a panic; keys
 // come only from skeletons that index.
 func FuzzSkeletonKeys(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/golden-*.wtxt")
-	if len(seeds) == 0 {
-		f.Fatal("no seeds in testdata/golden-*.wtxt")
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range testutil.Seeds(f, "testdata/golden-*.wtxt") {
 		if len(b) < 16<<10 {
 			skel, _, _ := splitBytes(f, b, 64)
 			f.Add(skel)

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -150,15 +148,7 @@ var described = regexp.MustCompile(`^(malformed JSON at byte \d+|truncated JSON(
 // (strict or not) and json.Unmarshal's error is one of the fixed forms:
 // it cannot hold the input's bytes.
 func FuzzDescribe(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/*.json")
-	if len(seeds) == 0 {
-		f.Fatal("no seeds in testdata/*.json")
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range testutil.Seeds(f, "testdata/*.json") {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {

@@ -71,15 +71,7 @@ func TestLayoutGolden(t *testing.T) {
 // FuzzParseConfig: any config blob parses or fails with an error; what
 // parses re-encodes to a config that parses to the same value.
 func FuzzParseConfig(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/config-*.json")
-	if len(seeds) == 0 {
-		f.Fatal("no seeds in testdata/config-*.json")
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range testutil.Seeds(f, "testdata/config-*.json") {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {

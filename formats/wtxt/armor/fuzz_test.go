@@ -2,20 +2,13 @@ package armor
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 func FuzzParseSeal(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/*.wseal")
-	if len(seeds) == 0 {
-		f.Fatal("no seed seals in testdata/")
-	}
-	for _, p := range seeds {
-		b, _ := os.ReadFile(p)
+	for _, b := range testutil.Seeds(f, "testdata/*.wseal") {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -33,12 +26,7 @@ func FuzzParseSeal(f *testing.F) {
 }
 
 func FuzzScan(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/*.age")
-	if len(seeds) == 0 {
-		f.Fatal("no seed armor in testdata/")
-	}
-	for _, p := range seeds {
-		b, _ := os.ReadFile(p)
+	for _, b := range testutil.Seeds(f, "testdata/*.age") {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -270,15 +270,7 @@ func TestSeedIndexParses(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/*.ranks")
-	if len(seeds) == 0 {
-		f.Fatal("no seeds in testdata/*.ranks")
-	}
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range testutil.Seeds(f, "testdata/*.ranks") {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
