@@ -57,8 +57,35 @@ func TestAutoLayout(t *testing.T) {
 			t.Fatalf("gen %d WriteWTXT: %v", i+1, err)
 		}
 	}
-	if attrs := gitCmd(t, r.Dir(), "show", "snapshots:.gitattributes"); !strings.Contains(attrs, "*.seg -text -diff\n") {
+	if attrs := gitCmd(t, r.Dir(), "show", "snapshots:.gitattributes"); !strings.Contains(attrs, "*.seg -text -diff -delta\n") {
 		t.Fatalf(".gitattributes: %q", attrs)
+	}
+	// In a clone with a work tree git applies them: segments and their
+	// pieces are binary and never delta-searched.
+	wt := filepath.Join(dir, "wt")
+	gitCmd(t, dir, "clone", "-q", "--no-checkout", "-b", "snapshots", r.Dir(), wt)
+	gitCmd(t, wt, "checkout", "HEAD", "--", ".gitattributes")
+	kinds := map[string]bool{}
+	for _, p := range strings.Fields(gitCmd(t, wt, "ls-tree", "-r", "--name-only", "HEAD~1")) { // gen 2: segments
+		kind := ""
+		switch {
+		case strings.Contains(p, ".seg/p"):
+			kind = "piece"
+		case strings.HasSuffix(p, ".seg"):
+			kind = "segment"
+		default:
+			continue
+		}
+		if kinds[kind] {
+			continue
+		}
+		kinds[kind] = true
+		if got := gitCmd(t, wt, "check-attr", "delta", "diff", "text", "--", p); strings.Count(got, ": unset\n") != 3 {
+			t.Fatalf("%s: %q", p, got)
+		}
+	}
+	if !kinds["piece"] { // 64 KiB segments of 16 KiB pieces
+		t.Fatalf("no segment pieces in the tree: %v", kinds)
 	}
 	gitCmd(t, r.Dir(), "fsck", "--strict")
 

@@ -182,8 +182,9 @@
 // generation.txt and the trees above them are new objects, and segments
 // hold raw bytes (no base64), so a generation costs about the changed
 // chunks' raw size in the repository. git diff between two generations'
-// *.part shows the changed ch lines; .gitattributes marks *.seg -text
-// -diff.
+// *.part shows the changed ch lines; .gitattributes marks *.seg and the
+// pieces *.seg/p* -text -diff -delta (binary, and no delta search when
+// git packs them: it finds nothing in float bytes and costs CPU).
 //
 // A segment larger than Config.SegmentPiece (default 16 KiB) is stored as
 // a directory <hex64>.seg/ of raw pieces p000000, p000001, ... of

@@ -109,14 +109,19 @@ const (
 
 // Gitattributes is the content of the .gitattributes file every commit
 // carries: snapshot files are diffed as text and never get CRLF on checkout,
-// so a checkout is byte-identical to what was committed.
+// so a checkout is byte-identical to what was committed. Raw segments and
+// their pieces are binary and -delta: git's delta search over them finds
+// nothing and, in a pack-objects that reads these attributes (a clone's
+// git gc, a server that reads in-tree attributes), costs most of the CPU
+// of packing a generation (1 GiB: 31 user-s against 15 without it).
 const Gitattributes = `# Written by snapd. WTXT files are LF-only ASCII and signed: keep them byte for byte.
 *.wtxt text eol=lf diff
 *.wtxtdelta text eol=lf diff
 *.wsum text eol=lf diff
 *.wseal text eol=lf diff
 *.part text eol=lf diff
-*.seg -text -diff
+*.seg -text -diff -delta
+**/*.seg/p[0-9]* -text -diff -delta
 MANIFEST text eol=lf
 generation.txt text eol=lf
 `
