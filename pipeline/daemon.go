@@ -258,7 +258,9 @@ func (d *Daemon) recover() error {
 			d.log.Info("recovery: removed stale temp files", "dir", dir, "count", n)
 		}
 	}
-	if stale, err := d.gens.RecoverStalePins(); err != nil {
+	// Not under a caller's context (New has none): the store's lock is
+	// held only briefly by a trainer's Reclaim.
+	if stale, err := d.gens.RecoverStalePins(context.Background()); err != nil {
 		d.log.Warn("recovery: pins", "error", err)
 	} else {
 		for _, p := range stale {

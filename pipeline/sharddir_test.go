@@ -148,7 +148,7 @@ func TestShardedDirectoryGeneration(t *testing.T) {
 	if pins, err := st.Pins(); err != nil || len(pins) != 0 {
 		t.Fatalf("pins left: %v %v", pins, err)
 	}
-	rep, err := st.Reclaim(snapshot.ReclaimOptions{Snapshotted: func(g uint64) bool { return g != 3 && g != 5 }, Abandoned: func(g uint64) bool { return g == 3 || g == 5 }})
+	rep, err := st.Reclaim(context.Background(), snapshot.ReclaimOptions{Snapshotted: func(g uint64) bool { return g != 3 && g != 5 }, Abandoned: func(g uint64) bool { return g == 3 || g == 5 }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -222,7 +222,7 @@ func (d *Daemon) prepare(ctx context.Context, it *item) error {
 		if g != gen {
 			return permanent{fmt.Errorf("%w: request for gen %d names %s, which is generation %d", ErrSource, gen, src, g)}
 		}
-		pin, err := d.gens.Pin(gen)
+		pin, err := d.gens.Pin(ctx, gen)
 		if errors.Is(err, snapshot.ErrGenNotFound) {
 			return permanent{fmt.Errorf("%w: gen %d: %s is not published (or was reclaimed): %v", ErrSource, gen, src, err)}
 		}

@@ -19,6 +19,7 @@ package snapshot
 // (a small helper, not a domain package) for its durable writes.
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -314,16 +315,32 @@ func syncTree(root string) error {
 }
 
 // lock takes the store's flock (shared or exclusive) and returns the unlock.
-func (s *GenStore) lock(how int) (func(), error) {
+// Another process holds it only for a scan of the pins or a few renames;
+// while it does, lock retries (1 ms, doubling to 50 ms) until ctx ends,
+// so a process that keeps the lock cannot hold up a daemon's shutdown.
+func (s *GenStore) lock(ctx context.Context, how int) (func(), error) {
 	f, err := safeopen.OpenFile(filepath.Join(s.dir, lockName), os.O_RDWR|os.O_CREATE, 0o644, safeopen.NoFollow)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: store lock: %w", err)
 	}
+	wait := time.Millisecond
 	for {
-		err = unix.Flock(int(f.Fd()), how)
-		if err != unix.EINTR {
+		err = unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != unix.EWOULDBLOCK {
 			break
 		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			f.Close()
+			return nil, fmt.Errorf("snapshot: store lock (held by another process): %w", ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, 50*time.Millisecond)
 	}
 	if err != nil {
 		f.Close()
@@ -489,9 +506,10 @@ func (p *Pin) Release() error {
 // Pin durably pins generation gen so that Reclaim (in any process) will
 // not delete it until the pin is released or its owner (this process) is
 // gone. It fails with ErrGenNotFound if gen is not published (or was just
-// reclaimed).
-func (s *GenStore) Pin(gen uint64) (*Pin, error) {
-	unlock, err := s.lock(unix.LOCK_SH)
+// reclaimed), and with ctx's error if another process holds the store's
+// lock until ctx ends.
+func (s *GenStore) Pin(ctx context.Context, gen uint64) (*Pin, error) {
+	unlock, err := s.lock(ctx, unix.LOCK_SH)
 	if err != nil {
 		return nil, err
 	}
@@ -561,8 +579,8 @@ func pinFileGen(name string) uint64 {
 
 // RecoverStalePins removes the pins of owners that are gone (a crashed
 // daemon) and returns them.
-func (s *GenStore) RecoverStalePins() ([]PinInfo, error) {
-	unlock, err := s.lock(unix.LOCK_EX)
+func (s *GenStore) RecoverStalePins(ctx context.Context) ([]PinInfo, error) {
+	unlock, err := s.lock(ctx, unix.LOCK_EX)
 	if err != nil {
 		return nil, err
 	}
@@ -659,8 +677,9 @@ type ReclaimReport struct {
 // abandoned), not among the newest Keep, and not the newest snapshotted
 // one. It first removes stale pins. It holds the store's exclusive lock
 // while it decides and moves victims aside, so a concurrent Pin either
-// sees the generation gone (ErrGenNotFound) or is seen by Reclaim.
-func (s *GenStore) Reclaim(opts ReclaimOptions) (ReclaimReport, error) {
+// sees the generation gone (ErrGenNotFound) or is seen by Reclaim. It
+// waits for that lock until ctx ends.
+func (s *GenStore) Reclaim(ctx context.Context, opts ReclaimOptions) (ReclaimReport, error) {
 	var rep ReclaimReport
 	if opts.Keep < 0 {
 		return rep, fmt.Errorf("snapshot: reclaim: keep %d must be >= 0", opts.Keep)
@@ -670,7 +689,7 @@ func (s *GenStore) Reclaim(opts ReclaimOptions) (ReclaimReport, error) {
 		snapped = func(uint64) bool { return false }
 	}
 	s.sweepTrash()
-	unlock, err := s.lock(unix.LOCK_EX)
+	unlock, err := s.lock(ctx, unix.LOCK_EX)
 	if err != nil {
 		return rep, err
 	}

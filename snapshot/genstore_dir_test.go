@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,12 +45,12 @@ func TestDirectoryGenerationPins(t *testing.T) {
 		}
 	}
 	g, _ := s.GenOf(inside)
-	pin, err := s.Pin(g)
+	pin, err := s.Pin(context.Background(), g)
 	if err != nil {
 		t.Fatal(err)
 	}
 	all := func(uint64) bool { return true }
-	rep, err := s.Reclaim(ReclaimOptions{Snapshotted: all})
+	rep, err := s.Reclaim(context.Background(), ReclaimOptions{Snapshotted: all})
 	if err != nil || len(rep.Deleted) != 0 || len(rep.Kept) != 2 || rep.Kept[0].Reason != "pinned" {
 		t.Fatalf("reclaim while pinned: %+v %v", rep, err)
 	}
@@ -57,7 +58,7 @@ func TestDirectoryGenerationPins(t *testing.T) {
 		t.Fatalf("a shard of the pinned generation is gone: %v", err)
 	}
 	pin.Release()
-	rep, err = s.Reclaim(ReclaimOptions{Snapshotted: all})
+	rep, err = s.Reclaim(context.Background(), ReclaimOptions{Snapshotted: all})
 	if err != nil || len(rep.Deleted) != 1 || rep.Deleted[0].Gen != 1 || !rep.Deleted[0].IsDir {
 		t.Fatalf("reclaim after release: %+v %v", rep, err)
 	}

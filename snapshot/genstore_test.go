@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func publishBytes(t testing.TB, s *GenStore, gen uint64, suffix, content string) Generation {
@@ -100,15 +103,15 @@ func TestReclaimRules(t *testing.T) {
 	if err := s.Abandon(6); err != nil {
 		t.Fatal(err)
 	}
-	pin, err := s.Pin(2)
+	pin, err := s.Pin(context.Background(), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dry, err := s.Reclaim(ReclaimOptions{Keep: 1, Snapshotted: snapped, DryRun: true})
+	dry, err := s.Reclaim(context.Background(), ReclaimOptions{Keep: 1, Snapshotted: snapped, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := s.Reclaim(ReclaimOptions{Keep: 1, Snapshotted: snapped})
+	rep, err := s.Reclaim(context.Background(), ReclaimOptions{Keep: 1, Snapshotted: snapped})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,19 +147,19 @@ func TestReclaimRules(t *testing.T) {
 		t.Fatal("second release:", err)
 	}
 	// Keep 0 still never deletes the newest snapshotted generation.
-	rep, err = s.Reclaim(ReclaimOptions{Keep: 0, Snapshotted: func(uint64) bool { return true }})
+	rep, err = s.Reclaim(context.Background(), ReclaimOptions{Keep: 0, Snapshotted: func(uint64) bool { return true }})
 	if err != nil || fmt.Sprint(got(rep.Deleted)) != "[2 7]" {
 		t.Fatalf("keep 0: deleted %v, %v", got(rep.Deleted), err)
 	}
 	if left, _ := s.List(); len(left) != 1 || left[0].Gen != 8 {
 		t.Fatalf("keep 0 left %v", got(left))
 	}
-	if _, err := s.Reclaim(ReclaimOptions{Keep: -1}); err == nil {
+	if _, err := s.Reclaim(context.Background(), ReclaimOptions{Keep: -1}); err == nil {
 		t.Fatal("negative keep accepted")
 	}
 	// Nothing snapshotted, nothing abandoned: nothing goes.
 	publishBytes(t, s, 9, "", "9")
-	if rep, err := s.Reclaim(ReclaimOptions{}); err != nil || len(rep.Deleted) != 0 {
+	if rep, err := s.Reclaim(context.Background(), ReclaimOptions{}); err != nil || len(rep.Deleted) != 0 {
 		t.Fatalf("unsnapshotted deleted: %v %v", got(rep.Deleted), err)
 	}
 }
@@ -183,7 +186,7 @@ func TestStalePins(t *testing.T) {
 	for g := uint64(1); g <= 4; g++ {
 		publishBytes(t, s, g, "", "x")
 	}
-	live, err := s.Pin(1)
+	live, err := s.Pin(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +219,7 @@ func TestStalePins(t *testing.T) {
 	if fmt.Sprint(stale) != "map[2:1 3:2]" {
 		t.Fatalf("stale pins %v", stale)
 	}
-	rep, err := s.Reclaim(ReclaimOptions{Snapshotted: func(uint64) bool { return true }})
+	rep, err := s.Reclaim(context.Background(), ReclaimOptions{Snapshotted: func(uint64) bool { return true }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,11 +258,11 @@ func TestReclaimRacesPin(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			pin, perr = s.Pin(old)
+			pin, perr = s.Pin(context.Background(), old)
 		}()
 		go func() {
 			defer wg.Done()
-			_, rerr = s.Reclaim(ReclaimOptions{Keep: 0, Snapshotted: func(uint64) bool { return true }})
+			_, rerr = s.Reclaim(context.Background(), ReclaimOptions{Keep: 0, Snapshotted: func(uint64) bool { return true }})
 		}()
 		wg.Wait()
 		if rerr != nil {
@@ -274,7 +277,7 @@ func TestReclaimRacesPin(t *testing.T) {
 		}
 		pinnedWins++
 		// Another reclaim while pinned must not touch it either.
-		if _, err := s.Reclaim(ReclaimOptions{Keep: 0, Snapshotted: func(uint64) bool { return true }}); err != nil {
+		if _, err := s.Reclaim(context.Background(), ReclaimOptions{Keep: 0, Snapshotted: func(uint64) bool { return true }}); err != nil {
 			t.Fatal(err)
 		}
 		if b, err := os.ReadFile(g.Path); err != nil || string(b) != "old" {
@@ -299,7 +302,7 @@ func TestSweepTemp(t *testing.T) {
 	for _, p := range []string{dead, alive, trash} {
 		os.WriteFile(p, []byte("x"), 0o644)
 	}
-	if _, err := s.Reclaim(ReclaimOptions{}); err != nil {
+	if _, err := s.Reclaim(context.Background(), ReclaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for p, want := range map[string]bool{dead: false, alive: true, trash: false} {
@@ -307,4 +310,58 @@ func TestSweepTemp(t *testing.T) {
 			t.Errorf("%s: exists=%v, want %v", filepath.Base(p), err == nil, want)
 		}
 	}
+}
+
+// TestLockHonoursContext: while another open file holds the store's lock
+// exclusively (a trainer in Reclaim's critical section, or one stuck
+// there), Pin and Reclaim wait without blocking the caller's context:
+// cancelled, they return its error and leave no pin; once the lock is
+// released, a waiting Pin proceeds.
+func TestLockHonoursContext(t *testing.T) {
+	s, err := OpenGenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishBytes(t, s, 1, ".bin", "one")
+	hold := func() *os.File {
+		f, err := os.OpenFile(filepath.Join(s.Dir(), lockName), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+
+	f := hold()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { _, err := s.Pin(ctx, 1); done <- err }()
+	go func() { _, err := s.Reclaim(ctx, ReclaimOptions{}); done <- err }()
+	cancel()
+	for range 2 {
+		if err := <-done; !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "held by another process") {
+			t.Fatalf("with the lock held and ctx cancelled: %v", err)
+		}
+	}
+	if pins, err := s.Pins(); err != nil || len(pins) != 0 {
+		t.Fatalf("pins after a cancelled Pin: %v %v", pins, err)
+	}
+
+	// A Pin waiting on the lock proceeds once it is released.
+	got := make(chan error, 1)
+	go func() {
+		p, err := s.Pin(context.Background(), 1)
+		if err == nil {
+			err = p.Release()
+		}
+		got <- err
+	}()
+	f.Close() // releases the flock
+	if err := <-got; err != nil {
+		t.Fatalf("Pin after the lock was released: %v", err)
+	}
+	f = hold()
+	f.Close()
 }

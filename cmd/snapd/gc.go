@@ -99,7 +99,7 @@ func runGC(ctx context.Context, e *env, o *gcOptions) error {
 	for _, g := range o.abandon {
 		abandoned[uint64(g)] = true
 	}
-	rep, err := store.Reclaim(snapshot.ReclaimOptions{
+	rep, err := store.Reclaim(ctx, snapshot.ReclaimOptions{
 		Keep:        o.keep,
 		Snapshotted: func(gen uint64) bool { return outcomes[gen].State == wal.Done },
 		Abandoned:   func(gen uint64) bool { return abandoned[gen] },
