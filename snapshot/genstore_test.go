@@ -362,6 +362,13 @@ func TestLockHonoursContext(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("Pin after the lock was released: %v", err)
 	}
-	f = hold()
-	f.Close()
+	// Released, Pin leaves no lock behind.
+	g, err := os.OpenFile(filepath.Join(s.Dir(), lockName), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := unix.Flock(int(g.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("the store's lock is still held after Pin and Release: %v", err)
+	}
 }
