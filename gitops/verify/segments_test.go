@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"path"
 	"slices"
@@ -73,6 +74,15 @@ func TestSegmentsLayoutHistoryVerifies(t *testing.T) {
 	sum := string(verifytest.ReadBlob(t, f.Dir, "snapshots", "snapshots/"+gitops.FileSummary))
 	if !strings.Contains(sum, "\nwtxt_bytes=") || strings.Contains(sum, "wtxt_sha256=") {
 		t.Fatalf("generation.txt:\n%s", sum)
+	}
+	// An older generation.txt that records wtxt_sha256 (correctly) still
+	// verifies: the rebuilt WTXT is hashed for it.
+	head := f.Gens[4]
+	repo := f.Copy(t)
+	sum256 := sha256.Sum256(head.WTXT)
+	verifytest.EditHead(t, repo, head.Tag, map[string][]byte{"snapshots/" + gitops.FileSummary: []byte(sum + "wtxt_sha256=" + hex.EncodeToString(sum256[:]) + "\n")}, f.Key.PrivFile)
+	if rep := run(t, repo, Options{}, f.Key.Pub); !rep.OK {
+		t.Fatalf("generation.txt with the right wtxt_sha256:\n%s", dump(rep))
 	}
 	// --sample does not apply to segments held in Git: verified in full, noted.
 	rep = run(t, f.Dir, Options{Sample: 0.5, Seed: 1}, f.Key.Pub)

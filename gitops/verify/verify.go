@@ -496,12 +496,6 @@ func (v *verifier) generation(c *object.Commit, prev *genState, anchor bool) (*G
 		return v.finish(x, c, tr, prev, anchor, content{}, nil, entries, dir, nil)
 	}
 	g.WTXTBytes = wf.size
-	if layout == string(gitops.LayoutSegments) {
-		// The segments layout records no wtxt_sha256 (the rebuilt WTXT is
-		// checked whole: chunks, arrays, sha256_all, signature); one
-		// that is present (older generations) must still match.
-		x.optional = map[string]bool{"wtxt_sha256": true}
-	}
 	if layout == string(gitops.LayoutSegments) && v.o.Sample > 0 && v.o.Sample < 1 {
 		x.note("segments layout: verified in full (--sample applies to segments held in a registry; these are in the Git clone already)")
 	}
@@ -716,7 +710,9 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 		bw *bufio.Writer
 	)
 	// reset (re)starts the working copy: empty file, fresh hash, counters
-	// and budget (a blob read again by copyBlob starts over).
+	// and budget (a blob read again by copyBlob starts over). The segments
+	// layout's WTXT is not hashed on the way: its generation.txt records
+	// no wtxt_sha256 (checkSummary hashes the copy if an older one does).
 	reset := func() error {
 		if err := f.Truncate(0); err != nil {
 			return err
@@ -724,9 +720,12 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-		h = sha256.New()
 		fw = &errWriter{w: f}
-		cw = &countWriter{w: io.MultiWriter(fw, h)}
+		cw = &countWriter{w: fw}
+		if !segs {
+			h = sha256.New()
+			cw.w = io.MultiWriter(fw, h)
+		}
 		lw = &limitWriter{w: cw, left: v.o.MaxObjectBytes}
 		bw = bufio.NewWriterSize(lw, 1<<20)
 		return nil
@@ -797,7 +796,10 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 		x.fail(failFile, failLine, check, "%v", cerr)
 		return rp, nil, layout
 	}
-	m.size, m.sha256 = cw.n, hex.EncodeToString(h.Sum(nil))
+	m.size = cw.n
+	if h != nil {
+		m.sha256 = hex.EncodeToString(h.Sum(nil))
+	}
 	m.head = cw.head
 	return rp, m, layout
 }
@@ -1075,7 +1077,12 @@ func (v *verifier) checkSummary(x *gv, entries map[string]object.TreeEntry, dir 
 	for _, ext := range []string{"wtxt", "wtxtdelta", "wsum", "wseal", "skel"} {
 		if m := files[ext]; m != nil {
 			want[ext+"_bytes"] = strconv.FormatInt(m.size, 10)
-			want[ext+"_sha256"] = m.sha256
+			if m.sha256 == "" && kv[ext+"_sha256"] != "" {
+				m.sha256 = v.fileSHA256(m)
+			}
+			if m.sha256 != "" {
+				want[ext+"_sha256"] = m.sha256
+			}
 		} else if ext != "wtxt" {
 			for _, k := range []string{ext + "_bytes", ext + "_sha256"} {
 				if _, ok := kv[k]; ok {
@@ -1095,6 +1102,24 @@ func (v *verifier) checkSummary(x *gv, entries map[string]object.TreeEntry, dir 
 			x.fail(gitops.FileSummary, 0, CheckSummary, "%s=%s, but the generation's files give %s", k, got, want[k])
 		}
 	}
+}
+
+// fileSHA256 hashes a working copy that was not hashed as it was written
+// (the segments layout's WTXT, for an older generation.txt that records
+// its wtxt_sha256); "" when it cannot be read (an I/O error, reported).
+func (v *verifier) fileSHA256(m *materialized) string {
+	f, err := os.Open(m.path)
+	if err != nil {
+		v.ioErr = fmt.Errorf("verify: working copy: %w", err)
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		v.ioErr = fmt.Errorf("verify: working copy: %w", err)
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // summaryKeys returns the keys of m in the summary file's order.
