@@ -3,7 +3,6 @@ package gitops
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,10 @@ import (
 // next generation (its pack list re-read: the previous trees are in the
 // pack), a reopened Repo reads both, a small generation stays loose, and
 // git push sends the generations to a bare remote that is fsck clean.
+// Segment blobs in a pack are literal deltas against the root
+// .gitattributes blob, and generation 1's stay deltas through the push
+// and a shallow clone from the default-configured remote (git reused
+// them rather than searching).
 func TestCommitWritesPack(t *testing.T) {
 	key, _ := testKey(t)
 	dir := t.TempDir()
@@ -64,6 +67,24 @@ func TestCommitWritesPack(t *testing.T) {
 		t.Fatalf("blobs written: %d, %d, %d", res[0].BlobsWritten, res[1].BlobsWritten, res[2].BlobsWritten)
 	}
 	gitCmd(t, repoDir, "fsck", "--strict", "--no-dangling")
+	attrs := strings.TrimSpace(gitCmd(t, repoDir, "rev-parse", res[0].Commit.String()+":"+FileAttributes))
+	deltas := func(repo string) int {
+		t.Helper()
+		idx, _ := filepath.Glob(filepath.Join(repo, "objects", "pack", "*.idx"))
+		n := 0
+		for _, f := range idx {
+			for _, l := range strings.Split(gitCmd(t, repo, "verify-pack", "-v", f), "\n") {
+				// SHA-1 type size size-in-pack offset depth base
+				if x := strings.Fields(l); len(x) == 7 && x[1] == "blob" && x[6] == attrs {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if n := deltas(repoDir); n < packMinObjects {
+		t.Fatalf("%d blobs stored as deltas against %s, want the segments of generations 1 and 2", n, attrs)
+	}
 	r2, err := OpenRepo(repoDir, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +112,15 @@ func TestCommitWritesPack(t *testing.T) {
 	if got := strings.TrimSpace(gitCmd(t, remote, "rev-parse", "refs/heads/"+DefaultBranch)); got != res[2].Commit.String() {
 		t.Fatalf("remote head %s", got)
 	}
-	if _, err := os.Stat(filepath.Join(remote, "objects")); err != nil {
-		t.Fatal(err)
+	// Generation 1's pack reached the remote as it is (its base in the
+	// same pack); a shallow clone of it gets the deltas as stored.
+	if n := deltas(remote); n < packMinObjects {
+		t.Fatalf("the remote has %d blobs as deltas against %s", n, attrs)
 	}
+	clone := filepath.Join(dir, "clone.git")
+	gitCmd(t, dir, "clone", "-q", "--bare", "--depth", "1", "--branch", res[0].Tag, "file://"+remote, clone)
+	if n := deltas(clone); n < packMinObjects {
+		t.Fatalf("the clone has %d blobs as deltas against %s: the remote did not reuse them", n, attrs)
+	}
+	gitCmd(t, clone, "fsck", "--strict", "--no-dangling")
 }

@@ -536,9 +536,20 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		return nil, err
 	}
 
+	// The root .gitattributes (its blob is the base of the pack's literal
+	// deltas, packw.go, so it is known before anything is stored).
+	var prevRoot *object.Tree
+	if head != nil {
+		prevRoot = head.tree
+	}
+	attrText, err := r.attributes(prevRoot)
+	if err != nil {
+		return nil, err
+	}
 	b := &builder{st: r.r.Storer, ctx: ctx, objects: objectsDir(r.dir), knownSegs: r.segKeys}
 	if b.objects != "" {
 		b.pack = newPackWriter(b.objects)
+		b.pack.setDeltaBase(plumbing.ComputeHash(plumbing.BlobObject, attrText), attrText)
 		defer b.pack.abort()
 	}
 	var prevDir *object.Tree
@@ -648,14 +659,6 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	}
 
 	// The root tree: the previous root with .gitattributes and Path replaced.
-	var prevRoot *object.Tree
-	if head != nil {
-		prevRoot = head.tree
-	}
-	attrText, err := r.attributes(prevRoot)
-	if err != nil {
-		return nil, err
-	}
 	attrs, err := b.blob(attrText)
 	if err != nil {
 		return nil, err
@@ -826,14 +829,20 @@ func (b *builder) encode(enc func(plumbing.EncodedObject) error) (plumbing.Hash,
 }
 
 // blob stores data as a blob unless the repository already has it.
-func (b *builder) blob(data []byte) (plumbing.Hash, error) {
+func (b *builder) blob(data []byte) (plumbing.Hash, error) { return b.blobAs(data, false) }
+
+// rawBlob is blob for segment bytes: in a pack they are stored as literal
+// deltas (packw.go), which keeps git's delta search off them.
+func (b *builder) rawBlob(data []byte) (plumbing.Hash, error) { return b.blobAs(data, true) }
+
+func (b *builder) blobAs(data []byte, literal bool) (plumbing.Hash, error) {
 	h := plumbing.ComputeHash(plumbing.BlobObject, data)
 	if b.st.HasEncodedObject(h) == nil {
 		return h, nil
 	}
 	if b.objects != "" {
 		if b.pack != nil { // packw.go
-			added, err := b.pack.add(plumbing.BlobObject, h, data)
+			added, err := b.pack.add(plumbing.BlobObject, h, data, literal)
 			if err != nil {
 				return h, fmt.Errorf("gitops: write blob: %w", err)
 			}
@@ -1131,14 +1140,17 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 		return nil
 	}
 	if t, err := dir.Tree(DirWTXTSegs); err == nil {
-		_, err := ReadSegments(context.Background(), treeFS{t}, w)
+		ctx := context.Background()
+		fsys, done := GitTreeFS(ctx, r.dir, t)
+		defer done()
+		_, err := ReadSegments(ctx, fsys, w)
 		return err
 	}
 	parts, err := dir.Tree(DirWTXTParts)
 	if err != nil {
 		return fmt.Errorf("gitops: %s:%s has none of %s, %s, %s", rev, r.cfg.Path, FileWTXT, DirWTXTParts, DirWTXTSegs)
 	}
-	return AssembleFS(treeFS{parts}, ".", w)
+	return AssembleFS(treeFS{t: parts}, ".", w)
 }
 
 // ResolveGen returns the commit (hex) of generation gen: its tag when the
@@ -1180,14 +1192,39 @@ func (r *Repo) ResolveGen(gen uint64) (string, error) {
 
 // TreeFS returns a read-only fs.FS over the blobs of one Git tree, e.g. to
 // AssembleFS a split file straight from a commit.
-func TreeFS(t *object.Tree) fs.FS { return treeFS{t} }
+func TreeFS(t *object.Tree) fs.FS { return treeFS{t: t} }
+
+// GitTreeFS is TreeFS whose blob contents come from `git cat-file
+// --batch` in the repository at dir (catfile.go: git resolves deltas in
+// C and does not re-hash; readers check chunk hashes anyway), or from
+// go-git when git cannot be started. done ends the git child.
+func GitTreeFS(ctx context.Context, dir string, t *object.Tree) (fsys fs.FS, done func()) {
+	cf, err := startCatFile(ctx, dir)
+	if err != nil {
+		return treeFS{t: t}, func() {}
+	}
+	return treeFS{t: t, cat: cf}, func() { cf.Close() }
+}
 
 // treeFS is a read-only fs.FS over the blobs of one Git tree.
-type treeFS struct{ t *object.Tree }
+type treeFS struct {
+	t *object.Tree
+	// cat, when set, reads blob contents (catfile.go); go-git reads them
+	// otherwise, and while cat is busy with another blob.
+	cat *catFile
+}
 
 func (f treeFS) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	if f.cat != nil {
+		if e, err := f.t.FindEntry(name); err == nil && e.Mode.IsFile() {
+			rc, size, busy, err := f.cat.open(e.Hash)
+			if err == nil && !busy {
+				return &treeFile{ReadCloser: rc, name: name, size: size}, nil
+			}
+		}
 	}
 	file, err := f.t.File(name)
 	if err != nil {

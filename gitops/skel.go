@@ -201,13 +201,13 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 // rounded to pieces instead of whole segments.
 func (b *builder) segment(data []byte, piece int64) (plumbing.Hash, filemode.FileMode, error) {
 	if piece <= 0 || int64(len(data)) <= piece {
-		h, err := b.blob(data)
+		h, err := b.rawBlob(data)
 		return h, filemode.Regular, err
 	}
 	t := newTreeBuilder(nil)
 	for k, off := 0, int64(0); off < int64(len(data)); k++ {
 		end := min(off+piece, int64(len(data)))
-		h, err := b.blob(data[off:end])
+		h, err := b.rawBlob(data[off:end])
 		if err != nil {
 			return plumbing.ZeroHash, 0, err
 		}
