@@ -76,7 +76,7 @@ func (r *Repo) WriteSkeleton(rev string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("gitops: %s:%s has neither %s nor %s%s", rev, r.cfg.Path, FileSkeleton, FileSkeleton, partsSuffix)
 	}
-	if err := AssembleFS(treeFS{parts}, ".", w); err != nil {
+	if err := AssembleFS(treeFS{t: parts}, ".", w); err != nil {
 		return fmt.Errorf("gitops: %s%s: %w", FileSkeleton, partsSuffix, err)
 	}
 	return nil

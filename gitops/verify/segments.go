@@ -50,7 +50,13 @@ func (v *verifier) readSegments(x *gv, dir *object.Tree, se object.TreeEntry, w 
 	if err != nil {
 		return CheckObject, base, 0, err
 	}
-	info, err := gitops.ReadSegments(v.ctx, gitops.TreeFS(t), w)
+	fsys := gitops.TreeFS(t)
+	if v.gitDir != "" {
+		var done func()
+		fsys, done = gitops.GitTreeFS(v.ctx, v.gitDir, t)
+		defer done()
+	}
+	info, err := gitops.ReadSegments(v.ctx, fsys, w)
 	if err != nil {
 		var serr *gitops.SegmentsError
 		if !errors.As(err, &serr) {

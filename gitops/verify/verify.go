@@ -234,8 +234,11 @@ type verifier struct {
 	// streamed bytes do not match their object ID are read again through
 	// it (copyBlob).
 	plain *git.Repository
-	o     Options
-	tmp   string
+	// gitDir is the repository's directory when it is on disk: segment
+	// pieces are then read through git (gitops.GitTreeFS).
+	gitDir string
+	o      Options
+	tmp    string
 	// ioErr records a failure to write a working copy (an I/O error, not
 	// a failed check); Verify returns it.
 	ioErr error
@@ -317,7 +320,7 @@ func Verify(ctx context.Context, r *git.Repository, opts Options) (*Report, erro
 		return nil, fmt.Errorf("verify: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	v := &verifier{ctx: ctx, r: r, plain: plain, o: opts, tmp: tmp}
+	v := &verifier{ctx: ctx, r: r, plain: plain, gitDir: repoDir(plain), o: opts, tmp: tmp}
 	rep := &Report{Branch: opts.Branch, Path: opts.Path, Head: head.String(), Since: opts.Since, Gaps: []Gap{}, Generations: []*Generation{}}
 	var prev *genState
 	for i, c := range chain {
@@ -1175,6 +1178,19 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	}
 	l.left -= int64(len(p))
 	return l.w.Write(p)
+}
+
+// repoDir returns the directory of r's object store ("" when r is not on
+// disk).
+func repoDir(r *git.Repository) string {
+	fst, ok := r.Storer.(*filesystem.Storage)
+	if !ok {
+		return ""
+	}
+	if d, ok := fst.Filesystem().(interface{ Root() string }); ok {
+		return d.Root()
+	}
+	return ""
 }
 
 // streamingRepo returns r over a filesystem storage that streams objects
