@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -92,6 +94,21 @@ func BenchmarkVerify256MiB(b *testing.B) {
 	}
 }
 
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU seconds per op since start (a figure less
+// sensitive than wall time to other load on a shared machine).
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric((cpuTime(b)-start).Seconds()/float64(b.N), "cpu-s/op")
+}
+
 // discardSink is a SegmentSink that takes every segment and keeps none.
 func discardSink(context.Context, Segment, []byte) error { return nil }
 
@@ -104,11 +121,13 @@ func BenchmarkEncodeSkeleton256MiB(b *testing.B) {
 	opts := EncodeOptions{SignKey: testKey(1), HMACKey: []byte("0123456789abcdef0123456789abcdef")}
 	b.SetBytes(rawSize(s))
 	b.ResetTimer()
+	cpu := cpuTime(b)
 	for range b.N {
 		if _, _, _, err := EncodeSkeleton(context.Background(), io.Discard, s, opts, SplitOptions{}, nil, discardSink); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu)
 }
 
 // BenchmarkEncodeSkeletonKnown256MiB: the same when every segment is known
@@ -130,11 +149,13 @@ func BenchmarkEncodeSkeletonKnown256MiB(b *testing.B) {
 	known := func(k SegmentKey) ([32]byte, bool) { d, ok := digests[k]; return d, ok }
 	b.SetBytes(rawSize(s))
 	b.ResetTimer()
+	cpu := cpuTime(b)
 	for range b.N {
 		if _, _, _, err := EncodeSkeleton(context.Background(), io.Discard, s, opts, SplitOptions{}, known, discardSink); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu)
 }
 
 // BenchmarkEncodeSplit256MiB: the path EncodeSkeleton replaces, Encode to
@@ -145,6 +166,8 @@ func BenchmarkEncodeSplit256MiB(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "bench.wtxt")
 	b.SetBytes(rawSize(s))
 	b.ResetTimer()
+	cpu := cpuTime(b)
+	defer reportCPU(b, cpu)
 	for range b.N {
 		os.Remove(path)
 		f, err := os.Create(path)
