@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -89,5 +91,96 @@ func BenchmarkVerify256MiB(b *testing.B) {
 		if _, err := Verify(context.Background(), bytes.NewReader(data), opts); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU seconds per op since start (a figure less
+// sensitive than wall time to other load on a shared machine).
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric((cpuTime(b)-start).Seconds()/float64(b.N), "cpu-s/op")
+}
+
+// discardSink is a SegmentSink that takes every segment and keeps none.
+func discardSink(context.Context, Segment, []byte) error { return nil }
+
+// BenchmarkEncodeSkeleton256MiB: the OCI push's conversion of 256 MiB raw
+// (signed, HMAC) straight to a skeleton and raw segments (nothing known,
+// every segment hashed and handed to a sink). Compare with
+// BenchmarkEncodeSplit256MiB in the same run. MB/s are of raw input.
+func BenchmarkEncodeSkeleton256MiB(b *testing.B) {
+	s := benchSnapshot(256 << 20)
+	opts := EncodeOptions{SignKey: testKey(1), HMACKey: []byte("0123456789abcdef0123456789abcdef")}
+	b.SetBytes(rawSize(s))
+	b.ResetTimer()
+	cpu := cpuTime(b)
+	for range b.N {
+		if _, _, _, err := EncodeSkeleton(context.Background(), io.Discard, s, opts, SplitOptions{}, nil, discardSink); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCPU(b, cpu)
+}
+
+// BenchmarkEncodeSkeletonKnown256MiB: the same when every segment is known
+// from the previous generation (no segment hash, no sink call).
+func BenchmarkEncodeSkeletonKnown256MiB(b *testing.B) {
+	s := benchSnapshot(256 << 20)
+	opts := EncodeOptions{SignKey: testKey(1), HMACKey: []byte("0123456789abcdef0123456789abcdef")}
+	segs, keys, err := func() ([]Segment, []SegmentKey, error) {
+		_, segs, keys, err := EncodeSkeleton(context.Background(), io.Discard, s, opts, SplitOptions{}, nil, nil)
+		return segs, keys, err
+	}()
+	if err != nil {
+		b.Fatal(err)
+	}
+	digests := make(map[SegmentKey][32]byte, len(keys))
+	for i, k := range keys {
+		digests[k] = segs[i].Digest
+	}
+	known := func(k SegmentKey) ([32]byte, bool) { d, ok := digests[k]; return d, ok }
+	b.SetBytes(rawSize(s))
+	b.ResetTimer()
+	cpu := cpuTime(b)
+	for range b.N {
+		if _, _, _, err := EncodeSkeleton(context.Background(), io.Discard, s, opts, SplitOptions{}, known, discardSink); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCPU(b, cpu)
+}
+
+// BenchmarkEncodeSplit256MiB: the path EncodeSkeleton replaces, Encode to
+// a file and SplitIndexed of that file, with the same sink.
+func BenchmarkEncodeSplit256MiB(b *testing.B) {
+	s := benchSnapshot(256 << 20)
+	opts := EncodeOptions{SignKey: testKey(1), HMACKey: []byte("0123456789abcdef0123456789abcdef")}
+	path := filepath.Join(b.TempDir(), "bench.wtxt")
+	b.SetBytes(rawSize(s))
+	b.ResetTimer()
+	cpu := cpuTime(b)
+	defer reportCPU(b, cpu)
+	for range b.N {
+		os.Remove(path)
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := Encode(context.Background(), f, s, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := SplitIndexed(context.Background(), f, res.Written, io.Discard, discardSink, nil, SplitOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
 	}
 }

@@ -165,12 +165,7 @@ func renderJob(ctx context.Context, w io.WriterAt, j *bodyJob, buf, out []byte) 
 	for _, sg := range j.segs {
 		p := sg.p
 		if sg.head {
-			out = append(out, p.line...)
-			out = append(out, '\n')
-			if p.idx != "" {
-				out = append(out, p.idx...)
-				out = append(out, '\n')
-			}
+			out = appendArrHead(out, p)
 		}
 		for ix := sg.from; ix < sg.to; ix++ {
 			if err := ctx.Err(); err != nil {

@@ -153,4 +153,13 @@
 // (gen, ts and build as written; sha256_all, merkle_prev, merkle_this),
 // whose text form is the WSEAL line's gen..merkle_this fields; Header,
 // Result, WSUM and armor.Seal embed it.
+//
+// # Skeleton and segments
+//
+// The skeleton layout (skeleton.go, docs/FORMAT.md) keeps tensor bytes out
+// of Git: Split and SplitIndexed turn a WTXT into a skeleton and raw
+// segment blobs, Assemble puts them back together byte for byte.
+// EncodeSkeleton produces the same skeleton and segments straight from a
+// snapshot, as Encode then SplitIndexed would, without the WTXT text (no
+// base64, no full-size file).
 package wtxt

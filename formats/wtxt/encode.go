@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"runtime"
@@ -128,19 +129,11 @@ type chunkSum struct {
 // A snapshot with Attrs gets the reserved array snapshot.AttrsArrayName
 // (docs/FORMAT.md section 1).
 func Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts EncodeOptions) (*Result, error) {
-	plans, ext, err := plan(s, opts)
+	plans, ext, workers, err := prepare(s, opts)
 	if err != nil {
 		return nil, err
 	}
-	workers := opts.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
 	gen := FormatGen(s.Meta.Gen)
-	ts := FormatTS(s.Meta.TS)
-	if opts.SignKey != nil && len(opts.SignKey) != ed25519.PrivateKeySize {
-		return nil, errors.New("wtxt: sign key is not an Ed25519 private key")
-	}
 
 	// Pass 1: array sha256, hmac and fastxor, in parallel. Without a key
 	// (one hash per array) a non-seekable, non-streaming writer also gets
@@ -157,36 +150,13 @@ func Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts EncodeO
 	if err := hashArrays(ctx, plans, opts.HMACKey, gen, workers, early, maxSums); err != nil {
 		return nil, err
 	}
-	res := &Result{Root: Root{Gen: gen, TS: ts, Build: s.Meta.Build, MerklePrev: opts.PrevMerkle}}
-	for _, p := range plans {
-		p.line = arrLine(p)
-		if p.geo.blocked {
-			p.idx = "idx rows_per_chunk=" + strconv.FormatInt(p.geo.rowsPerChunk, 10) +
-				" row_size=" + strconv.FormatInt(p.geo.rowSize, 10) + " row_blocking=on"
-		}
-		res.Fastxor ^= p.fastxor
-		res.Arrays = append(res.Arrays, ArrayInfo{Name: p.name, Line: p.line, SHA256: p.sha, HMAC: p.mac,
-			Chunks: p.geo.numChunks(), Bytes: p.nbytes, Blocked: p.geo.blocked})
-	}
-	caps := baseCaps
-	if ext {
-		caps += "," + capTensorExt
-	}
-	head := "WTXT 1\nmeta schema=" + s.Meta.Schema + " gen=" + gen + " ts=" + ts + " build=" + s.Meta.Build +
-		" endian=LE host=" + s.Meta.Host + " cuda=" + s.Meta.Cuda + "\ncap ext=" + caps + "\n"
-	if opts.SignKey != nil {
-		res.KeyID = keys.KeyID(opts.SignKey.Public().(ed25519.PublicKey))
-	}
-
-	finish := func(all [32]byte) {
-		res.SHA256All = all
-		res.MerkleThis = res.Root.Merkle()
-	}
+	res, head := newResult(s, opts, plans, ext)
+	finish := res.finish
 	body := func(w io.Writer) (int64, error) { return writeBody(ctx, w, plans, workers) }
 
 	cw := &countWriter{w: w}
 	if opts.Stream {
-		res.Header = []byte(head + "root_pending sha256_all=" + hex.EncodeToString(zero32[:]) + " " + pendingNote + "\n")
+		res.Header = pendingHeader(head)
 		if _, err := cw.Write(res.Header); err != nil {
 			return nil, err
 		}
@@ -203,17 +173,7 @@ func Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts EncodeO
 		return res, nil
 	}
 
-	rootSign := func() []byte {
-		h := head + "root sha256_all=" + hex.EncodeToString(res.SHA256All[:]) +
-			" merkle_prev=" + hex.EncodeToString(res.MerklePrev[:]) +
-			" merkle_this=" + hex.EncodeToString(res.MerkleThis[:]) +
-			" fastxor=" + fmt.Sprintf("%016x", res.Fastxor) + "\n"
-		if opts.SignKey != nil {
-			sig := ed25519.Sign(opts.SignKey, []byte(h))
-			h += "sign ed25519=" + base64.StdEncoding.EncodeToString(sig) + " keyid=" + res.KeyID + "\n"
-		}
-		return []byte(h)
-	}
+	rootSign := func() []byte { return rootHeader(head, res, opts.SignKey) }
 
 	if wa, ok := w.(interface {
 		io.WriterAt
@@ -275,6 +235,96 @@ func Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts EncodeO
 	}
 	res.Written = cw.n
 	return res, nil
+}
+
+// prepare validates s and opts, plans the arrays (plan) and resolves
+// opts.Workers: the part of Encode before any array is read.
+func prepare(s *snapshot.Snapshot, opts EncodeOptions) (plans []*arrPlan, ext bool, workers int, err error) {
+	plans, ext, err = plan(s, opts)
+	if err != nil {
+		return nil, false, 0, err
+	}
+	workers = opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if opts.SignKey != nil && len(opts.SignKey) != ed25519.PrivateKeySize {
+		return nil, false, 0, errors.New("wtxt: sign key is not an Ed25519 private key")
+	}
+	return plans, ext, workers, nil
+}
+
+// setLines sets p's arr line and idx line ("" when unblocked); p's
+// sha256, hmac and salt must be final.
+func (p *arrPlan) setLines() {
+	p.line = arrLine(p)
+	p.idx = ""
+	if p.geo.blocked {
+		p.idx = "idx rows_per_chunk=" + strconv.FormatInt(p.geo.rowsPerChunk, 10) +
+			" row_size=" + strconv.FormatInt(p.geo.rowSize, 10) + " row_blocking=on"
+	}
+}
+
+// appendArrHead appends p's arr line and, when blocked, its idx line,
+// each with its LF.
+func appendArrHead(dst []byte, p *arrPlan) []byte {
+	dst = append(dst, p.line...)
+	dst = append(dst, '\n')
+	if p.idx != "" {
+		dst = append(dst, p.idx...)
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+// newResult returns the Result of hashed plans (their lines set here)
+// with everything but sha256_all and merkle_this (see finish), and head,
+// the header's text before its root or root_pending line.
+func newResult(s *snapshot.Snapshot, opts EncodeOptions, plans []*arrPlan, ext bool) (res *Result, head string) {
+	gen := FormatGen(s.Meta.Gen)
+	ts := FormatTS(s.Meta.TS)
+	res = &Result{Root: Root{Gen: gen, TS: ts, Build: s.Meta.Build, MerklePrev: opts.PrevMerkle}}
+	for _, p := range plans {
+		p.setLines()
+		res.Fastxor ^= p.fastxor
+		res.Arrays = append(res.Arrays, ArrayInfo{Name: p.name, Line: p.line, SHA256: p.sha, HMAC: p.mac,
+			Chunks: p.geo.numChunks(), Bytes: p.nbytes, Blocked: p.geo.blocked})
+	}
+	caps := baseCaps
+	if ext {
+		caps += "," + capTensorExt
+	}
+	head = "WTXT 1\nmeta schema=" + s.Meta.Schema + " gen=" + gen + " ts=" + ts + " build=" + s.Meta.Build +
+		" endian=LE host=" + s.Meta.Host + " cuda=" + s.Meta.Cuda + "\ncap ext=" + caps + "\n"
+	if opts.SignKey != nil {
+		res.KeyID = keys.KeyID(opts.SignKey.Public().(ed25519.PublicKey))
+	}
+	return res, head
+}
+
+// finish sets sha256_all and the merkle_this that follows from it.
+func (r *Result) finish(all [32]byte) {
+	r.SHA256All = all
+	r.MerkleThis = r.Root.Merkle()
+}
+
+// rootHeader is the header of a finished res: head, the root line and,
+// with key, the sign line. Its length does not depend on the hash values.
+func rootHeader(head string, res *Result, key ed25519.PrivateKey) []byte {
+	h := head + "root sha256_all=" + hex.EncodeToString(res.SHA256All[:]) +
+		" merkle_prev=" + hex.EncodeToString(res.MerklePrev[:]) +
+		" merkle_this=" + hex.EncodeToString(res.MerkleThis[:]) +
+		" fastxor=" + fmt.Sprintf("%016x", res.Fastxor) + "\n"
+	if key != nil {
+		sig := ed25519.Sign(key, []byte(h))
+		h += "sign ed25519=" + base64.StdEncoding.EncodeToString(sig) + " keyid=" + res.KeyID + "\n"
+	}
+	return []byte(h)
+}
+
+// pendingHeader is a streamed file's header: head and root_pending.
+func pendingHeader(head string) []byte {
+	return []byte(head + "root_pending sha256_all=" + hex.EncodeToString(zero32[:]) + " " + pendingNote + "\n")
 }
 
 // wsumLine builds the WSUM line (with LF) for a streamed snapshot.
@@ -490,19 +540,30 @@ func sumChunks(ctx context.Context, plans []*arrPlan, stop <-chan struct{}, max 
 // sumChunk computes chunk ix's sums, reading it in pieces of at most
 // blockSize bytes into buf (which it returns, possibly grown).
 func sumChunk(p *arrPlan, ix int64, buf []byte) (chunkSum, []byte, error) {
+	cs, err := sumChunkInto(p, ix, func(_, k int64) []byte {
+		if int64(cap(buf)) < k {
+			buf = make([]byte, k)
+		}
+		return buf[:k]
+	})
+	return cs, buf, err
+}
+
+// sumChunkInto computes chunk ix's sums, reading it in pieces of at most
+// blockSize bytes, the piece at offset o (from the chunk's start) of k
+// bytes into piece(o, k), which returns a buffer of k bytes; each piece
+// is hashed right after it is read, while it is in cache.
+func sumChunkInto(p *arrPlan, ix int64, piece func(o, k int64) []byte) (chunkSum, error) {
 	var cs chunkSum
 	off, n := p.geo.chunk(ix)
 	h := sha256.New()
 	for o := int64(0); o < n || o == 0; o += blockSize {
 		k := min(blockSize, n-o)
-		if int64(cap(buf)) < k {
-			buf = make([]byte, k)
-		}
-		b := buf[:k]
+		b := piece(o, k)
 		if p.mem != nil {
 			copy(b, p.mem[off+o:off+o+k]) // see copyPiece
 		} else if err := readAt(p, b, off+o); err != nil {
-			return cs, buf, err
+			return cs, err
 		}
 		if n <= blockSize {
 			cs.sha = sha256.Sum256(b)
@@ -518,21 +579,27 @@ func sumChunk(p *arrPlan, ix int64, buf []byte) (chunkSum, []byte, error) {
 	if n > blockSize {
 		h.Sum(cs.sha[:0])
 	}
-	return cs, buf, nil
+	return cs, nil
 }
 
 // hashAll computes sha256_all over every arr line and the array's bytes.
 func hashAll(ctx context.Context, plans []*arrPlan) ([32]byte, error) {
 	h := sha256.New()
 	for _, p := range plans {
-		io.WriteString(h, p.line)
-		if err := eachBlock(ctx, p, func(b []byte, _ int64) { h.Write(b) }); err != nil {
+		if err := hashAllArray(ctx, h, p); err != nil {
 			return [32]byte{}, err
 		}
 	}
 	var sum [32]byte
 	h.Sum(sum[:0])
 	return sum, nil
+}
+
+// hashAllArray writes p's share of sha256_all to h: its arr line (which
+// must be set), then its bytes.
+func hashAllArray(ctx context.Context, h hash.Hash, p *arrPlan) error {
+	io.WriteString(h, p.line)
+	return eachBlock(ctx, p, func(b []byte, _ int64) { h.Write(b) })
 }
 
 // countWriter counts bytes written.
@@ -632,12 +699,7 @@ func writeBody(ctx context.Context, w io.Writer, plans []*arrPlan, workers int) 
 					bw.WriteString("endarr\n")
 				}
 				cur = j.p
-				bw.WriteString(cur.line)
-				bw.WriteByte('\n')
-				if cur.idx != "" {
-					bw.WriteString(cur.idx)
-					bw.WriteByte('\n')
-				}
+				bw.Write(appendArrHead(nil, cur))
 			}
 			select {
 			case <-j.done:

@@ -1,0 +1,441 @@
+package wtxt
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"hash"
+	"io"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// EncodeSkeleton writes to skel the skeleton that SplitIndexed would write
+// for the WTXT Encode(ctx, w, s, opts) writes, byte for byte, with the same
+// segment cut (sopts.SegmentSize/MaxSegment, defaults as SplitIndexed), and
+// returns Encode's Result, the segments and their keys exactly as
+// SplitIndexed returns them. A segment that known recognizes (by its
+// SegmentKey) is neither read nor hashed again: its seg line takes the known
+// digest and sink is not called for it; every other segment's raw bytes are
+// read from the snapshot's arrays, hashed (its digest), and handed to sink
+// (when not nil) in file order, as SplitIndexed does. No base64 is produced.
+//
+// The WTXT text itself is never produced; Result.Written is the length it
+// would have. known is called once per segment, in file order, from one
+// goroutine at a time (not necessarily the caller's), and may block; sink
+// is called from one goroutine, in file order, and may block (that is
+// back-pressure: the workers stop a few segments ahead). A chunk longer
+// than sopts.MaxSegment is refused (CheckGeometry) before anything is
+// read, where SplitIndexed would refuse it when it reached it.
+//
+// The work is the four SHA-256 passes of Encode (array sha256 with fastxor,
+// array HMAC, each chunk's sha256 with its crc32c, sha256_all) plus one
+// SHA-256 of every segment known does not recognize; they run concurrently
+// on opts.Workers workers (0: GOMAXPROCS):
+//
+//   - the arrays are hashed in file order, sha256 and HMAC as two tasks,
+//     and sha256_all follows one array behind (it needs the arr line);
+//   - meanwhile the segments are cut, read (each chunk summed while it is
+//     in cache), keyed and, unless known, hashed by the workers and handed
+//     to sink in file order, so that uploads start at once.
+//
+// The skeleton starts with the header, which needs sha256_all; until it is
+// known the segments' ch lines wait as chunk sums (36 bytes a chunk, at
+// most maxChunkSums of them: beyond that the segment pipeline waits for
+// the header). Memory is otherwise bounded by a few segments per worker.
+// The bytes written and the values returned do not depend on Workers or
+// GOMAXPROCS. Errors are Encode's for a bad snapshot (a failing or short
+// array source names the array and offset) and sink's, wrapped as
+// SplitIndexed wraps them.
+func EncodeSkeleton(ctx context.Context, skel io.Writer, s *snapshot.Snapshot, opts EncodeOptions, sopts SplitOptions, known KnownSegment, sink SegmentSink) (*Result, []Segment, []SegmentKey, error) {
+	plans, ext, workers, err := prepare(s, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if sopts.SegmentSize <= 0 {
+		sopts.SegmentSize = DefaultSegmentSize
+	}
+	if sopts.MaxSegment <= 0 {
+		sopts.MaxSegment = DefaultMaxSegment
+	}
+	for _, p := range plans {
+		// Chunk 0 is an array's longest.
+		if _, n := p.geo.chunk(0); n > sopts.MaxSegment {
+			return nil, nil, nil, &Error{File: sopts.File, Array: p.name, Chunk: 0, Check: CheckGeometry,
+				Msg: fmt.Sprintf("len=%d exceeds the segment limit of %d bytes", n, sopts.MaxSegment)}
+		}
+	}
+	maxSums := int64(maxChunkSums)
+	if opts.maxSums > 0 {
+		maxSums = opts.maxSums
+	}
+	e := &skelEncoder{
+		plans: plans, workers: workers, sopts: sopts, known: known, sink: sink,
+		w: bufio.NewWriterSize(skel, 64<<10), maxPending: maxSums,
+		hdr: make(chan struct{}), free: make(bufFree, 4*workers),
+	}
+	e.speculate.Store(true)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return e.hashHeader(gctx, s, opts, ext) })
+	g.Go(func() error { return e.segments(gctx) })
+	if err := g.Wait(); err != nil {
+		return nil, nil, nil, err
+	}
+	if opts.Stream {
+		e.res.WSUM = wsumLine(e.res, opts.SignKey)
+	}
+	e.res.Written = int64(len(e.res.Header)) + e.bodyLen
+	return e.res, e.segs, e.keys, nil
+}
+
+// skelEncoder is one EncodeSkeleton call.
+type skelEncoder struct {
+	plans      []*arrPlan
+	workers    int
+	sopts      SplitOptions
+	known      KnownSegment
+	sink       SegmentSink
+	w          *bufio.Writer
+	maxPending int64
+
+	// Set by hashHeader before hdr is closed.
+	hdr chan struct{}
+	res *Result
+
+	free bufFree
+	// speculate: the last segment known was asked about was not
+	// recognized, so the next one is hashed as its chunks are read (while
+	// they are in cache) rather than after known answers.
+	speculate atomic.Bool
+
+	// Owned by the emitter (segments).
+	segs          []Segment
+	keys          []SegmentKey
+	pending       []*segJob // emitted, their skeleton lines not yet written
+	pendingChunks int64
+	headerOut     bool
+	bodyLen       int64 // of the WTXT Encode writes
+	line          []byte
+}
+
+// hashHeader runs the array passes and sha256_all, the latter one array
+// behind the former, and publishes the Result and header (e.hdr).
+func (e *skelEncoder) hashHeader(ctx context.Context, s *snapshot.Snapshot, opts EncodeOptions, ext bool) error {
+	gen := FormatGen(s.Meta.Gen)
+	hashed := make(chan *arrPlan, len(e.plans))
+	var all [32]byte
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(hashed)
+		for i, p := range e.plans {
+			if err := hashArrays(gctx, e.plans[i:i+1], opts.HMACKey, gen, e.workers, false, 0); err != nil {
+				return err
+			}
+			p.setLines()
+			hashed <- p
+		}
+		return nil
+	})
+	g.Go(func() error {
+		h := sha256.New()
+		for p := range hashed {
+			if err := hashAllArray(gctx, h, p); err != nil {
+				return err
+			}
+		}
+		h.Sum(all[:0])
+		return gctx.Err()
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	res, head := newResult(s, opts, e.plans, ext)
+	res.finish(all)
+	if opts.Stream {
+		res.Header = pendingHeader(head)
+	} else {
+		res.Header = rootHeader(head, res, opts.SignKey)
+	}
+	e.res = res
+	close(e.hdr)
+	return nil
+}
+
+// segJob is one segment on its way through the workers to the emitter.
+type segJob struct {
+	p    *arrPlan
+	seg  Segment
+	sums []chunkSum
+	key  SegmentKey
+	buf  []byte // the raw bytes; nil once known recognized the segment
+	hit  bool   // known recognized it
+	err  error
+
+	prev   <-chan struct{} // the previous segment's asked
+	asked  chan struct{}   // closed once known was asked (or will not be)
+	done   chan struct{}   // closed when the worker is through
+	isLast bool            // the array's last segment
+}
+
+// segments cuts the segments, has the workers read, sum, key and hash
+// them, and emits them in file order: sink, then the skeleton lines (held
+// as chunk sums until the header is known).
+func (e *skelEncoder) segments(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan *segJob)
+	window := make(chan *segJob, 2*e.workers)
+	go e.cut(ctx, jobs, window)
+	done := make(chan struct{})
+	for range e.workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			var ic []IndexChunk
+			for j := range jobs {
+				ic = e.work(ctx, j, ic)
+				close(j.done)
+			}
+		}()
+	}
+	err := e.emit(ctx, window)
+	cancel()
+	for range window { // the producer exits on ctx; drain what it queued
+	}
+	for range e.workers {
+		<-done
+	}
+	return err
+}
+
+// cut enumerates the segments in file order, cut greedily as
+// SplitIndexed cuts them, and hands each to a worker (jobs) and, in the
+// same order, to the emitter (window).
+func (e *skelEncoder) cut(ctx context.Context, jobs, window chan<- *segJob) {
+	defer close(window)
+	defer close(jobs)
+	prev := make(chan struct{})
+	close(prev)
+	size := e.sopts.SegmentSize
+	for _, p := range e.plans {
+		nch := p.geo.numChunks()
+		for i := int64(0); i < nch; {
+			j, n := i, int64(0)
+			for j < nch {
+				_, l := p.geo.chunk(j)
+				if j > i && l > size-n { // n+l > size, overflow-safe
+					break
+				}
+				n += l
+				j++
+			}
+			job := &segJob{p: p, seg: Segment{Size: n, Array: p.name, FirstChunk: i, Chunks: j - i},
+				prev: prev, asked: make(chan struct{}), done: make(chan struct{}), isLast: j == nch}
+			prev = job.asked
+			select {
+			case jobs <- job:
+			case <-ctx.Done():
+				close(job.asked)
+				return
+			}
+			select {
+			case window <- job:
+			case <-ctx.Done():
+				return
+			}
+			i = j
+		}
+	}
+}
+
+// work reads, sums and keys j's chunks, asks known in file order and,
+// unless it recognizes the segment, hashes the bytes. ic is scratch space,
+// returned for reuse.
+func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []IndexChunk {
+	asked := false
+	defer func() {
+		if !asked {
+			close(j.asked)
+		}
+	}()
+	p, seg := j.p, j.seg
+	j.buf = e.free.get(seg.Size)
+	j.sums = make([]chunkSum, seg.Chunks)
+	ic = ic[:0]
+	var sh hash.Hash
+	if e.speculate.Load() {
+		sh = sha256.New()
+	}
+	var base int64
+	for k := range seg.Chunks {
+		if j.err = ctx.Err(); j.err != nil {
+			return ic
+		}
+		ix := seg.FirstChunk + k
+		off, n := p.geo.chunk(ix)
+		b := j.buf
+		cs, err := sumChunkInto(p, ix, func(o, k int64) []byte { return b[base+o : base+o+k] })
+		if err != nil {
+			j.err = err
+			return ic
+		}
+		j.sums[k] = cs
+		if sh != nil {
+			sh.Write(b[base : base+n])
+		}
+		ic = append(ic, IndexChunk{IX: ix, Off: off, Len: n, SHA256: cs.sha, CRC32C: cs.crc})
+		base += n
+	}
+	j.key = segmentKey(p.name, ic)
+	select {
+	case <-j.prev:
+	case <-ctx.Done():
+		j.err = ctx.Err()
+		return ic
+	}
+	if j.err = ctx.Err(); j.err != nil {
+		return ic
+	}
+	if e.known != nil {
+		j.seg.Digest, j.hit = e.known(j.key)
+	}
+	e.speculate.Store(!j.hit)
+	asked = true
+	close(j.asked)
+	if j.hit {
+		e.free.put(j.buf)
+		j.buf = nil
+		return ic
+	}
+	if sh != nil {
+		sh.Sum(j.seg.Digest[:0])
+	} else {
+		j.seg.Digest = sha256.Sum256(j.buf)
+	}
+	return ic
+}
+
+// emit takes the segments in file order as the workers finish them.
+func (e *skelEncoder) emit(ctx context.Context, window <-chan *segJob) error {
+	for j := range window {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		select {
+		case <-j.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if j.err != nil {
+			return j.err
+		}
+		if !j.hit && e.sink != nil {
+			if err := e.sink(ctx, j.seg, j.buf); err != nil {
+				return fmt.Errorf("array %s: segment at chunk %d: %w", j.seg.Array, j.seg.FirstChunk, err)
+			}
+		}
+		e.free.put(j.buf)
+		j.buf = nil
+		e.segs = append(e.segs, j.seg)
+		e.keys = append(e.keys, j.key)
+		e.pending = append(e.pending, j)
+		e.pendingChunks += j.seg.Chunks
+		if !e.headerOut {
+			select {
+			case <-e.hdr:
+			default:
+				if e.pendingChunks < e.maxPending {
+					continue
+				}
+				select { // too many sums held: wait for the header
+				case <-e.hdr:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+		if err := e.flush(); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-e.hdr:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := e.flush(); err != nil {
+		return err
+	}
+	e.w.WriteString(endLine + "\n")
+	e.bodyLen += int64(len(endLine)) + 1
+	return e.w.Flush()
+}
+
+// flush writes the skeleton's magic and header when not yet written, then
+// the lines of the pending segments (the header must be known).
+func (e *skelEncoder) flush() error {
+	if !e.headerOut {
+		e.w.WriteString(SkeletonMagic + "\n")
+		e.w.Write(e.res.Header)
+		e.headerOut = true
+	}
+	for _, j := range e.pending {
+		p := j.p
+		l := e.line[:0]
+		if j.seg.FirstChunk == 0 {
+			l = appendArrHead(l, p)
+			e.bodyLen += int64(len(l))
+		}
+		l = append(segLine(l, j.seg), '\n')
+		for k, cs := range j.sums {
+			ix := j.seg.FirstChunk + int64(k)
+			off, n := p.geo.chunk(ix)
+			l = chLine(l, ix, off, n, cs.sha, cs.crc)
+			l = append(l, "\nendch\n"...)
+			e.bodyLen += chunkBlockLen(ix, off, n)
+		}
+		if j.isLast {
+			l = append(l, endarrLine...)
+			e.bodyLen += int64(len(endarrLine))
+		}
+		if _, err := e.w.Write(l); err != nil {
+			return err
+		}
+		e.line = l
+	}
+	clear(e.pending)
+	e.pending, e.pendingChunks = e.pending[:0], 0
+	return nil
+}
+
+// bufFree is a bounded free list of segment buffers.
+type bufFree chan []byte
+
+// get returns a buffer of n bytes, reused when one large enough is free.
+func (f bufFree) get(n int64) []byte {
+	select {
+	case b := <-f:
+		if int64(cap(b)) >= n {
+			return b[:n]
+		}
+	default:
+	}
+	return make([]byte, n)
+}
+
+// put returns b (nil is ignored); it is dropped when the list is full.
+func (f bufFree) put(b []byte) {
+	if b == nil {
+		return
+	}
+	select {
+	case f <- b:
+	default:
+	}
+}
