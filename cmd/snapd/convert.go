@@ -45,7 +45,7 @@ func (f *wtxtFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.signKey, "sign-key", "", "OpenSSH Ed25519 private key to sign with (mode 0600)")
 	fl.StringVar(&f.hmacKey, "hmac-key", "", "HMAC key file (64 hex chars, mode 0600)")
 	fl.StringVar(&f.prevMerkle, "prev-merkle", "", "merkle_this of the previous generation (64 hex)")
-	fl.StringVar(&f.prev, "prev", "", "previous generation's WTXT (or WSUM) file; its merkle_this chains to this one")
+	fl.StringVar(&f.prev, "prev", "", "previous generation's WTXT, WSUM or skeleton file; its merkle_this chains to this one")
 	fl.IntVar(&f.rowsPerChunk, "rows-per-chunk", 0, "rows per chunk for row-blocked arrays (0 = profile default)")
 	fl.StringVar(&f.stream, "stream", "", "streaming mode: write root_pending and the WSUM finalization to this file")
 	fl.StringVar(&f.encryptTo, "encrypt-to", "", "age recipients file: wrap the output in age ASCII armor and write OUT.wseal")

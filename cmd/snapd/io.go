@@ -115,7 +115,12 @@ func prevMerkleFromFile(path string) ([32]byte, error) {
 		return zero, ioError{err}
 	}
 	defer f.Close()
-	h, err := wtxt.ReadHeader(f)
+	var r io.Reader = f
+	if bytes.HasPrefix(b, []byte(wtxt.SkeletonMagic+"\n")) {
+		// A skeleton: its header follows the first line.
+		r = io.NewSectionReader(f, int64(len(wtxt.SkeletonMagic)+1), 1<<62)
+	}
+	h, err := wtxt.ReadHeader(r)
 	if err != nil {
 		return zero, fmt.Errorf("--prev %s: %w", path, err)
 	}

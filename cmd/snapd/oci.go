@@ -88,21 +88,32 @@ type ociPushOptions struct {
 	prevSkel string
 	segSize  int64
 	json     bool
+	from     string
+	w        wtxtFlags // for a checkpoint input
 }
 
 func newOCIPushCommand(e *env) *cobra.Command {
 	var o ociPushOptions
 	cmd := &cobra.Command{
-		Use:   "push WTXT --oci-repository HOST[:PORT]/NAME",
-		Short: "Split a WTXT into skeleton + segment blobs and push the blobs and a gen-NNNNNN manifest",
-		Long: `push splits WTXT into its skeleton (every line but the base64 lines, plus
-one seg line per segment; see docs/FORMAT.md) and chunk-aligned segment
-blobs, asks the registry which blobs it has (HEAD), uploads only the
-missing ones in parallel, then the config blob and the manifest tagged
-gen-NNNNNN. The skeleton is written atomically (default WTXT.skel) only
-after the manifest is in the registry; commit it to Git. Every chunk's
-sha256 and crc32c are checked while splitting. "snapd assemble
+		Use:   "push IN --oci-repository HOST[:PORT]/NAME",
+		Short: "Push a WTXT or checkpoint as segment blobs and a gen-NNNNNN manifest; write its skeleton",
+		Long: `push splits the WTXT IN into its skeleton (every line but the base64 lines,
+plus one seg line per segment; see docs/FORMAT.md) and chunk-aligned
+segment blobs, asks the registry which blobs it has (HEAD), uploads only
+the missing ones in parallel, then the config blob and the manifest
+tagged gen-NNNNNN. The skeleton is written atomically (default IN.skel)
+only after the manifest is in the registry; commit it to Git. Every
+chunk's sha256 and crc32c are checked while splitting. "snapd assemble
 --oci-repository R SKELETON OUT" rebuilds the WTXT byte for byte.
+
+IN may also be a checkpoint in any format convert reads (or a checkpoint
+directory): it is then converted straight to the skeleton and segments,
+with the WTXT options convert takes (--gen, --ts, --sign-key, --hmac-key,
+--prev ...; --prev may name the previous skeleton), and no WTXT is
+written: the skeleton, blobs and manifest are the same bytes as
+"snapd convert IN X.wtxt" with those options followed by "snapd oci push
+X.wtxt", at about half the work (no base64, no WTXT written and read
+back).
 
 --prev-skeleton (the previous generation's skeleton from this repository,
 e.g. the one committed to Git) makes the push cost follow the change: a
@@ -111,12 +122,17 @@ segment of the previous skeleton, and whose blob the registry has (HEAD,
 with its size), is neither read nor decoded: its digest is reused. The
 other segments are checked and uploaded as without it; the skeleton and
 manifest are the same bytes.`,
+		Example: `  snapd oci push gen3.wtxt --oci-repository ghcr.io/acme/model --prev-skeleton gen2.wtxt.skel
+  snapd oci push model.safetensors --oci-repository ghcr.io/acme/model --skeleton gen3.wtxt.skel \
+      --gen 3 --prev gen2.wtxt.skel --prev-skeleton gen2.wtxt.skel --sign-key keys/sign_ed25519 --hmac-key keys/hmac.key`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runOCIPush(cmd.Context(), e, args[0], &o)
+			return runOCIPush(cmd.Context(), e, args[0], &o, wtxtFlagsSet(cmd))
 		},
 	}
 	addOCIFlags(cmd, &o.oci)
+	o.w.register(cmd)
+	cmd.Flags().StringVar(&o.from, "from", "", "checkpoint input format (default: detect)")
 	cmd.Flags().StringVar(&o.skeleton, "skeleton", "", "where to write the skeleton (default WTXT.skel)")
 	cmd.Flags().StringVar(&o.prevSkel, "prev-skeleton", "", "the previous generation's skeleton (this repository's): segments whose chunks it has and the registry holds are not read again")
 	cmd.Flags().Int64Var(&o.segSize, "segment-size", 0, "target segment blob size in bytes (0: automatic, 4 MiB doubled until the generation has fewer than 8192 segments, so the manifest stays small; the same for every generation of one model)")
@@ -124,9 +140,19 @@ manifest are the same bytes.`,
 	return cmd
 }
 
-func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error {
+func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions, wtxtSet []string) error {
 	if o.segSize < 0 {
 		return usageError{errors.New("--segment-size must be >= 0 (0: automatic)")}
+	}
+	isWTXT, err := hasWTXTMagic(in)
+	if err != nil {
+		return err
+	}
+	if o.from != "" {
+		wtxtSet = append(wtxtSet, "from")
+	}
+	if isWTXT && len(wtxtSet) > 0 {
+		return usageError{fmt.Errorf("%s is a WTXT: --%s applies to a checkpoint input only", in, wtxtSet[0])}
 	}
 	repo, err := o.oci.open(e)
 	if err != nil {
@@ -137,6 +163,9 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 		if prev, err = readPrevSkeleton(ctx, o.prevSkel); err != nil {
 			return err
 		}
+	}
+	if !isWTXT {
+		return pushCheckpoint(ctx, e, repo, in, o, prev)
 	}
 	f, err := os.OpenFile(in, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -167,6 +196,11 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 	if err := out.Commit(); err != nil {
 		return ioError{err}
 	}
+	return reportOCIPush(e, repo, res, skel, o)
+}
+
+// reportOCIPush prints what a push did (--json: one object, docs/JSON.md).
+func reportOCIPush(e *env, repo *oci.Repository, res *oci.PushResult, skel string, o *ociPushOptions) error {
 	if o.json {
 		return writeJSON(e.stdout, map[string]any{
 			"repository": repo.Name(), "tag": res.Tag, "manifest": res.Manifest.Digest.String(), "skeleton": skel, "segment_size": o.segSize,
@@ -178,6 +212,74 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions) error
 	fmt.Fprintf(e.stdout, "%s:%s %s\nsegments %d: uploaded %d (%d bytes), mounted %d (%d bytes), already present %d (%d bytes; %d known from --prev-skeleton, not read)\nskeleton %s\n",
 		repo.Name(), res.Tag, res.Manifest.Digest, res.Segments, res.Uploaded, res.UploadedBytes, res.Mounted, res.MountedBytes, res.Skipped, res.SkippedBytes, res.Reused, skel)
 	return nil
+}
+
+// pushCheckpoint converts the checkpoint in straight to a skeleton and
+// segments (oci.Repository.PushSnapshot: no WTXT written) and pushes them.
+func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string, o *ociPushOptions, prev oci.Previous) error {
+	if o.w.stream != "" || o.w.encryptTo != "" {
+		return usageError{errors.New("--stream and --encrypt-to do not apply to oci push (the skeleton layout holds plain, final WTXT)")}
+	}
+	meta, opts, err := o.w.options(e)
+	if err != nil {
+		return err
+	}
+	var src *openedSnapshot
+	if isDir(in) {
+		src, err = openDir(ctx, newRegistry(), in, o.from, e.logger)
+	} else {
+		src, err = openSnapshot(ctx, newRegistry(), in, o.from)
+	}
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	s := src.Snapshot
+	s.Meta = meta
+	if o.segSize == 0 {
+		o.segSize = oci.AutoSegmentSizeRaw(rawBytes(s))
+	}
+	skel := o.skeleton
+	if skel == "" {
+		skel = strings.TrimSuffix(in, "/") + ".wtxt.skel"
+	}
+	out, err := atomicfile.Create(skel, 0o644)
+	if err != nil {
+		return ioError{err}
+	}
+	defer out.Abort()
+	res, _, err := repo.PushSnapshot(ctx, s, opts, filepath.Base(strings.TrimSuffix(skel, ".skel")), out, o.segSize, prev)
+	if err != nil {
+		return registryErr(err)
+	}
+	if err := out.Commit(); err != nil {
+		return ioError{err}
+	}
+	return reportOCIPush(e, repo, res, skel, o)
+}
+
+// hasWTXTMagic reports whether the regular file path starts with a WTXT
+// first line (false for a directory).
+func hasWTXTMagic(path string) (bool, error) {
+	if isDir(path) {
+		return false, nil
+	}
+	b, err := readHead(path, len("WTXT 1\n"))
+	if err != nil {
+		return false, ioError{err}
+	}
+	return string(b) == "WTXT 1\n", nil
+}
+
+// wtxtFlagsSet lists the WTXT writer flags given on cmd's command line.
+func wtxtFlagsSet(cmd *cobra.Command) []string {
+	var set []string
+	for _, n := range []string{"schema", "gen", "ts", "build", "host", "cuda", "sign-key", "hmac-key", "prev-merkle", "prev", "rows-per-chunk", "stream", "encrypt-to"} {
+		if cmd.Flags().Changed(n) {
+			set = append(set, n)
+		}
+	}
+	return set
 }
 
 // maxPrevSkeleton bounds the previous skeleton read into memory (a 70B

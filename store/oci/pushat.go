@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // Previous is what a push knows of the previous generation: its segments
@@ -44,6 +45,45 @@ func (r *Repository) PushWTXTAt(ctx context.Context, in io.ReaderAt, size int64,
 
 // UploadSegmentsAt is PushWTXTAt without the manifest (see UploadSegments).
 func (r *Repository) UploadSegmentsAt(ctx context.Context, in io.ReaderAt, size int64, name string, skel io.Writer, segSize int64, prev Previous) (Generation, PushStats, Previous, error) {
+	return r.uploadKnown(ctx, name, skel, segSize, prev, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, opts wtxt.SplitOptions) ([]wtxt.Segment, []wtxt.SegmentKey, error) {
+		return wtxt.SplitIndexed(ctx, in, size, skel, sink, known, opts)
+	})
+}
+
+// PushSnapshot is PushWTXTAt for a snapshot not yet written as WTXT: the
+// skeleton and the segments come straight from its arrays
+// (wtxt.EncodeSkeleton, with opts as wtxt.Encode takes them), so no
+// WTXT text is produced, written or decoded. The skeleton, the blobs and
+// the manifest are byte-identical to PushWTXTAt's for the WTXT
+// wtxt.Encode(s, opts) writes. Segments prev knows (and the registry
+// holds) are not read or hashed again. The WTXT's Result (root values,
+// array hashes) comes back beside the push's.
+func (r *Repository) PushSnapshot(ctx context.Context, s *snapshot.Snapshot, opts wtxt.EncodeOptions, name string, skel io.Writer, segSize int64, prev Previous) (*PushResult, *wtxt.Result, error) {
+	var enc *wtxt.Result
+	gen, st, keys, err := r.uploadKnown(ctx, name, skel, segSize, prev, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, sopts wtxt.SplitOptions) (segs []wtxt.Segment, keys []wtxt.SegmentKey, err error) {
+		enc, segs, keys, err = wtxt.EncodeSkeleton(ctx, skel, s, opts, sopts, known, sink)
+		return segs, keys, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := r.finishPush(ctx, gen, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	res.Keys = keys
+	return res, enc, nil
+}
+
+// skeletonSplit writes a generation's skeleton to skel and hands every
+// segment known does not recognise to sink, in file order (SplitIndexed
+// or EncodeSkeleton).
+type skeletonSplit func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, opts wtxt.SplitOptions) ([]wtxt.Segment, []wtxt.SegmentKey, error)
+
+// uploadKnown runs split with prev's segments as the known ones (those
+// the registry confirms holding) and uploads the others the registry
+// lacks.
+func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Writer, segSize int64, prev Previous, split skeletonSplit) (Generation, PushStats, Previous, error) {
 	if segSize <= 0 {
 		segSize = wtxt.DefaultSegmentSize
 	}
@@ -61,7 +101,7 @@ func (r *Repository) UploadSegmentsAt(ctx context.Context, in io.ReaderAt, size 
 	}
 	head := &headCapture{max: 64 << 10}
 	u := r.newUploader(ctx)
-	segs, keys, serr := wtxt.SplitIndexed(u.gctx, in, size, io.MultiWriter(skel, head), u.sink, known, wtxt.SplitOptions{SegmentSize: segSize, File: name})
+	segs, keys, serr := split(u.gctx, io.MultiWriter(skel, head), u.sink, known, wtxt.SplitOptions{SegmentSize: segSize, File: name})
 	st, err := u.wait(ctx, serr)
 	if err != nil {
 		return Generation{}, st, nil, err
