@@ -186,6 +186,24 @@
 // pieces *.seg/p* -text -diff -delta (binary, and no delta search when
 // git packs them: it finds nothing in float bytes and costs CPU).
 //
+// A bare server reads no committed attributes, so the pack itself says
+// it too: when a Commit writes a pack (packw.go), segment blobs go in as
+// literal deltas, OFS_DELTA entries against the root .gitattributes blob
+// (written first in the pack; every generation's tree has it) whose
+// instructions only insert the blob's own bytes, 127 at a time (0.8%
+// larger). git reuses a delta it finds stored, so pack-objects on a
+// server that serves a clone, or repacks without -f, skips its delta
+// search over them, and the cloning index-pack hashes them in its
+// threaded phase. A thin push cannot keep them (the base is on the
+// remote, not in the packing list; git then sends them whole), so this
+// holds for pieces first written by a generation that reached the remote
+// as a whole pack, the first one above all. Reading them costs go-git a
+// second pass and more SHA-1 per delta; GitTreeFS reads blob contents
+// through one `git cat-file --batch` child instead (WriteWTXT, snapd
+// checkout, verify-repo), which applies deltas in C and does not hash
+// (the chunk hashes are checked anyway), and falls back to go-git when
+// git cannot run.
+//
 // A segment larger than Config.SegmentPiece (default 16 KiB) is stored as
 // a directory <hex64>.seg/ of raw pieces p000000, p000001, ... of
 // SegmentPiece bytes each (the last one shorter); concatenated in name

@@ -28,6 +28,11 @@
 # push): on a shared machine the wall times mostly measure the load.
 # Work dir: $BENCH_DIR (default a temp dir, removed at the end).
 # SEGMENT_SIZE sets --segment-size (default snapd's 4 MiB).
+# DIRECT=1 (the default) pushes the safetensors checkpoint itself:
+# `snapd oci push CHECKPOINT` converts it straight to the skeleton and
+# segments (no WTXT written; the conv column is then 0 and push is the
+# whole of snapd's work). DIRECT=0 measures `snapd convert` to a WTXT,
+# then `snapd oci push WTXT` (same skeleton, blobs and manifest).
 # INCREMENTAL=0 measures the push without --prev-skeleton (A/B): every
 # segment read, decoded and hashed again; by default `oci push` gets the
 # skeleton Git holds (the previous generation's) as --prev-skeleton and
@@ -36,6 +41,7 @@ set -euo pipefail
 SIZE=${1:-${SNAPD_BENCH_SIZE:-1073741824}}; GENS=${2:-10}; PATTERN=${3:-clustered}; CHANGE=${4:-1}
 SEG=${SEGMENT_SIZE:-4194304}
 INC=${INCREMENTAL:-1}
+DIRECT=${DIRECT:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/bench-oci.XXXXXX")
 REG=
@@ -57,7 +63,7 @@ c() { local k=$1; shift; /usr/bin/time -f '%U %S' -a -o "$W/cpu.$k" "$@"; }
 regcpu() { awk '{printf "%.2f", ($14+$15)/100}' "/proc/$REG/stat"; }   # the registry's own CPU so far (s)
 cpu() { awk '{s += $1 + $2} END {printf "%.2f", s}' "$W/cpu.$1" 2>/dev/null || echo 0; rm -f "$W/cpu.$1"; }
 
-echo "bench-oci: size=$SIZE gens=$GENS pattern=$PATTERN change=$CHANGE% segment=$SEG incremental=$INC on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg); git $(git --version | cut -d' ' -f3), $(git lfs version | cut -d' ' -f1), $(docker-registry --version 2>/dev/null | awk '{print $NF}' || true)"
+echo "bench-oci: size=$SIZE gens=$GENS pattern=$PATTERN change=$CHANGE% segment=$SEG incremental=$INC direct=$DIRECT on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg); git $(git --version | cut -d' ' -f3), $(git lfs version | cut -d' ' -f1), $(docker-registry --version 2>/dev/null | awk '{print $NF}' || true)"
 
 # --- registry -----------------------------------------------------------------
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -106,25 +112,33 @@ for g in $(seq 1 "$GENS"); do
   # snapd: convert, push the blobs, commit + push the skeleton.
   t0=$(now)
   prevarg=(); skelarg=()
+  sk="$W/snapd/snapshots/current.wtxt.skel"
   if [ -n "$prev" ]; then
     prevarg=(--prev "$prev")
     if [ "$INC" = 1 ]; then
-      cp "$W/snapd/snapshots/current.wtxt.skel" "$W/prev.skel"; skelarg=(--prev-skeleton "$W/prev.skel")
+      cp "$sk" "$W/prev.skel"; skelarg=(--prev-skeleton "$W/prev.skel")
     fi
   fi
-  c conv "$W/bin/snapd" convert "$src" "$W/gen-$G.wtxt" --gen "$g" --ts "2026-11-24T06:00:$(printf %02d $((g % 60)))Z" --build bench \
-    --sign-key "$W/keys/sign_ed25519" --hmac-key "$W/keys/hmac.key" "${prevarg[@]}" >/dev/null
-  t1=$(now)
-  c push "$W/bin/snapd" oci push "$W/gen-$G.wtxt" --oci-repository "$REPO" --segment-size "$SEG" \
-    --skeleton "$W/snapd/snapshots/current.wtxt.skel" "${skelarg[@]}" --json >"$W/push.json"
-  # (head first: sed -n 2p alone reads the whole 1.4x-raw WTXT, ~1.8 s of
-  # the push column at 1 GiB that is the bench's, not snapd's)
-  hdr=$(head -n 4 "$W/gen-$G.wtxt"); meta=$(sed -n 2p <<<"$hdr"); root=$(sed -n 4p <<<"$hdr")
+  wopts=(--gen "$g" --ts "2026-11-24T06:00:$(printf %02d $((g % 60)))Z" --build bench --sign-key "$W/keys/sign_ed25519" --hmac-key "$W/keys/hmac.key" "${prevarg[@]}")
+  if [ "$DIRECT" = 1 ]; then
+    t1=$t0
+    c push "$W/bin/snapd" oci push "$src" --oci-repository "$REPO" --segment-size "$SEG" \
+      --skeleton "$sk" "${wopts[@]}" "${skelarg[@]}" --json >"$W/push.json"
+    # The skeleton's header: line 1 is its magic, then the WTXT's header.
+    hdr=$(head -n 5 "$sk"); meta=$(sed -n 3p <<<"$hdr"); root=$(sed -n 5p <<<"$hdr")
+  else
+    c conv "$W/bin/snapd" convert "$src" "$W/gen-$G.wtxt" "${wopts[@]}" >/dev/null
+    t1=$(now)
+    c push "$W/bin/snapd" oci push "$W/gen-$G.wtxt" --oci-repository "$REPO" --segment-size "$SEG" \
+      --skeleton "$sk" "${skelarg[@]}" --json >"$W/push.json"
+    # (head first: sed -n 2p alone reads the whole 1.4x-raw WTXT, ~1.8 s of
+    # the push column at 1 GiB that is the bench's, not snapd's)
+    hdr=$(head -n 4 "$W/gen-$G.wtxt"); meta=$(sed -n 2p <<<"$hdr"); root=$(sed -n 4p <<<"$hdr")
+  fi
   ts=$(field ts "$meta"); build=$(field build "$meta")
   sa=$(field sha256_all "$root"); mp=$(field merkle_prev "$root"); mt=$(field merkle_this "$root")
   # wtxt_bytes/wtxt_sha256 are optional in generation.txt (the daemon has them from
   # encoding for free); hashing the 1.4x-raw WTXT again here would be bench overhead.
-  sk="$W/snapd/snapshots/current.wtxt.skel"
   printf 'gen=%s\nts=%s\nbuild=%s\nsha256_all=%s\nmerkle_prev=%s\nmerkle_this=%s\nlayout=skeleton\nskel_bytes=%s\nskel_sha256=%s\n' \
     "$G" "$ts" "$build" "$sa" "$mp" "$mt" "$(stat -c %s "$sk")" "$(sha256sum "$sk" | cut -d' ' -f1)" >"$W/snapd/snapshots/generation.txt"
   printf 'snapd: generation %s\n\nSnapd-Gen: %s\nSnapd-Ts: %s\nSnapd-Build: %s\nSnapd-Sha256-All: %s\nSnapd-Merkle-Prev: %s\nSnapd-Merkle-This: %s\nSnapd-Layout: skeleton\n' \
@@ -146,8 +160,12 @@ for g in $(seq 1 "$GENS"); do
   mv "$W/segs.new" "$W/segs.old"
   up=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["uploaded_bytes"])' "$W/push.json")
   gitg=$(( $(du_b "$W/snapd-remote.git") - git_before )); regg=$(( $(du_b "$W/registry") - reg_before ))
-  [ -n "$prev" ] && rm -f "$prev"
-  prev="$W/gen-$G.wtxt"
+  if [ "$DIRECT" = 1 ]; then
+    prev="$W/chain.skel"; cp "$sk" "$prev"   # --prev: the skeleton's merkle_this
+  else
+    [ -n "$prev" ] && rm -f "$prev"
+    prev="$W/gen-$G.wtxt"
+  fi
   # git-lfs: the same generation as safetensors.
   lfs_before=$(du_b "$W/lfs-remote.git")
   t3=$(now)
@@ -175,7 +193,7 @@ for g in $(seq 1 "$GENS"); do
 done
 echo "gens 2..$GENS wall: snapd end-to-end $sum_e2e s (push only, after convert: $sum_push s), git-lfs $sum_lfs s; ratios e2e/lfs $(awk -v a="$sum_e2e" -v b="$sum_lfs" 'BEGIN{printf "%.2f", a/b}'), push/lfs $(awk -v a="$sum_push" -v b="$sum_lfs" 'BEGIN{printf "%.2f", a/b}')"
 echo "gens 2..$GENS CPU (user+sys): snapd end-to-end $sum_ec s (push only: $sum_pc s), git-lfs $sum_lc s; ratios e2e/lfs $(awk -v a="$sum_ec" -v b="$sum_lc" 'BEGIN{printf "%.2f", a/b}'), push/lfs $(awk -v a="$sum_pc" -v b="$sum_lc" 'BEGIN{printf "%.2f", a/b}')"
-echo "totals: snapd Git remote $(mib "$(du_b "$W/snapd-remote.git")") MiB, registry $(mib "$(du_b "$W/registry")") MiB; git-lfs remote $(mib "$(du_b "$W/lfs-remote.git")") MiB; skeleton $(stat -c %s "$W/snapd/snapshots/current.wtxt.skel") B, last WTXT $(stat -c %s "$prev") B"
+echo "totals: snapd Git remote $(mib "$(du_b "$W/snapd-remote.git")") MiB, registry $(mib "$(du_b "$W/registry")") MiB; git-lfs remote $(mib "$(du_b "$W/lfs-remote.git")") MiB; skeleton $(stat -c %s "$W/snapd/snapshots/current.wtxt.skel") B$([ "$DIRECT" = 1 ] || echo ", last WTXT $(stat -c %s "$prev") B")"
 # --- verify-only CI over the whole history, from the registry ---------------
 if [ "${VERIFY:-1}" = 1 ]; then
   for mode in full sample; do
