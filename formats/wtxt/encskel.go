@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"hash"
 	"io"
-	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -78,7 +76,6 @@ func EncodeSkeleton(ctx context.Context, skel io.Writer, s *snapshot.Snapshot, o
 		w: bufio.NewWriterSize(skel, 64<<10), maxPending: maxSums,
 		hdr: make(chan struct{}), free: make(bufFree, 4*workers),
 	}
-	e.speculate.Store(true)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return e.hashHeader(gctx, s, opts, ext) })
 	g.Go(func() error { return e.segments(gctx) })
@@ -107,11 +104,6 @@ type skelEncoder struct {
 	res *Result
 
 	free bufFree
-	// speculate: the last segment known was asked about was not
-	// recognized, so the next one is hashed as its chunks are read (while
-	// they are in cache) rather than after known answers.
-	speculate atomic.Bool
-
 	// Owned by the emitter (segments).
 	segs          []Segment
 	keys          []SegmentKey
@@ -265,10 +257,6 @@ func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []In
 	j.buf = e.free.get(seg.Size)
 	j.sums = make([]chunkSum, seg.Chunks)
 	ic = ic[:0]
-	var sh hash.Hash
-	if e.speculate.Load() {
-		sh = sha256.New()
-	}
 	var base int64
 	for k := range seg.Chunks {
 		if j.err = ctx.Err(); j.err != nil {
@@ -283,9 +271,6 @@ func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []In
 			return ic
 		}
 		j.sums[k] = cs
-		if sh != nil {
-			sh.Write(b[base : base+n])
-		}
 		ic = append(ic, IndexChunk{IX: ix, Off: off, Len: n, SHA256: cs.sha, CRC32C: cs.crc})
 		base += n
 	}
@@ -302,7 +287,6 @@ func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []In
 	if e.known != nil {
 		j.seg.Digest, j.hit = e.known(j.key)
 	}
-	e.speculate.Store(!j.hit)
 	asked = true
 	close(j.asked)
 	if j.hit {
@@ -310,11 +294,7 @@ func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []In
 		j.buf = nil
 		return ic
 	}
-	if sh != nil {
-		sh.Sum(j.seg.Digest[:0])
-	} else {
-		j.seg.Digest = sha256.Sum256(j.buf)
-	}
+	j.seg.Digest = sha256.Sum256(j.buf)
 	return ic
 }
 
