@@ -419,3 +419,32 @@ func (f bufFree) put(b []byte) {
 	default:
 	}
 }
+
+// EncodedSize returns the length of the WTXT Encode(ctx, w, s, opts) would
+// write (Result.Written), from the snapshot's structure alone: no array is
+// read. A caller that sizes segments by the WTXT's size (as the OCI push
+// does for a WTXT file) can so pick the same segment size for
+// EncodeSkeleton. It fails as Encode fails on a bad snapshot.
+func EncodedSize(s *snapshot.Snapshot, opts EncodeOptions) (int64, error) {
+	plans, ext, _, err := prepare(s, opts)
+	if err != nil {
+		return 0, err
+	}
+	// Every value in the header and the arr lines has a fixed width, so
+	// the lengths with zero hashes are the lengths.
+	res, head := newResult(s, opts, plans, ext)
+	var n int64
+	if opts.Stream {
+		n = int64(len(pendingHeader(head)))
+	} else {
+		n = int64(len(rootHeader(head, res, opts.SignKey)))
+	}
+	for _, p := range plans {
+		n += headLen(p) + int64(len(endarrLine))
+		for ix := range p.geo.numChunks() {
+			off, l := p.geo.chunk(ix)
+			n += chunkBlockLen(ix, off, l)
+		}
+	}
+	return n + int64(len(endLine)) + 1, nil
+}
