@@ -22,13 +22,17 @@ import (
 // read from the snapshot's arrays, hashed (its digest), and handed to sink
 // (when not nil) in file order, as SplitIndexed does. No base64 is produced.
 //
-// The WTXT text itself is never produced; Result.Written is the length it
-// would have. known is called once per segment, in file order, from one
-// goroutine at a time (not necessarily the caller's), and may block; sink
-// is called from one goroutine, in file order, and may block (that is
-// back-pressure: the workers stop a few segments ahead). A chunk longer
-// than sopts.MaxSegment is refused (CheckGeometry) before anything is
-// read, where SplitIndexed would refuse it when it reached it.
+// "Again" because every chunk is read once for its ch line (sha256,
+// crc32c) and segment key, as the profile requires; a known segment's
+// bytes are then dropped unhashed. The WTXT text itself is never
+// produced; Result.Written is the length it would have (see EncodedSize).
+// known is called once per segment, in file order, from one goroutine at
+// a time (not necessarily the caller's), and may block; sink is called
+// from one goroutine, in file order, with a context canceled when ctx is
+// or the call fails, and may block (that is back-pressure: the workers
+// stop a few segments ahead). A chunk longer than sopts.MaxSegment is
+// refused (CheckGeometry) before anything is read, where SplitIndexed
+// would refuse it when it reached it.
 //
 // The work is the four SHA-256 passes of Encode (array sha256 with fastxor,
 // array HMAC, each chunk's sha256 with its crc32c, sha256_all) plus one
