@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"hash"
 	"io"
-	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -24,13 +22,17 @@ import (
 // read from the snapshot's arrays, hashed (its digest), and handed to sink
 // (when not nil) in file order, as SplitIndexed does. No base64 is produced.
 //
-// The WTXT text itself is never produced; Result.Written is the length it
-// would have. known is called once per segment, in file order, from one
-// goroutine at a time (not necessarily the caller's), and may block; sink
-// is called from one goroutine, in file order, and may block (that is
-// back-pressure: the workers stop a few segments ahead). A chunk longer
-// than sopts.MaxSegment is refused (CheckGeometry) before anything is
-// read, where SplitIndexed would refuse it when it reached it.
+// "Again" because every chunk is read once for its ch line (sha256,
+// crc32c) and segment key, as the profile requires; a known segment's
+// bytes are then dropped unhashed. The WTXT text itself is never
+// produced; Result.Written is the length it would have (see EncodedSize).
+// known is called once per segment, in file order, from one goroutine at
+// a time (not necessarily the caller's), and may block; sink is called
+// from one goroutine, in file order, with a context canceled when ctx is
+// or the call fails, and may block (that is back-pressure: the workers
+// stop a few segments ahead). A chunk longer than sopts.MaxSegment is
+// refused (CheckGeometry) before anything is read, where SplitIndexed
+// would refuse it when it reached it.
 //
 // The work is the four SHA-256 passes of Encode (array sha256 with fastxor,
 // array HMAC, each chunk's sha256 with its crc32c, sha256_all) plus one
@@ -78,7 +80,6 @@ func EncodeSkeleton(ctx context.Context, skel io.Writer, s *snapshot.Snapshot, o
 		w: bufio.NewWriterSize(skel, 64<<10), maxPending: maxSums,
 		hdr: make(chan struct{}), free: make(bufFree, 4*workers),
 	}
-	e.speculate.Store(true)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return e.hashHeader(gctx, s, opts, ext) })
 	g.Go(func() error { return e.segments(gctx) })
@@ -107,11 +108,6 @@ type skelEncoder struct {
 	res *Result
 
 	free bufFree
-	// speculate: the last segment known was asked about was not
-	// recognized, so the next one is hashed as its chunks are read (while
-	// they are in cache) rather than after known answers.
-	speculate atomic.Bool
-
 	// Owned by the emitter (segments).
 	segs          []Segment
 	keys          []SegmentKey
@@ -265,10 +261,6 @@ func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []In
 	j.buf = e.free.get(seg.Size)
 	j.sums = make([]chunkSum, seg.Chunks)
 	ic = ic[:0]
-	var sh hash.Hash
-	if e.speculate.Load() {
-		sh = sha256.New()
-	}
 	var base int64
 	for k := range seg.Chunks {
 		if j.err = ctx.Err(); j.err != nil {
@@ -283,9 +275,6 @@ func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []In
 			return ic
 		}
 		j.sums[k] = cs
-		if sh != nil {
-			sh.Write(b[base : base+n])
-		}
 		ic = append(ic, IndexChunk{IX: ix, Off: off, Len: n, SHA256: cs.sha, CRC32C: cs.crc})
 		base += n
 	}
@@ -302,7 +291,6 @@ func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []In
 	if e.known != nil {
 		j.seg.Digest, j.hit = e.known(j.key)
 	}
-	e.speculate.Store(!j.hit)
 	asked = true
 	close(j.asked)
 	if j.hit {
@@ -310,11 +298,7 @@ func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []In
 		j.buf = nil
 		return ic
 	}
-	if sh != nil {
-		sh.Sum(j.seg.Digest[:0])
-	} else {
-		j.seg.Digest = sha256.Sum256(j.buf)
-	}
+	j.seg.Digest = sha256.Sum256(j.buf)
 	return ic
 }
 
@@ -438,4 +422,33 @@ func (f bufFree) put(b []byte) {
 	case f <- b:
 	default:
 	}
+}
+
+// EncodedSize returns the length of the WTXT Encode(ctx, w, s, opts) would
+// write (Result.Written), from the snapshot's structure alone: no array is
+// read. A caller that sizes segments by the WTXT's size (as the OCI push
+// does for a WTXT file) can so pick the same segment size for
+// EncodeSkeleton. It fails as Encode fails on a bad snapshot.
+func EncodedSize(s *snapshot.Snapshot, opts EncodeOptions) (int64, error) {
+	plans, ext, _, err := prepare(s, opts)
+	if err != nil {
+		return 0, err
+	}
+	// Every value in the header and the arr lines has a fixed width, so
+	// the lengths with zero hashes are the lengths.
+	res, head := newResult(s, opts, plans, ext)
+	var n int64
+	if opts.Stream {
+		n = int64(len(pendingHeader(head)))
+	} else {
+		n = int64(len(rootHeader(head, res, opts.SignKey)))
+	}
+	for _, p := range plans {
+		n += headLen(p) + int64(len(endarrLine))
+		for ix := range p.geo.numChunks() {
+			off, l := p.geo.chunk(ix)
+			n += chunkBlockLen(ix, off, l)
+		}
+	}
+	return n + int64(len(endLine)) + 1, nil
 }

@@ -175,7 +175,10 @@ func TestEncodeSkeletonMatchesSplit(t *testing.T) {
 			}
 			for _, size := range sizes {
 				sopts := SplitOptions{SegmentSize: size}
-				wres, want, _ := refSkeleton(t, mk(), opts, sopts, nil)
+				wres, want, in := refSkeleton(t, mk(), opts, sopts, nil)
+				if n, err := EncodedSize(mk(), opts); err != nil || n != int64(len(in)) {
+					t.Fatalf("%s/%s: EncodedSize = %d, %v; Encode wrote %d bytes", sname, oname, n, err, len(in))
+				}
 				for _, workers := range []int{1, 4} {
 					o := opts
 					o.Workers = workers
@@ -345,6 +348,9 @@ func TestEncodeSkeletonRejects(t *testing.T) {
 		_, _, _, err := EncodeSkeleton(context.Background(), io.Discard, s, EncodeOptions{}, SplitOptions{}, nil, nil)
 		if err == nil || encErr == nil || err.Error() != encErr.Error() {
 			t.Errorf("%s: EncodeSkeleton %v, Encode %v", name, err, encErr)
+		}
+		if _, err := EncodedSize(s, EncodeOptions{}); err == nil || encErr == nil || err.Error() != encErr.Error() {
+			t.Errorf("%s: EncodedSize %v, Encode %v", name, err, encErr)
 		}
 	}
 	if _, _, _, err := EncodeSkeleton(context.Background(), io.Discard, good(), EncodeOptions{SignKey: testKey(1)[:10]}, SplitOptions{}, nil, nil); err == nil {
