@@ -237,7 +237,13 @@ func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string
 	s := src.Snapshot
 	s.Meta = meta
 	if o.segSize == 0 {
-		o.segSize = oci.AutoSegmentSizeRaw(rawBytes(s))
+		// The size of the WTXT convert would write: the same segments as
+		// "snapd oci push WTXT".
+		n, err := wtxt.EncodedSize(s, opts)
+		if err != nil {
+			return err
+		}
+		o.segSize = oci.AutoSegmentSize(n)
 	}
 	skel := o.skeleton
 	if skel == "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,10 +89,36 @@ func TestOCIPushCheckpoint(t *testing.T) {
 		if got, _ := os.ReadFile(asm); !bytes.Equal(got, want) {
 			t.Fatalf("gen %d: assembled WTXT differs from convert's", g)
 		}
+		if g == 1 {
+			b, _ := os.ReadFile(wt)
+			os.WriteFile(filepath.Join(d, "prev0.wtxt"), b, 0o644)
+		}
 		prevWTXT = filepath.Join(d, "prev.wtxt")
 		os.Rename(wt, prevWTXT)
 		prevSkel = filepath.Join(d, "prev.skel")
 		os.Rename(direct, prevSkel)
+	}
+	// The automatic segment size is the same both ways (from the WTXT's
+	// size, which a checkpoint push computes without writing it).
+	auto := func(in string, extra ...string) string {
+		t.Helper()
+		args := append([]string{"oci", "push", in, "--oci-repository", reg.Host + "/c/model", "--skeleton", filepath.Join(d, "auto.skel"), "--json"}, extra...)
+		code, out, errs := snapd(t, env, args...)
+		if code != 0 {
+			t.Fatalf("auto: exit %d\n%s%s", code, out, errs)
+		}
+		var r struct {
+			SegmentSize int64 `json:"segment_size"`
+			Manifest    string
+		}
+		json.Unmarshal([]byte(out), &r)
+		return fmt.Sprint(r.SegmentSize, r.Manifest)
+	}
+	ck := filepath.Join(d, "model.safetensors")
+	wantAuto := auto(prevWTXT)
+	if got := auto(ck, "--gen", "2", "--ts", "2026-11-24T06:00:00Z", "--build", "t", "--rows-per-chunk", "64", "--sign-key", filepath.Join(k, "sign_ed25519"),
+		"--hmac-key", filepath.Join(k, "hmac.key"), "--prev", filepath.Join(d, "prev0.wtxt")); got != wantAuto {
+		t.Fatalf("automatic segment size: checkpoint %s, WTXT %s", got, wantAuto)
 	}
 	if code, _, errs := snapd(t, env, "oci", "push", prevWTXT, "--oci-repository", reg.Host+"/a/model", "--gen", "3"); code != 2 || !strings.Contains(errs, "--gen applies to a checkpoint input only") {
 		t.Fatalf("--gen with a WTXT: exit %d %s", code, errs)

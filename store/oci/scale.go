@@ -18,20 +18,12 @@ const AutoMaxSegments = 8192
 // generation of one model gets the same segment boundaries (and the
 // registry's deduplication keeps working).
 func AutoSegmentSize(wtxtBytes int64) int64 {
-	if wtxtBytes <= 0 {
-		return wtxt.DefaultSegmentSize
-	}
-	return AutoSegmentSizeRaw(wtxtBytes / 78 * 57)
-}
-
-// AutoSegmentSizeRaw is AutoSegmentSize for a snapshot of raw bytes of
-// tensors (a checkpoint pushed without a WTXT). Near a doubling threshold
-// it can pick a size one step below AutoSegmentSize's for the same
-// model, whose estimate of the raw bytes is slightly high; either is
-// stable from generation to generation.
-func AutoSegmentSizeRaw(raw int64) int64 {
 	seg := int64(wtxt.DefaultSegmentSize)
-	for raw > 0 && raw/seg >= AutoMaxSegments && seg < wtxt.DefaultMaxSegment {
+	if wtxtBytes <= 0 {
+		return seg
+	}
+	raw := wtxtBytes / 78 * 57
+	for raw/seg >= AutoMaxSegments && seg < wtxt.DefaultMaxSegment {
 		seg *= 2
 	}
 	return seg
