@@ -141,7 +141,8 @@ func (c *catFile) request(h plumbing.Hash) (int64, error) {
 	return size, nil
 }
 
-// Close ends the child (stdin closed, then waited for).
+// Close ends the child: stdin closed, then killed (it may be blocked
+// writing a blob nobody reads) and waited for.
 func (c *catFile) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -149,7 +150,9 @@ func (c *catFile) Close() error {
 	if c.err == nil {
 		c.err = errors.New("git cat-file: closed")
 	}
-	return c.cmd.Wait()
+	c.cmd.Process.Kill()
+	c.cmd.Wait() // "signal: killed" or git's own exit: nothing to report
+	return nil
 }
 
 // catBlob reads one blob's bytes from the child: left bytes, then the

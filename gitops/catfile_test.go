@@ -78,4 +78,15 @@ func TestCatFile(t *testing.T) {
 	if _, _, _, err := cf.open(ids["small"]); err == nil {
 		t.Fatal("open after Close succeeded")
 	}
+
+	// Closing while a big blob is unread (git blocked writing it) ends
+	// the child instead of waiting for it.
+	cf2, err := startCatFile(context.Background(), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := cf2.open(ids["big"]); err != nil {
+		t.Fatal(err)
+	}
+	cf2.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -267,14 +268,24 @@ func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string
 // hasWTXTMagic reports whether the regular file path starts with a WTXT
 // first line (false for a directory).
 func hasWTXTMagic(path string) (bool, error) {
-	if isDir(path) {
-		return false, nil
-	}
-	b, err := readHead(path, len("WTXT 1\n"))
+	fi, err := os.Stat(path)
 	if err != nil {
 		return false, ioError{err}
 	}
-	return string(b) == "WTXT 1\n", nil
+	if fi.IsDir() {
+		return false, nil
+	}
+	if !fi.Mode().IsRegular() {
+		return false, ioError{fmt.Errorf("%s: not a regular file", path)}
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false, ioError{err}
+	}
+	defer f.Close()
+	b := make([]byte, len("WTXT 1\n"))
+	n, _ := io.ReadFull(f, b)
+	return string(b[:n]) == "WTXT 1\n", nil
 }
 
 // wtxtFlagsSet lists the WTXT writer flags given on cmd's command line.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/snapd-ml/snapd/internal/registrytest"
@@ -119,6 +120,14 @@ func TestOCIPushCheckpoint(t *testing.T) {
 	if got := auto(ck, "--gen", "2", "--ts", "2026-11-24T06:00:00Z", "--build", "t", "--rows-per-chunk", "64", "--sign-key", filepath.Join(k, "sign_ed25519"),
 		"--hmac-key", filepath.Join(k, "hmac.key"), "--prev", filepath.Join(d, "prev0.wtxt")); got != wantAuto {
 		t.Fatalf("automatic segment size: checkpoint %s, WTXT %s", got, wantAuto)
+	}
+	// A FIFO is refused without being opened (an open would block).
+	fifo := filepath.Join(d, "model.fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := snapd(t, env, "oci", "push", fifo, "--oci-repository", reg.Host+"/a/model"); code != 2 || !strings.Contains(errs, "not a regular file") {
+		t.Fatalf("FIFO input: exit %d %s", code, errs)
 	}
 	if code, _, errs := snapd(t, env, "oci", "push", prevWTXT, "--oci-repository", reg.Host+"/a/model", "--gen", "3"); code != 2 || !strings.Contains(errs, "--gen applies to a checkpoint input only") {
 		t.Fatalf("--gen with a WTXT: exit %d %s", code, errs)
