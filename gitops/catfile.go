@@ -39,6 +39,9 @@ type catFile struct {
 	out  *bufio.Reader
 	busy bool
 	err  error // sticky: the child is unusable
+	// served and refused count blobs answered and opens refused as busy
+	// (tests check that a read went through git).
+	served, refused int
 }
 
 // maxCatHeader bounds cat-file's header line ("<hex> blob <size>").
@@ -87,6 +90,7 @@ func (c *catFile) open(h plumbing.Hash) (rc io.ReadCloser, size int64, busy bool
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.busy {
+		c.refused++
 		return nil, 0, true, nil
 	}
 	if c.err != nil {
@@ -99,6 +103,7 @@ func (c *catFile) open(h plumbing.Hash) (rc io.ReadCloser, size int64, busy bool
 		}
 		return nil, 0, false, err
 	}
+	c.served++
 	b := &catBlob{c: c, left: size}
 	if size > catBuffered {
 		c.busy = true
