@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
@@ -134,7 +135,7 @@ manifest are the same bytes.`,
 	addOCIFlags(cmd, &o.oci)
 	o.w.register(cmd)
 	cmd.Flags().StringVar(&o.from, "from", "", "checkpoint input format (default: detect)")
-	cmd.Flags().StringVar(&o.skeleton, "skeleton", "", "where to write the skeleton (default WTXT.skel)")
+	cmd.Flags().StringVar(&o.skeleton, "skeleton", "", "where to write the skeleton (default IN.skel for a WTXT, IN.wtxt.skel for a checkpoint)")
 	cmd.Flags().StringVar(&o.prevSkel, "prev-skeleton", "", "the previous generation's skeleton (this repository's): segments whose chunks it has and the registry holds are not read again")
 	cmd.Flags().Int64Var(&o.segSize, "segment-size", 0, "target segment blob size in bytes (0: automatic, 4 MiB doubled until the generation has fewer than 8192 segments, so the manifest stays small; the same for every generation of one model)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
@@ -288,14 +289,17 @@ func hasWTXTMagic(path string) (bool, error) {
 	return string(b[:n]) == "WTXT 1\n", nil
 }
 
-// wtxtFlagsSet lists the WTXT writer flags given on cmd's command line.
+// wtxtFlagsSet lists the WTXT writer flags (those wtxtFlags.register
+// defines) given on cmd's command line.
 func wtxtFlagsSet(cmd *cobra.Command) []string {
+	defs := &cobra.Command{}
+	new(wtxtFlags).register(defs)
 	var set []string
-	for _, n := range []string{"schema", "gen", "ts", "build", "host", "cuda", "sign-key", "hmac-key", "prev-merkle", "prev", "rows-per-chunk", "stream", "encrypt-to"} {
-		if cmd.Flags().Changed(n) {
-			set = append(set, n)
+	defs.Flags().VisitAll(func(f *pflag.Flag) {
+		if cmd.Flags().Changed(f.Name) {
+			set = append(set, f.Name)
 		}
-	}
+	})
 	return set
 }
 
