@@ -209,7 +209,7 @@ func (b *builder) looseObject(enc func(plumbing.EncodedObject) error) (plumbing.
 		data, err := io.ReadAll(rd)
 		rd.Close()
 		if err == nil {
-			_, err = b.pack.add(o.Type(), h, data, false)
+			_, err = b.pack.add(o.Type(), h, data, repr{})
 		}
 		if err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("gitops: write object: %w", err)

@@ -64,10 +64,12 @@ type packWriter struct {
 	heldBytes int64
 	pending   map[plumbing.Hash]bool
 
-	// base is the blob literal entries are deltas against (nil: none,
-	// everything undeltified); baseOff its offset once the pack starts.
+	// base is the default base of literal entries (nil: none); baseOff
+	// its offset once the pack starts. bases are the blobs added with
+	// asBase that are in the pack, by hash.
 	base    *heldObject
 	baseOff int64
+	bases   map[plumbing.Hash]baseEntry
 	delta   []byte // reused buffer for one literal delta
 
 	f       *os.File
@@ -79,10 +81,27 @@ type packWriter struct {
 }
 
 type heldObject struct {
-	t       plumbing.ObjectType
-	h       plumbing.Hash
-	data    []byte
+	t    plumbing.ObjectType
+	h    plumbing.Hash
+	data []byte
+	r    repr
+}
+
+// repr says how add stores an object once it goes into a pack.
+type repr struct {
+	// literal asks for a literal delta (blobs only) against base, a blob
+	// added with asBase earlier in this writer; when base is zero or was
+	// not written by this writer (the repository had it), against the
+	// pack's default base (setDeltaBase); with neither, whole.
 	literal bool
+	base    plumbing.Hash
+	// asBase writes the blob whole and lets later literal deltas name it.
+	asBase bool
+}
+
+// baseEntry is a blob of this pack that literal deltas may name.
+type baseEntry struct {
+	off, size int64
 }
 
 type packEntry struct {
@@ -94,7 +113,7 @@ type packEntry struct {
 }
 
 func newPackWriter(objects string) *packWriter {
-	return &packWriter{objects: objects, pending: map[plumbing.Hash]bool{}}
+	return &packWriter{objects: objects, pending: map[plumbing.Hash]bool{}, bases: map[plumbing.Hash]baseEntry{}}
 }
 
 // setDeltaBase makes the blob data (hash h) the base of the literal
@@ -109,16 +128,15 @@ func (p *packWriter) setDeltaBase(h plumbing.Hash, data []byte) {
 func (p *packWriter) has(h plumbing.Hash) bool { return p.pending[h] }
 
 // add stores an object of type t, hash h (the caller computed it), data;
-// false when h was added before. literal asks for a literal delta
-// against the delta base when the object goes into a pack (blobs only;
-// loose objects are always whole).
-func (p *packWriter) add(t plumbing.ObjectType, h plumbing.Hash, data []byte, literal bool) (bool, error) {
+// false when h was added before. r says how it goes into a pack (loose
+// objects are always whole).
+func (p *packWriter) add(t plumbing.ObjectType, h plumbing.Hash, data []byte, r repr) (bool, error) {
 	if p.pending[h] {
 		return false, nil
 	}
 	p.pending[h] = true
 	if p.f == nil && len(p.held) < packMinObjects && p.heldBytes+int64(len(data)) <= packMaxHeld {
-		p.held = append(p.held, heldObject{t, h, bytes.Clone(data), literal})
+		p.held = append(p.held, heldObject{t, h, bytes.Clone(data), r})
 		p.heldBytes += int64(len(data))
 		return true, nil
 	}
@@ -136,14 +154,22 @@ func (p *packWriter) add(t plumbing.ObjectType, h plumbing.Hash, data []byte, li
 		}
 		p.held, p.heldBytes = nil, 0
 	}
-	return true, p.put(heldObject{t, h, data, literal})
+	return true, p.put(heldObject{t, h, data, r})
 }
 
 // put appends o as a literal delta when asked for and possible, else
 // whole.
 func (p *packWriter) put(o heldObject) error {
-	if o.literal && o.t == plumbing.BlobObject && p.base != nil {
-		return p.literalEntry(o.h, o.data)
+	if o.r.literal && o.t == plumbing.BlobObject {
+		if b, ok := p.bases[o.r.base]; ok && !o.r.base.IsZero() {
+			return p.literalEntry(o.h, o.data, b)
+		}
+		if p.base != nil {
+			return p.literalEntry(o.h, o.data, baseEntry{p.baseOff, int64(len(p.base.data))})
+		}
+	}
+	if o.r.asBase && o.t == plumbing.BlobObject {
+		p.bases[o.h] = baseEntry{p.off, int64(len(o.data))}
 	}
 	return p.entry(o.t, o.h, o.data)
 }
@@ -221,9 +247,9 @@ func (p *packWriter) write(t plumbing.ObjectType, h plumbing.Hash, data, hdr, z 
 }
 
 // literalEntry appends blob data (hash h) as an OFS_DELTA against the
-// delta base whose instructions insert data, at most 127 bytes each.
-func (p *packWriter) literalEntry(h plumbing.Hash, data []byte) error {
-	d := binary.AppendUvarint(p.delta[:0], uint64(len(p.base.data)))
+// blob at base whose instructions insert data, at most 127 bytes each.
+func (p *packWriter) literalEntry(h plumbing.Hash, data []byte, base baseEntry) error {
+	d := binary.AppendUvarint(p.delta[:0], uint64(base.size))
 	d = binary.AppendUvarint(d, uint64(len(data)))
 	for rest := data; len(rest) > 0; {
 		n := min(len(rest), 0x7f)
@@ -234,7 +260,7 @@ func (p *packWriter) literalEntry(h plumbing.Hash, data []byte) error {
 	hdr := typeSizeHeader(nil, plumbing.OFSDeltaObject, uint64(len(d)))
 	// The base's distance back from this entry, big-endian base 128 with
 	// an implicit +1 on every continuation byte (git's offset encoding).
-	rel := uint64(p.off - p.baseOff)
+	rel := uint64(p.off - base.off)
 	var ofs [10]byte
 	i := len(ofs) - 1
 	ofs[i] = byte(rel & 0x7f)

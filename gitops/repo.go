@@ -829,32 +829,41 @@ func (b *builder) encode(enc func(plumbing.EncodedObject) error) (plumbing.Hash,
 }
 
 // blob stores data as a blob unless the repository already has it.
-func (b *builder) blob(data []byte) (plumbing.Hash, error) { return b.blobAs(data, false) }
+func (b *builder) blob(data []byte) (plumbing.Hash, error) { return b.blobAs(data, repr{}) }
 
 // rawBlob is blob for segment bytes: in a pack they are stored as literal
-// deltas (packw.go), which keeps git's delta search off them.
-func (b *builder) rawBlob(data []byte) (plumbing.Hash, error) { return b.blobAs(data, true) }
+// deltas (packw.go) against base (zero: the pack's default base), which
+// keeps git's delta search off them.
+func (b *builder) rawBlob(data []byte, base plumbing.Hash) (plumbing.Hash, error) {
+	return b.blobAs(data, repr{literal: true, base: base})
+}
 
-func (b *builder) blobAs(data []byte, literal bool) (plumbing.Hash, error) {
+// blobAs is blob, stored in a pack as r says.
+func (b *builder) blobAs(data []byte, r repr) (plumbing.Hash, error) {
 	h := plumbing.ComputeHash(plumbing.BlobObject, data)
+	return h, b.blobHashed(h, data, r)
+}
+
+// blobHashed is blobAs for data whose blob ID h the caller computed.
+func (b *builder) blobHashed(h plumbing.Hash, data []byte, r repr) error {
 	if b.st.HasEncodedObject(h) == nil {
-		return h, nil
+		return nil
 	}
 	if b.objects != "" {
 		if b.pack != nil { // packw.go
-			added, err := b.pack.add(plumbing.BlobObject, h, data, literal)
+			added, err := b.pack.add(plumbing.BlobObject, h, data, r)
 			if err != nil {
-				return h, fmt.Errorf("gitops: write blob: %w", err)
+				return fmt.Errorf("gitops: write blob: %w", err)
 			}
 			if !added {
-				return h, nil
+				return nil
 			}
 		} else if err := writeLooseBytes(b.objects, plumbing.BlobObject, data, h); err != nil {
-			return h, fmt.Errorf("gitops: write blob: %w", err)
+			return fmt.Errorf("gitops: write blob: %w", err)
 		}
 		b.blobs++
 		b.bytes += int64(len(data))
-		return h, nil
+		return nil
 	}
 	o := b.st.NewEncodedObject()
 	o.SetType(plumbing.BlobObject)
@@ -867,14 +876,14 @@ func (b *builder) blobAs(data []byte, literal bool) (plumbing.Hash, error) {
 		}
 	}
 	if err != nil {
-		return h, fmt.Errorf("gitops: blob: %w", err)
+		return fmt.Errorf("gitops: blob: %w", err)
 	}
 	if _, err := b.st.SetEncodedObject(o); err != nil {
-		return h, fmt.Errorf("gitops: write blob: %w", err)
+		return fmt.Errorf("gitops: write blob: %w", err)
 	}
 	b.blobs++
 	b.bytes += int64(len(data))
-	return h, nil
+	return nil
 }
 
 // fileObject streams a file into the object store without holding it.

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -37,6 +38,10 @@ const (
 	DefaultSegmentPiece = 16 << 10
 	// segPieceFmt names the pieces of a segment stored as a tree.
 	segPieceFmt = "p%06d"
+	// segBaseFmt names the small blob beside each piece (pieceBase):
+	// the base of the piece's literal delta in a pack (packw.go).
+	// Readers ignore it.
+	segBaseFmt = "b%06d"
 	// segsPerPiece is the number of segments per skeleton piece.
 	segsPerPiece = 64
 	// maxSkeleton bounds the skeleton text Commit holds in memory (about
@@ -195,27 +200,69 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 
 // segment stores one segment's raw bytes: one blob when piece <= 0 or
 // the segment is at most piece bytes, else a tree of blobs of piece
-// bytes (the last one shorter) named p000000, p000001, ... in order
-// (mode Dir). Unchanged rows of a partly changed chunk are then pieces
-// the repository already has, so a change costs about its own bytes
-// rounded to pieces instead of whole segments.
+// bytes (the last one shorter) named p000000, p000001, ... in order,
+// each with its base blob b000000, b000001, ... (mode Dir). Unchanged
+// rows of a partly changed chunk are then pieces the repository already
+// has, so a change costs about its own bytes rounded to pieces instead
+// of whole segments.
+//
+// A piece's base blob (pieceBase: it names the piece, so it is new
+// exactly when the piece is, and it sits beside the piece in every
+// segment that holds it) is what the piece is a literal delta against in
+// a pack. git keeps a delta it finds stored when the base goes into the
+// same pack: a thin push of a later generation sends a new piece's base
+// with it, and a clone of any tree holding the piece gets the base too,
+// so neither the pushing git nor a server serving a clone runs its delta
+// search over the pieces. A blob segment has no directory to hold a
+// base: it is a literal delta against the pack's default base
+// (.gitattributes), kept only when that travels with it (a first push,
+// a full clone).
 func (b *builder) segment(data []byte, piece int64) (plumbing.Hash, filemode.FileMode, error) {
 	if piece <= 0 || int64(len(data)) <= piece {
-		h, err := b.rawBlob(data)
+		h, err := b.rawBlob(data, plumbing.ZeroHash)
 		return h, filemode.Regular, err
 	}
 	t := newTreeBuilder(nil)
 	for k, off := 0, int64(0); off < int64(len(data)); k++ {
 		end := min(off+piece, int64(len(data)))
-		h, err := b.rawBlob(data[off:end])
+		ph := plumbing.ComputeHash(plumbing.BlobObject, data[off:end])
+		bh, err := b.blobAs(pieceBase(ph), repr{asBase: true})
 		if err != nil {
 			return plumbing.ZeroHash, 0, err
 		}
-		t.set(fmt.Sprintf(segPieceFmt, k), filemode.Regular, h)
+		if err := b.blobHashed(ph, data[off:end], repr{literal: true, base: bh}); err != nil {
+			return plumbing.ZeroHash, 0, err
+		}
+		t.set(fmt.Sprintf(segPieceFmt, k), filemode.Regular, ph)
+		t.set(fmt.Sprintf(segBaseFmt, k), filemode.Regular, bh)
 		off = end
 	}
 	h, err := b.writeTree(t)
 	return h, filemode.Dir, err
+}
+
+// pieceBase is the content of the base blob of the piece whose blob ID
+// is h: "blob <hex40>\n".
+func pieceBase(h plumbing.Hash) []byte { return []byte("blob " + h.String() + "\n") }
+
+// PieceOfBase returns, for the path of a piece's base blob inside
+// DirWTXTSegs (seg/<hh>/<hex64>.seg/b000003), the path of its piece
+// (seg/<hh>/<hex64>.seg/p000003); ok is false for any other path.
+func PieceOfBase(name string) (piece string, ok bool) {
+	dir, file := path.Split(name)
+	var k int
+	if n, err := fmt.Sscanf(file, segBaseFmt, &k); n != 1 || err != nil || fmt.Sprintf(segBaseFmt, k) != file ||
+		!strings.HasPrefix(dir, skelSegDir+"/") || !strings.HasSuffix(dir, ".seg/") {
+		return "", false
+	}
+	return dir + fmt.Sprintf(segPieceFmt, k), true
+}
+
+// IsPieceBase reports whether h is the base blob the writer stores
+// beside the piece whose blob ID is piece: verify-repo accepts it without
+// reading it (its content follows from its ID).
+func IsPieceBase(h, piece plumbing.Hash) bool {
+	return h == plumbing.ComputeHash(plumbing.BlobObject, pieceBase(piece))
 }
 
 // storeSkeletonFile stores the WTXT at src as DirWTXTSegs in dir,

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/go-git/go-git/v5/plumbing"
 )
 
 // TestSegmentPieces: with Config.SegmentPiece a segment larger than the
@@ -55,11 +57,12 @@ func TestSegmentPieces(t *testing.T) {
 	}
 	pieced, withPieces := commitAll("pieces.git", func(int) int64 { return 3000 })
 	_, whole := commitAll("whole.git", func(int) int64 { return -1 })
-	// Every later generation stores one 3000-byte piece instead of the
-	// 8192-byte segment; the text (skeleton pieces, MANIFEST, summary) is
-	// the same.
+	// Every later generation stores one 3000-byte piece and its base blob
+	// instead of the 8192-byte segment; the text (skeleton pieces,
+	// MANIFEST, summary) is the same.
+	baseLen := int64(len(pieceBase(plumbing.ZeroHash)))
 	for g := 1; g < 3; g++ {
-		if d := whole[g].BytesWritten - withPieces[g].BytesWritten; d != 8192-3000 || withPieces[g].BlobsWritten != whole[g].BlobsWritten {
+		if d := whole[g].BytesWritten - withPieces[g].BytesWritten; d != 8192-3000-baseLen || withPieces[g].BlobsWritten != whole[g].BlobsWritten+1 {
 			t.Fatalf("gen %d: pieces wrote %d blobs, %d bytes; whole segments %d blobs, %d bytes", g+1,
 				withPieces[g].BlobsWritten, withPieces[g].BytesWritten, whole[g].BlobsWritten, whole[g].BytesWritten)
 		}
@@ -68,9 +71,11 @@ func TestSegmentPieces(t *testing.T) {
 	commitAll("mixed.git", func(g int) int64 { return map[int]int64{1: -1, 2: 3000, 3: -1}[g] })
 	commitAll("mixed2.git", func(g int) int64 { return map[int]int64{1: 3000, 2: -1, 3: 3000}[g] })
 
-	// The stored form: emb's 8192-byte segments are trees of p000000..2.
+	// The stored form: emb's 8192-byte segments are trees of p000000..2,
+	// each piece with its base blob b000000..2.
 	tree := gitCmd(t, pieced, "ls-tree", "-r", "-t", "gen-000003:snapshots/"+DirWTXTSegs+"/seg")
-	if n := strings.Count(tree, " tree "); n < 24 || !strings.Contains(tree, ".seg/p000002") || strings.Contains(tree, ".seg/p000003") {
+	if n := strings.Count(tree, " tree "); n < 24 || !strings.Contains(tree, ".seg/p000002") || strings.Contains(tree, ".seg/p000003") ||
+		strings.Count(tree, ".seg/b0000") != strings.Count(tree, ".seg/p0000") {
 		t.Fatalf("%d trees in seg/:\n%s", n, tree)
 	}
 

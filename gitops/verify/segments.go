@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
@@ -83,9 +84,14 @@ func (v *verifier) readSegments(x *gv, dir *object.Tree, se object.TreeEntry, w 
 }
 
 // unexpectedEntries lists the files of t (recursively, without reading
-// any blob) that are not in used, sorted.
+// any blob) that are not in used, sorted. A piece's base blob
+// (b000003 beside p000003, gitops.PieceOfBase) is expected when its
+// piece is in used and its ID is the one that piece's gives
+// (gitops.IsPieceBase).
 func unexpectedEntries(t *object.Tree, used map[string]bool) ([]string, error) {
 	var out []string
+	pieces := map[string]plumbing.Hash{} // used files by path
+	bases := map[string]plumbing.Hash{}  // base blobs by path
 	w := object.NewTreeWalker(t, true, nil)
 	defer w.Close()
 	for {
@@ -96,10 +102,21 @@ func unexpectedEntries(t *object.Tree, used map[string]bool) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if e.Mode == filemode.Dir || used[name] || name == emptySegment {
-			continue
+		switch _, isBase := gitops.PieceOfBase(name); {
+		case e.Mode == filemode.Dir || name == emptySegment:
+		case used[name]:
+			pieces[name] = e.Hash
+		case isBase:
+			bases[name] = e.Hash
+		default:
+			out = append(out, name)
 		}
-		out = append(out, name)
+	}
+	for name, h := range bases {
+		p, _ := gitops.PieceOfBase(name)
+		if ph, ok := pieces[p]; !ok || !gitops.IsPieceBase(h, ph) {
+			out = append(out, name)
+		}
 	}
 	slices.Sort(out)
 	return out, nil
