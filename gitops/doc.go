@@ -187,27 +187,35 @@
 // git packs them: it finds nothing in float bytes and costs CPU).
 //
 // A bare server reads no committed attributes, so the pack itself says
-// it too: when a Commit writes a pack (packw.go), segment blobs go in as
-// literal deltas, OFS_DELTA entries against the root .gitattributes blob
-// (written first in the pack; every generation's tree has it) whose
-// instructions only insert the blob's own bytes, 127 at a time (0.8%
-// larger). git reuses a delta it finds stored, so pack-objects on a
-// server that serves a clone, or repacks without -f, skips its delta
-// search over them, and the cloning index-pack hashes them in its
-// threaded phase. A thin push cannot keep them (the base is on the
-// remote, not in the packing list; git then sends them whole), so this
-// holds for pieces first written by a generation that reached the remote
-// as a whole pack, the first one above all. Reading them costs go-git a
-// second pass and more SHA-1 per delta; GitTreeFS reads blob contents
-// through one `git cat-file --batch` child instead (WriteWTXT, snapd
-// checkout, verify-repo), which applies deltas in C and does not hash
-// (the chunk hashes are checked anyway), and falls back to go-git when
-// git cannot run.
+// it too: when a Commit writes a pack (packw.go), raw bytes go in as
+// literal deltas, OFS_DELTA entries whose instructions only insert the
+// blob's own bytes, 127 at a time (0.8% larger), against a small blob
+// written earlier in the same pack. git reuses a delta it finds stored
+// when the base is in the same packing list, so neither the pushing
+// git nor pack-objects on a server that serves a clone (or repacks
+// without -f) searches float bytes for deltas, and the cloning
+// index-pack hashes them in its threaded phase. The base must therefore
+// travel with the blob: a piece (below) has its own base blob beside it,
+// b000003 for p000003, whose content names the piece ("blob <id>"), so it
+// is new exactly when the piece is (a thin push sends both) and is in
+// every tree that holds the piece (a clone of any generation gets both).
+// A segment stored as one blob (at most SegmentPiece bytes) has no
+// directory for a base; it is a delta against the root .gitattributes
+// blob, which a thin push does not send (git then sends the blob whole):
+// only pieces first written by a generation that reached the remote as a
+// whole pack keep that delta. Reading deltas costs go-git a second pass
+// and more SHA-1 per delta; GitTreeFS reads blob contents through one
+// `git cat-file --batch` child instead (WriteWTXT, snapd checkout,
+// verify-repo), which applies deltas in C and does not hash (the chunk
+// hashes are checked anyway), and falls back to go-git when git cannot
+// run.
 //
 // A segment larger than Config.SegmentPiece (default 16 KiB) is stored as
 // a directory <hex64>.seg/ of raw pieces p000000, p000001, ... of
-// SegmentPiece bytes each (the last one shorter); concatenated in name
-// order they are the segment. A change to a few rows of a 64 KiB chunk
+// SegmentPiece bytes each (the last one shorter), each with its base
+// blob b000000, b000001, ... (above; readers ignore them, verify-repo
+// checks their IDs); concatenated in name order the pieces are the
+// segment. A change to a few rows of a 64 KiB chunk
 // then stores the pieces holding those rows and a small tree, not the
 // whole chunk: the pieces that did not change are blobs the repository
 // has. (Git finds them by content, so git push must not use the sparse

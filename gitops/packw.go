@@ -28,21 +28,20 @@ import (
 // generations does not pile up packs.
 //
 // Segment bytes (raw floats) go in as literal deltas: an OFS_DELTA entry
-// against a small blob every generation's tree holds (the root
-// .gitattributes, setDeltaBase), whose instructions only insert the
-// object's own bytes, 127 at a time (0.8% larger). git keeps a delta it
-// finds in a pack ("reuse") when the base goes into the same pack, so
-// pack-objects on a server that serves a clone, or repacks without -f,
-// never runs its delta search over these objects (a default server's
-// search over a 1 GiB generation's pieces was a third of the clone's
-// time), and a cloning index-pack hashes them in its threaded delta
-// phase instead of its single-threaded first pass. A thin push whose
-// remote already has the base sends them whole (the base is not in its
-// packing list), so this holds for generations that reach a remote in a
-// whole pack, the first one above all. Any reader applies the delta;
-// gitops reads blob contents through git cat-file (catfile.go), as
-// go-git reads deltas slowly. A clone without the base blob (a later
-// .gitattributes) gets the pieces undeltified, as before.
+// whose instructions only insert the object's own bytes, 127 at a time
+// (0.8% larger), against a small blob earlier in the same pack: a
+// piece's own base blob (repr.base, added with repr.asBase; skel.go,
+// segment), else the pack's default base (the root .gitattributes,
+// setDeltaBase). git keeps a delta it finds in a pack ("reuse") when the
+// base goes into the same pack, so neither the pushing git nor
+// pack-objects on a server that serves a clone runs its delta search
+// over these objects (a default server's search over a 1 GiB
+// generation's pieces was a third of the clone's time), and a cloning
+// index-pack hashes them in its threaded delta phase instead of its
+// single-threaded first pass (gitops package doc, "Segments layout", for
+// why a piece's base travels with it and .gitattributes does not). Any
+// reader applies the delta; gitops reads blob contents through git
+// cat-file (catfile.go), as go-git reads deltas slowly.
 
 // packMinObjects is the number of pending objects from which a Commit's
 // new objects go into a pack; packMaxHeld bounds the bytes held in memory
