@@ -1,0 +1,152 @@
+package gitops
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// BenchmarkSegmentsRead measures reading a segments-layout generation back
+// (ReadSegments to io.Discard, what `snapd checkout` and verify-repo do)
+// through GitTreeFS (git cat-file --batch) and through go-git's TreeFS, in
+// the same run, in MB/s of WTXT written.
+//
+// The repository holds SNAPD_BENCH_CAT_GENS generations (default 6) of
+// one u8 model of SNAPD_BENCH_CAT_SIZE raw bytes (default 64 MiB) in
+// 64 KiB chunks, 64 KiB segments of 16 KiB pieces (the defaults), each
+// generation after the first rewriting every 4 KiB "row" with
+// probability 2% (uniform change): every generation's new pieces go into
+// a pack of their own, so the latest generation's pieces are spread over
+// all of them, as in a long-running repository. Building it takes a while
+// (about 20 s at 64 MiB on a loaded 2-core machine); the read is what is
+// timed, SNAPD_BENCH_CAT_ROUNDS times (default 3) for each reader,
+// interleaved, in one invocation (the repository is built once):
+//
+//	go test -run XXX -bench SegmentsRead -benchtime 2x ./gitops/
+func BenchmarkSegmentsRead(b *testing.B) {
+	if _, err := os.Stat("/usr/bin/git"); err != nil {
+		b.Skip("git not installed")
+	}
+	size := catBenchEnv(b, "SNAPD_BENCH_CAT_SIZE", 64<<20)
+	gens := int(catBenchEnv(b, "SNAPD_BENCH_CAT_GENS", 6))
+	dir, segs, wtxtBytes := segsBenchRepo(b, size, gens)
+	rounds := int(catBenchEnv(b, "SNAPD_BENCH_CAT_ROUNDS", 3))
+	for i := 0; i < 2*rounds; i++ {
+		// Interleaved, so both see the same load.
+		v := []struct {
+			name string
+			git  bool
+		}{{"cat-file", true}, {"go-git", false}}[i%2]
+		b.Run(v.name, func(b *testing.B) {
+			b.SetBytes(wtxtBytes)
+			b.ReportAllocs()
+			for range b.N {
+				ctx := context.Background()
+				fsys, done := TreeFS(segs), func() {}
+				if v.git {
+					fsys, done = GitTreeFS(ctx, dir, segs)
+				}
+				info, err := ReadSegments(ctx, fsys, io.Discard)
+				done()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if info.Written != wtxtBytes {
+					b.Fatalf("wrote %d bytes, want %d", info.Written, wtxtBytes)
+				}
+			}
+		})
+	}
+}
+
+// segsBenchRepo builds the benchmark's repository (see
+// BenchmarkSegmentsRead) and returns its directory, the latest
+// generation's segments tree and that generation's WTXT size.
+func segsBenchRepo(b *testing.B, size int64, gens int) (string, *object.Tree, int64) {
+	b.Helper()
+	dir := b.TempDir()
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	repoDir := filepath.Join(dir, "repo.git")
+	r, err := OpenRepo(repoDir, Config{SigningKey: key, Layout: LayoutSegments})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, size)
+	benchFill(data, 1)
+	prev := ""
+	var last *Result
+	var wtxtBytes int64
+	for g := 1; g <= gens; g++ {
+		if g > 1 {
+			for row := int64(0); row+4096 <= size; row += 4096 {
+				if benchMix(uint64(g)<<40^uint64(row))%100 < 2 {
+					benchFill(data[row:row+4096], uint64(g)<<40^uint64(row))
+				}
+			}
+		}
+		text, mt := genWTXT(uint64(g), prev, []testArray{{name: "w", data: data, chunk: 64 << 10}})
+		prev = mt
+		p := filepath.Join(dir, "g.wtxt")
+		if err := os.WriteFile(p, text, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		wtxtBytes = int64(len(text))
+		if last, err = r.Commit(context.Background(), Generation{WTXT: p}); err != nil {
+			b.Fatalf("gen %d: %v", g, err)
+		}
+	}
+	packs, _ := filepath.Glob(filepath.Join(repoDir, "objects", "pack", "*.pack"))
+	if len(packs) < gens {
+		b.Fatalf("%d packs for %d generations: the pieces are not spread over packs", len(packs), gens)
+	}
+	b.Logf("repository: %d generations of %d raw bytes, WTXT %d bytes, %d packs", gens, size, wtxtBytes, len(packs))
+	c, err := r.r.CommitObject(last.Commit)
+	if err != nil {
+		b.Fatal(err)
+	}
+	root, err := c.Tree()
+	if err != nil {
+		b.Fatal(err)
+	}
+	segs, err := root.Tree(DefaultPath + "/" + DirWTXTSegs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return repoDir, segs, wtxtBytes
+}
+
+func benchMix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+func benchFill(b []byte, seed uint64) {
+	for i := 0; i+8 <= len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], benchMix(seed+uint64(i)))
+	}
+}
+
+func catBenchEnv(b *testing.B, k string, def int64) int64 {
+	v := os.Getenv(k)
+	if v == "" {
+		return def
+	}
+	var n int64
+	if _, err := fmt.Sscan(strings.TrimSpace(v), &n); err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive integer", k, v)
+	}
+	return n
+}
