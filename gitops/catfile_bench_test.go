@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
@@ -17,7 +19,11 @@ import (
 // BenchmarkSegmentsRead measures reading a segments-layout generation back
 // (ReadSegments to io.Discard, what `snapd checkout` and verify-repo do)
 // through GitTreeFS (git cat-file --batch) and through go-git's TreeFS, in
-// the same run, in MB/s of WTXT written.
+// the same run, in MB/s of WTXT written, with the CPU seconds per read
+// of this process (self-cpu-s/op) and of the git children
+// (git-cpu-s/op, 0 for go-git), and for cat-file the blobs git served
+// per read (git-blobs/op) and how many of them had been requested ahead
+// of their open (ahead-blobs/op).
 //
 // The repository holds SNAPD_BENCH_CAT_GENS generations (default 6) of
 // one u8 model of SNAPD_BENCH_CAT_SIZE raw bytes (default 64 MiB) in
@@ -48,6 +54,8 @@ func BenchmarkSegmentsRead(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			b.SetBytes(wtxtBytes)
 			b.ReportAllocs()
+			s0, c0 := catBenchCPU(b)
+			served, ahead := 0, 0
 			for range b.N {
 				ctx := context.Background()
 				fsys, done := TreeFS(segs), func() {}
@@ -55,6 +63,10 @@ func BenchmarkSegmentsRead(b *testing.B) {
 					fsys, done = GitTreeFS(ctx, dir, segs)
 				}
 				info, err := ReadSegments(ctx, fsys, io.Discard)
+				if cf := fsys.(treeFS).cat; cf != nil {
+					served += cf.served
+					ahead += cf.ahead
+				}
 				done()
 				if err != nil {
 					b.Fatal(err)
@@ -62,6 +74,13 @@ func BenchmarkSegmentsRead(b *testing.B) {
 				if info.Written != wtxtBytes {
 					b.Fatalf("wrote %d bytes, want %d", info.Written, wtxtBytes)
 				}
+			}
+			s1, c1 := catBenchCPU(b)
+			b.ReportMetric((s1-s0).Seconds()/float64(b.N), "self-cpu-s/op")
+			b.ReportMetric((c1-c0).Seconds()/float64(b.N), "git-cpu-s/op")
+			if v.git {
+				b.ReportMetric(float64(served)/float64(b.N), "git-blobs/op")
+				b.ReportMetric(float64(ahead)/float64(b.N), "ahead-blobs/op")
 			}
 		})
 	}
@@ -124,6 +143,21 @@ func segsBenchRepo(b *testing.B, size int64, gens int) (string, *object.Tree, in
 		b.Fatal(err)
 	}
 	return repoDir, segs, wtxtBytes
+}
+
+// catBenchCPU returns the CPU (user+sys) used so far by this process and
+// by its waited-for children (the git cat-file children).
+func catBenchCPU(b *testing.B) (self, children time.Duration) {
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	self = tv(ru.Utime) + tv(ru.Stime)
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return self, tv(ru.Utime) + tv(ru.Stime)
 }
 
 func benchMix(x uint64) uint64 {

@@ -73,7 +73,11 @@ type SegmentsInfo struct {
 // is read) and checks every chunk's sha256 and crc32c and every blob's
 // length and digest. Everything is read in the calling goroutine, one file
 // at a time, so fsys need not allow concurrent use (go-git's trees do
-// not). Failures are *SegmentsError naming the piece (and its line) or the
+// not). When fsys has a Prefetch(names ...string) method (GitTreeFS),
+// the segments named by the skeleton text read so far, ahead of the
+// assembler, are passed to it in order (each a blob or a directory of
+// pieces), so their contents can be requested before they are opened;
+// what is read is checked all the same. Failures are *SegmentsError naming the piece (and its line) or the
 // segment at fault; when the assembler fails inside a piece whose own
 // SHA-256 is wrong, the piece is named. On error what was written to w
 // must be discarded.
@@ -93,6 +97,7 @@ func ReadSegments(ctx context.Context, fsys fs.FS, w io.Writer) (*SegmentsInfo, 
 		return nil, &SegmentsError{Path: ManifestName, Layout: true, Err: err}
 	}
 	pr := &pieceReader{ctx: ctx, fsys: fsys, m: m, all: sha256.New(), info: info}
+	pr.pf, _ = fsys.(prefetcher)
 	src := &segBlobs{fsys: fsys, info: info}
 	ai, err := wtxt.AssembleNamed(ctx, pr, DirWTXTSegs, src, w)
 	if src.open != nil {
@@ -144,7 +149,15 @@ type pieceReader struct {
 	n     int64     // its bytes read so far
 	lines []int     // newlines per piece read so far (index = piece)
 	err   error     // sticky
+
+	pf    prefetcher // nil: fsys cannot read ahead
+	scan  segScan    // finds the seg lines in what is read
+	names []string   // reused for the names passed to pf
 }
+
+// prefetcher is a file system that can read files ahead of their Open
+// (treeFS.Prefetch): names are those about to be opened, in order.
+type prefetcher interface{ Prefetch(names ...string) }
 
 func (p *pieceReader) Read(b []byte) (int, error) {
 	if p.err != nil {
@@ -193,6 +206,11 @@ func (p *pieceReader) read(b []byte) (int, error) {
 			continue
 		}
 		k, err := p.f.Read(buf)
+		if p.pf != nil && k > 0 {
+			if p.names = p.scan.feed(buf[:k], p.names[:0]); len(p.names) > 0 {
+				p.pf.Prefetch(p.names...)
+			}
+		}
 		p.h.Write(buf[:k])
 		p.all.Write(buf[:k])
 		p.n += int64(k)
