@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 )
 
 // catFile streams blob contents from one `git cat-file --batch` child.
@@ -460,4 +461,15 @@ func (f treeFS) Prefetch(names ...string) {
 	if len(hs) > 0 {
 		f.cat.hint(hs...)
 	}
+}
+
+// isDir reports whether name is a directory (subtree) of the tree; Open
+// of one fails with fs.ErrNotExist (segs_read.go asks first, as go-git
+// would read the subtree as a blob to say so).
+func (f treeFS) isDir(name string) bool {
+	if !fs.ValidPath(name) {
+		return false
+	}
+	e, err := f.t.FindEntry(name)
+	return err == nil && e.Mode == filemode.Dir
 }

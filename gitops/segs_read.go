@@ -362,7 +362,13 @@ func (s *segBlobs) OpenBlob(_ context.Context, seg wtxt.Segment) (io.ReadCloser,
 	p := path.Join(dir, name)
 	s.last, s.layout = p, false
 	s.info.Paths[p] = true
-	f, err := s.fsys.Open(p)
+	var f fs.File
+	var err error
+	if d, ok := s.fsys.(treeDirs); ok && d.isDir(p) {
+		err = fs.ErrNotExist // what Open says, without go-git reading the tree as a blob
+	} else {
+		f, err = s.fsys.Open(p)
+	}
 	var st fs.FileInfo
 	isDir := false
 	if err == nil {
@@ -402,6 +408,10 @@ func (s *segBlobs) OpenBlob(_ context.Context, seg wtxt.Segment) (io.ReadCloser,
 	s.open = f
 	return &closeOnce{f: f, s: s}, nil
 }
+
+// treeDirs is a file system whose Open fails with fs.ErrNotExist for a
+// directory (treeFS) and that can say cheaply whether a name is one.
+type treeDirs interface{ isDir(name string) bool }
 
 // closeOnce closes a blob once, whether the assembler or ReadSegments does.
 type closeOnce struct {
