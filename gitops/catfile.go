@@ -70,7 +70,8 @@ type catFile struct {
 	// (stashBytes in all, at most catStashMax).
 	stash      map[plumbing.Hash][]byte
 	stashBytes int
-	reqBuf     []byte // reused buffer for request lines
+	reqBuf     []byte   // reused buffer for request lines
+	free       [][]byte // buffers of closed catData, for body (at most catFree)
 
 	// served and refused count blobs answered and opens refused as busy;
 	// ahead counts the blobs served whose request was written before
@@ -90,6 +91,8 @@ const (
 	catMaxHints = 4096
 	// catStashMax bounds the bytes of answers kept for a later open.
 	catStashMax = 4 << 20
+	// catFree bounds the buffers kept for reuse.
+	catFree = 8
 )
 
 // startCatFile starts `git cat-file --batch` in the repository at dir
@@ -181,7 +184,7 @@ func (c *catFile) open(h plumbing.Hash) (rc io.ReadCloser, size int64, busy bool
 		c.stashBytes -= len(data)
 		c.served++
 		c.ahead++
-		return io.NopCloser(bytes.NewReader(data)), int64(len(data)), false, nil
+		return &catData{c: c, b: data}, int64(len(data)), false, nil
 	}
 	if c.busy {
 		c.refused++
@@ -238,7 +241,7 @@ func (c *catFile) open(h plumbing.Hash) (rc io.ReadCloser, size int64, busy bool
 	if err != nil {
 		return nil, 0, false, c.broken(err)
 	}
-	return io.NopCloser(bytes.NewReader(data)), size, false, nil
+	return &catData{c: c, b: data}, size, false, nil
 }
 
 // queued returns the position of h's oldest request in the queue, or -1.
@@ -290,9 +293,15 @@ func (c *catFile) skipHead() error {
 
 const maxInt = int64(^uint(0) >> 1)
 
-// body reads an answer's size bytes (size ≤ catBuffered) and its LF.
+// body reads an answer's size bytes (size ≤ catBuffered) and its LF,
+// into a buffer from the free list when one is big enough.
 func (c *catFile) body(size int64) ([]byte, error) {
-	data := make([]byte, size)
+	var data []byte
+	if n := len(c.free); n > 0 && int64(cap(c.free[n-1])) >= size {
+		data, c.free = c.free[n-1][:size], c.free[:n-1]
+	} else {
+		data = make([]byte, size)
+	}
 	if _, err := io.ReadFull(c.out, data); err != nil {
 		return nil, fmt.Errorf("git cat-file: reading a blob of %d bytes: %w", size, noEOF(err))
 	}
@@ -350,9 +359,46 @@ func (c *catFile) Close() error {
 	if c.err == nil {
 		c.err = errors.New("git cat-file: closed")
 	}
-	c.queue, c.hints, c.stash, c.stashBytes = nil, nil, nil, 0
+	c.queue, c.hints, c.stash, c.stashBytes, c.free = nil, nil, nil, 0, nil
 	c.cmd.Process.Kill()
 	c.cmd.Wait() // "signal: killed" or git's own exit: nothing to report
+	return nil
+}
+
+// catData is a blob read whole. Close hands its buffer back to the
+// child for the next blob, so reads after Close fail.
+type catData struct {
+	c      *catFile
+	b      []byte
+	off    int
+	closed bool
+}
+
+func (d *catData) Read(p []byte) (int, error) {
+	if d.closed {
+		return 0, os.ErrClosed
+	}
+	if d.off >= len(d.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, d.b[d.off:])
+	d.off += n
+	return n, nil
+}
+
+func (d *catData) Close() error {
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	if cap(d.b) > 0 {
+		d.c.mu.Lock()
+		if len(d.c.free) < catFree {
+			d.c.free = append(d.c.free, d.b[:0])
+		}
+		d.c.mu.Unlock()
+	}
+	d.b = nil
 	return nil
 }
 

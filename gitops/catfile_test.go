@@ -288,6 +288,16 @@ func TestCatFilePipelined(t *testing.T) {
 	fx.read(t, fx.ids[30], fx.small[30])
 	fx.read(t, fx.bigID, fx.big) // not hinted: after 31's answer
 	fx.read(t, fx.ids[31], fx.small[31])
+	// A blob read whole hands its buffer back on Close: no reads after.
+	rc, _, _, err = cf.open(fx.ids[40])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	if n, err := rc.Read(make([]byte, 10)); n != 0 || !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("read after Close: %d, %v", n, err)
+	}
+	fx.read(t, fx.ids[41], fx.small[41])
 	if cf.err != nil {
 		t.Fatalf("child unusable: %v", cf.err)
 	}
