@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
 
@@ -139,6 +140,52 @@ func TestGitTreeFSServesSegments(t *testing.T) {
 	// (the MANIFEST and skeleton pieces were not hinted), none in vain.
 	if cf.ahead < cf.served-info.Pieces-1 || cf.skipped != 0 || len(cf.stash) != 0 {
 		t.Fatalf("git served %d blobs, %d requested ahead, %d skipped, %d kept; %d skeleton pieces", cf.served, cf.ahead, cf.skipped, len(cf.stash), info.Pieces)
+	}
+
+	// Prefetch: a pieced segment's directory stands for its pieces in
+	// order, a file for itself; names that do not exist, a directory of
+	// no pieces and invalid names are ignored. Opened out of that order,
+	// every file is still the one go-git reads.
+	var dirs []string
+	for p := range info.Paths {
+		if strings.HasPrefix(p, "seg/") && !strings.Contains(strings.TrimPrefix(p, "seg/"), ".seg/") && fsys.(treeFS).isDir(p) {
+			dirs = append(dirs, p)
+		}
+	}
+	if len(dirs) < 2 {
+		t.Fatalf("%d pieced segments", len(dirs))
+	}
+	sort.Strings(dirs)
+	var want []string
+	for k := 0; ; k++ {
+		p := fmt.Sprintf("%s/"+segPieceFmt, dirs[0], k)
+		if !info.Paths[p] {
+			break
+		}
+		want = append(want, p)
+	}
+	want = append(want, ManifestName)
+	served := cf.served
+	fsys.(prefetcher).Prefetch("nope", "seg/00/nope.seg", "seg", "../x", dirs[0], ManifestName, "/abs")
+	if len(cf.queue) != len(want) || len(want) < 3 {
+		t.Fatalf("Prefetch queued %d requests, want %d", len(cf.queue), len(want))
+	}
+	plain := TreeFS(segs)
+	for _, i := range append([]int{2, 0, len(want) - 1}, 1) {
+		f, err := fsys.Open(want[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(f)
+		f.Close()
+		g, _ := plain.Open(want[i])
+		ref, _ := io.ReadAll(g)
+		if err != nil || !bytes.Equal(got, ref) || len(ref) == 0 {
+			t.Fatalf("%s: %d bytes, go-git %d: %v", want[i], len(got), len(ref), err)
+		}
+	}
+	if cf.served-served != 4 || cf.err != nil {
+		t.Fatalf("git served %d of 4 (%v)", cf.served-served, cf.err)
 	}
 }
 
