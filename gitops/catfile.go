@@ -93,6 +93,8 @@ const (
 	catStashMax = 4 << 20
 	// catFree bounds the buffers kept for reuse.
 	catFree = 8
+	// catPipeSize is the pipe buffer asked for git's answers (Linux).
+	catPipeSize = 1 << 20
 )
 
 // startCatFile starts `git cat-file --batch` in the repository at dir
@@ -123,6 +125,7 @@ func startCatFile(ctx context.Context, dir string) (*catFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	growCatPipe(out)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
