@@ -40,6 +40,11 @@ import (
 // interleaved, in one invocation (the repository is built once):
 //
 //	go test -run XXX -bench SegmentsRead -benchtime 2x ./gitops/
+//
+// With SNAPD_BENCH_CAT_DIR (an existing directory) the repository is
+// built there and kept, and a later run with the same directory reads it
+// again instead of building one (e.g. to compare two versions of the
+// reader on the same repository; remove the directory afterwards).
 func BenchmarkSegmentsRead(b *testing.B) {
 	if _, err := exec.LookPath("git"); err != nil {
 		b.Skip("git not installed")
@@ -111,7 +116,19 @@ func segsBenchTree(b *testing.B, dir string, h plumbing.Hash) *object.Tree {
 // generation's segments tree and that generation's WTXT size.
 func segsBenchRepo(b *testing.B, size int64, gens int) (string, plumbing.Hash, int64) {
 	b.Helper()
-	dir := b.TempDir()
+	dir := os.Getenv("SNAPD_BENCH_CAT_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+	} else if s, err := os.ReadFile(filepath.Join(dir, "bench.txt")); err == nil {
+		// Kept from an earlier run (with its own size and gens).
+		var h string
+		var n int64
+		if _, err := fmt.Sscan(string(s), &h, &n); err != nil || !plumbing.IsHash(h) {
+			b.Fatalf("%s/bench.txt: want <tree> <wtxt bytes>", dir)
+		}
+		b.Logf("reusing %s", dir)
+		return filepath.Join(dir, "repo.git"), plumbing.NewHash(h), n
+	}
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		b.Fatal(err)
@@ -160,6 +177,9 @@ func segsBenchRepo(b *testing.B, size int64, gens int) (string, plumbing.Hash, i
 	}
 	segs, err := root.Tree(DefaultPath + "/" + DirWTXTSegs)
 	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench.txt"), fmt.Appendf(nil, "%s %d\n", segs.Hash, wtxtBytes), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	return repoDir, segs.Hash, wtxtBytes
