@@ -77,10 +77,10 @@ type SegmentsInfo struct {
 // the segments named by the skeleton text read so far, ahead of the
 // assembler, are passed to it in order (each a blob or a directory of
 // pieces), so their contents can be requested before they are opened;
-// what is read is checked all the same. Failures are *SegmentsError naming the piece (and its line) or the
-// segment at fault; when the assembler fails inside a piece whose own
-// SHA-256 is wrong, the piece is named. On error what was written to w
-// must be discarded.
+// what is read is checked all the same. Failures are *SegmentsError
+// naming the piece (and its line) or the segment at fault; when the
+// assembler fails inside a piece whose own SHA-256 is wrong, the piece is
+// named. On error what was written to w must be discarded.
 func ReadSegments(ctx context.Context, fsys fs.FS, w io.Writer) (*SegmentsInfo, error) {
 	info := &SegmentsInfo{Paths: map[string]bool{ManifestName: true}}
 	mf, err := fsys.Open(ManifestName)
