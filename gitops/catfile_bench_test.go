@@ -35,7 +35,8 @@ import (
 // probability 2% (uniform change): every generation's new pieces go into
 // a pack of their own, so the latest generation's pieces are spread over
 // all of them, as in a long-running repository. Building it takes a while
-// (about 20 s at 64 MiB on a loaded 2-core machine); the read is what is
+// (about 15 s at 64 MiB on a loaded 2-core machine; 3 min and 8.5 GB RSS
+// at 1 GiB, as each WTXT is generated in memory); the read is what is
 // timed, SNAPD_BENCH_CAT_ROUNDS times (default 3) for each reader,
 // interleaved, in one invocation (the repository is built once):
 //
