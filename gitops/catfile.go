@@ -52,7 +52,8 @@ import (
 // read whole when opened, so any number of them can be open at once (the
 // assembler holds a skeleton part open while it reads segments). A
 // bigger blob streams, and while its reader is open, open reports busy
-// (the caller falls back to go-git) and no further request is written.
+// (the caller falls back to go-git) unless the blob was already read
+// ahead, and no further request is written.
 // Close kills the child, whatever it is doing; reads of it then fail.
 type catFile struct {
 	mu   sync.Mutex
@@ -173,9 +174,11 @@ func (c *catFile) fill() {
 	}
 }
 
-// open starts reading blob h. busy is true (and nothing else happens)
-// while another blob from this child is being read. A blob the
-// repository lacks is fs.ErrNotExist's kin: errCatMissing.
+// open starts reading blob h, hinted or not, in any order (see catFile).
+// busy is true (and nothing else happens) while a big blob from this
+// child is being read, unless h's answer was already read ahead. A blob
+// the repository lacks is fs.ErrNotExist's kin: errCatMissing, and the
+// child stays usable; any other failure is sticky.
 func (c *catFile) open(h plumbing.Hash) (rc io.ReadCloser, size int64, busy bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
