@@ -234,7 +234,12 @@
 // generation; a failure is a *SegmentsError naming the MANIFEST, the piece
 // and line, or the segment at fault (Layout set for structure: MANIFEST
 // missing or malformed, e.g. naming a path outside the directory, or an
-// entry that is not a file). An age-armored WTXT has no structure to
+// entry that is not a file). Through GitTreeFS it also passes the
+// segments named by the skeleton text read so far, ahead of the
+// assembler, to the file system (Prefetch), which keeps up to 64 of their
+// blobs requested from git cat-file ahead of the one being read, so git
+// is never waiting for the next request (catfile.go); what is read is
+// checked all the same. An age-armored WTXT has no structure to
 // split and is stored as split parts.
 //
 // # Pushing

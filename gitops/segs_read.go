@@ -73,10 +73,14 @@ type SegmentsInfo struct {
 // is read) and checks every chunk's sha256 and crc32c and every blob's
 // length and digest. Everything is read in the calling goroutine, one file
 // at a time, so fsys need not allow concurrent use (go-git's trees do
-// not). Failures are *SegmentsError naming the piece (and its line) or the
-// segment at fault; when the assembler fails inside a piece whose own
-// SHA-256 is wrong, the piece is named. On error what was written to w
-// must be discarded.
+// not). When fsys has a Prefetch(names ...string) method (GitTreeFS),
+// the segments named by the skeleton text read so far, ahead of the
+// assembler, are passed to it in order (each a blob or a directory of
+// pieces), so their contents can be requested before they are opened;
+// what is read is checked all the same. Failures are *SegmentsError
+// naming the piece (and its line) or the segment at fault; when the
+// assembler fails inside a piece whose own SHA-256 is wrong, the piece is
+// named. On error what was written to w must be discarded.
 func ReadSegments(ctx context.Context, fsys fs.FS, w io.Writer) (*SegmentsInfo, error) {
 	info := &SegmentsInfo{Paths: map[string]bool{ManifestName: true}}
 	mf, err := fsys.Open(ManifestName)
@@ -93,6 +97,7 @@ func ReadSegments(ctx context.Context, fsys fs.FS, w io.Writer) (*SegmentsInfo, 
 		return nil, &SegmentsError{Path: ManifestName, Layout: true, Err: err}
 	}
 	pr := &pieceReader{ctx: ctx, fsys: fsys, m: m, all: sha256.New(), info: info}
+	pr.pf, _ = fsys.(prefetcher)
 	src := &segBlobs{fsys: fsys, info: info}
 	ai, err := wtxt.AssembleNamed(ctx, pr, DirWTXTSegs, src, w)
 	if src.open != nil {
@@ -144,7 +149,15 @@ type pieceReader struct {
 	n     int64     // its bytes read so far
 	lines []int     // newlines per piece read so far (index = piece)
 	err   error     // sticky
+
+	pf    prefetcher // nil: fsys cannot read ahead
+	scan  segScan    // finds the seg lines in what is read
+	names []string   // reused for the names passed to pf
 }
+
+// prefetcher is a file system that can read files ahead of their Open
+// (treeFS.Prefetch): names are those about to be opened, in order.
+type prefetcher interface{ Prefetch(names ...string) }
 
 func (p *pieceReader) Read(b []byte) (int, error) {
 	if p.err != nil {
@@ -193,6 +206,11 @@ func (p *pieceReader) read(b []byte) (int, error) {
 			continue
 		}
 		k, err := p.f.Read(buf)
+		if p.pf != nil && k > 0 {
+			if p.names = p.scan.feed(buf[:k], p.names[:0]); len(p.names) > 0 {
+				p.pf.Prefetch(p.names...)
+			}
+		}
 		p.h.Write(buf[:k])
 		p.all.Write(buf[:k])
 		p.n += int64(k)
@@ -344,7 +362,13 @@ func (s *segBlobs) OpenBlob(_ context.Context, seg wtxt.Segment) (io.ReadCloser,
 	p := path.Join(dir, name)
 	s.last, s.layout = p, false
 	s.info.Paths[p] = true
-	f, err := s.fsys.Open(p)
+	var f fs.File
+	var err error
+	if d, ok := s.fsys.(treeDirs); ok && d.isDir(p) {
+		err = fs.ErrNotExist // what Open says, without go-git reading the tree as a blob
+	} else {
+		f, err = s.fsys.Open(p)
+	}
 	var st fs.FileInfo
 	isDir := false
 	if err == nil {
@@ -384,6 +408,10 @@ func (s *segBlobs) OpenBlob(_ context.Context, seg wtxt.Segment) (io.ReadCloser,
 	s.open = f
 	return &closeOnce{f: f, s: s}, nil
 }
+
+// treeDirs is a file system whose Open fails with fs.ErrNotExist for a
+// directory (treeFS) and that can say cheaply whether a name is one.
+type treeDirs interface{ isDir(name string) bool }
 
 // closeOnce closes a blob once, whether the assembler or ReadSegments does.
 type closeOnce struct {
