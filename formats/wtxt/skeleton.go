@@ -409,6 +409,7 @@ type assembler struct {
 	segLine  int
 	blob     io.ReadCloser
 	br       *bufio.Reader
+	brBuf    *bufio.Reader // br's storage, reused segment after segment
 	bh       hash.Hash
 	left     int64 // bytes of the open segment not yet consumed by ch lines
 	chLeft   int64 // chunks of the open segment still to come
@@ -517,7 +518,11 @@ func (a *assembler) openSeg(line []byte) error {
 			return &Error{File: a.lr.file, Line: a.lr.n, Array: a.arr, Chunk: s.FirstChunk, Check: CheckBlob, Msg: "segment blob " + s.DigestString() + " cannot be read", Err: err}
 		}
 		a.blob = rc
-		a.br = bufio.NewReaderSize(io.TeeReader(rc, a.bh), 256<<10)
+		if a.brBuf == nil {
+			a.brBuf = bufio.NewReaderSize(nil, 256<<10)
+		}
+		a.brBuf.Reset(io.TeeReader(rc, a.bh)) // one buffer for every segment
+		a.br = a.brBuf
 	}
 	a.info.Segments++
 	return nil
