@@ -92,9 +92,13 @@
 // objects/pack/pack-<sha1>.pack + .idx (version 2, undeltified entries,
 // stored zlib; packw.go), installed before the commit that names them: a
 // file per object was about half of a dense generation's commit CPU.
-// snapd never repacks or garbage-collects its repository; a long-running
-// one gathers a pack per dense generation and loose objects otherwise,
-// which `git gc` (run while the daemon is stopped) consolidates.
+// A long run gathers a pack per such generation, and every lookup of a
+// new object visits them all: Repo.Maintain (maintain.go), which the
+// daemon runs after each successful push (after each commit when there is
+// no remote), rolls the smaller packs and the loose objects up with `git
+// repack -d -l --geometric=2` once there are more than Config.MaxPacks
+// (default 50), keeping the big first pack and the literal deltas. snapd
+// never garbage-collects (nothing it writes becomes unreachable).
 //
 // # Split ("git-scale") layout
 //

@@ -166,43 +166,11 @@ func TestPieceBasesSurvivePushAndClone(t *testing.T) {
 		}
 		res = append(res, rs)
 	}
-	// pieceBases maps every piece of a generation's tree to its base.
-	pieceBases := func(rev string) map[string]string {
-		t.Helper()
-		out := map[string]string{}
-		byPath := map[string]string{}
-		for _, l := range strings.Split(gitCmd(t, repoDir, "ls-tree", "-r", rev), "\n") {
-			if f := strings.Fields(l); len(f) == 4 {
-				byPath[f[3]] = f[2]
-			}
-		}
-		for path, h := range byPath {
-			if piece, ok := PieceOfBase(strings.TrimPrefix(path, "snapshots/"+DirWTXTSegs+"/")); ok {
-				out[byPath["snapshots/"+DirWTXTSegs+"/"+piece]] = h
-			}
-		}
-		return out
-	}
-	// deltaBases maps every blob stored as a delta in repo's packs to its
-	// base.
-	deltaBases := func(repo string) map[string]string {
-		t.Helper()
-		out := map[string]string{}
-		idx, _ := filepath.Glob(filepath.Join(repo, "objects", "pack", "*.idx"))
-		for _, f := range idx {
-			for _, l := range strings.Split(gitCmd(t, repo, "verify-pack", "-v", f), "\n") {
-				if x := strings.Fields(l); len(x) == 7 && x[1] == "blob" {
-					out[x[0]] = x[6]
-				}
-			}
-		}
-		return out
-	}
 	// check: every piece of want is stored in repo as a delta against
 	// its base.
 	check := func(what, repo string, want map[string]string) {
 		t.Helper()
-		got := deltaBases(repo)
+		got := deltaBases(t, repo)
 		bad := 0
 		for piece, base := range want {
 			if got[piece] != base {
@@ -213,11 +181,11 @@ func TestPieceBasesSurvivePushAndClone(t *testing.T) {
 			t.Fatalf("%s: %d of %d pieces not stored as deltas against their base", what, bad, len(want))
 		}
 	}
-	last := pieceBases(res[2].Tag)
+	last := pieceBases(t, repoDir, res[2].Tag)
 	newIn := func(g int) map[string]string { // pieces first in generation g
-		m := pieceBases(res[g-1].Tag)
+		m := pieceBases(t, repoDir, res[g-1].Tag)
 		if g > 1 {
-			for p := range pieceBases(res[g-2].Tag) {
+			for p := range pieceBases(t, repoDir, res[g-2].Tag) {
 				delete(m, p)
 			}
 		}
@@ -239,4 +207,40 @@ func TestPieceBasesSurvivePushAndClone(t *testing.T) {
 	if err := r2.WriteWTXT(res[2].Tag, &out); err != nil || !bytes.Equal(out.Bytes(), chain.data[2]) {
 		t.Fatalf("WriteWTXT from the clone: %v", err)
 	}
+}
+
+// pieceBases maps every piece of revision rev's tree in repo to its base
+// blob (by ID).
+func pieceBases(t *testing.T, repo, rev string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	byPath := map[string]string{}
+	for _, l := range strings.Split(gitCmd(t, repo, "ls-tree", "-r", rev), "\n") {
+		if f := strings.Fields(l); len(f) == 4 {
+			byPath[f[3]] = f[2]
+		}
+	}
+	prefix := DefaultPath + "/" + DirWTXTSegs + "/"
+	for path, h := range byPath {
+		if piece, ok := PieceOfBase(strings.TrimPrefix(path, prefix)); ok {
+			out[byPath[prefix+piece]] = h
+		}
+	}
+	return out
+}
+
+// deltaBases maps every blob stored as a delta in repo's packs to its
+// base (git verify-pack -v).
+func deltaBases(t *testing.T, repo string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	idx, _ := filepath.Glob(filepath.Join(repo, "objects", "pack", "*.idx"))
+	for _, f := range idx {
+		for _, l := range strings.Split(gitCmd(t, repo, "verify-pack", "-v", f), "\n") {
+			if x := strings.Fields(l); len(x) == 7 && x[1] == "blob" {
+				out[x[0]] = x[6]
+			}
+		}
+	}
+	return out
 }

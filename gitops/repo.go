@@ -178,11 +178,17 @@ type Config struct {
 	// if set, fetches it from the remote first (see base.go).
 	BaseBranch string
 	FetchBase  func(ctx context.Context, branch string) error
+	// MaxPacks: Maintain repacks when the repository holds more packs
+	// than this (default DefaultMaxPacks; negative: never).
+	MaxPacks int
 }
 
 func (c *Config) setDefaults() error {
 	if c.Branch == "" {
 		c.Branch = DefaultBranch
+	}
+	if c.MaxPacks == 0 {
+		c.MaxPacks = DefaultMaxPacks
 	}
 	if c.Path == "" {
 		c.Path = DefaultPath

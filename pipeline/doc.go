@@ -71,6 +71,13 @@
 // request: it is logged, counted and kept in last_error, and the next
 // start recommits every ring generation missing from the branch.
 //
+// The local repository's packs are bounded (gitops Repo.Maintain, a
+// geometric git repack above gitops.Config.MaxPacks): PushObserver runs
+// it after every successful push, in the queue's goroutine, so no push
+// of this daemon reads the packs while they are replaced; without a
+// queue the commit stage runs it after each commit. A failed repack is
+// logged as a warning and leaves the repository as it was.
+//
 // # Pull requests
 //
 // With Deps.PullRequest (the github section of the config), every

@@ -642,6 +642,9 @@ func (d *Daemon) commit(ctx context.Context, r *GenResult, head *ChainState, req
 	r.Commit, r.Tag = res.Commit.String(), res.Tag
 	d.deps.Pushes.expect(r.Commit, requested)
 	d.enqueue(res)
+	if d.deps.Queue == nil {
+		d.maintain(ctx, repo.Config().Branch) // nothing pushes concurrently (with a queue: after each push, observe.go)
+	}
 }
 
 func (d *Daemon) enqueue(res *gitops.Result) {

@@ -1,0 +1,108 @@
+package gitops
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultMaxPacks is Config.MaxPacks's default: git's own gc.autoPackLimit.
+const DefaultMaxPacks = 50
+
+// MaintainResult says what Maintain found and did.
+type MaintainResult struct {
+	PacksBefore, PacksAfter int  // packs in objects/pack
+	Repacked                bool // git repack ran (and succeeded)
+	Elapsed                 time.Duration
+}
+
+// Maintain bounds the number of packs in the repository. A Commit that
+// adds many objects writes a pack of its own (packw.go), so a long run
+// gathers a pack per generation, and every object lookup for a new
+// blob (go-git's, and each Commit's re-read of the pack indexes)
+// visits all of them. When objects/pack holds more than Config.MaxPacks
+// packs, Maintain runs
+//
+//	git repack -d -l --geometric=2 --no-write-bitmap-index
+//
+// which rolls the smaller packs (and loose objects) into one so that the
+// pack sizes form a geometric progression: the first generation's big
+// pack is not rewritten, and the bytes copied over a run are about the
+// run's new bytes times the logarithm of its pack count. The repository's
+// pack.window=0 (OpenRepo) means no delta search, and git keeps the
+// stored literal deltas (a piece and its base are in the same pack). It
+// takes the lock Commit takes, runs git in its own process group with
+// none of the caller's GIT_* variables and the push's memory limits, and
+// is killed (the whole group) when ctx ends; an interrupted repack leaves
+// the old packs in place (git deletes them only after the new one is
+// installed). MaxPacks < 0 turns it off. Callers run it between
+// generations; a failure leaves the repository as it was.
+func (r *Repo) Maintain(ctx context.Context) (MaintainResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var res MaintainResult
+	objs := objectsDir(r.dir)
+	if r.cfg.MaxPacks < 0 || objs == "" {
+		return res, nil
+	}
+	n, err := countPacks(objs)
+	if err != nil {
+		return res, fmt.Errorf("gitops: maintain: %w", err)
+	}
+	res.PacksBefore, res.PacksAfter = n, n
+	if n <= r.cfg.MaxPacks {
+		return res, nil
+	}
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return res, fmt.Errorf("gitops: maintain: %w", err)
+	}
+	args := append([]string{"-C", r.dir}, pushMemoryLimits...)
+	args = append(args, "repack", "-d", "-l", "--geometric=2", "--no-write-bitmap-index", "-q")
+	cmd := exec.CommandContext(ctx, git, args...)
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "GIT_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")
+	var stderr limitedBuffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	err = cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever outlived git
+	}
+	res.Elapsed = time.Since(start)
+	// go-git lists packs once: whatever git did, re-read the list.
+	if s, ok := r.r.Storer.(interface{ Reindex() }); ok {
+		s.Reindex()
+	}
+	if m, cerr := countPacks(objs); cerr == nil {
+		res.PacksAfter = m
+	}
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
+		}
+		return res, fmt.Errorf("gitops: maintain: git repack: %w: %s", err, msg)
+	}
+	res.Repacked = true
+	return res, nil
+}
+
+// countPacks counts the pack-*.pack files of an objects directory.
+func countPacks(objs string) (int, error) {
+	m, err := filepath.Glob(filepath.Join(objs, "pack", "pack-*.pack"))
+	return len(m), err
+}
+
