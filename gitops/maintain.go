@@ -105,4 +105,3 @@ func countPacks(objs string) (int, error) {
 	m, err := filepath.Glob(filepath.Join(objs, "pack", "pack-*.pack"))
 	return len(m), err
 }
-
