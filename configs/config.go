@@ -140,6 +140,10 @@ type Git struct {
 	// (small parts keep repository growth close to the changed bytes).
 	SplitAbove int64 `yaml:"split_above"`
 	PartLimit  int64 `yaml:"part_limit"`
+	// MaxPacks: after a push (after a commit without a remote) the daemon
+	// repacks its repository geometrically once it holds more packs than
+	// this (gitops Repo.Maintain); default 50, 0 never.
+	MaxPacks int `yaml:"max_packs"`
 	// RetryBase is the resend queue's first retry delay after a failed
 	// push (default 2s); it doubles per failure up to RetryMax (default 5m).
 	RetryBase Duration `yaml:"retry_base"`
@@ -254,7 +258,7 @@ func Default() *Config {
 		Ring:     Ring{Keep: pipeline.DefaultRingKeep},
 		Queue:    Queue{Max: pipeline.DefaultQueueMax, Policy: string(pipeline.DefaultPolicy)},
 		Git: Git{Enabled: true, Branch: gitops.DefaultBranch, Path: gitops.DefaultPath, Layout: string(gitops.LayoutAuto), CommitDelta: string(gitops.DeltaAuto), Picture: true,
-			SplitAbove: 64 << 20, PartLimit: gitops.DefaultPartLimit, RetryBase: Duration(queue.DefaultBaseDelay), RetryMax: Duration(queue.DefaultMaxDelay),
+			SplitAbove: 64 << 20, PartLimit: gitops.DefaultPartLimit, MaxPacks: gitops.DefaultMaxPacks, RetryBase: Duration(queue.DefaultBaseDelay), RetryMax: Duration(queue.DefaultMaxDelay),
 			AuthRecheck: Duration(queue.DefaultAuthRecheck), PushTimeout: Duration(gitops.DefaultPushTimeout), PushMinRate: gitops.DefaultPushMinRate,
 			PushStall: Duration(gitops.DefaultPushStall), PushMaxTimeouts: queue.DefaultMaxTimeouts},
 		Metrics: Metric{Addr: "127.0.0.1:9464", StuckAfter: Duration(pipeline.DefaultStuckAfter)},
@@ -393,6 +397,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Git.PartLimit < 64<<10 || c.Git.PartLimit > 95<<20 {
 		return bad("git.part_limit", "%d: must be in [64 KiB, 95 MiB] (GitHub rejects files over 100 MiB)", c.Git.PartLimit)
+	}
+	if c.Git.MaxPacks < 0 {
+		return bad("git.max_packs", "%d: must be >= 0 (0: never repack)", c.Git.MaxPacks)
 	}
 	if c.Git.SplitAbove <= 0 {
 		return bad("git.split_above", "%d: must be > 0", c.Git.SplitAbove)

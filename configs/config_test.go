@@ -51,6 +51,7 @@ func TestStrictErrors(t *testing.T) {
 		"snapshot:\n  build: \"a b\"\n":           "snapshot.build",
 		"ring:\n  keep: 0\n":                      "ring.keep",
 		"git:\n  part_limit: 200000000\n":         "git.part_limit",
+		"git:\n  max_packs: -1\n":                 "git.max_packs",
 		"wal:\n  poll_interval: fast\n":           "line 2",
 		"git:\n  path: /abs\n":                    "git.path",
 		"a: 1\n---\nb: 2\n":                       "unknown key",
@@ -168,7 +169,7 @@ func TestReadmeStatesDefaults(t *testing.T) {
 		t.Errorf("snapshot defaults %+v, snapshot.DefaultMeta %+v", s, meta)
 	}
 	if d.Ring.Keep != pipeline.DefaultRingKeep || d.Queue.Max != pipeline.DefaultQueueMax || d.Queue.Policy != string(pipeline.DefaultPolicy) ||
-		d.Git.Branch != gitops.DefaultBranch || d.Git.PartLimit != gitops.DefaultPartLimit || d.GitHub.APIURL != review.DefaultAPIURL {
+		d.Git.Branch != gitops.DefaultBranch || d.Git.PartLimit != gitops.DefaultPartLimit || d.Git.MaxPacks != gitops.DefaultMaxPacks || d.GitHub.APIURL != review.DefaultAPIURL {
 		t.Errorf("defaults differ from the components': %+v", d)
 	}
 }

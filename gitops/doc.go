@@ -97,7 +97,7 @@
 // daemon runs after each successful push (after each commit when there is
 // no remote), rolls the smaller packs and the loose objects up with `git
 // repack -d -l --geometric=2` once there are more than Config.MaxPacks
-// (default 50), keeping the big first pack and the literal deltas. snapd
+// (default 50; the config's git.max_packs), keeping the big first pack and the literal deltas. snapd
 // never garbage-collects (nothing it writes becomes unreachable).
 //
 // # Split ("git-scale") layout

@@ -336,7 +336,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			split = gitops.MaxPartLimit
 		}
 		if deps.Repo, err = gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path, Layout: layout, AuthorName: c.Git.AuthorName, AuthorEmail: c.Git.AuthorEmail,
-			SplitThreshold: split, PartLimit: c.Git.PartLimit, SigningKey: pc.SignKey, Delta: gitops.DeltaPolicy(c.Git.CommitDelta),
+			SplitThreshold: split, PartLimit: c.Git.PartLimit, MaxPacks: maxPacks(c.Git.MaxPacks), SigningKey: pc.SignKey, Delta: gitops.DeltaPolicy(c.Git.CommitDelta),
 			BaseBranch: c.Git.BaseBranch, FetchBase: fetchBase(gp)}); err != nil {
 			return err
 		}
@@ -512,4 +512,13 @@ func closeDaemon(d *pipeline.Daemon, log *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// maxPacks maps git.max_packs (0: never) to gitops.Config.MaxPacks
+// (negative: never).
+func maxPacks(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
