@@ -161,6 +161,9 @@ func (p *packWriter) add(t plumbing.ObjectType, h plumbing.Hash, data []byte, r 
 func (p *packWriter) put(o heldObject) error {
 	if o.r.literal && o.t == plumbing.BlobObject {
 		if b, ok := p.bases[o.r.base]; ok && !o.r.base.IsZero() {
+			// A base serves one piece (it is named after it; a piece added
+			// twice is written once): forget it, so the map stays small.
+			delete(p.bases, o.r.base)
 			return p.literalEntry(o.h, o.data, b)
 		}
 		if p.base != nil {
