@@ -40,7 +40,8 @@ type MaintainResult struct {
 // none of the caller's GIT_* variables and the push's memory limits, and
 // is killed (the whole group) when ctx ends; an interrupted repack leaves
 // the old packs in place (git deletes them only after the new one is
-// installed). MaxPacks < 0 turns it off. Callers run it between
+// installed). It needs git >= 2.33 (--geometric); an older git fails
+// every time, and the caller logs it. MaxPacks < 0 turns it off. Callers run it between
 // generations; a failure leaves the repository as it was.
 func (r *Repo) Maintain(ctx context.Context) (MaintainResult, error) {
 	r.mu.Lock()
