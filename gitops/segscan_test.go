@@ -5,6 +5,7 @@ import (
 	"context"
 	"path"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
@@ -41,7 +42,7 @@ func TestSegScan(t *testing.T) {
 		for i := 0; i < len(skel); i += step {
 			got = s.feed(skel[i:min(i+step, len(skel))], got)
 		}
-		if !equalStrings(got, want) {
+		if !slices.Equal(got, want) {
 			t.Fatalf("step %d: %d names, want %d", step, len(got), len(want))
 		}
 	}
@@ -56,18 +57,6 @@ func TestSegScan(t *testing.T) {
 	if got = s.feed([]byte("\n"), nil); len(got) != 1 || got[0] != "seg/ab/"+hex+".seg" {
 		t.Fatalf("the line completed: %q", got)
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 var segScanName = regexp.MustCompile(`^seg/[0-9a-f]{2}/[0-9a-f]{64}\.seg$`)
@@ -98,7 +87,7 @@ func FuzzSegScan(f *testing.F) {
 		for st := max(int(step), 1); i < len(text); i += st {
 			got = cut.feed(text[i:min(i+st, len(text))], got)
 		}
-		if !equalStrings(got, want) {
+		if !slices.Equal(got, want) {
 			t.Fatalf("cut: %d names, whole: %d", len(got), len(want))
 		}
 	})
