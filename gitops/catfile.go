@@ -112,12 +112,7 @@ func startCatFile(ctx context.Context, dir string) (*catFile, error) {
 	// windows by default).
 	cmd := exec.CommandContext(ctx, git, "-C", dir, "-c", "core.packedGitWindowSize=16m", "-c", "core.packedGitLimit=64m",
 		"-c", "core.deltaBaseCacheLimit=16m", "cat-file", "--batch")
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "GIT_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "GIT_NO_REPLACE_OBJECTS=1", "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")
+	cmd.Env = localGitEnv("GIT_NO_REPLACE_OBJECTS=1")
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

@@ -164,11 +164,7 @@ func (p *GitPusher) runObserved(ctx context.Context, op string, args, env []stri
 	// ssh, a local receive-pack and its index-pack); git itself also dies
 	// with the daemon (Pdeathsig), and helpers that outlive a killed
 	// daemon are reaped by the next run (reapStale).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	// Pipes held by a process outside the group (none expected) are
-	// closed this long after the kill or the exit.
-	cmd.WaitDelay = 5 * time.Second
+	inOwnGroup(cmd)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return "", &GitError{Op: op, Kind: ErrLocal, ExitCode: -1, cause: fmt.Errorf("start %s: %w", p.remote.Git, err)}

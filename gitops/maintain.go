@@ -66,17 +66,10 @@ func (r *Repo) Maintain(ctx context.Context) (MaintainResult, error) {
 	args := append([]string{"-C", r.dir}, pushMemoryLimits...)
 	args = append(args, "repack", "-d", "-l", "--geometric=2", "--no-write-bitmap-index", "-q")
 	cmd := exec.CommandContext(ctx, git, args...)
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "GIT_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")
+	cmd.Env = localGitEnv()
 	var stderr limitedBuffer
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
+	inOwnGroup(cmd)
 	start := time.Now()
 	err = cmd.Run()
 	if cmd.Process != nil {
@@ -105,4 +98,27 @@ func (r *Repo) Maintain(ctx context.Context) (MaintainResult, error) {
 func countPacks(objs string) (int, error) {
 	m, err := filepath.Glob(filepath.Join(objs, "pack", "pack-*.pack"))
 	return len(m), err
+}
+
+// localGitEnv is the environment of a git child that works on snapd's
+// own repository: the process's, without any GIT_* variable (GIT_DIR,
+// GIT_OBJECT_DIRECTORY and the like would redirect it), plus extra,
+// without the system git config, in the C locale.
+func localGitEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "GIT_") {
+			env = append(env, kv)
+		}
+	}
+	return append(append(env, extra...), "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")
+}
+
+// inOwnGroup runs cmd in its own process group, killed whole (SIGKILL to
+// -pgid) when cmd's context ends, and dying with snapd (Pdeathsig), so no
+// helper git starts outlives it; pipes still held 5 s after are closed.
+func inOwnGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 }

@@ -837,11 +837,11 @@ func (b *builder) encode(enc func(plumbing.EncodedObject) error) (plumbing.Hash,
 // blob stores data as a blob unless the repository already has it.
 func (b *builder) blob(data []byte) (plumbing.Hash, error) { return b.blobAs(data, repr{}) }
 
-// rawBlob is blob for segment bytes: in a pack they are stored as literal
-// deltas (packw.go) against base (zero: the pack's default base), which
-// keeps git's delta search off them.
-func (b *builder) rawBlob(data []byte, base plumbing.Hash) (plumbing.Hash, error) {
-	return b.blobAs(data, repr{literal: true, base: base})
+// rawBlob is blob for a segment stored as one blob: in a pack it is a
+// literal delta against the pack's default base (packw.go), which keeps
+// git's delta search off it. (Pieces have their own bases: segment.)
+func (b *builder) rawBlob(data []byte) (plumbing.Hash, error) {
+	return b.blobAs(data, repr{literal: true})
 }
 
 // blobAs is blob, stored in a pack as r says.

@@ -219,7 +219,7 @@ func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSi
 // a full clone).
 func (b *builder) segment(data []byte, piece int64) (plumbing.Hash, filemode.FileMode, error) {
 	if piece <= 0 || int64(len(data)) <= piece {
-		h, err := b.rawBlob(data, plumbing.ZeroHash)
+		h, err := b.rawBlob(data)
 		return h, filemode.Regular, err
 	}
 	t := newTreeBuilder(nil)
@@ -250,12 +250,13 @@ func pieceBase(h plumbing.Hash) []byte { return []byte("blob " + h.String() + "\
 // (seg/<hh>/<hex64>.seg/p000003); ok is false for any other path.
 func PieceOfBase(name string) (piece string, ok bool) {
 	dir, file := path.Split(name)
-	var k int
-	if n, err := fmt.Sscanf(file, segBaseFmt, &k); n != 1 || err != nil || fmt.Sprintf(segBaseFmt, k) != file ||
+	// segBaseFmt: "b" and six digits (verify-repo asks this of every
+	// file of a generation, so no Sscanf).
+	if len(file) != 7 || file[0] != 'b' || strings.Trim(file[1:], "0123456789") != "" ||
 		!strings.HasPrefix(dir, skelSegDir+"/") || !strings.HasSuffix(dir, ".seg/") {
 		return "", false
 	}
-	return dir + fmt.Sprintf(segPieceFmt, k), true
+	return dir + "p" + file[1:], true
 }
 
 // IsPieceBase reports whether h is the base blob the writer stores

@@ -180,3 +180,26 @@ func TestWritePiecesFuzzSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPieceOfBase: only seg/<hh>/<hex64>.seg/bNNNNNN (six digits) names
+// a piece's base blob, and its piece is pNNNNNN beside it.
+func TestPieceOfBase(t *testing.T) {
+	const dir = "seg/ab/" + "ab00000000000000000000000000000000000000000000000000000000000000.seg/"
+	for name, want := range map[string]string{
+		dir + "b000003":    dir + "p000003",
+		dir + "b123456":    dir + "p123456",
+		dir + "b00003":     "",
+		dir + "b0000003":   "",
+		dir + "b00000x":    "",
+		dir + "p000003":    "",
+		dir + "b-00003":    "",
+		"seg/ab/x/b000003": "",
+		"b000003":          "",
+		"other/ab/" + "ab00000000000000000000000000000000000000000000000000000000000000.seg/b000003": "",
+	} {
+		got, ok := PieceOfBase(name)
+		if got != want || ok != (want != "") {
+			t.Errorf("PieceOfBase(%q) = %q, %v; want %q", name, got, ok, want)
+		}
+	}
+}

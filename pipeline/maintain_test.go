@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,14 +46,7 @@ func testRepack(t *testing.T, withQueue bool) {
 			t.Fatal(err)
 		}
 	}
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("git", append([]string{"-C", repoDir}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
+	git := func(args ...string) string { t.Helper(); return gittest.Git(t, repoDir, args...) }
 	packs := func() int {
 		m, _ := filepath.Glob(filepath.Join(repoDir, "objects", "pack", "pack-*.pack"))
 		return len(m)
