@@ -231,6 +231,13 @@ func (p *OCIPublisher) Publish(ctx context.Context, j queue.Job, save func(queue
 		res, err := p.reg.PushWTXTAt(ctx, &countingReaderAt{r: f, n: &p.read}, st.Size(), fmt.Sprintf("gen %s", h.Root.Gen), out, p.cfg.SegmentSize, prev)
 		defer p.read.Store(0)
 		if err != nil {
+			if errors.Is(err, oci.ErrManifestBlobUnknown) {
+				// A blob was deleted from under the previous manifest:
+				// the retry HEADs every blob and uploads what is gone.
+				p.prevMu.Lock()
+				p.prevKeys = oci.Previous{}
+				p.prevMu.Unlock()
+			}
 			return j, registryErr(j, err)
 		}
 		p.prevMu.Lock()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -307,24 +308,32 @@ func wtxtFlagsSet(cmd *cobra.Command) []string {
 // model's is about 350 MB at 64 KiB chunks).
 const maxPrevSkeleton = 1 << 30
 
-// readPrevSkeleton reads --prev-skeleton's segments by key.
+// readPrevSkeleton reads --prev-skeleton's segments by key, and names its
+// generation's manifest by tag.
 func readPrevSkeleton(ctx context.Context, path string) (oci.Previous, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, ioError{err}
+		return oci.Previous{}, ioError{err}
 	}
 	if !fi.Mode().IsRegular() || fi.Size() > maxPrevSkeleton {
-		return nil, usageError{fmt.Errorf("--prev-skeleton %s: not a regular file of at most %d bytes", path, maxPrevSkeleton)}
+		return oci.Previous{}, usageError{fmt.Errorf("--prev-skeleton %s: not a regular file of at most %d bytes", path, maxPrevSkeleton)}
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, ioError{err}
+		return oci.Previous{}, ioError{err}
 	}
 	keys, err := wtxt.SkeletonKeys(ctx, b, filepath.Base(path))
 	if err != nil {
-		return nil, fmt.Errorf("--prev-skeleton: %w", err)
+		return oci.Previous{}, fmt.Errorf("--prev-skeleton: %w", err)
 	}
-	return oci.Previous(keys), nil
+	// The previous generation's manifest (its tag, from the header
+	// SkeletonKeys just checked) lists the blobs the registry holds for
+	// it: one GET instead of a HEAD per segment.
+	h, err := wtxt.ReadHeader(bytes.NewReader(bytes.TrimPrefix(b, []byte(wtxt.SkeletonMagic+"\n"))))
+	if err != nil {
+		return oci.Previous{}, fmt.Errorf("--prev-skeleton: %w", err)
+	}
+	return oci.Previous{Segments: keys, Manifest: oci.Tag(h.Root.Gen)}, nil
 }
 
 // runAssembleOCI rebuilds a WTXT from its skeleton and the registry.
@@ -371,6 +380,9 @@ func registryErr(err error) error {
 	var ne net.Error
 	if err != nil && (errors.As(err, &ue) || errors.As(err, &ne)) {
 		return withHint(ioError{err}, "is the registry up and reachable? (the command can be re-run: blobs already pushed are skipped)")
+	}
+	if errors.Is(err, oci.ErrManifestBlobUnknown) {
+		return withHint(err, "a blob was deleted from under the previous generation's manifest: push again without --prev-skeleton, which uploads what is missing")
 	}
 	return err
 }

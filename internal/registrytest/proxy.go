@@ -23,7 +23,8 @@ const (
 )
 
 // Proxy is an HTTP server in front of a registry that forwards every
-// request and damages the GET responses of chosen blobs, standing in for
+// request (pushes included: upload Locations are rewritten to the proxy)
+// and damages the GET responses of chosen blobs, standing in for
 // a faulty or hostile registry; it records the methods it saw.
 type Proxy struct {
 	Host string // 127.0.0.1:PORT
@@ -102,6 +103,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer resp.Body.Close()
 	for k, v := range resp.Header {
 		w.Header()[k] = v
+	}
+	// An upload session's Location may name the upstream: point it at the
+	// proxy, so that pushes go through it too.
+	if loc := resp.Header.Get("Location"); strings.HasPrefix(loc, "http://"+p.upstream+"/") {
+		w.Header().Set("Location", "http://"+r.Host+strings.TrimPrefix(loc, "http://"+p.upstream))
 	}
 	if d == Intact || resp.StatusCode != http.StatusOK {
 		w.WriteHeader(resp.StatusCode)

@@ -361,6 +361,9 @@ func (r *Repository) PushManifest(ctx context.Context, g Generation) (ocispec.De
 	mdesc := Descriptor(ocispec.MediaTypeImageManifest, man)
 	mdesc.ArtifactType = ArtifactType
 	if err := r.repo.PushReference(ctx, mdesc, bytes.NewReader(man), Tag(g.Gen)); err != nil {
+		if isBlobUnknown(err) {
+			err = fmt.Errorf("%w: %w", ErrManifestBlobUnknown, err)
+		}
 		return ocispec.Descriptor{}, fmt.Errorf("oci %s: push manifest %s: %w", r.name, Tag(g.Gen), err)
 	}
 	return mdesc, nil

@@ -2,7 +2,10 @@ package oci
 
 import (
 	"context"
+	"encoding/hex"
 	"io"
+
+	"github.com/opencontainers/go-digest"
 
 	"golang.org/x/sync/errgroup"
 
@@ -10,10 +13,27 @@ import (
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
-// Previous is what a push knows of the previous generation: its segments
-// by key (wtxt.SkeletonKeys of its skeleton, or PushResult.Keys of its
-// push). nil means nothing: every segment is read, decoded and checked.
-type Previous map[wtxt.SegmentKey]wtxt.Segment
+// Previous is what a push knows of the previous generation. The zero
+// value knows nothing: every segment is read, decoded and checked.
+type Previous struct {
+	// Segments are the previous generation's segments by key
+	// (wtxt.SkeletonKeys of its skeleton, or PushResult.Keys of its push).
+	Segments map[wtxt.SegmentKey]wtxt.Segment
+	// Manifest, when not "", names a manifest of this repository (a tag
+	// such as gen-000041, or a digest): normally the previous
+	// generation's. A registry keeps every blob a manifest it serves
+	// references (it refuses a manifest whose blobs it lacks, and its
+	// garbage collection keeps them), so a previous segment whose digest
+	// and size that manifest lists is taken as present without a HEAD:
+	// one GET instead of one HEAD per segment. Segments it does not list
+	// are asked about one by one, as without it; a manifest that cannot
+	// be fetched (gone, too large, not snapd's) only means HEADs for all.
+	// Should a blob have been deleted from under its manifest all the
+	// same (a blob DELETE), the push's manifest is refused with an error
+	// wrapping ErrManifestBlobUnknown and a push without Manifest repairs
+	// it.
+	Manifest string
+}
 
 // PushWTXTAt is PushWTXT for a WTXT that can be read at offsets (a file):
 // the structure comes from wtxt.ReadIndex, and a segment whose chunks'
@@ -40,6 +60,7 @@ func (r *Repository) PushWTXTAt(ctx context.Context, in io.ReaderAt, size int64,
 		return nil, err
 	}
 	res.Keys = keys
+	res.Keys.Manifest = res.Manifest.Digest.String()
 	return res, nil
 }
 
@@ -72,6 +93,7 @@ func (r *Repository) PushSnapshot(ctx context.Context, s *snapshot.Snapshot, opt
 		return nil, nil, err
 	}
 	res.Keys = keys
+	res.Keys.Manifest = res.Manifest.Digest.String()
 	return res, enc, nil
 }
 
@@ -91,7 +113,7 @@ func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Write
 	defer heads.wait()
 	var reused, reusedBytes int64
 	known := func(k wtxt.SegmentKey) ([32]byte, bool) {
-		s, ok := prev[k]
+		s, ok := prev.Segments[k]
 		if !ok || !heads.present(ctx, s.Digest) {
 			return [32]byte{}, false
 		}
@@ -104,25 +126,27 @@ func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Write
 	segs, keys, serr := split(u.gctx, io.MultiWriter(skel, head), u.sink, known, wtxt.SplitOptions{SegmentSize: segSize, File: name})
 	st, err := u.wait(ctx, serr)
 	if err != nil {
-		return Generation{}, st, nil, err
+		return Generation{}, st, Previous{}, err
 	}
 	st.Reused = int(reused)
 	st.Skipped += int(reused)
 	st.SkippedBytes += reusedBytes
 	gen, st, err := r.generation(head, name, segSize, segs, st)
 	if err != nil {
-		return gen, st, nil, err
+		return gen, st, Previous{}, err
 	}
-	next := make(Previous, len(segs))
+	next := Previous{Segments: make(map[wtxt.SegmentKey]wtxt.Segment, len(segs))}
 	for i, s := range segs {
-		next[keys[i]] = s
+		next.Segments[keys[i]] = s
 	}
 	return gen, st, next, nil
 }
 
-// blobHeads HEADs the previous generation's blobs while the split runs:
-// the split asks about a blob (present) only when it reaches a segment
-// whose key the previous generation had, and waits for that one answer.
+// blobHeads learns which of the previous generation's blobs the registry
+// has while the split runs: from prev.Manifest's layers when it can be
+// fetched, by a HEAD for each of the others. The split asks about a blob
+// (present) only when it reaches a segment whose key the previous
+// generation had, and waits for that one answer.
 type blobHeads struct {
 	res     map[[32]byte]*headResult
 	g       *errgroup.Group
@@ -135,14 +159,15 @@ type headResult struct {
 	ok   bool // the registry has the blob with the segment's size
 }
 
-// headAll starts HEAD requests (Options.Concurrency, at least 8, at once)
-// for the distinct non-empty blobs of prev.
+// headAll starts learning about the distinct non-empty blobs of prev: one
+// GET of prev.Manifest, then HEAD requests (Options.Concurrency, at least
+// 8, at once) for those it does not list.
 func (r *Repository) headAll(ctx context.Context, prev Previous) *blobHeads {
 	ctx, cancel := context.WithCancel(ctx)
 	h := &blobHeads{res: map[[32]byte]*headResult{}, g: &errgroup.Group{}, cancel: cancel, spawned: make(chan struct{})}
 	h.g.SetLimit(max(r.jobs, 8))
 	var want []wtxt.Segment
-	for _, s := range prev {
+	for _, s := range prev.Segments {
 		if s.Size > 0 && h.res[s.Digest] == nil {
 			h.res[s.Digest] = &headResult{done: make(chan struct{})}
 			want = append(want, s)
@@ -150,8 +175,14 @@ func (r *Repository) headAll(ctx context.Context, prev Previous) *blobHeads {
 	}
 	go func() {
 		defer close(h.spawned)
+		listed := r.manifestLayers(ctx, prev.Manifest, len(want))
 		for _, s := range want {
 			res := h.res[s.Digest]
+			if size, ok := listed[s.Digest]; ok && size == s.Size {
+				res.ok = true
+				close(res.done)
+				continue
+			}
 			h.g.Go(func() error {
 				defer close(res.done)
 				if ctx.Err() != nil {
@@ -167,6 +198,33 @@ func (r *Repository) headAll(ctx context.Context, prev Previous) *blobHeads {
 		}
 	}()
 	return h
+}
+
+// manifestLayers returns the segment layers (digest to size) of the
+// manifest ref names, nil when ref is "", there is nothing to ask about
+// (want 0) or the manifest cannot be fetched (then every blob is HEADed:
+// the reason is logged at debug level).
+func (r *Repository) manifestLayers(ctx context.Context, ref string, want int) map[[32]byte]int64 {
+	if ref == "" || want == 0 {
+		return nil
+	}
+	_, m, _, err := r.FetchManifest(ctx, ref)
+	if err != nil {
+		r.log.Debug("oci push: previous manifest not read, HEADing its blobs", "repository", r.name, "manifest", ref, "err", err)
+		return nil
+	}
+	out := make(map[[32]byte]int64, len(m.Layers))
+	for _, l := range m.Layers {
+		if l.MediaType != SegmentMediaType || l.Digest.Algorithm() != digest.SHA256 || l.Digest.Validate() != nil {
+			continue
+		}
+		b, err := hex.DecodeString(l.Digest.Encoded())
+		if err != nil || len(b) != 32 {
+			continue
+		}
+		out[[32]byte(b)] = l.Size
+	}
+	return out
 }
 
 // present reports whether the registry has blob d (one of prev's), waiting

@@ -77,7 +77,7 @@ func TestBenchPushAt(t *testing.T) {
 	ctx := context.Background()
 	f1, _ := os.Open(p1)
 	st1, _ := f1.Stat()
-	r1, err := repo.PushWTXTAt(ctx, f1, st1.Size(), "gen1", io.Discard, 0, nil)
+	r1, err := repo.PushWTXTAt(ctx, f1, st1.Size(), "gen1", io.Discard, 0, Previous{})
 	f1.Close()
 	if err != nil {
 		b.Fatal(err)

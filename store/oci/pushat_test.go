@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/http"
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
@@ -35,9 +36,9 @@ func TestRegistryPushAtReuse(t *testing.T) {
 	const segSize = 256 << 10 // 16 segments of W + b
 	g1 := genWTXT(t, 1, 0, 0)
 	g2 := genWTXT(t, 2, 8000, 8164)
-	r1, skel1 := pushAt(t, repo, g1, segSize, nil)
-	if r1.Uploaded != 17 || r1.Reused != 0 || len(r1.Keys) != 17 {
-		t.Fatalf("gen 1: %+v, %d keys", r1.PushStats, len(r1.Keys))
+	r1, skel1 := pushAt(t, repo, g1, segSize, Previous{})
+	if r1.Uploaded != 17 || r1.Reused != 0 || len(r1.Keys.Segments) != 17 {
+		t.Fatalf("gen 1: %+v, %d keys", r1.PushStats, len(r1.Keys.Segments))
 	}
 	ref1, refSkel1 := pushBytes(t, repo, g1, segSize)
 	if !bytes.Equal(skel1, refSkel1) || ref1.Manifest.Digest != r1.Manifest.Digest {
@@ -47,11 +48,11 @@ func TestRegistryPushAtReuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !maps.Equal(Previous(keys), r1.Keys) {
+	if !maps.Equal(keys, r1.Keys.Segments) || r1.Keys.Manifest != r1.Manifest.Digest.String() {
 		t.Fatal("SkeletonKeys of the skeleton differ from the push's keys")
 	}
 
-	r2, skel2 := pushAt(t, repo, g2, segSize, keys)
+	r2, skel2 := pushAt(t, repo, g2, segSize, Previous{Segments: keys})
 	ref2, refSkel2 := pushBytes(t, repo, g2, segSize)
 	if !bytes.Equal(skel2, refSkel2) || ref2.Manifest.Digest != r2.Manifest.Digest {
 		t.Fatal("PushWTXTAt with the previous keys and PushWTXT differ for gen 2")
@@ -70,7 +71,9 @@ func TestRegistryPushAtReuse(t *testing.T) {
 	}
 
 	// A previous entry whose blob the registry lacks, or has with another
-	// size, is not reused: the segment is read and checked instead.
+	// size, is not reused: the segment is read and checked instead (the
+	// previous manifest does not list it with that size, and the HEAD
+	// then asked says so).
 	var k0, k1 wtxt.SegmentKey
 	for k, s := range keys {
 		switch s.FirstChunk {
@@ -89,7 +92,7 @@ func TestRegistryPushAtReuse(t *testing.T) {
 	s1 := lying[k1]
 	s1.Size++
 	lying[k1] = s1
-	r3, skel3 := pushAt(t, repo, g2, segSize, lying)
+	r3, skel3 := pushAt(t, repo, g2, segSize, Previous{Segments: lying, Manifest: r1.Keys.Manifest})
 	if !bytes.Equal(skel3, skel2) || r3.Reused != 17-changed-2 {
 		t.Fatalf("missing or resized previous blobs: reused %d, want %d", r3.Reused, 17-changed-2)
 	}
@@ -101,10 +104,90 @@ func TestRegistryPushAtReuse(t *testing.T) {
 	a, b := swapped[k0], swapped[k1]
 	a.Digest, b.Digest = b.Digest, a.Digest
 	swapped[k0], swapped[k1] = a, b
-	_, bad := pushAt(t, repo, g2, segSize, swapped)
+	_, bad := pushAt(t, repo, g2, segSize, Previous{Segments: swapped, Manifest: r1.Keys.Manifest})
 	_, err = assembleFrom(t, repo, bad)
 	var we *wtxt.Error
 	if !errors.As(err, &we) || we.Array != "W" || we.Chunk != 0 {
 		t.Fatalf("assemble of a skeleton from a lying Previous: %v", err)
+	}
+}
+
+// TestRegistryPushAtPrevManifest: with Previous.Manifest the push learns
+// which previous blobs the registry holds from that one manifest, so it
+// HEADs only the changed segments and the config blob, and writes the
+// skeleton and manifest it writes without; a manifest that is gone means
+// a HEAD for every blob, same result. A blob deleted from under the
+// previous manifest makes the registry refuse the new manifest
+// (ErrManifestBlobUnknown); the push without Manifest then uploads it.
+func TestRegistryPushAtPrevManifest(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	proxy := registrytest.StartProxy(t, reg.Host)
+	repo, err := Open(proxy.Host+"/snapd/prevman", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const segSize = 256 << 10 // 16 segments of W + b
+	g1 := genWTXT(t, 1, 0, 0)
+	g2 := genWTXT(t, 2, 8000, 8164)
+	r1, _ := pushAt(t, repo, g1, segSize, Previous{})
+	if r1.Keys.Manifest != r1.Manifest.Digest.String() {
+		t.Fatalf("gen 1 keys name manifest %q, pushed %s", r1.Keys.Manifest, r1.Manifest.Digest)
+	}
+	heads := func(prev Previous) (*PushResult, []byte, int) {
+		t.Helper()
+		before := proxy.Methods()[http.MethodHead]
+		res, skel := pushAt(t, repo, g2, segSize, prev)
+		return res, skel, proxy.Methods()[http.MethodHead] - before
+	}
+	rAll, skelAll, nAll := heads(Previous{Segments: r1.Keys.Segments})
+	rMan, skelMan, nMan := heads(r1.Keys)
+	rTag, skelTag, _ := heads(Previous{Segments: r1.Keys.Segments, Manifest: "gen-000001"})
+	rGone, skelGone, nGone := heads(Previous{Segments: r1.Keys.Segments, Manifest: "gen-000099"})
+	for _, c := range []struct {
+		name string
+		res  *PushResult
+		skel []byte
+	}{{"digest", rMan, skelMan}, {"tag", rTag, skelTag}, {"missing tag", rGone, skelGone}} {
+		if !bytes.Equal(c.skel, skelAll) || c.res.Manifest.Digest != rAll.Manifest.Digest || c.res.Reused != rAll.Reused {
+			t.Fatalf("previous manifest by %s: skeleton, manifest or reuse (%d, want %d) differ from the push without it", c.name, c.res.Reused, rAll.Reused)
+		}
+	}
+	changed := 17 - rAll.Reused
+	t.Logf("HEADs: %d with the previous manifest, %d without, %d with a missing one; %d segments changed", nMan, nAll, nGone, changed)
+	if rAll.Reused < 15 || nAll < rAll.Reused || nGone < rAll.Reused {
+		t.Fatalf("without a usable manifest: reused %d, %d and %d HEADs", rAll.Reused, nAll, nGone)
+	}
+	// The changed segments and the config blob are asked about; nothing else.
+	if nMan > changed+1 {
+		t.Fatalf("with the previous manifest: %d HEADs, want at most %d", nMan, changed+1)
+	}
+
+	// Delete a blob the new generation reuses from under gen 1's manifest.
+	var victim wtxt.Segment
+	for _, s := range r1.Keys.Segments {
+		if s.Array == "W" && s.FirstChunk == 0 {
+			victim = s
+		}
+	}
+	req, _ := http.NewRequest(http.MethodDelete, "http://"+reg.Host+"/v2/snapd/prevman/blobs/"+SegmentDescriptor(victim).Digest.String(), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("DELETE blob: %s", resp.Status)
+	}
+	var skel bytes.Buffer
+	_, err = repo.PushWTXTAt(context.Background(), bytes.NewReader(g2), int64(len(g2)), "gen.wtxt", &skel, segSize, r1.Keys)
+	if !errors.Is(err, ErrManifestBlobUnknown) {
+		t.Fatalf("push reusing a deleted blob: %v, want ErrManifestBlobUnknown", err)
+	}
+	rFix, skelFix := pushAt(t, repo, g2, segSize, Previous{Segments: r1.Keys.Segments})
+	if rFix.Uploaded != 1 || rFix.UploadedBytes != victim.Size || !bytes.Equal(skelFix, skelAll) {
+		t.Fatalf("push without the manifest after the delete: %+v", rFix.PushStats)
+	}
+	if got, err := assembleFrom(t, repo, skelFix); err != nil || !bytes.Equal(got, g2) {
+		t.Fatalf("assemble gen 2 after the repair: %v", err)
 	}
 }

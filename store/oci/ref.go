@@ -116,6 +116,28 @@ var ErrTagTaken = errors.New("tag already names a different manifest")
 // ErrNotFound: the tag or blob does not exist (wraps oras-go's).
 var ErrNotFound = errdef.ErrNotFound
 
+// ErrManifestBlobUnknown: the registry refused a manifest because it
+// lacks a blob the manifest references (MANIFEST_BLOB_UNKNOWN). A push
+// that took blobs as present from the previous generation's manifest
+// (Previous.Manifest) gets it when one was deleted from under that
+// manifest; pushing again without Previous.Manifest uploads it.
+var ErrManifestBlobUnknown = errors.New("the registry lacks a blob the manifest references")
+
+// isBlobUnknown reports whether err is the registry's MANIFEST_BLOB_UNKNOWN
+// (or BLOB_UNKNOWN) answer.
+func isBlobUnknown(err error) bool {
+	var er *errcode.ErrorResponse
+	if !errors.As(err, &er) {
+		return false
+	}
+	for _, e := range er.Errors {
+		if e.Code == errcode.ErrorCodeManifestBlobUnknown || e.Code == errcode.ErrorCodeBlobUnknown {
+			return true
+		}
+	}
+	return false
+}
+
 func isNotFound(err error) bool {
 	if errors.Is(err, errdef.ErrNotFound) {
 		return true
