@@ -96,6 +96,9 @@ type arrPlan struct {
 	fastxor uint64
 	line    string // arr line
 	idx     string // idx line or ""
+	// gate, when not nil, is taken (high priority) around each block
+	// eachBlock reads and hashes (EncodeSkeleton: see cpuGate).
+	gate *cpuGate
 	// sums holds the sha256 and crc32c of the array's first chunks when
 	// they were computed ahead of the body (see sumChunks).
 	sums []chunkSum
@@ -419,10 +422,12 @@ func eachBlock(ctx context.Context, p *arrPlan, fn func(b []byte, off int64)) er
 				return err
 			}
 			end := min(off+blockSize, p.nbytes)
+			p.gate.acquire(true)
 			for o := off; o < end; o += copyPiece {
 				b := buf[:copy(buf, p.mem[o:min(o+copyPiece, end)])]
 				fn(b, o)
 			}
+			p.gate.release()
 			snapshot.Release(p.src, off, end-off)
 		}
 		return nil
@@ -433,10 +438,15 @@ func eachBlock(ctx context.Context, p *arrPlan, fn func(b []byte, off int64)) er
 			return err
 		}
 		b := buf[:min(blockSize, p.nbytes-off)]
-		if err := readAt(p, b, off); err != nil {
+		p.gate.acquire(true)
+		err := readAt(p, b, off)
+		if err == nil {
+			fn(b, off)
+		}
+		p.gate.release()
+		if err != nil {
 			return err
 		}
-		fn(b, off)
 	}
 	return nil
 }
@@ -472,6 +482,10 @@ func hashArrays(ctx context.Context, plans []*arrPlan, key []byte, gen string, w
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for _, p := range plans {
+		if key != nil && p.mem == nil {
+			g.Go(func() error { return hashShaMAC(gctx, p, key, gen) })
+			continue
+		}
 		g.Go(func() error {
 			h := sha256.New()
 			var fx uint64
@@ -495,6 +509,59 @@ func hashArrays(ctx context.Context, plans []*arrPlan, key []byte, gen string, w
 		}
 	}
 	return g.Wait()
+}
+
+// hashShaMAC computes p's sha256 with fastxor and its HMAC (salt
+// included) from one read of each block: this goroutine reads a block and
+// hashes it for sha256 while the previous block goes through the HMAC on
+// another (the two hashes still run on two cores, and the source is read
+// once instead of twice). p must not be memory-backed (eachBlock's copy
+// pieces serve those).
+func hashShaMAC(ctx context.Context, p *arrPlan, key []byte, gen string) error {
+	p.salt = Salt(key, gen, p.name)
+	m := hmac.New(sha256.New, key)
+	m.Write(p.salt[:])
+	h := sha256.New()
+	var fx uint64
+	const nbuf = 3
+	free := make(chan []byte, nbuf)
+	for range nbuf {
+		free <- make([]byte, min(blockSize, p.nbytes))
+	}
+	toMAC := make(chan []byte, nbuf)
+	macDone := make(chan struct{})
+	go func() {
+		defer close(macDone)
+		for b := range toMAC {
+			p.gate.acquire(true)
+			m.Write(b)
+			p.gate.release()
+			free <- b
+		}
+	}()
+	var err error
+	for off := int64(0); off < p.nbytes; off += blockSize {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		b := (<-free)[:min(blockSize, p.nbytes-off)]
+		p.gate.acquire(true)
+		if err = readAt(p, b, off); err == nil {
+			h.Write(b)
+			fx ^= fastxorAt(b, p.start+off)
+		}
+		p.gate.release()
+		if err != nil {
+			break
+		}
+		toMAC <- b
+	}
+	close(toMAC)
+	<-macDone
+	h.Sum(p.sha[:0])
+	m.Sum(p.mac[:0])
+	p.fastxor = fx
+	return err
 }
 
 // maxChunkSums bounds the chunk sums computed ahead of the body (36 bytes

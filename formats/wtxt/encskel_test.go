@@ -410,3 +410,86 @@ func TestEncodeSkeletonSinkAndCancel(t *testing.T) {
 		t.Fatalf("canceled before the start: err = %v", err)
 	}
 }
+
+// readerOnly hides that a source is memory-backed, so the encoder reads
+// it with ReadAt (as it reads files) instead of copying from memory.
+type readerOnly struct{ b snapshot.Bytes }
+
+func (r readerOnly) ReadAt(p []byte, off int64) (int, error) { return r.b.ReadAt(p, off) }
+func (r readerOnly) Size() int64                             { return r.b.Size() }
+
+// TestEncodeReadSourcesMatchMemory: arrays read from a ReaderAt (sha256
+// and HMAC from one read of each block, hashShaMAC; the header's hashes
+// before the segment workers, cpuGate) give the bytes memory-backed
+// arrays give, for Encode and EncodeSkeleton, at block-aligned and
+// unaligned sizes, with and without an HMAC key, at any worker count.
+func TestEncodeReadSourcesMatchMemory(t *testing.T) {
+	mk := func(read bool) *snapshot.Snapshot {
+		arrs := []*snapshot.Array{
+			randArray(1, "a_one_block", snapshot.U8, blockSize),
+			randArray(2, "b_unaligned", snapshot.F32, 5, blockSize/8+3), // 2.5 blocks and 60 bytes
+			randArray(3, "c_tiny", snapshot.U8, 1),
+			randArray(4, "d_empty", snapshot.F32, 0, 3),
+		}
+		if read {
+			for _, a := range arrs {
+				b, _ := snapshot.BytesOf(a.Data)
+				a.Data = readerOnly{snapshot.Bytes(b)}
+			}
+		}
+		return &snapshot.Snapshot{Meta: testMeta(3), Arrays: arrs}
+	}
+	for _, opts := range []EncodeOptions{
+		{SignKey: testKey(1), HMACKey: []byte("key")},
+		{SignKey: testKey(1)},
+	} {
+		want, wres := encodeBytes(t, mk(false), opts)
+		for _, workers := range []int{1, 2, 5} {
+			o := opts
+			o.Workers = workers
+			got, gres := encodeBytes(t, mk(true), o)
+			if !bytes.Equal(got, want) || gres.Root != wres.Root {
+				t.Fatalf("hmac=%v workers=%d: Encode of read arrays differs from memory-backed ones", opts.HMACKey != nil, workers)
+			}
+			sopts := SplitOptions{SegmentSize: 300 << 10}
+			_, mem, _ := refSkeleton(t, mk(false), o, sopts, nil)
+			rres, read := encSkeleton(t, mk(true), o, sopts, nil)
+			sameRun(t, fmt.Sprintf("hmac=%v workers=%d", opts.HMACKey != nil, workers), wres, rres, mem, read)
+		}
+	}
+}
+
+// TestCPUGatePriority: a freed token goes to a waiting header task before
+// a waiting worker, whichever came first; a worker gets one when no header
+// task waits; a nil gate does nothing.
+func TestCPUGatePriority(t *testing.T) {
+	var nilGate *cpuGate
+	nilGate.acquire(true)
+	nilGate.release()
+
+	g := newCPUGate(1)
+	g.acquire(true)
+	waiting := func(high, low int) {
+		t.Helper()
+		for {
+			g.mu.Lock()
+			h, l := g.highWait, g.lowWait
+			g.mu.Unlock()
+			if h == high && l == low {
+				return
+			}
+			runtime.Gosched()
+		}
+	}
+	order := make(chan string, 2)
+	go func() { g.acquire(false); order <- "worker"; g.release() }()
+	waiting(0, 1)
+	go func() { g.acquire(true); order <- "header"; g.release() }()
+	waiting(1, 1)
+	g.release()
+	if first, second := <-order, <-order; first != "header" || second != "worker" {
+		t.Fatalf("tokens went to %s then %s", first, second)
+	}
+	g.acquire(false) // nothing waits: a worker gets it at once
+	g.release()
+}
