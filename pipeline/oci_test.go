@@ -1,8 +1,11 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -122,5 +125,108 @@ func TestOCIPublisherIdempotent(t *testing.T) {
 	bad.Publish = &queue.Publish{Kind: "other", WTXT: wtxtPath}
 	if _, err := p.Publish(ctx, bad, nil); !gitops.NeedsAttention(err) {
 		t.Fatalf("foreign job: %v", err)
+	}
+}
+
+// TestOCIPublisherBlobDeletedUnderManifest: the second generation's push
+// takes gen 1's blobs as present from gen 1's manifest. A blob deleted
+// from under that manifest makes the registry refuse gen 2's manifest;
+// the job fails (nothing committed) and its retry HEADs every blob,
+// uploads the deleted one and commits a generation that assembles.
+func TestOCIPublisherBlobDeletedUnderManifest(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	dir := t.TempDir()
+	k := loadTestKeys(t, filepath.Join(dir, "keys"))
+	ctx := context.Background()
+	var prevMerkle [32]byte
+	jobFor := func(gen uint64) (queue.Job, string) {
+		t.Helper()
+		path := filepath.Join(dir, "hold", fmt.Sprintf("gen-%06d.wtxt", gen))
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := model(int(gen))
+		s.Meta = snapshot.Meta{Schema: "weights/v1", Gen: gen, TS: time.Unix(1_700_000_000+int64(gen), 0).UTC(), Build: "test", Host: "cpu", Cuda: "off"}
+		res, err := wtxt.Encode(ctx, f, s, wtxt.EncodeOptions{SignKey: k.sign, HMACKey: k.hmac, RowsPerChunk: 16, PrevMerkle: prevMerkle})
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		prevMerkle = res.Root.MerkleThis
+		st, _ := os.Stat(path)
+		return queue.Job{Branch: "snapshots", Gen: gen, Publish: &queue.Publish{Kind: KindOCIGeneration, WTXT: path, Bytes: st.Size(),
+			Header: &gitops.Header{Gen: gen, Root: res.Root}}}, path
+	}
+	r, err := oci.Open(reg.Host+"/snapd/deleted", oci.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := gitops.OpenRepo(filepath.Join(dir, "repo"), gitops.Config{SigningKey: k.sign})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewOCIPublisher(r, repo, OCIConfig{StateDir: dir, SegmentSize: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	save := func(queue.Job) error { return nil }
+	j1, _ := jobFor(1)
+	if _, err := p.Publish(ctx, j1, save); err != nil {
+		t.Fatal(err)
+	}
+	// embed.weight's third segment (rows 64-95; 16 rows a chunk, two
+	// chunks a segment): gens 1 and 2 change rows 1, 13, 2 and 26 only.
+	s1, err := os.ReadFile(filepath.Join(dir, "hold", "gen-000001.wtxt.skel"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, err := wtxt.SkeletonSegments(ctx, bytes.NewReader(s1), "gen1.skel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := segs[2]
+	if victim.Array != "embed.weight" || victim.FirstChunk != 4 {
+		t.Fatalf("first segment: %+v", victim)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, "http://"+reg.Host+"/v2/snapd/deleted/blobs/"+oci.SegmentDescriptor(victim).Digest.String(), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("DELETE blob: %s", resp.Status)
+	}
+
+	j2, w2 := jobFor(2)
+	if _, err := p.Publish(ctx, j2, save); !errors.Is(err, oci.ErrManifestBlobUnknown) {
+		t.Fatalf("gen 2 reusing a deleted blob: %v, want ErrManifestBlobUnknown", err)
+	}
+	if _, err := repo.ResolveGen(2); err == nil {
+		t.Fatal("gen 2 committed although its manifest was refused")
+	}
+	done, err := p.Publish(ctx, j2, save)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	st, _ := ReadOCIStats(dir)
+	if st.Last.Gen != 2 || st.Last.UploadedBytes < victim.Size || len(done.Commit) != 40 {
+		t.Fatalf("retry: stats %+v, job %+v", st.Last, done)
+	}
+	c, err := repo.ResolveGen(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, out := filepath.Join(dir, "g2.skel"), filepath.Join(dir, "g2.wtxt")
+	os.WriteFile(sp, []byte(gittest.Git(t, filepath.Join(dir, "repo"), "show", c+":snapshots/"+gitops.FileSkeleton)), 0o644)
+	if _, err := oci.AssembleFile(ctx, sp, r, out); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(out)
+	b, _ := os.ReadFile(w2)
+	if !bytes.Equal(a, b) {
+		t.Fatal("assembled gen 2 differs from its WTXT")
 	}
 }

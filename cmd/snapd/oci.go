@@ -121,10 +121,16 @@ back).
 --prev-skeleton (the previous generation's skeleton from this repository,
 e.g. the one committed to Git) makes the push cost follow the change: a
 segment whose ch lines (every chunk's off, len, sha256, crc32c) equal a
-segment of the previous skeleton, and whose blob the registry has (HEAD,
-with its size), is neither read nor decoded: its digest is reused. The
-other segments are checked and uploaded as without it; the skeleton and
-manifest are the same bytes.`,
+segment of the previous skeleton, and whose blob the registry has, is
+neither read nor decoded: its digest is reused. Which blobs the registry
+has comes from the previous generation's manifest (one GET of the tag
+gen-NNNNNN the skeleton's header names: a registry keeps every blob a
+manifest it serves references), and a HEAD for any blob that manifest
+does not list with that size. The other segments are checked and
+uploaded as without it; the skeleton and manifest are the same bytes.
+Should a blob have been deleted from under the previous manifest, the
+registry refuses the new one (MANIFEST_BLOB_UNKNOWN): push again without
+--prev-skeleton, which HEADs every blob and uploads what is gone.`,
 		Example: `  snapd oci push gen3.wtxt --oci-repository ghcr.io/acme/model --prev-skeleton gen2.wtxt.skel
   snapd oci push model.safetensors --oci-repository ghcr.io/acme/model --skeleton gen3.wtxt.skel \
       --gen 3 --prev gen2.wtxt.skel --prev-skeleton gen2.wtxt.skel --sign-key keys/sign_ed25519 --hmac-key keys/hmac.key`,
@@ -137,7 +143,7 @@ manifest are the same bytes.`,
 	o.w.register(cmd)
 	cmd.Flags().StringVar(&o.from, "from", "", "checkpoint input format (default: detect)")
 	cmd.Flags().StringVar(&o.skeleton, "skeleton", "", "where to write the skeleton (default IN.skel for a WTXT, IN.wtxt.skel for a checkpoint)")
-	cmd.Flags().StringVar(&o.prevSkel, "prev-skeleton", "", "the previous generation's skeleton (this repository's): segments whose chunks it has and the registry holds are not read again")
+	cmd.Flags().StringVar(&o.prevSkel, "prev-skeleton", "", "the previous generation's skeleton (this repository's): segments whose chunks it has and the registry holds (its gen-NNNNNN manifest lists them) are not read again")
 	cmd.Flags().Int64Var(&o.segSize, "segment-size", 0, "target segment blob size in bytes (0: automatic, 4 MiB doubled until the generation has fewer than 8192 segments, so the manifest stays small; the same for every generation of one model)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
 	return cmd
