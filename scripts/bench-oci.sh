@@ -37,11 +37,16 @@
 # segment read, decoded and hashed again; by default `oci push` gets the
 # skeleton Git holds (the previous generation's) as --prev-skeleton and
 # reuses the digests of segments whose chunks did not change.
+# CACHE=0 (direct pushes only) measures without --segment-cache: by
+# default each push keeps a segment cache ($W/segments.cache) so that
+# unchanged segments are recognised by keyed BLAKE3 instead of a SHA-256
+# of every chunk.
 set -euo pipefail
 SIZE=${1:-${SNAPD_BENCH_SIZE:-1073741824}}; GENS=${2:-10}; PATTERN=${3:-clustered}; CHANGE=${4:-1}
 SEG=${SEGMENT_SIZE:-4194304}
 INC=${INCREMENTAL:-1}
 DIRECT=${DIRECT:-1}
+CACHE=${CACHE:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/bench-oci.XXXXXX")
 REG=
@@ -63,7 +68,7 @@ c() { local k=$1; shift; /usr/bin/time -f '%U %S' -a -o "$W/cpu.$k" "$@"; }
 regcpu() { awk '{printf "%.2f", ($14+$15)/100}' "/proc/$REG/stat"; }   # the registry's own CPU so far (s)
 cpu() { awk '{s += $1 + $2} END {printf "%.2f", s}' "$W/cpu.$1" 2>/dev/null || echo 0; rm -f "$W/cpu.$1"; }
 
-echo "bench-oci: size=$SIZE gens=$GENS pattern=$PATTERN change=$CHANGE% segment=$SEG incremental=$INC direct=$DIRECT on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg); git $(git --version | cut -d' ' -f3), $(git lfs version | cut -d' ' -f1), $(docker-registry --version 2>/dev/null | awk '{print $NF}' || true)"
+echo "bench-oci: size=$SIZE gens=$GENS pattern=$PATTERN change=$CHANGE% segment=$SEG incremental=$INC direct=$DIRECT cache=$CACHE on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg); git $(git --version | cut -d' ' -f3), $(git lfs version | cut -d' ' -f1), $(docker-registry --version 2>/dev/null | awk '{print $NF}' || true)"
 
 # --- registry -----------------------------------------------------------------
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -122,8 +127,9 @@ for g in $(seq 1 "$GENS"); do
   wopts=(--gen "$g" --ts "2026-11-24T06:00:$(printf %02d $((g % 60)))Z" --build bench --sign-key "$W/keys/sign_ed25519" --hmac-key "$W/keys/hmac.key" "${prevarg[@]}")
   if [ "$DIRECT" = 1 ]; then
     t1=$t0
+    cachearg=(); [ "$CACHE" = 1 ] && cachearg=(--segment-cache "$W/segments.cache")
     c push "$W/bin/snapd" oci push "$src" --oci-repository "$REPO" --segment-size "$SEG" \
-      --skeleton "$sk" "${wopts[@]}" "${skelarg[@]}" --json >"$W/push.json"
+      --skeleton "$sk" "${wopts[@]}" "${skelarg[@]}" "${cachearg[@]}" --json >"$W/push.json"
     # The skeleton's header: line 1 is its magic, then the WTXT's header.
     hdr=$(head -n 5 "$sk"); meta=$(sed -n 3p <<<"$hdr"); root=$(sed -n 5p <<<"$hdr")
   else

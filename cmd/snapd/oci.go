@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -89,10 +90,13 @@ type ociPushOptions struct {
 	oci      ociFlags
 	skeleton string
 	prevSkel string
-	segSize  int64
-	json     bool
-	from     string
-	w        wtxtFlags // for a checkpoint input
+	// prevSkelBytes is --prev-skeleton's content (for the segment cache).
+	prevSkelBytes []byte
+	segCache      string
+	segSize       int64
+	json          bool
+	from          string
+	w             wtxtFlags // for a checkpoint input
 }
 
 func newOCIPushCommand(e *env) *cobra.Command {
@@ -130,7 +134,15 @@ does not list with that size. The other segments are checked and
 uploaded as without it; the skeleton and manifest are the same bytes.
 Should a blob have been deleted from under the previous manifest, the
 registry refuses the new one (MANIFEST_BLOB_UNKNOWN): push again without
---prev-skeleton, which HEADs every blob and uploads what is gone.`,
+--prev-skeleton, which HEADs every blob and uploads what is gone.
+
+--segment-cache FILE (checkpoint input) goes further: every segment is
+read, but one whose bytes the previous push saw at the same place is
+recognised by a keyed BLAKE3 (keys derived from --hmac-key, else from
+--sign-key) and takes its chunk sums from --prev-skeleton instead of a
+SHA-256 of every chunk. FILE holds one tag per segment, written after
+each push (atomically) for the next; without the key no valid tag can be
+made, so an edited or foreign FILE only costs hashing (output identical).`,
 		Example: `  snapd oci push gen3.wtxt --oci-repository ghcr.io/acme/model --prev-skeleton gen2.wtxt.skel
   snapd oci push model.safetensors --oci-repository ghcr.io/acme/model --skeleton gen3.wtxt.skel \
       --gen 3 --prev gen2.wtxt.skel --prev-skeleton gen2.wtxt.skel --sign-key keys/sign_ed25519 --hmac-key keys/hmac.key`,
@@ -144,6 +156,7 @@ registry refuses the new one (MANIFEST_BLOB_UNKNOWN): push again without
 	cmd.Flags().StringVar(&o.from, "from", "", "checkpoint input format (default: detect)")
 	cmd.Flags().StringVar(&o.skeleton, "skeleton", "", "where to write the skeleton (default IN.skel for a WTXT, IN.wtxt.skel for a checkpoint)")
 	cmd.Flags().StringVar(&o.prevSkel, "prev-skeleton", "", "the previous generation's skeleton (this repository's): segments whose chunks it has and the registry holds (its gen-NNNNNN manifest lists them) are not read again")
+	cmd.Flags().StringVar(&o.segCache, "segment-cache", "", "checkpoint input: a file this push reads (when there, from the push of the --prev-skeleton generation) and rewrites: segments it proves unchanged are hashed with keyed BLAKE3 instead of SHA-256 per chunk (keys derived from --hmac-key, else --sign-key)")
 	cmd.Flags().Int64Var(&o.segSize, "segment-size", 0, "target segment blob size in bytes (0: automatic, 4 MiB doubled until the generation has fewer than 8192 segments, so the manifest stays small; the same for every generation of one model)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
 	return cmd
@@ -160,6 +173,9 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions, wtxtS
 	if o.from != "" {
 		wtxtSet = append(wtxtSet, "from")
 	}
+	if o.segCache != "" {
+		wtxtSet = append(wtxtSet, "segment-cache")
+	}
 	if isWTXT && len(wtxtSet) > 0 {
 		return usageError{fmt.Errorf("%s is a WTXT: --%s applies to a checkpoint input only", in, wtxtSet[0])}
 	}
@@ -169,7 +185,7 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions, wtxtS
 	}
 	var prev oci.Previous
 	if o.prevSkel != "" {
-		if prev, err = readPrevSkeleton(ctx, o.prevSkel); err != nil {
+		if prev, o.prevSkelBytes, err = readPrevSkeleton(ctx, o.prevSkel); err != nil {
 			return err
 		}
 	}
@@ -215,11 +231,14 @@ func reportOCIPush(e *env, repo *oci.Repository, res *oci.PushResult, skel strin
 			"repository": repo.Name(), "tag": res.Tag, "manifest": res.Manifest.Digest.String(), "skeleton": skel, "segment_size": o.segSize,
 			"segments": res.Segments, "uploaded": res.Uploaded, "uploaded_bytes": res.UploadedBytes,
 			"mounted": res.Mounted, "mounted_bytes": res.MountedBytes,
-			"skipped": res.Skipped, "skipped_bytes": res.SkippedBytes, "reused": res.Reused,
+			"skipped": res.Skipped, "skipped_bytes": res.SkippedBytes, "reused": res.Reused, "cache_hits": res.CacheHits,
 		})
 	}
 	fmt.Fprintf(e.stdout, "%s:%s %s\nsegments %d: uploaded %d (%d bytes), mounted %d (%d bytes), already present %d (%d bytes; %d known from --prev-skeleton, not read)\nskeleton %s\n",
 		repo.Name(), res.Tag, res.Manifest.Digest, res.Segments, res.Uploaded, res.UploadedBytes, res.Mounted, res.MountedBytes, res.Skipped, res.SkippedBytes, res.Reused, skel)
+	if o.segCache != "" {
+		fmt.Fprintf(e.stdout, "segment cache %s: %d of %d segments unchanged (their chunks not hashed again)\n", o.segCache, res.CacheHits, res.Segments)
+	}
 	return nil
 }
 
@@ -258,6 +277,11 @@ func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string
 	if skel == "" {
 		skel = strings.TrimSuffix(in, "/") + ".wtxt.skel"
 	}
+	if o.segCache != "" {
+		if prev.Cache, err = openSegmentCache(ctx, e, o, opts); err != nil {
+			return err
+		}
+	}
 	out, err := atomicfile.Create(skel, 0o644)
 	if err != nil {
 		return ioError{err}
@@ -270,7 +294,82 @@ func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string
 	if err := out.Commit(); err != nil {
 		return ioError{err}
 	}
+	if prev.Cache != nil {
+		res.CacheHits = prev.Cache.Hits()
+		if err := writeSegmentCache(o.segCache, prev.Cache); err != nil {
+			return err
+		}
+	}
 	return reportOCIPush(e, repo, res, skel, o)
+}
+
+// openSegmentCache builds --segment-cache's cache: keyed from the HMAC key
+// (else the signing key's seed), primed from the file (when it exists)
+// with --prev-skeleton. A file that cannot be used is logged and the push
+// goes on without it (every segment hashed with SHA-256, as without a
+// cache); the file is rewritten after the push.
+func openSegmentCache(ctx context.Context, e *env, o *ociPushOptions, opts wtxt.EncodeOptions) (*wtxt.SegmentCache, error) {
+	secret := opts.HMACKey
+	if len(secret) == 0 && opts.SignKey != nil {
+		secret = opts.SignKey.Seed()
+	}
+	if len(secret) == 0 {
+		return nil, usageError{errors.New("--segment-cache needs --hmac-key or --sign-key (its keys are derived from one)")}
+	}
+	var file []byte
+	if o.prevSkelBytes != nil {
+		b, err := readSmallFile(o.segCache, wtxt.MaxSegmentCacheBytes)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			e.logger.Warn("segment cache not read: every segment is hashed", "file", o.segCache, "err", err)
+		default:
+			file = b
+		}
+	}
+	c, err := wtxt.NewSegmentCache(ctx, secret, o.prevSkelBytes, filepath.Base(o.prevSkel), file)
+	if err != nil && file != nil {
+		e.logger.Warn("segment cache not used: every segment is hashed", "file", o.segCache, "err", err)
+		c, err = wtxt.NewSegmentCache(ctx, secret, nil, "", nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// writeSegmentCache replaces the cache file atomically.
+func writeSegmentCache(path string, c *wtxt.SegmentCache) error {
+	f, err := atomicfile.Create(path, 0o600)
+	if err != nil {
+		return ioError{err}
+	}
+	defer f.Abort()
+	if _, err := c.WriteTo(f); err != nil {
+		return ioError{err}
+	}
+	if err := f.Commit(); err != nil {
+		return ioError{err}
+	}
+	return nil
+}
+
+// readSmallFile reads a regular file of at most max bytes without blocking
+// on a FIFO.
+func readSmallFile(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > max {
+		return nil, fmt.Errorf("not a regular file of at most %d bytes", max)
+	}
+	return io.ReadAll(io.LimitReader(f, max+1))
 }
 
 // hasWTXTMagic reports whether the regular file path starts with a WTXT
@@ -316,30 +415,30 @@ const maxPrevSkeleton = 1 << 30
 
 // readPrevSkeleton reads --prev-skeleton's segments by key, and names its
 // generation's manifest by tag.
-func readPrevSkeleton(ctx context.Context, path string) (oci.Previous, error) {
+func readPrevSkeleton(ctx context.Context, path string) (oci.Previous, []byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return oci.Previous{}, ioError{err}
+		return oci.Previous{}, nil, ioError{err}
 	}
 	if !fi.Mode().IsRegular() || fi.Size() > maxPrevSkeleton {
-		return oci.Previous{}, usageError{fmt.Errorf("--prev-skeleton %s: not a regular file of at most %d bytes", path, maxPrevSkeleton)}
+		return oci.Previous{}, nil, usageError{fmt.Errorf("--prev-skeleton %s: not a regular file of at most %d bytes", path, maxPrevSkeleton)}
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return oci.Previous{}, ioError{err}
+		return oci.Previous{}, nil, ioError{err}
 	}
 	keys, err := wtxt.SkeletonKeys(ctx, b, filepath.Base(path))
 	if err != nil {
-		return oci.Previous{}, fmt.Errorf("--prev-skeleton: %w", err)
+		return oci.Previous{}, nil, fmt.Errorf("--prev-skeleton: %w", err)
 	}
 	// The previous generation's manifest (its tag, from the header
 	// SkeletonKeys just checked) lists the blobs the registry holds for
 	// it: one GET instead of a HEAD per segment.
 	h, err := wtxt.ReadHeader(bytes.NewReader(bytes.TrimPrefix(b, []byte(wtxt.SkeletonMagic+"\n"))))
 	if err != nil {
-		return oci.Previous{}, fmt.Errorf("--prev-skeleton: %w", err)
+		return oci.Previous{}, nil, fmt.Errorf("--prev-skeleton: %w", err)
 	}
-	return oci.Previous{Segments: keys, Manifest: oci.Tag(h.Root.Gen)}, nil
+	return oci.Previous{Segments: keys, Manifest: oci.Tag(h.Root.Gen)}, b, nil
 }
 
 // runAssembleOCI rebuilds a WTXT from its skeleton and the registry.

@@ -130,3 +130,81 @@ func TestOCIPushPrevSkeleton(t *testing.T) {
 		t.Fatalf("malformed previous skeleton: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// TestOCIPushSegmentCache: `snapd oci push CHECKPOINT --segment-cache`
+// takes the chunk sums of the segments the previous push saw unchanged
+// from the cache and --prev-skeleton, and writes the skeleton and
+// manifest a push without it writes; an unusable cache file is logged
+// and costs only the hashing (and is rewritten); the flag needs a key and
+// a checkpoint input.
+func TestOCIPushSegmentCache(t *testing.T) {
+	k := vectorKeys(t)
+	d := t.TempDir()
+	m1, m2 := prevModel(t, d, 1), prevModel(t, d, 2)
+	reg := registrytest.Start(t, "", "")
+	repo := reg.Host + "/snapd/segcache"
+	cache := filepath.Join(d, "segments.cache")
+	push := func(in, skel string, gen string, extra ...string) (map[string]any, string) {
+		t.Helper()
+		args := append([]string{"oci", "push", in, "--oci-repository", repo, "--segment-size", "262144", "--skeleton", skel, "--json",
+			"--gen", gen, "--ts", "2026-11-24T06:00:0" + gen + "Z", "--sign-key", filepath.Join(k, "sign_ed25519"), "--hmac-key", filepath.Join(k, "hmac.key")}, extra...)
+		code, out, errs := snapd(t, nil, args...)
+		if code != 0 {
+			t.Fatalf("oci push %v: exit %d\n%s%s", extra, code, out, errs)
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r, errs
+	}
+	s1 := filepath.Join(d, "g1.skel")
+	if r1, _ := push(m1, s1, "1", "--segment-cache", cache); r1["cache_hits"].(float64) != 0 || r1["segments"].(float64) != 17 {
+		t.Fatalf("gen 1: %v", r1)
+	}
+	if _, err := os.Stat(cache); err != nil {
+		t.Fatalf("no cache file after gen 1: %v", err)
+	}
+	ref := filepath.Join(d, "g2ref.skel")
+	rRef, _ := push(m2, ref, "2", "--prev", s1, "--prev-skeleton", s1)
+	s2 := filepath.Join(d, "g2.skel")
+	r2, _ := push(m2, s2, "2", "--prev", s1, "--prev-skeleton", s1, "--segment-cache", cache)
+	// 17 segments, w's 4th changed: 16 unchanged.
+	if r2["cache_hits"].(float64) != 16 || r2["manifest"] != rRef["manifest"] || rRef["cache_hits"].(float64) != 0 {
+		t.Fatalf("gen 2 with the cache: %v; without: %v", r2, rRef)
+	}
+	a, _ := os.ReadFile(s2)
+	b, _ := os.ReadFile(ref)
+	if !bytes.Equal(a, b) {
+		t.Fatal("skeletons with and without the segment cache differ")
+	}
+	// The cache now describes gen 2: pushing gen 2 again hits everything.
+	if r, _ := push(m2, s2, "2", "--prev", s1, "--prev-skeleton", ref, "--segment-cache", cache); r["cache_hits"].(float64) != 17 {
+		t.Fatalf("gen 2 again: %v", r)
+	}
+
+	// An unusable cache file: a warning, every segment hashed, same output.
+	os.WriteFile(cache, []byte("not a cache\n"), 0o600)
+	r3, errs := push(m2, s2, "2", "--prev", s1, "--prev-skeleton", s1, "--segment-cache", cache)
+	if r3["cache_hits"].(float64) != 0 || r3["manifest"] != rRef["manifest"] || !strings.Contains(errs, "segment cache not used") || strings.Contains(errs, "not a cache") {
+		t.Fatalf("bad cache file: %v\n%s", r3, errs)
+	}
+	if a, _ := os.ReadFile(s2); !bytes.Equal(a, b) {
+		t.Fatal("skeleton differs after a bad cache file")
+	}
+	if c, _ := os.ReadFile(cache); !bytes.HasPrefix(c, []byte("snapd-segment-cache 1 ")) {
+		t.Fatal("the bad cache file was not rewritten")
+	}
+
+	// Usage errors: no key to derive from; a WTXT input.
+	code, _, errs := snapd(t, nil, "oci", "push", m2, "--oci-repository", repo, "--skeleton", s2, "--segment-cache", cache)
+	if code != 2 || !strings.Contains(errs, "--segment-cache needs") {
+		t.Fatalf("no key: exit %d\n%s", code, errs)
+	}
+	g := filepath.Join(d, "g.wtxt")
+	mustRun(t, "convert", m1, g, "--gen", "1")
+	code, _, errs = snapd(t, nil, "oci", "push", g, "--oci-repository", repo, "--skeleton", s2, "--segment-cache", cache)
+	if code != 2 || !strings.Contains(errs, "--segment-cache applies to a checkpoint input") {
+		t.Fatalf("WTXT input: exit %d\n%s", code, errs)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"sync"
 
@@ -271,26 +272,32 @@ func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []In
 	j.buf = e.free.get(seg.Size)
 	j.sums = make([]chunkSum, seg.Chunks)
 	ic = ic[:0]
-	var base int64
-	for k := range seg.Chunks {
-		if j.err = ctx.Err(); j.err != nil {
+	if c := e.sopts.Cache; c != nil {
+		if ic, j.err = e.workCached(ctx, c, j, ic); j.err != nil {
 			return ic
 		}
-		ix := seg.FirstChunk + k
-		off, n := p.geo.chunk(ix)
-		b := j.buf
-		e.gate.acquire(false)
-		cs, err := sumChunkInto(p, ix, func(o, k int64) []byte { return b[base+o : base+o+k] })
-		e.gate.release()
-		if err != nil {
-			j.err = err
-			return ic
+	} else {
+		var base int64
+		for k := range seg.Chunks {
+			if j.err = ctx.Err(); j.err != nil {
+				return ic
+			}
+			ix := seg.FirstChunk + k
+			off, n := p.geo.chunk(ix)
+			b := j.buf
+			e.gate.acquire(false)
+			cs, err := sumChunkInto(p, ix, func(o, k int64) []byte { return b[base+o : base+o+k] })
+			e.gate.release()
+			if err != nil {
+				j.err = err
+				return ic
+			}
+			j.sums[k] = cs
+			ic = append(ic, IndexChunk{IX: ix, Off: off, Len: n, SHA256: cs.sha, CRC32C: cs.crc})
+			base += n
 		}
-		j.sums[k] = cs
-		ic = append(ic, IndexChunk{IX: ix, Off: off, Len: n, SHA256: cs.sha, CRC32C: cs.crc})
-		base += n
+		j.key = segmentKey(p.name, ic)
 	}
-	j.key = segmentKey(p.name, ic)
 	select {
 	case <-j.prev:
 	case <-ctx.Done():
@@ -312,6 +319,64 @@ func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []In
 	}
 	j.seg.Digest = sha256.Sum256(j.buf)
 	return ic
+}
+
+// workCached reads j's segment whole, hashes it with the cache's keyed
+// BLAKE3 and, when the cache proves the bytes are the previous
+// generation's at that place, takes that generation's chunk sums and key;
+// otherwise it sums the chunks from the buffer (SHA-256 and CRC32C). It
+// sets j.sums and j.key and tells the cache the segment's tag.
+func (e *skelEncoder) workCached(ctx context.Context, c *SegmentCache, j *segJob, ic []IndexChunk) ([]IndexChunk, error) {
+	p, seg := j.p, j.seg
+	e.gate.acquire(false)
+	defer e.gate.release()
+	var base int64
+	for k := range seg.Chunks {
+		if err := ctx.Err(); err != nil {
+			return ic, err
+		}
+		off, n := p.geo.chunk(seg.FirstChunk + k)
+		if err := readChunkInto(p, off, j.buf[base:base+n]); err != nil {
+			return ic, err
+		}
+		base += n
+	}
+	inner := c.inner(j.buf)
+	pos := segPos{seg.Array, seg.FirstChunk, seg.Chunks, seg.Size}
+	if cs, ok := c.lookup(pos, inner, p.geo.chunk); ok {
+		copy(j.sums, cs.sums)
+		j.key = cs.key
+	} else {
+		base = 0
+		for k := range seg.Chunks {
+			ix := seg.FirstChunk + k
+			off, n := p.geo.chunk(ix)
+			b := j.buf[base : base+n]
+			cs := chunkSum{sha: sha256.Sum256(b), crc: crc32.Checksum(b, castagnoli)}
+			j.sums[k] = cs
+			ic = append(ic, IndexChunk{IX: ix, Off: off, Len: n, SHA256: cs.sha, CRC32C: cs.crc})
+			base += n
+		}
+		j.key = segmentKey(p.name, ic)
+	}
+	c.learn(pos, j.key, inner)
+	return ic, nil
+}
+
+// readChunkInto reads the n = len(b) raw bytes of p at off into b, copied
+// from memory-backed data or read from the source (in blockSize reads),
+// and releases them from a mapped source's resident set.
+func readChunkInto(p *arrPlan, off int64, b []byte) error {
+	for o := int64(0); o < int64(len(b)); o += blockSize {
+		k := min(blockSize, int64(len(b))-o)
+		if p.mem != nil {
+			copy(b[o:o+k], p.mem[off+o:off+o+k])
+		} else if err := readAt(p, b[o:o+k], off+o); err != nil {
+			return err
+		}
+		snapshot.Release(p.src, off+o, k)
+	}
+	return nil
 }
 
 // emit takes the segments in file order as the workers finish them.

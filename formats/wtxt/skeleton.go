@@ -84,6 +84,10 @@ type SplitOptions struct {
 	MaxSegment int64
 	// File names the input in errors.
 	File string
+	// Cache, for EncodeSkeleton only (Split and SplitIndexed ignore it),
+	// skips the SHA-256 of the chunks of segments whose bytes the
+	// previous generation had at the same place (see SegmentCache).
+	Cache *SegmentCache
 }
 
 // SegmentSink receives each segment in file order with its raw bytes; b is

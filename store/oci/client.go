@@ -173,9 +173,12 @@ type PushStats struct {
 	SkippedBytes  int64
 	// Reused counts the segments PushWTXTAt neither read nor decoded: the
 	// previous generation had their chunks and the registry their blob.
-	Reused   int
-	Manifest ocispec.Descriptor
-	Tag      string
+	Reused int
+	// CacheHits counts the segments whose chunk sums came from
+	// Previous.Cache (set by the caller from SegmentCache.Hits).
+	CacheHits int64
+	Manifest  ocispec.Descriptor
+	Tag       string
 }
 
 // PushResult is the outcome of PushWTXT.

@@ -33,6 +33,12 @@ type Previous struct {
 	// wrapping ErrManifestBlobUnknown and a push without Manifest repairs
 	// it.
 	Manifest string
+	// Cache, for PushSnapshot, takes the chunk sums of segments whose bytes
+	// it proves unchanged from the previous skeleton instead of hashing
+	// them with SHA-256 (wtxt.SegmentCache: built from that skeleton and
+	// the cache file the previous push left; it learns this generation's
+	// tags for the next one). PushWTXTAt does not use it.
+	Cache *wtxt.SegmentCache
 }
 
 // PushWTXTAt is PushWTXT for a WTXT that can be read at offsets (a file):
@@ -82,6 +88,7 @@ func (r *Repository) UploadSegmentsAt(ctx context.Context, in io.ReaderAt, size 
 func (r *Repository) PushSnapshot(ctx context.Context, s *snapshot.Snapshot, opts wtxt.EncodeOptions, name string, skel io.Writer, segSize int64, prev Previous) (*PushResult, *wtxt.Result, error) {
 	var enc *wtxt.Result
 	gen, st, keys, err := r.uploadKnown(ctx, name, skel, segSize, prev, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, sopts wtxt.SplitOptions) (segs []wtxt.Segment, keys []wtxt.SegmentKey, err error) {
+		sopts.Cache = prev.Cache
 		enc, segs, keys, err = wtxt.EncodeSkeleton(ctx, skel, s, opts, sopts, known, sink)
 		return segs, keys, err
 	})
