@@ -174,7 +174,7 @@ func TestSegmentCacheChunkGeometry(t *testing.T) {
 	sopts := SplitOptions{SegmentSize: 1 << 20}
 	c1, _ := NewSegmentCache(ctx, secret, nil, "", nil)
 	_, r1, file1 := cachedRun(t, mk(), EncodeOptions{HMACKey: secret, RowsPerChunk: 64}, sopts, c1) // 2 chunks of 64 KiB
-	o := EncodeOptions{HMACKey: secret, RowsPerChunk: 100} // 2 chunks: 100 KiB and 28 KiB
+	o := EncodeOptions{HMACKey: secret, RowsPerChunk: 100}                                          // 2 chunks: 100 KiB and 28 KiB
 	wres, want := encSkeleton(t, mk(), o, sopts, nil)
 	c, err := NewSegmentCache(ctx, secret, r1.skel, "g1.skel", file1)
 	if err != nil {
