@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -90,13 +89,13 @@ type ociPushOptions struct {
 	oci      ociFlags
 	skeleton string
 	prevSkel string
-	// prevSkelBytes is --prev-skeleton's content (for the segment cache).
-	prevSkelBytes []byte
-	segCache      string
-	segSize       int64
-	json          bool
-	from          string
-	w             wtxtFlags // for a checkpoint input
+	// prevSkeleton is --prev-skeleton, read (for the segment cache).
+	prevSkeleton *wtxt.PrevSkeleton
+	segCache     string
+	segSize      int64
+	json         bool
+	from         string
+	w            wtxtFlags // for a checkpoint input
 }
 
 func newOCIPushCommand(e *env) *cobra.Command {
@@ -185,7 +184,7 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions, wtxtS
 	}
 	var prev oci.Previous
 	if o.prevSkel != "" {
-		if prev, o.prevSkelBytes, err = readPrevSkeleton(ctx, o.prevSkel); err != nil {
+		if prev, o.prevSkeleton, err = readPrevSkeleton(ctx, o.prevSkel); err != nil {
 			return err
 		}
 	}
@@ -278,7 +277,7 @@ func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string
 		skel = strings.TrimSuffix(in, "/") + ".wtxt.skel"
 	}
 	if o.segCache != "" {
-		if prev.Cache, err = openSegmentCache(ctx, e, o, opts); err != nil {
+		if prev.Cache, err = openSegmentCache(e, o, opts); err != nil {
 			return err
 		}
 	}
@@ -308,7 +307,7 @@ func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string
 // with --prev-skeleton. A file that cannot be used is logged and the push
 // goes on without it (every segment hashed with SHA-256, as without a
 // cache); the file is rewritten after the push.
-func openSegmentCache(ctx context.Context, e *env, o *ociPushOptions, opts wtxt.EncodeOptions) (*wtxt.SegmentCache, error) {
+func openSegmentCache(e *env, o *ociPushOptions, opts wtxt.EncodeOptions) (*wtxt.SegmentCache, error) {
 	secret := opts.HMACKey
 	if len(secret) == 0 && opts.SignKey != nil {
 		secret = opts.SignKey.Seed()
@@ -317,7 +316,7 @@ func openSegmentCache(ctx context.Context, e *env, o *ociPushOptions, opts wtxt.
 		return nil, usageError{errors.New("--segment-cache needs --hmac-key or --sign-key (its keys are derived from one)")}
 	}
 	var file []byte
-	if o.prevSkelBytes != nil {
+	if o.prevSkeleton != nil {
 		b, err := readSmallFile(o.segCache, wtxt.MaxSegmentCacheBytes)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -327,10 +326,10 @@ func openSegmentCache(ctx context.Context, e *env, o *ociPushOptions, opts wtxt.
 			file = b
 		}
 	}
-	c, err := wtxt.NewSegmentCache(ctx, secret, o.prevSkelBytes, filepath.Base(o.prevSkel), file)
+	c, err := wtxt.NewSegmentCache(secret, o.prevSkeleton, file)
 	if err != nil && file != nil {
 		e.logger.Warn("segment cache not used: every segment is hashed", "file", o.segCache, "err", err)
-		c, err = wtxt.NewSegmentCache(ctx, secret, nil, "", nil)
+		c, err = wtxt.NewSegmentCache(secret, nil, nil)
 	}
 	if err != nil {
 		return nil, err
@@ -413,9 +412,9 @@ func wtxtFlagsSet(cmd *cobra.Command) []string {
 // model's is about 350 MB at 64 KiB chunks).
 const maxPrevSkeleton = 1 << 30
 
-// readPrevSkeleton reads --prev-skeleton's segments by key, and names its
-// generation's manifest by tag.
-func readPrevSkeleton(ctx context.Context, path string) (oci.Previous, []byte, error) {
+// readPrevSkeleton reads --prev-skeleton (once: its segments by key, its
+// generation's manifest by tag, and what a segment cache needs).
+func readPrevSkeleton(ctx context.Context, path string) (oci.Previous, *wtxt.PrevSkeleton, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return oci.Previous{}, nil, ioError{err}
@@ -427,18 +426,14 @@ func readPrevSkeleton(ctx context.Context, path string) (oci.Previous, []byte, e
 	if err != nil {
 		return oci.Previous{}, nil, ioError{err}
 	}
-	keys, err := wtxt.SkeletonKeys(ctx, b, filepath.Base(path))
+	p, err := wtxt.ParsePrevSkeleton(ctx, b, filepath.Base(path))
 	if err != nil {
 		return oci.Previous{}, nil, fmt.Errorf("--prev-skeleton: %w", err)
 	}
-	// The previous generation's manifest (its tag, from the header
-	// SkeletonKeys just checked) lists the blobs the registry holds for
-	// it: one GET instead of a HEAD per segment.
-	h, err := wtxt.ReadHeader(bytes.NewReader(bytes.TrimPrefix(b, []byte(wtxt.SkeletonMagic+"\n"))))
-	if err != nil {
-		return oci.Previous{}, nil, fmt.Errorf("--prev-skeleton: %w", err)
-	}
-	return oci.Previous{Segments: keys, Manifest: oci.Tag(h.Root.Gen)}, b, nil
+	// The previous generation's manifest (its tag, from the header just
+	// checked) lists the blobs the registry holds for it: one GET instead
+	// of a HEAD per segment.
+	return oci.Previous{Segments: p.Keys(), Manifest: oci.Tag(p.Header.Root.Gen)}, p, nil
 }
 
 // runAssembleOCI rebuilds a WTXT from its skeleton and the registry.

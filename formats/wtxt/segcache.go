@@ -3,7 +3,6 @@ package wtxt
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -68,20 +67,19 @@ type segPos struct {
 // cachedSeg is what the previous generation says of one place.
 type cachedSeg struct {
 	tag  [32]byte
-	key  SegmentKey // from the previous skeleton (nil sums: not there)
+	key  SegmentKey // from the previous skeleton
 	sums []chunkSum
 	geo  [][2]int64 // each chunk's off and len
 }
 
 // NewSegmentCache returns the cache for a push with the writer's secret
 // (the HMAC key, or the signing key's seed: it must not be empty), the
-// previous generation's skeleton and the cache file its push wrote
-// (either may be nil: then every segment is a miss and the cache only
-// learns tags for the next push). A cache file written with another
-// secret is ignored. name labels the skeleton in errors; a bad skeleton
-// is an error (it is the one --prev-skeleton reads anyway), a bad cache
-// file too (ParseSegmentCache: the caller may go on without it).
-func NewSegmentCache(ctx context.Context, secret, prevSkeleton []byte, name string, cacheFile []byte) (*SegmentCache, error) {
+// previous generation's skeleton (ParsePrevSkeleton) and the cache file
+// its push wrote (either may be nil: then every segment is a miss and the
+// cache only learns tags for the next push). A cache file written with
+// another secret is ignored; a malformed one is an error
+// (ParseSegmentCache: the caller may go on without it).
+func NewSegmentCache(secret []byte, prev *PrevSkeleton, cacheFile []byte) (*SegmentCache, error) {
 	if len(secret) == 0 {
 		return nil, errors.New("wtxt: segment cache: no secret to derive its keys from")
 	}
@@ -90,7 +88,7 @@ func NewSegmentCache(ctx context.Context, secret, prevSkeleton []byte, name stri
 	blake3.DeriveKey(c.tagKey[:], "snapd 2026-11-24 segment cache tag v1", secret)
 	id := blake3.Sum256(c.tagKey[:])
 	c.keyID = hex.EncodeToString(id[:8])
-	if cacheFile == nil || prevSkeleton == nil {
+	if cacheFile == nil || prev == nil {
 		return c, nil
 	}
 	keyID, tags, err := ParseSegmentCache(cacheFile)
@@ -100,35 +98,25 @@ func NewSegmentCache(ctx context.Context, secret, prevSkeleton []byte, name stri
 	if keyID != c.keyID {
 		return c, nil
 	}
-	for pos, tag := range tags {
-		c.prev[pos] = &cachedSeg{tag: tag}
+	byName := make(map[string]*IndexArray, len(prev.index.Arrays))
+	for i := range prev.index.Arrays {
+		byName[prev.index.Arrays[i].Name] = &prev.index.Arrays[i]
 	}
-	x, err := ReadSkeletonIndex(ctx, name, bytes.NewReader(prevSkeleton), IndexOptions{})
-	if err != nil {
-		return nil, err
-	}
-	segs, err := SkeletonSegments(ctx, bytes.NewReader(prevSkeleton), name)
-	if err != nil {
-		return nil, err
-	}
-	byName := make(map[string]*IndexArray, len(x.Arrays))
-	for i := range x.Arrays {
-		byName[x.Arrays[i].Name] = &x.Arrays[i]
-	}
-	for _, s := range segs {
-		cs := c.prev[segPos{s.Array, s.FirstChunk, s.Chunks, s.Size}]
+	for _, s := range prev.segs {
+		pos := segPos{s.Array, s.FirstChunk, s.Chunks, s.Size}
+		tag, ok := tags[pos]
 		a := byName[s.Array]
-		if cs == nil || a == nil || s.FirstChunk < 0 || s.Chunks < 1 || s.Chunks > int64(len(a.Chunks))-s.FirstChunk {
+		if !ok || a == nil {
 			continue
 		}
+		// ParsePrevSkeleton checked that the seg lines cover the chunks.
 		chunks := a.Chunks[s.FirstChunk : s.FirstChunk+s.Chunks]
-		cs.key = segmentKey(s.Array, chunks)
-		cs.sums = make([]chunkSum, len(chunks))
-		cs.geo = make([][2]int64, len(chunks))
+		cs := &cachedSeg{tag: tag, key: segmentKey(s.Array, chunks), sums: make([]chunkSum, len(chunks)), geo: make([][2]int64, len(chunks))}
 		for i, ch := range chunks {
 			cs.sums[i] = chunkSum{sha: ch.SHA256, crc: ch.CRC32C}
 			cs.geo[i] = [2]int64{ch.Off, ch.Len}
 		}
+		c.prev[pos] = cs
 	}
 	return c, nil
 }
@@ -170,7 +158,7 @@ func (c *SegmentCache) tag(k SegmentKey, inner [32]byte) [32]byte {
 // cut differently have other sums).
 func (c *SegmentCache) lookup(pos segPos, inner [32]byte, chunk func(ix int64) (off, n int64)) (*cachedSeg, bool) {
 	cs := c.prev[pos]
-	if cs == nil || cs.sums == nil || c.tag(cs.key, inner) != cs.tag {
+	if cs == nil || c.tag(cs.key, inner) != cs.tag {
 		return nil, false
 	}
 	for i, g := range cs.geo {

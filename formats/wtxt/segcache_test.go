@@ -29,6 +29,16 @@ func cacheGen(gen uint64, lo, hi int, read bool) *snapshot.Snapshot {
 	return &snapshot.Snapshot{Meta: testMeta(gen), Arrays: arrs}
 }
 
+// prevSkel parses a skeleton EncodeSkeleton wrote.
+func prevSkel(t *testing.T, skel []byte) *PrevSkeleton {
+	t.Helper()
+	p, err := ParsePrevSkeleton(context.Background(), skel, "prev.skel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // cachedRun is EncodeSkeleton with c, and the cache file it leaves.
 func cachedRun(t *testing.T, s *snapshot.Snapshot, opts EncodeOptions, sopts SplitOptions, c *SegmentCache) (*Result, *skelRun, []byte) {
 	t.Helper()
@@ -48,7 +58,6 @@ func cachedRun(t *testing.T, s *snapshot.Snapshot, opts EncodeOptions, sopts Spl
 // another secret, an edited one, or a chunk geometry that changed gives
 // misses, never other output.
 func TestSegmentCacheSkipsUnchanged(t *testing.T) {
-	ctx := context.Background()
 	secret := []byte("hmac key")
 	opts := EncodeOptions{SignKey: testKey(1), HMACKey: secret}
 	sopts := SplitOptions{SegmentSize: 128 << 10} // w: 4 segments of 128 rows
@@ -57,7 +66,7 @@ func TestSegmentCacheSkipsUnchanged(t *testing.T) {
 			o := opts
 			o.Workers = workers
 			name := fmt.Sprintf("read=%v/workers=%d", read, workers)
-			c1, err := NewSegmentCache(ctx, secret, nil, "", nil)
+			c1, err := NewSegmentCache(secret, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +76,7 @@ func TestSegmentCacheSkipsUnchanged(t *testing.T) {
 			}
 			// Gen 2 changes rows 130-140 of w: its second segment only.
 			wres, want := encSkeleton(t, cacheGen(2, 130, 140, read), o, sopts, nil)
-			c2, err := NewSegmentCache(ctx, secret, r1.skel, "g1.skel", file1)
+			c2, err := NewSegmentCache(secret, prevSkel(t, r1.skel), file1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +88,7 @@ func TestSegmentCacheSkipsUnchanged(t *testing.T) {
 			// Gen 3 from gen 2's cache: rows 130-140 change again, and
 			// rows 0-1 (the first segment of w).
 			wres3, want3 := encSkeleton(t, cacheGen(3, 0, 140, read), o, sopts, nil)
-			c3, err := NewSegmentCache(ctx, secret, got.skel, "g2.skel", file2)
+			c3, err := NewSegmentCache(secret, prevSkel(t, got.skel), file2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,10 +101,10 @@ func TestSegmentCacheSkipsUnchanged(t *testing.T) {
 	}
 
 	// Another secret: its cache file is ignored.
-	c1, _ := NewSegmentCache(ctx, secret, nil, "", nil)
+	c1, _ := NewSegmentCache(secret, nil, nil)
 	_, r1, file1 := cachedRun(t, cacheGen(1, 0, 0, true), opts, sopts, c1)
 	wres, want := encSkeleton(t, cacheGen(2, 130, 140, true), opts, sopts, nil)
-	other, _ := NewSegmentCache(ctx, []byte("another key"), r1.skel, "g1.skel", file1)
+	other, _ := NewSegmentCache([]byte("another key"), prevSkel(t, r1.skel), file1)
 	gres, got, _ := cachedRun(t, cacheGen(2, 130, 140, true), opts, sopts, other)
 	sameRun(t, "other secret", wres, gres, want, got)
 	if other.Hits() != 0 || other.KeyID() == c1.KeyID() {
@@ -138,7 +147,7 @@ func TestSegmentCacheSkipsUnchanged(t *testing.T) {
 	} {
 		l := append([]string(nil), lines...)
 		tc.edit(l)
-		c, err := NewSegmentCache(ctx, secret, r1.skel, "g1.skel", []byte(strings.Join(l, "\n")))
+		c, err := NewSegmentCache(secret, prevSkel(t, r1.skel), []byte(strings.Join(l, "\n")))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -154,7 +163,7 @@ func TestSegmentCacheSkipsUnchanged(t *testing.T) {
 	o2 := opts
 	o2.RowsPerChunk = 32
 	wres, want = encSkeleton(t, cacheGen(1, 0, 0, true), o2, sopts, nil)
-	c, _ := NewSegmentCache(ctx, secret, r1.skel, "g1.skel", file1)
+	c, _ := NewSegmentCache(secret, prevSkel(t, r1.skel), file1)
 	gres, got, _ = cachedRun(t, cacheGen(1, 0, 0, true), o2, sopts, c)
 	sameRun(t, "rows_per_chunk 32", wres, gres, want, got)
 	if hits := c.Hits(); hits != 0 {
@@ -166,17 +175,16 @@ func TestSegmentCacheSkipsUnchanged(t *testing.T) {
 // first chunk, chunk count, size) but cut into other chunks have other
 // chunk sums: the cache must miss.
 func TestSegmentCacheChunkGeometry(t *testing.T) {
-	ctx := context.Background()
 	secret := []byte("k")
 	mk := func() *snapshot.Snapshot {
 		return &snapshot.Snapshot{Meta: testMeta(1), Arrays: []*snapshot.Array{randArray(5, "w", snapshot.F32, 128, 256)}}
 	}
 	sopts := SplitOptions{SegmentSize: 1 << 20}
-	c1, _ := NewSegmentCache(ctx, secret, nil, "", nil)
+	c1, _ := NewSegmentCache(secret, nil, nil)
 	_, r1, file1 := cachedRun(t, mk(), EncodeOptions{HMACKey: secret, RowsPerChunk: 64}, sopts, c1) // 2 chunks of 64 KiB
 	o := EncodeOptions{HMACKey: secret, RowsPerChunk: 100}                                          // 2 chunks: 100 KiB and 28 KiB
 	wres, want := encSkeleton(t, mk(), o, sopts, nil)
-	c, err := NewSegmentCache(ctx, secret, r1.skel, "g1.skel", file1)
+	c, err := NewSegmentCache(secret, prevSkel(t, r1.skel), file1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +198,7 @@ func TestSegmentCacheChunkGeometry(t *testing.T) {
 // TestParseSegmentCache: what WriteTo writes parses back; anything else is
 // refused with the line named and nothing of the content echoed.
 func TestParseSegmentCache(t *testing.T) {
-	c, _ := NewSegmentCache(context.Background(), []byte("k"), nil, "", nil)
+	c, _ := NewSegmentCache([]byte("k"), nil, nil)
 	c.learn(segPos{"w", 4, 2, 100}, SegmentKey{1}, [32]byte{2})
 	c.learn(segPos{"a.b", 0, 1, 7}, SegmentKey{3}, [32]byte{4})
 	var f bytes.Buffer
@@ -225,7 +233,7 @@ func TestParseSegmentCache(t *testing.T) {
 // FuzzParseSegmentCache: no input panics, and what parses writes back to
 // something that parses to the same.
 func FuzzParseSegmentCache(f *testing.F) {
-	c, _ := NewSegmentCache(context.Background(), []byte("k"), nil, "", nil)
+	c, _ := NewSegmentCache([]byte("k"), nil, nil)
 	c.learn(segPos{"w", 4, 2, 100}, SegmentKey{1}, [32]byte{2})
 	var b bytes.Buffer
 	c.WriteTo(&b)

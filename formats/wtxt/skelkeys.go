@@ -19,6 +19,27 @@ import (
 // push store wrong bytes, only a skeleton whose blobs do not match its ch
 // lines, which Assemble and verify-repo reject.
 func SkeletonKeys(ctx context.Context, skeleton []byte, name string) (map[SegmentKey]Segment, error) {
+	p, err := ParsePrevSkeleton(ctx, skeleton, name)
+	if err != nil {
+		return nil, err
+	}
+	return p.Keys(), nil
+}
+
+// PrevSkeleton is a previous generation's skeleton read once for what a
+// push needs of it: its segments by key (Keys), its header (Header) and,
+// for a SegmentCache, each segment's chunk sums.
+type PrevSkeleton struct {
+	Header *Header
+	index  *Index
+	segs   []Segment
+	keys   map[SegmentKey]Segment
+}
+
+// ParsePrevSkeleton reads and checks a skeleton as SkeletonKeys does
+// (every seg line against its ch lines, the seg lines covering every
+// array's chunks in order); name labels it in errors.
+func ParsePrevSkeleton(ctx context.Context, skeleton []byte, name string) (*PrevSkeleton, error) {
 	x, err := ReadSkeletonIndex(ctx, name, bytes.NewReader(skeleton), IndexOptions{})
 	if err != nil {
 		return nil, err
@@ -50,5 +71,8 @@ func SkeletonKeys(ctx context.Context, skeleton []byte, name string) (map[Segmen
 	if k != len(segs) {
 		return nil, bad("", -1)
 	}
-	return out, nil
+	return &PrevSkeleton{Header: x.Header, index: x, segs: segs, keys: out}, nil
 }
+
+// Keys returns the skeleton's segments by SegmentKey (see SkeletonKeys).
+func (p *PrevSkeleton) Keys() map[SegmentKey]Segment { return p.keys }
