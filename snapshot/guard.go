@@ -132,3 +132,51 @@ func Guard(what string, fn func() error) (err error) {
 	}()
 	return fn()
 }
+
+// Viewer is implemented by sources backed by a memory-mapped file that may
+// change while mapped (a Guarded and its Sections). View calls fn with
+// the source's bytes [off, off+n) straight from the mapping — no copy,
+// which for hashing a large checkpoint costs about a fifth less CPU than a
+// pread(2) into a buffer — and turns a memory fault inside fn (the file
+// shrank, or its storage failed) into an error wrapping ErrSourceFault
+// instead of a fatal SIGBUS. The guard covers only the calling goroutine:
+// fn must not hand b to another goroutine or keep it after it returns.
+// The pages are released from the resident set afterwards (they stay in
+// the page cache), so a streaming reader's RSS stays bounded.
+type Viewer interface {
+	Source
+	View(off, n int64, fn func(b []byte)) error
+}
+
+// View implements Viewer.
+func (g *Guarded) View(off, n int64, fn func(b []byte)) error {
+	data := g.m.data
+	if off < 0 || n < 0 || off > int64(len(data)) || n > int64(len(data))-off {
+		return fmt.Errorf("snapshot: %s: view of %d bytes at offset %d is outside the mapped %d", g.m.name, n, off, len(data))
+	}
+	b := data[off : off+n : off+n]
+	err := Guard(fmt.Sprintf("%s: view of %d bytes at offset %d (mapped size %d)", g.m.name, n, off, len(data)), func() error {
+		fn(b)
+		return nil
+	})
+	releasePages(data, off, n)
+	return err
+}
+
+// guardedSection is a Section of a Guarded: a Viewer too.
+type guardedSection struct {
+	g       *Guarded
+	off, n  int64
+	section *io.SectionReader
+}
+
+func (s *guardedSection) ReadAt(p []byte, off int64) (int, error) { return s.section.ReadAt(p, off) }
+func (s *guardedSection) Size() int64                             { return s.n }
+
+// View implements Viewer.
+func (s *guardedSection) View(off, n int64, fn func(b []byte)) error {
+	if off < 0 || n < 0 || off > s.n || n > s.n-off {
+		return fmt.Errorf("snapshot: %s: view of %d bytes at offset %d is outside the %d-byte section", s.g.m.name, n, off, s.n)
+	}
+	return s.g.View(s.off+off, n, fn)
+}

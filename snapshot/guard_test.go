@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -110,5 +111,67 @@ func testGuardedTruncated(t *testing.T, viaDescriptor bool) {
 	})
 	if !errors.Is(err, ErrSourceFault) {
 		t.Fatalf("Guard: %v", err)
+	}
+}
+
+// TestGuardedView: View hands out the mapped bytes of a Guarded and of its
+// Sections (which stay Viewers and expose no raw memory through BytesOf);
+// a range outside is an error; after the file shrank, a view of the
+// vanished bytes fails with ErrSourceFault — also when the fault happens
+// inside assembly (SHA-256, as the WTXT encoder hashes views) — and the
+// process lives on.
+func TestGuardedView(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "src.bin")
+	data := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := MapFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	g := m.Guarded()
+	var got []byte
+	if err := g.View(5000, 70000, func(b []byte) { got = bytes.Clone(b) }); err != nil || !bytes.Equal(got, data[5000:75000]) {
+		t.Fatalf("view: %v", err)
+	}
+	sec := Section(g, 4096, 1<<19)
+	v, ok := sec.(Viewer)
+	if !ok {
+		t.Fatalf("a Section of a Guarded is a %T, not a Viewer", sec)
+	}
+	if _, ok := BytesOf(sec); ok {
+		t.Fatal("a Section of a Guarded exposes raw memory")
+	}
+	if err := v.View(100, 200, func(b []byte) { got = bytes.Clone(b) }); err != nil || !bytes.Equal(got, data[4196:4396]) {
+		t.Fatalf("section view: %v", err)
+	}
+	buf := make([]byte, 300)
+	if n, err := sec.ReadAt(buf, 1<<19-100); n != 100 || err != io.EOF || !bytes.Equal(buf[:100], data[4096+1<<19-100:4096+1<<19]) {
+		t.Fatalf("section read at its end: %d %v", n, err)
+	}
+	for _, r := range [][2]int64{{-1, 10}, {0, 1<<20 + 1}, {1 << 20, 1}} {
+		if err := g.View(r[0], r[1], func([]byte) { t.Fatal("fn called") }); err == nil {
+			t.Fatalf("view %v outside the mapping: no error", r)
+		}
+	}
+	if err := v.View(1<<19, 1, func([]byte) { t.Fatal("fn called") }); err == nil {
+		t.Fatal("view past the section: no error")
+	}
+
+	if err := os.Truncate(p, 8192); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.View(0, 8192, func(b []byte) { sha256.Sum256(b) }); err != nil {
+		t.Fatalf("view of bytes still there: %v", err)
+	}
+	err = g.View(4096, 1<<19, func(b []byte) { sha256.Sum256(b) })
+	if !errors.Is(err, ErrSourceFault) || !strings.Contains(err.Error(), "src.bin") {
+		t.Fatalf("view of vanished bytes: %v", err)
+	}
+	err = v.View(0, 1<<19, func(b []byte) { h := sha256.New(); h.Write(b) })
+	if !errors.Is(err, ErrSourceFault) {
+		t.Fatalf("section view of vanished bytes: %v", err)
 	}
 }

@@ -85,11 +85,15 @@ func BytesOf(s io.ReaderAt) (b []byte, ok bool) {
 }
 
 // Section returns the n bytes of r starting at off as a Source. When r is
-// memory-backed (Bytes, a Mapping) the result is a sub-slice: no copy. The
-// caller must have checked off+n against the size of r.
+// memory-backed (Bytes, a Mapping) the result is a sub-slice: no copy; a
+// section of a Guarded is a Viewer. The caller must have checked off+n
+// against the size of r.
 func Section(r io.ReaderAt, off, n int64) Source {
 	if m, ok := r.(*Mapping); ok && off >= 0 && n >= 0 && off+n <= m.Size() {
 		return &mappedSection{Bytes: m.data[off : off+n : off+n]}
+	}
+	if g, ok := r.(*Guarded); ok && off >= 0 && n >= 0 && off+n <= g.Size() {
+		return &guardedSection{g: g, off: off, n: n, section: io.NewSectionReader(g, off, n)}
 	}
 	if b, ok := BytesOf(r); ok && off >= 0 && n >= 0 && off+n <= int64(len(b)) {
 		return Bytes(b[off : off+n : off+n])

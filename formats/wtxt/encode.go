@@ -411,9 +411,12 @@ const blockSize = 1 << 20
 const copyPiece = 64 << 10
 
 // eachBlock calls fn with the bytes of p.src in order, in blocks of at most
-// blockSize bytes; fn must not keep b. Memory-backed data is handed over as
-// copies of at most copyPiece bytes (see copyPiece) and released from the
-// resident set (snapshot.Release) block by block.
+// blockSize bytes; fn must not keep b or hand it to another goroutine.
+// Memory-backed data is handed over as copies of at most copyPiece bytes
+// (see copyPiece) and released from the resident set (snapshot.Release)
+// block by block; a snapshot.Viewer's (a mapped checkpoint that may shrink
+// under us) straight from its mapping, a fault becoming an error; any
+// other source is read into a buffer.
 func eachBlock(ctx context.Context, p *arrPlan, fn func(b []byte, off int64)) error {
 	if p.mem != nil {
 		buf := make([]byte, min(copyPiece, p.nbytes))
@@ -429,6 +432,20 @@ func eachBlock(ctx context.Context, p *arrPlan, fn func(b []byte, off int64)) er
 			}
 			p.gate.release()
 			snapshot.Release(p.src, off, end-off)
+		}
+		return nil
+	}
+	if v, ok := p.src.(snapshot.Viewer); ok {
+		for off := int64(0); off < p.nbytes; off += blockSize {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			p.gate.acquire(true)
+			err := v.View(off, min(blockSize, p.nbytes-off), func(b []byte) { fn(b, off) })
+			p.gate.release()
+			if err != nil {
+				return fmt.Errorf("wtxt: array %q: block at %d: %w", p.name, off, err)
+			}
 		}
 		return nil
 	}
@@ -482,7 +499,7 @@ func hashArrays(ctx context.Context, plans []*arrPlan, key []byte, gen string, w
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for _, p := range plans {
-		if key != nil && p.mem == nil {
+		if _, view := p.src.(snapshot.Viewer); key != nil && p.mem == nil && !view {
 			g.Go(func() error { return hashShaMAC(gctx, p, key, gen) })
 			continue
 		}
@@ -493,18 +510,25 @@ func hashArrays(ctx context.Context, plans []*arrPlan, key []byte, gen string, w
 				h.Write(b)
 				fx ^= fastxorAt(b, p.start+off)
 			})
+			if err != nil {
+				// A fault inside Write (a mapped file that shrank)
+				// leaves the digest inconsistent: no Sum.
+				return err
+			}
 			h.Sum(p.sha[:0])
 			p.fastxor = fx
-			return err
+			return nil
 		})
 		if key != nil {
 			g.Go(func() error {
 				p.salt = Salt(key, gen, p.name)
 				m := hmac.New(sha256.New, key)
 				m.Write(p.salt[:])
-				err := eachBlock(gctx, p, func(b []byte, _ int64) { m.Write(b) })
+				if err := eachBlock(gctx, p, func(b []byte, _ int64) { m.Write(b) }); err != nil {
+					return err // no Sum of a digest a fault interrupted
+				}
 				m.Sum(p.mac[:0])
-				return err
+				return nil
 			})
 		}
 	}
@@ -515,8 +539,9 @@ func hashArrays(ctx context.Context, plans []*arrPlan, key []byte, gen string, w
 // included) from one read of each block: this goroutine reads a block and
 // hashes it for sha256 while the previous block goes through the HMAC on
 // another (the two hashes still run on two cores, and the source is read
-// once instead of twice). p must not be memory-backed (eachBlock's copy
-// pieces serve those).
+// once instead of twice). It serves sources that can only be read:
+// memory-backed ones and Viewers (mapped checkpoints) are hashed where
+// they lie, by eachBlock.
 func hashShaMAC(ctx context.Context, p *arrPlan, key []byte, gen string) error {
 	p.salt = Salt(key, gen, p.name)
 	m := hmac.New(sha256.New, key)
@@ -558,10 +583,13 @@ func hashShaMAC(ctx context.Context, p *arrPlan, key []byte, gen string) error {
 	}
 	close(toMAC)
 	<-macDone
+	if err != nil {
+		return err
+	}
 	h.Sum(p.sha[:0])
 	m.Sum(p.mac[:0])
 	p.fastxor = fx
-	return err
+	return nil
 }
 
 // maxChunkSums bounds the chunk sums computed ahead of the body (36 bytes

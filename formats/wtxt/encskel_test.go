@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
@@ -492,4 +494,60 @@ func TestCPUGatePriority(t *testing.T) {
 	}
 	g.acquire(false) // nothing waits: a worker gets it at once
 	g.release()
+}
+
+// TestEncodeGuardedViews: arrays that are Sections of a Guarded mapping
+// (how checkpoints named on a command line are read) are hashed straight
+// from the mapping (snapshot.Viewer) and give the bytes memory-backed
+// arrays give; a file that shrank under the mapping is a located
+// ErrSourceFault, not a crash.
+func TestEncodeGuardedViews(t *testing.T) {
+	mem := cacheGen(2, 100, 120, false)
+	var file []byte
+	var offs []int64
+	for _, a := range mem.Arrays {
+		b, _ := snapshot.BytesOf(a.Data)
+		offs = append(offs, int64(len(file)))
+		file = append(file, b...)
+	}
+	path := filepath.Join(t.TempDir(), "ckpt.bin")
+	if err := os.WriteFile(path, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := snapshot.MapFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	g := m.Guarded()
+	mapped := func() *snapshot.Snapshot {
+		s := &snapshot.Snapshot{Meta: mem.Meta}
+		for i, a := range mem.Arrays {
+			c := *a
+			c.Data = snapshot.Section(g, offs[i], a.Data.Size())
+			if _, ok := c.Data.(snapshot.Viewer); !ok {
+				t.Fatalf("array %s: %T is not a Viewer", a.Name, c.Data)
+			}
+			s.Arrays = append(s.Arrays, &c)
+		}
+		return s
+	}
+	opts := EncodeOptions{SignKey: testKey(1), HMACKey: []byte("k"), Workers: 2}
+	want, wres := encodeBytes(t, mem, opts)
+	got, gres := encodeBytes(t, mapped(), opts)
+	if !bytes.Equal(got, want) || gres.Root != wres.Root {
+		t.Fatal("Encode of mapped arrays differs from memory-backed ones")
+	}
+	sopts := SplitOptions{SegmentSize: 100 << 10}
+	_, ref, _ := refSkeleton(t, mem, opts, sopts, nil)
+	sres, sk := encSkeleton(t, mapped(), opts, sopts, nil)
+	sameRun(t, "mapped", wres, sres, ref, sk)
+
+	if err := os.Truncate(path, offs[1]+4096); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err = EncodeSkeleton(context.Background(), io.Discard, mapped(), opts, sopts, nil, nil)
+	if !errors.Is(err, snapshot.ErrSourceFault) || !strings.Contains(err.Error(), "ckpt.bin") {
+		t.Fatalf("shrunk file: %v", err)
+	}
 }
