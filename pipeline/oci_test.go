@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -190,15 +189,7 @@ func TestOCIPublisherBlobDeletedUnderManifest(t *testing.T) {
 	if victim.Array != "embed.weight" || victim.FirstChunk != 4 {
 		t.Fatalf("first segment: %+v", victim)
 	}
-	req, _ := http.NewRequest(http.MethodDelete, "http://"+reg.Host+"/v2/snapd/deleted/blobs/"+oci.SegmentDescriptor(victim).Digest.String(), nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("DELETE blob: %s", resp.Status)
-	}
+	reg.DeleteBlob(t, "snapd/deleted", oci.SegmentDescriptor(victim).Digest.String())
 
 	j2, w2 := jobFor(2)
 	if _, err := p.Publish(ctx, j2, save); !errors.Is(err, oci.ErrManifestBlobUnknown) {

@@ -19,6 +19,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/progress"
+	"github.com/snapd-ml/snapd/internal/safeopen"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/store/oci"
 )
@@ -317,7 +318,7 @@ func openSegmentCache(e *env, o *ociPushOptions, opts wtxt.EncodeOptions) (*wtxt
 	}
 	var file []byte
 	if o.prevSkeleton != nil {
-		b, err := readSmallFile(o.segCache, wtxt.MaxSegmentCacheBytes)
+		b, err := safeopen.ReadFile(o.segCache, wtxt.MaxSegmentCacheBytes, 0)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
@@ -351,24 +352,6 @@ func writeSegmentCache(path string, c *wtxt.SegmentCache) error {
 		return ioError{err}
 	}
 	return nil
-}
-
-// readSmallFile reads a regular file of at most max bytes without blocking
-// on a FIFO.
-func readSmallFile(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() || fi.Size() > max {
-		return nil, fmt.Errorf("not a regular file of at most %d bytes", max)
-	}
-	return io.ReadAll(io.LimitReader(f, max+1))
 }
 
 // hasWTXTMagic reports whether the regular file path starts with a WTXT

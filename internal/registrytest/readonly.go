@@ -2,6 +2,7 @@ package registrytest
 
 import (
 	"encoding/hex"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,4 +52,24 @@ func (r *Registry) GarbageCollectReadOnly(t *testing.T, args ...string) string {
 	}
 	r.SetReadOnly(t, false)
 	return string(out)
+}
+
+// DeleteBlob deletes blob digest ("sha256:<hex>") from repository name
+// through the API (DELETE /v2/NAME/blobs/DIGEST; the registry has
+// deletion enabled), as an operator would: a manifest referencing it
+// stays.
+func (r *Registry) DeleteBlob(t *testing.T, name, digest string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodDelete, "http://"+r.Host+"/v2/"+name+"/blobs/"+digest, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("DELETE blob %s: %s", digest, resp.Status)
+	}
 }

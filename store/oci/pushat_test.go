@@ -169,15 +169,7 @@ func TestRegistryPushAtPrevManifest(t *testing.T) {
 			victim = s
 		}
 	}
-	req, _ := http.NewRequest(http.MethodDelete, "http://"+reg.Host+"/v2/snapd/prevman/blobs/"+SegmentDescriptor(victim).Digest.String(), nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("DELETE blob: %s", resp.Status)
-	}
+	reg.DeleteBlob(t, "snapd/prevman", SegmentDescriptor(victim).Digest.String())
 	var skel bytes.Buffer
 	_, err = repo.PushWTXTAt(context.Background(), bytes.NewReader(g2), int64(len(g2)), "gen.wtxt", &skel, segSize, r1.Keys)
 	if !errors.Is(err, ErrManifestBlobUnknown) {
