@@ -234,7 +234,7 @@ func reportOCIPush(e *env, repo *oci.Repository, res *oci.PushResult, skel strin
 			"skipped": res.Skipped, "skipped_bytes": res.SkippedBytes, "reused": res.Reused, "cache_hits": res.CacheHits,
 		})
 	}
-	fmt.Fprintf(e.stdout, "%s:%s %s\nsegments %d: uploaded %d (%d bytes), mounted %d (%d bytes), already present %d (%d bytes; %d known from --prev-skeleton, not read)\nskeleton %s\n",
+	fmt.Fprintf(e.stdout, "%s:%s %s\nsegments %d: uploaded %d (%d bytes), mounted %d (%d bytes), already present %d (%d bytes; %d known from --prev-skeleton: not hashed or sent again)\nskeleton %s\n",
 		repo.Name(), res.Tag, res.Manifest.Digest, res.Segments, res.Uploaded, res.UploadedBytes, res.Mounted, res.MountedBytes, res.Skipped, res.SkippedBytes, res.Reused, skel)
 	if o.segCache != "" {
 		fmt.Fprintf(e.stdout, "segment cache %s: %d of %d segments unchanged (their chunks not hashed again)\n", o.segCache, res.CacheHits, res.Segments)
