@@ -126,7 +126,8 @@ back).
 e.g. the one committed to Git) makes the push cost follow the change: a
 segment whose ch lines (every chunk's off, len, sha256, crc32c) equal a
 segment of the previous skeleton, and whose blob the registry has, is
-neither read nor decoded: its digest is reused. Which blobs the registry
+neither read nor decoded (a checkpoint input's is read for its chunk
+sums, but not hashed whole or sent): its digest is reused. Which blobs the registry
 has comes from the previous generation's manifest (one GET of the tag
 gen-NNNNNN the skeleton's header names: a registry keeps every blob a
 manifest it serves references), and a HEAD for any blob that manifest
@@ -155,7 +156,7 @@ made, so an edited or foreign FILE only costs hashing (output identical).`,
 	o.w.register(cmd)
 	cmd.Flags().StringVar(&o.from, "from", "", "checkpoint input format (default: detect)")
 	cmd.Flags().StringVar(&o.skeleton, "skeleton", "", "where to write the skeleton (default IN.skel for a WTXT, IN.wtxt.skel for a checkpoint)")
-	cmd.Flags().StringVar(&o.prevSkel, "prev-skeleton", "", "the previous generation's skeleton (this repository's): segments whose chunks it has and the registry holds (its gen-NNNNNN manifest lists them) are not read again")
+	cmd.Flags().StringVar(&o.prevSkel, "prev-skeleton", "", "the previous generation's skeleton (this repository's): segments whose chunks it has and the registry holds (its gen-NNNNNN manifest lists them) are not decoded, hashed whole or sent again")
 	cmd.Flags().StringVar(&o.segCache, "segment-cache", "", "checkpoint input: a file this push reads (when there, from the push of the --prev-skeleton generation) and rewrites: segments it proves unchanged are hashed with keyed BLAKE3 instead of SHA-256 per chunk (keys derived from --hmac-key, else --sign-key)")
 	cmd.Flags().Int64Var(&o.segSize, "segment-size", 0, "target segment blob size in bytes (0: automatic, 4 MiB doubled until the generation has fewer than 8192 segments, so the manifest stays small; the same for every generation of one model)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
@@ -295,7 +296,6 @@ func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string
 		return ioError{err}
 	}
 	if prev.Cache != nil {
-		res.CacheHits = prev.Cache.Hits()
 		if err := writeSegmentCache(o.segCache, prev.Cache); err != nil {
 			return err
 		}
@@ -398,15 +398,10 @@ const maxPrevSkeleton = 1 << 30
 // readPrevSkeleton reads --prev-skeleton (once: its segments by key, its
 // generation's manifest by tag, and what a segment cache needs).
 func readPrevSkeleton(ctx context.Context, path string) (oci.Previous, *wtxt.PrevSkeleton, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return oci.Previous{}, nil, ioError{err}
-	}
-	if !fi.Mode().IsRegular() || fi.Size() > maxPrevSkeleton {
+	b, err := safeopen.ReadFile(path, maxPrevSkeleton, 0)
+	if errors.Is(err, safeopen.ErrNotRegular) || errors.Is(err, safeopen.ErrTooLarge) {
 		return oci.Previous{}, nil, usageError{fmt.Errorf("--prev-skeleton %s: not a regular file of at most %d bytes", path, maxPrevSkeleton)}
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
+	} else if err != nil {
 		return oci.Previous{}, nil, ioError{err}
 	}
 	p, err := wtxt.ParsePrevSkeleton(ctx, b, filepath.Base(path))

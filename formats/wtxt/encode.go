@@ -655,9 +655,7 @@ func sumChunkInto(p *arrPlan, ix int64, piece func(o, k int64) []byte) (chunkSum
 	for o := int64(0); o < n || o == 0; o += blockSize {
 		k := min(blockSize, n-o)
 		b := piece(o, k)
-		if p.mem != nil {
-			copy(b, p.mem[off+o:off+o+k]) // see copyPiece
-		} else if err := readAt(p, b, off+o); err != nil {
+		if err := readChunkInto(p, off+o, b); err != nil { // a copy for memory-backed data: see copyPiece
 			return cs, err
 		}
 		if n <= blockSize {
@@ -666,7 +664,6 @@ func sumChunkInto(p *arrPlan, ix int64, piece func(o, k int64) []byte) (chunkSum
 			h.Write(b)
 		}
 		cs.crc = crc32.Update(cs.crc, castagnoli, b)
-		snapshot.Release(p.src, off+o, k)
 		if k == 0 {
 			break
 		}

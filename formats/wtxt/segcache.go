@@ -3,6 +3,7 @@ package wtxt
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"lukechampine.com/blake3"
 )
@@ -18,7 +20,7 @@ import (
 // SegmentCacheMagic is the first line of a segment cache file.
 const SegmentCacheMagic = "snapd-segment-cache 1"
 
-// MaxSegmentCacheBytes bounds a segment cache file ParseSegmentCache
+// MaxSegmentCacheBytes bounds a segment cache file parseSegmentCache
 // accepts (a 70B model at 4 MiB segments needs about 4 MB).
 const MaxSegmentCacheBytes = 256 << 20
 
@@ -52,9 +54,9 @@ type SegmentCache struct {
 	keyID            string
 	prev             map[segPos]*cachedSeg
 
+	hits atomic.Int64
 	mu   sync.Mutex
 	next map[segPos][32]byte
-	hits int64
 }
 
 // segPos is a segment's place: its array, first chunk, chunk count and
@@ -78,7 +80,7 @@ type cachedSeg struct {
 // its push wrote (either may be nil: then every segment is a miss and the
 // cache only learns tags for the next push). A cache file written with
 // another secret is ignored; a malformed one is an error
-// (ParseSegmentCache: the caller may go on without it).
+// (parseSegmentCache: the caller may go on without it).
 func NewSegmentCache(secret []byte, prev *PrevSkeleton, cacheFile []byte) (*SegmentCache, error) {
 	if len(secret) == 0 {
 		return nil, errors.New("wtxt: segment cache: no secret to derive its keys from")
@@ -91,7 +93,7 @@ func NewSegmentCache(secret []byte, prev *PrevSkeleton, cacheFile []byte) (*Segm
 	if cacheFile == nil || prev == nil {
 		return c, nil
 	}
-	keyID, tags, err := ParseSegmentCache(cacheFile)
+	keyID, tags, err := parseSegmentCache(cacheFile)
 	if err != nil {
 		return nil, err
 	}
@@ -102,16 +104,15 @@ func NewSegmentCache(secret []byte, prev *PrevSkeleton, cacheFile []byte) (*Segm
 	for i := range prev.index.Arrays {
 		byName[prev.index.Arrays[i].Name] = &prev.index.Arrays[i]
 	}
-	for _, s := range prev.segs {
+	for i, s := range prev.segs {
 		pos := segPos{s.Array, s.FirstChunk, s.Chunks, s.Size}
 		tag, ok := tags[pos]
-		a := byName[s.Array]
-		if !ok || a == nil {
+		if !ok {
 			continue
 		}
 		// ParsePrevSkeleton checked that the seg lines cover the chunks.
-		chunks := a.Chunks[s.FirstChunk : s.FirstChunk+s.Chunks]
-		cs := &cachedSeg{tag: tag, key: segmentKey(s.Array, chunks), sums: make([]chunkSum, len(chunks)), geo: make([][2]int64, len(chunks))}
+		chunks := byName[s.Array].Chunks[s.FirstChunk : s.FirstChunk+s.Chunks]
+		cs := &cachedSeg{tag: tag, key: prev.segKeys[i], sums: make([]chunkSum, len(chunks)), geo: make([][2]int64, len(chunks))}
 		for i, ch := range chunks {
 			cs.sums[i] = chunkSum{sha: ch.SHA256, crc: ch.CRC32C}
 			cs.geo[i] = [2]int64{ch.Off, ch.Len}
@@ -127,11 +128,7 @@ func (c *SegmentCache) KeyID() string { return c.keyID }
 
 // Hits returns how many segments EncodeSkeleton took from the cache (their
 // chunks not hashed with SHA-256).
-func (c *SegmentCache) Hits() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.hits
-}
+func (c *SegmentCache) Hits() int64 { return c.hits.Load() }
 
 // inner is the keyed BLAKE3 of a segment's bytes.
 func (c *SegmentCache) inner(b []byte) [32]byte {
@@ -166,9 +163,7 @@ func (c *SegmentCache) lookup(pos segPos, inner [32]byte, chunk func(ix int64) (
 			return nil, false
 		}
 	}
-	c.mu.Lock()
-	c.hits++
-	c.mu.Unlock()
+	c.hits.Add(1)
 	return cs, true
 }
 
@@ -194,7 +189,7 @@ func (c *SegmentCache) WriteTo(w io.Writer) (int64, error) {
 		if x := strings.Compare(a.array, b.array); x != 0 {
 			return x
 		}
-		return int(min(max(a.first-b.first, -1), 1))
+		return cmp.Compare(a.first, b.first)
 	})
 	bw := bufio.NewWriter(w)
 	n := 0
@@ -208,11 +203,11 @@ func (c *SegmentCache) WriteTo(w io.Writer) (int64, error) {
 	return int64(n), bw.Flush()
 }
 
-// ParseSegmentCache reads a cache file SegmentCache.WriteTo wrote: its
+// parseSegmentCache reads a cache file SegmentCache.WriteTo wrote: its
 // key ID and each place's tag. Anything else (a wrong magic, a malformed
 // or duplicate line, more than MaxSegmentCacheBytes) is an error naming
 // the line; the file's content is not echoed.
-func ParseSegmentCache(b []byte) (keyID string, tags map[segPos][32]byte, err error) {
+func parseSegmentCache(b []byte) (keyID string, tags map[segPos][32]byte, err error) {
 	if len(b) > MaxSegmentCacheBytes {
 		return "", nil, fmt.Errorf("segment cache: %d bytes (limit %d)", len(b), MaxSegmentCacheBytes)
 	}

@@ -203,7 +203,7 @@ func TestParseSegmentCache(t *testing.T) {
 	c.learn(segPos{"a.b", 0, 1, 7}, SegmentKey{3}, [32]byte{4})
 	var f bytes.Buffer
 	c.WriteTo(&f)
-	id, tags, err := ParseSegmentCache(f.Bytes())
+	id, tags, err := parseSegmentCache(f.Bytes())
 	if err != nil || id != c.KeyID() || len(tags) != 2 || tags[segPos{"w", 4, 2, 100}] != c.tag(SegmentKey{1}, [32]byte{2}) {
 		t.Fatalf("round trip: %q %v %v\n%s", id, tags, err, f.Bytes())
 	}
@@ -220,12 +220,12 @@ func TestParseSegmentCache(t *testing.T) {
 		"duplicate": {head + "w 0 1 5 " + tag + "\nw 0 1 5 " + tag + "\n", "line 3"},
 		"no LF":     {head + "w 0 1 5 " + tag, "line 2: no LF"},
 	} {
-		_, _, err := ParseSegmentCache([]byte(tc.in))
+		_, _, err := parseSegmentCache([]byte(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("%s: err = %v, want %q", name, err, tc.want)
 		}
 	}
-	if _, _, err := ParseSegmentCache(make([]byte, MaxSegmentCacheBytes+1)); err == nil {
+	if _, _, err := parseSegmentCache(make([]byte, MaxSegmentCacheBytes+1)); err == nil {
 		t.Error("an oversized cache file was accepted")
 	}
 }
@@ -240,14 +240,14 @@ func FuzzParseSegmentCache(f *testing.F) {
 	f.Add(b.Bytes())
 	f.Add([]byte(SegmentCacheMagic + " keyid=0011223344556677\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		id, tags, err := ParseSegmentCache(in)
+		id, tags, err := parseSegmentCache(in)
 		if err != nil {
 			return
 		}
 		w := &SegmentCache{keyID: id, next: tags}
 		var out bytes.Buffer
 		w.WriteTo(&out)
-		id2, tags2, err := ParseSegmentCache(out.Bytes())
+		id2, tags2, err := parseSegmentCache(out.Bytes())
 		if err != nil || id2 != id || len(tags2) != len(tags) {
 			t.Fatalf("round trip: %v", err)
 		}

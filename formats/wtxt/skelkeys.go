@@ -30,10 +30,11 @@ func SkeletonKeys(ctx context.Context, skeleton []byte, name string) (map[Segmen
 // push needs of it: its segments by key (Keys), its header (Header) and,
 // for a SegmentCache, each segment's chunk sums.
 type PrevSkeleton struct {
-	Header *Header
-	index  *Index
-	segs   []Segment
-	keys   map[SegmentKey]Segment
+	Header  *Header
+	index   *Index
+	segs    []Segment
+	segKeys []SegmentKey // segs[i]'s key
+	keys    map[SegmentKey]Segment
 }
 
 // ParsePrevSkeleton reads and checks a skeleton as SkeletonKeys does
@@ -49,6 +50,7 @@ func ParsePrevSkeleton(ctx context.Context, skeleton []byte, name string) (*Prev
 		return nil, err
 	}
 	out := make(map[SegmentKey]Segment, len(segs))
+	segKeys := make([]SegmentKey, len(segs))
 	bad := func(a string, ix int64) error {
 		return &Error{File: name, Array: a, Chunk: ix, Check: CheckSkeleton, Msg: "the seg lines do not cover the arrays' chunks in order"}
 	}
@@ -63,7 +65,8 @@ func ParsePrevSkeleton(ctx context.Context, skeleton []byte, name string) (*Prev
 			if s.Array != a.Name || s.FirstChunk != covered || s.Chunks < 1 || s.Chunks > int64(len(a.Chunks))-covered {
 				return nil, bad(a.Name, covered)
 			}
-			out[segmentKey(a.Name, a.Chunks[covered:covered+s.Chunks])] = s
+			segKeys[k] = segmentKey(a.Name, a.Chunks[covered:covered+s.Chunks])
+			out[segKeys[k]] = s
 			covered += s.Chunks
 			k++
 		}
@@ -71,7 +74,7 @@ func ParsePrevSkeleton(ctx context.Context, skeleton []byte, name string) (*Prev
 	if k != len(segs) {
 		return nil, bad("", -1)
 	}
-	return &PrevSkeleton{Header: x.Header, index: x, segs: segs, keys: out}, nil
+	return &PrevSkeleton{Header: x.Header, index: x, segs: segs, segKeys: segKeys, keys: out}, nil
 }
 
 // Keys returns the skeleton's segments by SegmentKey (see SkeletonKeys).

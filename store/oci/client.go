@@ -175,7 +175,7 @@ type PushStats struct {
 	// previous generation had their chunks and the registry their blob.
 	Reused int
 	// CacheHits counts the segments whose chunk sums came from
-	// Previous.Cache (set by the caller from SegmentCache.Hits).
+	// Previous.Cache (PushSnapshot).
 	CacheHits int64
 	Manifest  ocispec.Descriptor
 	Tag       string

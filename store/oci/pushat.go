@@ -2,7 +2,6 @@ package oci
 
 import (
 	"context"
-	"encoding/hex"
 	"io"
 
 	"github.com/opencontainers/go-digest"
@@ -95,6 +94,9 @@ func (r *Repository) PushSnapshot(ctx context.Context, s *snapshot.Snapshot, opt
 	if err != nil {
 		return nil, nil, err
 	}
+	if prev.Cache != nil {
+		st.CacheHits = prev.Cache.Hits()
+	}
 	res, err := r.finishPush(ctx, gen, st)
 	if err != nil {
 		return nil, nil, err
@@ -185,7 +187,7 @@ func (r *Repository) headAll(ctx context.Context, prev Previous) *blobHeads {
 		listed := r.manifestLayers(ctx, prev.Manifest, len(want))
 		for _, s := range want {
 			res := h.res[s.Digest]
-			if size, ok := listed[s.Digest]; ok && size == s.Size {
+			if size, ok := listed[SegmentDescriptor(s).Digest]; ok && size == s.Size {
 				res.ok = true
 				close(res.done)
 				continue
@@ -211,7 +213,7 @@ func (r *Repository) headAll(ctx context.Context, prev Previous) *blobHeads {
 // manifest ref names, nil when ref is "", there is nothing to ask about
 // (want 0) or the manifest cannot be fetched (then every blob is HEADed:
 // the reason is logged at debug level).
-func (r *Repository) manifestLayers(ctx context.Context, ref string, want int) map[[32]byte]int64 {
+func (r *Repository) manifestLayers(ctx context.Context, ref string, want int) map[digest.Digest]int64 {
 	if ref == "" || want == 0 {
 		return nil
 	}
@@ -220,16 +222,11 @@ func (r *Repository) manifestLayers(ctx context.Context, ref string, want int) m
 		r.log.Debug("oci push: previous manifest not read, HEADing its blobs", "repository", r.name, "manifest", ref, "err", err)
 		return nil
 	}
-	out := make(map[[32]byte]int64, len(m.Layers))
+	out := make(map[digest.Digest]int64, len(m.Layers))
 	for _, l := range m.Layers {
-		if l.MediaType != SegmentMediaType || l.Digest.Algorithm() != digest.SHA256 || l.Digest.Validate() != nil {
-			continue
+		if l.MediaType == SegmentMediaType {
+			out[l.Digest] = l.Size
 		}
-		b, err := hex.DecodeString(l.Digest.Encoded())
-		if err != nil || len(b) != 32 {
-			continue
-		}
-		out[[32]byte(b)] = l.Size
 	}
 	return out
 }
