@@ -3,8 +3,8 @@ package gitops_test
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/binary"
 	"fmt"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -102,30 +102,17 @@ type benchModel struct {
 	rows  []int64
 }
 
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
-func fill(b []byte, seed uint64) {
-	for i := 0; i+8 <= len(b); i += 8 {
-		binary.LittleEndian.PutUint64(b[i:], splitmix(seed+uint64(i)))
-	}
-}
-
 func newBenchModel(size int64) *benchModel {
 	m := &benchModel{}
 	per := size / 4 / (benchCols * 4)
 	for i, n := range []string{"embed", "layer0.w", "layer1.w", "head.w"} {
 		d := make([]byte, per*benchCols*4)
-		fill(d, uint64(i)<<40)
+		testutil.Fill(d, uint64(i)<<40)
 		m.names, m.data, m.rows = append(m.names, n), append(m.data, d), append(m.rows, per)
 	}
 	for i := range 8 {
 		d := make([]byte, benchCols*4)
-		fill(d, uint64(100+i)<<40)
+		testutil.Fill(d, uint64(100+i)<<40)
 		m.names, m.data, m.rows = append(m.names, fmt.Sprintf("bias%d", i)), append(m.data, d), append(m.rows, 1)
 	}
 	return m
@@ -140,19 +127,19 @@ func (m *benchModel) mutate(g int, pattern string) int64 {
 		rows := m.rows[a]
 		touch := func(r int64) {
 			row := m.data[a][r*rowBytes : (r+1)*rowBytes]
-			fill(row, splitmix(uint64(g)<<48^uint64(a)<<40^uint64(r)))
+			testutil.Fill(row, testutil.SplitMix(uint64(g)<<48^uint64(a)<<40^uint64(r)))
 			changed += rowBytes
 		}
 		switch pattern {
 		case "uniform":
 			for r := int64(0); r < rows; r++ {
-				if splitmix(uint64(g)<<32^uint64(a)<<56^uint64(r))%100 == 0 {
+				if testutil.SplitMix(uint64(g)<<32^uint64(a)<<56^uint64(r))%100 == 0 {
 					touch(r)
 				}
 			}
 		case "clustered":
 			n := max(rows/100, 1)
-			start := int64(splitmix(uint64(g)<<32^uint64(a))%uint64(rows-n+1)) / 64 * 64
+			start := int64(testutil.SplitMix(uint64(g)<<32^uint64(a))%uint64(rows-n+1)) / 64 * 64
 			for r := start; r < start+n && r < rows; r++ {
 				touch(r)
 			}

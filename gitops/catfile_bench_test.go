@@ -3,16 +3,14 @@ package gitops
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/binary"
 	"fmt"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -63,7 +61,7 @@ func BenchmarkSegmentsRead(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			b.SetBytes(wtxtBytes)
 			b.ReportAllocs()
-			s0, c0 := catBenchCPU(b)
+			s0, c0 := testutil.CPUTime(b)
 			served, ahead := 0, 0
 			for range b.N {
 				// A fresh go-git repository and tree each time, as
@@ -88,7 +86,7 @@ func BenchmarkSegmentsRead(b *testing.B) {
 					b.Fatalf("wrote %d bytes, want %d", info.Written, wtxtBytes)
 				}
 			}
-			s1, c1 := catBenchCPU(b)
+			s1, c1 := testutil.CPUTime(b)
 			b.ReportMetric((s1-s0).Seconds()/float64(b.N), "self-cpu-s/op")
 			b.ReportMetric((c1-c0).Seconds()/float64(b.N), "git-cpu-s/op")
 			if v.git {
@@ -140,15 +138,15 @@ func segsBenchRepo(b *testing.B, size int64, gens int) (string, plumbing.Hash, i
 		b.Fatal(err)
 	}
 	data := make([]byte, size)
-	benchFill(data, 1)
+	testutil.Fill(data, 1)
 	prev := ""
 	var last *Result
 	var wtxtBytes int64
 	for g := 1; g <= gens; g++ {
 		if g > 1 {
 			for row := int64(0); row+4096 <= size; row += 4096 {
-				if benchMix(uint64(g)<<40^uint64(row))%100 < 2 {
-					benchFill(data[row:row+4096], uint64(g)<<40^uint64(row))
+				if testutil.SplitMix(uint64(g)<<40^uint64(row))%100 < 2 {
+					testutil.Fill(data[row:row+4096], uint64(g)<<40^uint64(row))
 				}
 			}
 		}
@@ -184,34 +182,6 @@ func segsBenchRepo(b *testing.B, size int64, gens int) (string, plumbing.Hash, i
 		b.Fatal(err)
 	}
 	return repoDir, segs.Hash, wtxtBytes
-}
-
-// catBenchCPU returns the CPU (user+sys) used so far by this process and
-// by its waited-for children (the git cat-file children).
-func catBenchCPU(b *testing.B) (self, children time.Duration) {
-	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	self = tv(ru.Utime) + tv(ru.Stime)
-	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return self, tv(ru.Utime) + tv(ru.Stime)
-}
-
-func benchMix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
-func benchFill(b []byte, seed uint64) {
-	for i := 0; i+8 <= len(b); i += 8 {
-		binary.LittleEndian.PutUint64(b[i:], benchMix(seed+uint64(i)))
-	}
 }
 
 func catBenchEnv(b *testing.B, k string, def int64) int64 {

@@ -5,13 +5,13 @@ import (
 	"context"
 	"crypto/ed25519"
 	"fmt"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -103,21 +103,6 @@ type costConfig struct {
 	piece           int64 // Config.SegmentPiece (-1: one blob per segment)
 	gens, rpc       int
 	change, pattern string
-}
-
-// cpuNow returns the CPU (user+sys) this process and its waited-for
-// children have used so far.
-func cpuNow(b *testing.B) (self, children time.Duration) {
-	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	self = tv(ru.Utime) + tv(ru.Stime)
-	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return self, tv(ru.Utime) + tv(ru.Stime)
 }
 
 // costSample is one generation's measurement.
@@ -248,7 +233,7 @@ exec /usr/bin/time -a -o %s -f "$op %%U %%S" %s "$@"
 		}
 
 		// The conversion.
-		c0, _ := cpuNow(b)
+		c0, _ := testutil.CPUTime(b)
 		sf, err := os.Open(src)
 		if err != nil {
 			b.Fatal(err)
@@ -277,21 +262,21 @@ exec /usr/bin/time -a -o %s -f "$op %%U %%S" %s "$@"
 			b.Fatal(err)
 		}
 		prev, wtxtSize = res.MerkleThis, res.Written
-		c1, _ := cpuNow(b)
+		c1, _ := testutil.CPUTime(b)
 		s.convert = c1 - c0
 
 		// The Git work.
 		r0 := duObjects(b, remote)
-		c0, k0 := cpuNow(b)
+		c0, k0 := testutil.CPUTime(b)
 		cr, err := repo.Commit(ctx, gitops.Generation{WTXT: wtxtPath})
 		if err != nil {
 			b.Fatalf("gen %d: commit: %v", g, err)
 		}
-		c1, k1 := cpuNow(b)
+		c1, k1 := testutil.CPUTime(b)
 		if err := pusher.Push(ctx, gitops.PushRequest{Branch: gitops.DefaultBranch, Commit: cr.Commit, Tag: cr.Tag}); err != nil {
 			b.Fatalf("gen %d: push: %v", g, err)
 		}
-		c2, k2 := cpuNow(b)
+		c2, k2 := testutil.CPUTime(b)
 		s.commit = c1 - c0 + k1 - k0
 		s.pushSelf, s.pushChildren = c2-c1, k2-k1
 		s.growth = duObjects(b, remote) - r0
