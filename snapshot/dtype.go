@@ -10,8 +10,9 @@ import (
 type DType uint8
 
 // The element types a Snapshot can hold. Formats with other element types
-// (quantized, packed, complex, ...) carry their bytes as U8 and describe the
-// original type in Array.Attrs.
+// (quantized, packed, ...) carry their bytes as U8 and describe the
+// original type in Array.Attrs. The values are stable: new types are only
+// ever appended.
 const (
 	Invalid DType = iota
 	F64
@@ -27,10 +28,23 @@ const (
 	F16
 	BF16
 	Bool
+	// F8E4M3 is OCP FP8 E4M3FN (torch float8_e4m3fn, safetensors F8_E4M3):
+	// no infinities, 0x7f/0xff are NaN.
+	F8E4M3
+	// F8E5M2 is FP8 E5M2 (torch float8_e5m2, safetensors F8_E5M2), IEEE-like.
+	F8E5M2
+	// F8E8M0 is the E8M0 scale type (torch float8_e8m0fnu, safetensors
+	// F8_E8M0): 2^(e-127), 0xff is NaN, no sign, no zero.
+	F8E8M0
+	// C64 is complex64: two little-endian f32, real then imaginary.
+	C64
+	// C128 is complex128: two little-endian f64, real then imaginary.
+	C128
 )
 
-var dtypeNames = [...]string{"", "f64", "f32", "i64", "u64", "i32", "u32", "i16", "u16", "i8", "u8", "f16", "bf16", "bool"}
-var dtypeSizes = [...]int{0, 8, 4, 8, 8, 4, 4, 2, 2, 1, 1, 2, 2, 1}
+var dtypeNames = [...]string{"", "f64", "f32", "i64", "u64", "i32", "u32", "i16", "u16", "i8", "u8", "f16", "bf16", "bool",
+	"f8e4m3", "f8e5m2", "f8e8m0", "c64", "c128"}
+var dtypeSizes = [...]int{0, 8, 4, 8, 8, 4, 4, 2, 2, 1, 1, 2, 2, 1, 1, 1, 1, 8, 16}
 
 // String returns the WTXT name of d ("f64", "bool", ...), or "invalid".
 func (d DType) String() string {
@@ -52,8 +66,14 @@ func (d DType) Size() int {
 func (d DType) Valid() bool { return d > Invalid && int(d) < len(dtypeNames) }
 
 // Extended reports whether d is only representable in WTXT with tensor_ext
-// (f16, bf16, bool).
-func (d DType) Extended() bool { return d == F16 || d == BF16 || d == Bool }
+// (f16, bf16, bool, the fp8 types and complex).
+func (d DType) Extended() bool { return d >= F16 && d.Valid() }
+
+// IsFP8 reports whether d is one of the 8-bit float types.
+func (d DType) IsFP8() bool { return d == F8E4M3 || d == F8E5M2 || d == F8E8M0 }
+
+// IsComplex reports whether d is c64 or c128.
+func (d DType) IsComplex() bool { return d == C64 || d == C128 }
 
 // IsFloat reports whether d is a floating-point type.
 func (d DType) IsFloat() bool { return d == F64 || d == F32 || d == F16 || d == BF16 }

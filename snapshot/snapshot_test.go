@@ -19,8 +19,8 @@ func TestDTypes(t *testing.T) {
 	if _, err := ParseDType("f8"); err == nil {
 		t.Fatal("f8 accepted")
 	}
-	if len(AllDTypes()) != 13 {
-		t.Fatalf("want 13 dtypes, got %d", len(AllDTypes()))
+	if len(AllDTypes()) != 18 {
+		t.Fatalf("want 18 dtypes, got %d", len(AllDTypes()))
 	}
 }
 
