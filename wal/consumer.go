@@ -59,7 +59,8 @@ type Consumer struct {
 // OpenConsumer takes the WAL directory dir (creating it), failing with
 // ErrLocked if another consumer holds it. It sweeps stale temp files,
 // repairs torn tails of segments and of the outcomes log, and loads the
-// cursor and outcomes.
+// cursor and outcomes. A damaged cursor (see CheckCursorAt) fails with a
+// *CursorError wrapping ErrCursorDamaged; RepairCursor repairs it.
 func OpenConsumer(dir string, opts ConsumerOptions) (*Consumer, error) {
 	if opts.SegmentSize <= 0 {
 		opts.SegmentSize = DefaultSegmentSize
@@ -125,6 +126,13 @@ func (c *Consumer) init() error {
 	c.olog = f
 	c.outcomes = ol.latest
 	if c.cursor, err = ReadCursor(c.dir); err != nil {
+		f.Close()
+		return err
+	}
+	// A cursor past its segment's end or inside a line (a lost tail, a
+	// state directory restored from mixed backups) would make every later
+	// request land below it, never read: refuse to start instead.
+	if err := CheckCursorAt(c.dir, c.cursor); err != nil {
 		f.Close()
 		return err
 	}
