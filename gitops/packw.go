@@ -51,6 +51,19 @@ const (
 	packMaxHeld    = 8 << 20
 )
 
+// Git's rules for the literal deltas: a delta shorter than deltaSizeMin
+// bytes is refused by every reader (patch-delta.c: DELTA_SIZE_MIN, "the
+// smallest possible delta size is 4 bytes"; fsck and index-pack then
+// report "failed to apply delta"): an empty blob's delta is its two or
+// three header bytes. Blobs shorter than literalMinSize go whole: git's
+// pack-objects never searches deltas for them (should_attempt_deltas:
+// objects under 50 bytes), so a literal delta saves nobody any work, and
+// with it no empty or tiny blob can make a delta git refuses.
+const (
+	deltaSizeMin   = 4
+	literalMinSize = 50
+)
+
 // packWriter collects a Commit's new blobs and trees: the first
 // packMinObjects are held in memory (small objects, at most
 // packMinObjects × MaxPartLimit bytes only in theory: segments and
@@ -77,6 +90,12 @@ type packWriter struct {
 	zw      *bufio.Writer // over cw
 	off     int64
 	entries []packEntry
+
+	// check, when set, is called with the paths of the complete pack and
+	// its index (temporary names) and the pack's checksum before they are
+	// installed; an error aborts finish (Repo sets it from EnvCheckPacks:
+	// git index-pack --strict).
+	check func(pack, idx string, sum plumbing.Hash) error
 }
 
 type heldObject struct {
@@ -156,10 +175,10 @@ func (p *packWriter) add(t plumbing.ObjectType, h plumbing.Hash, data []byte, r 
 	return true, p.put(heldObject{t, h, data, r})
 }
 
-// put appends o as a literal delta when asked for and possible, else
-// whole.
+// put appends o as a literal delta when asked for and possible (a blob
+// of at least literalMinSize bytes), else whole.
 func (p *packWriter) put(o heldObject) error {
-	if o.r.literal && o.t == plumbing.BlobObject {
+	if o.r.literal && o.t == plumbing.BlobObject && len(o.data) >= literalMinSize {
 		if b, ok := p.bases[o.r.base]; ok && !o.r.base.IsZero() {
 			// A base serves one piece (it is named after it; a piece added
 			// twice is written once): forget it, so the map stays small.
@@ -259,19 +278,30 @@ func (p *packWriter) literalEntry(h plumbing.Hash, data []byte, base baseEntry) 
 		rest = rest[n:]
 	}
 	p.delta = d
-	hdr := typeSizeHeader(nil, plumbing.OFSDeltaObject, uint64(len(d)))
-	// The base's distance back from this entry, big-endian base 128 with
-	// an implicit +1 on every continuation byte (git's offset encoding).
-	rel := uint64(p.off - base.off)
+	if len(d) < deltaSizeMin {
+		// Unreachable while put sends only blobs of literalMinSize and
+		// more here; git would refuse the delta, so never write one.
+		return p.entry(plumbing.BlobObject, h, data)
+	}
+	return p.write(plumbing.BlobObject, h, data, ofsDeltaHeader(len(d), p.off-base.off), d)
+}
+
+// ofsDeltaHeader is the header of an OFS_DELTA entry of n delta bytes
+// whose base starts rel bytes before it: the type and size, then rel,
+// big-endian base 128 with an implicit +1 on every continuation byte
+// (git's offset encoding).
+func ofsDeltaHeader(n int, rel int64) []byte {
+	hdr := typeSizeHeader(nil, plumbing.OFSDeltaObject, uint64(n))
+	u := uint64(rel)
 	var ofs [10]byte
 	i := len(ofs) - 1
-	ofs[i] = byte(rel & 0x7f)
-	for rel >>= 7; rel != 0; rel >>= 7 {
-		rel--
+	ofs[i] = byte(u & 0x7f)
+	for u >>= 7; u != 0; u >>= 7 {
+		u--
 		i--
-		ofs[i] = 0x80 | byte(rel&0x7f)
+		ofs[i] = 0x80 | byte(u&0x7f)
 	}
-	return p.write(plumbing.BlobObject, h, data, append(hdr, ofs[i:]...), d)
+	return append(hdr, ofs[i:]...)
 }
 
 // typeSizeHeader appends a pack entry's header to b: type t and size in
@@ -354,6 +384,11 @@ func (p *packWriter) finish() (bool, error) {
 		}
 		if err != nil {
 			os.Remove(itmp.Name())
+		}
+	}
+	if err == nil && p.check != nil {
+		if err = p.check(tmp, itmp.Name(), packHash); err != nil {
+			err = fmt.Errorf("check pack-%s: %w", packHash, err)
 		}
 	}
 	if err == nil {

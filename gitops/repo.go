@@ -321,6 +321,9 @@ type Repo struct {
 	// reads, decodes and hashes only the segments whose chunks changed.
 	// Empty after a restart: the first Commit then decodes everything.
 	segKeys map[wtxt.SegmentKey][32]byte
+	// checkPacks: every pack Commit writes is checked by git before it
+	// is installed (EnvCheckPacks).
+	checkPacks bool
 }
 
 // packCompression is the zlib level of objects the git CLI packs from
@@ -360,7 +363,7 @@ func OpenRepo(dir string, cfg Config) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gitops: repository %s: set pack.window=0, pack.compression=%s: %w", dir, packCompression, err)
 	}
-	return &Repo{dir: dir, cfg: cfg, r: r}, nil
+	return &Repo{dir: dir, cfg: cfg, r: r, checkPacks: checkPacksFromEnv(os.Getenv)}, nil
 }
 
 // OpenExisting opens an existing repository (bare, or a clone with a work
@@ -374,7 +377,7 @@ func OpenExisting(dir string, cfg Config) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gitops: open repository %s: %w", dir, err)
 	}
-	return &Repo{dir: dir, cfg: cfg, r: r}, nil
+	return &Repo{dir: dir, cfg: cfg, r: r, checkPacks: checkPacksFromEnv(os.Getenv)}, nil
 }
 
 // Dir returns the repository directory.
@@ -556,6 +559,9 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if b.objects != "" {
 		b.pack = newPackWriter(b.objects)
 		b.pack.setDeltaBase(plumbing.ComputeHash(plumbing.BlobObject, attrText), attrText)
+		if r.checkPacks {
+			b.pack.check = indexPackCheck(ctx, r.dir)
+		}
 		defer b.pack.abort()
 	}
 	var prevDir *object.Tree
