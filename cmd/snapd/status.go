@@ -11,6 +11,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/progress"
 	"github.com/snapd-ml/snapd/pipeline"
+	"github.com/snapd-ml/snapd/wal"
 )
 
 type statusOptions struct {
@@ -52,13 +53,21 @@ func runStatus(e *env, o *statusOptions) error {
 	if err != nil {
 		return withHint(ioError{err}, "is --state-dir the daemon's state directory?")
 	}
+	// A damaged WAL cursor is a warning in the output and the exit status.
+	cerr := wal.CheckCursor(stateWALDir(o.stateDir))
+	if cerr != nil {
+		st.Warnings = append(st.Warnings, cerr.Error())
+	}
 	if o.json {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		if err := enc.Encode(st); err != nil {
+			return err
+		}
+		return walCursorDamage(cerr)
 	}
 	writeStatus(e.stdout, st, e.now())
-	return nil
+	return walCursorDamage(cerr)
 }
 
 func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {

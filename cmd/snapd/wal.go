@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -19,10 +20,10 @@ func newWALCommand(e *env) *cobra.Command {
 		Short: "Inspect the snapshot request log",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return usageError{fmt.Errorf("missing subcommand (list)")}
+			return usageError{fmt.Errorf("missing subcommand (list, repair)")}
 		},
 	}
-	cmd.AddCommand(newWALListCommand(e))
+	cmd.AddCommand(newWALListCommand(e), newWALRepairCommand(e))
 	return cmd
 }
 
@@ -40,7 +41,11 @@ func newWALListCommand(e *env) *cobra.Command {
 (not handled yet), done (snapshotted) or failed (with the failure message),
 followed by generations whose outcome is recorded but whose requests were
 already removed from the log. Reads only; safe while the daemon runs.
-Corrupt lines are reported on stderr (and under "corrupt" with --json).`,
+Corrupt lines are reported on stderr (and under "corrupt" with --json).
+A damaged cursor (past the end of its segment, inside a line, or above
+every segment: requests would be appended where the daemon never reads)
+is reported after the list (under "cursor_error" with --json) and the
+command exits 1; snapd wal repair fixes it.`,
 		Example: `  snapd wal list
   snapd wal list --state-dir /var/lib/snapd-ml --json | jq '.requests[] | select(.state=="failed")'`,
 		Args: exactArgs(0),
@@ -52,7 +57,7 @@ Corrupt lines are reported on stderr (and under "corrupt" with --json).`,
 			return runWALList(cmd.Context(), e, &o)
 		},
 	}
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON: {\"requests\": [...], \"corrupt\": [...]}")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON: {\"requests\": [...], \"corrupt\": [...], \"cursor_error\": \"...\"}")
 	return cmd
 }
 
@@ -89,11 +94,20 @@ func runWALList(ctx context.Context, e *env, o *walListOptions) error {
 	if err != nil {
 		return ioError{err}
 	}
+	// The cursor is checked after the listing: the list is still shown.
+	cerr := wal.CheckCursor(dir)
+	if cerr != nil && !errors.Is(cerr, wal.ErrCursorDamaged) {
+		return ioError{cerr}
+	}
 	if o.json {
 		doc := struct {
-			Requests []walEntryJSON   `json:"requests"`
-			Corrupt  []walCorruptJSON `json:"corrupt"`
+			Requests    []walEntryJSON   `json:"requests"`
+			Corrupt     []walCorruptJSON `json:"corrupt"`
+			CursorError string           `json:"cursor_error,omitempty"`
 		}{Requests: []walEntryJSON{}, Corrupt: []walCorruptJSON{}}
+		if cerr != nil {
+			doc.CursorError = cerr.Error()
+		}
 		for _, en := range entries {
 			doc.Requests = append(doc.Requests, walEntryJSON{
 				Gen: en.Gen, State: en.State.String(), Message: en.Message, InLog: en.HasRecord,
@@ -106,7 +120,10 @@ func runWALList(ctx context.Context, e *env, o *walListOptions) error {
 		}
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(doc)
+		if err := enc.Encode(doc); err != nil {
+			return err
+		}
+		return walCursorDamage(cerr)
 	}
 	for _, ce := range corrupt {
 		fmt.Fprintf(e.stderr, "snapd: warning: %v\n", ce)
@@ -120,5 +137,21 @@ func runWALList(ctx context.Context, e *env, o *walListOptions) error {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", en.Gen, en.State, en.Time.UTC().Format(time.RFC3339), by, pos, en.Source, en.Message)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return walCursorDamage(cerr)
+}
+
+// walCursorDamage is the error of a WAL cursor check: a damaged cursor
+// exits 1 with the repair as hint, an unreadable cursor file 2; nil for
+// nil.
+func walCursorDamage(err error) error {
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, wal.ErrCursorDamaged) {
+		return ioError{err} // unreadable cursor file
+	}
+	return withHint(err, "stop the daemon, then run: snapd wal repair --state-dir DIR")
 }
