@@ -57,6 +57,7 @@ func DefaultMaxDecoded(size int64) int64 {
 type Budget struct {
 	limit int64
 	used  atomic.Int64
+	peak  atomic.Int64
 }
 
 // NewBudget returns a budget of limit bytes (limit <= 0: nothing may be
@@ -65,6 +66,13 @@ func NewBudget(limit int64) *Budget { return &Budget{limit: max(limit, 0)} }
 
 // Limit is the budget's total size.
 func (b *Budget) Limit() int64 { return b.limit }
+
+// Used is what is charged now (taken and not given back).
+func (b *Budget) Used() int64 { return b.used.Load() }
+
+// Peak is the most that was ever charged at once; it never exceeds Limit.
+// Tests read it to check what a decode materialised.
+func (b *Budget) Peak() int64 { return b.peak.Load() }
 
 // Remaining is what Take can still grant.
 func (b *Budget) Remaining() int64 { return max(b.limit-b.used.Load(), 0) }
@@ -83,7 +91,12 @@ func (b *Budget) Take(n int64, what string) error {
 				ErrLimit, what, n, max(b.limit-used, 0), b.limit)
 		}
 		if b.used.CompareAndSwap(used, used+n) {
-			return nil
+			for {
+				p := b.peak.Load()
+				if used+n <= p || b.peak.CompareAndSwap(p, used+n) {
+					return nil
+				}
+			}
 		}
 	}
 }

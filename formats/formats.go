@@ -35,6 +35,12 @@ type DecodeOptions struct {
 	// 0 selects DefaultMaxDecoded(size); a negative value is invalid and
 	// treated as 0.
 	MaxDecoded int64
+	// SharedBudget, when set, is the budget Decode charges instead of a
+	// new one of MaxDecoded bytes (MaxDecoded is then ignored): for a
+	// caller that bounds several files with one cap, or that inspects
+	// what a decode materialised (Budget.Peak). Lazily read array data
+	// keeps charging it after Decode returns.
+	SharedBudget *Budget
 	// Diagnostic, when set, receives what a reader noticed without it
 	// being an error (an ECC block corrected, parity inconsistent with
 	// intact data). Diagnostics are never stored in the snapshot, so
@@ -66,8 +72,12 @@ func (o DecodeOptions) Report(where, format string, args ...any) {
 }
 
 // Budget returns the decode budget of one Decode call on a file of size
-// bytes: opts.MaxDecoded, or DefaultMaxDecoded(size) when it is not set.
+// bytes: opts.SharedBudget when set, else a new budget of opts.MaxDecoded,
+// or DefaultMaxDecoded(size) when it is not set.
 func (o DecodeOptions) Budget(size int64) *Budget {
+	if o.SharedBudget != nil {
+		return o.SharedBudget
+	}
 	limit := o.MaxDecoded
 	if limit <= 0 {
 		limit = DefaultMaxDecoded(size)
@@ -81,6 +91,10 @@ type EncodeOptions struct {
 	// has no bf16); without it such input fails with ErrLossy naming the
 	// tensor and the reason.
 	Lossy bool
+	// Lost, when set, receives each thing Lossy dropped or altered (see
+	// EncodeOptions.Drop), so that a caller can say exactly what a lossy
+	// conversion lost. nil discards the reports.
+	Lost func(Loss)
 }
 
 // Codec reads and writes one container format.

@@ -49,18 +49,38 @@ type Suite struct {
 	// NoEncode lists the Files for which Encode is not tried (formats that
 	// cannot hold what the file's snapshot holds without Lossy), with why.
 	NoEncode map[string]string
+	// Hostile builds a small file (at most HostileMaxSize bytes) that
+	// declares or inflates to far more than the decode budget of its size
+	// (formats.DefaultMaxDecoded): a zip member, a zstd chunk or metadata
+	// that decompresses or parses beyond it, a header that declares more
+	// than the codec's limits. The suite decodes it (reading every array's
+	// data) and requires HostileErr, with the bytes charged to the budget
+	// (formats.Budget.Peak) within its limit. nil skips the check, saying
+	// so.
+	Hostile func(tb testing.TB) []byte
+	// HostileErr is the sentinel the hostile decode must match; nil
+	// selects formats.ErrLimit. A format that stores every byte it
+	// declares uncompressed and has no size limit of its own (STB) sets
+	// formats.ErrCorrupt: a size beyond the file is then corruption,
+	// refused before anything is read.
+	HostileErr error
 	// EchoWindow is the length of a run of the file's bytes that an error
 	// message must not contain; 0 selects 24. Names a decoder quotes (zip
 	// members, tensors) must be shorter than it.
 	EchoWindow int
 }
 
-// Run runs the suite as subtests of t, one per file.
+// HostileMaxSize bounds the files Suite.Hostile builds: 1 MiB.
+const HostileMaxSize = 1 << 20
+
+// Run runs the suite as subtests of t, one per file, and the hostile-file
+// check ("hostile").
 func (s Suite) Run(t *testing.T) {
 	t.Helper()
 	if len(s.Files) == 0 {
 		t.Fatal("formatstest: Suite.Files is empty")
 	}
+	t.Run("hostile", s.hostile)
 	exact := map[string]bool{}
 	for _, f := range s.Exact {
 		exact[f] = true
@@ -115,6 +135,73 @@ func (s Suite) Run(t *testing.T) {
 			})
 		})
 	}
+}
+
+// hostile decodes Suite.Hostile's file with the default budget and with
+// a shared budget it can inspect, from a plain reader and from bytes.
+func (s Suite) hostile(t *testing.T) {
+	if s.Hostile == nil {
+		t.Skipf("codec %q supplies no hostile-file builder (Suite.Hostile): its decode budget is not checked against a small file that declares a large decode", s.Codec.Name())
+	}
+	b := s.Hostile(t)
+	if len(b) > HostileMaxSize {
+		t.Fatalf("hostile file of %d bytes is larger than %d", len(b), HostileMaxSize)
+	}
+	want := s.HostileErr
+	if want == nil {
+		want = formats.ErrLimit
+	}
+	limit := formats.DefaultMaxDecoded(int64(len(b)))
+	for _, in := range []struct {
+		name string
+		r    io.ReaderAt
+	}{{"reader", opaque{bytes.NewReader(b)}}, {"bytes", snapshot.Bytes(b)}} {
+		t.Run(in.name, func(t *testing.T) {
+			bud := formats.NewBudget(limit)
+			err := DecodeAll(s.Codec, in.r, int64(len(b)), formats.DecodeOptions{Name: "hostile", SharedBudget: bud})
+			switch {
+			case err == nil:
+				t.Fatalf("hostile file of %d bytes decoded (and its arrays read) without error; want %v", len(b), want)
+			case !errors.Is(err, want):
+				t.Fatalf("hostile file: %v, want an error matching %v", err, want)
+			}
+			if msg := NoEcho(t, err, b, 24); msg != "" {
+				t.Error(msg)
+			}
+			if p := bud.Peak(); p > limit {
+				t.Errorf("hostile file materialised %d bytes, more than its budget of %d", p, limit)
+			}
+			t.Logf("refused with %d of %d budget bytes charged at the peak: %v", bud.Peak(), limit, err)
+			// The default budget (no SharedBudget) refuses it too.
+			if err := DecodeAll(s.Codec, in.r, int64(len(b)), formats.DecodeOptions{Name: "hostile"}); !errors.Is(err, want) {
+				t.Errorf("hostile file with the default budget: %v, want an error matching %v", err, want)
+			}
+		})
+	}
+}
+
+// DecodeAll decodes r with c and reads every array's data (streaming, so
+// the reading itself holds at most 1 MiB); it returns the first error.
+func DecodeAll(c formats.Codec, r io.ReaderAt, size int64, opts formats.DecodeOptions) error {
+	snap, err := c.Decode(context.Background(), r, size, opts)
+	if err != nil {
+		return err
+	}
+	var buf []byte
+	for _, a := range snap.Arrays {
+		n := a.Data.Size()
+		if buf == nil && n > 0 {
+			buf = make([]byte, 1<<20)
+		}
+		for off := int64(0); off < n; {
+			k := min(int64(len(buf)), n-off)
+			if err := snapshot.ReadFullAt(a.Data, buf[:k], off); err != nil {
+				return fmt.Errorf("array %q at %d: %w", a.Name, off, err)
+			}
+			off += k
+		}
+	}
+	return nil
 }
 
 func (s Suite) decode(t *testing.T, r io.ReaderAt, size int64, name string) *snapshot.Snapshot {

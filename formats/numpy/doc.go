@@ -64,8 +64,10 @@
 // members share bytes and none runs into the central directory. Stored
 // members are CRC-checked and then served zero-copy as sections of the
 // file. Deflated members are streamed, never held whole: the declared
-// size must fit what the compressed size can expand to (1032:1) and the
-// remaining Codec.MaxInflate (total declared bytes per Decode), then
+// size must fit what the compressed size can expand to (1032:1) and is
+// charged to the file's decode budget (formats.Budget, shared by all
+// members: DecodeOptions.MaxDecoded, default formats.DefaultMaxDecoded of
+// the file size) before anything is inflated, then
 // Decode inflates the member once into a CRC-32 (stopping one byte past
 // the declared size; size and CRC must match) — a zip bomb is an ErrLimit
 // or ErrCorrupt naming the member, never an allocation. The array then

@@ -84,7 +84,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b, strings.HasSuffix(p, ".npz"))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte, npz bool) {
-		c := Codec{NPZ: npz, Budget: 1 << 20, MaxInflate: 1 << 20}
+		c := Codec{NPZ: npz, Budget: 1 << 20}
 		s, err := decodeBytes(t, c, raw)
 		if err != nil {
 			if _, ok := err.(*Error); !ok {

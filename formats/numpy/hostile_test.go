@@ -155,7 +155,7 @@ func TestHostileInput(t *testing.T) {
 			b[6] = 3
 			return append(b[:10:10], append([]byte{0, 0}, b[10:]...)...)
 		}(), ErrCorrupt, "plain decimal"},
-		{"zip bomb", true, mkzip([]zmember{bombZ}), ErrLimit, "decompression budget"},
+		{"zip bomb", true, mkzip([]zmember{bombZ}), ErrLimit, "decode budget"},
 		{"lying inflated size", true, mkzip([]zmember{lying}), ErrCorrupt, "more than the declared 4096"},
 		{"local size lies", true, mkzip([]zmember{func() zmember { m := stored("a.npy", good); m.lsize = u32(5); return m }()}), ErrCorrupt, "local header crc/compressed size/size"},
 		{"local crc lies", true, mkzip([]zmember{func() zmember { m := stored("a.npy", good); m.lcrc = u32(5); return m }()}), ErrCorrupt, "local header crc"},
@@ -177,8 +177,8 @@ func TestHostileInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Codec{NPZ: tc.npz, Budget: 1 << 20, MaxInflate: 1 << 20}
-			_, err := c.Decode(context.Background(), snapshot.Bytes(tc.raw), int64(len(tc.raw)), formats.DecodeOptions{Name: "in.np"})
+			c := Codec{NPZ: tc.npz, Budget: 1 << 20}
+			_, err := c.Decode(context.Background(), snapshot.Bytes(tc.raw), int64(len(tc.raw)), formats.DecodeOptions{Name: "in.np", MaxDecoded: 1 << 20})
 			var e *Error
 			if !errors.As(err, &e) || !errors.Is(err, tc.sentinel) {
 				t.Fatalf("got %v, want an *Error wrapping %v", err, tc.sentinel)

@@ -38,7 +38,7 @@ func (c Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts forma
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	bud := &budget{left: c.budget(), inflLeft: c.maxInflate(), cache: &blockCache{}}
+	bud := &budget{left: c.budget(), file: opts.Budget(size), cache: &blockCache{}}
 	if c.NPZ {
 		return decodeNPZ(ctx, r, size, opts.Name, bud)
 	}
@@ -131,6 +131,13 @@ func decodeNPY(r io.ReaderAt, base, size int64, l loc, bud *budget) (*snapshot.A
 		} else {
 			if !bud.take(nbytes) {
 				return nil, l.fail(dataOff, ErrLimit, "array of %d bytes must be converted in memory and exceeds the remaining budget of %d bytes", nbytes, bud.left)
+			}
+			// An inflated member was charged to the file's budget when
+			// it was declared; other copies are charged here.
+			if l.base >= 0 && bud.file != nil {
+				if rem := bud.file.Remaining(); bud.file.Take(nbytes, "") != nil {
+					return nil, l.fail(dataOff, ErrLimit, "array of %d bytes must be copied into memory and exceeds the remaining decode budget of %d bytes (%d for this file; DecodeOptions.MaxDecoded)", nbytes, rem, bud.file.Limit())
+				}
 			}
 			stored = make([]byte, nbytes)
 			if err := snapshot.ReadFullAt(r, stored, base+dataOff); err != nil {

@@ -319,10 +319,11 @@ func decodeNPZ(ctx context.Context, r io.ReaderAt, size int64, file string, bud 
 			if m.usize > m.csize*maxDeflateRatio+1024 {
 				return nil, fail(m.dataOff, ErrCorrupt, "declared size %d is impossible for %d deflated bytes", m.usize, m.csize)
 			}
-			if m.usize > uint64(bud.inflLeft) {
-				return nil, fail(m.dataOff, ErrLimit, "declared size %d exceeds the remaining decompression budget of %d bytes", m.usize, bud.inflLeft)
+			// Charged before anything is inflated: the member is inflated
+			// once here to verify it and again whenever it is read.
+			if rem := bud.file.Remaining(); m.usize > uint64(rem) || bud.file.Take(int64(m.usize), "") != nil {
+				return nil, fail(m.dataOff, ErrLimit, "declared inflated size %d exceeds the remaining decode budget of %d bytes (%d for this file; DecodeOptions.MaxDecoded)", m.usize, rem, bud.file.Limit())
 			}
-			bud.inflLeft -= int64(m.usize)
 			if err := verifyInflate(r, m, fail); err != nil {
 				return nil, err
 			}

@@ -24,8 +24,6 @@ const (
 	MaxMembers = 1 << 20
 	// MaxDirectorySize bounds an .npz central directory: 256 MiB.
 	MaxDirectorySize = 256 << 20
-	// DefaultMaxInflate is the default of Codec.MaxInflate: 64 GiB.
-	DefaultMaxInflate = 64 << 30
 	// DefaultBudget is the default of Codec.Budget: 1 GiB.
 	DefaultBudget = 1 << 30
 )
@@ -160,13 +158,13 @@ type Codec struct {
 	// file), and Fortran-order writes from such sources. 0 means
 	// DefaultBudget. Stored members and .npy data of a memory-mapped file
 	// cost nothing against it.
+	//
+	// Decode also charges the file's decode budget (formats.Budget:
+	// DecodeOptions.MaxDecoded, default formats.DefaultMaxDecoded of the
+	// file size, 256 × the size and at least 256 MiB): the declared
+	// uncompressed size of every deflated .npz member, before it is
+	// inflated, and every array copied into memory.
 	Budget int64
-
-	// MaxInflate bounds the total declared uncompressed size of the
-	// deflated .npz members one Decode accepts (each is inflated once to
-	// verify it, and again as it is read, never held whole). 0 means
-	// DefaultMaxInflate.
-	MaxInflate int64
 
 	// zip64At replaces Python's ZIP64_LIMIT (tests write zip64 records
 	// without 2 GiB files); 0 means zip64Limit.
@@ -226,9 +224,9 @@ func (c Codec) budget() int64 {
 // budget tracks bytes held in memory during one call, and holds the
 // converted-block cache of the arrays one Decode returns.
 type budget struct {
-	left     int64
-	inflLeft int64 // bytes deflated members may still declare
-	cache    *blockCache
+	left  int64
+	file  *formats.Budget // the file's decode budget (Decode only)
+	cache *blockCache
 }
 
 // take reserves n bytes or reports false.
@@ -248,11 +246,4 @@ func (c Codec) zip64Limit() int64 {
 		return c.zip64At
 	}
 	return zip64Limit
-}
-
-func (c Codec) maxInflate() int64 {
-	if c.MaxInflate > 0 {
-		return c.MaxInflate
-	}
-	return DefaultMaxInflate
 }
