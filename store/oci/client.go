@@ -21,7 +21,6 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
-	"oras.land/oras-go/v2/registry/remote/retry"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/keys"
@@ -48,7 +47,14 @@ type Options struct {
 	MountFrom string
 	// Concurrency bounds parallel blob uploads (default 4).
 	Concurrency int
-	// HTTPClient is the transport (default: oras-go's retrying client).
+	// Timeouts bound every request to the registry (zero fields: the
+	// defaults); a request that runs out of one fails with an error
+	// wrapping ErrStalled.
+	Timeouts Timeouts
+	// HTTPClient, when set, supplies the base transport (its Transport;
+	// nil: http.DefaultTransport) in place of the one NewHTTPClient
+	// builds; the response-header and stall timeouts still apply (its
+	// connect and TLS limits are its own).
 	HTTPClient *http.Client
 	// Logger receives progress (nil: discard). It never receives secrets.
 	Logger *slog.Logger
@@ -100,10 +106,14 @@ func Open(ref string, opts Options) (*Repository, error) {
 		host = h
 	}
 	repo.PlainHTTP = opts.Insecure || IsLoopback(host)
-	hc := opts.HTTPClient
-	if hc == nil {
-		hc = retry.DefaultClient
+	var base http.RoundTripper
+	if opts.HTTPClient != nil {
+		base = opts.HTTPClient.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
 	}
+	hc := NewHTTPClient(opts.Timeouts, base)
 	client := &auth.Client{Client: hc, Cache: auth.NewCache(), ClientID: "snapd"}
 	if IsLoopback(host) {
 		// A registry on this machine may send clients to a token server on
