@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 // stallServer accepts TCP connections on 127.0.0.1 and never answers.
@@ -67,7 +69,7 @@ func TestPushStallBecomesRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The test's own guard against a hang, not a timing assertion.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Guard)
 	defer cancel()
 	err = p.Push(ctx, req(r, res[0]))
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, ErrRetryable) || NeedsAttention(err) {
@@ -106,7 +108,7 @@ func TestPushCancelKillsGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guard, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+	guard, stop := context.WithTimeout(context.Background(), testutil.Guard)
 	defer stop()
 	ctx, cancel := context.WithCancel(guard)
 	errc := make(chan error, 1)
@@ -150,7 +152,7 @@ func TestPushLocalStallSweepsQuarantine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Guard)
 	defer cancel()
 	err = p.Push(ctx, req(r, res[0]))
 	if !errors.Is(err, ErrTimeout) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/keys"
 )
 
@@ -64,7 +65,7 @@ func childDaemon(dir string) int {
 	}
 	fmt.Println("ready") // startChildReady waits for this line
 	<-ctx.Done()
-	cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	cctx, cancel := context.WithTimeout(context.Background(), testutil.Guard)
 	defer cancel()
 	if err := d.Close(cctx); err != nil {
 		return fail(err)

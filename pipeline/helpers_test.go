@@ -154,7 +154,7 @@ func (f *fixture) start(t testing.TB, mod func(*Config, *Deps)) {
 
 func (f *fixture) stop(t testing.TB) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // failure guard
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Guard) // failure guard
 	defer cancel()
 	if err := f.d.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func newFixture(t testing.TB) *fixture {
 
 func (f *fixture) wait(t testing.TB, gen uint64) *GenResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // failure guard
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Guard) // failure guard
 	defer cancel()
 	r, err := f.d.Wait(ctx, gen)
 	if err != nil {

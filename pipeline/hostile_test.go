@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/internal/safeopen"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
@@ -79,7 +80,7 @@ func mustReturn[T any](t *testing.T, what string, fn func() (T, error)) (T, erro
 	select {
 	case r := <-done:
 		return r.v, r.err
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Guard):
 		t.Fatalf("%s blocked", what)
 		var zero T
 		return zero, nil

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/wal"
 )
 
@@ -127,7 +128,7 @@ func TestBadSourcesDoNotBreakTheChain(t *testing.T) {
 	// own outcome (not the earlier one's).
 	src4 := publish(t, f.dir, 4)
 	request(t, f.dir, 4, src4)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Guard)
 	defer cancel()
 	r4, err := f.d.WaitFor(ctx, 4, func(r *GenResult) bool { return r.Source == src4 })
 	if err != nil || r4.State != wal.Failed || !strings.Contains(r4.Error, ErrNotNewer.Error()) {
@@ -265,7 +266,7 @@ func TestDiskFullRetried(t *testing.T) {
 	request(t, f.dir, 2, publish(t, f.dir, 2))
 	select {
 	case <-thirdFail:
-	case <-time.After(30 * time.Second): // guard only
+	case <-time.After(testutil.Guard): // guard only
 		t.Fatal("no write failures injected")
 	}
 	if st, _ := ReadStatus(f.dir); st.LastError == nil || !strings.Contains(st.LastError.Message, "no space left") {
@@ -318,7 +319,7 @@ func TestCoalesceWhenQueueFull(t *testing.T) {
 	// on whether gen 2's prepare finished before gen 3 was admitted.
 	for g := uint64(2); g <= 3; g++ {
 		request(t, f.dir, g, publish(t, f.dir, g))
-		if !f.logs.WaitCount(fmt.Sprintf("stage=prepare gen=%d duration=", g), 1, 30*time.Second) {
+		if !f.logs.WaitCount(fmt.Sprintf("stage=prepare gen=%d duration=", g), 1, testutil.Guard) {
 			t.Fatalf("gen %d not prepared; log:\n%s", g, f.logs.String())
 		}
 	}
@@ -328,7 +329,7 @@ func TestCoalesceWhenQueueFull(t *testing.T) {
 	// Wait until the admission stage coalesced (queue max 1: one request
 	// waits there, gens 2 and 3 are in the stages behind gen 1): woken by
 	// the log.
-	if !f.logs.WaitCount("request coalesced", 2, 30*time.Second) {
+	if !f.logs.WaitCount("request coalesced", 2, testutil.Guard) {
 		t.Fatalf("no coalescing; log:\n%s", f.logs.String())
 	}
 	if d := metric(t, f.reg, "snapd_queue_depth"); d > 4 {
@@ -388,7 +389,7 @@ func TestReloadAndCloseAbandons(t *testing.T) {
 	// Close while gen 1 is in flight: it is abandoned, not recorded.
 	done := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Guard)
 		defer cancel()
 		done <- f.d.Close(ctx)
 	}()

@@ -10,6 +10,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/wal"
 )
 
@@ -74,7 +75,7 @@ func TestCleanRestartRecognisesCommittedGenerations(t *testing.T) {
 // queue records in its directory; the poll is only how it is observed).
 func waitPushed(t *testing.T, f *fixture) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Guard)
 	defer cancel()
 	for {
 		st, err := ReadStatus(f.dir)

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/snapd-ml/snapd/internal/gittest"
 )
@@ -33,7 +32,7 @@ func TestRunBaseBranch(t *testing.T) {
 	for g := uint64(1); g <= 2; g++ {
 		requestTiny(t, state, g)
 	}
-	waitFor(t, "generation 2 on the remote", 30*time.Second, pushedAll(t, remote, state, 2))
+	waitFor(t, "generation 2 on the remote", pushedAll(t, remote, state, 2))
 	d.stop(t)
 	if mb := strings.TrimSpace(gittest.Git(t, remote.Dir, "merge-base", "refs/heads/main", "refs/heads/snapshots")); mb != mainTip {
 		t.Fatalf("merge-base %q, want main's tip %s", mb, mainTip)

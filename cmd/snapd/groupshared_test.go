@@ -66,7 +66,7 @@ func TestGroupSharedDaemon(t *testing.T) {
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
 		return cmd
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a hang fails, never blocks CI
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Guard) // a hang fails, never blocks CI
 	defer cancel()
 
 	base, err := os.MkdirTemp("", "snapdgroup")

@@ -22,7 +22,7 @@ func metricsURL(t *testing.T, d *daemon) string {
 	t.Helper()
 	re := regexp.MustCompile(`url=(http://127\.0\.0\.1:[0-9]+)/metrics`)
 	var base string
-	waitFor(t, "the metrics listener", 30*time.Second, func() (bool, string) {
+	waitFor(t, "the metrics listener", func() (bool, string) {
 		m := re.FindStringSubmatch(d.stderr.String())
 		if m != nil {
 			base = m[1]
@@ -112,7 +112,7 @@ func TestRunMetricsAndHealth(t *testing.T) {
 
 	requestTiny(t, state, 1)
 	requestTiny(t, state, 2)
-	waitFor(t, "generation 2 on the remote", 30*time.Second, pushedAll(t, remote, state, 2))
+	waitFor(t, "generation 2 on the remote", pushedAll(t, remote, state, 2))
 	_, text = httpGet(t, base+"/metrics")
 	for s, want := range map[string]float64{`snapd_pushes_total{result="done"}`: 2, `snapd_pushes_total{result="failed"}`: 0,
 		`snapd_push_pending`: 0, `snapd_push_needs_attention`: 0, `snapd_request_to_pushed_seconds_count`: 2, `snapd_push_duration_seconds_count`: 2,
@@ -147,18 +147,18 @@ func TestRunMetricsAndHealth(t *testing.T) {
 	// Down: the push of gen 3 is retried; its job is older than stuck_after.
 	remote.SetMode(gittest.Down)
 	requestTiny(t, state, 3)
-	waitFor(t, "a failed push of gen 3", 30*time.Second, func() (bool, string) {
+	waitFor(t, "a failed push of gen 3", func() (bool, string) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Queue != nil && st.Queue.State == "retrying", detail
 	})
-	waitFor(t, "/healthz: stuck", 30*time.Second, func() (bool, string) {
+	waitFor(t, "/healthz: stuck", func() (bool, string) {
 		code, body := httpGet(t, base+"/healthz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "push queue stuck"), fmt.Sprintf("%d %s", code, body)
 	})
 	// Credentials required: needs attention.
 	remote.SetMode(gittest.Up)
 	remote.RequireToken("s3cret")
-	waitFor(t, "/healthz: needs attention", 30*time.Second, func() (bool, string) {
+	waitFor(t, "/healthz: needs attention", func() (bool, string) {
 		code, body := httpGet(t, base+"/healthz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "needs attention"), fmt.Sprintf("%d %s", code, body)
 	})

@@ -42,7 +42,7 @@ func TestRunNotifiesSystemd(t *testing.T) {
 
 	next := func() string {
 		t.Helper()
-		ln.SetReadDeadline(time.Now().Add(60 * time.Second))
+		ln.SetReadDeadline(time.Now().Add(testutil.Guard))
 		b := make([]byte, 4096)
 		n, err := ln.Read(b)
 		if err != nil {

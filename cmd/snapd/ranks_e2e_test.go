@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/internal/registrytest"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/store/oci/ranks"
 )
 
@@ -75,7 +76,7 @@ func (n *ranksNode) start() {
 // parts, from line index from on.
 func (n *ranksNode) waitLog(from int, parts ...string) {
 	n.t.Helper()
-	deadline := time.AfterFunc(2*time.Minute, func() { n.mu.Lock(); n.cond.Broadcast(); n.mu.Unlock() })
+	deadline := time.AfterFunc(testutil.Guard, func() { n.mu.Lock(); n.cond.Broadcast(); n.mu.Unlock() })
 	defer deadline.Stop()
 	start := time.Now()
 	n.mu.Lock()
@@ -192,7 +193,7 @@ ranks:
 	// until generation g is committed.
 	waitCommitted := func(g int) {
 		t.Helper()
-		deadline := time.Now().Add(3 * time.Minute)
+		deadline := time.Now().Add(testutil.Guard)
 		for {
 			st, err := ranks.ReadStatus(statusFile)
 			if err == nil && st.LastCommitted >= uint64(g) {

@@ -112,14 +112,16 @@ func (d *daemon) stop(t *testing.T) {
 		if code != 0 {
 			t.Errorf("snapd run exited %d:\n%s", code, d.stderr.String())
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Guard):
 		t.Fatalf("snapd run did not stop:\n%s", d.stderr.String())
 	}
 }
 
-// waitFor polls cond every 20ms until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
+// waitFor polls cond every 20ms until it holds; testutil.Guard turns a
+// hang into a failure (a bound, never a timing assertion).
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
+	timeout := testutil.Guard
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, detail := cond()
@@ -252,7 +254,7 @@ func TestRunGitPushesToHTTPRemote(t *testing.T) {
 	for g := uint64(1); g <= 3; g++ {
 		requestTiny(t, state, g)
 	}
-	waitFor(t, "generation 3 on the remote", 20*time.Second, pushedAll(t, remote, state, 3))
+	waitFor(t, "generation 3 on the remote", pushedAll(t, remote, state, 3))
 	d.stop(t)
 	checkRemote(t, remote, 3)
 
@@ -301,7 +303,7 @@ func TestRunGitRemoteDownThenUp(t *testing.T) {
 	for g := uint64(1); g <= n/2; g++ {
 		requestTiny(t, state, g)
 	}
-	waitFor(t, "the first half snapshotted, pushes retrying", 20*time.Second, func() (bool, string) {
+	waitFor(t, "the first half snapshotted, pushes retrying", func() (bool, string) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Chain.Gen == n/2 && st.Queue != nil && st.Queue.State == "retrying" && st.Queue.Pending == int(n/2), detail
 	})
@@ -318,7 +320,7 @@ func TestRunGitRemoteDownThenUp(t *testing.T) {
 	for g := n/2 + 1; g <= 3*n/4; g++ {
 		requestTiny(t, state, g)
 	}
-	waitFor(t, "pushes applied without acknowledgement", 20*time.Second, func() (bool, string) {
+	waitFor(t, "pushes applied without acknowledgement", func() (bool, string) {
 		gens := remoteGens(t, remote.Dir)
 		return len(gens) >= 3, fmt.Sprint(gens)
 	})
@@ -326,7 +328,7 @@ func TestRunGitRemoteDownThenUp(t *testing.T) {
 	for g := 3*n/4 + 1; g <= n; g++ {
 		requestTiny(t, state, g)
 	}
-	waitFor(t, fmt.Sprintf("generation %d on the remote", n), 30*time.Second, pushedAll(t, remote, state, n))
+	waitFor(t, fmt.Sprintf("generation %d on the remote", n), pushedAll(t, remote, state, n))
 	d.stop(t)
 	checkRemote(t, remote, n)
 }
@@ -375,10 +377,10 @@ func TestRunGitKilledMidPush(t *testing.T) {
 	}
 	select {
 	case <-remote.Hung:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Guard):
 		t.Fatalf("no push reached the remote:\n%s", childErr.String())
 	}
-	waitFor(t, "4 generations committed, all queued", 20*time.Second, func() (bool, string) {
+	waitFor(t, "4 generations committed, all queued", func() (bool, string) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Chain.Gen == 4 && st.Queue != nil && st.Queue.Pending == 4, detail
 	})
@@ -405,7 +407,7 @@ func TestRunGitKilledMidPush(t *testing.T) {
 	for g := uint64(5); g <= 6; g++ {
 		requestTiny(t, state, g)
 	}
-	waitFor(t, "generation 6 on the remote", 30*time.Second, pushedAll(t, remote, state, 6))
+	waitFor(t, "generation 6 on the remote", pushedAll(t, remote, state, 6))
 	d.stop(t)
 	checkRemote(t, remote, 6)
 	out := mustRun(t, "status", "--state-dir", state)
@@ -431,7 +433,7 @@ func TestRunGitAuthFailureAndFix(t *testing.T) {
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestTiny(t, state, 1)
 	requestTiny(t, state, 2)
-	waitFor(t, "the queue to stop on the refused token", 20*time.Second, func() (bool, string) {
+	waitFor(t, "the queue to stop on the refused token", func() (bool, string) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Chain.Gen == 2 && st.Queue != nil && st.Queue.State == "needs-attention" && st.Queue.Pending == 2, detail
 	})
@@ -447,7 +449,7 @@ func TestRunGitAuthFailureAndFix(t *testing.T) {
 	// Fix the credential; the queue re-checks it and resumes.
 	gittest.WriteFile(t, dir, "git-token", []byte(good+"\n"))
 	requestTiny(t, state, 3)
-	waitFor(t, "generation 3 on the remote", 20*time.Second, pushedAll(t, remote, state, 3))
+	waitFor(t, "generation 3 on the remote", pushedAll(t, remote, state, 3))
 	d.stop(t)
 	checkRemote(t, remote, 3)
 	out = mustRun(t, "status", "--state-dir", state)
@@ -473,7 +475,7 @@ func TestRunGitRemoteDiverged(t *testing.T) {
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestTiny(t, state, 1)
 	requestTiny(t, state, 2)
-	waitFor(t, "generation 2 on the remote", 20*time.Second, pushedAll(t, remote, state, 2))
+	waitFor(t, "generation 2 on the remote", pushedAll(t, remote, state, 2))
 
 	// A foreign commit on the remote branch, pushed past snapd.
 	work := filepath.Join(dir, "work")
@@ -486,7 +488,7 @@ func TestRunGitRemoteDiverged(t *testing.T) {
 
 	requestTiny(t, state, 3)
 	requestTiny(t, state, 4)
-	waitFor(t, "the queue to stop on the diverged remote", 20*time.Second, func() (bool, string) {
+	waitFor(t, "the queue to stop on the diverged remote", func() (bool, string) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Chain.Gen == 4 && st.Queue != nil && st.Queue.State == "needs-attention" && st.Queue.Pending == 2, detail
 	})

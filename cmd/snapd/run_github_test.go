@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/gitops/review/reviewtest"
@@ -136,7 +135,7 @@ func TestRunGitHubPullRequest(t *testing.T) {
 	// request step keeps failing, visibly.
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestTiny(t, state, 1)
-	waitFor(t, "generation 1 pushed, review failing", 20*time.Second, func() (bool, string) {
+	waitFor(t, "generation 1 pushed, review failing", func() (bool, string) {
 		st, err := pipeline.ReadStatus(state)
 		if err != nil || st.PullRequest == nil {
 			return false, fmt.Sprint(err)
@@ -158,7 +157,7 @@ func TestRunGitHubPullRequest(t *testing.T) {
 	logs := d.stderr.String()
 	gittest.WriteFile(t, dir, "gh-token", []byte(good+"\n"))
 	d = startDaemon(t, "--state-dir", state, "--config", cfg)
-	waitFor(t, "the review of generation 1", 20*time.Second, func() (bool, string) {
+	waitFor(t, "the review of generation 1", func() (bool, string) {
 		rs := gh.ReviewList()
 		return len(rs) == 1, fmt.Sprintf("%d reviews", len(rs))
 	})
@@ -190,11 +189,11 @@ func TestRunGitHubPullRequest(t *testing.T) {
 	gh.stale = 4 // two attempts see the pull request still at generation 1
 	gh.mu.Unlock()
 	requestTiny(t, state, 2)
-	waitFor(t, "the review of generation 2", 20*time.Second, func() (bool, string) {
+	waitFor(t, "the review of generation 2", func() (bool, string) {
 		rs := gh.ReviewList()
 		return len(rs) == 2, fmt.Sprintf("%d reviews", len(rs))
 	})
-	waitFor(t, "the review recorded", 10*time.Second, func() (bool, string) {
+	waitFor(t, "the review recorded", func() (bool, string) {
 		st, _ := pipeline.ReadStatus(state)
 		return st.PullRequest != nil && st.PullRequest.Published != nil && st.PullRequest.Published.Tag == "gen-000002", fmt.Sprintf("%+v", st.PullRequest)
 	})
@@ -283,7 +282,7 @@ func TestRunGitHubAppAndMergedBase(t *testing.T) {
 		"queue: {policy: block}\nmetrics: {addr: \"off\"}\n", remote.URL, fastGit, gh.api.URL, keyFile))
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestTiny(t, state, 1)
-	waitFor(t, "generation 1 handled", 20*time.Second, func() (bool, string) {
+	waitFor(t, "generation 1 handled", func() (bool, string) {
 		st, _ := pipeline.ReadStatus(state)
 		return st != nil && st.PullRequest != nil && st.PullRequest.Published != nil, fmt.Sprintf("%+v", st)
 	})
@@ -295,7 +294,7 @@ func TestRunGitHubAppAndMergedBase(t *testing.T) {
 		t.Fatalf("%d reviews posted without a pull request", n)
 	}
 	requestTiny(t, state, 2)
-	waitFor(t, "the review of generation 2", 20*time.Second, func() (bool, string) {
+	waitFor(t, "the review of generation 2", func() (bool, string) {
 		rs := gh.ReviewList()
 		return len(rs) == 1, fmt.Sprintf("%d reviews", len(rs))
 	})

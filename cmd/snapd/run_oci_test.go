@@ -218,7 +218,7 @@ func TestRunOCIThreeGenerations(t *testing.T) {
 	d := startDaemon(t, "--state-dir", state, "--config", cfg, "--oci-repository", repoRef)
 
 	// Present at zero from the start.
-	waitFor(t, "metrics endpoint", 20*time.Second, func() (bool, string) {
+	waitFor(t, "metrics endpoint", func() (bool, string) {
 		resp, err := http.Get("http://" + maddr + "/metrics")
 		if err != nil {
 			return false, err.Error()
@@ -237,7 +237,7 @@ func TestRunOCIThreeGenerations(t *testing.T) {
 	var uploadedTotal, skippedTotal int64
 	for g := uint64(1); g <= 3; g++ {
 		requestOCI(t, state, g)
-		waitFor(t, fmt.Sprintf("generation %d on the remote", g), 60*time.Second, pushedAll(t, remote, state, g))
+		waitFor(t, fmt.Sprintf("generation %d on the remote", g), pushedAll(t, remote, state, g))
 		tag := fmt.Sprintf("gen-%06d", g)
 		skel := gitShow(t, remote.Dir, tag, "snapshots/current.wtxt.skel")
 		segs := skelSegs(t, skel)
@@ -344,7 +344,7 @@ func TestRunOCIThreeGenerations(t *testing.T) {
 		remote2.URL, fastGit, reg.Host, ociSegSize))
 	d2 := startDaemon(t, "--state-dir", state2, "--config", cfg2)
 	requestOCI(t, state2, 1)
-	waitFor(t, "generation 1 on the second remote", 60*time.Second, pushedAll(t, remote2, state2, 1))
+	waitFor(t, "generation 1 on the second remote", pushedAll(t, remote2, state2, 1))
 	d2.stop(t)
 	st2, err := pipeline.ReadOCIStats(state2)
 	if err != nil || st2 == nil || st2.Last == nil {
@@ -404,11 +404,11 @@ func TestRunOCIRegistryOutage(t *testing.T) {
 		remote.URL, fastGit, maddr, repoRef, ociSegSize))
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestOCI(t, state, 1)
-	waitFor(t, "generation 1 on the remote", 60*time.Second, pushedAll(t, remote, state, 1))
+	waitFor(t, "generation 1 on the remote", pushedAll(t, remote, state, 1))
 
 	reg.Stop()
 	requestOCI(t, state, 2)
-	waitFor(t, "generation 2 pending in the queue", 60*time.Second, func() (bool, string) {
+	waitFor(t, "generation 2 pending in the queue", func() (bool, string) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Chain.Gen == 2 && st.Queue != nil && st.Queue.State == "retrying" && st.OCI != nil &&
 			st.OCI.Publishing == 1 && st.OCI.PendingBytes > 0, detail
@@ -432,7 +432,7 @@ func TestRunOCIRegistryOutage(t *testing.T) {
 	}
 
 	reg.Restart(t)
-	waitFor(t, "generation 2 on the remote", 60*time.Second, pushedAll(t, remote, state, 2))
+	waitFor(t, "generation 2 on the remote", pushedAll(t, remote, state, 2))
 	m := scrape(t, maddr)
 	if v := metricValue(t, m, "snapd_oci_pending_bytes"); v != 0 {
 		t.Fatalf("snapd_oci_pending_bytes %v after the outage", v)
@@ -535,10 +535,10 @@ func TestRunOCIKilledDuringUpload(t *testing.T) {
 	}
 	select {
 	case <-proxy.hung:
-	case <-time.After(60 * time.Second):
+	case <-time.After(testutil.Guard):
 		t.Fatalf("no blob upload reached the registry:\n%s", childErr.String())
 	}
-	waitFor(t, "3 generations built, all queued", 60*time.Second, func() (bool, string) {
+	waitFor(t, "3 generations built, all queued", func() (bool, string) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Chain.Gen == 3 && st.Queue != nil && st.Queue.Pending == 3 && st.OCI != nil && st.OCI.Publishing == 3, detail
 	})
@@ -567,7 +567,7 @@ func TestRunOCIKilledDuringUpload(t *testing.T) {
 	close(proxy.hang)
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestOCI(t, state, 4)
-	waitFor(t, "generation 4 on the remote", 90*time.Second, pushedAll(t, remote, state, 4))
+	waitFor(t, "generation 4 on the remote", pushedAll(t, remote, state, 4))
 	// The request times of generations 1-3 were in their durable jobs:
 	// the restarted daemon observes all four request-to-pushed latencies.
 	m := scrape(t, maddr)
@@ -631,9 +631,9 @@ func TestRunOCIThreshold(t *testing.T) {
 		remote.URL, fastGit, repoRef, ociSegSize))
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestTiny(t, state, 1) // ~2 KiB WTXT: below the threshold
-	waitFor(t, "generation 1 on the remote", 60*time.Second, pushedAll(t, remote, state, 1))
+	waitFor(t, "generation 1 on the remote", pushedAll(t, remote, state, 1))
 	requestOCI(t, state, 2) // ~5.6 MB WTXT: above
-	waitFor(t, "generation 2 on the remote", 60*time.Second, pushedAll(t, remote, state, 2))
+	waitFor(t, "generation 2 on the remote", pushedAll(t, remote, state, 2))
 	d.stop(t)
 	checkRemote(t, remote, 2)
 	if s := gitShow(t, remote.Dir, "gen-000001", "snapshots/generation.txt"); !strings.Contains(s, "layout=single\n") || strings.Contains(s, "oci_") {
@@ -666,7 +666,7 @@ func TestRunOCIEnqueueFailureRecovered(t *testing.T) {
 		remote.URL, fastGit, repoRef, ociSegSize))
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	blocker := filepath.Join(state, pipeline.QueueDir, "jobs", "snapshots")
-	waitFor(t, "the queue directory", 20*time.Second, func() (bool, string) {
+	waitFor(t, "the queue directory", func() (bool, string) {
 		_, err := os.Stat(filepath.Dir(blocker))
 		return err == nil, fmt.Sprint(err)
 	})
@@ -674,7 +674,7 @@ func TestRunOCIEnqueueFailureRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	requestOCI(t, state, 1)
-	waitFor(t, "the enqueue failure", 60*time.Second, func() (bool, string) {
+	waitFor(t, "the enqueue failure", func() (bool, string) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Chain.Gen == 1 && st.LastError != nil && st.LastError.Stage == "git", detail
 	})
@@ -686,7 +686,7 @@ func TestRunOCIEnqueueFailureRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	d = startDaemon(t, "--state-dir", state, "--config", cfg)
-	waitFor(t, "generation 1 on the remote", 60*time.Second, pushedAll(t, remote, state, 1))
+	waitFor(t, "generation 1 on the remote", pushedAll(t, remote, state, 1))
 	d.stop(t)
 	checkRemote(t, remote, 1)
 	assembleEqualsRing(t, remote.Dir, repoRef, state, 1)
@@ -714,7 +714,7 @@ func TestRunOCIRegistryAuth(t *testing.T) {
 	d := startDaemon(t, "--state-dir", state, "--config", cfg, "--log-level", "debug")
 	defer d.stop(t)
 	requestOCI(t, state, 1)
-	waitFor(t, "the queue stopped on the refused credential", 60*time.Second, func() (bool, string) {
+	waitFor(t, "the queue stopped on the refused credential", func() (bool, string) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Queue != nil && st.Queue.Hold != nil && st.Queue.Hold.Kind == "authentication failed", detail
 	})
@@ -742,7 +742,7 @@ func TestRunOCIRegistryAuth(t *testing.T) {
 	if err := os.WriteFile(pw, []byte(right+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "generation 1 on the remote", 60*time.Second, pushedAll(t, remote, state, 1))
+	waitFor(t, "generation 1 on the remote", pushedAll(t, remote, state, 1))
 	d.stop(t)
 	if l := d.stderr.String(); strings.Contains(l, wrong) || strings.Contains(l, right) {
 		t.Fatal("the daemon log shows the password")

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
@@ -51,7 +50,7 @@ func runOCIJoinDaemon(t *testing.T, n uint64, splitAbove int64) *ociJoin {
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	for g := uint64(1); g <= n; g++ {
 		requestOCI(t, state, g)
-		waitFor(t, fmt.Sprintf("generation %d on the remote", g), 60*time.Second, pushedAll(t, remote, state, g))
+		waitFor(t, fmt.Sprintf("generation %d on the remote", g), pushedAll(t, remote, state, g))
 	}
 	d.stop(t)
 	checkRemote(t, remote, n)
@@ -371,14 +370,14 @@ func TestRunOCIGitHubReview(t *testing.T) {
 		remote.URL, fastGit, gh.api.URL, tokFile, reg.Host, ociSegSize))
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestOCI(t, state, 1)
-	waitFor(t, "the review of generation 1", 60*time.Second, func() (bool, string) {
+	waitFor(t, "the review of generation 1", func() (bool, string) {
 		rs := gh.ReviewList()
 		return len(rs) == 1, fmt.Sprintf("%d reviews", len(rs))
 	})
 	gen1 := strings.TrimSpace(gittest.Git(t, remote.Dir, "rev-parse", "gen-000001^{commit}"))
 	gittest.Git(t, remote.Dir, "update-ref", "refs/heads/main", gen1)
 	requestOCI(t, state, 2)
-	waitFor(t, "the review of generation 2", 60*time.Second, func() (bool, string) {
+	waitFor(t, "the review of generation 2", func() (bool, string) {
 		rs := gh.ReviewList()
 		return len(rs) == 2, fmt.Sprintf("%d reviews", len(rs))
 	})

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/gittest"
@@ -36,7 +35,7 @@ func TestRunGitStalledRemote(t *testing.T) {
 		remote, fastGit, metrics))
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestTiny(t, state, 1)
-	waitFor(t, "needs-attention after repeated stalls", 60*time.Second, func() (bool, string) {
+	waitFor(t, "needs-attention after repeated stalls", func() (bool, string) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Queue != nil && st.Queue.State == queue.StateNeedsAttention, detail
 	})

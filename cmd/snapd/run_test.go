@@ -53,10 +53,8 @@ func publishAndRequest(t *testing.T, stateDir string, gen uint64) {
 
 func waitStatus(t *testing.T, dir string, what string, ok func(*pipeline.Status) bool) *pipeline.Status {
 	t.Helper()
-	// A guard, not a timing assertion: sized for the shared, loaded 2-core
-	// machine (the race detector and a parallel package run make a 4 MiB
-	// Git commit take tens of seconds).
-	deadline := time.Now().Add(120 * time.Second)
+	// A guard, not a timing assertion.
+	deadline := time.Now().Add(testutil.Guard)
 	for {
 		st, err := pipeline.ReadStatus(dir)
 		if err == nil && ok(st) {
@@ -127,7 +125,7 @@ func TestRunZeroConfigWithRemote(t *testing.T) {
 	// SIGHUP reloads the config.
 	os.WriteFile(cfgPath, []byte(fmt.Sprintf("git: {remote: %s/repo.git}\nring: {keep: 3}\nsnapshot: {build: v2}\n", srv.URL)), 0o644)
 	sigs <- syscall.SIGHUP
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Guard)
 	for !strings.Contains(stderr.String(), "configuration reloaded") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no reload:\n%s", stderr.String())
@@ -144,7 +142,7 @@ func TestRunZeroConfigWithRemote(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run: %v\n%s", err, stderr.String())
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Guard):
 		t.Fatal("run did not stop on SIGTERM")
 	}
 

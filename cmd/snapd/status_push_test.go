@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/pipeline"
 )
 
@@ -46,7 +47,7 @@ func TestStatusShowsHeldPush(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(2 * time.Minute):
+	case <-time.After(testutil.Guard):
 		t.Fatalf("the remote's hook never ran:\n%s", d.stderr.String())
 	}
 
@@ -86,7 +87,7 @@ func TestStatusShowsHeldPush(t *testing.T) {
 		t.Fatal(err)
 	}
 	released = true
-	waitFor(t, "the push done", 60*time.Second, func() (bool, string) {
+	waitFor(t, "the push done", func() (bool, string) {
 		st, err := pipeline.ReadStatus(state)
 		if err != nil || st.Queue == nil {
 			return false, fmt.Sprint(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 // openErr opens dir expecting a failure; a hang fails the test (the
@@ -31,7 +32,7 @@ func openErr(t *testing.T, dir string, lim Limits) error {
 			t.Fatal("opened; want an error")
 		}
 		return err
-	case <-time.After(time.Minute):
+	case <-time.After(testutil.Guard):
 		t.Fatal("Open blocked")
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 // observedPusher passes pushes through and reports, after the queue's own
@@ -76,7 +77,7 @@ func TestStatusShowsHeldPush(t *testing.T) {
 	if err := q.Enqueue(job); err != nil {
 		t.Fatal(err)
 	}
-	guard, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+	guard, stop := context.WithTimeout(context.Background(), testutil.Guard)
 	defer stop()
 	ctx, cancel := context.WithCancel(guard)
 	defer cancel()

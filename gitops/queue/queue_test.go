@@ -80,7 +80,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 // real-time bound only turns a hang into a test failure.
 func (c *fakeClock) waitParked(t *testing.T, what string) {
 	t.Helper()
-	guard := time.NewTimer(30 * time.Second)
+	guard := time.NewTimer(testutil.Guard)
 	defer guard.Stop()
 	for {
 		c.mu.Lock()
@@ -204,7 +204,7 @@ func stopRun(t *testing.T, cancel func(), done chan error) {
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("Run returned %v", err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testutil.Guard):
 			t.Fatal("Run did not return after cancel")
 		}
 	}
@@ -697,7 +697,7 @@ func TestKill9MidPush(t *testing.T) {
 		}
 	}
 	h.srv.SetMode(gittest.HangAck)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Guard)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestQueueChild$", "-test.v")
 	cmd.Env = append(os.Environ(), "SNAPD_QUEUE_CHILD="+h.qdir+"\n"+h.prod.repo.Dir()+"\n"+h.srv.URL)
@@ -747,7 +747,7 @@ func TestQueueChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Guard)
 	defer cancel()
 	q.Run(ctx) // killed by the parent long before the timeout
 }

@@ -72,7 +72,7 @@ func TestStalledPushRetriesThenNeedsAttention(t *testing.T) {
 	if err := q.Enqueue(job); err != nil {
 		t.Fatal(err)
 	}
-	guard, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+	guard, stop := context.WithTimeout(context.Background(), testutil.Guard)
 	defer stop()
 	ctx, cancel := context.WithCancel(guard)
 	done := make(chan error, 1)
@@ -137,7 +137,7 @@ func TestShutdownDuringStalledPush(t *testing.T) {
 	if err := q.Enqueue(job); err != nil {
 		t.Fatal(err)
 	}
-	guard, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+	guard, stop := context.WithTimeout(context.Background(), testutil.Guard)
 	defer stop()
 	ctx, cancel := context.WithCancel(guard)
 	done := make(chan error, 1)

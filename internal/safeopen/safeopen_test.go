@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 // noHang runs fn and fails the test if it does not return (the timeout
@@ -19,7 +21,7 @@ func noHang(t *testing.T, what string, fn func() error) error {
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(20 * time.Second):
+	case <-time.After(testutil.Guard):
 		t.Fatalf("%s: blocked", what)
 		return nil
 	}

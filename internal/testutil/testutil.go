@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// Guard bounds every wait in a test: long enough that a loaded 2-core
+// machine never trips it, so it only turns a hang into a failure. A test
+// never measures time with it.
+const Guard = 5 * time.Minute
+
 // SyncBuffer is a bytes.Buffer safe for concurrent Write and String, for
 // capturing the logs of goroutines and daemons under test. Its zero value
 // is ready to use.
