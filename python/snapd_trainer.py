@@ -22,7 +22,7 @@ gen.wtxt back.pt` restores it.)
 request_snapshot writes the same line format as snapd's Go `wal` package
 (see wal/doc.go):
 
-    snapreq/1 gen=<dec> ts=<unix ns> by=<requester> [rank=<dec> world_size=<dec>] src=<percent-escaped path> crc=<crc32c hex>\\n
+    snapreq/1 gen=<dec> ts=<unix ns> by=<requester> [rank=<dec> world_size=<dec>] [resumed_from=<dec>] src=<percent-escaped path> crc=<crc32c hex>\\n
 
 with one os.write() on an O_APPEND file descriptor while holding a shared
 flock on the segment, after checking (fstat + pread) that the segment is not
@@ -129,16 +129,29 @@ def _rank_fields(rank, world_size):
     return " rank=%d world_size=%d" % (rank, world_size)
 
 
+def _resume_field(gen, resumed_from, world_size=None):
+    """The " resumed_from=R" field of a resumed run's request ("" for none)."""
+    if resumed_from is None:
+        return ""
+    resumed_from = int(resumed_from)
+    if resumed_from < 1 or resumed_from >= gen:
+        raise ValueError("snapd: resumed_from %d must be in 1..%d (below gen %d)" % (resumed_from, gen - 1, gen))
+    if world_size is not None:
+        raise ValueError("snapd: resumed_from is declared on ordinary requests only, not on a rank's shard")
+    return " resumed_from=%d" % resumed_from
+
+
 def _check_gen(gen):
     if gen < 1 or gen > MAX_GEN:
         raise ValueError("snapd: gen %d out of range 1..%d (at most 18 decimal digits)" % (gen, MAX_GEN))
 
 
-def encode_request(gen, source, requester, ts_ns, rank=None, world_size=None):
+def encode_request(gen, source, requester, ts_ns, rank=None, world_size=None, resumed_from=None):
     """Return the request line (bytes, newline included).
 
     rank and world_size (both or neither) mark one rank's shard of a
-    sharded generation.
+    sharded generation. resumed_from=R declares that the run restarted
+    from generation R's checkpoint (1 <= R < gen).
     """
     gen = int(gen)
     ts_ns = int(ts_ns)
@@ -149,7 +162,7 @@ def encode_request(gen, source, requester, ts_ns, rank=None, world_size=None):
     src = _escape(source)
     if not src:
         raise ValueError("snapd: empty source path")
-    rk = _rank_fields(rank, world_size)
+    rk = _rank_fields(rank, world_size) + _resume_field(gen, resumed_from, world_size)
     body = ("%s gen=%d ts=%d by=%s%s src=%s" % (MAGIC, gen, ts_ns, requester, rk, src)).encode("ascii")
     line = b"%s crc=%08x\n" % (body, crc32c(body))
     if len(line) > MAX_LINE_SIZE:
@@ -268,11 +281,13 @@ class RequestLog:
             return
         raise OSError(errno.EAGAIN, "snapd: no open WAL segment in %s" % self.wal_dir)
 
-    def append(self, gen, source, ts_ns=None, rank=None, world_size=None):
+    def append(self, gen, source, ts_ns=None, rank=None, world_size=None, resumed_from=None):
         """Append one request. Raises ValueError for bad input, OSError on I/O.
 
         rank and world_size (both or neither) mark one rank's shard of a
         sharded generation (the daemon must be configured with ranks:).
+        resumed_from=R declares that the run restarted from generation R's
+        checkpoint (see request_snapshot).
         """
         if self._fd < 0:
             raise ValueError("snapd: RequestLog is closed")
@@ -290,7 +305,7 @@ class RequestLog:
         _check_gen(gen)
         if ts_ns < 0 or ts_ns >= 1 << 63:
             raise ValueError("snapd: ts %d out of range" % ts_ns)
-        rk = _rank_fields(rank, world_size)
+        rk = _rank_fields(rank, world_size) + _resume_field(gen, resumed_from, world_size)
         body = ("%s gen=%d ts=%d by=%s%s src=%s" % (MAGIC, gen, ts_ns, self.requester, rk, src)).encode("ascii")
         line = b"%s crc=%08x\n" % (body, crc32c(body))
         if len(line) > MAX_LINE_SIZE:
@@ -323,19 +338,27 @@ class RequestLog:
         self.close()
 
 
-def request_snapshot(gen, path, state_dir=".snapd", requester=None, ts_ns=None, log=None, rank=None, world_size=None):
+def request_snapshot(gen, path, state_dir=".snapd", requester=None, ts_ns=None, log=None, rank=None, world_size=None,
+                     resumed_from=None):
     """Ask snapd to snapshot generation gen published at path.
 
     Appends one line to STATE_DIR/wal. Pass log (a RequestLog) from the hot
     loop to reuse the open segment; without it a RequestLog is opened and
     closed for this one call. rank and world_size (both or neither) mark
     path as rank's shard of a generation written by world_size ranks.
+
+    After a crash, a run that restarts from generation R's checkpoint
+    declares it on its first request: request_snapshot(R + 1, path,
+    resumed_from=R). snapd then chains gen to R and records the
+    generations it had above R as abandoned (a signed ledger record).
+    Without the declaration a generation number that snapd already
+    snapshotted from other content fails (it is never silently re-used).
     """
     if log is not None:
-        log.append(gen, path, ts_ns, rank=rank, world_size=world_size)
+        log.append(gen, path, ts_ns, rank=rank, world_size=world_size, resumed_from=resumed_from)
         return
     with RequestLog(os.path.join(os.fspath(state_dir), "wal"), requester) as lg:
-        lg.append(gen, path, ts_ns, rank=rank, world_size=world_size)
+        lg.append(gen, path, ts_ns, rank=rank, world_size=world_size, resumed_from=resumed_from)
 
 
 def generation_name(gen, suffix=""):

@@ -51,6 +51,7 @@ type Consumer struct {
 
 	mu       sync.Mutex
 	outcomes map[uint64]Outcome
+	failed   map[Pos]Outcome // failed requests by position
 	cursor   Pos
 	olog     *os.File
 	closed   bool
@@ -124,7 +125,7 @@ func (c *Consumer) init() error {
 		return fmt.Errorf("wal: outcomes log: %w", err)
 	}
 	c.olog = f
-	c.outcomes = ol.latest
+	c.outcomes, c.failed = ol.latest, ol.failed
 	if c.cursor, err = ReadCursor(c.dir); err != nil {
 		f.Close()
 		return err
@@ -165,8 +166,26 @@ func (c *Consumer) Outcome(gen uint64) (Outcome, bool) {
 // Seen reports whether rec needs no handling: its generation is done, or
 // this very request already failed.
 func (c *Consumer) Seen(rec Record) bool {
+	if c.Handled(rec) {
+		return true
+	}
 	o, ok := c.Outcome(rec.Gen)
-	return ok && (o.State == Done || o.Pos == rec.Pos)
+	return ok && o.State == Done
+}
+
+// Handled reports whether this very request (its position) already has an
+// outcome: a redelivery after a crash lost the cursor update. Unlike Seen,
+// another request for a generation that is done is not handled: a caller
+// that must tell a duplicate from a re-used generation number (the
+// daemon) judges it and completes it with its own outcome.
+func (c *Consumer) Handled(rec Record) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.failed[rec.Pos]; ok {
+		return true
+	}
+	o, ok := c.outcomes[rec.Gen]
+	return ok && o.Pos == rec.Pos
 }
 
 // Handle runs fn for rec unless Seen(rec), records the outcome (Done if fn
@@ -210,7 +229,7 @@ func (c *Consumer) Complete(rec Record, state State, msg string) (Outcome, error
 	if err := appendSync(c.olog, encodeOutcome(o)); err != nil {
 		return Outcome{}, fmt.Errorf("wal: record outcome of gen %d: %w", rec.Gen, err)
 	}
-	c.outcomes[rec.Gen] = o
+	addOutcome(c.outcomes, c.failed, o)
 	return o, c.advance(rec.End)
 }
 

@@ -24,6 +24,7 @@
 //
 //	snapreq/1 gen=<G> ts=<T> by=<R> src=<S> crc=<C>\n
 //	snapreq/1 gen=<G> ts=<T> by=<R> rank=<K> world_size=<W> src=<S> crc=<C>\n
+//	snapreq/1 gen=<G> ts=<T> by=<R> resumed_from=<F> src=<S> crc=<C>\n
 //
 //	G  generation: canonical decimal (no sign, no leading zeros),
 //	   1..MaxGen = 999999999999999999 (at most 18 digits). WTXT writes
@@ -45,6 +46,11 @@
 //	   ranks: canonical decimals, 1 <= W <= MaxWorldSize (65536),
 //	   0 <= K < W. Lines without them, every line written before, are
 //	   ordinary requests (Request.WorldSize 0).
+//	F  (optional, ordinary requests only) the run restarted from
+//	   generation F's checkpoint: canonical decimal, 1 <= F < G
+//	   (Request.ResumedFrom; docs/FORMAT.md "Resumed runs"). A reader
+//	   older than the field skips such a line as corrupt, never as an
+//	   ordinary request.
 //
 // Example:
 //

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"path/filepath"
 	"sort"
 )
 
@@ -21,28 +22,40 @@ type Entry struct {
 // reads: it takes no lock and modifies nothing, so it is safe while a
 // consumer runs. Corrupt lines are passed to onCorrupt (may be nil).
 //
-// A request is done if its generation is done; failed if its generation
-// failed at this request or a later one; pending otherwise (including a
-// newer request for a generation whose earlier request failed, which the
-// consumer will retry).
+// A request is failed if it failed itself (its own outcome line, e.g. a
+// request that re-used a done generation's number for other content) or
+// its generation failed at a later request; done if its generation is done
+// and it is that request or was consumed before (a duplicate skipped by an
+// older consumer); pending otherwise (including a newer request for a
+// generation whose earlier request failed, which the consumer will retry,
+// and one for a done generation the consumer has not judged yet).
 func List(dir string, onCorrupt func(*CorruptError)) ([]Entry, error) {
-	outcomes, err := LoadOutcomes(dir)
+	ol, err := readOutcomes(filepath.Join(dir, OutcomesFile))
 	if err != nil {
 		return nil, err
 	}
+	outcomes := ol.latest
+	// Unreadable: every request without its own outcome counts as
+	// consumed, as before cursors were consulted here.
+	cursor, cerr := ReadCursor(dir)
+	consumed := func(r Record) bool { return cerr != nil || !cursor.Less(r.End) }
 	r := NewReader(dir, Pos{}, ReaderOptions{OnCorrupt: onCorrupt})
 	r.scan = true
 	defer r.Close()
 	var out []Entry
 	seen := map[uint64]bool{}
+	seenPos := map[Pos]bool{}
 	for r.Next() {
 		rec := r.Record()
+		seenPos[rec.Pos] = true
 		e := Entry{Record: rec, HasRecord: true}
-		if o, ok := outcomes[rec.Gen]; ok {
+		if f, ok := ol.failed[rec.Pos]; ok {
+			e.State, e.Message = Failed, f.Message
+		} else if o, ok := outcomes[rec.Gen]; ok {
 			switch {
-			case o.State == Done:
+			case o.State == Done && (o.Pos == rec.Pos || consumed(rec)):
 				e.State = Done
-			case !o.Pos.Less(rec.Pos):
+			case o.State == Failed && !o.Pos.Less(rec.Pos):
 				e.State, e.Message = Failed, o.Message
 			}
 		}
@@ -63,6 +76,18 @@ func List(dir string, onCorrupt func(*CorruptError)) ([]Entry, error) {
 			Message: o.Message,
 		})
 	}
-	sort.Slice(gone, func(i, j int) bool { return gone[i].Gen < gone[j].Gen })
+	// Removed requests that failed while their generation is done (they
+	// are not the generation's outcome): listed too, never hidden.
+	for p, f := range ol.failed {
+		if o := outcomes[f.Gen]; !seenPos[p] && o.State == Done {
+			gone = append(gone, Entry{Record: Record{Request: Request{Gen: f.Gen, Time: f.Time, Source: f.Source}, Pos: p}, State: Failed, Message: f.Message})
+		}
+	}
+	sort.Slice(gone, func(i, j int) bool {
+		if gone[i].Gen != gone[j].Gen {
+			return gone[i].Gen < gone[j].Gen
+		}
+		return gone[i].Pos.Less(gone[j].Pos)
+	})
 	return append(out, gone...), nil
 }

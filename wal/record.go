@@ -67,6 +67,12 @@ type Request struct {
 	// 0) is an ordinary request. Otherwise 1 <= WorldSize <= MaxWorldSize
 	// and 0 <= Rank < WorldSize.
 	Rank, WorldSize int
+	// ResumedFrom, when not 0, declares that the run restarted from
+	// generation ResumedFrom's checkpoint (written " resumed_from=R"
+	// before src=): 1 <= ResumedFrom < Gen, on an ordinary request only.
+	// The daemon then chains Gen to ResumedFrom and records the
+	// generations above it as abandoned (pipeline, docs/FORMAT.md).
+	ResumedFrom uint64
 }
 
 // Pos is a position in the log: a segment number and a byte offset in it.
@@ -162,7 +168,25 @@ func (r Request) validateFields() error {
 	if r.Time.Before(time.Unix(0, 0)) {
 		return fmt.Errorf("%w: time %s before the Unix epoch", ErrInvalidRequest, r.Time)
 	}
-	return checkRank(r.Rank, r.WorldSize)
+	if err := checkRank(r.Rank, r.WorldSize); err != nil {
+		return err
+	}
+	return checkResume(r.Gen, r.ResumedFrom, r.WorldSize)
+}
+
+// checkResume checks a declared resume (0: none): below the generation,
+// and not on a rank request.
+func checkResume(gen, from uint64, world int) error {
+	if from == 0 {
+		return nil
+	}
+	if from >= gen {
+		return fmt.Errorf("%w: resumed_from %d must be below gen %d (the run restarted from an earlier generation)", ErrInvalidRequest, from, gen)
+	}
+	if world > 0 {
+		return fmt.Errorf("%w: resumed_from is declared on ordinary requests only, not on a rank's shard", ErrInvalidRequest)
+	}
+	return nil
 }
 
 // checkRank checks a rank request's fields (both zero: not one).
@@ -208,6 +232,10 @@ func (r Request) appendLine(dst []byte) ([]byte, error) {
 		b = strconv.AppendInt(b, int64(r.Rank), 10)
 		b = append(b, " world_size="...)
 		b = strconv.AppendInt(b, int64(r.WorldSize), 10)
+	}
+	if r.ResumedFrom != 0 {
+		b = append(b, " resumed_from="...)
+		b = strconv.AppendUint(b, r.ResumedFrom, 10)
 	}
 	b = append(b, " src="...)
 	for i := 0; i < len(r.Source); i++ {
@@ -313,6 +341,18 @@ func ParseLine(line []byte) (Request, error) {
 			return r, &ParseError{p.i - len(world), "rank or world_size out of range"}
 		}
 		r.Rank, r.WorldSize = int(rv), int(wv)
+	}
+	if p.lit(" resumed_from=") {
+		p.i -= len(" resumed_from=")
+		v, ok := p.field(" resumed_from=", 20)
+		from, ok2 := parseUint(v)
+		if !ok || !ok2 {
+			return r, &ParseError{p.i, "bad resumed_from field"}
+		}
+		if from == 0 || from >= r.Gen || r.WorldSize > 0 {
+			return r, &ParseError{p.i - len(v), "resumed_from must be 1..gen-1, on an ordinary request"}
+		}
+		r.ResumedFrom = from
 	}
 	if !p.lit(" src=") {
 		return r, &ParseError{p.i, "missing src field"}

@@ -183,9 +183,24 @@ func parseOutcome(line []byte) (Outcome, error) {
 
 // outcomeLog is the parsed outcomes.log.
 type outcomeLog struct {
-	latest  map[uint64]Outcome // last outcome per generation
+	latest  map[uint64]Outcome // outcome per generation (see addOutcome)
+	failed  map[Pos]Outcome    // every failed request, by position
 	good    int64              // bytes up to the last complete line
 	corrupt []*CorruptError
+}
+
+// addOutcome records o: a generation's outcome is its last one, except
+// that a failure never replaces done (the generation was snapshotted; a
+// later request for it that failed, e.g. one re-using its number for
+// other content, is that request's failure, kept in failed by position).
+func addOutcome(latest map[uint64]Outcome, failed map[Pos]Outcome, o Outcome) {
+	if o.State == Failed {
+		failed[o.Pos] = o
+		if old, ok := latest[o.Gen]; ok && old.State == Done {
+			return
+		}
+	}
+	latest[o.Gen] = o
 }
 
 // maxOutcomesBytes bounds the outcomes log read into memory at open
@@ -196,7 +211,7 @@ const maxOutcomesBytes = 1 << 30
 // complete lines are reported and skipped; an unterminated tail is left
 // out of good.
 func readOutcomes(path string) (*outcomeLog, error) {
-	l := &outcomeLog{latest: map[uint64]Outcome{}}
+	l := &outcomeLog{latest: map[uint64]Outcome{}, failed: map[Pos]Outcome{}}
 	data, err := safeopen.ReadFile(path, maxOutcomesBytes, safeopen.NoFollow)
 	if errors.Is(err, fs.ErrNotExist) {
 		return l, nil
@@ -217,7 +232,7 @@ func readOutcomes(path string) (*outcomeLog, error) {
 		if o, err := parseOutcome(line); err != nil {
 			l.corrupt = append(l.corrupt, &CorruptError{Offset: int64(off), Length: int64(len(line)), Reason: OutcomesFile + ": " + err.Error()})
 		} else {
-			l.latest[o.Gen] = o
+			addOutcome(l.latest, l.failed, o)
 		}
 		off += i + 1
 	}
@@ -225,9 +240,10 @@ func readOutcomes(path string) (*outcomeLog, error) {
 	return l, nil
 }
 
-// LoadOutcomes returns the latest outcome of every generation recorded in
-// the WAL directory dir, without locking or modifying anything (for
-// listing and garbage collection while a consumer runs).
+// LoadOutcomes returns the outcome of every generation recorded in the
+// WAL directory dir (the latest, but done once any request for it was
+// done), without locking or modifying anything (for listing and garbage
+// collection while a consumer runs).
 func LoadOutcomes(dir string) (map[uint64]Outcome, error) {
 	l, err := readOutcomes(filepath.Join(dir, OutcomesFile))
 	if err != nil {
