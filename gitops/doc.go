@@ -75,6 +75,20 @@
 // verify-tag` accept with gpg.format=ssh and an allowed-signers file
 // naming AuthorEmail.
 //
+// A generation with Generation.Resume (a run restarted from generation R's
+// checkpoint, resume.go) is committed after a resume record when the
+// branch's live chain has generations above R: a signed commit whose
+// parent is the abandoned head and whose tree and root trailers are R's
+// commit's (so the branch head reads as R), with the subject "snapd:
+// resume from generation R (abandons A..H)" and the trailers
+// Snapd-Resumed-From (R), Snapd-Resumed-Commit (R's commit) and
+// Snapd-Abandoned (A..H, the live generations above R). The abandoned
+// commits and tags are not rewritten; a re-used number is tagged with the
+// first free of <TagPrefix><gen>-r1, -r2, ... (ResolveGen takes the
+// newest). The live chain runs from the head through first parents,
+// continuing at Snapd-Resumed-Commit at each record (docs/FORMAT.md
+// "Resumed runs").
+//
 // Commit refuses a generation that is not newer than the branch head
 // (ErrGenOrder) or whose merkle_prev is not the head's merkle_this
 // (ErrChainBreak), and returns the head unchanged (Result.Existing) when the

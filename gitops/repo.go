@@ -285,6 +285,10 @@ type Generation struct {
 	// (recorded in generation.txt).
 	Skeleton string
 	OCI      *OCIRef
+	// Resume, when set, declares that the run restarted from an earlier
+	// generation (resume.go): the generations above it are first marked
+	// abandoned by a signed resume record.
+	Resume *Resume
 }
 
 // OCIRef names where a skeleton-layout generation's blobs are: the
@@ -519,7 +523,12 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 			}
 		}
 	}
-	tagName := r.TagName(h.Root.Gen)
+	if g.Resume != nil {
+		if head, err = r.resume(ctx, head, h, *g.Resume); err != nil {
+			return nil, err
+		}
+	}
+	tagName := r.genTag(h.Root.Gen, head)
 	if head != nil && !head.base {
 		prevGen := head.trail[TrailerGen]
 		if prevGen == h.Root.Gen && head.trail[TrailerSHA256All] == h.trailer(TrailerSHA256All) {
@@ -1175,8 +1184,11 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 }
 
 // ResolveGen returns the commit (hex) of generation gen: its tag when the
-// repository has it, else the commit on the branch whose Snapd-Gen trailer
-// names it (first parents from the head, as far as a shallow clone goes).
+// repository has it (the newest, -rK, when a resumed run re-used the
+// number), else the newest commit on the branch whose Snapd-Gen trailer
+// names it (first parents from the head, as far as a shallow clone goes;
+// a resume record, which reads as the generation it resumed from, is
+// passed over).
 func (r *Repo) ResolveGen(gen uint64) (string, error) {
 	// Commit may reindex the object store's packs (go-git's storage is
 	// not safe for concurrent use); the daemon's OCI publisher resolves
@@ -1184,7 +1196,12 @@ func (r *Repo) ResolveGen(gen uint64) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	text := fmt.Sprintf("%06d", gen)
-	if ref, err := r.r.Reference(plumbing.NewTagReferenceName(r.TagName(text)), true); err == nil {
+	// A number re-used after a resume: the newest tag (resume.go).
+	tags := GenTags(func(n string) bool {
+		_, err := r.r.Reference(plumbing.NewTagReferenceName(n), true)
+		return err == nil
+	}, r.cfg.TagPrefix, text)
+	if ref, err := r.r.Reference(plumbing.NewTagReferenceName(tags[len(tags)-1]), true); err == nil {
 		if t, err := r.r.TagObject(ref.Hash()); err == nil {
 			return t.Target.String(), nil
 		}
@@ -1200,7 +1217,7 @@ func (r *Repo) ResolveGen(gen uint64) (string, error) {
 		if err != nil {
 			break // the shallow boundary (or a broken history)
 		}
-		if ParseTrailers(c.Message)[TrailerGen] == text {
+		if tr := ParseTrailers(c.Message); tr[TrailerGen] == text && tr[TrailerResumedFrom] == "" {
 			return c.Hash.String(), nil
 		}
 		if len(c.ParentHashes) == 0 {
