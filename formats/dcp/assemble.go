@@ -22,7 +22,7 @@ type box struct {
 // exactly one chunk, owner[cell].
 type tiling struct {
 	shape []int64
-	boxes []box   // every chunk (zero-volume ones included)
+	boxes []box // every chunk (zero-volume ones included)
 	cuts  [][]int64
 	owner []int32 // cell (row-major over the grid) -> chunk index
 }
