@@ -150,6 +150,19 @@
 // corrupt ones are skipped (reported by Repairs); a corrupt cursor file is
 // an error (it is only ever replaced atomically).
 //
+// A cursor is sound when it is zero (none yet), or at most at its
+// segment's end at offset 0 or just after a newline, or in a removed
+// segment below a present one. Any other cursor — past its segment's end
+// (a lost tail), inside a line, or above every segment (a state directory
+// restored from mixed backups) — is a *CursorError (ErrCursorDamaged):
+// OpenConsumer refuses it (every later request would be appended where
+// the reader never looks) and CheckCursor reports it for `snapd wal list`
+// and `snapd status`. RepairCursor (`snapd wal repair`), under the
+// consumer lock, moves the cursor to the end of the longest run of
+// already-handled records from the start of the cursor's segment (the
+// lowest segment when it is gone) and writes it atomically: every record
+// after it is delivered again, none is skipped.
+//
 // # Hostile files
 //
 // Every file of the WAL directory (segments, cursor, outcomes.log,
