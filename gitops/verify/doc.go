@@ -29,7 +29,8 @@
 // LargeObjectThreshold), never decoded whole into memory.
 //
 //   - "commit-signature": the commit's gpgsig header is an SSHSIG
-//     (namespace "git") by one of Options.TrustedKeys over the raw commit
+//     (namespace "git") by a trusted signer (Options.TrustedKeys, or
+//     Options.AllowedSigners applied as git does) over the raw commit
 //     object without its gpgsig / gpgsig-sha256 headers — the bytes `git
 //     verify-commit` checks (split from the raw object, not re-encoded by
 //     go-git, so foreign headers are kept exactly). Unsigned, another
@@ -125,10 +126,22 @@
 //     "first"; a non-zero one (a repository started mid-chain) is reported
 //     as an anchor with a note, not a failure — the signatures still bind
 //     it to a trusted key.
-//   - Keys: the trusted keys verify the WTXT/seal Ed25519 signatures and
-//     the commit and tag SSHSIG signatures alike. allowed_signers
-//     principals and options (namespaces=, valid-after=) are not
-//     evaluated: any listed key is trusted for all of them.
+//   - Keys: a .pub key (TrustedKeys, or a file of bare key lines) is
+//     trusted for everything at any time. An allowed_signers file
+//     (Options.AllowedSigners) is evaluated as ssh-keygen does: commit and
+//     tag signatures (namespace "git") pass exactly when git verify-commit
+//     / verify-tag with gpg.ssh.allowedSignersFile would pass them —
+//     principals (any listed principal; patterns), namespaces=,
+//     valid-after= and valid-before= compared with the committer or tagger
+//     time (git's -Overify-time; both in the local time zone unless the
+//     option ends in Z), and cert-authority for signatures made through a
+//     user certificate the CA signed. WTXT, skeleton and seal signatures
+//     carry a key id, never a certificate: they are checked against the
+//     keys of the plain lines that allow namespace "file" at the
+//     committer time of the generation's commit (which the daemon sets to
+//     the generation's meta ts); cert-authority lines never allow them.
+//     A line ssh-keygen would skip (an unknown option, an unquoted value,
+//     a bad time) makes the file fail to load instead.
 //   - Encrypted generations never need a secret: the seal is the
 //     verify-only evidence; a plaintext seal beside a plaintext WTXT is
 //     ignored (noted), an armored WSUM is not used (noted).

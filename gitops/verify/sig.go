@@ -2,15 +2,15 @@ package verify
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-	"golang.org/x/crypto/ssh"
-
 	"github.com/snapd-ml/snapd/gitops/sshsig"
 )
 
@@ -124,32 +124,58 @@ func splitTagSignature(raw []byte) (payload, sig []byte, err error) {
 }
 
 // checkObjectSignature verifies an armored SSHSIG (namespace "git") over
-// payload with one of the trusted keys. It returns the SHA-256 fingerprint
-// of the signing key when verified.
-func checkObjectSignature(payload, armored []byte, trusted []ed25519.PublicKey) (string, error) {
+// payload as git verify-commit / verify-tag do with gpg.format=ssh: the
+// allowed_signers policy (principals, namespaces, valid-after,
+// valid-before, cert-authority) is applied at the time of the object's
+// committer (header "committer") or tagger (header "tagger") line, as
+// git passes it to ssh-keygen (-Overify-time); without that line, now.
+// It returns the SHA-256 fingerprint of the signing key when known.
+func checkObjectSignature(payload, armored []byte, signers *sshsig.AllowedSigners, header string, now time.Time) (string, error) {
 	if !bytes.HasPrefix(armored, []byte("-----BEGIN SSH SIGNATURE-----")) {
 		return "", fmt.Errorf("signature is not an SSH signature (gpg.format=ssh): starts %q", firstLine(armored))
 	}
-	sig, err := sshsig.Parse(armored)
+	at, ok := identTime(payload, header)
+	if !ok {
+		at = now
+	}
+	res, err := signers.Verify(sshsig.NamespaceGit, bytes.NewReader(payload), armored, at)
+	fp := ""
+	if res != nil {
+		fp = res.Fingerprint
+	}
 	if err != nil {
-		return "", err
-	}
-	fp := ssh.FingerprintSHA256(sig.PublicKey)
-	var key ed25519.PublicKey
-	for _, k := range trusted {
-		pk, err := ssh.NewPublicKey(k)
-		if err == nil && bytes.Equal(pk.Marshal(), sig.PublicKey.Marshal()) {
-			key = k
-			break
-		}
-	}
-	if key == nil {
-		return fp, fmt.Errorf("signed by %s key %s, which is not among the %d trusted key(s)", sig.PublicKey.Type(), fp, len(trusted))
-	}
-	if err := sshsig.Verify(key, sshsig.NamespaceGit, bytes.NewReader(payload), armored); err != nil {
-		return fp, fmt.Errorf("key %s: %w", fp, err)
+		return fp, err
 	}
 	return fp, nil
+}
+
+// identTime reads the time of the first header line named header
+// ("committer" or "tagger": "NAME <EMAIL> UNIX-SECONDS TZ") in the
+// header part of a raw commit or tag, as git's parse_payload_metadata.
+func identTime(payload []byte, header string) (time.Time, bool) {
+	for _, l := range bytes.Split(payload, []byte("\n")) {
+		if len(l) == 0 {
+			break // end of the headers
+		}
+		rest, ok := bytes.CutPrefix(l, []byte(header+" "))
+		if !ok {
+			continue
+		}
+		gt := bytes.LastIndexByte(rest, '>')
+		if gt < 0 {
+			return time.Time{}, false
+		}
+		f := strings.Fields(string(rest[gt+1:]))
+		if len(f) == 0 {
+			return time.Time{}, false
+		}
+		sec, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil || sec <= 0 {
+			return time.Time{}, false
+		}
+		return time.Unix(sec, 0), true
+	}
+	return time.Time{}, false
 }
 
 func firstLine(b []byte) string {

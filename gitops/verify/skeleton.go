@@ -209,7 +209,7 @@ func (v *verifier) fullSkeleton(x *gv, name, skelPath string, hdr *wtxt.Header) 
 		info, aerr = wtxt.AssembleNamed(ctx, bufio.NewReaderSize(f, 1<<20), name, v.o.Registry, cw)
 		pw.CloseWithError(aerr) // nil: EOF
 	}()
-	rep, verr := wtxt.Verify(ctx, bufio.NewReaderSize(pr, 1<<20), wtxt.VerifyOptions{TrustedKeys: v.o.TrustedKeys, RequireSignature: true})
+	rep, verr := wtxt.Verify(ctx, bufio.NewReaderSize(pr, 1<<20), wtxt.VerifyOptions{TrustedKeys: v.fileKeys, RequireSignature: true})
 	// Verify may stop early (too many failures): unblock the assembler.
 	pr.CloseWithError(errVerifyDone)
 	cancel()
@@ -303,7 +303,7 @@ func (v *verifier) checkHeaderOnly(x *gv, name string, h *wtxt.Header) {
 		x.fail(name, 0, "wtxt/"+string(wtxt.CheckSignature), "the snapshot is not signed and a signature is required")
 		return
 	}
-	for _, k := range v.o.TrustedKeys {
+	for _, k := range v.fileKeys {
 		if keys.KeyID(k) != h.KeyID {
 			continue
 		}

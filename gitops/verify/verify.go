@@ -13,8 +13,10 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -26,6 +28,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/sshsig"
 )
 
 // Errors returned by Verify (not failed checks: those are in the Report).
@@ -90,8 +93,19 @@ type Options struct {
 	// chain anchor: verified itself, its merkle_prev not checked.
 	Since string
 	// TrustedKeys verify WTXT and seal signatures and the commit and tag
-	// SSHSIG signatures. Required.
+	// SSHSIG signatures, for any namespace at any time (a .pub file).
 	TrustedKeys []ed25519.PublicKey
+	// AllowedSigners, when set, also lists trusted signers with
+	// ssh-keygen's allowed_signers policy: commit and tag signatures
+	// (namespace "git") are accepted as git verify-commit / verify-tag
+	// accept them (principals, namespaces, valid-after and valid-before
+	// at the committer or tagger time, cert-authority); WTXT, skeleton
+	// and seal signatures (namespace "file", Ed25519 keys only, never
+	// through a certificate) by the keys whose lines allow namespace
+	// "file" at the committer time of the generation's commit (snapd
+	// sets it to the generation's meta ts). TrustedKeys or
+	// AllowedSigners is required.
+	AllowedSigners *sshsig.AllowedSigners
 	// TempDir holds the working copies of two generations' WTXT files at a
 	// time (default os.TempDir()).
 	TempDir string
@@ -239,6 +253,12 @@ type verifier struct {
 	gitDir string
 	o      Options
 	tmp    string
+	// signers is the signing policy (Options.AllowedSigners and
+	// TrustedKeys); fileKeys the keys it allows for namespace "file" at
+	// the time of the generation being checked.
+	signers  *sshsig.AllowedSigners
+	fileKeys []ed25519.PublicKey
+	now      time.Time
 	// ioErr records a failure to write a working copy (an I/O error, not
 	// a failed check); Verify returns it.
 	ioErr error
@@ -251,7 +271,14 @@ type verifier struct {
 // branch, an unreadable commit, a temp file that cannot be written);
 // failed checks are recorded in the Report, whose OK is false then.
 func Verify(ctx context.Context, r *git.Repository, opts Options) (*Report, error) {
-	if len(opts.TrustedKeys) == 0 {
+	signers, err := sshsig.Unrestricted(opts.TrustedKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	if opts.AllowedSigners != nil {
+		signers.Lines = append(slices.Clone(opts.AllowedSigners.Lines), signers.Lines...)
+	}
+	if len(signers.Lines) == 0 {
 		return nil, ErrNoKeys
 	}
 	if opts.Branch == "" {
@@ -320,7 +347,7 @@ func Verify(ctx context.Context, r *git.Repository, opts Options) (*Report, erro
 		return nil, fmt.Errorf("verify: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	v := &verifier{ctx: ctx, r: r, plain: plain, gitDir: repoDir(plain), o: opts, tmp: tmp}
+	v := &verifier{ctx: ctx, r: r, plain: plain, gitDir: repoDir(plain), o: opts, tmp: tmp, signers: signers, now: time.Now()}
 	rep := &Report{Branch: opts.Branch, Path: opts.Path, Head: head.String(), Since: opts.Since, Gaps: []Gap{}, Generations: []*Generation{}}
 	var prev *genState
 	for i, c := range chain {
@@ -458,6 +485,17 @@ func (v *verifier) generation(c *object.Commit, prev *genState, anchor bool) (*G
 		x.skip = true
 		x.note("content not read: the commit is not signed by a trusted key")
 		return v.finish(x, c, tr, prev, anchor, content{}, nil, nil, nil, nil)
+	}
+	// WTXT, skeleton and seal signatures: the keys allowed for "file" at
+	// the commit's time.
+	v.fileKeys = v.signers.Ed25519Keys(sshsig.NamespaceFile, c.Committer.When)
+	if excluded := v.signers.Excluded(sshsig.NamespaceFile, c.Committer.When); len(excluded) > 0 {
+		defer func() {
+			if g.Signature != wtxt.SigVerified {
+				x.note("allowed_signers does not allow %d key(s) for WTXT signatures (namespace %q) at %s: %s",
+					len(excluded), sshsig.NamespaceFile, c.Committer.When.UTC().Format(time.RFC3339), strings.Join(excluded, "; "))
+			}
+		}()
 	}
 
 	// The generation directory.
@@ -635,7 +673,11 @@ func (v *verifier) objectSignature(x *gv, check, what string, raw []byte, split 
 		x.fail("", 0, check, "%s signature: %v", what, err)
 		return SigFailed, ""
 	}
-	fp, err := checkObjectSignature(payload, sig, v.o.TrustedKeys)
+	header := "committer"
+	if check == CheckTagSig {
+		header = "tagger"
+	}
+	fp, err := checkObjectSignature(payload, sig, v.signers, header, v.now)
 	if err != nil {
 		x.fail("", 0, check, "%s signature: %v", what, err)
 		return SigFailed, fp
@@ -891,7 +933,7 @@ func (v *verifier) checkPlain(x *gv, name string, wf *materialized, wsum []byte)
 		return content{}
 	}
 	defer f.Close()
-	opts := wtxt.VerifyOptions{TrustedKeys: v.o.TrustedKeys, RequireSignature: true}
+	opts := wtxt.VerifyOptions{TrustedKeys: v.fileKeys, RequireSignature: true}
 	if wsum != nil {
 		if armor.IsArmored(wsum) {
 			x.note("%s is age-armored: not used", gitops.FileWSUM)
@@ -970,7 +1012,7 @@ func (v *verifier) checkSealed(x *gv, name string, wf *materialized, sealBytes [
 		x.fail(name, 0, CheckObject, "working copy: %v", err)
 		return ct
 	}
-	srep, err := s.Check(bufio.NewReaderSize(f, 1<<20), armor.VerifyOptions{Trusted: v.o.TrustedKeys, RequireSignature: true})
+	srep, err := s.Check(bufio.NewReaderSize(f, 1<<20), armor.VerifyOptions{Trusted: v.fileKeys, RequireSignature: true})
 	f.Close()
 	if err != nil {
 		file := gitops.FileSeal
