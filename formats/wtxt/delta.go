@@ -20,6 +20,12 @@ const DeltaMagic = "WTXT-DELTA 2"
 // sha256_all is not the delta's base_sha256_all.
 var ErrWrongBase = errors.New("delta does not apply to this base")
 
+// ErrNeedWSUM is wrapped when a streamed input (root_pending) is refused
+// because its WSUM, which holds its root values, was not given: a
+// short-form delta on a streamed base (the target's merkle_prev is the
+// base's, in its WSUM), or MakeDelta with DeltaOptions.RequireWSUM.
+var ErrNeedWSUM = errors.New("streamed snapshot: its WSUM is needed")
+
 // DeltaInfo summarizes a delta that was made or applied.
 type DeltaInfo struct {
 	BaseSHA256All [32]byte
@@ -35,16 +41,34 @@ type DeltaInfo struct {
 }
 
 // verifiedIndex verifies a WTXT file without keys and returns its index
-// and computed sha256_all.
+// and computed sha256_all (a streamed file as far as the WTXT alone
+// proves).
 func verifiedIndex(ctx context.Context, name string, r io.ReaderAt, size int64) (*Index, [32]byte, error) {
-	v := newVerifier(ctx, VerifyOptions{File: name, allowPending: true, index: true, MaxFailures: 1})
+	return verifiedIndexWSUM(ctx, name, r, size, nil)
+}
+
+// verifiedIndexWSUM is verifiedIndex verifying a streamed file jointly
+// with wsum when it is given (its sha256_all, merkle_this). A wsum for a
+// file that is not streamed is refused: it would be silently ignored.
+func verifiedIndexWSUM(ctx context.Context, name string, r io.ReaderAt, size int64, wsum []byte) (*Index, [32]byte, error) {
+	v := newVerifier(ctx, VerifyOptions{File: name, allowPending: true, index: true, MaxFailures: 1, WSUM: wsum})
 	rep, err := v.run(io.NewSectionReader(r, 0, size))
 	if err != nil {
 		return nil, [32]byte{}, err
 	}
+	if wsum != nil && !rep.index.Header.Pending {
+		return nil, [32]byte{}, &Error{File: name, Line: 4, Chunk: -1, Check: CheckWSUM,
+			Msg: "a WSUM was given but the file is not streamed (it has a root line, not root_pending)"}
+	}
 	all, _ := parseHex32(rep.SHA256All)
 	rep.index.Size = size
 	return rep.index, all, nil
+}
+
+// needWSUM is the refusal of streamed input name without its WSUM.
+func needWSUM(name, why string) error {
+	return &Error{File: name, Line: 4, Chunk: -1, Check: CheckWSUM, Err: ErrNeedWSUM,
+		Msg: "streamed snapshot (root_pending): " + why}
 }
 
 // structIndex is ReadIndex with the header's sha256_all (zero for
@@ -65,7 +89,9 @@ func copyRange(w io.Writer, r io.ReaderAt, start, end int64) error {
 
 // MakeDelta writes the DELTA v2 (profile section 9) that turns base into
 // target. Both are verified first (without keys; a file failing any check
-// is refused). The delta holds the target's header lines, every target
+// is refused; a streamed file only as far as the WTXT alone proves —
+// MakeDeltaWith verifies it with its WSUM, or refuses it without one).
+// The delta holds the target's header lines, every target
 // arr (and idx) line, and only the chunks whose bytes differ from the base
 // chunk with the same ix — all chunks of arrays that are new or changed in
 // dtype, shape or geometry. Memory holds the two files' indexes (a few
@@ -85,15 +111,30 @@ type DeltaOptions struct {
 	// BaseSHA256All is base_sha256_all for a trusted streamed base
 	// (root_pending), whose header does not hold it. Ignored otherwise.
 	BaseSHA256All *[32]byte
+	// BaseWSUM and TargetWSUM are the WSUM files (one line and its LF)
+	// of a streamed base and target: each such input is verified jointly
+	// with its WSUM (sha256_all and merkle_this must match). A WSUM
+	// given for an input that is not streamed is an error. Not with
+	// Trusted.
+	BaseWSUM, TargetWSUM []byte
+	// RequireWSUM refuses (ErrNeedWSUM) a streamed input whose WSUM is
+	// not given, instead of verifying it only as far as the WTXT alone
+	// proves.
+	RequireWSUM bool
 }
 
 // MakeDeltaWith is MakeDelta with options.
 func MakeDeltaWith(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int64, target io.ReaderAt, targetSize int64, opts DeltaOptions) (*DeltaInfo, error) {
-	index := verifiedIndex
+	index := verifiedIndexWSUM
 	if opts.Trusted {
-		index = structIndex
+		if opts.BaseWSUM != nil || opts.TargetWSUM != nil {
+			return nil, errors.New("delta: WSUM files verify inputs, which Trusted skips: give one or the other")
+		}
+		index = func(ctx context.Context, name string, r io.ReaderAt, size int64, _ []byte) (*Index, [32]byte, error) {
+			return structIndex(ctx, name, r, size)
+		}
 	}
-	brep, ball, err := index(ctx, "base", base, baseSize)
+	brep, ball, err := index(ctx, "base", base, baseSize, opts.BaseWSUM)
 	if err != nil {
 		return nil, fmt.Errorf("delta base: %w", err)
 	}
@@ -103,9 +144,15 @@ func MakeDeltaWith(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize 
 		}
 		ball = *opts.BaseSHA256All
 	}
-	trep, _, err := index(ctx, "target", target, targetSize)
+	if opts.RequireWSUM && brep.Header.Pending && opts.BaseWSUM == nil {
+		return nil, fmt.Errorf("delta base: %w", needWSUM("base", "its WSUM is needed to verify its root values"))
+	}
+	trep, _, err := index(ctx, "target", target, targetSize, opts.TargetWSUM)
 	if err != nil {
 		return nil, fmt.Errorf("delta target: %w", err)
+	}
+	if opts.RequireWSUM && trep.Header.Pending && opts.TargetWSUM == nil {
+		return nil, fmt.Errorf("delta target: %w", needWSUM("target", "its WSUM is needed to verify its root values"))
 	}
 	info := &DeltaInfo{BaseSHA256All: ball, Arrays: len(trep.Arrays)}
 	baseArr := brep.byName()
@@ -276,10 +323,40 @@ func chGeometry(head *arrHead, ch *chHead) string {
 //
 // Callers must treat w's content as valid only after the whole output
 // verifies (cmd/snapd writes to a temp file, verifies it, then renames).
+//
+// A short-form delta on a streamed base (root_pending) fails with
+// ErrNeedWSUM: the result's merkle_prev is the base's, which only the
+// base's WSUM holds (ApplyDeltaWith takes it).
 func ApplyDelta(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int64, delta io.Reader, deltaName string) (*DeltaInfo, error) {
-	brep, ball, err := verifiedIndex(ctx, "base", base, baseSize)
+	return ApplyDeltaWith(ctx, w, base, baseSize, delta, deltaName, ApplyOptions{})
+}
+
+// ApplyOptions tune ApplyDeltaWith.
+type ApplyOptions struct {
+	// BaseWSUM is the WSUM file (one line and its LF) of a streamed base:
+	// the base is verified jointly with it, and a short-form delta takes
+	// the base's merkle_prev from it. A WSUM given for a base that is not
+	// streamed is an error.
+	BaseWSUM []byte
+}
+
+// ApplyDeltaWith is ApplyDelta with options.
+func ApplyDeltaWith(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int64, delta io.Reader, deltaName string, opts ApplyOptions) (*DeltaInfo, error) {
+	brep, ball, err := verifiedIndexWSUM(ctx, "base", base, baseSize, opts.BaseWSUM)
 	if err != nil {
 		return nil, fmt.Errorf("delta base: %w", err)
+	}
+	var prev [32]byte // the base's merkle_prev, kept by the short form
+	if brep.Header.Pending {
+		if opts.BaseWSUM != nil {
+			ws, err := ParseWSUM(opts.BaseWSUM) // verifiedIndex checked it
+			if err != nil {
+				return nil, fmt.Errorf("delta base: %w", err)
+			}
+			prev = ws.MerklePrev
+		}
+	} else {
+		prev = brep.Header.MerklePrev
 	}
 	d := &deltaReader{lr: newLineReader(delta, deltaName)}
 	want, err := d.readStart()
@@ -297,7 +374,10 @@ func ApplyDelta(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int
 		return nil, err
 	}
 	if th == nil {
-		return applyShort(ctx, w, base, brep, d, line, info)
+		if brep.Header.Pending && opts.BaseWSUM == nil {
+			return nil, fmt.Errorf("delta base: %w", needWSUM("base", "a short-form delta keeps the base's merkle_prev, which is in the base's WSUM; without it the result would start a new chain"))
+		}
+		return applyShort(ctx, w, base, brep, prev, d, line, info)
 	}
 	baseArr := brep.byName()
 	bw := bufio.NewWriterSize(w, 256<<10)
@@ -472,8 +552,11 @@ const maxShortDelta = 256 << 20
 // base with those chunks replaced, each changed array's sha256 recomputed
 // (its hmac and salt kept from the base, so that array no longer
 // authenticates), sha256_all, fastxor and merkle_this recomputed with the
-// base's meta and merkle_prev, and no sign line (nothing can re-sign it).
-func applyShort(ctx context.Context, w io.Writer, base io.ReaderAt, brep *Index, d *deltaReader, line []byte, info *DeltaInfo) (*DeltaInfo, error) {
+// base's meta and merkle_prev (prev: from the base's root line, or from
+// its WSUM when it is streamed), and no sign line (nothing can re-sign
+// it). The result is never streamed: it has a root line. The base's audit
+// line is not kept.
+func applyShort(ctx context.Context, w io.Writer, base io.ReaderAt, brep *Index, prev [32]byte, d *deltaReader, line []byte, info *DeltaInfo) (*DeltaInfo, error) {
 	baseArr := brep.byName()
 	repl := map[string]map[int64][]byte{}
 	var held int64
@@ -584,7 +667,6 @@ func applyShort(ctx context.Context, w io.Writer, base io.ReaderAt, brep *Index,
 	var sum [32]byte
 	all.Sum(sum[:0])
 	h := brep.Header
-	prev := h.MerklePrev
 	this := Merkle(prev, sum, h.TS, h.Gen, h.Meta.Build)
 	bw := bufio.NewWriterSize(w, 256<<10)
 	// Header: WTXT 1, meta and cap as in the base, a fresh root line.
