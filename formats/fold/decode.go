@@ -402,7 +402,7 @@ func (d *decoder) decode(ctx context.Context) (*snapshot.Snapshot, error) {
 			tensors, err = parseSTEN(payload)
 		case CTypeTSAV:
 			kind = "tsav"
-			tensors, note, err = parseTSAV(payload, d.budget)
+			tensors, note, err = parseTSAV(d.ctx, payload, d.budget)
 		}
 		if err != nil {
 			if errors.Is(err, formats.ErrLimit) {

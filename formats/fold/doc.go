@@ -111,19 +111,22 @@
 //     header <= 64 MiB, <= 1,000,000 tensors, offsets and sizes checked.
 //     Dtypes without a snapshot counterpart (F8_*, C64, ...) become u8
 //     with fold.sten.dtype / fold.sten.shape attributes.
-//   - TSAV (torch.save zip): data.pkl is unpickled with gopickle (after an
-//     opcode pre-scan that bounds every length argument, and with panics
-//     turned into errors); tensors (_rebuild_tensor_v2, Parameters,
+//   - TSAV (torch.save zip): data.pkl is unpickled by formats/pickle, the
+//     bounded allowlist machine (every object it builds charged to the
+//     file's decode budget, work linear in the pickle's length, the
+//     context checked), with globals outside its short torch allowlist
+//     kept as placeholders; tensors (_rebuild_tensor_v2, Parameters,
 //     _rebuild_from_type_v2) found by walking dicts, OrderedDicts, lists,
-//     tuples and objects become "<chunk>/<dotted.key.path>" ("tensor" for
-//     a bare tensor), reading the storages <prefix>/data/<key> (strided
-//     views are gathered; a "big" byteorder member is honoured). Storage
-//     types without a snapshot dtype, strided views larger than the
-//     chunk, and payloads that are not a readable torch zip or pickle are
-//     not errors: they stay opaque inside the payload array and the
-//     chunk's record carries a note. A readable archive with broken
-//     storages (missing member, zip CRC mismatch, a view outside its
-//     storage) is an error.
+//     tuples and placeholder objects become "<chunk>/<dotted.key.path>"
+//     ("tensor" for a bare tensor), reading the storages
+//     <prefix>/data/<key> (strided views are gathered; a "big" byteorder
+//     member is honoured). Storage types without a snapshot dtype, strided
+//     views larger than the chunk, and payloads that are not a readable
+//     torch zip or pickle are not errors: they stay opaque inside the
+//     payload array and the chunk's record carries a note. A readable
+//     archive with broken storages (missing member, zip CRC mismatch, a
+//     view outside its storage) is an error, and so is a pickle that
+//     exceeds the decode budget or its step bound (ErrLimit).
 //   - every chunk also yields the u8 array "<chunk>": its uncompressed
 //     payload with the byte ranges of the tensors that are stored verbatim
 //     (STORED zip members, safetensors data) cut out. JSON and unknown

@@ -231,3 +231,32 @@ func root(t *testing.T, b []byte) *jvalue {
 	_, r := rawChunks(t, b)
 	return r
 }
+
+// TestTSAVPickleBombs: the audit's 863-byte .fold made gopickle grow to
+// 1.7 GB over 46 s and then fall back silently to an opaque chunk (865
+// bytes: out of memory). Every object the pickle machine builds is now
+// charged to the file's decode budget and its work is bounded by the
+// pickle's length: such chunks fail with ErrLimit, naming the chunk.
+func TestTSAVPickleBombs(t *testing.T) {
+	for name, pkl := range map[string][]byte{
+		"EMPTY_LIST flood": append(append([]byte{0x80, 2}, bytes.Repeat([]byte{']'}, 8<<20)...), '.'),
+		"DUP flood":        append(append([]byte{0x80, 2, ']'}, bytes.Repeat([]byte{'2'}, 8<<20)...), '.'),
+		"memo flood":       append(append([]byte{0x80, 2, ']'}, bytes.Repeat([]byte{0x94}, 4<<20)...), '.'),
+	} {
+		t.Run(name, func(t *testing.T) {
+			pt := zipOf(t, member{"archive/data.pkl", zip.Store, pkl})
+			file := foldOf(t, chunkOf("torch_state", CTypeTSAV, 1, "none", pt))
+			if len(file) > 4<<10 {
+				t.Fatalf("bomb file is %d bytes", len(file))
+			}
+			budget := formats.NewBudget(48 << 20)
+			_, err := New().Decode(context.Background(), snapshot.Bytes(file), int64(len(file)), formats.DecodeOptions{SharedBudget: budget})
+			if !errors.Is(err, ErrLimit) || !errors.Is(err, formats.ErrLimit) || !strings.Contains(err.Error(), "data.pkl: offset ") || !strings.Contains(err.Error(), "torch_state") {
+				t.Fatalf("got %v, want ErrLimit naming the chunk and data.pkl", err)
+			}
+			if budget.Remaining() < 0 {
+				t.Fatal("budget overdrawn")
+			}
+		})
+	}
+}

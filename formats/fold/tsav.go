@@ -2,7 +2,7 @@ package fold
 
 import (
 	"archive/zip"
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -10,10 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nlpodyssey/gopickle/pickle"
-	"github.com/nlpodyssey/gopickle/types"
-
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/pickle"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -25,9 +23,8 @@ var torchStorageTypes = map[string]snapshot.DType{
 	"BoolStorage": snapshot.Bool,
 }
 
-// Objects the unpickler builds for torch and for anything else.
+// Objects the torch globals build inside the pickle machine's plain data.
 type (
-	storageClass struct{ name string }
 	torchStorage struct {
 		class string
 		key   string
@@ -38,245 +35,110 @@ type (
 		size   []int64
 		stride []int64
 	}
-	rebuildTensor    struct{}
-	rebuildParameter struct{}
-	rebuildFromType  struct{}
-	// pyClass and pyObject stand for every other global: calling or
-	// instantiating records the arguments, BUILD records the state.
-	pyClass struct {
-		module, name string
-	}
-	pyObject struct {
-		class *pyClass
-		args  []any
-		state any
-	}
 )
 
-func (c *pyClass) Call(args ...any) (any, error)  { return &pyObject{class: c, args: args}, nil }
-func (c *pyClass) PyNew(args ...any) (any, error) { return &pyObject{class: c, args: args}, nil }
-func (o *pyObject) PySetState(state any) error    { o.state = state; return nil }
-func (c *storageClass) Call(args ...any) (any, error) {
-	return &pyObject{class: &pyClass{"torch", c.name}, args: args}, nil
-}
-
-func pyInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int:
-		return int64(x), true
-	case *big.Int:
-		if x.IsInt64() {
-			return x.Int64(), true
-		}
-	case bool:
-		if x {
-			return 1, true
-		}
-		return 0, true
-	}
-	return 0, false
-}
-
-func pyInts(v any) ([]int64, bool) {
-	t, ok := v.(*types.Tuple)
-	if !ok {
-		return nil, false
-	}
-	out := make([]int64, t.Len())
-	for i := range out {
-		if out[i], ok = pyInt(t.Get(i)); !ok {
-			return nil, false
-		}
-	}
-	return out, true
-}
-
-// Call implements torch._utils._rebuild_tensor_v2(storage, storage_offset,
-// size, stride, requires_grad, backward_hooks[, metadata]).
-func (rebuildTensor) Call(args ...any) (any, error) {
+// rebuildTensor implements torch._utils._rebuild_tensor_v2(storage,
+// storage_offset, size, stride, requires_grad, backward_hooks[, metadata]).
+func rebuildTensor(args []any) (any, error) {
 	if len(args) < 4 {
-		return nil, fmt.Errorf("_rebuild_tensor_v2: %d arguments", len(args))
+		return nil, pickle.Fail(formats.ErrCorrupt, "_rebuild_tensor_v2: %d arguments", len(args))
 	}
 	st, ok := args[0].(*torchStorage)
 	if !ok {
-		return nil, fmt.Errorf("_rebuild_tensor_v2: storage argument is %T", args[0])
+		return nil, pickle.Fail(formats.ErrCorrupt, "_rebuild_tensor_v2: storage argument is a %s", pickle.TypeName(args[0]))
 	}
-	off, ok1 := pyInt(args[1])
-	size, ok2 := pyInts(args[2])
-	stride, ok3 := pyInts(args[3])
+	off, ok1 := pickle.AsInt(args[1])
+	size, ok2 := pickle.AsInts(args[2])
+	stride, ok3 := pickle.AsInts(args[3])
 	if !ok1 || !ok2 || !ok3 || len(size) != len(stride) {
-		return nil, errors.New("_rebuild_tensor_v2: malformed offset, size or stride")
+		return nil, pickle.Fail(formats.ErrCorrupt, "_rebuild_tensor_v2: malformed offset, size or stride")
 	}
 	return &torchTensor{st: st, offset: off, size: size, stride: stride}, nil
 }
 
-// Call implements torch._utils._rebuild_parameter[_with_state]: the
-// Parameter is its data tensor.
-func (rebuildParameter) Call(args ...any) (any, error) {
+// rebuildParameter implements torch._utils._rebuild_parameter[_with_state]:
+// the Parameter is its data tensor.
+func rebuildParameter(args []any) (any, error) {
 	if len(args) < 1 {
-		return nil, errors.New("_rebuild_parameter: no arguments")
+		return nil, pickle.Fail(formats.ErrCorrupt, "_rebuild_parameter: no arguments")
 	}
 	return args[0], nil
 }
 
-// Call implements torch._tensor._rebuild_from_type_v2(func, type, args,
-// state): the tensor subclass is its base tensor.
-func (rebuildFromType) Call(args ...any) (any, error) {
+// rebuildFromType implements torch._tensor._rebuild_from_type_v2(func,
+// type, args, state): the tensor subclass is its base tensor, func(*args).
+func rebuildFromType(args []any) (any, error) {
 	if len(args) < 3 {
-		return nil, errors.New("_rebuild_from_type_v2: too few arguments")
+		return nil, pickle.Fail(formats.ErrCorrupt, "_rebuild_from_type_v2: too few arguments")
 	}
-	fn, ok := args[0].(types.Callable)
-	targs, ok2 := args[2].(*types.Tuple)
-	if !ok || !ok2 {
-		return nil, errors.New("_rebuild_from_type_v2: malformed arguments")
+	targs, ok := args[2].(*pickle.Tuple)
+	if !ok {
+		return nil, pickle.Fail(formats.ErrCorrupt, "_rebuild_from_type_v2: malformed arguments")
 	}
-	return fn.Call(*targs...)
+	switch fn := args[0].(type) {
+	case *pickle.Global:
+		if fn.Call != nil {
+			return fn.Call(targs.Items)
+		}
+	case *pickle.Opaque:
+		return &pickle.Opaque{Module: fn.Module, Name: fn.Name, Offset: fn.Offset, Reason: fn.Reason, Class: fn, Called: true, Args: targs.Items}, nil
+	}
+	return nil, pickle.Fail(formats.ErrCorrupt, "_rebuild_from_type_v2: function is a %s", pickle.TypeName(args[0]))
 }
 
-func findClass(module, name string) (any, error) {
+// resolveTSAV is the allowlist of TSAV chunks: the plain-data globals and
+// the torch globals above; every other global becomes a placeholder
+// (walked for tensors, kept verbatim in the payload).
+func resolveTSAV(module, name string) (*pickle.Global, error) {
+	if g := pickle.PlainGlobal(module, name); g != nil {
+		return g, nil
+	}
+	g := &pickle.Global{Module: module, Name: name}
 	switch module + "." + name {
 	case "torch._utils._rebuild_tensor_v2":
-		return rebuildTensor{}, nil
+		g.Call = rebuildTensor
 	case "torch._utils._rebuild_parameter", "torch._utils._rebuild_parameter_with_state":
-		return rebuildParameter{}, nil
+		g.Call = rebuildParameter
 	case "torch._tensor._rebuild_from_type_v2":
-		return rebuildFromType{}, nil
+		g.Call = rebuildFromType
+	default:
+		if module == "torch" && strings.HasSuffix(name, "Storage") {
+			g.Value = name
+			return g, nil
+		}
+		return nil, nil
 	}
-	if module == "torch" && strings.HasSuffix(name, "Storage") {
-		return &storageClass{name: name}, nil
-	}
-	return &pyClass{module: module, name: name}, nil
+	return g, nil
 }
 
-// scanPickle walks the opcode stream of a pickle (protocols 0–5) and
-// checks every length argument against the bytes left, so the
-// unpickler never allocates more than the pickle's size per read.
-func scanPickle(b []byte) error {
-	pos := 0
-	need := func(n uint64) error {
-		if n > uint64(len(b)-pos) {
-			return fmt.Errorf("pickle opcode at %d: argument of %d bytes exceeds the %d left", pos, n, len(b)-pos)
+// unpickle runs the pickle machine over data.pkl, charging the decode
+// budget for what it builds.
+func unpickle(ctx context.Context, data []byte, storages map[string]*torchStorage, budget *formats.Budget) (any, error) {
+	persist := func(id any) (any, error) {
+		t, ok := id.(*pickle.Tuple)
+		if !ok || len(t.Items) < 5 {
+			return nil, fmt.Errorf("persistent id is a %s, not a storage tuple", pickle.TypeName(id))
 		}
-		return nil
-	}
-	line := func() error {
-		i := bytes.IndexByte(b[pos:], '\n')
-		if i < 0 {
-			return fmt.Errorf("pickle opcode at %d: unterminated line argument", pos)
-		}
-		pos += i + 1
-		return nil
-	}
-	for pos < len(b) {
-		op := b[pos]
-		pos++
-		var fixed int
-		var lenBytes int
-		switch op {
-		case '.': // STOP
-			return nil
-		case '(', '0', '1', '2', 'N', 'Q', 'R', 'a', 'b', 'd', '}', 'e', 'l', ']', 'o', 's', 't', ')', 'u',
-			0x81, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8f, 0x90, 0x91, 0x92, 0x93, 0x94, 0x97, 0x98:
-		case 'K', 'q', 'h', 0x80, 0x82:
-			fixed = 1
-		case 'M', 0x83:
-			fixed = 2
-		case 'J', 'r', 'j', 0x84:
-			fixed = 4
-		case 'G':
-			fixed = 8
-		case 0x95: // FRAME: 8-byte length; the framed opcodes follow inline
-			if err := need(8); err != nil {
-				return err
-			}
-			n := uint64(b[pos]) | uint64(b[pos+1])<<8 | uint64(b[pos+2])<<16 | uint64(b[pos+3])<<24 |
-				uint64(b[pos+4])<<32 | uint64(b[pos+5])<<40 | uint64(b[pos+6])<<48 | uint64(b[pos+7])<<56
-			pos += 8
-			if err := need(n); err != nil {
-				return err
-			}
-		case 0x8a, 'U', 'C', 0x8c: // LONG1, SHORT_BINSTRING, SHORT_BINBYTES, SHORT_BINUNICODE
-			lenBytes = 1
-		case 0x8b, 'T', 'B', 'X': // LONG4, BINSTRING, BINBYTES, BINUNICODE
-			lenBytes = 4
-		case 0x8d, 0x8e, 0x96: // BINUNICODE8, BINBYTES8, BYTEARRAY8
-			lenBytes = 8
-		case 'I', 'L', 'F', 'S', 'V', 'P', 'g', 'p':
-			if err := line(); err != nil {
-				return err
-			}
-		case 'c', 'i':
-			if err := line(); err != nil {
-				return err
-			}
-			if err := line(); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("pickle: unknown opcode 0x%02x at %d", op, pos-1)
-		}
-		if fixed > 0 {
-			if err := need(uint64(fixed)); err != nil {
-				return err
-			}
-			pos += fixed
-		}
-		if lenBytes > 0 {
-			if err := need(uint64(lenBytes)); err != nil {
-				return err
-			}
-			var n uint64
-			for i := lenBytes - 1; i >= 0; i-- {
-				n = n<<8 | uint64(b[pos+i])
-			}
-			if op == 0x8a && n == 0 {
-				return fmt.Errorf("pickle: empty LONG1 at %d", pos-1)
-			}
-			pos += lenBytes
-			if err := need(n); err != nil {
-				return err
-			}
-			pos += int(n)
-		}
-	}
-	return errors.New("pickle: no STOP opcode")
-}
-
-// unpickle runs gopickle with torch hooks. gopickle panics on some hostile
-// inputs (unhashable dict keys); those become errors.
-func unpickle(data []byte, storages map[string]*torchStorage) (out any, err error) {
-	if err := scanPickle(data); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			// The panic value may quote the pickle; never echo it.
-			out, err = nil, errors.New("pickle: the decoder failed on malformed input")
-		}
-	}()
-	u := pickle.NewUnpickler(bytes.NewReader(data))
-	u.FindClass = findClass
-	u.PersistentLoad = func(id any) (any, error) {
-		t, ok := id.(*types.Tuple)
-		if !ok || t.Len() < 5 {
-			return nil, fmt.Errorf("persistent id %T is not a storage tuple", id)
-		}
-		if s, _ := t.Get(0).(string); s != "storage" {
+		if s, _ := t.Items[0].(string); s != "storage" {
 			return nil, errors.New(`persistent id kind is not "storage"`)
 		}
-		cls, ok := t.Get(1).(*storageClass)
-		key, ok2 := t.Get(2).(string)
+		cls, ok := t.Items[1].(*pickle.Global)
+		key, ok2 := t.Items[2].(string)
+		var class string
+		if ok {
+			class, ok = cls.Value.(string)
+		}
 		if !ok || !ok2 {
 			return nil, errors.New("malformed storage persistent id")
 		}
 		if st := storages[key]; st != nil {
 			return st, nil
 		}
-		st := &torchStorage{class: cls.name, key: key}
+		st := &torchStorage{class: class, key: key}
 		storages[key] = st
 		return st, nil
 	}
-	return u.Load()
+	return pickle.Load(ctx, data, pickle.Options{Resolve: resolveTSAV, Persistent: persist, Budget: budget, Placeholders: true})
 }
 
 // tensorWalker collects tensors reachable from the unpickled object in
@@ -295,10 +157,22 @@ func keyString(k any) string {
 	switch x := k.(type) {
 	case string:
 		return x
-	case int, int64, bool, float64, *big.Int:
+	case int64, bool, float64, *big.Int:
 		return fmt.Sprint(x)
 	}
-	return fmt.Sprintf("%T", k)
+	return pickle.TypeName(k)
+}
+
+func (w *tensorWalker) seq(items []any, path string, depth int) {
+	for i, e := range items {
+		w.walk(e, join(path, strconv.Itoa(i)), depth+1)
+	}
+}
+
+func (w *tensorWalker) dict(d *pickle.Dict, path string, depth int) {
+	for i, k := range d.Keys {
+		w.walk(d.Vals[i], join(path, keyString(k)), depth+1)
+	}
 }
 
 func join(path, k string) string {
@@ -313,7 +187,7 @@ func (w *tensorWalker) walk(v any, path string, depth int) {
 		return
 	}
 	switch x := v.(type) {
-	case *torchTensor, *types.Dict, *types.OrderedDict, *types.List, *types.Tuple, *pyObject:
+	case *torchTensor, *pickle.Dict, *pickle.List, *pickle.Tuple, *pickle.Opaque:
 		if w.seen[x] {
 			return
 		}
@@ -322,38 +196,30 @@ func (w *tensorWalker) walk(v any, path string, depth int) {
 	switch x := v.(type) {
 	case *torchTensor:
 		w.found = append(w.found, foundTensor{path, x})
-	case *types.Dict:
-		for _, e := range *x {
-			w.walk(e.Value, join(path, keyString(e.Key)), depth+1)
+	case *pickle.Dict:
+		w.dict(x, path, depth)
+	case *pickle.List:
+		w.seq(x.Items, path, depth)
+	case *pickle.Tuple:
+		w.seq(x.Items, path, depth)
+	case *pickle.Opaque:
+		w.seq(x.Args, path, depth)
+		w.walk(x.State, path, depth+1)
+		if x.Entries != nil {
+			w.dict(x.Entries, path, depth)
 		}
-	case *types.OrderedDict:
-		for el := x.List.Front(); el != nil; el = el.Next() {
-			if e, ok := el.Value.(*types.OrderedDictEntry); ok {
-				w.walk(e.Value, join(path, keyString(e.Key)), depth+1)
-			}
-		}
-	case *types.List:
-		for i, e := range *x {
-			w.walk(e, join(path, strconv.Itoa(i)), depth+1)
-		}
-	case *types.Tuple:
-		for i, e := range *x {
-			w.walk(e, join(path, strconv.Itoa(i)), depth+1)
-		}
-	case *pyObject:
-		for i, e := range x.args {
-			w.walk(e, join(path, strconv.Itoa(i)), depth+1)
-		}
-		w.walk(x.state, path, depth+1)
+		w.seq(x.Items, path, depth)
 	}
 }
 
 // parseTSAV extracts the tensors of a torch.save zip archive
 // (<prefix>/data.pkl, <prefix>/data/<key>, <prefix>/byteorder). The
 // pickle and every non-tensor object stay in the payload array byte for
-// byte. A payload that is not a readable torch zip is kept opaque: it
-// returns no tensors and a note instead of failing.
-func parseTSAV(payload []byte, budget *formats.Budget) ([]tensorOut, string, error) {
+// byte. A payload that is not a readable torch zip or pickle is kept
+// opaque: it returns no tensors and a note instead of failing; a pickle
+// that exceeds the decode budget or its step bound (ErrLimit) and a
+// cancelled ctx are errors.
+func parseTSAV(ctx context.Context, payload []byte, budget *formats.Budget) ([]tensorOut, string, error) {
 	zr, err := openZip(payload)
 	if err != nil {
 		return nil, "not a torch zip archive: " + err.Error(), nil
@@ -386,8 +252,11 @@ func parseTSAV(payload []byte, budget *formats.Budget) ([]tensorOut, string, err
 		bigEndian = ok && strings.TrimSpace(string(b)) == "big"
 	}
 	storages := map[string]*torchStorage{}
-	obj, err := unpickle(pdata, storages)
+	obj, err := unpickle(ctx, pdata, storages, budget)
 	if err != nil {
+		if errors.Is(err, formats.ErrLimit) || ctx.Err() != nil {
+			return nil, "", fmt.Errorf("data.pkl: %w", err)
+		}
 		return nil, "data.pkl not decoded: " + err.Error(), nil
 	}
 	w := &tensorWalker{seen: map[any]bool{}}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/pickle"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -108,7 +109,7 @@ func TestRefusals(t *testing.T) {
 	dag.WriteByte('.')
 	var memo bytes.Buffer
 	memo.WriteString("\x80\x02N")
-	for i := 0; i <= maxMemo; i++ {
+	for i := 0; i <= pickle.DefaultMaxMemo; i++ {
 		memo.Write([]byte{'r', byte(i), byte(i >> 8), byte(i >> 16), 0})
 	}
 	memo.WriteByte('.')

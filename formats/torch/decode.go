@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/pickle"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -35,6 +36,7 @@ type decoder struct {
 	swap    bool // storages are big-endian
 	regions map[string]region
 	st      map[string]*storageVal
+	budget  *formats.Budget
 }
 
 func (d *decoder) errf(where string, off int64, sentinel error, format string, args ...any) error {
@@ -43,16 +45,21 @@ func (d *decoder) errf(where string, off int64, sentinel error, format string, a
 
 // pickleErr turns an unpickler failure into an *Error.
 func (d *decoder) pickleErr(where string, err error) error {
-	var pe *pickleError
+	var pe *pickle.Error
 	if errors.As(err, &pe) {
-		return &Error{Format: "torch", File: d.file, Where: where, Offset: pe.off, Check: pe.check, Err: pe.err}
+		return &Error{Format: "torch", File: d.file, Where: where, Offset: pe.Offset, Check: pe.Describe(), Err: classOf(pe.Err)}
 	}
 	return err
 }
 
+// unpickler returns the pickle machine for b (at file offset base).
+func (d *decoder) unpickler(b []byte, base int64, persist pickle.PersistentLoader) *pickle.Machine {
+	return pickle.New(d.ctx, b, pickle.Options{Resolve: resolve, Persistent: persist, Budget: d.budget, Base: base})
+}
+
 // Decode implements formats.Codec.
 func (c *Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats.DecodeOptions) (*snapshot.Snapshot, error) {
-	d := &decoder{c: c, ctx: ctx, r: r, size: size, file: opts.Name, regions: map[string]region{}, st: map[string]*storageVal{}}
+	d := &decoder{c: c, ctx: ctx, r: r, size: size, file: opts.Name, regions: map[string]region{}, st: map[string]*storageVal{}, budget: opts.Budget(size)}
 	if size < 0 {
 		return nil, d.errf("", -1, ErrCorrupt, "negative size %d", size)
 	}
@@ -107,6 +114,9 @@ func (d *decoder) small(f *zip.File, limit int64) ([]byte, error) {
 	}
 	if f.UncompressedSize64 > uint64(limit) {
 		return nil, d.errf(where, m.off, ErrLimit, "%d bytes, the limit is %d", f.UncompressedSize64, limit)
+	}
+	if err := d.budget.Take(int64(f.UncompressedSize64), where); err != nil {
+		return nil, d.errf(where, m.off, ErrLimit, "%v", err)
 	}
 	var b []byte
 	switch f.Method {
@@ -191,13 +201,15 @@ func (d *decoder) readZip() (any, error) {
 		return nil, err
 	}
 	pklOff, _ := pkl.DataOffset()
-	u := &unpickler{b: data, base: pklOff, where: "data.pkl"}
-	u.persist = func(pid any) (*storageVal, error) {
-		t, ok := pid.(*pyTuple)
-		if !ok || len(t.items) != 5 {
+	if pkl.Method != zip.Store {
+		pklOff = -1 // offsets into inflated bytes are not file offsets
+	}
+	persist := func(pid any) (any, error) {
+		t, ok := pid.(*pickle.Tuple)
+		if !ok || len(t.Items) != 5 {
 			return nil, fmt.Errorf("not a 5-tuple")
 		}
-		st, err := d.storage(t.items)
+		st, err := d.storage(t.Items)
 		if err != nil {
 			return nil, err
 		}
@@ -221,9 +233,14 @@ func (d *decoder) readZip() (any, error) {
 		}
 		return st, nil
 	}
-	obj, err := u.load()
+	obj, err := d.unpickler(data, max(pklOff, 0), persist).Next()
 	if err != nil {
-		return nil, d.pickleErr("data.pkl", err)
+		err = d.pickleErr("data.pkl", err)
+		var fe *formats.Error
+		if pklOff < 0 && errors.As(err, &fe) && fe.Where == "data.pkl" {
+			fe.Where = "data.pkl (deflated)" // offsets count inflated bytes
+		}
+		return nil, err
 	}
 	return obj, nil
 }
@@ -232,30 +249,34 @@ func (d *decoder) readZip() (any, error) {
 // returns the one storageVal per key.
 func (d *decoder) storage(t []any) (*storageVal, error) {
 	if s, _ := t[0].(string); s != "storage" {
-		return nil, fmt.Errorf("persistent id of kind %s (only storages are allowed)", typeName(t[0]))
+		return nil, fmt.Errorf("persistent id of kind %s (only storages are allowed)", pickle.TypeName(t[0]))
 	}
-	g, ok := t[1].(*global)
-	if !ok || g.storage == snapshot.Invalid {
-		return nil, fmt.Errorf("storage type is a %s", typeName(t[1]))
+	g, ok := t[1].(*pickle.Global)
+	var sc storageClass
+	if ok {
+		sc, ok = g.Value.(storageClass)
+	}
+	if !ok {
+		return nil, fmt.Errorf("storage type is a %s", pickle.TypeName(t[1]))
 	}
 	key, ok := t[2].(string)
 	if !ok || key == "" || len(key) > 64 {
 		return nil, fmt.Errorf("storage key is not a short string")
 	}
 	if _, ok := t[3].(string); !ok {
-		return nil, fmt.Errorf("storage location is a %s", typeName(t[3]))
+		return nil, fmt.Errorf("storage location is a %s", pickle.TypeName(t[3]))
 	}
-	numel, ok := asInt(t[4])
+	numel, ok := pickle.AsInt(t[4])
 	if !ok || numel < 0 {
 		return nil, fmt.Errorf("storage size is not a non-negative int")
 	}
 	if st := d.st[key]; st != nil {
-		if st.dtype != g.storage || st.numel != numel {
-			return nil, fmt.Errorf("storage %s used as %s[%d] and %s[%d]", quoteKey(key), st.dtype, st.numel, g.storage, numel)
+		if st.dtype != sc.dtype || st.numel != numel {
+			return nil, fmt.Errorf("storage %s used as %s[%d] and %s[%d]", quoteKey(key), st.dtype, st.numel, sc.dtype, numel)
 		}
 		return st, nil
 	}
-	st := &storageVal{key: key, dtype: g.storage, numel: numel}
+	st := &storageVal{key: key, dtype: sc.dtype, numel: numel}
 	d.st[key] = st
 	return st, nil
 }
@@ -274,12 +295,10 @@ func (d *decoder) readLegacy() (any, error) {
 			return nil, d.errf("legacy header", 0, ErrCorrupt, "read: %v", err)
 		}
 	}
-	u := &unpickler{b: buf}
+	u := d.unpickler(buf, 0, nil)
 	next := func(what string) (any, int64, error) {
-		start := int64(u.pos)
-		u.base = 0
-		u.memo = nil
-		v, err := u.load()
+		start := int64(u.Pos())
+		v, err := u.Next()
 		if err != nil {
 			return nil, 0, d.pickleErr("legacy "+what+" pickle", err)
 		}
@@ -303,14 +322,14 @@ func (d *decoder) readLegacy() (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	sd, ok := info.(*pyDict)
+	sd, ok := info.(*pickle.Dict)
 	if !ok {
-		return nil, d.errf("legacy sys_info pickle", at, ErrCorrupt, "sys_info is a %s", typeName(info))
+		return nil, d.errf("legacy sys_info pickle", at, ErrCorrupt, "sys_info is a %s", pickle.TypeName(info))
 	}
-	if i, ok := sd.index["slittle_endian"]; ok {
-		le, ok := sd.vals[i].(bool)
+	if v, ok := sd.Lookup("little_endian"); ok {
+		le, ok := v.(bool)
 		if !ok {
-			return nil, d.errf("legacy sys_info pickle", at, ErrCorrupt, "little_endian is a %s", typeName(sd.vals[i]))
+			return nil, d.errf("legacy sys_info pickle", at, ErrCorrupt, "little_endian is a %s", pickle.TypeName(v))
 		}
 		d.swap = !le
 	}
@@ -319,25 +338,25 @@ func (d *decoder) readLegacy() (any, error) {
 		off   int64
 		numel int64
 	}
-	u.persist = func(pid any) (*storageVal, error) {
-		t, ok := pid.(*pyTuple)
-		if !ok || len(t.items) != 6 {
+	u.SetPersistent(func(pid any) (any, error) {
+		t, ok := pid.(*pickle.Tuple)
+		if !ok || len(t.Items) != 6 {
 			return nil, fmt.Errorf("not a 6-tuple")
 		}
-		root, err := d.storage(t.items[:5])
+		root, err := d.storage(t.Items[:5])
 		if err != nil {
 			return nil, err
 		}
-		if t.items[5] == nil {
+		if t.Items[5] == nil {
 			return root, nil
 		}
-		vm, ok := t.items[5].(*pyTuple)
-		if !ok || len(vm.items) != 3 {
+		vm, ok := t.Items[5].(*pickle.Tuple)
+		if !ok || len(vm.Items) != 3 {
 			return nil, fmt.Errorf("storage view metadata is not a 3-tuple")
 		}
-		vkey, ok1 := vm.items[0].(string)
-		off, ok2 := asInt(vm.items[1])
-		vn, ok3 := asInt(vm.items[2])
+		vkey, ok1 := vm.Items[0].(string)
+		off, ok2 := pickle.AsInt(vm.Items[1])
+		vn, ok3 := pickle.AsInt(vm.Items[2])
 		if !ok1 || !ok2 || !ok3 || off < 0 || vn < 0 || off > root.numel || vn > root.numel-off {
 			return nil, fmt.Errorf("storage view %d+%d outside its %d-element root", off, vn, root.numel)
 		}
@@ -351,22 +370,22 @@ func (d *decoder) readLegacy() (any, error) {
 		v := &storageVal{key: root.key, dtype: root.dtype, numel: vn, viewOff: off}
 		d.st[vk] = v
 		return v, nil
-	}
+	})
 	obj, _, err := next("object")
 	if err != nil {
 		return nil, err
 	}
-	u.persist = nil
+	u.SetPersistent(nil)
 	keysV, at, err := next("storage keys")
 	if err != nil {
 		return nil, err
 	}
-	kl, ok := keysV.(*pyList)
+	kl, ok := keysV.(*pickle.List)
 	if !ok {
-		return nil, d.errf("legacy storage keys pickle", at, ErrCorrupt, "storage keys are a %s", typeName(keysV))
+		return nil, d.errf("legacy storage keys pickle", at, ErrCorrupt, "storage keys are a %s", pickle.TypeName(keysV))
 	}
-	off := int64(u.pos)
-	for i, k := range kl.items {
+	off := int64(u.Pos())
+	for i, k := range kl.Items {
 		key, ok := k.(string)
 		st := d.st[key]
 		if !ok || st == nil {

@@ -45,30 +45,37 @@
 //
 // # The unpickler
 //
-// A pickle virtual machine of this package (not a general one) builds only
-// None, bool, int (arbitrary size), float, str, bytes, list, tuple, dict,
-// collections.OrderedDict (with the attribute dict BUILD gives it, e.g. a
-// state_dict's _metadata), storages and tensors. Globals are an allowlist
-// — the part of torch's own weights_only loader a checkpoint of dense
-// tensors needs:
+// data.pkl (and each legacy pickle) runs on formats/pickle, snapd's one
+// bounded pickle machine: it builds only None, bool, int (arbitrary size),
+// float, str, bytes, list, tuple, dict, set, collections.OrderedDict
+// (with the attribute dict BUILD gives it, e.g. a state_dict's
+// _metadata), storages and tensors; every object it builds is charged to
+// the decode budget (DecodeOptions.MaxDecoded), its work is bounded by
+// 16 steps per byte of the pickle, tuples nest at most 1000 deep, and
+// ctx is checked every 4096 opcodes. Globals are an allowlist — the part
+// of torch 2.6's weights_only loader that describes dense tensors and
+// plain data:
 //
-//	collections.OrderedDict           torch._utils._rebuild_tensor_v2
-//	torch._utils._rebuild_tensor      torch._utils._rebuild_parameter
-//	torch._utils._rebuild_parameter_with_state (empty state)
-//	torch.nn.parameter.Parameter      torch.Size      _codecs.encode (latin1)
-//	torch.{Double,Float,Half,BFloat16,Long,Int,Short,Char,Byte,Bool}Storage
-//	torch.UntypedStorage (bytes)
+//	collections.OrderedDict   torch._utils._rebuild_tensor{,_v2,_v3}
+//	torch._utils._rebuild_parameter{,_with_state} (empty state)
+//	torch.nn.parameter.Parameter   torch._tensor._rebuild_from_type_v2
+//	(torch.Tensor or Parameter, no state)   torch.Tensor   torch.Size
+//	torch.device   _codecs.encode (latin1)   builtins.{set,frozenset,
+//	bytearray,complex}   torch.<dtype> (float8_e4m3fn, uint16, ...)
+//	torch.{Double,Float,Half,BFloat16,Long,Int,Short,Char,Byte,Bool,
+//	ComplexFloat,ComplexDouble}Storage   torch.UntypedStorage (bytes)
 //
-// Any other global is refused when the GLOBAL/STACK_GLOBAL opcode is read,
-// with an error naming it (module.name) and the offset in data.pkl: it is
-// never looked up or called. weights_only globals for sparse, quantized,
-// meta and complex tensors are refused as unsupported. Opcodes that build
-// arbitrary objects (INST, OBJ, NEWOBJ_EX, EXT*, sets, buffers) are
-// refused. Bounds: data.pkl ≤ Codec.MaxPickle (64 MiB), memo ≤ 2^20
-// entries, MARK nesting ≤ 1000, containers nested ≤ 1000, 2^20 values
-// when walking the result (shared references count each time, so a small
-// pickle cannot expand exponentially), no cycles. Every length is checked
-// against the bytes left before anything is allocated.
+// Any other global is refused, never looked up or called: the error names
+// it (module.name), the offset of its opcode in data.pkl and, when the
+// object holds it, its key path ("scheduler.anneal_func"). weights_only
+// globals for sparse, quantized and meta tensors are refused as
+// unsupported. Opcodes that build arbitrary objects (INST, OBJ, EXT*,
+// out-of-band buffers) are refused. Bounds of the result walk: containers
+// nested ≤ 1000, 2^20 values (shared references count each time, so a
+// small pickle cannot expand exponentially), no cycles; memo ≤ 2^20
+// entries, MARK nesting ≤ 1000, data.pkl ≤ Codec.MaxPickle (64 MiB).
+// Every length is checked against the bytes left before anything is
+// allocated.
 //
 // # Tensors
 //

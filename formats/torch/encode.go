@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/pickle"
 	"github.com/snapd-ml/snapd/internal/jsonerr"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -99,7 +100,7 @@ func treeValue(v any, depth int, nodes *int) (any, error) {
 		}
 		return out, nil
 	}
-	pairs := func(k string, d *pyDict) error {
+	pairs := func(k string, d *pickle.Dict) error {
 		a, ok := m[k].([]any)
 		if !ok {
 			return fmt.Errorf("%q is not an array", k)
@@ -120,7 +121,7 @@ func treeValue(v any, depth int, nodes *int) (any, error) {
 			if _, isT := kk.(*tensorRef); isT {
 				return errors.New("tensor as a dict key")
 			}
-			if err := d.set(kk, vv); err != nil {
+			if err := d.Set(kk, vv); err != nil {
 				return err
 			}
 		}
@@ -151,7 +152,7 @@ func treeValue(v any, depth int, nodes *int) (any, error) {
 		if !ok {
 			return nil, errors.New("malformed int")
 		}
-		return normInt(bi), allowed("int")
+		return pickle.NormInt(bi), allowed("int")
 	case m["float"] != nil:
 		s, err := str("float")
 		if err != nil {
@@ -171,33 +172,33 @@ func treeValue(v any, depth int, nodes *int) (any, error) {
 		if err != nil {
 			return nil, errors.New("malformed bytes")
 		}
-		return pyBytes(b), allowed("bytes")
+		return pickle.Bytes(b), allowed("bytes")
 	case m["list"] != nil:
 		items, err := seq("list")
 		if err != nil {
 			return nil, err
 		}
-		return &pyList{items: items}, allowed("list")
+		return &pickle.List{Items: items}, allowed("list")
 	case m["tuple"] != nil:
 		items, err := seq("tuple")
 		if err != nil {
 			return nil, err
 		}
-		return &pyTuple{items: items}, allowed("tuple")
+		return pickle.NewTuple(items...), allowed("tuple")
 	case m["dict"] != nil:
-		d := &pyDict{}
+		d := &pickle.Dict{}
 		if err := pairs("dict", d); err != nil {
 			return nil, err
 		}
 		return d, allowed("dict")
 	case m["odict"] != nil:
-		d := &pyDict{ordered: true}
+		d := &pickle.Dict{Class: gOrderedDict}
 		if err := pairs("odict", d); err != nil {
 			return nil, err
 		}
 		if m["state"] != nil {
-			d.state = &pyDict{}
-			if err := pairs("state", d.state); err != nil {
+			d.Attrs = &pickle.Dict{}
+			if err := pairs("state", d.Attrs); err != nil {
 				return nil, err
 			}
 		}
@@ -321,29 +322,29 @@ func (p *plan) collect(v any) error {
 	switch x := v.(type) {
 	case *tensorRef:
 		return p.add(x.name)
-	case *pyList:
-		for _, e := range x.items {
+	case *pickle.List:
+		for _, e := range x.Items {
 			if err := p.collect(e); err != nil {
 				return err
 			}
 		}
-	case *pyTuple:
-		for _, e := range x.items {
+	case *pickle.Tuple:
+		for _, e := range x.Items {
 			if err := p.collect(e); err != nil {
 				return err
 			}
 		}
-	case *pyDict:
-		for i := range x.keys {
-			if err := p.collect(x.keys[i]); err != nil {
+	case *pickle.Dict:
+		for i := range x.Keys {
+			if err := p.collect(x.Keys[i]); err != nil {
 				return err
 			}
-			if err := p.collect(x.vals[i]); err != nil {
+			if err := p.collect(x.Vals[i]); err != nil {
 				return err
 			}
 		}
-		if x.state != nil {
-			return p.collect(x.state)
+		if x.Attrs != nil {
+			return p.collect(x.Attrs)
 		}
 	}
 	return nil
@@ -362,9 +363,9 @@ func (c *Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, o
 			return err
 		}
 	} else {
-		d := &pyDict{ordered: true}
+		d := &pickle.Dict{Class: gOrderedDict}
 		for _, a := range s.Sorted() {
-			_ = d.set(a.Name, &tensorRef{name: a.Name})
+			_ = d.Set(a.Name, &tensorRef{name: a.Name})
 		}
 		tree = d
 	}
@@ -668,16 +669,16 @@ func (p *pickler) ints(v []int64) {
 	p.op('t')
 }
 
-func (p *pickler) pairs(pl *plan, d *pyDict) error {
-	if len(d.keys) == 0 {
+func (p *pickler) pairs(pl *plan, d *pickle.Dict) error {
+	if len(d.Keys) == 0 {
 		return nil
 	}
 	p.op('(')
-	for i := range d.keys {
-		if err := p.value(pl, d.keys[i]); err != nil {
+	for i := range d.Keys {
+		if err := p.value(pl, d.Keys[i]); err != nil {
 			return err
 		}
-		if err := p.value(pl, d.vals[i]); err != nil {
+		if err := p.value(pl, d.Vals[i]); err != nil {
 			return err
 		}
 	}
@@ -706,7 +707,7 @@ func (p *pickler) value(pl *plan, v any) error {
 		p.buf.Write(b[:])
 	case string:
 		p.str(x)
-	case pyBytes:
+	case pickle.Bytes:
 		// As Python's protocol 2 does: _codecs.encode(str, 'latin1').
 		r := make([]rune, len(x))
 		for i, c := range x {
@@ -716,37 +717,37 @@ func (p *pickler) value(pl *plan, v any) error {
 		p.str(string(r))
 		p.str("latin1")
 		p.op(0x86, 'R')
-	case *pyList:
+	case *pickle.List:
 		p.op(']')
-		if len(x.items) > 0 {
+		if len(x.Items) > 0 {
 			p.op('(')
-			for _, e := range x.items {
+			for _, e := range x.Items {
 				if err := p.value(pl, e); err != nil {
 					return err
 				}
 			}
 			p.op('e')
 		}
-	case *pyTuple:
-		if len(x.items) == 0 {
+	case *pickle.Tuple:
+		if len(x.Items) == 0 {
 			p.op(')')
 			return nil
 		}
-		if len(x.items) > 3 {
+		if len(x.Items) > 3 {
 			p.op('(')
 		}
-		for _, e := range x.items {
+		for _, e := range x.Items {
 			if err := p.value(pl, e); err != nil {
 				return err
 			}
 		}
-		if len(x.items) > 3 {
+		if len(x.Items) > 3 {
 			p.op('t')
 		} else {
-			p.op(byte(0x84 + len(x.items)))
+			p.op(byte(0x84 + len(x.Items)))
 		}
-	case *pyDict:
-		if x.ordered {
+	case *pickle.Dict:
+		if x.Class == gOrderedDict {
 			p.global("collections", "OrderedDict")
 			p.op(')', 'R')
 		} else {
@@ -755,9 +756,9 @@ func (p *pickler) value(pl *plan, v any) error {
 		if err := p.pairs(pl, x); err != nil {
 			return err
 		}
-		if x.state != nil && len(x.state.keys) > 0 {
+		if x.Attrs != nil && len(x.Attrs.Keys) > 0 {
 			p.op('}')
-			if err := p.pairs(pl, x.state); err != nil {
+			if err := p.pairs(pl, x.Attrs); err != nil {
 				return err
 			}
 			p.op('b')
@@ -792,7 +793,7 @@ func (p *pickler) value(pl *plan, v any) error {
 			p.op(')', 'R', 't', 'R')
 		}
 	default:
-		return encErr("tree value %s cannot be written", typeName(v))
+		return encErr("tree value %s cannot be written", pickle.TypeName(v))
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/formatstest"
+	"github.com/snapd-ml/snapd/formats/pickle"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -310,14 +311,15 @@ func storageElemSize(t *testing.T, zr *zip.Reader, rel string) int {
 			pkl, _ := io.ReadAll(rc)
 			rc.Close()
 			var es int
-			u := &unpickler{b: pkl, persist: func(pid any) (*storageVal, error) {
-				tp := pid.(*pyTuple)
-				if "data/"+tp.items[2].(string) == rel {
-					es = tp.items[1].(*global).storage.Size()
+			persist := func(pid any) (any, error) {
+				tp := pid.(*pickle.Tuple)
+				dt := tp.Items[1].(*pickle.Global).Value.(storageClass).dtype
+				if "data/"+tp.Items[2].(string) == rel {
+					es = dt.Size()
 				}
-				return &storageVal{key: tp.items[2].(string), dtype: tp.items[1].(*global).storage}, nil
-			}}
-			if _, err := u.load(); err != nil {
+				return &storageVal{key: tp.Items[2].(string), dtype: dt}, nil
+			}
+			if _, err := pickle.Load(context.Background(), pkl, pickle.Options{Resolve: resolve, Persistent: persist}); err != nil {
 				t.Fatal(err)
 			}
 			return es

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/snapd-ml/snapd/formats/pickle"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -27,18 +28,6 @@ type namedTensor struct {
 	t    *tensorVal
 }
 
-func formatFloat(f float64) string {
-	switch {
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	case math.IsNaN(f):
-		return "nan"
-	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
-}
-
 func parseFloat(s string) (float64, error) {
 	switch s {
 	case "inf":
@@ -53,36 +42,6 @@ func parseFloat(s string) (float64, error) {
 		return 0, fmt.Errorf("malformed float %s", strconv.QuoteToASCII(truncate(s, 40)))
 	}
 	return f, nil
-}
-
-// keyString is a dict key's part of an array name.
-func keyString(k any) string {
-	switch x := k.(type) {
-	case string:
-		return x
-	case int64:
-		return strconv.FormatInt(x, 10)
-	case *big.Int:
-		return x.String()
-	case bool:
-		if x {
-			return "True"
-		}
-		return "False"
-	case nil:
-		return "None"
-	case float64:
-		return formatFloat(x)
-	case pyBytes:
-		return string(x)
-	case *pyTuple:
-		parts := make([]string, len(x.items))
-		for i, e := range x.items {
-			parts[i] = keyString(e)
-		}
-		return strings.Join(parts, "_")
-	}
-	return "key"
 }
 
 // arrayName makes a unique portable array name of a key path: the keys
@@ -122,9 +81,9 @@ func (w *walker) node(v any, path []string, depth int) (any, error) {
 		return nil, fmt.Errorf("containers nested deeper than %d", maxDepth)
 	}
 	switch x := v.(type) {
-	case *pyList, *pyTuple, *pyDict:
+	case *pickle.List, *pickle.Tuple, *pickle.Dict:
 		if w.open[x] {
-			return nil, fmt.Errorf("%s at %s contains itself", typeName(x), strconv.QuoteToASCII(truncate(strings.Join(path, "."), 200)))
+			return nil, fmt.Errorf("%s at %s contains itself", pickle.TypeName(x), strconv.QuoteToASCII(truncate(strings.Join(path, "."), 200)))
 		}
 		w.open[x] = true
 		defer delete(w.open, x)
@@ -148,27 +107,27 @@ func (w *walker) node(v any, path []string, depth int) (any, error) {
 	case *big.Int:
 		return map[string]any{"int": x.String()}, nil
 	case float64:
-		return map[string]any{"float": formatFloat(x)}, nil
-	case pyBytes:
+		return map[string]any{"float": pickle.FormatFloat(x)}, nil
+	case pickle.Bytes:
 		return map[string]any{"bytes": base64.StdEncoding.EncodeToString(x)}, nil
-	case *pyList:
-		items, err := seq(x.items)
+	case *pickle.List:
+		items, err := seq(x.Items)
 		return map[string]any{"list": items}, err
-	case *pyTuple:
-		items, err := seq(x.items)
+	case *pickle.Tuple:
+		items, err := seq(x.Items)
 		return map[string]any{"tuple": items}, err
-	case *pyDict:
+	case *pickle.Dict:
 		pairs, err := w.pairs(x, path, depth)
 		if err != nil {
 			return nil, err
 		}
 		kind := "dict"
-		if x.ordered {
+		if x.Class == gOrderedDict {
 			kind = "odict"
 		}
 		n := map[string]any{kind: pairs}
-		if x.state != nil {
-			st, err := w.pairs(x.state, append(path, "_state"), depth)
+		if x.Attrs != nil {
+			st, err := w.pairs(x.Attrs, append(path, "_state"), depth)
 			if err != nil {
 				return nil, err
 			}
@@ -187,12 +146,12 @@ func (w *walker) node(v any, path []string, depth int) (any, error) {
 		}
 		return n, nil
 	}
-	return nil, fmt.Errorf("a %s at %s is not checkpoint data", typeName(v), strconv.QuoteToASCII(truncate(strings.Join(path, "."), 200)))
+	return nil, fmt.Errorf("a %s at %s is not checkpoint data", pickle.TypeName(v), strconv.QuoteToASCII(truncate(strings.Join(path, "."), 200)))
 }
 
-func (w *walker) pairs(d *pyDict, path []string, depth int) ([]any, error) {
-	out := make([]any, len(d.keys))
-	for i, k := range d.keys {
+func (w *walker) pairs(d *pickle.Dict, path []string, depth int) ([]any, error) {
+	out := make([]any, len(d.Keys))
+	for i, k := range d.Keys {
 		kn, err := w.node(k, path, depth+1)
 		if err != nil {
 			return nil, err
@@ -200,7 +159,7 @@ func (w *walker) pairs(d *pyDict, path []string, depth int) ([]any, error) {
 		if _, isT := k.(*tensorVal); isT {
 			return nil, fmt.Errorf("tensor used as a dict key")
 		}
-		vn, err := w.node(d.vals[i], append(path, keyString(k)), depth+1)
+		vn, err := w.node(d.Vals[i], append(path, pickle.KeyString(k)), depth+1)
 		if err != nil {
 			return nil, err
 		}
@@ -357,14 +316,14 @@ func (d *decoder) array(nt namedTensor, shared bool, ordinal int) (*snapshot.Arr
 // keyed by their array names in ascending order. Such a checkpoint needs
 // no torch.tree (so it converts to formats without attributes).
 func defaultTree(obj any, w *walker) bool {
-	d, ok := obj.(*pyDict)
-	if !ok || !d.ordered || d.state != nil || len(d.keys) != len(w.tensors) {
+	d, ok := obj.(*pickle.Dict)
+	if !ok || d.Class != gOrderedDict || d.Attrs != nil || len(d.Keys) != len(w.tensors) {
 		return false
 	}
-	for i, k := range d.keys {
+	for i, k := range d.Keys {
 		name, ok := k.(string)
-		t, ok2 := d.vals[i].(*tensorVal)
-		if !ok || !ok2 || t.param || t.requiresGrad || w.tensors[i].name != name || i > 0 && d.keys[i-1].(string) >= name {
+		t, ok2 := d.Vals[i].(*tensorVal)
+		if !ok || !ok2 || t.param || t.requiresGrad || w.tensors[i].name != name || i > 0 && d.Keys[i-1].(string) >= name {
 			return false
 		}
 	}
