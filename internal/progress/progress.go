@@ -17,8 +17,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // DefaultInterval is the least time between two redraws.
@@ -54,13 +52,14 @@ type Meter struct {
 	ended bool
 }
 
-// IsTerminal reports whether f is a terminal (an ioctl TCGETS succeeds).
+// IsTerminal reports whether f is a terminal: on Linux an ioctl TCGETS
+// succeeds, on macOS and the BSDs TIOCGETA, on Windows GetConsoleMode;
+// elsewhere it reports false (no progress line is drawn).
 func IsTerminal(f *os.File) bool {
 	if f == nil {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	return isTerminal(f.Fd())
 }
 
 // Output returns w when it is a terminal and quiet is false, else nil: the

@@ -2,15 +2,12 @@ package progress
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // clock is a manually driven clock.
@@ -173,34 +170,6 @@ func TestOutputAndBytes(t *testing.T) {
 		if got := Bytes(n); got != want {
 			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
 		}
-	}
-}
-
-// TestTerminalIsDetected opens a real pseudo-terminal: its slave side is a
-// terminal (progress drawn), unless quiet.
-func TestTerminalIsDetected(t *testing.T) {
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
-	}
-	defer ptmx.Close()
-	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pts.Close()
-	if !IsTerminal(pts) || Output(pts, false) != io.Writer(pts) {
-		t.Fatal("a pty slave is not seen as a terminal")
-	}
-	if Output(pts, true) != nil {
-		t.Fatal("quiet still draws")
 	}
 }
 
