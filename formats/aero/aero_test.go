@@ -371,7 +371,7 @@ func TestReaderIHSHRequiresZeroedHashes(t *testing.T) {
 	if got := blake3.Sum256(b[:1264]); hex.EncodeToString(got[:]) != "702305cd7ab99db52e2aa176cf7654feb38e133c48427659fabe7f10874e1a2c" {
 		t.Fatalf("unzeroed region hash %x", got)
 	}
-	d := &decoder{ctx: context.Background(), r: snapshot.Bytes(b), mem: b, size: int64(len(b))}
+	d := &decoder{ctx: context.Background(), r: snapshot.Bytes(b), mem: b, size: int64(len(b)), budget: formats.NewBudget(1 << 30)}
 	if err := d.readControl(); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"golang.org/x/sync/errgroup"
 	"lukechampine.com/blake3"
@@ -154,15 +155,40 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 }
 
 // readAt returns n bytes at off (n already checked against the file size).
+// A copy (r not memory-backed) is charged to the budget first.
 func (d *decoder) readAt(off, n int64) ([]byte, error) {
 	if d.mem != nil {
 		return d.mem[off : off+n : off+n], nil
+	}
+	if err := d.take(n, off, "read %d bytes at offset %d into memory", n, off); err != nil {
+		return nil, err
 	}
 	buf := make([]byte, n)
 	if err := snapshot.ReadFullAt(d.r, buf, off); err != nil {
 		return nil, d.readErr(err, off, n)
 	}
 	return buf, nil
+}
+
+// take charges n bytes about to be materialised to the file's decode
+// budget; the error is a fatal *Error wrapping ErrLimit that says what
+// was to be materialised (format, args) and the budget.
+func (d *decoder) take(n, off int64, format string, a ...any) error {
+	rem := d.budget.Remaining()
+	if err := d.budget.Take(n, ""); err != nil {
+		return d.fatal(ErrLimit, "budget", off, "%s: %d bytes exceed the remaining decode budget of %d bytes (%d for this file; DecodeOptions.MaxDecoded)",
+			fmt.Sprintf(format, a...), n, rem, d.budget.Limit())
+	}
+	return nil
+}
+
+// limitOr is the sentinel of a parse failure: ErrLimit when the budget
+// refused it, else or.
+func limitOr(err, or error) error {
+	if errors.Is(err, formats.ErrLimit) {
+		return ErrLimit
+	}
+	return or
 }
 
 func (d *decoder) readErr(err error, off, n int64) error {
@@ -267,6 +293,9 @@ func (d *decoder) readControl() error {
 	}
 	st, err := d.readAt(int64(hd.stOff), int64(hd.stLen))
 	if err != nil {
+		return err
+	}
+	if err := d.take(int64(n)*tocEntryCost, int64(hd.tocOff), "%d TOC entries", n); err != nil {
 		return err
 	}
 	d.entries = make([]*tocEntry, n)
@@ -462,9 +491,19 @@ func (d *decoder) loadChunks() error {
 			d.checkHash(e, [32]byte(h.Sum(nil)))
 			continue
 		}
+		if e == d.mjsn {
+			// Snapshot.Attrs["aero.mjsn"] will be a copy of the text.
+			if err := d.take(int64(e.ulen), int64(e.off), "%s: meta.json attribute", e.label()); err != nil {
+				var fe *Error
+				errors.As(err, &fe)
+				e.bad = true
+				d.problem(ErrLimit, "budget", e, "", int64(e.off), "%s", fe.Detail)
+				continue
+			}
+		}
 		c, err := d.readAt(int64(e.off), int64(e.length))
 		if err != nil {
-			return err // I/O error or a reader shorter than size
+			return err // I/O error, budget, or a reader shorter than size
 		}
 		if e.compressed() {
 			if c, err = d.unzstd(e, c); err != nil {
@@ -495,9 +534,9 @@ func (d *decoder) loadChunks() error {
 		}
 	}
 	if e := d.mmsg; e != nil && !e.bad {
-		v, err := decodeOne(e.content)
+		v, err := decodeOneCharged(e.content, d.budget, e.label())
 		if err != nil {
-			d.problem(ErrCorrupt, "mmsg", e, "", int64(e.off), "%v", err)
+			d.problem(limitOr(err, ErrCorrupt), "mmsg", e, "", int64(e.off), "%v", err)
 		}
 		d.mmsgVal = v
 	}
@@ -511,10 +550,13 @@ func (d *decoder) loadChunks() error {
 
 func (d *decoder) verifyIHSH() error {
 	e := d.ihsh
-	m := newMDec(e.content)
+	m := newBudgetMDec(e.content, d.budget, e.label())
 	v, err := m.value(0) // trailing zero padding is ignored
+	if err == nil {
+		err = m.flush()
+	}
 	if err != nil {
-		d.problem(ErrCorrupt, "ihsh", e, "", int64(e.off), "payload: %v", err)
+		d.problem(limitOr(err, ErrCorrupt), "ihsh", e, "", int64(e.off), "payload: %v", err)
 		return nil
 	}
 	algo, _ := v.get("algo")
@@ -571,9 +613,9 @@ func (d *decoder) controlDigest(end int64) ([32]byte, error) {
 
 func (d *decoder) parsePHSH(shard string, p *phshInfo) {
 	e := p.entry
-	v, err := decodeOne(e.content)
+	v, err := decodeOneCharged(e.content, d.budget, e.label())
 	if err != nil {
-		d.problem(ErrCorrupt, "phsh", e, "", int64(e.off), "%v", err)
+		d.problem(limitOr(err, ErrCorrupt), "phsh", e, "", int64(e.off), "%v", err)
 		e.bad = true
 		return
 	}
@@ -613,8 +655,8 @@ func (d *decoder) parseTIDX() {
 	if e == nil || e.bad {
 		return
 	}
-	fail := func(err error) { d.problem(ErrCorrupt, "tidx", e, "", int64(e.off), "%v", err) }
-	m := newMDec(e.content)
+	fail := func(err error) { d.problem(limitOr(err, ErrCorrupt), "tidx", e, "", int64(e.off), "%v", err) }
+	m := newBudgetMDec(e.content, d.budget, e.label())
 	n, err := m.mapLen()
 	if err != nil {
 		fail(err)
@@ -661,6 +703,15 @@ func (d *decoder) parseTIDX() {
 	}
 	if !seenTensors {
 		fail(errors.New("root map has no \"tensors\" key"))
+		return
+	}
+	// Each tensor becomes an Array with its attribute map (build).
+	if err := m.charge(int64(len(d.tensors)) * arrayCost); err != nil {
+		fail(err)
+		return
+	}
+	if err := m.flush(); err != nil {
+		fail(err)
 	}
 }
 
@@ -863,7 +914,19 @@ func (d *decoder) verifyShard(ctx context.Context, e *tocEntry, p *phshInfo) err
 // build turns a verified file into a snapshot.
 func (d *decoder) build() (*snapshot.Snapshot, error) {
 	s := &snapshot.Snapshot{Attrs: map[string]string{"aero.uuid": hex.EncodeToString(d.hdr.uuid[:])}}
-	// Chunk descriptions.
+	// Chunk descriptions: their JSON is charged before it is built, at
+	// most descCost + 6 bytes per name byte (JSON escapes) plus the
+	// base64 of kept opaque chunks; what it really takes is given back.
+	bound := int64(len(d.entries)) * descCost
+	for i, e := range d.entries {
+		bound += 6 * int64(len(e.name))
+		if d.opaque[i] {
+			bound += 2 * int64(base64.StdEncoding.EncodedLen(len(e.content)))
+		}
+	}
+	if err := d.take(bound, -1, "aero.chunks attribute of %d chunks", len(d.entries)); err != nil {
+		return nil, err
+	}
 	descs := make([]chunkDesc, len(d.entries))
 	for i, e := range d.entries {
 		cd := chunkDesc{FourCC: string(e.fourcc[:]), Name: e.name, Flags: e.flags}
@@ -897,17 +960,29 @@ func (d *decoder) build() (*snapshot.Snapshot, error) {
 		return nil, err
 	}
 	s.Attrs["aero.chunks"] = string(js)
+	d.budget.Give(bound - int64(len(js)))
 	if len(d.dropped) > 0 {
 		s.Attrs["aero.dropped"] = strings.Join(d.dropped, "; ")
 	}
 	if d.mjsn != nil {
-		s.Attrs["aero.mjsn"] = string(d.mjsn.content)
+		s.Attrs["aero.mjsn"] = string(d.mjsn.content) // charged in loadChunks
+	}
+	typed := func(v mval, what string) (string, error) {
+		js, err := typedJSONCharged(v, d.budget, what)
+		if err != nil {
+			return "", d.fatal(ErrLimit, "budget", -1, "%v", err)
+		}
+		return js, nil
 	}
 	if d.mmsg != nil {
-		s.Attrs["aero.mmsg"] = toTypedJSON(d.mmsgVal)
+		if s.Attrs["aero.mmsg"], err = typed(d.mmsgVal, d.mmsg.label()); err != nil {
+			return nil, err
+		}
 	}
 	if len(d.tidxExtra) > 0 {
-		s.Attrs["aero.tidx"] = toTypedJSON(mMap(d.tidxExtra...))
+		if s.Attrs["aero.tidx"], err = typed(mMap(d.tidxExtra...), d.tidx.label()); err != nil {
+			return nil, err
+		}
 	}
 	// Arrays.
 	used := make(map[string]bool, len(d.tensors))
@@ -937,7 +1012,9 @@ func (d *decoder) build() (*snapshot.Snapshot, error) {
 			a.Attrs["aero.flags"] = strconv.FormatUint(t.flags, 10)
 		}
 		if len(t.extra) > 0 {
-			a.Attrs["aero.extra"] = toTypedJSON(mMap(t.extra...))
+			if a.Attrs["aero.extra"], err = typed(mMap(t.extra...), fmt.Sprintf("tensor %q", t.name)); err != nil {
+				return nil, err
+			}
 		}
 		if t.hasHash {
 			a.Attrs["aero.hash_b3"] = t.hash
@@ -1018,6 +1095,18 @@ func sanitizeName(name string, used map[string]bool) string {
 	used[out] = true
 	return out
 }
+
+// Costs charged to the decode budget for structures a decode builds.
+const (
+	// tocEntryCost: one parsed TOC entry (tocEntry and its pointer).
+	tocEntryCost = int64(unsafe.Sizeof(tocEntry{})) + 8
+	// arrayCost: one tensor's snapshot.Array, its attribute map and the
+	// short attribute values (names and typed JSON are charged apart).
+	arrayCost = 1024
+	// descCost: the JSON of one chunk description without its name
+	// and data.
+	descCost = 160
+)
 
 // chunkDesc describes one TOC entry in Attrs["aero.chunks"].
 type chunkDesc struct {

@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
+	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/internal/jsonerr"
 )
 
@@ -76,11 +78,61 @@ func (v mval) get(k string) (mval, bool) {
 type mdec struct {
 	r *bytes.Reader
 	d *msgpack.Decoder
+
+	// bud, when set, is charged for what decoding materialises: mvalCost
+	// per value and the bytes of every str and bin, before they are
+	// allocated (in steps of at most chargeStep, see charge).
+	bud     *formats.Budget
+	what    string
+	pending int64
 }
+
+// mvalCost is what one decoded value costs the budget: the size of an
+// mval (a map entry is two).
+const mvalCost = int64(unsafe.Sizeof(mval{}))
+
+// chargeStep is how many bytes of small values an mdec lets accumulate
+// before it charges them (so the budget is not touched per value).
+const chargeStep = 64 << 10
 
 func newMDec(b []byte) *mdec {
 	r := bytes.NewReader(b)
 	return &mdec{r: r, d: msgpack.NewDecoder(r)}
+}
+
+// newBudgetMDec is newMDec charging bud for what is decoded; what names
+// the chunk in budget errors.
+func newBudgetMDec(b []byte, bud *formats.Budget, what string) *mdec {
+	m := newMDec(b)
+	m.bud, m.what = bud, what
+	return m
+}
+
+// charge accounts n bytes about to be materialised: small amounts are
+// gathered and charged chargeStep at a time, at most chargeStep ahead of
+// the allocations they cover; the error wraps formats.ErrLimit.
+func (m *mdec) charge(n int64) error {
+	if m.bud == nil {
+		return nil
+	}
+	m.pending += n
+	if m.pending < chargeStep {
+		return nil
+	}
+	return m.flush()
+}
+
+// flush charges what charge gathered.
+func (m *mdec) flush() error {
+	if m.bud == nil || m.pending == 0 {
+		return nil
+	}
+	n := m.pending
+	m.pending = 0
+	if err := m.bud.Take(n, m.what+": decoded msgpack"); err != nil {
+		return fmt.Errorf("msgpack at byte %d: %w", m.pos(), err)
+	}
+	return nil
 }
 
 // pos is the number of bytes consumed so far.
@@ -145,6 +197,10 @@ func (m *mdec) rawBytes() ([]byte, error) {
 	if n < 0 || int64(n) > int64(m.r.Len()) {
 		return nil, m.errf("string/bin of %d bytes exceeds the %d remaining bytes", n, m.r.Len())
 	}
+	// A string is copied twice (bytes, then string).
+	if err := m.charge(2 * int64(n)); err != nil {
+		return nil, err
+	}
 	buf := make([]byte, n)
 	if err := m.d.ReadFull(buf); err != nil {
 		return nil, m.errf("string/bin data: %v", err)
@@ -207,6 +263,9 @@ func (m *mdec) uint() (uint64, error) {
 func (m *mdec) value(depth int) (mval, error) {
 	if depth > maxMsgpackDepth {
 		return mval{}, m.errf("nesting deeper than %d", maxMsgpackDepth)
+	}
+	if err := m.charge(mvalCost); err != nil {
+		return mval{}, err
 	}
 	c, err := m.peek()
 	if err != nil {
@@ -289,8 +348,12 @@ func (m *mdec) value(depth int) (mval, error) {
 
 // decodeOne decodes exactly one value filling b (msgpack-python's unpackb
 // refuses extra data).
-func decodeOne(b []byte) (mval, error) {
-	m := newMDec(b)
+func decodeOne(b []byte) (mval, error) { return decodeOneCharged(b, nil, "") }
+
+// decodeOneCharged is decodeOne charging bud (when not nil) for the
+// decoded values (see mdec.charge).
+func decodeOneCharged(b []byte, bud *formats.Budget, what string) (mval, error) {
+	m := newBudgetMDec(b, bud, what)
 	v, err := m.value(0)
 	if err != nil {
 		return mval{}, err
@@ -298,7 +361,7 @@ func decodeOne(b []byte) (mval, error) {
 	if m.r.Len() != 0 {
 		return mval{}, m.errf("%d bytes of extra data after the object", m.r.Len())
 	}
-	return v, nil
+	return v, m.flush()
 }
 
 // ---------------------------------------------------------------------------
@@ -370,7 +433,36 @@ func toTypedJSON(v mval) string {
 	return b.String()
 }
 
-func writeTyped(b *strings.Builder, v mval) {
+// typedJSONCharged is toTypedJSON charging bud for the text before it is
+// built: the text's exact length is measured first (without holding it).
+func typedJSONCharged(v mval, bud *formats.Budget, what string) (string, error) {
+	var n countSink
+	writeTyped(&n, v)
+	if err := bud.Take(int64(n), what+": typed JSON attribute"); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.Grow(int(n))
+	writeTyped(&b, v)
+	return b.String(), nil
+}
+
+// typedSink is where writeTyped writes: a strings.Builder, or a
+// countSink that only measures.
+type typedSink interface {
+	io.Writer
+	io.ByteWriter
+	io.StringWriter
+}
+
+// countSink counts the bytes written to it.
+type countSink int64
+
+func (c *countSink) Write(p []byte) (int, error)       { *c += countSink(len(p)); return len(p), nil }
+func (c *countSink) WriteByte(byte) error              { *c++; return nil }
+func (c *countSink) WriteString(s string) (int, error) { *c += countSink(len(s)); return len(s), nil }
+
+func writeTyped(b typedSink, v mval) {
 	switch v.kind {
 	case kNil:
 		b.WriteString("null")
@@ -399,7 +491,9 @@ func writeTyped(b *strings.Builder, v mval) {
 		writeJSONString(b, v.s)
 	case kBin:
 		b.WriteString(`{"$bin":"`)
-		b.WriteString(base64.StdEncoding.EncodeToString(v.bin))
+		enc := base64.NewEncoder(base64.StdEncoding, b)
+		enc.Write(v.bin)
+		enc.Close()
 		b.WriteString(`"}`)
 	case kArray:
 		b.WriteByte('[')
@@ -455,7 +549,7 @@ func plainMap(v mval) bool {
 
 // writeJSONString writes s (valid UTF-8) as a JSON string, escaping only
 // what JSON requires.
-func writeJSONString(b *strings.Builder, s string) {
+func writeJSONString(b typedSink, s string) {
 	const hex = "0123456789abcdef"
 	b.WriteByte('"')
 	for i := 0; i < len(s); i++ {
