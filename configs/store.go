@@ -3,6 +3,7 @@ package configs
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 )
@@ -44,6 +45,13 @@ type OCIStore struct {
 	MountFrom string `yaml:"mount_from"`
 	// Jobs bounds parallel blob uploads; default 4.
 	Jobs int `yaml:"jobs"`
+	// Timeout bounds connecting to the registry, the TLS handshake and
+	// the wait for a response's headers; default 30s. StallTimeout fails a
+	// request or response body that moves less than 1 KiB/s over that
+	// much waiting; default 60s. Either failure is retried (the push job
+	// stays queued), as for an unreachable registry.
+	Timeout      Duration `yaml:"timeout"`
+	StallTimeout Duration `yaml:"stall_timeout"`
 }
 
 // maxSegmentSize bounds store.oci.segment_size: a segment is held in
@@ -51,7 +59,7 @@ type OCIStore struct {
 const maxSegmentSize = 1 << 30
 
 func defaultOCIStore() OCIStore {
-	return OCIStore{SegmentSize: wtxt.DefaultSegmentSize, Jobs: 4}
+	return OCIStore{SegmentSize: wtxt.DefaultSegmentSize, Jobs: 4, Timeout: Duration(30 * time.Second), StallTimeout: Duration(time.Minute)}
 }
 
 func (c *Config) validateStore() error {
@@ -67,6 +75,12 @@ func (c *Config) validateStore() error {
 	}
 	if o.Jobs < 1 || o.Jobs > 64 {
 		return bad("jobs", "%d: must be in [1, 64]", o.Jobs)
+	}
+	if o.Timeout <= 0 {
+		return bad("timeout", "%s: must be > 0", time.Duration(o.Timeout))
+	}
+	if o.StallTimeout <= 0 {
+		return bad("stall_timeout", "%s: must be > 0", time.Duration(o.StallTimeout))
 	}
 	if o.Repository == "" {
 		if o.MountFrom != "" || o.Username != "" || o.PasswordFile != "" || o.Threshold != 0 {

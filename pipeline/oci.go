@@ -291,12 +291,17 @@ func localErr(j queue.Job, err error) error {
 }
 
 // registryErr classes a registry failure: a refused credential stops the
-// queue as an authentication failure (re-checked every auth_recheck);
-// anything else (unreachable, 5xx, a reset upload) is retried.
+// queue as an authentication failure (re-checked every auth_recheck); a
+// stalled registry (oci.ErrStalled: store.oci.timeout or stall_timeout
+// ran out) is retryable, as is anything else (unreachable, 5xx, a reset
+// upload).
 func registryErr(j queue.Job, err error) error {
 	var ec *errcode.ErrorResponse
 	if errors.As(err, &ec) && (ec.StatusCode == http.StatusUnauthorized || ec.StatusCode == http.StatusForbidden) {
 		return &gitops.PushError{Remote: "oci registry", Branch: j.Branch, Kind: gitops.ErrAuth, Err: err}
+	}
+	if errors.Is(err, oci.ErrStalled) {
+		return &gitops.PushError{Remote: "oci registry", Branch: j.Branch, Kind: gitops.ErrRetryable, Err: err}
 	}
 	return err
 }

@@ -71,6 +71,7 @@ is accepted.`,
 	f.StringVar(&o.oci.username, "oci-username", "", "with --oci-repository: registry user with pull access (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json; else anonymous)")
 	f.StringVar(&o.oci.passwordFile, "oci-password-file", "", "with --oci-repository: file holding the registry password or read-only token (mode 0600; default $SNAPD_OCI_PASSWORD)")
 	f.StringVar(&o.oci.dockerConfig, "oci-docker-config", "", "Docker config.json with registry credentials (default $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
+	addOCITimeoutFlags(f, &o.oci)
 	return cmd
 }
 
@@ -168,7 +169,11 @@ func (o *checkoutOptions) skeletonWriter(ctx context.Context, e *env, repo *gito
 		if o.oci.username != "" || o.oci.passwordFile != "" || o.oci.insecure {
 			return nil, usageError{errors.New("--oci-username, --oci-password-file and --oci-insecure need an explicit --oci-repository (the default comes from the commit, which must not choose where credentials go)")}
 		}
-		r, err := oci.Open(ref, oci.Options{DockerConfig: o.oci.dockerConfig, Logger: e.logger})
+		to, err := o.oci.timeouts()
+		if err != nil {
+			return nil, err
+		}
+		r, err := oci.Open(ref, oci.Options{DockerConfig: o.oci.dockerConfig, Timeouts: to, Logger: e.logger})
 		if err != nil {
 			return nil, usageError{fmt.Errorf("%s's oci_repository: %w (give --oci-repository)", gitops.FileSummary, err)}
 		}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -33,6 +34,9 @@ type ociFlags struct {
 	dockerConfig string
 	mountFrom    string
 	jobs         int
+	// timeout bounds connecting, the TLS handshake and the wait for
+	// response headers; stall a body that stops moving (oci.Timeouts).
+	timeout, stall time.Duration
 }
 
 func addOCIFlags(cmd *cobra.Command, o *ociFlags) {
@@ -44,6 +48,22 @@ func addOCIFlags(cmd *cobra.Command, o *ociFlags) {
 	fl.StringVar(&o.dockerConfig, "oci-docker-config", "", "Docker config.json with registry credentials (default $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
 	fl.StringVar(&o.mountFrom, "oci-mount-from", "", "another repository NAME of the same registry (e.g. the base model's) to mount existing blobs from instead of uploading them")
 	fl.IntVar(&o.jobs, "oci-jobs", 4, "parallel blob uploads")
+	addOCITimeoutFlags(fl, o)
+}
+
+// addOCITimeoutFlags defines --oci-timeout and --oci-stall-timeout (every
+// command that talks to a registry has them).
+func addOCITimeoutFlags(fl *pflag.FlagSet, o *ociFlags) {
+	fl.DurationVar(&o.timeout, "oci-timeout", oci.DefaultResponseHeaderTimeout, "registry timeout for connecting, the TLS handshake and the wait for a response's headers")
+	fl.DurationVar(&o.stall, "oci-stall-timeout", oci.DefaultStallTimeout, "registry stall timeout: a request or response body that moves less than 1 KiB/s over this much waiting fails the command (exit 2)")
+}
+
+// timeouts are the registry timeouts of o (zero fields: oci's defaults).
+func (o *ociFlags) timeouts() (oci.Timeouts, error) {
+	if o.timeout < 0 || o.stall < 0 {
+		return oci.Timeouts{}, usageError{errors.New("--oci-timeout and --oci-stall-timeout must be > 0")}
+	}
+	return oci.Timeouts{Connect: o.timeout, TLSHandshake: o.timeout, ResponseHeader: o.timeout, Stall: o.stall}, nil
 }
 
 // open resolves credentials (flags, then SNAPD_OCI_USERNAME and
@@ -52,7 +72,11 @@ func (o *ociFlags) open(e *env) (*oci.Repository, error) {
 	if o.repository == "" {
 		return nil, usageError{errors.New("--oci-repository HOST[:PORT]/NAME is required")}
 	}
-	opts := oci.Options{Insecure: o.insecure, DockerConfig: o.dockerConfig, Concurrency: o.jobs, MountFrom: o.mountFrom, Logger: e.logger}
+	to, err := o.timeouts()
+	if err != nil {
+		return nil, err
+	}
+	opts := oci.Options{Insecure: o.insecure, DockerConfig: o.dockerConfig, Concurrency: o.jobs, MountFrom: o.mountFrom, Timeouts: to, Logger: e.logger}
 	opts.Username = o.username
 	if opts.Username == "" {
 		opts.Username = e.getenv("SNAPD_OCI_USERNAME")
@@ -454,6 +478,9 @@ func skeletonSize(ctx context.Context, skel string) int64 {
 // registryErr classes a registry that cannot be reached as an I/O error
 // (exit 2); bad content stays exit 1.
 func registryErr(err error) error {
+	if errors.Is(err, oci.ErrStalled) {
+		return withHint(ioError{err}, "the registry stopped answering (it accepted the connection but made no progress within --oci-timeout / --oci-stall-timeout); check that it is up and not overloaded, then re-run (blobs already pushed are skipped)")
+	}
 	var ue *url.Error
 	var ne net.Error
 	if err != nil && (errors.As(err, &ue) || errors.As(err, &ne)) {

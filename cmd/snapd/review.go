@@ -136,6 +136,7 @@ Exit status: 0 review posted (or printed) and not requesting changes,
 	f.BoolVar(&o.debug, "debug", false, "log every API request (method, path, status; never credentials) to stderr")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "HTTP timeout of one API request attempt, body included (connect, TLS and response headers have their own shorter limits)")
 	f.StringVar(&o.oci.repository, "oci-repository", "", "skeleton layout: OCI repository HOST[:PORT]/NAME holding the segment blobs (read only); without it skeletons are reviewed from their ch lines")
+	addOCITimeoutFlags(f, &o.oci)
 	f.BoolVar(&o.oci.insecure, "oci-insecure", false, "allow plain HTTP to a non-loopback registry")
 	f.StringVar(&o.oci.username, "oci-username", "", "registry user with pull access (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json; else anonymous)")
 	f.StringVar(&o.oci.passwordFile, "oci-password-file", "", "file holding the registry password or read-only token (mode 0600; default $SNAPD_OCI_PASSWORD)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -35,7 +36,8 @@ func openOCIStore(e *env, c *configs.Config, log *slog.Logger) (*oci.Repository,
 		return nil, nil
 	}
 	f := ociFlags{repository: s.Repository, insecure: s.Insecure, username: s.Username, passwordFile: s.PasswordFile,
-		dockerConfig: s.DockerConfig, mountFrom: s.MountFrom, jobs: s.Jobs}
+		dockerConfig: s.DockerConfig, mountFrom: s.MountFrom, jobs: s.Jobs,
+		timeout: time.Duration(s.Timeout), stall: time.Duration(s.StallTimeout)}
 	ee := *e
 	ee.logger = log
 	return f.open(&ee)

@@ -107,6 +107,7 @@ reached at all is one).`,
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
 	f.Int64Var(&o.maxObjectBytes, "max-object-bytes", verify.DefaultMaxObjectBytes, "size budget of each file read from a generation (checked before reading it)")
 	f.StringVar(&o.oci.repository, "oci-repository", "", "OCI repository HOST[:PORT]/NAME holding the skeleton layout's segment blobs (read only; plain HTTP only for loopback hosts or with --oci-insecure)")
+	addOCITimeoutFlags(f, &o.oci)
 	f.BoolVar(&o.oci.insecure, "oci-insecure", false, "allow plain HTTP to a non-loopback registry")
 	f.StringVar(&o.oci.username, "oci-username", "", "registry user with pull access (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json; else anonymous)")
 	f.StringVar(&o.oci.passwordFile, "oci-password-file", "", "file holding the registry password or read-only token (mode 0600; default $SNAPD_OCI_PASSWORD)")
@@ -130,7 +131,7 @@ func runVerifyRepo(ctx context.Context, e *env, o *verifyRepoOptions) error {
 	if len(o.pubkeys) == 0 {
 		return usageError{errors.New("--pubkey is required (the trusted signers: a .pub or allowed_signers file)")}
 	}
-	trusted, err := loadTrusted(o.pubkeys)
+	signers, err := loadSigners(o.pubkeys)
 	if err != nil {
 		return err
 	}
@@ -155,7 +156,7 @@ func runVerifyRepo(ctx context.Context, e *env, o *verifyRepoOptions) error {
 		return withHint(usageError{fmt.Errorf("%s: branch %s holds multi-rank generations (%s)", o.target, o.branch, ranks.IndexPath)},
 			"verify them with: snapd ranks verify-repo "+o.target+" --oci-repository HOST/NAME --pubkey ALLOWED_SIGNERS")
 	}
-	vo := verify.Options{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix, Since: o.since, TrustedKeys: trusted, MaxObjectBytes: o.maxObjectBytes}
+	vo := verify.Options{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix, Since: o.since, AllowedSigners: signers, MaxObjectBytes: o.maxObjectBytes}
 	if o.oci.repository != "" {
 		reg, err := o.oci.open(e)
 		if err != nil {

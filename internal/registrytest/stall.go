@@ -58,9 +58,10 @@ func StartSilent(t *testing.T) string {
 }
 
 // Trickle is an HTTP server on 127.0.0.1 that answers every GET at once
-// with 200 and a Content-Length of Size, then sends the body one byte per
-// Interval: a registry that never stops but never gets anywhere. HEADs get
-// the same headers and no body; other methods 405.
+// with 200 and a Content-Length of size (none when size <= 0: then the
+// body never ends), then sends the body one zero byte per interval: a
+// registry that never stops but never gets anywhere. HEADs get the same
+// headers and no body; other methods 405.
 type Trickle struct {
 	Host string // 127.0.0.1:PORT
 
@@ -68,8 +69,8 @@ type Trickle struct {
 	sent int64
 }
 
-// StartTrickle starts a Trickle announcing size bytes, one sent per
-// interval.
+// StartTrickle starts a Trickle announcing size bytes (<= 0: an endless
+// body), one sent per interval.
 func StartTrickle(t *testing.T, size int64, interval time.Duration) *Trickle {
 	t.Helper()
 	tr := &Trickle{}
@@ -79,7 +80,9 @@ func StartTrickle(t *testing.T, size int64, interval time.Duration) *Trickle {
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		if size > 0 {
+			w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		}
 		w.WriteHeader(http.StatusOK)
 		if r.Method == http.MethodHead {
 			return
@@ -88,7 +91,7 @@ func StartTrickle(t *testing.T, size int64, interval time.Duration) *Trickle {
 		fl.Flush()
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
-		for range size {
+		for i := int64(0); size <= 0 || i < size; i++ {
 			select {
 			case <-r.Context().Done():
 				return
