@@ -171,6 +171,13 @@ func (r *Repo) resume(ctx context.Context, head *headInfo, h *Header, res Resume
 	if pg == res.From {
 		return head, nil
 	}
+	if pg > h.Gen {
+		// Committed already, with later generations on top (a restart
+		// recommits the ring): Commit then finds it not newer.
+		if c, _, err := r.liveGen(head.commit, h.Gen); err == nil && c != nil && ParseTrailers(c.Message)[TrailerSHA256All] == h.trailer(TrailerSHA256All) {
+			return head, nil
+		}
+	}
 	if pg < res.From {
 		return nil, fmt.Errorf("%w: generation %s resumes from generation %d, but the branch %s head is generation %s", ErrResume, h.Root.Gen, res.From, r.cfg.Branch, tr[TrailerGen])
 	}
@@ -281,4 +288,43 @@ func GenTags(exists func(name string) bool, prefix, genText string) []string {
 		out = append(out, prefix+genText+"-r"+strconv.Itoa(k))
 	}
 	return out
+}
+
+// LiveGeneration returns the header of generation gen as its commit on
+// the branch's live chain records it (root trailers, checked with
+// wtxt.Root.Check): the chain values a run resumed from gen continues
+// from. ErrResume when gen is not on the live chain.
+func (r *Repo) LiveGeneration(gen uint64) (*Header, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	head, err := r.head()
+	if err != nil {
+		return nil, err
+	}
+	if head == nil {
+		return nil, fmt.Errorf("%w: generation %06d: branch %s has no commits", ErrResume, gen, r.cfg.Branch)
+	}
+	c, _, err := r.liveGen(head.commit, gen)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%w: generation %06d is not on the live chain of branch %s", ErrResume, gen, r.cfg.Branch)
+	}
+	tr := ParseTrailers(c.Message)
+	var b strings.Builder
+	for i, f := range (wtxt.Root{}).Fields() {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(f.Key + "=" + tr[rootTrailers[i]])
+	}
+	root, err := wtxt.ParseRoot(b.String())
+	if err == nil {
+		err = root.Check()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: generation %06d, commit %s: trailers: %v", ErrResume, gen, c.Hash, err)
+	}
+	return &Header{Gen: gen, Root: root}, nil
 }

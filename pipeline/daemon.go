@@ -35,8 +35,12 @@ type GenResult struct {
 	StateName string    `json:"state"` // done or failed
 	Error     string    `json:"error,omitempty"`
 	// Redelivered: the generation was already in the ring (a request
-	// delivered again after a crash); nothing was rewritten.
+	// delivered again after a crash, or requested again for the same
+	// source and content); nothing was rewritten.
 	Redelivered bool `json:"redelivered,omitempty"`
+	// ResumedFrom: the generation is the first of a run resumed from this
+	// generation (chained to it; the generations above it abandoned).
+	ResumedFrom uint64 `json:"resumed_from,omitempty"`
 
 	Format      string `json:"format,omitempty"` // codec of the source
 	SourceBytes int64  `json:"source_bytes,omitempty"`
@@ -146,6 +150,7 @@ type Daemon struct {
 	runErr   error
 
 	inflight inflight  // admitted requests not yet completed (/healthz)
+	fin      finished  // how far the finish stage got (resume.go)
 	act      *activity // stages in progress (activity.go)
 }
 
@@ -271,8 +276,14 @@ func (d *Daemon) recover() error {
 	if err != nil {
 		return err
 	}
+	// A pending resume (state.go) chains the next generation to
+	// Resuming.From: entries above it are half-written too.
+	limit := d.head.Gen
+	if r := d.head.Resuming; r != nil {
+		limit = r.From
+	}
 	for _, e := range entries {
-		if e.Gen > d.head.Gen || e.WTXT == "" {
+		if e.Gen > limit || e.WTXT == "" {
 			d.log.Info("recovery: removing half-written ring entry", "gen", e.Gen, "chain_head", d.head.Gen, "files", e.Files)
 			if err := d.ring.Remove(e.Gen); err != nil {
 				return fmt.Errorf("pipeline: recovery: %w", err)
@@ -357,6 +368,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 		}()
 	}
 	d.recommit(ctx)
+	d.fin.set(d.consumer.Cursor())
 
 	recs := make(chan wal.Record, 1)
 	admitted := make(chan *item)

@@ -58,7 +58,10 @@ func (d *Daemon) admitStage(ctx context.Context, in <-chan wal.Record, out chan<
 			}
 		case rec := <-src:
 			it := &item{rec: rec, admitted: d.now(), log: d.log, act: d.act}
-			if d.consumer.Seen(rec) {
+			// Only this very request, completed before a crash lost the
+			// cursor update, is skipped: another request for a done
+			// generation is judged by build (duplicate or re-use).
+			if d.consumer.Handled(rec) {
 				it.skip = true
 				buf = append(buf, it)
 				continue
@@ -138,11 +141,16 @@ func (p permanent) Error() string { return p.err.Error() }
 func (p permanent) Unwrap() error { return p.err }
 
 // transient reports whether err may go away by itself: disk full, quota,
-// I/O errors, resource exhaustion.
+// I/O errors, resource exhaustion, a source still being written
+// (incomplete).
 func transient(err error) bool {
 	var p permanent
 	if errors.As(err, &p) {
 		return false
+	}
+	var inc incomplete
+	if errors.As(err, &inc) {
+		return true
 	}
 	for _, e := range []error{unix.ENOSPC, unix.EDQUOT, unix.EIO, unix.EAGAIN, unix.EINTR, unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EBUSY, unix.ETIMEDOUT, unix.EROFS} {
 		if errors.Is(err, e) {
@@ -290,18 +298,43 @@ func (d *Daemon) buildStage(ctx context.Context, in <-chan *item, out chan<- *it
 }
 
 func (d *Daemon) build(ctx context.Context, it *item) {
-	head := d.Head()
+	full := d.Head()
+	head := full.chainHead()
 	gen := it.rec.Gen
 	if gen <= head.Gen {
 		// Generations up to the head that are in the ring were chained
 		// before a crash lost their WAL outcome (the build stage runs
 		// ahead of the acknowledgements, and trim never removes an
-		// unacknowledged generation): delivered again, handled
-		// idempotently.
-		if d.redelivered(it, &head) {
+		// unacknowledged generation): delivered again, or requested again
+		// for the same source and content, handled idempotently. Other
+		// content under a number the chain has is ErrReused.
+		done, err := d.repeated(ctx, it, &head)
+		if done {
 			return
 		}
-		it.err = fmt.Errorf("%w: gen %d, chain head is gen %d (a chain never goes backwards; publish a higher generation)", ErrNotNewer, gen, head.Gen)
+		if err != nil {
+			if ctx.Err() != nil {
+				it.aborted = true
+				return
+			}
+			it.err, it.stage = err, "build"
+			return
+		}
+	}
+	if it.rec.ResumedFrom != 0 {
+		var err error
+		if head, err = d.resumeBase(ctx, it); err != nil {
+			if ctx.Err() != nil {
+				it.aborted = true
+				return
+			}
+			it.err, it.stage = err, "build"
+			return
+		}
+		full = d.Head()
+	}
+	if gen <= head.Gen {
+		it.err = fmt.Errorf("%w: gen %d, chain head is gen %d (a chain never goes backwards; publish a higher generation, or, when the run restarted from an earlier checkpoint, declare it: snapd request-snapshot --resumed-from R, request_snapshot(..., resumed_from=R))", ErrNotNewer, gen, head.Gen)
 		it.stage = "build"
 		return
 	}
@@ -309,10 +342,17 @@ func (d *Daemon) build(ctx context.Context, it *item) {
 		d.m.gaps.Inc()
 		d.log.Warn("generation gap: chaining to the last snapshotted generation", "gen", gen, "prev_gen", head.Gen)
 	}
+	// The resume this generation completes (a pending one), or the run's
+	// last one, carried.
+	rs := full.Resume
+	if r := full.Resuming; r != nil {
+		rs = &ResumeState{From: r.From, AbandonedLast: r.AbandonedLast, AtGen: gen}
+	}
+	fp := sourceFingerprint(it.rec.Source)
 	var next *ChainState
 	err := d.retry(ctx, "build", gen, func() error {
 		var err error
-		next, err = d.buildOnce(ctx, it, &head)
+		next, err = d.buildOnce(ctx, it, &head, rs, fp)
 		return err
 	})
 	switch {
@@ -334,14 +374,14 @@ func (d *Daemon) build(ctx context.Context, it *item) {
 	}
 }
 
-// redelivered recognizes a request for a generation already in the ring
-// and fills its result from the ring.
-func (d *Daemon) redelivered(it *item, head *ChainState) bool {
+// fromRing fills the result of a request for a generation already in the
+// ring (a redelivery or duplicate) from the ring; nothing is rewritten.
+func (d *Daemon) fromRing(it *item, head *ChainState) {
 	gen := it.rec.Gen
 	p := ringPath(d.ringDir, gen, ExtWTXT)
 	st, err := os.Stat(p)
 	if err != nil {
-		return false
+		return
 	}
 	r := &it.res
 	r.Redelivered, r.WTXT, r.WTXTBytes = true, p, st.Size()
@@ -359,13 +399,13 @@ func (d *Daemon) redelivered(it *item, head *ChainState) bool {
 	}
 	fl := d.ring.Lookup(gen)
 	r.Delta, r.DeltaBytes, r.WSUM, r.Seal = fl.Delta, fl.DeltaBytes, fl.WSUM, fl.Seal
-	return true
 }
 
-// buildOnce produces generation it.rec.Gen's ring entry and persists the
-// new chain head. Any failure leaves no file visible under a final name
-// except complete ones of this generation, which the caller removes.
-func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*ChainState, error) {
+// buildOnce produces generation it.rec.Gen's ring entry (with its request
+// record, fingerprint fp of the source) and persists the new chain head,
+// whose Resume is rs. Any failure leaves no file visible under a final
+// name except complete ones of this generation, which the caller removes.
+func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *ResumeState, fp string) (*ChainState, error) {
 	cfg := d.config()
 	gen := it.rec.Gen
 	s := it.snap
@@ -451,6 +491,14 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 	t = d.now()
 	next := newChainState(gen, res.Root, head, d.now().UTC())
 	next.NonFinite = it.res.NonFinite
+	next.Resume = rs
+	var from uint64
+	if rs != nil && rs.AtGen == gen {
+		from = rs.From
+	}
+	if err := d.writeGenRequest(it, res, fp, from); err != nil {
+		return nil, err
+	}
 	if err := writeChainState(d.ring, cfg.StateDir, next); err != nil {
 		return nil, err
 	}
@@ -463,6 +511,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState) (*Ch
 	}
 	it.res.WTXT = wtxtPath
 	it.res.BaseGen = head.Gen
+	it.res.ResumedFrom = from
 	it.res.SHA256All, it.res.MerklePrev, it.res.MerkleThis = next.SHA256All, next.MerklePrev, next.MerkleThis
 	d.m.bytes.WithLabelValues("wtxt").Add(float64(it.res.WTXTBytes))
 	d.m.bytes.WithLabelValues("delta").Add(float64(it.res.DeltaBytes))
@@ -541,6 +590,7 @@ func (d *Daemon) finishStage(ctx context.Context, in <-chan *item) {
 func (d *Daemon) finish(ctx context.Context, it *item) {
 	rec := it.rec
 	defer d.act.done(it)
+	defer d.fin.set(rec.End)
 	r := &it.res
 	r.Gen, r.Source = rec.Gen, rec.Source
 	if it.skip {
@@ -633,6 +683,9 @@ func (d *Daemon) commit(ctx context.Context, r *GenResult, head *ChainState, req
 		return
 	}
 	g := gitops.Generation{WTXT: r.WTXT, Delta: r.Delta, WSUM: r.WSUM, Seal: r.Seal, Picture: r.Picture, Header: h}
+	if r.ResumedFrom != 0 {
+		g.Resume = &gitops.Resume{From: r.ResumedFrom}
+	}
 	res, err := repo.Commit(ctx, g)
 	if err != nil {
 		d.log.Error("git commit failed (recommitted at the next start)", "gen", r.Gen, "error", err)
@@ -686,6 +739,9 @@ func (d *Daemon) recommit(ctx context.Context) {
 		}
 		if p := ringPath(d.ringDir, e.Gen, ExtPicture); fileExists(p) {
 			g.Picture = p
+		}
+		if req, err := readGenRequest(ringPath(d.ringDir, e.Gen, ring.ExtRequest)); err == nil && req.ResumedFrom != 0 {
+			g.Resume = &gitops.Resume{From: req.ResumedFrom}
 		}
 		if e.Gen == head.Gen {
 			if g.Header, err = head.gitHeader(); err != nil {

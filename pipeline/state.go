@@ -73,6 +73,36 @@ type ChainState struct {
 	// NonFinite: the arrays in which Gen introduced NaN/±Inf (against
 	// PrevGen); `snapd status` warns about them.
 	NonFinite []review.NonFiniteArray `json:"nonfinite,omitempty"`
+	// Resume is the last resume of the run that reached Gen (carried
+	// from generation to generation): the trainer restarted from
+	// generation From's checkpoint, generation AtGen chained to From, and
+	// the generations above From up to AbandonedLast were abandoned.
+	Resume *ResumeState `json:"resume,omitempty"`
+	// Resuming is a declared resume no generation completed yet (the
+	// first one failed or is in progress): the next generation chains to
+	// Resuming.Base (From's chain values), not to Gen, and ring entries
+	// above From are half-written (removed at start).
+	Resuming *ResumeState `json:"resuming,omitempty"`
+}
+
+// ResumeState is a declared resume (see docs/FORMAT.md "Resumed runs").
+type ResumeState struct {
+	From          uint64 `json:"from"`
+	AbandonedLast uint64 `json:"abandoned_last"` // the chain head when it was declared
+	AtGen         uint64 `json:"at_gen,omitempty"`
+	// Base holds From's chain values while the resume is pending.
+	Base *ChainState `json:"base,omitempty"`
+}
+
+// chainHead is the state the next generation chains to: the chain head,
+// or the generation a pending resume restarted from.
+func (c *ChainState) chainHead() ChainState {
+	if r := c.Resuming; r != nil && r.Base != nil {
+		b := *r.Base
+		b.Generations = c.Generations
+		return b
+	}
+	return *c
 }
 
 // newChainState is the chain head after generation gen with root r,
@@ -141,6 +171,14 @@ func ReadChainState(stateDir string) (*ChainState, error) {
 	}
 	if _, err := c.Root(); err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	if r := c.Resuming; r != nil {
+		if r.Base == nil || r.Base.Gen != r.From || r.From >= c.Gen {
+			return nil, fmt.Errorf("%w %s: resuming from gen %d without that generation's chain values below the head %d", ErrCorruptState, p, r.From, c.Gen)
+		}
+		if _, err := r.Base.Root(); err != nil {
+			return nil, fmt.Errorf("%s: resuming: %w", p, err)
+		}
 	}
 	return &c, nil
 }

@@ -194,6 +194,11 @@ type Generation struct {
 	BlobBytes       int64     `json:"blob_bytes,omitempty"`
 	Notes           []string  `json:"notes,omitempty"`
 	Failures        []Failure `json:"failures"`
+	// Abandoned: a later resume record abandons this generation (the run
+	// restarted from an earlier one); it was verified all the same.
+	Abandoned bool `json:"abandoned,omitempty"`
+	// Resume is set on a resume record's entry (resume.go).
+	Resume *ResumeInfo `json:"resume,omitempty"`
 }
 
 // OK reports whether every check of the generation passed.
@@ -262,6 +267,8 @@ type verifier struct {
 	// ioErr records a failure to write a working copy (an I/O error, not
 	// a failed check); Verify returns it.
 	ioErr error
+	// forks is the live chain walked so far (resume records, resume.go).
+	forks *forks
 }
 
 // Verify walks the first-parent chain of opts.Branch from its root commit
@@ -354,7 +361,7 @@ func Verify(ctx context.Context, r *git.Repository, opts Options) (*Report, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		g, st, err := v.generation(c, prev, i == 0 && opts.Since != "")
+		g, st, err := v.commitEntry(c, prev, i == 0 && opts.Since != "")
 		if err == nil {
 			err = v.ioErr
 		}
@@ -607,7 +614,7 @@ func (v *verifier) finish(x *gv, c *object.Commit, tr map[string]string, prev *g
 
 	// Tag.
 	if ct.genText != "" {
-		v.checkTag(x, c, v.o.TagPrefix+ct.genText)
+		v.checkTag(x, c, v.tagFor(c, ct.genText))
 	}
 
 	// Chain.

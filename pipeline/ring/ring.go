@@ -10,6 +10,8 @@
 //	dir/gen-NNNNNN.wtxtdelta          DELTA v2 from the previous chained generation
 //	dir/gen-NNNNNN.wtxtdelta.wseal    (encrypting only)
 //	dir/gen-NNNNNN.wsum               WSUM (streaming only; + .wseal when encrypting)
+//	dir/gen-NNNNNN.request            the request the generation was made from (JSON,
+//	                                  written by the pipeline with Writer.Put)
 //	dir/.plain/gen-NNNNNN.wtxt        encrypting only: plaintext of the chain head,
 //	                                  0600 in a 0700 directory, the base of the next
 //	                                  delta; removed when the next head is persisted
@@ -84,6 +86,9 @@ const (
 	ExtPicture = ".diff.svg"
 	ExtSeal    = ".wseal"
 	PlainDir   = ".plain"
+	// ExtRequest: the request a generation was made from (the pipeline's
+	// JSON record of source, position and content identity).
+	ExtRequest = ".request"
 )
 
 // Entry is one generation in the ring.
@@ -118,7 +123,7 @@ func parseName(name string) (uint64, bool) {
 	}
 	suffix = strings.TrimSuffix(suffix, ExtSeal)
 	switch suffix {
-	case ExtWTXT, ExtDelta, ExtWSUM, ExtPicture:
+	case ExtWTXT, ExtDelta, ExtWSUM, ExtPicture, ExtRequest:
 		return gen, true
 	}
 	return 0, false
@@ -174,7 +179,7 @@ func List(dir string) ([]Entry, error) {
 // (and its plaintext copy); files already absent are not an error.
 func Remove(dir string, gen uint64) error {
 	var errs []error
-	for _, ext := range []string{ExtPicture, ExtDelta, ExtDelta + ExtSeal, ExtWSUM, ExtWSUM + ExtSeal, ExtWTXT + ExtSeal, ExtWTXT} {
+	for _, ext := range []string{ExtRequest, ExtPicture, ExtDelta, ExtDelta + ExtSeal, ExtWSUM, ExtWSUM + ExtSeal, ExtWTXT + ExtSeal, ExtWTXT} {
 		if err := os.Remove(Path(dir, gen, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -1,0 +1,361 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/formats/wtxt/armor"
+	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/pipeline/ring"
+	"github.com/snapd-ml/snapd/snapshot"
+	"github.com/snapd-ml/snapd/wal"
+)
+
+// Sentinel errors of re-used generation numbers and resumes.
+var (
+	// ErrReused: a request names a generation the chain already has, made
+	// from another source or other content, and declares no resume. The
+	// request fails; nothing is snapshotted or rewritten.
+	ErrReused = errors.New("generation number re-used")
+	// ErrResume: a declared resume (wal.Request.ResumedFrom) that cannot
+	// be honoured: the generation it names is above the chain head or
+	// cannot be found in the ring or the Git ledger.
+	ErrResume = errors.New("resume")
+)
+
+// genRequest is STATE_DIR/ring/gen-NNNNNN.request: the request generation
+// Gen was made from and the identity of its content, so that another
+// request for the same number can be told apart from a redelivery.
+type genRequest struct {
+	Version   int    `json:"version"`
+	Gen       uint64 `json:"gen"`
+	Source    string `json:"source"`
+	Requester string `json:"requester"`
+	// RequestedNS is the request's ts (Unix nanoseconds) and Pos its WAL
+	// position: a redelivery of the same request has both.
+	RequestedNS int64  `json:"requested_ns"`
+	Pos         string `json:"pos"`
+	// SourceFingerprint: device, inode, size and mtime of the source (of
+	// each regular file of a directory source, hashed) when it was read.
+	SourceFingerprint string `json:"source_fingerprint,omitempty"`
+	// Content is contentID of the generation's arrays; SHA256All its root.
+	Content   string `json:"content_sha256"`
+	SHA256All string `json:"sha256_all"`
+	// ResumedFrom: the generation is the first of a run resumed from it.
+	ResumedFrom uint64 `json:"resumed_from,omitempty"`
+}
+
+// contentID identifies a generation's content independently of its meta
+// (gen, ts, build) and keys: SHA-256 over each array's `arr` line up to
+// " hmac=" (name, dtype, shape, order, bytes and the SHA-256 of its raw
+// bytes), each followed by LF, in the WTXT's array order.
+func contentID(arrays []wtxt.ArrayInfo) string {
+	h := sha256.New()
+	for _, a := range arrays {
+		line := a.Line
+		if i := strings.Index(line, " hmac="); i >= 0 {
+			line = line[:i]
+		}
+		io.WriteString(h, line+"\n")
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// sourceFingerprint describes the source's files as they are now (device,
+// inode, size, mtime); "" when it cannot be read. Equal fingerprints are
+// taken as equal content; different ones lead to a content comparison.
+func sourceFingerprint(src string) string {
+	st, err := os.Stat(src)
+	if err != nil {
+		return ""
+	}
+	one := func(rel string, fi fs.FileInfo) string {
+		s, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return ""
+		}
+		return fmt.Sprintf("%s dev=%d ino=%d size=%d mtime=%d\n", rel, s.Dev, s.Ino, fi.Size(), fi.ModTime().UnixNano())
+	}
+	if !st.IsDir() {
+		return "file " + strings.TrimSuffix(one(".", st), "\n")
+	}
+	h := sha256.New()
+	err = filepath.WalkDir(src, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !de.Type().IsRegular() {
+			return nil
+		}
+		fi, err := de.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		io.WriteString(h, one(rel, fi))
+		return nil
+	})
+	if err != nil {
+		return ""
+	}
+	return "dir " + hex.EncodeToString(h.Sum(nil))
+}
+
+func readGenRequest(p string) (*genRequest, error) {
+	b, err := readStateFile(p)
+	if err != nil {
+		return nil, err
+	}
+	var r genRequest
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return &r, nil
+}
+
+// writeGenRequest persists the request record of it's generation (before
+// the chain state, so a generation in the chain has one).
+func (d *Daemon) writeGenRequest(it *item, res *wtxt.Result, fingerprint string, resumedFrom uint64) error {
+	rec := it.rec
+	r := genRequest{Version: 1, Gen: rec.Gen, Source: rec.Source, Requester: rec.Requester, RequestedNS: rec.Time.UnixNano(),
+		Pos: rec.Pos.String(), SourceFingerprint: fingerprint, Content: contentID(res.Arrays),
+		SHA256All: hex.EncodeToString(res.Root.SHA256All[:]), ResumedFrom: resumedFrom}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return d.ring.Put(ringPath(d.ringDir, rec.Gen, ring.ExtRequest), append(b, '\n'), 0o644)
+}
+
+// repeated judges a request for generation gen at or below the chain head
+// that the ring holds. It reports done when the request is the one the
+// generation was made from (a redelivery whose outcome a crash lost) or
+// names the same source with the same content (a duplicate): its result
+// is then filled from the ring and nothing is rewritten. It returns
+// ErrReused when the source or the content differs. A request that
+// declares a resume is done only when it is the very request the
+// generation was made from.
+func (d *Daemon) repeated(ctx context.Context, it *item, head *ChainState) (done bool, err error) {
+	gen := it.rec.Gen
+	p := ringPath(d.ringDir, gen, ExtWTXT)
+	if _, err := os.Stat(p); err != nil {
+		return false, nil
+	}
+	req, rerr := readGenRequest(ringPath(d.ringDir, gen, ring.ExtRequest))
+	if rerr != nil {
+		// A generation made before request records existed: only the
+		// same request (its ts is the WTXT's meta ts) is recognized.
+		if errors.Is(rerr, fs.ErrNotExist) && it.rec.ResumedFrom == 0 && d.ringTS(gen) == wtxt.FormatTS(it.rec.Time) {
+			d.fromRing(it, head)
+			return true, nil
+		}
+		if it.rec.ResumedFrom != 0 {
+			return false, nil
+		}
+		return false, permanent{fmt.Errorf("%w: gen %d is already in the chain and its request record cannot be read (%v): the request cannot be told from a re-use; a resumed run declares it (--resumed-from)", ErrReused, gen, rerr)}
+	}
+	if req.Pos == it.rec.Pos.String() && req.RequestedNS == it.rec.Time.UnixNano() {
+		d.fromRing(it, head)
+		return true, nil
+	}
+	if it.rec.ResumedFrom != 0 {
+		return false, nil
+	}
+	hint := fmt.Sprintf("a run restarted from an earlier checkpoint declares it: snapd request-snapshot --resumed-from R, or request_snapshot(..., resumed_from=R); the chain head is gen %d", d.Head().Gen)
+	if req.Source != it.rec.Source {
+		return false, permanent{fmt.Errorf("%w: gen %d was snapshotted from %s (sha256_all %s); this request names %s (%s)", ErrReused, gen, req.Source, req.SHA256All, it.rec.Source, hint)}
+	}
+	if fp := sourceFingerprint(it.rec.Source); fp != "" && fp == req.SourceFingerprint {
+		d.fromRing(it, head)
+		return true, nil
+	}
+	// The same path, changed files: compare the content itself.
+	if it.snap == nil {
+		return false, permanent{fmt.Errorf("%w: gen %d: %s changed since it was snapshotted and cannot be read to compare", ErrReused, gen, it.rec.Source)}
+	}
+	cfg := d.config()
+	s := it.snap
+	s.Meta = snapshot.Meta{Schema: cfg.Schema, Gen: gen, TS: it.rec.Time.UTC().Truncate(time.Second), Build: cfg.Build, Host: cfg.Host, Cuda: cfg.Cuda}
+	res, err := wtxt.Encode(ctx, io.Discard, s, wtxt.EncodeOptions{Workers: cfg.Workers})
+	if err != nil {
+		if ctx.Err() != nil || transient(err) {
+			return false, err
+		}
+		return false, permanent{fmt.Errorf("gen %d: compare with the snapshotted content: %w", gen, err)}
+	}
+	if id := contentID(res.Arrays); id != req.Content {
+		return false, permanent{fmt.Errorf("%w: gen %d was snapshotted from %s with other content (content %s, now %s) (%s)", ErrReused, gen, req.Source, short(req.Content), short(id), hint)}
+	}
+	d.fromRing(it, head)
+	return true, nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// ringTS returns the meta ts of generation gen's plaintext WTXT in the
+// ring ("" when unreadable).
+func (d *Daemon) ringTS(gen uint64) string {
+	f, err := os.Open(ringPath(d.ringDir, gen, ExtWTXT))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h, err := wtxt.ReadHeader(f)
+	if err != nil {
+		return ""
+	}
+	return h.Root.TS
+}
+
+// ringRoot returns generation gen's root values from the ring: its seal
+// (encrypted), or its WTXT header, or its WSUM (streamed).
+func (d *Daemon) ringRoot(gen uint64) (wtxt.Root, bool) {
+	p := ringPath(d.ringDir, gen, ExtWTXT)
+	if sb, err := os.ReadFile(armor.SealPath(p)); err == nil {
+		if s, err := armor.ParseSeal(sb); err == nil {
+			return s.Root, true
+		}
+		return wtxt.Root{}, false
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return wtxt.Root{}, false
+	}
+	defer f.Close()
+	h, err := gitops.ParseHeader(f)
+	if err != nil {
+		return wtxt.Root{}, false
+	}
+	if h.Pending {
+		w, err := os.Open(ringPath(d.ringDir, gen, ExtWSUM))
+		if err != nil {
+			return wtxt.Root{}, false
+		}
+		defer w.Close()
+		if gitops.ParseWSUM(w, h) != nil {
+			return wtxt.Root{}, false
+		}
+	}
+	return h.Root, true
+}
+
+// resumeBase prepares a declared resume (it.rec.ResumedFrom = R) and
+// returns the state the request's generation chains to. R at the chain
+// head (or at a pending resume's generation) needs nothing. R below it:
+// once every earlier request is finished (committed to Git), R's chain
+// values are taken from the ring or, failing that, from the Git ledger's
+// live chain; the chain state records the pending resume (Resuming), and
+// the ring entries above R are removed (they are in Git). Fails with
+// ErrResume when R is above the head or cannot be found.
+func (d *Daemon) resumeBase(ctx context.Context, it *item) (ChainState, error) {
+	from, gen := it.rec.ResumedFrom, it.rec.Gen
+	full := d.Head()
+	eff := full.chainHead()
+	switch {
+	case from == eff.Gen:
+		return eff, nil
+	case from > eff.Gen:
+		return eff, permanent{fmt.Errorf("%w: gen %d resumes from gen %d, which is above the chain head gen %d (never snapshotted here)", ErrResume, gen, from, eff.Gen)}
+	}
+	// The abandoned generations must reach Git before their ring files go.
+	if err := d.fin.wait(ctx, it.rec.Pos); err != nil {
+		return eff, err
+	}
+	root, ok := d.ringRoot(from)
+	where := "ring"
+	if !ok && d.deps.Repo != nil {
+		h, err := d.deps.Repo.LiveGeneration(from)
+		if err != nil {
+			return eff, permanent{fmt.Errorf("%w: gen %d resumes from gen %d: %v", ErrResume, gen, from, err)}
+		}
+		root, ok, where = h.Root, true, "git"
+	}
+	if !ok {
+		return eff, permanent{fmt.Errorf("%w: gen %d resumes from gen %d, which is neither in the ring nor in a Git ledger", ErrResume, gen, from)}
+	}
+	base := newChainState(from, root, &ChainState{}, d.now().UTC())
+	base.Generations = full.Generations
+	next := full
+	next.Resuming = &ResumeState{From: from, AbandonedLast: full.Gen, Base: base}
+	next.Updated = d.now().UTC()
+	if err := writeChainState(d.ring, d.config().StateDir, &next); err != nil {
+		return eff, err
+	}
+	d.headMu.Lock()
+	d.head = next
+	d.headMu.Unlock()
+	ents, err := d.ring.List()
+	if err != nil {
+		return eff, err
+	}
+	for _, e := range ents {
+		if e.Gen > from {
+			if err := d.ring.Remove(e.Gen); err != nil {
+				d.log.Warn("resume: remove abandoned ring entry", "gen", e.Gen, "error", err)
+			}
+		}
+	}
+	d.log.Warn("run resumed from an earlier generation: the generations above it are abandoned", "gen", gen, "resumed_from", from,
+		"abandoned_last", full.Gen, "merkle_prev", base.MerkleThis, "found_in", where)
+	return *base, nil
+}
+
+// finished tracks how far the finish stage got in the WAL, so that a
+// stage can wait for every earlier request to be completed.
+type finished struct {
+	mu  sync.Mutex
+	pos wal.Pos
+	ch  chan struct{}
+}
+
+// set records that every request before p is finished.
+func (f *finished) set(p wal.Pos) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pos.Less(p) {
+		f.pos = p
+	}
+	if f.ch != nil {
+		close(f.ch)
+		f.ch = nil
+	}
+}
+
+// wait returns once every request before p is finished, or ctx's error.
+func (f *finished) wait(ctx context.Context, p wal.Pos) error {
+	for {
+		f.mu.Lock()
+		if !f.pos.Less(p) {
+			f.mu.Unlock()
+			return nil
+		}
+		if f.ch == nil {
+			f.ch = make(chan struct{})
+		}
+		ch := f.ch
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
