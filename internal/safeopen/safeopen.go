@@ -16,6 +16,14 @@
 //
 // O_NONBLOCK does not change reads or writes of regular files or
 // directories, so the returned *os.File behaves like one from os.Open.
+//
+// On Windows the guarantees are weaker: there is no O_NOFOLLOW, so
+// NoFollow is an os.Lstat of the path before the open (a symlink, or
+// another reparse point, is refused), and a link swapped in between
+// that check and the open is followed; the opened handle is still
+// checked to be a regular file (or an accepted directory), and named
+// pipes live outside the file system (\\.\pipe\), so an open cannot
+// block on one.
 package safeopen
 
 import (
@@ -24,9 +32,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"slices"
-	"strings"
-	"syscall"
 )
 
 // ErrNotRegular: the path is not a regular file (nor an accepted
@@ -58,24 +63,8 @@ func Open(path string, fl Flags) (*os.File, error) {
 // ErrNotRegular and names the path and what it is. Errors never contain
 // file content.
 func OpenFile(path string, flag int, perm fs.FileMode, fl Flags) (*os.File, error) {
-	flag |= syscall.O_NONBLOCK
-	if fl&NoFollow != 0 {
-		flag |= syscall.O_NOFOLLOW
-	}
-	f, err := os.OpenFile(path, flag, perm)
+	f, err := openFile(path, flag, perm, fl)
 	if err != nil {
-		if fl&NoFollow != 0 && errors.Is(err, syscall.ELOOP) {
-			return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: it is a symbolic link", ErrNotRegular)}
-		}
-		if errors.Is(err, syscall.ENXIO) {
-			// A FIFO without a reader opened for writing with
-			// O_NONBLOCK (or a device without its hardware): name it.
-			if st, serr := os.Stat(path); serr == nil {
-				if cerr := check(st.Mode(), fl); cerr != nil {
-					return nil, &fs.PathError{Op: "open", Path: path, Err: cerr}
-				}
-			}
-		}
 		return nil, err
 	}
 	st, err := f.Stat()
@@ -146,19 +135,4 @@ func ReadFile(path string, limit int64, fl Flags) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: grew past %d bytes while read", ErrTooLarge, limit)}
 	}
 	return b, nil
-}
-
-// ReadDir is os.ReadDir (entries sorted by name) for a directory that may
-// have been replaced by a FIFO or another special file: it is opened with
-// O_DIRECTORY|O_NONBLOCK, so anything but a directory fails at once
-// (syscall.ENOTDIR) instead of blocking the open.
-func ReadDir(path string) ([]fs.DirEntry, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	ents, err := f.ReadDir(-1)
-	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return ents, err
 }
