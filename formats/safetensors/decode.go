@@ -57,6 +57,11 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 	if b, ok := snapshot.BytesOf(r); ok && int64(len(b)) >= 8+hlen {
 		hdr = b[8 : 8+hlen]
 	} else {
+		// A copy (r is not memory-backed) is charged to the decode budget.
+		bud := opts.Budget(size)
+		if rem := bud.Remaining(); bud.Take(hlen, "") != nil {
+			return nil, fail("", 0, ErrLimit, "header of %d bytes exceeds the remaining decode budget of %d bytes (%d for this file; DecodeOptions.MaxDecoded)", hlen, rem, bud.Limit())
+		}
 		hdr = make([]byte, hlen)
 		if err := snapshot.ReadFullAt(r, hdr, 8); err != nil {
 			return nil, fmt.Errorf("safetensors: read header: %w", err)

@@ -8,5 +8,5 @@ import (
 
 func TestConformance(t *testing.T) {
 	files := []string{"testdata/dense_dtypes.zt", "testdata/empty.zt", "testdata/sparse_csr_coo.zt", "testdata/zstd_crc32c.zt"}
-	formatstest.Suite{Codec: New(), Files: files, Exact: []string{"testdata/dense_dtypes.zt", "testdata/empty.zt"}}.Run(t)
+	formatstest.Suite{Codec: New(), Files: files, Exact: []string{"testdata/dense_dtypes.zt", "testdata/empty.zt"}, Hostile: hostileZT}.Run(t)
 }
