@@ -2,6 +2,10 @@
 // crash) sees either the old content or the whole new content, never a
 // mixture: write to a temp file in the same directory, fsync it, rename it
 // over the target, fsync the directory.
+//
+// On Windows os.Rename replaces the target too (MoveFileEx with
+// MOVEFILE_REPLACE_EXISTING), but a directory cannot be fsynced there:
+// SyncDir does nothing and NTFS's own journal orders the rename.
 package atomicfile
 
 import (
@@ -96,20 +100,6 @@ func WriteFrom(path string, mode os.FileMode, fill func(w io.Writer) error) erro
 		return err
 	}
 	return f.Commit()
-}
-
-// SyncDir fsyncs a directory so that renames and creations in it are
-// durable.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync dir %s: %w", dir, err)
-	}
-	return nil
 }
 
 // Sweep removes temp files left in dir by an interrupted write and returns
