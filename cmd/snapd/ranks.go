@@ -248,24 +248,21 @@ func runRanksVerifyRepo(ctx context.Context, e *env, target string, o *ranksRepo
 	if len(o.pubkeys) == 0 {
 		return usageError{errors.New("--pubkey ALLOWED_SIGNERS is required")}
 	}
-	var trusted []ed25519.PublicKey
-	for _, p := range o.pubkeys {
-		k, err := keys.LoadPublicKeys(p)
-		if err != nil {
-			return keyError(err)
-		}
-		trusted = append(trusted, k...)
+	policy, err := loadSigners(o.pubkeys)
+	if err != nil {
+		return err
 	}
-	signers, err := filepath.Abs(o.pubkeys[0])
+	signers, doneSigners, err := allowedSignersFile(o.pubkeys)
 	if err != nil {
 		return ioError{err}
 	}
+	defer doneSigners()
 	repo, dir, done, err := o.openLedger(ctx, e, target)
 	if err != nil {
 		return err
 	}
 	defer done()
-	vo := ranks.VerifyLedgerOptions{Dir: dir, Branch: o.branch, Repo: repo, AllowedSigners: signers, Trusted: trusted, Since: o.since}
+	vo := ranks.VerifyLedgerOptions{Dir: dir, Branch: o.branch, Repo: repo, AllowedSigners: signers, Signers: policy, Since: o.since}
 	if o.job != "" {
 		vo.Chain = ranks.ChainID(o.job)
 	}

@@ -39,7 +39,9 @@ type Key struct {
 	// PrivFile is the OpenSSH private key (0600), usable as git's
 	// user.signingkey with gpg.format=ssh.
 	PrivFile string
-	// AllowedSigners is an allowed_signers file naming Email.
+	// AllowedSigners is an allowed_signers file naming Email for the
+	// namespaces "git" (commits, tags) and "file" (WTXT), as snapd keygen
+	// writes it.
 	AllowedSigners string
 }
 
@@ -60,7 +62,7 @@ func NewKey(t testing.TB) *Key {
 		t.Fatal(err)
 	}
 	sp, _ := ssh.NewPublicKey(pub)
-	line := fmt.Sprintf("%s namespaces=\"git\" %s", Email, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))))
+	line := fmt.Sprintf("%s namespaces=\"git,file\" %s", Email, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))))
 	if err := os.WriteFile(k.AllowedSigners, []byte(line+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/sshsig"
 	"github.com/snapd-ml/snapd/store/oci"
 )
 
@@ -27,6 +29,13 @@ type VerifyLedgerOptions struct {
 	// Trusted keys sign the indexes (committer) and the rank parts
 	// (nodes); a valid signature by one of them is required on both.
 	Trusted []ed25519.PublicKey
+	// Signers, when set, replaces Trusted with the allowed_signers
+	// policy: the index and part signatures of a generation (namespace
+	// "file") must come from a key whose line allows namespace "file" at
+	// the committer time of the generation's commit, as the commit and
+	// tag signatures are checked by git at their committer and tagger
+	// time (Signers should be parsed from the AllowedSigners file).
+	Signers *sshsig.AllowedSigners
 	// Chain, when non-zero, is the job's chain id; zero: the first
 	// generation's, and every later one must have the same.
 	Chain [32]byte
@@ -124,6 +133,22 @@ func verifyCommit(ctx context.Context, git func(context.Context, []string, ...st
 		return nil, err
 	}
 	name := c[:min(12, len(c))] + ":" + IndexPath
+	if o.Signers != nil {
+		ct, err := git(ctx, nil, "log", "-1", "--format=%ct", c)
+		if err != nil {
+			return nil, err
+		}
+		sec, err := strconv.ParseInt(strings.TrimSpace(ct), 10, 64)
+		if err != nil {
+			return nil, fail(c, 0, -1, CheckSignature, "committer time %q: %v", strings.TrimSpace(ct), err)
+		}
+		at := time.Unix(sec, 0)
+		o.Trusted = o.Signers.Ed25519Keys(sshsig.NamespaceFile, at)
+		if len(o.Trusted) == 0 {
+			return nil, fail(name, 0, -1, CheckSignature, "allowed_signers allows no key for namespace %q at the commit time %s: %s",
+				sshsig.NamespaceFile, at.UTC().Format(time.RFC3339), strings.Join(o.Signers.Excluded(sshsig.NamespaceFile, at), "; "))
+		}
+	}
 	if *chain == ([32]byte{}) {
 		*chain = ix.Chain
 	}
