@@ -23,7 +23,7 @@ import (
 // many elements the file holds for it.
 type region struct {
 	off   int64
-	elems int64
+	bytes int64  // the storage's bytes the file holds
 	where string // zip member or legacy record, for errors
 }
 
@@ -185,14 +185,25 @@ func (d *decoder) readZip() (any, error) {
 			return nil, d.errf("zip member byteorder", -1, ErrCorrupt, "neither \"little\" nor \"big\"")
 		}
 	}
-	for _, v := range []string{"version", ".data/version"} {
+	// Records of torch >= 2: numbers (the serialization id, 40 digits, is
+	// only checked to be one); torch's reader ignores them beyond that.
+	for _, v := range []string{"version", ".data/version", ".format_version", ".storage_alignment", ".data/serialization_id"} {
 		if f := members[v]; f != nil {
 			b, err := d.small(f, 64)
 			if err != nil {
 				return nil, err
 			}
-			if _, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32); err != nil {
-				return nil, d.errf("zip member "+v, -1, ErrCorrupt, "not a version number")
+			num := strings.TrimSpace(string(b))
+			bad := num == ""
+			for _, c := range []byte(num) {
+				bad = bad || c < '0' || c > '9'
+			}
+			if !bad && v != ".data/serialization_id" {
+				_, err := strconv.ParseUint(num, 10, 32)
+				bad = err != nil
+			}
+			if bad {
+				return nil, d.errf("zip member "+v, -1, ErrCorrupt, "not a number")
 			}
 		}
 	}
@@ -229,7 +240,7 @@ func (d *decoder) readZip() (any, error) {
 			if hi, lo := bits.Mul64(uint64(st.numel), uint64(es)); hi != 0 || lo > uint64(m.n) {
 				return nil, fmt.Errorf("storage %s: member holds %d bytes, the persistent id says %d elements of %d bytes", quoteKey(st.key), m.n, st.numel, es)
 			}
-			d.regions[st.key] = region{off: m.off, elems: m.n / es, where: "storage " + quoteKey(st.key)}
+			d.regions[st.key] = region{off: m.off, bytes: m.n, where: "storage " + quoteKey(st.key)}
 		}
 		return st, nil
 	}
@@ -411,7 +422,7 @@ func (d *decoder) readLegacy() (any, error) {
 		if _, dup := d.regions[key]; dup {
 			return nil, d.errf(where, off, ErrCorrupt, "storage listed twice")
 		}
-		d.regions[key] = region{off: off + 8, elems: st.numel, where: where}
+		d.regions[key] = region{off: off + 8, bytes: nb, where: where}
 		off += 8 + nb
 	}
 	for k, st := range d.st {

@@ -79,7 +79,15 @@
 //
 // # Tensors
 //
-// dtypes f64 f32 f16 bf16 i64 i32 i16 i8 u8 bool. Each tensor becomes one
+// dtypes f64 f32 f16 bf16 i64 i32 i16 i8 u8 bool (typed storages with
+// _rebuild_tensor[_v2]), c64 c128 (ComplexFloat/ComplexDoubleStorage),
+// and through _rebuild_tensor_v3 (an untyped storage, its numel in bytes,
+// and a dtype global) f8e4m3 f8e5m2 f8e8m0 (torch.float8_e4m3fn,
+// float8_e5m2, float8_e8m0fnu) u16 u32 u64 and any of the above; other
+// torch dtypes (float8_*fnuz, complex32, quantized, bits) are
+// unsupported. A storage viewed as two dtypes is unsupported. A "big"
+// byteorder record (or legacy sys_info little_endian False) makes every
+// element byte-swapped as it is read (complex: each part). Each tensor becomes one
 // array named by its key path: dict keys (ints in decimal) and list/tuple
 // indices joined by '.', e.g. "optimizer.state.0.exp_avg"; a root tensor is
 // "tensor"; bytes a WTXT name cannot hold become '_', and a name taken
@@ -123,10 +131,14 @@
 //
 // # Encode
 //
-// Encode writes the zip layout under "archive/": data.pkl, byteorder
+// Encode writes the zip layout under "archive/" as torch 2.x does:
+// data.pkl, .format_version "1", .storage_alignment "64", byteorder
 // "little", data/0 ... data/N (storages numbered in pickling order),
-// version "3\n"; every member stored with its data 64-byte aligned; no
-// timestamps, so output is a function of the snapshot. The pickle uses
+// version "3\n", .data/serialization_id (40 digits computed from the
+// members' names and CRC-32s; torch's reader does not check it); every
+// member stored with its data 64-byte aligned; no timestamps, so output
+// is a function of the snapshot. torch 1.13 ignores the 2.x records. The
+// pickle uses
 // only opcodes torch 1.13's weights_only loader knows (BINUNICODE
 // strings, no memo) — except Python floats, which that loader cannot read
 // at all (torch 2.x can); torch.load(weights_only=True) of torch 1.13
@@ -139,8 +151,11 @@
 // others are checked to be views of it; otherwise the views are
 // scattered into a buffer (≤ MaxScatter, 1 GiB) and must agree where
 // they overlap. Storage elements no view covers are written as zeros.
-// Arrays of dtypes torch 1.13 lacks (u16, u32, u64) fail with
-// formats.ErrLossy, or are written as None with Lossy.
+// Arrays of dtypes without a typed storage class (f8e4m3, f8e5m2,
+// f8e8m0, u16, u32, u64) are written as torch 2.x writes them,
+// _rebuild_tensor_v3 of a torch.storage.UntypedStorage with the dtype
+// global: torch >= 2.1 (fp8) or 2.3 (unsigned) loads them with
+// weights_only=True, torch 1.13 cannot.
 //
 // All Decode format errors are *Error values naming the file, the member
 // or pickle stream (with the file offset) or the tensor, and the failed

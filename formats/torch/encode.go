@@ -10,6 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"hash/crc32"
+	"hash/fnv"
 	"io"
 	"math"
 	"math/big"
@@ -27,7 +30,15 @@ var storageClassOf = map[snapshot.DType]string{
 	snapshot.F64: "DoubleStorage", snapshot.F32: "FloatStorage", snapshot.F16: "HalfStorage",
 	snapshot.BF16: "BFloat16Storage", snapshot.I64: "LongStorage", snapshot.I32: "IntStorage",
 	snapshot.I16: "ShortStorage", snapshot.I8: "CharStorage", snapshot.U8: "ByteStorage",
-	snapshot.Bool: "BoolStorage",
+	snapshot.Bool: "BoolStorage", snapshot.C64: "ComplexFloatStorage", snapshot.C128: "ComplexDoubleStorage",
+}
+
+// v3DTypes are the dtypes torch (>= 2.1 for float8, >= 2.3 for the
+// unsigned ones) pickles as _rebuild_tensor_v3 of an untyped storage,
+// and their torch names; torch 1.13 cannot load them.
+var v3DTypes = map[snapshot.DType]string{
+	snapshot.F8E4M3: "float8_e4m3fn", snapshot.F8E5M2: "float8_e5m2", snapshot.F8E8M0: "float8_e8m0fnu",
+	snapshot.U16: "uint16", snapshot.U32: "uint32", snapshot.U64: "uint64",
 }
 
 // MaxScatter bounds the storage Encode assembles in memory when no array
@@ -270,7 +281,8 @@ func (p *plan) add(name string) error {
 	if a == nil {
 		return encErr("%s references array %q, which the snapshot lacks", AttrTree, name)
 	}
-	if _, ok := storageClassOf[a.DType]; !ok {
+	_, typed := storageClassOf[a.DType]
+	if _, v3 := v3DTypes[a.DType]; !typed && !v3 {
 		if p.lossy {
 			p.dropped[name] = true
 			return nil
@@ -392,6 +404,12 @@ func (c *Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, o
 	if err := writeMember(zw, cw, "data.pkl", pk.buf.Bytes()); err != nil {
 		return err
 	}
+	if err := writeMember(zw, cw, ".format_version", []byte("1")); err != nil {
+		return err
+	}
+	if err := writeMember(zw, cw, ".storage_alignment", []byte("64")); err != nil {
+		return err
+	}
 	if err := writeMember(zw, cw, "byteorder", []byte("little")); err != nil {
 		return err
 	}
@@ -411,6 +429,12 @@ func (c *Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, o
 	if err := writeMember(zw, cw, "version", []byte("3\n")); err != nil {
 		return err
 	}
+	// As torch >= 2.4: a 40-digit id of the records, 20 digits from their
+	// names and 20 from their CRC-32s (torch's own hashes differ; its
+	// reader does not check the id). It is a function of the content.
+	if err := writeMember(zw, cw, ".data/serialization_id", []byte(cw.serializationID())); err != nil {
+		return err
+	}
 	if err := zw.Close(); err != nil {
 		return err
 	}
@@ -425,6 +449,24 @@ type countWriter struct {
 	n    int64
 	open bool
 	last int64 // bytes written into the open member
+	// names and crcs hash the members written so far (their names, and
+	// the CRC-32 of each member's data) for the serialization id.
+	names, crcs hash.Hash64
+	crc         hash.Hash32
+}
+
+// serializationID is the id of the members written so far.
+func (c *countWriter) serializationID() string {
+	c.endMember()
+	return fmt.Sprintf("%020d%020d", c.names.Sum64(), c.crcs.Sum64())
+}
+
+// endMember folds the open member's CRC-32 into the id.
+func (c *countWriter) endMember() {
+	if c.crc != nil {
+		c.crcs.Write(c.crc.Sum(nil))
+		c.crc = nil
+	}
 }
 
 func (c *countWriter) Write(p []byte) (int, error) {
@@ -440,6 +482,12 @@ func createMember(zw *zip.Writer, cw *countWriter, name string) (io.Writer, erro
 		return nil, err
 	}
 	name = ArchiveName + "/" + name
+	if cw.names == nil {
+		cw.names, cw.crcs = fnv.New64a(), fnv.New64a()
+	}
+	cw.endMember()
+	cw.names.Write([]byte(name + "\x00"))
+	cw.crc = crc32.NewIEEE()
 	start := cw.n + 30 + int64(len(name)) + 4
 	if cw.open {
 		start += 16
@@ -470,6 +518,7 @@ type memberWriter struct {
 func (m *memberWriter) Write(p []byte) (int, error) {
 	n, err := m.w.Write(p)
 	m.cw.last += int64(n)
+	m.cw.crc.Write(p[:n])
 	return n, err
 }
 
@@ -565,7 +614,7 @@ func sameView(storage snapshot.Source, es int64, v *outView) error {
 	if n == 0 {
 		return nil
 	}
-	vs := newViewSource(storage, 0, es, v.off, v.a.Shape, v.stride, false)
+	vs := newViewSource(storage, 0, es, v.off, v.a.Shape, v.stride, 0)
 	const piece = 1 << 20
 	x := make([]byte, min(n, piece))
 	y := make([]byte, min(n, piece))
@@ -773,20 +822,41 @@ func (p *pickler) value(pl *plan, v any) error {
 			p.global("torch._utils", "_rebuild_parameter")
 			p.op('(')
 		}
-		p.global("torch._utils", "_rebuild_tensor_v2")
+		// torch's _reduce_ex_internal: _rebuild_tensor_v2 of a typed
+		// storage, or for the dtypes without a typed storage class
+		// _rebuild_tensor_v3 of an untyped one (numel in bytes) with the
+		// dtype as the last argument.
+		dtName, v3 := v3DTypes[st.dtype]
+		if v3 {
+			p.global("torch._utils", "_rebuild_tensor_v3")
+		} else {
+			p.global("torch._utils", "_rebuild_tensor_v2")
+		}
 		p.op('(', '(')
 		p.str("storage")
-		p.global("torch", storageClassOf[st.dtype])
+		if v3 {
+			p.global("torch.storage", "UntypedStorage")
+		} else {
+			p.global("torch", storageClassOf[st.dtype])
+		}
 		p.str(st.key)
 		p.str("cpu")
-		p.int(st.numel)
+		if v3 {
+			p.int(st.numel * int64(st.dtype.Size()))
+		} else {
+			p.int(st.numel)
+		}
 		p.op('t', 'Q')
 		p.int(view.off)
 		p.ints(view.a.Shape)
 		p.ints(view.stride)
 		p.value(pl, x.requiresGrad && !x.param)
 		p.global("collections", "OrderedDict")
-		p.op(')', 'R', 't', 'R')
+		p.op(')', 'R')
+		if v3 {
+			p.global("torch", dtName)
+		}
+		p.op('t', 'R')
 		if x.param {
 			p.value(pl, x.requiresGrad)
 			p.global("collections", "OrderedDict")

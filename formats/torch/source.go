@@ -20,11 +20,14 @@ type viewSource struct {
 	off    int64
 	size   []int64
 	stride []int64
-	swap   bool
+	swap   int   // byte-swap unit (es, or half of it for complex), 0: none
 	n      int64 // elements
 }
 
-func newViewSource(r io.ReaderAt, base, es, off int64, size, stride []int64, swap bool) *viewSource {
+// newViewSource serves the view (off, size, stride) of the storage at
+// base whose elements are es bytes; swap > 0 reverses the bytes of every
+// swap-byte unit (big-endian storages).
+func newViewSource(r io.ReaderAt, base, es, off int64, size, stride []int64, swap int) *viewSource {
 	v := &viewSource{r: r, base: base, es: es, off: off, size: size, stride: stride, swap: swap, n: 1}
 	for _, d := range size {
 		v.n *= d
@@ -105,8 +108,8 @@ func (v *viewSource) gather(dst []byte, e0 int64) error {
 		} else if err := snapshot.ReadFullAt(v.r, dst[pos:pos+int(nb)], src); err != nil {
 			return err
 		}
-		if v.swap {
-			swapBytes(dst[pos:pos+int(nb)], int(v.es))
+		if v.swap > 1 {
+			swapBytes(dst[pos:pos+int(nb)], v.swap)
 		}
 		pos += int(nb)
 		// Advance the index by run elements.

@@ -28,11 +28,8 @@ type expTensor struct {
 	SHA256 string  `json:"sha256"`
 }
 
-var torchDTypes = map[string]snapshot.DType{
-	"float64": snapshot.F64, "float32": snapshot.F32, "float16": snapshot.F16, "bfloat16": snapshot.BF16,
-	"int64": snapshot.I64, "int32": snapshot.I32, "int16": snapshot.I16, "int8": snapshot.I8,
-	"uint8": snapshot.U8, "bool": snapshot.Bool,
-}
+// torchDTypes: the torch dtype names of EXPECTED.json.
+var torchDTypes = torchDTypeNames
 
 // expected reads testdata/EXPECTED.json (a copy of
 // shared/fixtures/torch/EXPECTED.json).
@@ -236,10 +233,19 @@ func TestEncodeChecks(t *testing.T) {
 	if err := New().Encode(ctx, &buf, s, formats.EncodeOptions{}); !errors.Is(err, ErrInvalidSnapshot) || !strings.Contains(err.Error(), "bytes differ") {
 		t.Fatalf("diverged tie: %v", err)
 	}
-	// A dtype torch 1.13 has no storage for.
-	u := &snapshot.Snapshot{Arrays: []*snapshot.Array{{Name: "u", DType: snapshot.U32, Shape: []int64{1}, Data: snapshot.Bytes(make([]byte, 4))}}}
-	if err := New().Encode(ctx, &buf, u, formats.EncodeOptions{}); !errors.Is(err, formats.ErrLossy) {
+	// A dtype torch 1.13 has no storage for: written as torch 2.x does
+	// (_rebuild_tensor_v3 of an untyped storage).
+	u := &snapshot.Snapshot{Arrays: []*snapshot.Array{{Name: "u", DType: snapshot.U32, Shape: []int64{1}, Data: snapshot.Bytes([]byte{1, 2, 3, 4})}}}
+	buf.Reset()
+	if err := New().Encode(ctx, &buf, u, formats.EncodeOptions{}); err != nil {
 		t.Fatalf("u32: %v", err)
+	}
+	if !bytes.Contains(buf.Bytes(), []byte("_rebuild_tensor_v3")) || !bytes.Contains(buf.Bytes(), []byte("torch\nuint32\n")) {
+		t.Fatal("u32 not written through _rebuild_tensor_v3")
+	}
+	u2, err := New().Decode(ctx, snapshot.Bytes(buf.Bytes()), int64(buf.Len()), formats.DecodeOptions{})
+	if err != nil || u2.Array("u").DType != snapshot.U32 {
+		t.Fatalf("u32 back: %v", err)
 	}
 	// A storage size that overflows.
 	o := decodeFile(t, "testdata/state_dict.pt")

@@ -240,10 +240,15 @@ func (d *decoder) snapshot(obj any) (*snapshot.Snapshot, error) {
 	// Storages are numbered in order of first use; count the views of each.
 	ordinal := map[string]int{}
 	uses := map[string]int{}
+	dtypes := map[string]snapshot.DType{}
 	for _, nt := range w.tensors {
 		k := nt.t.st.key
 		if _, ok := ordinal[k]; !ok {
 			ordinal[k] = len(ordinal)
+			dtypes[k] = nt.t.dtype
+		}
+		if dtypes[k] != nt.t.dtype {
+			return nil, d.errf(fmt.Sprintf("tensor %q", nt.name), -1, ErrUnsupported, "storage %s is viewed as %s and as %s", quoteKey(k), dtypes[k], nt.t.dtype)
 		}
 		uses[k]++
 	}
@@ -273,40 +278,54 @@ func (d *decoder) array(nt namedTensor, shared bool, ordinal int) (*snapshot.Arr
 	if root == nil || !ok {
 		return nil, 0, d.errf(where, -1, ErrCorrupt, "storage without data")
 	}
-	a := &snapshot.Array{Name: nt.name, DType: t.st.dtype, Shape: append([]int64{}, t.size...)}
+	a := &snapshot.Array{Name: nt.name, DType: t.dtype, Shape: append([]int64{}, t.size...)}
 	nb, err := a.NumBytes()
 	if err != nil {
 		return nil, 0, d.errf(where, -1, ErrCorrupt, "shape %v: %v", t.size, err)
 	}
-	n := nb / int64(a.DType.Size())
-	if t.offset > math.MaxInt64-t.st.viewOff {
+	es := int64(a.DType.Size())
+	n := nb / es
+	// The storage in elements of the tensor's dtype (an untyped storage,
+	// _rebuild_tensor_v3, counts bytes).
+	rootBytes, viewBytes := root.numel*int64(root.dtype.Size()), t.st.viewOff*int64(root.dtype.Size())
+	if rootBytes%es != 0 || viewBytes%es != 0 {
+		return nil, 0, d.errf(where, -1, ErrCorrupt, "a %s view of a %d-byte storage", a.DType, rootBytes)
+	}
+	rootNumel, elems := rootBytes/es, rg.bytes/es
+	if t.offset > math.MaxInt64-viewBytes/es {
 		return nil, 0, d.errf(where, -1, ErrCorrupt, "storage offset overflows")
 	}
-	off := t.st.viewOff + t.offset
+	off := viewBytes/es + t.offset
 	last, err := reach(off, t.size, t.stride)
 	if err != nil {
 		return nil, 0, d.errf(where, -1, ErrCorrupt, "%v", err)
 	}
-	if n > 0 && last >= rg.elems {
-		return nil, 0, d.errf(where, rg.off, ErrCorrupt, "view (offset %d, size %v, stride %v) reaches element %d, %s holds %d elements", off, t.size, t.stride, last, rg.where, rg.elems)
+	if n > 0 && last >= elems {
+		return nil, 0, d.errf(where, rg.off, ErrCorrupt, "view (offset %d, size %v, stride %v) reaches element %d, %s holds %d elements", off, t.size, t.stride, last, rg.where, elems)
 	}
 	cont := contiguous(t.size, t.stride)
-	if shared || off != 0 || !cont || n != root.numel {
+	if shared || off != 0 || !cont || n != rootNumel {
 		a.Attrs = map[string]string{
 			AttrStorage:      strconv.Itoa(ordinal),
-			AttrStorageNumel: strconv.FormatInt(root.numel, 10),
+			AttrStorageNumel: strconv.FormatInt(rootNumel, 10),
 			AttrOffset:       strconv.FormatInt(off, 10),
 			AttrStride:       jsonInts(t.stride),
 		}
 	}
-	es := int64(a.DType.Size())
+	swap := 0
+	if d.swap && es > 1 {
+		swap = int(es)
+		if a.DType.IsComplex() {
+			swap /= 2 // real and imaginary parts swap separately
+		}
+	}
 	switch {
 	case n == 0:
 		a.Data = snapshot.Bytes{}
-	case cont && (!d.swap || es == 1):
+	case cont && swap == 0:
 		a.Data = snapshot.Section(d.r, rg.off+off*es, nb)
 	default:
-		a.Data = newViewSource(d.r, rg.off, es, off, t.size, t.stride, d.swap && es > 1)
+		a.Data = newViewSource(d.r, rg.off, es, off, t.size, t.stride, swap)
 	}
 	return a, nb, nil
 }

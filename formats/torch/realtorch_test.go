@@ -1,0 +1,124 @@
+package torch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/snapd-ml/snapd/formats"
+)
+
+// flattenPy loads a .pt with torch.load(weights_only=True) and prints
+// its tensors as EXPECTED.json does: name -> [dtype, shape, sha256].
+const flattenPy = `
+import hashlib, json, sys, torch
+def h(t):
+    t = t.detach().contiguous().cpu()
+    return hashlib.sha256(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"").hexdigest()
+def flat(prefix, obj, acc):
+    if isinstance(obj, torch.Tensor):
+        acc[prefix] = [str(obj.dtype).replace("torch.", ""), list(obj.shape), h(obj)]
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            flat(f"{prefix}.{k}" if prefix else str(k), v, acc)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            flat(f"{prefix}.{i}", v, acc)
+    return acc
+print(json.dumps(flat("", torch.load(sys.argv[1], weights_only=True), {})))
+`
+
+// realTorch is a way to run a Python with torch: the command prefix and
+// the directory files must be written to (inside a chroot for one).
+type realTorch struct {
+	name   string
+	cmd    []string
+	dir    string // where the files go
+	inside string // dir as the command sees it
+	files  []string
+}
+
+// realTorches finds torch 1.13 (/usr/bin/python3, Debian 12) and a torch
+// 2.x chroot named by SNAPD_TORCH2_CHROOT (Debian 13's python3-torch
+// 2.6, see shared/fixtures/torch2/README.md).
+func realTorches(t *testing.T) []realTorch {
+	var out []realTorch
+	if exec.Command("python3", "-c", "import torch").Run() == nil {
+		d := t.TempDir()
+		out = append(out, realTorch{name: "system", cmd: []string{"python3"}, dir: d, inside: d,
+			// torch 1.13 reads no float leaves with weights_only (the
+			// optimizer's lr) and no float8 (_rebuild_tensor_v3).
+			files: []string{"model.pt", "views.pt", "legacy.pt"}})
+	}
+	if root := os.Getenv("SNAPD_TORCH2_CHROOT"); root != "" {
+		d, err := os.MkdirTemp(filepath.Join(root, "tmp"), "snapd-torch-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		out = append(out, realTorch{name: "chroot", cmd: []string{"chroot", root, "python3"}, dir: d,
+			inside: "/tmp/" + filepath.Base(d), files: []string{"model.pt", "train_ckpt.pt", "dtypes.pt", "views.pt", "legacy.pt"}})
+	}
+	if len(out) == 0 {
+		t.Skip("no python3 with torch")
+	}
+	return out
+}
+
+// TestRealTorchLoadsEncoded: what Encode writes from each torch 2.6
+// fixture loads with torch.load(weights_only=True) in torch 1.13 (the
+// files it can hold) and in torch 2.x (all, fp8 and complex included),
+// to the fixture's exact tensors.
+func TestRealTorchLoadsEncoded(t *testing.T) {
+	exp := expected2(t)
+	for _, rt := range realTorches(t) {
+		os.WriteFile(filepath.Join(rt.dir, "flatten.py"), []byte(flattenPy), 0o644)
+		for _, file := range rt.files {
+			t.Run(rt.name+"/"+file, func(t *testing.T) {
+				s := decodeFile(t, filepath.Join("testdata/torch2", file))
+				var pt bytes.Buffer
+				if err := New().Encode(context.Background(), &pt, s, formats.EncodeOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(filepath.Join(rt.dir, file), pt.Bytes(), 0o644)
+				args := append(append([]string{}, rt.cmd[1:]...), rt.inside+"/flatten.py", rt.inside+"/"+file)
+				out, err := exec.Command(rt.cmd[0], args...).Output()
+				if err != nil {
+					var stderr string
+					if ee, ok := err.(*exec.ExitError); ok {
+						stderr = string(ee.Stderr)
+					}
+					t.Fatalf("torch.load: %v\n%s", err, stderr)
+				}
+				var got map[string][3]json.RawMessage
+				if err := json.Unmarshal(bytes.TrimSpace(out), &got); err != nil {
+					t.Fatalf("%v: %s", err, out)
+				}
+				want := exp[file]
+				if len(got) != len(want) {
+					t.Fatalf("%d tensors, want %d", len(got), len(want))
+				}
+				for name, g := range got {
+					var dt, sum string
+					var shape []int64
+					json.Unmarshal(g[0], &dt)
+					json.Unmarshal(g[1], &shape)
+					json.Unmarshal(g[2], &sum)
+					w, ok := want[name]
+					if shape == nil {
+						shape = []int64{}
+					}
+					if !ok || dt != w.DType || !reflect.DeepEqual(shape, w.Shape) || sum != w.SHA256 {
+						t.Errorf("%s: %s %v %s, want %+v", name, dt, shape, strings.TrimSpace(sum), w)
+					}
+				}
+			})
+		}
+	}
+}
