@@ -99,3 +99,17 @@ func TestUnknownGlobalPath(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestPlainDataWithoutTreeForm: values torch's loader allows but
+// torch.tree cannot hold (a set, a complex) are unsupported, not corrupt.
+func TestPlainDataWithoutTreeForm(t *testing.T) {
+	for name, pkl := range map[string]string{
+		"set":     "\x80\x02}X\x01\x00\x00\x00scbuiltins\nset\n]\x85Rs.",
+		"complex": "\x80\x02}X\x01\x00\x00\x00ccbuiltins\ncomplex\nK\x01K\x02\x86Rs.",
+	} {
+		err := decodeErr(t, ckptZip(t, []byte(pkl), nil))
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "not supported in a checkpoint tree") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

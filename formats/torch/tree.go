@@ -2,6 +2,7 @@ package torch
 
 import (
 	"bytes"
+	"errors"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,12 @@ import (
 	"github.com/snapd-ml/snapd/formats/pickle"
 	"github.com/snapd-ml/snapd/snapshot"
 )
+
+// unsupportedValue is the walker's failure for valid plain data the tree
+// cannot hold.
+type unsupportedValue struct{ msg string }
+
+func (u unsupportedValue) Error() string { return u.msg }
 
 // walker turns the unpickled object into the JSON tree of AttrTree and
 // the list of tensors with their array names.
@@ -146,7 +153,13 @@ func (w *walker) node(v any, path []string, depth int) (any, error) {
 		}
 		return n, nil
 	}
-	return nil, fmt.Errorf("a %s at %s is not checkpoint data", pickle.TypeName(v), strconv.QuoteToASCII(truncate(strings.Join(path, "."), 200)))
+	at := strconv.QuoteToASCII(truncate(strings.Join(path, "."), 200))
+	switch v.(type) {
+	case *pickle.Set, complex128, pickle.ByteArray:
+		// Plain data torch's loader allows that torch.tree has no form for.
+		return nil, unsupportedValue{fmt.Sprintf("a %s at %s is not supported in a checkpoint tree", pickle.TypeName(v), at)}
+	}
+	return nil, fmt.Errorf("a %s at %s is not checkpoint data", pickle.TypeName(v), at)
 }
 
 func (w *walker) pairs(d *pickle.Dict, path []string, depth int) ([]any, error) {
@@ -224,8 +237,12 @@ func (d *decoder) snapshot(obj any) (*snapshot.Snapshot, error) {
 	tree, err := w.node(obj, nil, 0)
 	if err != nil {
 		sentinel := ErrCorrupt
-		if w.nodes > maxNodes || strings.Contains(err.Error(), "nested deeper") {
+		var uv unsupportedValue
+		switch {
+		case w.nodes > maxNodes || strings.Contains(err.Error(), "nested deeper"):
 			sentinel = ErrLimit
+		case errors.As(err, &uv):
+			sentinel = ErrUnsupported
 		}
 		return nil, d.errf("data.pkl", -1, sentinel, "%v", err)
 	}
