@@ -61,7 +61,7 @@ pubkey="${SNAPD_PUBKEY_FILE:-.snapd/allowed_signers}"
 snapd="${SNAPD_BIN:-snapd}"
 
 if ! command -v "$snapd" >/dev/null 2>&1; then
-  echo "ci-verify: $snapd not found (install it: go install github.com/snapd-ml/snapd/cmd/snapd@latest)" >&2
+  echo "ci-verify: $snapd not found (build it from a snapd checkout: go install ./cmd/snapd)" >&2
   exit 2
 fi
 

@@ -19,10 +19,9 @@ command -v python3 >/dev/null    || need+=(python3)
 # PyTorch for the torch codec's real-torch tests (Debian's 1.13; the tests
 # also look in /usr/bin/python3 when python3 on PATH is another build).
 python3 -c 'import torch' 2>/dev/null || /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
-# pip + setuptools install python/ (snapd_trainer) offline in cmd/snapd's
+# A venv (with pip) installs python/ (snapd_trainer) offline in cmd/snapd's
 # TestTrainerModuleInstalls.
-/usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
-/usr/bin/python3 -c 'import setuptools' >/dev/null 2>&1 || need+=(python3-setuptools)
+/usr/bin/python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v systemd-analyze >/dev/null || need+=(systemd)   # configs/systemd_test.go
 command -v promtool >/dev/null   || need+=(prometheus)     # pipeline metrics lint
 # The CNCF distribution registry and htpasswd for store/oci (issue 15).

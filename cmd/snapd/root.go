@@ -9,9 +9,14 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=..."
-// (scripts/release.sh, from git describe); see currentVersion.
-var version = "dev"
+// version and revision are set at build time with -ldflags
+// "-X main.version=... -X main.revision=..." (scripts/release.sh, from git
+// describe and git rev-parse HEAD, so a release binary names its commit
+// even when built with -buildvcs=false); see currentVersion.
+var (
+	version  = "dev"
+	revision = ""
+)
 
 // env is what every command needs from the outside world; tests replace
 // its fields instead of touching globals.
@@ -70,6 +75,7 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		newStatusCommand(e),
 		newReviewCommand(e),
 		newRequestSnapshotCommand(e),
+		newWaitCommand(e),
 		newWALCommand(e),
 		newGCCommand(e),
 		newVerifyRepoCommand(e),

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -24,10 +25,15 @@ type versionInfo struct {
 	Platform  string `json:"platform"` // GOOS/GOARCH
 }
 
-// resolveVersion combines the link-time version with the build info the
-// Go toolchain embeds (bi may be nil).
-func resolveVersion(linked string, bi *debug.BuildInfo) versionInfo {
+// resolveVersion combines the link-time version and revision with the
+// build info the Go toolchain embeds (bi may be nil). The toolchain's
+// vcs.revision wins when present; linkedRev (a "-dirty" suffix marks a
+// modified tree) fills in when the build had no VCS stamping.
+func resolveVersion(linked, linkedRev string, bi *debug.BuildInfo) versionInfo {
 	v := versionInfo{Version: linked, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if rev, dirty := strings.CutSuffix(linkedRev, "-dirty"); rev != "" {
+		v.Revision, v.Modified = rev, dirty
+	}
 	if bi == nil {
 		if v.Version == "" {
 			v.Version = "dev"
@@ -56,7 +62,7 @@ func resolveVersion(linked string, bi *debug.BuildInfo) versionInfo {
 // currentVersion is this binary's version.
 func currentVersion() versionInfo {
 	bi, _ := debug.ReadBuildInfo()
-	return resolveVersion(version, bi)
+	return resolveVersion(version, revision, bi)
 }
 
 func newVersionCommand(e *env) *cobra.Command {

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/pipeline"
+	"github.com/snapd-ml/snapd/wal"
+)
+
+type waitOptions struct {
+	stateDir string
+	gen      uint64
+	pushed   bool
+	timeout  time.Duration
+	interval time.Duration
+	json     bool
+}
+
+// waitResult is what `snapd wait --json` prints.
+type waitResult struct {
+	Gen     uint64 `json:"gen"`
+	State   string `json:"state"` // done, pushed, failed, pending
+	Message string `json:"message,omitempty"`
+	Source  string `json:"source,omitempty"`
+}
+
+func newWaitCommand(e *env) *cobra.Command {
+	o := waitOptions{interval: 200 * time.Millisecond}
+	cmd := &cobra.Command{
+		Use:   "wait GEN",
+		Short: "Wait until a requested generation is done (or pushed), exit 1 if it failed",
+		Long: `Wait until the request for generation GEN in STATE_DIR/wal has an outcome.
+done: exit 0. failed: the reason on stderr, exit 1. With --pushed, a done
+generation is also waited on until the push queue holds no job for it or an
+earlier generation (it reached the remote); a queue that stopped and needs
+attention ends the wait with exit 1 and its error. --timeout ends the wait
+with exit 2 (the generation may still land: run it again). Reads only;
+safe while the daemon runs. A request for GEN that is not in the log yet is
+waited for like a pending one.`,
+		Example: `  snapd wait 3 --state-dir /data/snapd
+  snapd wait 3 --pushed --timeout 10m --json`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			g, err := strconv.ParseUint(args[0], 10, 64)
+			if err != nil || g == 0 {
+				return usageError{fmt.Errorf("GEN must be a generation number >= 1")}
+			}
+			o.gen = g
+			if o.stateDir, err = e.existingStateDir(cmd); err != nil {
+				return err
+			}
+			return runWait(cmd.Context(), e, &o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.pushed, "pushed", false, "also wait until the generation reached the Git remote (the push queue holds no job up to GEN)")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "give up after this long (e.g. 10m; 0: wait for ever)")
+	cmd.Flags().BoolVar(&o.json, "json", false, `print JSON: {"gen", "state", "message", "source"}`)
+	return cmd
+}
+
+// errWaitTimeout ends a wait that ran out of time.
+var errWaitTimeout = errors.New("timed out")
+
+func runWait(ctx context.Context, e *env, o *waitOptions) error {
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	var last waitResult
+	for {
+		r, final, err := waitCheck(o)
+		if err != nil {
+			return err
+		}
+		last = r
+		if final {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return withHint(ioError{fmt.Errorf("wait for generation %d: %w after %s (state %s)", o.gen, errWaitTimeout, o.timeout, last.State)},
+					"the daemon may still be working on it: snapd status; run snapd wait again")
+			}
+			return ctx.Err()
+		case <-time.After(o.interval):
+		}
+	}
+	if o.json {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(last); err != nil {
+			return err
+		}
+	} else if last.State != "failed" {
+		fmt.Fprintf(e.stdout, "generation %d %s\n", last.Gen, last.State)
+	}
+	if last.State == "failed" {
+		return fmt.Errorf("generation %d failed: %s", last.Gen, last.Message)
+	}
+	return nil
+}
+
+// waitCheck reads the WAL (and with --pushed the push queue) once; final
+// reports whether the wait is over.
+func waitCheck(o *waitOptions) (waitResult, bool, error) {
+	r := waitResult{Gen: o.gen, State: "pending"}
+	entries, err := wal.List(filepath.Join(o.stateDir, pipeline.WALDir), nil)
+	if err != nil {
+		return r, false, ioError{fmt.Errorf("read the request log: %w", err)}
+	}
+	// The newest request for the generation decides (a resumed run may
+	// have asked for the same number again).
+	found := false
+	for _, en := range entries {
+		if en.Gen != o.gen {
+			continue
+		}
+		found = true
+		r.Source = en.Source
+		switch en.State {
+		case wal.Done:
+			r.State, r.Message = "done", ""
+		case wal.Failed:
+			r.State, r.Message = "failed", en.Message
+		default:
+			r.State, r.Message = "pending", ""
+		}
+	}
+	if !found || r.State == "pending" {
+		return r, false, nil
+	}
+	if r.State == "failed" || !o.pushed {
+		return r, true, nil
+	}
+	qdir := filepath.Join(o.stateDir, pipeline.QueueDir)
+	if _, err := os.Stat(qdir); errors.Is(err, os.ErrNotExist) {
+		return r, false, withHint(usageError{fmt.Errorf("--pushed: %s has no push queue", o.stateDir)},
+			"the daemon keeps a push queue only with a Git remote (--git-remote, git.remote)")
+	}
+	q, err := queue.Open(qdir, queue.Options{Shared: true})
+	if err != nil {
+		return r, false, ioError{err}
+	}
+	st, err := q.Status()
+	if err != nil {
+		return r, false, ioError{err}
+	}
+	jobs, err := q.List()
+	if err != nil {
+		return r, false, ioError{err}
+	}
+	for _, j := range jobs {
+		if j.Gen <= o.gen {
+			if st.State == queue.StateNeedsAttention {
+				msg := st.LastError
+				if st.Hold != nil {
+					msg = st.Hold.Kind + ": " + st.Hold.Error
+				}
+				r.State, r.Message = "failed", "the push queue needs attention: "+msg
+				return r, true, nil
+			}
+			return r, false, nil
+		}
+	}
+	r.State = "pushed"
+	return r, true, nil
+}
