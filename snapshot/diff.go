@@ -196,6 +196,7 @@ func diffArray(a, b *Array, opts DiffOptions) (ArrayDiff, error) {
 	}
 	esz := int64(b.DType.Size())
 	isFloat := b.DType.IsFloat()
+	isComplex := b.DType.IsComplex()
 	var acc floatAcc
 	bufA := make([]byte, min(block, rows)*rowSize)
 	bufB := make([]byte, len(bufA))
@@ -228,15 +229,29 @@ func diffArray(a, b *Array, opts DiffOptions) (ArrayDiff, error) {
 					continue
 				}
 				d.ChangedElements++
-				if isFloat {
+				switch {
+				case isComplex:
+					ar, ai := ElementComplex(b.DType, x)
+					br, bi := ElementComplex(b.DType, y)
+					acc.addComplex(ar, ai, br, bi)
+				case isFloat:
 					acc.addFloat(toFloat(b.DType, x), toFloat(b.DType, y))
-				} else {
+				default:
 					acc.addInt(intAbsDiff(b.DType, x, y))
 				}
 			}
 		}
-		// Every row contributes to ||old||2 for floats.
-		if isFloat {
+		// Every row contributes to ||old||2 for floats; a complex
+		// element by its squared modulus (both parts).
+		if isComplex {
+			for e := int64(0); e < int64(len(pa)); e += esz {
+				re, im := ElementComplex(b.DType, pa[e:e+esz])
+				if finite(re) && finite(im) {
+					acc.old.add(re)
+					acc.old.add(im)
+				}
+			}
+		} else if isFloat {
 			for e := int64(0); e < int64(len(pa)); e += esz {
 				if v := toFloat(b.DType, pa[e:e+esz]); !math.IsNaN(v) && !math.IsInf(v, 0) {
 					acc.old.add(v)
@@ -328,21 +343,46 @@ func (f *floatAcc) addInt(delta float64) {
 	f.intMax = max(f.intMax, delta)
 }
 
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// addComplex adds a changed complex element a → b: |Δ| is the modulus
+// |b - a|; an element is NaN when either part is NaN, else ±Inf when
+// either part is infinite.
+func (f *floatAcc) addComplex(ar, ai, br, bi float64) {
+	aNaN, bNaN := math.IsNaN(ar) || math.IsNaN(ai), math.IsNaN(br) || math.IsNaN(bi)
+	aInf := !aNaN && (math.IsInf(ar, 0) || math.IsInf(ai, 0))
+	bInf := !bNaN && (math.IsInf(br, 0) || math.IsInf(bi, 0))
+	if !aNaN && !bNaN && !aInf && !bInf {
+		f.addFinite(math.Hypot(br*0.5-ar*0.5, bi*0.5-ai*0.5))
+		return
+	}
+	f.addNonFinite(aNaN, bNaN, aInf, bInf)
+}
+
 func (f *floatAcc) addFloat(a, b float64) {
 	aNaN, bNaN := math.IsNaN(a), math.IsNaN(b)
 	aInf, bInf := math.IsInf(a, 0), math.IsInf(b, 0)
 	if !aNaN && !bNaN && !aInf && !bInf {
-		h := math.Abs(b*0.5 - a*0.5)
-		f.finite++
-		f.maxH = max(f.maxH, h)
-		if h >= 1 {
-			f.sumHi += h * 0x1p-64
-		} else {
-			f.sumLo += h
-		}
-		f.diff.add(h)
+		f.addFinite(math.Abs(b*0.5 - a*0.5))
 		return
 	}
+	f.addNonFinite(aNaN, bNaN, aInf, bInf)
+}
+
+// addFinite adds a change between finite elements of halved size h.
+func (f *floatAcc) addFinite(h float64) {
+	f.finite++
+	f.maxH = max(f.maxH, h)
+	if h >= 1 {
+		f.sumHi += h * 0x1p-64
+	} else {
+		f.sumLo += h
+	}
+	f.diff.add(h)
+}
+
+// addNonFinite adds a change where either side is NaN or infinite.
+func (f *floatAcc) addNonFinite(aNaN, bNaN, aInf, bInf bool) {
 	f.nonFinite++
 	if aNaN || bNaN {
 		f.nanChanges++
@@ -353,8 +393,8 @@ func (f *floatAcc) addFloat(a, b float64) {
 	if aNaN && !bNaN {
 		f.goneNaN++
 	}
-	// The elements differ bitwise, so two infinities here have opposite
-	// signs.
+	// The elements differ bitwise, so two real infinities here have
+	// opposite signs (two complex ones differ in some part).
 	if bInf {
 		f.newInf++
 	}
@@ -414,20 +454,9 @@ func intAbsDiff(dt DType, x, y []byte) float64 {
 	return 0
 }
 
-// toFloat decodes one little-endian element of a float dtype.
-func toFloat(dt DType, b []byte) float64 {
-	switch dt {
-	case F64:
-		return math.Float64frombits(binary.LittleEndian.Uint64(b))
-	case F32:
-		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b)))
-	case BF16:
-		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b)) << 16))
-	case F16:
-		return f16ToFloat(binary.LittleEndian.Uint16(b))
-	}
-	return 0
-}
+// toFloat decodes one little-endian element of a real float dtype
+// (f64, f32, bf16, f16, fp8).
+func toFloat(dt DType, b []byte) float64 { return ElementFloat(dt, b) }
 
 // f16ToFloat converts IEEE 754 binary16 bits to float64.
 func f16ToFloat(h uint16) float64 {

@@ -75,8 +75,14 @@ func (d DType) IsFP8() bool { return d == F8E4M3 || d == F8E5M2 || d == F8E8M0 }
 // IsComplex reports whether d is c64 or c128.
 func (d DType) IsComplex() bool { return d == C64 || d == C128 }
 
-// IsFloat reports whether d is a floating-point type.
-func (d DType) IsFloat() bool { return d == F64 || d == F32 || d == F16 || d == BF16 }
+// IsFloat reports whether d has floating-point elements: f64, f32, f16,
+// bf16, the fp8 types and the complex types (whose real and imaginary
+// parts are floats). Their changes are measured on the decoded values
+// (|Δ|, relative L2; complex by the modulus of the difference) and they
+// can hold NaN (and, but for f8e4m3 and f8e8m0, ±Inf).
+func (d DType) IsFloat() bool {
+	return d == F64 || d == F32 || d == F16 || d == BF16 || d.IsFP8() || d.IsComplex()
+}
 
 // ParseDType parses a WTXT dtype name.
 func ParseDType(s string) (DType, error) {
@@ -99,11 +105,37 @@ func AllDTypes() []DType {
 
 // AnyNonFinite reports whether the little-endian elements of type d in b
 // hold a NaN or ±Inf: an exponent field of all ones, tested on the bits
-// without converting. It is false for non-float types and ignores a
-// trailing partial element. A scan this cheap lets callers skip the
-// comparison with a base when nothing non-finite is there (the usual case).
+// without converting (f8e4m3: S.1111.111, its only NaN, no Inf; f8e8m0:
+// 0xff; a complex element when either part is). It is false for
+// non-float types and ignores a trailing partial element. A scan this
+// cheap lets callers skip the comparison with a base when nothing
+// non-finite is there (the usual case).
 func AnyNonFinite(d DType, b []byte) bool {
 	switch d {
+	case C128:
+		b = b[:len(b)/16*16]
+		return AnyNonFinite(F64, b)
+	case C64:
+		b = b[:len(b)/8*8]
+		return AnyNonFinite(F32, b)
+	case F8E4M3:
+		for _, c := range b {
+			if c&0x7f == 0x7f {
+				return true
+			}
+		}
+	case F8E5M2:
+		for _, c := range b {
+			if c&0x7c == 0x7c {
+				return true
+			}
+		}
+	case F8E8M0:
+		for _, c := range b {
+			if c == 0xff {
+				return true
+			}
+		}
 	case F64:
 		for i := 0; i+8 <= len(b); i += 8 {
 			if binary.LittleEndian.Uint64(b[i:])>>52&0x7ff == 0x7ff {

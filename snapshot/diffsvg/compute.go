@@ -345,18 +345,31 @@ func (w *binWalker) piece(a, b []byte, off int64) {
 			w.s.ChangedRows++
 			w.lastRow = row
 		}
-		xo, xn := value(w.dt, x), value(w.dt, y)
-		if math.IsNaN(xo) || math.IsNaN(xn) || math.IsInf(xo, 0) || math.IsInf(xn, 0) {
-			w.cur.NonFinite = true
-			continue
+		var d, mo float64
+		if w.dt.IsComplex() {
+			// Complex: the modulus of the difference; non-finite when
+			// either part of either side is.
+			or, oi := snapshot.ElementComplex(w.dt, x)
+			nr, ni := snapshot.ElementComplex(w.dt, y)
+			if !finite(or) || !finite(oi) || !finite(nr) || !finite(ni) {
+				w.cur.NonFinite = true
+				continue
+			}
+			d, mo = math.Hypot(nr-or, ni-oi), math.Hypot(or, oi)
+		} else {
+			xo, xn := value(w.dt, x), value(w.dt, y)
+			if !finite(xo) || !finite(xn) {
+				w.cur.NonFinite = true
+				continue
+			}
+			d, mo = math.Abs(xn-xo), math.Abs(xo)
 		}
-		d := math.Abs(xn - xo)
 		if math.IsInf(d, 0) { // two huge finite values of opposite sign
 			w.cur.NonFinite = true
 			continue
 		}
 		w.cur.MaxAbs = max(w.cur.MaxAbs, d)
-		w.cur.MaxOld = max(w.cur.MaxOld, math.Abs(xo))
+		w.cur.MaxOld = max(w.cur.MaxOld, mo)
 	}
 }
 
@@ -367,9 +380,13 @@ func (w *binWalker) flush() {
 	}
 }
 
-// value decodes one little-endian element as a float64.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// value decodes one little-endian element of a real dtype as a float64.
 func value(dt snapshot.DType, b []byte) float64 {
 	switch dt {
+	case snapshot.F8E4M3, snapshot.F8E5M2, snapshot.F8E8M0:
+		return snapshot.ElementFloat(dt, b)
 	case snapshot.F64:
 		return math.Float64frombits(binary.LittleEndian.Uint64(b))
 	case snapshot.F32:
