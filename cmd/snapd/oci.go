@@ -149,17 +149,19 @@ back).
 --prev-skeleton (the previous generation's skeleton from this repository,
 e.g. the one committed to Git) makes the push cost follow the change: a
 segment whose ch lines (every chunk's off, len, sha256, crc32c) equal a
-segment of the previous skeleton, and whose blob the registry has, is
-neither read nor decoded (a checkpoint input's is read for its chunk
-sums, but not hashed whole or sent): its digest is reused. Which blobs the registry
-has comes from the previous generation's manifest (one GET of the tag
-gen-NNNNNN the skeleton's header names: a registry keeps every blob a
-manifest it serves references), and a HEAD for any blob that manifest
-does not list with that size. The other segments are checked and
-uploaded as without it; the skeleton and manifest are the same bytes.
-Should a blob have been deleted from under the previous manifest, the
-registry refuses the new one (MANIFEST_BLOB_UNKNOWN): push again without
---prev-skeleton, which HEADs every blob and uploads what is gone.
+segment of the previous skeleton is neither read nor decoded (a
+checkpoint input's is read for its chunk sums, but not hashed whole or
+sent) when the registry confirms it: the previous generation's manifest
+(one GET of the tag gen-NNNNNN the skeleton's header names) and its
+config must list that segment at the same place with the same size and
+digest; its digest is then reused. The skeleton is evidence, not truth:
+a segment the registry does not confirm (an edited or foreign skeleton,
+or a previous manifest that is gone) is read, checked and uploaded as
+without it (counted as "unproven"), so the skeleton and manifest are
+always the same bytes. Should a blob have been deleted from under the
+previous manifest, the registry refuses the new one
+(MANIFEST_BLOB_UNKNOWN): push again without --prev-skeleton, which HEADs
+every blob and uploads what is gone.
 
 --segment-cache FILE (checkpoint input) goes further: every segment is
 read, but one whose bytes the previous push saw at the same place is
@@ -180,7 +182,7 @@ made, so an edited or foreign FILE only costs hashing (output identical).`,
 	o.w.register(cmd)
 	cmd.Flags().StringVar(&o.from, "from", "", "checkpoint input format (default: detect)")
 	cmd.Flags().StringVar(&o.skeleton, "skeleton", "", "where to write the skeleton (default IN.skel for a WTXT, IN.wtxt.skel for a checkpoint)")
-	cmd.Flags().StringVar(&o.prevSkel, "prev-skeleton", "", "the previous generation's skeleton (this repository's): segments whose chunks it has and the registry holds (its gen-NNNNNN manifest lists them) are not decoded, hashed whole or sent again")
+	cmd.Flags().StringVar(&o.prevSkel, "prev-skeleton", "", "the previous generation's skeleton (this repository's): segments whose chunks it has and that its gen-NNNNNN manifest in the registry confirms (same place, size and digest) are not decoded, hashed whole or sent again")
 	cmd.Flags().StringVar(&o.segCache, "segment-cache", "", "checkpoint input: a file this push reads (when there, from the push of the --prev-skeleton generation) and rewrites: segments it proves unchanged are hashed with keyed BLAKE3 instead of SHA-256 per chunk (keys derived from --hmac-key, else --sign-key)")
 	cmd.Flags().Int64Var(&o.segSize, "segment-size", 0, "target segment blob size in bytes (0: automatic, 4 MiB doubled until the generation has fewer than 8192 segments, so the manifest stays small; the same for every generation of one model)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
@@ -256,11 +258,14 @@ func reportOCIPush(e *env, repo *oci.Repository, res *oci.PushResult, skel strin
 			"repository": repo.Name(), "tag": res.Tag, "manifest": res.Manifest.Digest.String(), "skeleton": skel, "segment_size": o.segSize,
 			"segments": res.Segments, "uploaded": res.Uploaded, "uploaded_bytes": res.UploadedBytes,
 			"mounted": res.Mounted, "mounted_bytes": res.MountedBytes,
-			"skipped": res.Skipped, "skipped_bytes": res.SkippedBytes, "reused": res.Reused, "cache_hits": res.CacheHits,
+			"skipped": res.Skipped, "skipped_bytes": res.SkippedBytes, "reused": res.Reused, "unproven": res.Unproven, "cache_hits": res.CacheHits,
 		})
 	}
 	fmt.Fprintf(e.stdout, "%s:%s %s\nsegments %d: uploaded %d (%d bytes), mounted %d (%d bytes), already present %d (%d bytes; %d known from --prev-skeleton: not hashed or sent again)\nskeleton %s\n",
 		repo.Name(), res.Tag, res.Manifest.Digest, res.Segments, res.Uploaded, res.UploadedBytes, res.Mounted, res.MountedBytes, res.Skipped, res.SkippedBytes, res.Reused, skel)
+	if res.Unproven > 0 {
+		fmt.Fprintf(e.stdout, "%d segments of --prev-skeleton %s were not confirmed by the registry's previous manifest (edited, foreign, or that manifest is gone): read and checked instead\n", res.Unproven, o.prevSkel)
+	}
 	if o.segCache != "" {
 		fmt.Fprintf(e.stdout, "segment cache %s: %d of %d segments unchanged (their chunks not hashed again)\n", o.segCache, res.CacheHits, res.Segments)
 	}

@@ -184,6 +184,12 @@ type PushStats struct {
 	// Reused counts the segments PushWTXTAt neither read nor decoded: the
 	// previous generation had their chunks and the registry their blob.
 	Reused int
+	// Unproven counts the segments whose chunks the previous generation
+	// had (by Previous.Segments) but whose place, size and digest the
+	// previous manifest (Previous.Manifest) did not confirm: they were
+	// read and checked like changed ones. Non-zero means Previous (e.g.
+	// --prev-skeleton) disagrees with the registry.
+	Unproven int
 	// CacheHits counts the segments whose chunk sums came from
 	// Previous.Cache (PushSnapshot).
 	CacheHits int64

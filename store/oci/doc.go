@@ -27,9 +27,11 @@
 // by tag. A manifest is therefore never visible before all its blobs.
 // PushWTXTAt (`snapd oci push --prev-skeleton`, the daemon) also takes the
 // previous generation's segments by key (wtxt.SkeletonKeys): a segment
-// whose ch lines are a previous segment's and whose blob the registry
-// has with that size (HEAD, asked while the split runs) is not read or
-// decoded again; its digest is reused.
+// whose ch lines are a previous segment's, and which the previous
+// generation's manifest and config (one GET each, asked while the split
+// runs) list at the same place with that size and digest, is not read or
+// decoded again; its digest is reused. A previous skeleton is evidence,
+// not truth: a segment the registry does not confirm is read and checked.
 //
 // Transport: HTTPS, or plain HTTP only for loopback hosts (localhost,
 // 127.0.0.0/8, ::1) or with Options.Insecure. Credentials come from
@@ -39,5 +41,7 @@
 // credHelpers). oras-go's auth client runs the Docker token flow
 // (WWW-Authenticate: Bearer realm=...) and basic auth. GHCR: user name +
 // a personal access token (read:packages / write:packages) as password.
-// No credential or token is ever logged or put in an error.
+// No credential or token is ever logged or put in an error. Every request
+// is bounded (Timeouts: connect, TLS handshake, response headers, and a
+// stall timeout on bodies); one that runs out fails with ErrStalled.
 package oci

@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/opencontainers/go-digest"
@@ -19,18 +20,28 @@ type Previous struct {
 	// (wtxt.SkeletonKeys of its skeleton, or PushResult.Keys of its push).
 	Segments map[wtxt.SegmentKey]wtxt.Segment
 	// Manifest, when not "", names a manifest of this repository (a tag
-	// such as gen-000041, or a digest): normally the previous
-	// generation's. A registry keeps every blob a manifest it serves
-	// references (it refuses a manifest whose blobs it lacks, and its
-	// garbage collection keeps them), so a previous segment whose digest
-	// and size that manifest lists is taken as present without a HEAD:
-	// one GET instead of one HEAD per segment. Segments it does not list
-	// are asked about one by one, as without it; a manifest that cannot
-	// be fetched (gone, too large, not snapd's) only means HEADs for all.
+	// such as gen-000041, or a digest): the previous generation's. Then
+	// Segments are claims to check, not facts: a previous segment is
+	// reused only when that manifest's config lists it at the same place
+	// (array, first chunk, chunk count) with the same size and digest and
+	// its layers reference that blob with that size (a registry keeps
+	// every blob a manifest it serves references): one GET of the
+	// manifest and one of its config instead of a HEAD per segment. A
+	// segment it does not confirm is read, checked and uploaded like a
+	// changed one (PushStats.Unproven counts them); a manifest that
+	// cannot be fetched (gone, too large, not snapd's) confirms nothing.
+	// Segments that come from a file (--prev-skeleton) must always be
+	// given with Manifest. Their ch lines (the keys) are taken as they
+	// are: only their seg lines are checked against the registry.
 	// Should a blob have been deleted from under its manifest all the
 	// same (a blob DELETE), the push's manifest is refused with an error
 	// wrapping ErrManifestBlobUnknown and a push without Manifest repairs
 	// it.
+	//
+	// Without Manifest, Segments must come from this process's own
+	// previous push (PushResult.Keys, whose digests it computed): a
+	// segment is then reused when the registry has its blob with its size
+	// (HEAD).
 	Manifest string
 	// Cache, for PushSnapshot, takes the chunk sums of segments whose bytes
 	// it proves unchanged from the previous skeleton instead of hashing
@@ -43,18 +54,16 @@ type Previous struct {
 // PushWTXTAt is PushWTXT for a WTXT that can be read at offsets (a file):
 // the structure comes from wtxt.ReadIndex, and a segment whose chunks'
 // ch lines (array, off, len, sha256, crc32c) are those of a segment of
-// prev, and whose blob the registry has with that digest and size (HEAD:
-// prev's blobs are asked about in parallel while the split runs, which
-// waits only for the answer it needs), is neither
-// read, decoded nor hashed: its seg line takes prev's digest
+// prev, and that the registry confirms (see Previous.Manifest; learnt
+// while the split runs, which waits only for the answer it needs), is
+// neither read, decoded nor hashed: its seg line takes prev's digest
 // (wtxt.SplitIndexed). Every other segment is read, each chunk's base64
 // lines decoded and checked against its sha256 and crc32c, and uploaded
 // when the registry lacks it, as PushWTXT does. The skeleton and manifest
-// are byte-identical to PushWTXT's for the same WTXT when prev is right;
-// prev comes from this repository's previous push (a wrong one can only
-// give a skeleton whose blobs fail its ch lines, which assemble and
-// verify-repo reject). The result's Keys are this generation's, for the
-// next push.
+// are byte-identical to PushWTXT's for the same WTXT; a prev whose seg
+// lines disagree with the registry's previous manifest costs only the
+// reading of the segments it got wrong. The result's Keys are this
+// generation's, for the next push.
 func (r *Repository) PushWTXTAt(ctx context.Context, in io.ReaderAt, size int64, name string, skel io.Writer, segSize int64, prev Previous) (*PushResult, error) {
 	gen, st, keys, err := r.UploadSegmentsAt(ctx, in, size, name, skel, segSize, prev)
 	if err != nil {
@@ -120,10 +129,16 @@ func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Write
 	}
 	heads := r.headAll(ctx, prev)
 	defer heads.wait()
-	var reused, reusedBytes int64
+	var reused, reusedBytes, unproven int64
 	known := func(k wtxt.SegmentKey) ([32]byte, bool) {
 		s, ok := prev.Segments[k]
-		if !ok || !heads.present(ctx, s.Digest) {
+		if !ok {
+			return [32]byte{}, false
+		}
+		if !heads.present(ctx, s) {
+			if heads.byManifest && s.Size > 0 {
+				unproven++
+			}
 			return [32]byte{}, false
 		}
 		reused++
@@ -138,6 +153,11 @@ func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Write
 		return Generation{}, st, Previous{}, err
 	}
 	st.Reused = int(reused)
+	st.Unproven = int(unproven)
+	if unproven > 0 {
+		r.log.Warn("oci push: previous segments the registry's previous manifest does not confirm were read and checked instead (an edited or foreign previous skeleton?)",
+			"repository", r.name, "manifest", prev.Manifest, "segments", unproven)
+	}
 	st.Skipped += int(reused)
 	st.SkippedBytes += reusedBytes
 	gen, st, err := r.generation(head, name, segSize, segs, st)
@@ -151,16 +171,38 @@ func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Write
 	return gen, st, next, nil
 }
 
-// blobHeads learns which of the previous generation's blobs the registry
-// has while the split runs: from prev.Manifest's layers when it can be
-// fetched, by a HEAD for each of the others. The split asks about a blob
+// blobHeads learns which of the previous generation's segments may be
+// reused while the split runs. With prev.Manifest, only what that
+// manifest proves: its config must list the segment at the same place
+// (array, first chunk, chunk count) with the same size and digest, and
+// its layers the blob with that size (a registry keeps every blob a
+// manifest it serves references). Without prev.Manifest, a HEAD per
+// blob (prev then comes from this process's own push). The split asks
 // (present) only when it reaches a segment whose key the previous
 // generation had, and waits for that one answer.
 type blobHeads struct {
+	// byManifest: prev.Manifest was given; confirmed is ready once
+	// manifestDone is closed (nil: nothing proven).
+	byManifest   bool
+	manifestDone chan struct{}
+	confirmed    map[segPlace]segClaim
+
 	res     map[[32]byte]*headResult
 	g       *errgroup.Group
 	cancel  context.CancelFunc
 	spawned chan struct{}
+}
+
+// segPlace is where a segment is: array and chunk range.
+type segPlace struct {
+	array         string
+	first, chunks int64
+}
+
+// segClaim is what is stored there.
+type segClaim struct {
+	size   int64
+	digest digest.Digest
 }
 
 type headResult struct {
@@ -168,13 +210,26 @@ type headResult struct {
 	ok   bool // the registry has the blob with the segment's size
 }
 
-// headAll starts learning about the distinct non-empty blobs of prev: one
-// GET of prev.Manifest, then HEAD requests (Options.Concurrency, at least
-// 8, at once) for those it does not list.
+// headAll starts learning about prev's segments: one GET of prev.Manifest
+// and its config, or (without prev.Manifest) HEAD requests
+// (Options.Concurrency, at least 8, at once) for the distinct non-empty
+// blobs.
 func (r *Repository) headAll(ctx context.Context, prev Previous) *blobHeads {
 	ctx, cancel := context.WithCancel(ctx)
-	h := &blobHeads{res: map[[32]byte]*headResult{}, g: &errgroup.Group{}, cancel: cancel, spawned: make(chan struct{})}
+	h := &blobHeads{res: map[[32]byte]*headResult{}, g: &errgroup.Group{}, cancel: cancel, spawned: make(chan struct{}),
+		byManifest: prev.Manifest != "", manifestDone: make(chan struct{})}
 	h.g.SetLimit(max(r.jobs, 8))
+	if h.byManifest {
+		go func() {
+			defer close(h.spawned)
+			defer close(h.manifestDone)
+			if len(prev.Segments) > 0 {
+				h.confirmed = r.previousSegments(ctx, prev.Manifest)
+			}
+		}()
+		return h
+	}
+	close(h.manifestDone)
 	var want []wtxt.Segment
 	for _, s := range prev.Segments {
 		if s.Size > 0 && h.res[s.Digest] == nil {
@@ -184,14 +239,8 @@ func (r *Repository) headAll(ctx context.Context, prev Previous) *blobHeads {
 	}
 	go func() {
 		defer close(h.spawned)
-		listed := r.manifestLayers(ctx, prev.Manifest, len(want))
 		for _, s := range want {
 			res := h.res[s.Digest]
-			if size, ok := listed[SegmentDescriptor(s).Digest]; ok && size == s.Size {
-				res.ok = true
-				close(res.done)
-				continue
-			}
 			h.g.Go(func() error {
 				defer close(res.done)
 				if ctx.Err() != nil {
@@ -209,32 +258,64 @@ func (r *Repository) headAll(ctx context.Context, prev Previous) *blobHeads {
 	return h
 }
 
-// manifestLayers returns the segment layers (digest to size) of the
-// manifest ref names, nil when ref is "", there is nothing to ask about
-// (want 0) or the manifest cannot be fetched (then every blob is HEADed:
-// the reason is logged at debug level).
-func (r *Repository) manifestLayers(ctx context.Context, ref string, want int) map[digest.Digest]int64 {
-	if ref == "" || want == 0 {
+// previousSegments returns what the manifest ref names proves about the
+// previous generation: every segment its config lists whose blob its
+// layers reference with the same size, by place. It is nil when the
+// manifest or its config cannot be fetched or is not a snapd
+// generation's: then nothing is reused (the reason is logged).
+func (r *Repository) previousSegments(ctx context.Context, ref string) map[segPlace]segClaim {
+	fail := func(err error) map[segPlace]segClaim {
+		r.log.Warn("oci push: the previous generation's manifest proves nothing: every segment is read and checked", "repository", r.name, "manifest", ref, "err", err)
 		return nil
 	}
 	_, m, _, err := r.FetchManifest(ctx, ref)
 	if err != nil {
-		r.log.Debug("oci push: previous manifest not read, HEADing its blobs", "repository", r.name, "manifest", ref, "err", err)
-		return nil
+		return fail(err)
 	}
-	out := make(map[digest.Digest]int64, len(m.Layers))
+	if m.ArtifactType != ArtifactType || m.Config.MediaType != ConfigMediaType {
+		return fail(fmt.Errorf("not a %s manifest with a %s config", ArtifactType, ConfigMediaType))
+	}
+	cb, err := r.FetchBlob(ctx, m.Config, maxConfigBytes)
+	if err != nil {
+		return fail(err)
+	}
+	cfg, err := ParseConfig(cb)
+	if err != nil {
+		return fail(err)
+	}
+	layers := make(map[digest.Digest]int64, len(m.Layers))
 	for _, l := range m.Layers {
 		if l.MediaType == SegmentMediaType {
-			out[l.Digest] = l.Size
+			layers[l.Digest] = l.Size
+		}
+	}
+	out := make(map[segPlace]segClaim, len(cfg.Segments))
+	for _, c := range cfg.Segments {
+		d, err := digest.Parse(c.Digest)
+		if err != nil {
+			continue
+		}
+		if size, ok := layers[d]; ok && size == c.Size {
+			out[segPlace{c.Array, c.FirstChunk, c.Chunks}] = segClaim{c.Size, d}
 		}
 	}
 	return out
 }
 
-// present reports whether the registry has blob d (one of prev's), waiting
-// for its HEAD.
-func (h *blobHeads) present(ctx context.Context, d [32]byte) bool {
-	res := h.res[d]
+// present reports whether prev's segment s may be reused: the previous
+// manifest proves it (byManifest), or the registry has its blob with its
+// size (HEAD).
+func (h *blobHeads) present(ctx context.Context, s wtxt.Segment) bool {
+	if h.byManifest {
+		select {
+		case <-h.manifestDone:
+		case <-ctx.Done():
+			return false
+		}
+		c, ok := h.confirmed[segPlace{s.Array, s.FirstChunk, s.Chunks}]
+		return ok && c.size == s.Size && c.digest == SegmentDescriptor(s).Digest
+	}
+	res := h.res[s.Digest]
 	if res == nil {
 		return false
 	}
@@ -246,8 +327,8 @@ func (h *blobHeads) present(ctx context.Context, d [32]byte) bool {
 	}
 }
 
-// wait cancels the HEADs not yet answered and waits for every goroutine
-// (none outlives the push).
+// wait cancels the requests not yet answered and waits for every
+// goroutine (none outlives the push).
 func (h *blobHeads) wait() {
 	h.cancel()
 	<-h.spawned

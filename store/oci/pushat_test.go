@@ -25,8 +25,9 @@ func pushAt(t *testing.T, repo *Repository, in []byte, segSize int64, prev Previ
 // TestRegistryPushAtReuse: PushWTXTAt gives PushWTXT's skeleton and
 // manifest; with the previous generation's keys it reads only the changed
 // segments and reuses the others' digests, but only those the registry
-// has with the right size; a Previous that lies about a blob gives a
-// skeleton that assemble rejects, never wrong bytes.
+// has with the right size (HEAD), or, with Previous.Manifest, those the
+// previous manifest confirms; a Previous that lies about a blob costs the
+// reading of that segment, never a skeleton that does not assemble.
 func TestRegistryPushAtReuse(t *testing.T) {
 	reg := registrytest.Start(t, "", "")
 	repo, err := Open(reg.Host+"/snapd/at", Options{})
@@ -74,7 +75,7 @@ func TestRegistryPushAtReuse(t *testing.T) {
 	// size, is not reused: the segment is read and checked instead (the
 	// previous manifest does not list it with that size, and the HEAD
 	// then asked says so).
-	var k0, k1 wtxt.SegmentKey
+	var k0, k1, k2 wtxt.SegmentKey
 	for k, s := range keys {
 		switch s.FirstChunk {
 		case 0:
@@ -85,6 +86,13 @@ func TestRegistryPushAtReuse(t *testing.T) {
 			k1 = k
 		}
 	}
+	same := unchanged(r1, r2)
+	for k, s := range keys {
+		if s.Array == "W" && k != k0 && k != k1 && s.Size == keys[k0].Size && s.Digest != keys[k0].Digest && same[s.Digest] {
+			k2 = k
+			break
+		}
+	}
 	lying := maps.Clone(keys)
 	s0 := lying[k0]
 	s0.Digest[0] ^= 1
@@ -93,30 +101,35 @@ func TestRegistryPushAtReuse(t *testing.T) {
 	s1.Size++
 	lying[k1] = s1
 	r3, skel3 := pushAt(t, repo, g2, segSize, Previous{Segments: lying, Manifest: r1.Keys.Manifest})
-	if !bytes.Equal(skel3, skel2) || r3.Reused != 17-changed-2 {
-		t.Fatalf("missing or resized previous blobs: reused %d, want %d", r3.Reused, 17-changed-2)
+	if !bytes.Equal(skel3, skel2) || r3.Reused != 17-changed-2 || r3.Unproven != 2 {
+		t.Fatalf("missing or resized previous blobs: reused %d, want %d; unproven %d, want 2", r3.Reused, 17-changed-2, r3.Unproven)
 	}
 
-	// A Previous that swaps two present blobs (not what a push of this
-	// repository returns): the skeleton names the wrong blob and assemble
-	// refuses it at that segment.
+	// A Previous that swaps two present blobs of the same size (an edited
+	// previous skeleton): the previous manifest's config does not list
+	// them there, so both segments are read and checked; the skeleton and
+	// manifest are the right ones and assemble.
 	swapped := maps.Clone(keys)
-	a, b := swapped[k0], swapped[k1]
+	a, b := swapped[k0], swapped[k2]
+	if a.Size != b.Size || a.Digest == b.Digest {
+		t.Fatal("test data: want two distinct segments of one size")
+	}
 	a.Digest, b.Digest = b.Digest, a.Digest
-	swapped[k0], swapped[k1] = a, b
-	_, bad := pushAt(t, repo, g2, segSize, Previous{Segments: swapped, Manifest: r1.Keys.Manifest})
-	_, err = assembleFrom(t, repo, bad)
-	var we *wtxt.Error
-	if !errors.As(err, &we) || we.Array != "W" || we.Chunk != 0 {
-		t.Fatalf("assemble of a skeleton from a lying Previous: %v", err)
+	swapped[k0], swapped[k2] = a, b
+	r4, skel4 := pushAt(t, repo, g2, segSize, Previous{Segments: swapped, Manifest: r1.Keys.Manifest})
+	if !bytes.Equal(skel4, skel2) || r4.Manifest.Digest != r2.Manifest.Digest || r4.Unproven != 2 || r4.Reused != 17-changed-2 {
+		t.Fatalf("swapped previous blobs: %+v", r4.PushStats)
+	}
+	if got, err := assembleFrom(t, repo, skel4); err != nil || !bytes.Equal(got, g2) {
+		t.Fatalf("assemble after a push from a lying Previous: %v", err)
 	}
 }
 
 // TestRegistryPushAtPrevManifest: with Previous.Manifest the push learns
-// which previous blobs the registry holds from that one manifest, so it
-// HEADs only the changed segments and the config blob, and writes the
-// skeleton and manifest it writes without; a manifest that is gone means
-// a HEAD for every blob, same result. A blob deleted from under the
+// which previous segments the registry holds from that one manifest, so
+// it HEADs only the changed segments and the config blob, and writes the
+// skeleton and manifest it writes without; a manifest that is gone proves
+// nothing (every segment read), same result. A blob deleted from under the
 // previous manifest makes the registry refuse the new manifest
 // (ErrManifestBlobUnknown); the push without Manifest then uploads it.
 func TestRegistryPushAtPrevManifest(t *testing.T) {
@@ -147,10 +160,15 @@ func TestRegistryPushAtPrevManifest(t *testing.T) {
 		name string
 		res  *PushResult
 		skel []byte
-	}{{"digest", rMan, skelMan}, {"tag", rTag, skelTag}, {"missing tag", rGone, skelGone}} {
-		if !bytes.Equal(c.skel, skelAll) || c.res.Manifest.Digest != rAll.Manifest.Digest || c.res.Reused != rAll.Reused {
+	}{{"digest", rMan, skelMan}, {"tag", rTag, skelTag}} {
+		if !bytes.Equal(c.skel, skelAll) || c.res.Manifest.Digest != rAll.Manifest.Digest || c.res.Reused != rAll.Reused || c.res.Unproven != 0 {
 			t.Fatalf("previous manifest by %s: skeleton, manifest or reuse (%d, want %d) differ from the push without it", c.name, c.res.Reused, rAll.Reused)
 		}
+	}
+	// A previous manifest that is gone confirms nothing: every segment is
+	// read and checked (same skeleton and manifest).
+	if !bytes.Equal(skelGone, skelAll) || rGone.Manifest.Digest != rAll.Manifest.Digest || rGone.Reused != 0 || rGone.Unproven != rAll.Reused {
+		t.Fatalf("previous manifest gone: %+v", rGone.PushStats)
 	}
 	changed := 17 - rAll.Reused
 	t.Logf("HEADs: %d with the previous manifest, %d without, %d with a missing one; %d segments changed", nMan, nAll, nGone, changed)
@@ -182,4 +200,16 @@ func TestRegistryPushAtPrevManifest(t *testing.T) {
 	if got, err := assembleFrom(t, repo, skelFix); err != nil || !bytes.Equal(got, g2) {
 		t.Fatalf("assemble gen 2 after the repair: %v", err)
 	}
+}
+
+// unchanged returns the digests of the segments r1 and r2 share at the
+// same place.
+func unchanged(r1, r2 *PushResult) map[[32]byte]bool {
+	out := map[[32]byte]bool{}
+	for i, s := range r1.Generation.Segments {
+		if i < len(r2.Generation.Segments) && r2.Generation.Segments[i].Digest == s.Digest {
+			out[s.Digest] = true
+		}
+	}
+	return out
 }
