@@ -33,8 +33,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/safeopen"
 )
@@ -271,20 +269,8 @@ func (s *GenStore) checkAbsent(gen uint64) error {
 // commit renames tmp to name without replacing an existing entry.
 func (s *GenStore) commit(gen uint64, tmp, name string, isDir bool) (Generation, error) {
 	final := filepath.Join(s.dir, name)
-	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-		// File system without RENAME_NOREPLACE.
-		if isDir {
-			if _, serr := os.Lstat(final); serr == nil {
-				err = unix.EEXIST
-			} else {
-				err = os.Rename(tmp, final)
-			}
-		} else if err = os.Link(tmp, final); err == nil {
-			os.Remove(tmp)
-		}
-	}
-	if errors.Is(err, unix.EEXIST) || errors.Is(err, fs.ErrExist) {
+	err := renameNoReplace(tmp, final, isDir)
+	if errors.Is(err, fs.ErrExist) {
 		return Generation{}, fmt.Errorf("%w: %s", ErrGenExists, final)
 	}
 	if err != nil {
@@ -325,11 +311,8 @@ func (s *GenStore) lock(ctx context.Context, how int) (func(), error) {
 	}
 	wait := time.Millisecond
 	for {
-		err = unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != unix.EWOULDBLOCK {
+		err = tryLock(f, how)
+		if err != errLockBusy {
 			break
 		}
 		t := time.NewTimer(wait)
@@ -423,7 +406,7 @@ func (o ownerID) alive(self ownerID) bool {
 		if _, perr := os.Stat("/proc/self/stat"); perr == nil {
 			return false
 		}
-		return unix.Kill(o.PID, 0) != unix.ESRCH
+		return processExists(o.PID)
 	}
 	return true
 }
@@ -509,7 +492,7 @@ func (p *Pin) Release() error {
 // reclaimed), and with ctx's error if another process holds the store's
 // lock until ctx ends.
 func (s *GenStore) Pin(ctx context.Context, gen uint64) (*Pin, error) {
-	unlock, err := s.lock(ctx, unix.LOCK_SH)
+	unlock, err := s.lock(ctx, lockShared)
 	if err != nil {
 		return nil, err
 	}
@@ -580,7 +563,7 @@ func pinFileGen(name string) uint64 {
 // RecoverStalePins removes the pins of owners that are gone (a crashed
 // daemon) and returns them.
 func (s *GenStore) RecoverStalePins(ctx context.Context) ([]PinInfo, error) {
-	unlock, err := s.lock(ctx, unix.LOCK_EX)
+	unlock, err := s.lock(ctx, lockExclusive)
 	if err != nil {
 		return nil, err
 	}
@@ -689,7 +672,7 @@ func (s *GenStore) Reclaim(ctx context.Context, opts ReclaimOptions) (ReclaimRep
 		snapped = func(uint64) bool { return false }
 	}
 	s.sweepTrash()
-	unlock, err := s.lock(ctx, unix.LOCK_EX)
+	unlock, err := s.lock(ctx, lockExclusive)
 	if err != nil {
 		return rep, err
 	}
@@ -793,5 +776,5 @@ func tempWriterAlive(name string) bool {
 	if err != nil || pid <= 0 {
 		return true
 	}
-	return unix.Kill(pid, 0) != unix.ESRCH
+	return processExists(pid)
 }

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 func publishBytes(t testing.TB, s *GenStore, gen uint64, suffix, content string) Generation {
@@ -328,7 +326,7 @@ func TestLockHonoursContext(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		if err := tryLock(f, lockExclusive); err != nil {
 			t.Fatal(err)
 		}
 		return f
@@ -368,7 +366,7 @@ func TestLockHonoursContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	if err := unix.Flock(int(g.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := tryLock(g, lockExclusive); err != nil {
 		t.Fatalf("the store's lock is still held after Pin and Release: %v", err)
 	}
 }

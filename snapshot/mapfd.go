@@ -3,8 +3,6 @@ package snapshot
 import (
 	"fmt"
 	"os"
-
-	"golang.org/x/sys/unix"
 )
 
 // MapOpenFile maps the already opened file f read-only, like MapFile does
@@ -28,10 +26,9 @@ func MapOpenFile(f *os.File) (*Mapping, error) {
 	if int64(int(size)) != size {
 		return nil, fmt.Errorf("mmap %s: file too large (%d bytes)", f.Name(), size)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := mapRead(f, int(size))
 	if err != nil {
 		return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
 	}
-	_ = unix.Madvise(data, unix.MADV_SEQUENTIAL)
 	return &Mapping{data: data, name: f.Name(), rf: readFile(f)}, nil
 }

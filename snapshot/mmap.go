@@ -5,8 +5,6 @@ import (
 	"os"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
@@ -42,11 +40,10 @@ func MapFile(path string) (*Mapping, error) {
 	if int64(int(size)) != size {
 		return nil, fmt.Errorf("mmap %s: file too large (%d bytes)", path, size)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := mapRead(f, int(size))
 	if err != nil {
 		return nil, fmt.Errorf("mmap %s: %w", path, err)
 	}
-	_ = unix.Madvise(data, unix.MADV_SEQUENTIAL)
 	return &Mapping{data: data, name: path, rf: readFile(f)}, nil
 }
 
@@ -72,21 +69,9 @@ func (m *Mapping) Close() error {
 	if m.data == nil {
 		return nil
 	}
-	err := unix.Munmap(m.data)
+	err := unmap(m.data)
 	m.data = nil
 	return err
-}
-
-// readFile duplicates f's descriptor (close-on-exec) for Guarded's reads
-// of the same open file, hinting sequential access; nil when that fails
-// (Guarded then copies from the mapping under SetPanicOnFault).
-func readFile(f *os.File) *os.File {
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	_ = unix.Fadvise(fd, 0, 0, unix.FADV_SEQUENTIAL)
-	return os.NewFile(uintptr(fd), f.Name())
 }
 
 // Release implements Releaser for the whole mapping.
@@ -107,5 +92,5 @@ func releasePages(b []byte, off, n int64) {
 	if hi <= lo {
 		return
 	}
-	_ = unix.Madvise(b[lo:hi], unix.MADV_DONTNEED)
+	dropPages(b[lo:hi])
 }
