@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/aero"
+	"github.com/snapd-ml/snapd/formats/dcp"
 	"github.com/snapd-ml/snapd/formats/fold"
 	"github.com/snapd-ml/snapd/formats/numpy"
 	"github.com/snapd-ml/snapd/formats/safetensors"
@@ -25,5 +26,6 @@ func newRegistry() *formats.Registry {
 		numpy.New(),
 		numpy.NewNPZ(),
 		torch.New(),
+		dcp.New(), // a directory format: named for --to dcp, sniffs nothing
 	)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapd-ml/snapd/formats/dcp"
 	"github.com/snapd-ml/snapd/wal"
 )
 
@@ -34,8 +35,12 @@ func newRequestSnapshotCommand(e *env) *cobra.Command {
 needs to be running; the daemon picks the request up when it runs. The
 source must exist (publish the generation first); it is recorded as an
 absolute path. It is a checkpoint file or a directory: a Hugging Face
-sharded checkpoint (model.safetensors.index.json + shards) or a directory
-of checkpoint files, read as one snapshot. Python trainers can do the same
+sharded checkpoint (model.safetensors.index.json + shards), a
+torch.distributed.checkpoint (DCP) directory (.metadata + __R_N.distcp,
+any world size: every tensor is assembled whole), or a directory of
+checkpoint files, read as one snapshot. A DCP directory is complete once
+torch has written its .metadata (last); requested earlier, the daemon
+retries it until it is complete. Python trainers can do the same
 without a subprocess with scripts/snapd_trainer.py (publish_generation,
 publish_generation_dir, request_snapshot). Generations are
 1..999999999999999999 (at most 18 decimal digits: what the WTXT writer and
@@ -110,5 +115,10 @@ func runRequestSnapshot(ctx context.Context, e *env, o *requestOptions) error {
 		return nil
 	}
 	fmt.Fprintf(e.stdout, "requested gen=%d src=%s wal=%s\n", o.gen, src, dir)
+	if isDCP, _ := dcp.IsDCP(src); isDCP {
+		if _, err := os.Stat(filepath.Join(src, ".metadata")); err != nil {
+			fmt.Fprintf(e.stderr, "snapd: note: %s has no .metadata yet (torch.distributed.checkpoint.save still running?): the daemon retries it until it is complete\n", src)
+		}
+	}
 	return nil
 }

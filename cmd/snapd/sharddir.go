@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/dcp"
 	"github.com/snapd-ml/snapd/formats/sharddir"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -39,6 +40,12 @@ func isDir(path string) bool {
 // openDir reads a checkpoint directory (HF shard index, or every
 // checkpoint file) as one snapshot; notes about ignored files go to log.
 func openDir(ctx context.Context, reg *formats.Registry, path, from string, log *slog.Logger) (*openedSnapshot, error) {
+	if isDCP, err := dcp.IsDCP(path); err == nil && isDCP {
+		if from != "" && from != "dcp" {
+			return nil, usageError{fmt.Errorf("--from %s: %s is a DCP checkpoint directory", from, path)}
+		}
+		return openDCP(ctx, reg, path)
+	}
 	if from != "" {
 		return nil, usageError{fmt.Errorf("--from %s: %s is a directory; its files' formats are detected one by one", from, path)}
 	}
@@ -56,16 +63,51 @@ func openDir(ctx context.Context, reg *formats.Registry, path, from string, log 
 	return &openedSnapshot{Snapshot: d.Snapshot, Codec: dirCodec{}, closer: d}, nil
 }
 
-// wantsDirOutput reports whether convert writes a directory: --shard-size
-// given, OUT ending in '/', or OUT an existing directory.
+// openDCP reads a torch.distributed.checkpoint directory (formats/dcp).
+func openDCP(ctx context.Context, reg *formats.Registry, path string) (*openedSnapshot, error) {
+	tc, err := reg.ByName("torch")
+	if err != nil {
+		return nil, err
+	}
+	d, err := dcp.Open(ctx, path, dcp.Options{Torch: tc})
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return nil, ioError{err}
+		}
+		if errors.Is(err, dcp.ErrIncomplete) {
+			return nil, withHint(err, "the checkpoint is incomplete or still being written (torch writes .metadata last): wait for torch.distributed.checkpoint.save to finish")
+		}
+		return nil, err
+	}
+	return &openedSnapshot{Snapshot: d.Snapshot, Codec: dcp.New(), closer: d}, nil
+}
+
+// wantsDirOutput reports whether convert writes a directory: --to dcp,
+// --shard-size given, OUT ending in '/', or OUT an existing directory.
 func wantsDirOutput(o *convertOptions) bool {
-	return o.shardSize != "" || strings.HasSuffix(o.out, "/") || isDir(o.out)
+	return o.to == "dcp" || o.shardSize != "" || strings.HasSuffix(o.out, "/") || isDir(o.out)
 }
 
 // convertToDir writes s as a checkpoint directory (formats/sharddir).
 func convertToDir(ctx context.Context, reg *formats.Registry, s *snapshot.Snapshot, o *convertOptions) error {
 	if o.w.encryptTo != "" || o.w.stream != "" {
 		return usageError{errors.New("--encrypt-to and --stream apply to WTXT output only")}
+	}
+	if o.to == "dcp" {
+		if o.shardSize != "" {
+			return usageError{errors.New("--shard-size applies to sharded (index) directories, not --to dcp")}
+		}
+		tc, err := reg.ByName("torch")
+		if err != nil {
+			return err
+		}
+		err = dcp.Write(ctx, strings.TrimSuffix(o.out, "/"), s, dcp.WriteOptions{Torch: tc, Encode: formats.EncodeOptions{Lossy: o.lossy}})
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return ioError{err}
+		}
+		return err
 	}
 	wo := sharddir.WriteOptions{Codecs: reg, Encode: formats.EncodeOptions{Lossy: o.lossy}}
 	if o.to != "" {
