@@ -25,12 +25,17 @@
 //     unknown fields in a tensor entry and missing ones; __metadata__ must
 //     map strings to strings (null is taken as absent).
 //   - dtypes F64 F32 F16 BF16 I64 I32 I16 I8 U64 U32 U16 U8 BOOL map to
-//     the snapshot dtypes of the same meaning. F8_E4M3 F8_E5M2 F8_E8M0
-//     F6_E2M3 F6_E3M2 F4 C64 (no snapshot counterpart) are carried as U8
+//     the snapshot dtypes of the same meaning, F8_E4M3 F8_E5M2 F8_E8M0 to
+//     f8e4m3 f8e5m2 f8e8m0 and C64 to c64 (arrays of their real shape).
+//     F6_E2M3 F6_E3M2 F4 (no snapshot counterpart) are carried as U8
 //     arrays of shape [nbytes], with Attrs safetensors.dtype (the original
 //     dtype) and safetensors.shape (the original shape, JSON); sub-byte
 //     dtypes must fill whole bytes, as the reference requires. Any other
-//     dtype is an error wrapping ErrUnsupported.
+//     dtype is an error wrapping ErrUnsupported. Encode refuses c128
+//     (safetensors has no complex128) with a formats.DTypeError naming
+//     the array, or drops it under Lossy and reports the loss; snapshots
+//     that carry fp8 or C64 as U8 with these attributes (written before
+//     the dtypes existed) still encode.
 //   - Offsets are checked as strictly as the reference (Rust) reader does:
 //     end - begin == product(shape) × element size; sorted by begin, the
 //     tensors tile the data region exactly — each begins where the

@@ -54,12 +54,22 @@ func (Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts
 			return fmt.Errorf("safetensors: %w: unknown snapshot attribute %q", ErrInvalidSnapshot, k)
 		case !opts.Lossy:
 			return fmt.Errorf("safetensors: %w: snapshot attribute %q has no place in a safetensors file (use lossy conversion to drop it)", formats.ErrLossy, k)
+		default:
+			opts.Drop(formats.Loss{Format: "safetensors", What: fmt.Sprintf("snapshot attribute %q dropped", k), Why: "a safetensors file holds only __metadata__"})
 		}
 	}
 
 	tensors := make([]outTensor, 0, len(s.Arrays))
 	for _, a := range s.Arrays {
-		t, err := prepareTensor(a, opts.Lossy)
+		if _, ok := dtypeFor(a.DType); !ok && a.Attrs[AttrDType] == "" {
+			e := &formats.DTypeError{Format: "safetensors", Array: a.Name, DType: a.DType, Why: "safetensors 0.5 has no complex128"}
+			if !opts.Lossy {
+				return e
+			}
+			opts.Drop(formats.DroppedDType("safetensors", a.Name, a.DType, e.Why))
+			continue
+		}
+		t, err := prepareTensor(a, opts)
 		if err != nil {
 			return err
 		}
@@ -94,7 +104,7 @@ func (Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts
 }
 
 // prepareTensor maps an array to the tensor Encode writes.
-func prepareTensor(a *snapshot.Array, lossy bool) (outTensor, error) {
+func prepareTensor(a *snapshot.Array, opts formats.EncodeOptions) (outTensor, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("safetensors: %w: array %q: %s", ErrInvalidSnapshot, a.Name, fmt.Sprintf(format, args...))
 	}
@@ -116,8 +126,10 @@ func prepareTensor(a *snapshot.Array, lossy bool) (outTensor, error) {
 			origShape, hasShape = v, true
 		case strings.HasPrefix(k, attrPrefix):
 			return outTensor{}, invalid("unknown attribute %q", k)
-		case !lossy:
+		case !opts.Lossy:
 			return outTensor{}, fmt.Errorf("safetensors: %w: array %q: attribute %q has no place in a safetensors file (use lossy conversion to drop it)", formats.ErrLossy, a.Name, k)
+		default:
+			opts.Drop(formats.Loss{Format: "safetensors", Array: a.Name, What: fmt.Sprintf("attribute %q dropped", k), Why: "a safetensors tensor has no attributes"})
 		}
 	}
 	if !utf8.ValidString(t.name) {
@@ -137,8 +149,10 @@ func prepareTensor(a *snapshot.Array, lossy bool) (outTensor, error) {
 		t.dtype = d.name
 		return t, nil
 	}
+	// fp8 and C64 tensors were carried as bytes before they had snapshot
+	// dtypes: such snapshots still write.
 	d, ok := lookupDType(origDType)
-	if !ok || d.dt != snapshot.Invalid {
+	if !ok || d.dt != snapshot.Invalid && !d.dt.IsFP8() && !d.dt.IsComplex() {
 		return outTensor{}, invalid("attribute %s: not a safetensors dtype carried as bytes (got %d bytes)", AttrDType, len(origDType))
 	}
 	if a.DType != snapshot.U8 || len(a.Shape) != 1 {

@@ -24,7 +24,7 @@ const (
 	// legal WTXT array name.
 	AttrName = "safetensors.name"
 	// AttrDType (array) holds the original dtype of a tensor whose dtype
-	// has no snapshot counterpart (F8_E4M3, F4, ...); its bytes are
+	// has no snapshot counterpart (F4, F6_E2M3, F6_E3M2); its bytes are
 	// carried as U8 with shape [nbytes].
 	AttrDType = "safetensors.dtype"
 	// AttrShape (array) holds the original shape (JSON array) of such a
@@ -117,14 +117,14 @@ var dtypeTable = []dtypeInfo{
 	{"U16", snapshot.U16, 16},
 	{"U8", snapshot.U8, 8},
 	{"BOOL", snapshot.Bool, 8},
+	{"F8_E4M3", snapshot.F8E4M3, 8},
+	{"F8_E5M2", snapshot.F8E5M2, 8},
+	{"F8_E8M0", snapshot.F8E8M0, 8},
+	{"C64", snapshot.C64, 64},
 	// No snapshot counterpart: bytes carried as U8 (see doc.go).
-	{"F8_E4M3", snapshot.Invalid, 8},
-	{"F8_E5M2", snapshot.Invalid, 8},
-	{"F8_E8M0", snapshot.Invalid, 8},
 	{"F6_E2M3", snapshot.Invalid, 6},
 	{"F6_E3M2", snapshot.Invalid, 6},
 	{"F4", snapshot.Invalid, 4},
-	{"C64", snapshot.Invalid, 64},
 }
 
 func lookupDType(name string) (dtypeInfo, bool) {

@@ -226,12 +226,12 @@ func TestRichDecode(t *testing.T) {
 		attrs      map[string]string
 	}{
 		{"weird name/ü", "weird_name/__-" + sum("weird name/ü"), snapshot.F32, []int64{2}, map[string]string{AttrName: "weird name/ü"}},
-		{"fp8", "fp8", snapshot.U8, []int64{6}, map[string]string{AttrDType: "F8_E4M3", AttrShape: "[2,3]"}},
+		{"fp8", "fp8", snapshot.F8E4M3, []int64{2, 3}, nil},
 		{"f4", "f4", snapshot.U8, []int64{2}, map[string]string{AttrDType: "F4", AttrShape: "[2,2]"}},
 		{"__snapd_attrs__", "__snapd_attrs__-" + sum("__snapd_attrs__"), snapshot.U8, []int64{1}, map[string]string{AttrName: "__snapd_attrs__"}},
 		{"", "-" + sum(""), snapshot.I32, []int64{}, map[string]string{AttrName: ""}},
 		{"z", "z", snapshot.U16, []int64{0}, nil},
-		{"c", "c", snapshot.U8, []int64{8}, map[string]string{AttrDType: "C64", AttrShape: "[1]"}},
+		{"c", "c", snapshot.C64, []int64{1}, nil},
 	}
 	for _, c := range checks {
 		a := byOrig[c.orig]
