@@ -34,7 +34,13 @@ publish, ls-remote, rev-list or push — git's objects and bytes written of
 the estimated size, and when the timeout or the stall watchdog would kill
 it), the OCI registry upload of the
 skeleton layout (bytes uploaded, skipped because the registry had them,
-pending) and the last error.`,
+pending) and the last error.
+
+Exit status: 0 when the state is readable and needs nobody; 1 when it
+needs a person: a damaged WAL cursor, or a push-queue job file that does
+not parse (status names the file, says what is wrong with it and how to
+fix it; the queue shows as CORRUPT, never as absent); 2 when the state
+directory cannot be read.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -64,11 +70,30 @@ func runStatus(e *env, o *statusOptions) error {
 		if err := enc.Encode(st); err != nil {
 			return err
 		}
-		return walCursorDamage(cerr)
+		return statusDamage(cerr, st)
 	}
 	writeStatus(e.stdout, st, e.now())
-	return walCursorDamage(cerr)
+	return statusDamage(cerr, st)
 }
+
+// statusDamage is status's error when the state needs a person: a
+// damaged WAL cursor, or push-queue job files that do not parse (exit 1
+// with a hint; the output above says which files and why).
+func statusDamage(cursorErr error, st *pipeline.Status) error {
+	if err := walCursorDamage(cursorErr); err != nil {
+		return err
+	}
+	if q := st.Queue; q != nil && len(q.Corrupt) > 0 {
+		return withHint(fmt.Errorf("push queue: %d job file(s) do not parse; first: %s", len(q.Corrupt), q.Corrupt[0].Error), queueCorruptHint)
+	}
+	return nil
+}
+
+// queueCorruptHint says how to fix a push-queue job file that does not
+// parse.
+const queueCorruptHint = "stop the daemon, then repair the job file or move it out of the queue directory " +
+	"(a removed job's commit stays in the local repository and reaches the remote as the parent of the next generation pushed on its branch); " +
+	"start the daemon again and check with: snapd queue list"
 
 func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
 	run := "not running"
@@ -108,6 +133,15 @@ func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
 	}
 	if q := st.Queue; q == nil {
 		fmt.Fprintf(w, "push queue:  none (no git remote configured)\n")
+	} else if q.State == queue.StateCorrupt {
+		fmt.Fprintf(w, "push queue:  CORRUPT: %d job file(s) do not parse; %d other job(s) pending\n", len(q.Corrupt), q.Pending)
+		for _, c := range q.Corrupt {
+			fmt.Fprintf(w, "  corrupt job: %s: %s\n", c.File, c.Error)
+		}
+		fmt.Fprintf(w, "  fix:       %s\n", queueCorruptHint)
+		if p := q.Pushing; p != nil {
+			writePushing(w, p, now)
+		}
 	} else {
 		fmt.Fprintf(w, "push queue:  %s, %d pending", q.State, q.Pending)
 		if !q.NextAttempt.IsZero() {

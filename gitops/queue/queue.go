@@ -48,7 +48,16 @@ const (
 	StateOK             State = "ok"              // nothing failing
 	StateRetrying       State = "retrying"        // a push failed and will be retried
 	StateNeedsAttention State = "needs-attention" // stopped until Retry
+	// StateCorrupt: a job file does not parse (Status.Corrupt names it);
+	// it must be repaired or removed by hand.
+	StateCorrupt State = "corrupt"
 )
+
+// CorruptJob is a job file that does not parse (ErrCorrupt).
+type CorruptJob struct {
+	File  string `json:"file"`  // path of the job file
+	Error string `json:"error"` // what is wrong with it
+}
 
 // Job is one queued push: a generation's commit and tag for a branch.
 type Job struct {
@@ -94,6 +103,9 @@ type Status struct {
 	PublishPendingBytes int64 `json:"publish_pending_bytes,omitempty"`
 	// Pushing is the attempt in progress (PushingFile), nil when none.
 	Pushing *Pushing `json:"pushing,omitempty"`
+	// Corrupt lists the job files that do not parse (State is then
+	// StateCorrupt; Pending counts the others).
+	Corrupt []CorruptJob `json:"corrupt,omitempty"`
 }
 
 // Clock is the time source of the queue (injectable for tests).
@@ -382,7 +394,11 @@ func readJob(p string) (Job, error) {
 
 // List returns the queued jobs: branches in byte order, each branch's jobs
 // in generation order (the order Run pushes them).
-func (q *Queue) List() ([]Job, error) {
+func (q *Queue) List() ([]Job, error) { return q.list(nil) }
+
+// list is List; with onCorrupt set, a job file that does not parse
+// (ErrCorrupt) is passed to it and skipped instead of failing the list.
+func (q *Queue) list(onCorrupt func(path string, err error)) ([]Job, error) {
 	bs, err := os.ReadDir(filepath.Join(q.dir, jobsDir))
 	if errors.Is(err, fs.ErrNotExist) && q.opts.Shared {
 		return nil, nil // a shared open creates nothing: no jobs/ yet, no jobs
@@ -407,9 +423,14 @@ func (q *Queue) List() ([]Job, error) {
 		}
 		sort.Strings(names) // zero-padded generation numbers
 		for _, n := range names {
-			j, err := readJob(filepath.Join(q.dir, jobsDir, b.Name(), n))
+			p := filepath.Join(q.dir, jobsDir, b.Name(), n)
+			j, err := readJob(p)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // pushed meanwhile
+			}
+			if onCorrupt != nil && errors.Is(err, ErrCorrupt) {
+				onCorrupt(p, err)
+				continue
 			}
 			if err != nil {
 				return nil, err
@@ -434,9 +455,14 @@ func (q *Queue) readHold() (*Hold, error) {
 }
 
 // Status reports the queue's state from its directory, so it is accurate
-// in any process that opened the directory.
+// in any process that opened the directory. A job file that does not
+// parse does not make Status fail: it is listed in Status.Corrupt and the
+// state is StateCorrupt (whatever else holds the queue).
 func (q *Queue) Status() (Status, error) {
-	jobs, err := q.List()
+	var corrupt []CorruptJob
+	jobs, err := q.list(func(p string, err error) {
+		corrupt = append(corrupt, CorruptJob{File: p, Error: err.Error()})
+	})
 	if err != nil {
 		return Status{}, err
 	}
@@ -452,6 +478,13 @@ func (q *Queue) Status() (Status, error) {
 				st.PublishPendingBytes += j.Publish.Bytes
 			}
 		}
+	}
+	if len(corrupt) > 0 {
+		st.State, st.Corrupt, st.Hold = StateCorrupt, corrupt, hold
+		if hold != nil {
+			st.LastError = hold.Error
+		}
+		return st, nil
 	}
 	if hold != nil {
 		st.State, st.LastError, st.Hold = StateNeedsAttention, hold.Error, hold

@@ -805,3 +805,40 @@ func TestSharedOpenCreatesNothing(t *testing.T) {
 		t.Fatal("shared open created the missing directory")
 	}
 }
+
+// TestStatusListsCorruptJob: a job file that does not parse makes Status
+// report StateCorrupt with the file and the parse error (not fail), the
+// readable jobs still counted; List still fails with ErrCorrupt.
+func TestStatusListsCorruptJob(t *testing.T) {
+	dir := t.TempDir()
+	q, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for gen := uint64(1); gen <= 3; gen++ {
+		if err := q.Enqueue(Job{Branch: "b", Gen: gen, Commit: strings.Repeat("0a", 20), Enqueued: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := filepath.Join(dir, jobsDir, "b", fmt.Sprintf("%020d%s", 2, jobExt))
+	if _, err := os.Stat(bad); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shared, err := Open(dir, Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := shared.Status()
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	if st.State != StateCorrupt || st.Pending != 2 || len(st.Corrupt) != 1 || st.Corrupt[0].File != bad || !strings.Contains(st.Corrupt[0].Error, "invalid character") {
+		t.Fatalf("status %+v", st)
+	}
+	if _, err := shared.List(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("List: %v, want ErrCorrupt", err)
+	}
+}
