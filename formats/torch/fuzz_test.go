@@ -43,7 +43,7 @@ func wrapPickle(pkl []byte) []byte {
 // encode, decode back to the same snapshot and re-encode to the same
 // bytes.
 func FuzzDecode(f *testing.F) {
-	for _, b := range formatstest.Seeds(f, "testdata/*.pt") {
+	for _, b := range formatstest.Seeds(f, "testdata/*.pt", "testdata/torch2/*.pt") {
 		f.Add(b)
 		if zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b))); err == nil {
 			for _, m := range zr.File {
