@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"filippo.io/age"
 	"github.com/spf13/cobra"
@@ -21,14 +23,59 @@ func newDeltaCommand(e *env) *cobra.Command {
 		Use:   "delta",
 		Short: "Make and apply DELTA v2 files (only the changed chunks between two WTXT generations)",
 	}
+	// The delta commands read only their arguments: the root's global
+	// flags (--state-dir, --config, --quiet) are not listed.
+	cmd.SetUsageTemplate(withoutGlobalFlags((&cobra.Command{}).UsageTemplate()))
 	cmd.AddCommand(newDeltaMakeCommand(e), newDeltaApplyCommand(e))
 	return cmd
+}
+
+// globalFlagsBlock is the "Global Flags" section of cobra's usage template.
+const globalFlagsBlock = `{{if .HasAvailableInheritedFlags}}
+
+Global Flags:
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}`
+
+// withoutGlobalFlags is a usage template without its Global Flags section.
+func withoutGlobalFlags(tmpl string) string { return strings.Replace(tmpl, globalFlagsBlock, "", 1) }
+
+// wsumFor returns the WSUM of the WTXT file path whose bytes are b: the
+// file named by flag when given; else, when the file is streamed
+// (root_pending), its sibling — path without ".wtxt", plus ".wsum", as
+// snapd verify finds it — if present; else nil. A header that does not
+// parse yields nil: the verification reports it.
+func wsumFor(path string, b []byte, flag string) ([]byte, error) {
+	if flag == "" {
+		h, err := wtxt.ReadHeader(bytes.NewReader(b))
+		if err != nil || !h.Pending {
+			return nil, nil
+		}
+		cand := strings.TrimSuffix(path, ".wtxt") + ".wsum"
+		if _, err := os.Stat(cand); err != nil {
+			return nil, nil
+		}
+		flag = cand
+	}
+	w, err := readLimited(flag, 4096)
+	if err != nil {
+		return nil, ioError{err}
+	}
+	return w, nil
+}
+
+// needWSUMHint adds the way to give a streamed input's WSUM.
+func needWSUMHint(err error, flags string) error {
+	if errors.Is(err, wtxt.ErrNeedWSUM) {
+		return withHint(err, "give the streamed file's WSUM with "+flags+", or put it beside the file (X.wtxt -> X.wsum)")
+	}
+	return err
 }
 
 type deltaMakeOptions struct {
 	base, target, out string
 	encryptTo         string
 	signKey           string
+	baseWSUM, wsum    string
 }
 
 func newDeltaMakeCommand(e *env) *cobra.Command {
@@ -39,16 +86,24 @@ func newDeltaMakeCommand(e *env) *cobra.Command {
 		Long: `Write a DELTA v2: the target's header and arr lines and only the chunks
 whose bytes differ from the base chunk with the same ix (all chunks of arrays
 that are new or changed in dtype, shape or geometry). Both inputs are fully
-verified (without keys) first. With --encrypt-to the delta is wrapped in age
-armor and OUT.wseal is written beside it (signed with --sign-key).`,
+verified (without keys) first; a streamed input (root_pending) is verified
+jointly with its WSUM — --base-wsum for BASE, --wsum for TARGET, else the
+file beside it (X.wtxt -> X.wsum) — and refused without one. With
+--encrypt-to the delta is wrapped in age armor and OUT.wseal is written
+beside it (signed with --sign-key).`,
 		Args: exactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.base, o.target, o.out = args[0], args[1], args[2]
+			if o.signKey != "" && o.encryptTo == "" {
+				return usageError{errors.New("--sign-key signs the seal of an encrypted delta: it needs --encrypt-to")}
+			}
 			return runDeltaMake(cmd.Context(), e, &o)
 		},
 	}
 	cmd.Flags().StringVar(&o.encryptTo, "encrypt-to", "", "age recipients file: armor the delta and write OUT.wseal")
-	cmd.Flags().StringVar(&o.signKey, "sign-key", "", "Ed25519 key that signs the seal (with --encrypt-to)")
+	cmd.Flags().StringVar(&o.signKey, "sign-key", "", "Ed25519 key that signs the seal (needs --encrypt-to)")
+	cmd.Flags().StringVar(&o.baseWSUM, "base-wsum", "", "WSUM of a streamed BASE (default: BASE with .wsum if present)")
+	cmd.Flags().StringVar(&o.wsum, "wsum", "", "WSUM of a streamed TARGET (default: TARGET with .wsum if present)")
 	return cmd
 }
 
@@ -63,6 +118,13 @@ func runDeltaMake(ctx context.Context, e *env, o *deltaMakeOptions) error {
 		return ioError{err}
 	}
 	defer target.Close()
+	dopts := wtxt.DeltaOptions{RequireWSUM: true}
+	if dopts.BaseWSUM, err = wsumFor(o.base, base.Bytes(), o.baseWSUM); err != nil {
+		return err
+	}
+	if dopts.TargetWSUM, err = wsumFor(o.target, target.Bytes(), o.wsum); err != nil {
+		return err
+	}
 	var recipients []age.Recipient
 	if o.encryptTo != "" {
 		if recipients, err = keys.LoadAgeRecipients(o.encryptTo); err != nil {
@@ -72,7 +134,7 @@ func runDeltaMake(ctx context.Context, e *env, o *deltaMakeOptions) error {
 	var info *wtxt.DeltaInfo
 	err = writeAtomic(o.out, func(f *os.File) error {
 		produce := func(w io.Writer) (err error) {
-			info, err = wtxt.MakeDelta(ctx, w, base, base.Size(), target, target.Size())
+			info, err = wtxt.MakeDeltaWith(ctx, w, base, base.Size(), target, target.Size(), dopts)
 			return err
 		}
 		if recipients == nil {
@@ -81,12 +143,18 @@ func runDeltaMake(ctx context.Context, e *env, o *deltaMakeOptions) error {
 		return encryptStream(f, recipients, produce)
 	})
 	if err != nil {
-		return err
+		return needWSUMHint(err, "--base-wsum/--wsum")
 	}
 	if recipients != nil {
 		h, err := wtxt.ReadHeader(bytes.NewReader(target.Bytes()))
 		if err != nil {
 			return err
+		}
+		var tw *wtxt.WSUM // a streamed target's root values (verified above)
+		if dopts.TargetWSUM != nil {
+			if tw, err = wtxt.ParseWSUM(dopts.TargetWSUM); err != nil {
+				return err
+			}
 		}
 		var sk []byte
 		if o.signKey != "" {
@@ -96,7 +164,7 @@ func runDeltaMake(ctx context.Context, e *env, o *deltaMakeOptions) error {
 			}
 			sk = k
 		}
-		if err := sealFor(o.out, armor.KindDelta, h, nil, sk); err != nil {
+		if err := sealFor(o.out, armor.KindDelta, h, tw, sk); err != nil {
 			return err
 		}
 	}
@@ -128,6 +196,7 @@ type deltaApplyOptions struct {
 	base, delta, out string
 	identity         string
 	wsum             string
+	baseWSUM         string
 }
 
 func newDeltaApplyCommand(e *env) *cobra.Command {
@@ -142,8 +211,12 @@ failed apply leaves nothing at OUT. A streamed target (root_pending) is
 checked for everything the WTXT alone proves (structure, every chunk and
 array hash); the checks only its WSUM can settle (sha256_all, merkle,
 chain, signature) are run with --wsum, else named as deferred in the
-output (run snapd verify OUT --wsum W later). The seed's short form (arr name=R blocks
-only) is accepted: its arrays are re-hashed and reported unauthenticated.
+output (run snapd verify OUT --wsum W later). A streamed BASE is verified
+jointly with its WSUM when one is at hand (--base-wsum, else BASE with .wsum
+beside it). The seed's short form (arr name=R blocks only) is accepted: its
+arrays are re-hashed and reported unauthenticated, and the result keeps the
+base's meta and merkle_prev — for a streamed BASE taken from its WSUM, which
+is then required (without it the result would start a new chain).
 Armored (encrypted) inputs are decrypted with --identity.`,
 		Args: exactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -153,6 +226,7 @@ Armored (encrypted) inputs are decrypted with --identity.`,
 	}
 	cmd.Flags().StringVar(&o.identity, "identity", "", "age identity file for armored inputs")
 	cmd.Flags().StringVar(&o.wsum, "wsum", "", "WSUM of a streamed target: verify the result completely")
+	cmd.Flags().StringVar(&o.baseWSUM, "base-wsum", "", "WSUM of a streamed BASE (default: BASE with .wsum if present)")
 	return cmd
 }
 
@@ -217,6 +291,10 @@ func runDeltaApply(ctx context.Context, e *env, o *deltaApplyOptions) error {
 		return err
 	}
 	defer closeDelta()
+	var aopts wtxt.ApplyOptions
+	if aopts.BaseWSUM, err = wsumFor(o.base, base.Bytes(), o.baseWSUM); err != nil {
+		return err
+	}
 	vopts := wtxt.VerifyOptions{File: o.out, DeferWSUM: true}
 	if o.wsum != "" {
 		if vopts.WSUM, err = readLimited(o.wsum, 4096); err != nil {
@@ -227,9 +305,9 @@ func runDeltaApply(ctx context.Context, e *env, o *deltaApplyOptions) error {
 	var rep *wtxt.Report
 	err = writeAtomic(o.out, func(f *os.File) error {
 		var err error
-		info, err = wtxt.ApplyDelta(ctx, f, base, base.Size(), bytes.NewReader(delta.Bytes()), o.delta)
+		info, err = wtxt.ApplyDeltaWith(ctx, f, base, base.Size(), bytes.NewReader(delta.Bytes()), o.delta, aopts)
 		if err != nil {
-			return err
+			return needWSUMHint(err, "--base-wsum")
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err

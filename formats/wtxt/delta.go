@@ -24,7 +24,7 @@ var ErrWrongBase = errors.New("delta does not apply to this base")
 // because its WSUM, which holds its root values, was not given: a
 // short-form delta on a streamed base (the target's merkle_prev is the
 // base's, in its WSUM), or MakeDelta with DeltaOptions.RequireWSUM.
-var ErrNeedWSUM = errors.New("streamed snapshot: its WSUM is needed")
+var ErrNeedWSUM = errors.New("WSUM needed")
 
 // DeltaInfo summarizes a delta that was made or applied.
 type DeltaInfo struct {
@@ -68,7 +68,7 @@ func verifiedIndexWSUM(ctx context.Context, name string, r io.ReaderAt, size int
 // needWSUM is the refusal of streamed input name without its WSUM.
 func needWSUM(name, why string) error {
 	return &Error{File: name, Line: 4, Chunk: -1, Check: CheckWSUM, Err: ErrNeedWSUM,
-		Msg: "streamed snapshot (root_pending): " + why}
+		Msg: "streamed snapshot (root_pending) given without its WSUM: " + why}
 }
 
 // structIndex is ReadIndex with the header's sha256_all (zero for
@@ -145,14 +145,14 @@ func MakeDeltaWith(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize 
 		ball = *opts.BaseSHA256All
 	}
 	if opts.RequireWSUM && brep.Header.Pending && opts.BaseWSUM == nil {
-		return nil, fmt.Errorf("delta base: %w", needWSUM("base", "its WSUM is needed to verify its root values"))
+		return nil, fmt.Errorf("delta base: %w", needWSUM("base", "its root values cannot be verified"))
 	}
 	trep, _, err := index(ctx, "target", target, targetSize, opts.TargetWSUM)
 	if err != nil {
 		return nil, fmt.Errorf("delta target: %w", err)
 	}
 	if opts.RequireWSUM && trep.Header.Pending && opts.TargetWSUM == nil {
-		return nil, fmt.Errorf("delta target: %w", needWSUM("target", "its WSUM is needed to verify its root values"))
+		return nil, fmt.Errorf("delta target: %w", needWSUM("target", "its root values cannot be verified"))
 	}
 	info := &DeltaInfo{BaseSHA256All: ball, Arrays: len(trep.Arrays)}
 	baseArr := brep.byName()
@@ -375,7 +375,7 @@ func ApplyDeltaWith(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize
 	}
 	if th == nil {
 		if brep.Header.Pending && opts.BaseWSUM == nil {
-			return nil, fmt.Errorf("delta base: %w", needWSUM("base", "a short-form delta keeps the base's merkle_prev, which is in the base's WSUM; without it the result would start a new chain"))
+			return nil, fmt.Errorf("delta base: %w", needWSUM("base", "a short-form delta keeps the base's merkle_prev, which only its WSUM holds (the result would start a new chain)"))
 		}
 		return applyShort(ctx, w, base, brep, prev, d, line, info)
 	}
