@@ -150,7 +150,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	var pending, attention, running, started, sent float64
 	if st := queueStatus(c.q()); st != nil {
 		pending = float64(st.Pending)
-		if st.State == queue.StateNeedsAttention {
+		if st.State == queue.StateNeedsAttention || st.State == queue.StateCorrupt {
 			attention = 1
 		}
 		if p := st.Pushing; p != nil {
@@ -219,6 +219,9 @@ func (d *Daemon) health() (bool, string) {
 		st, err := q.Status()
 		if err != nil {
 			return false, fmt.Sprintf("push queue unreadable: %v", err)
+		}
+		if st.State == queue.StateCorrupt {
+			return false, fmt.Sprintf("push queue corrupt: %s (snapd status says how to fix it)", st.Corrupt[0].Error)
 		}
 		if st.State == queue.StateNeedsAttention {
 			kind := ""
