@@ -24,6 +24,7 @@ type requestOptions struct {
 	requester string
 	rank      int
 	worldSize int
+	resumed   uint64
 }
 
 func newRequestSnapshotCommand(e *env) *cobra.Command {
@@ -49,10 +50,19 @@ parser agree on); others are refused.
 With --rank R --world-size W the source is rank R's shard of generation N
 of a job written by W ranks (issue 16): the daemon (configured with a
 ranks: section) converts and uploads it as that rank's part, and the
-committer makes the generation's one Git commit once all W parts are in.`,
+committer makes the generation's one Git commit once all W parts are in.
+
+With --resumed-from R the run restarted from generation R's checkpoint
+(after a crash, training resumed from an earlier step): the daemon chains
+generation N (> R) to R and records the generations it had above R as
+abandoned in a signed ledger record (their commits stay in the history;
+verify-repo checks the fork). Without it, a generation number the daemon
+already snapshotted from another source or other content fails, and
+snapd wal list and snapd status show why.`,
 		Example: `  snapd request-snapshot --gen 123 --source .snapd/gens/gen-000123.safetensors
   snapd request-snapshot --gen 124 --source .snapd/gens/gen-000124/
-  snapd request-snapshot --gen 125 --source /data/ckpt/step-125/rank-3.safetensors --rank 3 --world-size 8`,
+  snapd request-snapshot --gen 125 --source /data/ckpt/step-125/rank-3.safetensors --rank 3 --world-size 8
+  snapd request-snapshot --gen 3 --source /data/ckpt/resumed/step-3.pt --resumed-from 2`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -68,6 +78,7 @@ committer makes the generation's one Git commit once all W parts are in.`,
 	fl.StringVar(&o.requester, "requester", "", "who asks, 1..64 of [A-Za-z0-9._:@/+-] (default cli:PID)")
 	fl.IntVar(&o.rank, "rank", -1, "this shard's rank 0..W-1 (with --world-size)")
 	fl.IntVar(&o.worldSize, "world-size", 0, "number of ranks writing the generation, 1..65536 (with --rank)")
+	fl.Uint64Var(&o.resumed, "resumed-from", 0, "the run restarted from this generation's checkpoint, 1..N-1 (the generations above it are abandoned)")
 	cmd.MarkFlagsRequiredTogether("rank", "world-size")
 	cmd.MarkFlagRequired("gen")
 	cmd.MarkFlagRequired("source")
@@ -92,7 +103,7 @@ func runRequestSnapshot(ctx context.Context, e *env, o *requestOptions) error {
 	if requester == "" {
 		requester = fmt.Sprintf("cli:%d", os.Getpid())
 	}
-	r := wal.Request{Gen: o.gen, Time: e.now(), Requester: requester, Source: src}
+	r := wal.Request{Gen: o.gen, Time: e.now(), Requester: requester, Source: src, ResumedFrom: o.resumed}
 	if o.worldSize != 0 || o.rank != -1 {
 		r.Rank, r.WorldSize = o.rank, o.worldSize
 		if o.worldSize == 0 {
@@ -114,7 +125,11 @@ func runRequestSnapshot(ctx context.Context, e *env, o *requestOptions) error {
 		fmt.Fprintf(e.stdout, "requested gen=%d rank=%d world_size=%d src=%s wal=%s\n", o.gen, r.Rank, r.WorldSize, src, dir)
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "requested gen=%d src=%s wal=%s\n", o.gen, src, dir)
+	if r.ResumedFrom != 0 {
+		fmt.Fprintf(e.stdout, "requested gen=%d resumed_from=%d src=%s wal=%s\n", o.gen, r.ResumedFrom, src, dir)
+	} else {
+		fmt.Fprintf(e.stdout, "requested gen=%d src=%s wal=%s\n", o.gen, src, dir)
+	}
 	if isDCP, _ := dcp.IsDCP(src); isDCP {
 		if _, err := os.Stat(filepath.Join(src, ".metadata")); err != nil {
 			fmt.Fprintf(e.stderr, "snapd: note: %s has no .metadata yet (torch.distributed.checkpoint.save still running?): the daemon retries it until it is complete\n", src)
