@@ -52,12 +52,16 @@ type realTorch struct {
 // 2.6, see shared/fixtures/torch2/README.md).
 func realTorches(t *testing.T) []realTorch {
 	var out []realTorch
-	if exec.Command("python3", "-c", "import torch").Run() == nil {
+	for _, py := range []string{"/usr/bin/python3", "python3"} {
+		if exec.Command(py, "-c", "import torch").Run() != nil {
+			continue
+		}
 		d := t.TempDir()
-		out = append(out, realTorch{name: "system", cmd: []string{"python3"}, dir: d, inside: d,
+		out = append(out, realTorch{name: "system", cmd: []string{py}, dir: d, inside: d,
 			// torch 1.13 reads no float leaves with weights_only (the
 			// optimizer's lr) and no float8 (_rebuild_tensor_v3).
 			files: []string{"model.pt", "views.pt", "legacy.pt"}})
+		break
 	}
 	if root := os.Getenv("SNAPD_TORCH2_CHROOT"); root != "" {
 		d, err := os.MkdirTemp(filepath.Join(root, "tmp"), "snapd-torch-")
