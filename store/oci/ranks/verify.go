@@ -133,6 +133,15 @@ func verifyCommit(ctx context.Context, git func(context.Context, []string, ...st
 		return nil, err
 	}
 	name := c[:min(12, len(c))] + ":" + IndexPath
+	// policy says which allowed_signers lines do not allow namespace
+	// "file" at the commit's time (added to a signature failure).
+	policy := ""
+	withPolicy := func(err error) error {
+		if policy == "" {
+			return err
+		}
+		return fmt.Errorf("%w (%s)", err, policy)
+	}
 	if o.Signers != nil {
 		ct, err := git(ctx, nil, "log", "-1", "--format=%ct", c)
 		if err != nil {
@@ -144,6 +153,9 @@ func verifyCommit(ctx context.Context, git func(context.Context, []string, ...st
 		}
 		at := time.Unix(sec, 0)
 		o.Trusted = o.Signers.Ed25519Keys(sshsig.NamespaceFile, at)
+		if ex := o.Signers.Excluded(sshsig.NamespaceFile, at); len(ex) > 0 {
+			policy = fmt.Sprintf("allowed_signers at the commit time %s: %s", at.UTC().Format(time.RFC3339), strings.Join(ex, "; "))
+		}
 		if len(o.Trusted) == 0 {
 			return nil, fail(name, 0, -1, CheckSignature, "allowed_signers allows no key for namespace %q at the commit time %s: %s",
 				sshsig.NamespaceFile, at.UTC().Format(time.RFC3339), strings.Join(o.Signers.Excluded(sshsig.NamespaceFile, at), "; "))
@@ -153,7 +165,7 @@ func verifyCommit(ctx context.Context, git func(context.Context, []string, ...st
 		*chain = ix.Chain
 	}
 	if err := ix.Verify(name, VerifyOptions{Trusted: o.Trusted, Prev: prev, CheckChain: true, Chain: *chain}); err != nil {
-		return nil, err
+		return nil, withPolicy(err)
 	}
 	gen := ix.GenNumber()
 	msg, err := git(ctx, nil, "log", "-1", "--format=%B", c)
@@ -219,7 +231,7 @@ func verifyCommit(ctx context.Context, git func(context.Context, []string, ...st
 		}
 		rep, err := verifyPart(ctx, []byte(skel), sname, o, *chain)
 		if err != nil {
-			return nil, err
+			return nil, withPolicy(err)
 		}
 		lg.Arrays += len(rep.Arrays)
 		for _, a := range rep.Arrays {
