@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -120,6 +121,7 @@ type ociPushOptions struct {
 	segSize      int64
 	json         bool
 	from         string
+	wsum         string    // for a streamed WTXT input
 	w            wtxtFlags // for a checkpoint input
 }
 
@@ -136,6 +138,13 @@ tagged gen-NNNNNN. The skeleton is written atomically (default IN.skel)
 only after the manifest is in the registry; commit it to Git. Every
 chunk's sha256 and crc32c are checked while splitting. "snapd assemble
 --oci-repository R SKELETON OUT" rebuilds the WTXT byte for byte.
+
+A streamed WTXT (root_pending, "snapd convert --stream") is pushed with
+its WSUM (--wsum, default IN with .wtxt replaced by .wsum): the WTXT is
+first verified against it (every hash, sha256_all, the Merkle formula;
+one more read of IN), and the manifest's snapd.sha256_all and
+snapd.merkle_this are the WSUM's; without its WSUM the push is refused.
+The skeleton keeps the WTXT's header as written.
 
 IN may also be a checkpoint in any format convert reads (or a checkpoint
 directory): it is then converted straight to the skeleton and segments,
@@ -179,7 +188,16 @@ made, so an edited or foreign FILE only costs hashing (output identical).`,
 		},
 	}
 	addOCIFlags(cmd, &o.oci)
-	o.w.register(cmd)
+	// The WTXT writer flags of convert, but --stream and --encrypt-to: the
+	// skeleton layout holds plain WTXT with its root line.
+	defs := &cobra.Command{}
+	o.w.register(defs)
+	defs.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name != "stream" && f.Name != "encrypt-to" {
+			cmd.Flags().AddFlag(f)
+		}
+	})
+	cmd.Flags().StringVar(&o.wsum, "wsum", "", "streamed WTXT input (root_pending): its WSUM (default: IN with .wtxt replaced by .wsum); the WTXT is verified against it and the manifest takes its sha256_all and merkle_this")
 	cmd.Flags().StringVar(&o.from, "from", "", "checkpoint input format (default: detect)")
 	cmd.Flags().StringVar(&o.skeleton, "skeleton", "", "where to write the skeleton (default IN.skel for a WTXT, IN.wtxt.skel for a checkpoint)")
 	cmd.Flags().StringVar(&o.prevSkel, "prev-skeleton", "", "the previous generation's skeleton (this repository's): segments whose chunks it has and that its gen-NNNNNN manifest in the registry confirms (same place, size and digest) are not decoded, hashed whole or sent again")
@@ -205,6 +223,15 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions, wtxtS
 	}
 	if isWTXT && len(wtxtSet) > 0 {
 		return usageError{fmt.Errorf("%s is a WTXT: --%s applies to a checkpoint input only", in, wtxtSet[0])}
+	}
+	if !isWTXT && o.wsum != "" {
+		return usageError{fmt.Errorf("%s is not a WTXT: --wsum applies to a streamed WTXT input only", in)}
+	}
+	var wsum *wtxt.WSUM
+	if isWTXT {
+		if wsum, err = streamedWSUM(ctx, in, o.wsum); err != nil {
+			return err
+		}
 	}
 	repo, err := o.oci.open(e)
 	if err != nil {
@@ -241,7 +268,7 @@ func runOCIPush(ctx context.Context, e *env, in string, o *ociPushOptions, wtxtS
 		return ioError{err}
 	}
 	defer out.Abort()
-	res, err := repo.PushWTXTAt(ctx, f, fi.Size(), filepath.Base(in), out, o.segSize, prev)
+	res, err := repo.PushStreamedWTXTAt(ctx, f, fi.Size(), filepath.Base(in), out, o.segSize, prev, wsum)
 	if err != nil {
 		return registryErr(err)
 	}
@@ -275,9 +302,6 @@ func reportOCIPush(e *env, repo *oci.Repository, res *oci.PushResult, skel strin
 // pushCheckpoint converts the checkpoint in straight to a skeleton and
 // segments (oci.Repository.PushSnapshot: no WTXT written) and pushes them.
 func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string, o *ociPushOptions, prev oci.Previous) error {
-	if o.w.stream != "" || o.w.encryptTo != "" {
-		return usageError{errors.New("--stream and --encrypt-to do not apply to oci push (the skeleton layout holds plain, final WTXT)")}
-	}
 	meta, opts, err := o.w.options(e)
 	if err != nil {
 		return err
@@ -381,6 +405,49 @@ func writeSegmentCache(path string, c *wtxt.SegmentCache) error {
 		return ioError{err}
 	}
 	return nil
+}
+
+// streamedWSUM returns, for a streamed WTXT in (root_pending), its WSUM
+// (wsumPath, else in's sibling .wsum) after verifying the WTXT against
+// it; nil for a WTXT with a root line (then wsumPath must be "").
+func streamedWSUM(ctx context.Context, in, wsumPath string) (*wtxt.WSUM, error) {
+	f, err := os.OpenFile(in, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, ioError{err}
+	}
+	defer f.Close()
+	h, err := wtxt.ReadHeader(bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", in, err)
+	}
+	if !h.Pending {
+		if wsumPath != "" {
+			return nil, usageError{fmt.Errorf("--wsum: %s is not a streamed WTXT (it has a root line)", in)}
+		}
+		return nil, nil
+	}
+	if wsumPath == "" {
+		cand := strings.TrimSuffix(in, ".wtxt") + ".wsum"
+		if fi, err := os.Stat(cand); err != nil || !fi.Mode().IsRegular() {
+			return nil, usageError{fmt.Errorf("%s is a streamed WTXT (root_pending): its sha256_all, merkle_this and signature are in its WSUM, and there is none at %s: give it with --wsum", in, cand)}
+		}
+		wsumPath = cand
+	}
+	b, err := readLimited(wsumPath, 4096)
+	if err != nil {
+		return nil, ioError{fmt.Errorf("--wsum: %w", err)}
+	}
+	w, err := wtxt.ParseWSUM(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", wsumPath, err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, ioError{err}
+	}
+	if _, err := wtxt.Verify(ctx, f, wtxt.VerifyOptions{File: filepath.Base(in), WSUM: b}); err != nil {
+		return nil, fmt.Errorf("%s does not verify with its WSUM %s: %w", in, wsumPath, err)
+	}
+	return w, nil
 }
 
 // hasWTXTMagic reports whether the regular file path starts with a WTXT

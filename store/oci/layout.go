@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -47,6 +48,25 @@ type Generation struct {
 	// Manifest is the digest ("sha256:<hex>") of the manifest the tag
 	// resolved to (Repository.CheckGeneration); "" when not fetched.
 	Manifest string
+	// Pending: the WTXT is streamed (root_pending) and MerkleThis and
+	// SHA256All are its header's zeros; no manifest is built for it
+	// (ErrStreamed) until its WSUM completes them (WithWSUM).
+	Pending bool
+}
+
+// ErrStreamed is returned for a manifest of a streamed WTXT whose WSUM
+// was not given: its root values (sha256_all, merkle_this) are in the
+// WSUM, and a manifest with the header's zeros would be a lie.
+var ErrStreamed = errors.New("streamed WTXT (root_pending) without its WSUM")
+
+// WithWSUM completes a Pending generation with the root values of its
+// WSUM w (which the caller has verified against the WTXT): MerkleThis and
+// SHA256All become w's.
+func (g Generation) WithWSUM(w *wtxt.WSUM) Generation {
+	g.MerkleThis = hex.EncodeToString(w.MerkleThis[:])
+	g.SHA256All = hex.EncodeToString(w.SHA256All[:])
+	g.Pending = false
+	return g
 }
 
 // GenerationFromHeader fills the header values of a Generation.
@@ -57,6 +77,7 @@ func GenerationFromHeader(h *wtxt.Header) Generation {
 		MerkleThis: hex.EncodeToString(h.MerkleThis[:]),
 		SHA256All:  hex.EncodeToString(h.SHA256All[:]),
 		KeyID:      h.KeyID,
+		Pending:    h.Pending,
 	}
 }
 
@@ -123,6 +144,9 @@ func SegmentDescriptor(s wtxt.Segment) ocispec.Descriptor {
 // Layers are the distinct non-empty segment blobs in first-appearance
 // order.
 func BuildManifest(g Generation, config []byte) ([]byte, error) {
+	if g.Pending {
+		return nil, fmt.Errorf("oci manifest %s: %w", Tag(g.Gen), ErrStreamed)
+	}
 	seen := map[[32]byte]bool{}
 	layers := []ocispec.Descriptor{}
 	for _, s := range g.Segments {

@@ -64,10 +64,30 @@ type Previous struct {
 // lines disagree with the registry's previous manifest costs only the
 // reading of the segments it got wrong. The result's Keys are this
 // generation's, for the next push.
+//
+// A streamed WTXT (root_pending) fails with ErrStreamed before its
+// manifest is pushed: use PushStreamedWTXTAt.
 func (r *Repository) PushWTXTAt(ctx context.Context, in io.ReaderAt, size int64, name string, skel io.Writer, segSize int64, prev Previous) (*PushResult, error) {
+	return r.PushStreamedWTXTAt(ctx, in, size, name, skel, segSize, prev, nil)
+}
+
+// PushStreamedWTXTAt is PushWTXTAt for a streamed WTXT (root_pending)
+// and its WSUM w, which the caller has verified against the WTXT
+// (wtxt.Verify with VerifyOptions.WSUM): the manifest's snapd.sha256_all
+// and snapd.merkle_this annotations are w's, the skeleton keeps the
+// WTXT's header as written. With w nil it is PushWTXTAt.
+func (r *Repository) PushStreamedWTXTAt(ctx context.Context, in io.ReaderAt, size int64, name string, skel io.Writer, segSize int64, prev Previous, w *wtxt.WSUM) (*PushResult, error) {
 	gen, st, keys, err := r.UploadSegmentsAt(ctx, in, size, name, skel, segSize, prev)
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case gen.Pending && w != nil:
+		gen = gen.WithWSUM(w)
+	case gen.Pending:
+		return nil, fmt.Errorf("%s: %w: its sha256_all and merkle_this are in the WSUM", name, ErrStreamed)
+	case w != nil:
+		return nil, fmt.Errorf("%s: a WSUM was given for a WTXT that is not streamed (it has a root line)", name)
 	}
 	res, err := r.finishPush(ctx, gen, st)
 	if err != nil {
