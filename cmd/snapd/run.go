@@ -181,6 +181,16 @@ func loadRunConfig(o *runOptions) (*configs.Config, error) {
 	set("hmac-key", func() { c.Keys.HMAC = o.hmacKey })
 	set("principal", func() { c.Keys.Principal = o.principal })
 	applyRunOCIFlags(c, &o.oci, set)
+	// The daemon records paths under its state directory in durable jobs
+	// (the push queue's hold files) that must not depend on the working
+	// directory: a relative --state-dir is made absolute once, here.
+	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
+		abs, err := filepath.Abs(c.StateDir)
+		if err != nil {
+			return nil, ioError{fmt.Errorf("state directory: %w", err)}
+		}
+		c.StateDir = abs
+	}
 	if err := c.Validate(); err != nil {
 		return nil, usageError{err}
 	}

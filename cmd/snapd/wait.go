@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapd-ml/snapd/configs"
+	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/pipeline"
 	"github.com/snapd-ml/snapd/wal"
@@ -19,6 +21,7 @@ import (
 
 type waitOptions struct {
 	stateDir string
+	branch   string // the generations branch (git.branch), for --pushed
 	gen      uint64
 	pushed   bool
 	timeout  time.Duration
@@ -41,8 +44,9 @@ func newWaitCommand(e *env) *cobra.Command {
 		Short: "Wait until a requested generation is done (or pushed), exit 1 if it failed",
 		Long: `Wait until the request for generation GEN in STATE_DIR/wal has an outcome.
 done: exit 0. failed: the reason on stderr, exit 1. With --pushed, a done
-generation is also waited on until the push queue holds no job for it or an
-earlier generation (it reached the remote); a queue that stopped and needs
+generation is also waited on until its commit is in the daemon's repository
+and the push queue holds no job for it or an earlier generation (it reached
+the remote); a queue that stopped and needs
 attention ends the wait with exit 1 and its error. --timeout ends the wait
 with exit 2 (the generation may still land: run it again). Reads only;
 safe while the daemon runs. A request for GEN that is not in the log yet is
@@ -58,6 +62,14 @@ waited for like a pending one.`,
 			o.gen = g
 			if o.stateDir, err = e.existingStateDir(cmd); err != nil {
 				return err
+			}
+			o.branch = configs.Default().Git.Branch
+			if p := e.configPath(cmd); p != "" {
+				c, err := configs.Load(p)
+				if err != nil {
+					return usageError{err}
+				}
+				o.branch = c.Git.Branch
 			}
 			return runWait(cmd.Context(), e, &o)
 		},
@@ -173,6 +185,20 @@ func waitCheck(o *waitOptions) (waitResult, bool, error) {
 			}
 			return r, false, nil
 		}
+	}
+	// Done but not in the queue: pushed once its commit exists (in the
+	// skeleton layout the queue job makes the commit; a job the daemon
+	// could not enqueue is not "pushed").
+	repoDir := filepath.Join(o.stateDir, pipeline.RepoDir)
+	if _, err := os.Stat(filepath.Join(repoDir, "HEAD")); err != nil {
+		return r, false, nil // no repository yet (OpenRepo would create one)
+	}
+	repo, err := gitops.OpenRepo(repoDir, gitops.Config{Branch: o.branch})
+	if err != nil {
+		return r, false, nil
+	}
+	if _, err := repo.ResolveGen(o.gen); err != nil {
+		return r, false, nil
 	}
 	r.State = "pushed"
 	return r, true, nil
