@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -95,10 +96,10 @@ func TestTorchResumedRun(t *testing.T) {
 	var rep struct {
 		OK          bool `json:"ok"`
 		Generations []struct {
-			Gen       string `json:"gen"`
-			Tag       string `json:"tag"`
-			Chain     string `json:"chain"`
-			Abandoned bool   `json:"abandoned"`
+			Gen       json.Number `json:"gen"`
+			Tag       string      `json:"tag"`
+			Chain     string      `json:"chain"`
+			Abandoned bool        `json:"abandoned"`
 			Resume    *struct {
 				From      string   `json:"from"`
 				Abandoned []string `json:"abandoned"`
@@ -110,16 +111,16 @@ func TestTorchResumedRun(t *testing.T) {
 	}
 	var got []string
 	for _, g := range rep.Generations {
-		s := g.Gen + ":" + g.Chain
+		s := g.Gen.String() + ":" + g.Chain
 		if g.Abandoned {
 			s += ":abandoned"
 		}
 		if g.Resume != nil {
-			s += ":resume-from-" + g.Resume.From + "-abandons-" + strings.Join(g.Resume.Abandoned, ",")
+			s += fmt.Sprintf(":resume-from-%s-abandons-%v", g.Resume.From, g.Resume.Abandoned)
 		}
 		got = append(got, s)
 	}
-	want := "000001:first 000002:continues 000003:continues:abandoned 000002:resumed:resume-from-000002-abandons-000003 000003:continues 000004:continues"
+	want := "1:first 2:continues 3:continues:abandoned 2:resumed:resume-from-000002-abandons-[000003] 3:continues 4:continues"
 	if !rep.OK || strings.Join(got, " ") != want {
 		t.Fatalf("verify-repo: ok=%v\n got %s\nwant %s", rep.OK, strings.Join(got, " "), want)
 	}
