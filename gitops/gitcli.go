@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -213,7 +212,7 @@ wait:
 		}
 	}
 	// Whatever is left of the group (a helper that outlived git).
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	killGroup(pgid)
 	if err == nil && reason == "" {
 		if ps := cmd.ProcessState; ps != nil {
 			// CPU of the child and its waited-for descendants (for a

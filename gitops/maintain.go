@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -73,7 +72,7 @@ func (r *Repo) Maintain(ctx context.Context) (MaintainResult, error) {
 	start := time.Now()
 	err = cmd.Run()
 	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever outlived git
+		killGroup(cmd.Process.Pid) // whatever outlived git
 	}
 	res.Elapsed = time.Since(start)
 	// go-git lists packs once: whatever git did, re-read the list.
@@ -112,13 +111,4 @@ func localGitEnv(extra ...string) []string {
 		}
 	}
 	return append(append(env, extra...), "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")
-}
-
-// inOwnGroup runs cmd in its own process group, killed whole (SIGKILL to
-// -pgid) when cmd's context ends, and dying with snapd (Pdeathsig), so no
-// helper git starts outlives it; pipes still held 5 s after are closed.
-func inOwnGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
 }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/go-git/go-git/v5/plumbing"
 )
@@ -65,7 +64,7 @@ func indexPackCheck(ctx context.Context, repoDir string) func(pack, idx string, 
 		inOwnGroup(cmd)
 		err = cmd.Run()
 		if cmd.Process != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever outlived git
+			killGroup(cmd.Process.Pid) // whatever outlived git
 		}
 		if err != nil {
 			return fmt.Errorf("git index-pack --verify --strict: %w: %s", err, strings.TrimSpace(out.String()))

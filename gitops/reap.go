@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // pgidFile (in the local repository) names the process group of the git
@@ -87,7 +86,7 @@ func (p *GitPusher) reapStale() int {
 			continue
 		}
 		if g, s, ok := procStart(pid); ok && g == pgid && s >= start {
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			if killProcess(pid) == nil {
 				n++
 			}
 		}
