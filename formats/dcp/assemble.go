@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -34,7 +35,7 @@ type tiling struct {
 // chunks in d dimensions may need up to n^d cells). Failures are errors
 // of class ErrCorrupt (or ErrLimit) naming the chunk index and the check;
 // the caller adds the file and tensor.
-func planTiling(shape []int64, boxes []box, maxCells int) (*tiling, error) {
+func planTiling(shape []int64, boxes []box, maxCells int, budget *formats.Budget) (*tiling, error) {
 	rank := len(shape)
 	total, err := snapshot.NumElements(shape)
 	if err != nil {
@@ -80,6 +81,12 @@ func planTiling(shape []int64, boxes []box, maxCells int) (*tiling, error) {
 			return nil, fmt.Errorf("%w: the chunks cut the tensor into more than %d regions (too irregular a layout)", ErrLimit, maxCells)
 		}
 		cells *= n
+	}
+	if budget != nil {
+		// The grid is held as long as the tensor is read.
+		if err := budget.Take(cells*4, "chunk grid"); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrLimit, err)
+		}
 	}
 	t.owner = make([]int32, cells)
 	for i := range t.owner {

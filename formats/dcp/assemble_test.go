@@ -3,12 +3,10 @@ package dcp
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -255,7 +253,7 @@ func TestGatherReads(t *testing.T) {
 	full := fill(3, 5*7*3*2)
 	for _, lay := range []layoutFunc{split(1, 3), mesh(2, 3), split(2, 2), split(0, 5)} {
 		boxes := lay(shape)
-		tl, err := planTiling(shape, boxes, 1<<20)
+		tl, err := planTiling(shape, boxes, 1<<20, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,14 +300,14 @@ func TestTilingRefused(t *testing.T) {
 		{"partial-dup", []box{b(0, 0, 4, 4), b(0, 0, 2, 4)}, "overlaps"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := planTiling(shape, tc.boxes, 1<<20)
+			_, err := planTiling(shape, tc.boxes, 1<<20, nil)
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want ErrCorrupt with %q", err, tc.want)
 			}
 		})
 	}
 	// The same chunk listed twice is one chunk.
-	if _, err := planTiling(shape, []box{b(0, 0, 4, 4), b(0, 0, 4, 4)}, 1<<20); err != nil {
+	if _, err := planTiling(shape, []box{b(0, 0, 4, 4), b(0, 0, 4, 4)}, 1<<20, nil); err != nil {
 		t.Fatal(err)
 	}
 	// An irregular layout that would need a huge grid is refused.
@@ -317,10 +315,7 @@ func TestTilingRefused(t *testing.T) {
 	for i := int64(0); i < 64; i++ {
 		many = append(many, box{off: []int64{i, 0}, size: []int64{1, 64 - i}}, box{off: []int64{i, 64 - i}, size: []int64{1, i}})
 	}
-	if _, err := planTiling([]int64{64, 64}, many, 100); !errors.Is(err, ErrLimit) {
+	if _, err := planTiling([]int64{64, 64}, many, 100, nil); !errors.Is(err, ErrLimit) {
 		t.Fatalf("irregular layout: %v, want ErrLimit", err)
 	}
 }
-
-var _ = binary.LittleEndian
-var _ = filepath.Join

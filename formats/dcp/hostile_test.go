@@ -155,3 +155,20 @@ func TestIncomplete(t *testing.T) {
 		t.Fatal("an empty directory is DCP")
 	}
 }
+
+// TestBudget: what reading materialises (the chunk grid, the torch
+// codec's decoding of each item) is charged to the item file's decode
+// budget; a budget too small fails with ErrLimit, not an allocation.
+func TestBudget(t *testing.T) {
+	dir := t.TempDir()
+	writeLayout(t, dir, stateDict(t), mesh(2, 2), 2)
+	_, err := Open(context.Background(), dir, Options{Torch: torch.New(), MaxDecoded: 16})
+	if !errors.Is(err, formats.ErrLimit) {
+		t.Fatalf("%v, want ErrLimit", err)
+	}
+	d, err := Open(context.Background(), dir, Options{Torch: torch.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+}

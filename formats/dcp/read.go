@@ -334,7 +334,7 @@ func tensorArray(ctx context.Context, it *Item, files map[string]*itemFile, lim 
 		boxes[i] = box{off: c.Offsets, size: c.Sizes}
 	}
 	f0 := files[it.Chunks[0].Storage.File]
-	t, err := planTiling(it.Size, boxes, lim.MaxCells)
+	t, err := planTiling(it.Size, boxes, lim.MaxCells, f0.budget)
 	if err != nil {
 		return nil, errf(f0.path, "", -1, it.FQN, classOf(err), "chunk layout: %v", stripClass(err))
 	}

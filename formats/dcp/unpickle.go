@@ -19,6 +19,10 @@ func ParseMetadata(ctx context.Context, b []byte, file string, lim Limits) (*Met
 		return nil, errf(file, "", -1, "", ErrLimit, "%d bytes, limit %d", len(b), lim.MaxMetadataBytes)
 	}
 	budget := formats.NewBudget(formats.DefaultMaxDecoded(int64(len(b))))
+	// The file's bytes are held while the pickle runs.
+	if err := budget.Take(int64(len(b)), ".metadata bytes"); err != nil {
+		return nil, errf(file, "", -1, "", ErrLimit, "%v", err)
+	}
 	v, err := unpickle(ctx, b, file, budget)
 	if err != nil {
 		return nil, err
