@@ -31,11 +31,16 @@
 // accepted, as NumPy does); fortran_order True or False. Headers longer
 // than MaxHeaderSize are refused.
 //
-// Element types: f8 f4 f2, i8 i4 i2 i1, u8 u4 u2 u1, b1 — in either byte
-// order — map to snapshot f64 f32 f16, i64 i32 i16 i8, u64 u32 u16 u8,
-// bool. Object arrays ('|O', pickled Python objects), structured dtypes
-// (a list descr), strings, complex, datetime and anything else are refused
-// with ErrUnsupported; nothing is ever unpickled. A shape whose byte size
+// Element types: f8 f4 f2, i8 i4 i2 i1, u8 u4 u2 u1, b1, c8 c16 — in
+// either byte order — map to snapshot f64 f32 f16, i64 i32 i16 i8, u64
+// u32 u16 u8, bool, c64 c128 (a complex element is two floats, real then
+// imaginary, each byte-swapped on its own when big-endian; a big-endian
+// complex array in Fortran order is refused with ErrUnsupported). Object
+// arrays ('|O', pickled Python objects), structured dtypes (a list
+// descr), strings, complex256, datetime and anything else are refused
+// with ErrUnsupported; nothing is ever unpickled. Encode refuses bf16 and
+// the fp8 dtypes (NumPy has none) with a formats.DTypeError naming the
+// array, or drops them under EncodeOptions.Lossy and reports each. A shape whose byte size
 // overflows int64 is refused (ErrLimit); data shorter or longer than the
 // shape needs is ErrCorrupt.
 //

@@ -119,7 +119,10 @@ func decodeNPY(r io.ReaderAt, base, size int64, l loc, bud *budget) (*snapshot.A
 	} else if nbytes < avail {
 		return nil, l.fail(dataOff+nbytes, ErrCorrupt, "%d bytes after the array data", avail-nbytes)
 	}
-	lay := layout{esize: h.dtype.size, swap: h.big, fortran: h.fortran, shape: h.shape}
+	lay, ok := newLayout(h.dtype, h.big, h.fortran, h.shape)
+	if !ok {
+		return nil, l.fail(plen, ErrUnsupported, "big-endian complex array in Fortran order")
+	}
 	if lay.trivial() {
 		a.Data = snapshot.Section(r, base+dataOff, nbytes)
 	} else {
@@ -191,7 +194,7 @@ func planNPY(a *snapshot.Array) (*npyPlan, error) {
 	}
 	d, ok := dtypeFor(a.DType)
 	if !ok {
-		return nil, fmt.Errorf("numpy: array %q: dtype %s has no NumPy counterpart: %w", a.Name, a.DType, formats.ErrLossy)
+		return nil, &formats.DTypeError{Format: "numpy", Array: a.Name, DType: a.DType, Why: "NumPy has no bf16 or fp8 dtype"}
 	}
 	for k := range a.Attrs {
 		if len(k) > len(attrPrefix) && k[:len(attrPrefix)] == attrPrefix && !arrayAttrs[k] {
@@ -246,7 +249,11 @@ func planNPY(a *snapshot.Array) (*npyPlan, error) {
 	if !versionFits(p.major, len(p.text)) {
 		return nil, bad("header of %d bytes does not fit format version %d.0", len(p.text), p.major)
 	}
-	p.lay = layout{esize: d.size, swap: h.big, fortran: h.fortran, shape: a.Shape}
+	lay, ok := newLayout(d, h.big, h.fortran, a.Shape)
+	if !ok {
+		return nil, bad("a big-endian complex array in Fortran order is not supported")
+	}
+	p.lay = lay
 	return p, nil
 }
 
@@ -368,6 +375,7 @@ func (c Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, op
 		p, err := planNPY(a)
 		if err != nil {
 			if opts.Lossy && errors.Is(err, formats.ErrLossy) {
+				opts.Drop(formats.DroppedDType(c.Name(), a.Name, a.DType, "NumPy has no bf16 or fp8 dtype"))
 				continue
 			}
 			return err

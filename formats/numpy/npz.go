@@ -499,6 +499,7 @@ func encodeNPZ(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts form
 		p, err := planNPY(a)
 		if err != nil {
 			if opts.Lossy && errors.Is(err, formats.ErrLossy) {
+				opts.Drop(formats.DroppedDType("npz", a.Name, a.DType, "NumPy has no bf16 or fp8 dtype"))
 				continue
 			}
 			return err

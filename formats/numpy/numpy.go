@@ -76,7 +76,8 @@ var (
 	// ErrLimit: a size is beyond a limit or the codec's budget.
 	ErrLimit = formats.Kind("limit exceeded", formats.ErrLimit)
 	// ErrUnsupported: valid NumPy data snapd does not read: object arrays
-	// (pickles), structured, string, complex and datetime dtypes,
+	// (pickles), structured, string, complex256 and datetime dtypes,
+	// big-endian complex arrays in Fortran order,
 	// encrypted or otherwise compressed zip members.
 	ErrUnsupported = formats.Kind("unsupported numpy feature", formats.ErrUnsupported)
 	// ErrInvalidSnapshot: Encode was given a snapshot it cannot write
@@ -119,6 +120,8 @@ var dtypeTable = []dtypeInfo{
 	{'u', 2, snapshot.U16},
 	{'u', 1, snapshot.U8},
 	{'b', 1, snapshot.Bool},
+	{'c', 8, snapshot.C64},
+	{'c', 16, snapshot.C128},
 }
 
 func dtypeFor(dt snapshot.DType) (dtypeInfo, bool) {
@@ -135,7 +138,7 @@ func dtypeFor(dt snapshot.DType) (dtypeInfo, bool) {
 var kindNames = map[byte]string{
 	'O': "object (pickled Python objects; never unpickled)",
 	'V': "void/structured",
-	'c': "complex",
+	'c': "complex of this size",
 	'S': "byte string",
 	'a': "byte string",
 	'U': "unicode string",

@@ -26,7 +26,7 @@ var npyDescr = map[snapshot.DType]string{
 	snapshot.F64: "<f8", snapshot.F32: "<f4", snapshot.F16: "<f2",
 	snapshot.I64: "<i8", snapshot.I32: "<i4", snapshot.I16: "<i2", snapshot.I8: "|i1",
 	snapshot.U64: "<u8", snapshot.U32: "<u4", snapshot.U16: "<u2", snapshot.U8: "|u1",
-	snapshot.Bool: "|b1",
+	snapshot.Bool: "|b1", snapshot.C64: "<c8", snapshot.C128: "<c16",
 }
 
 type expArray struct {

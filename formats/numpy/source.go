@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/snapd-ml/snapd/snapshot"
@@ -16,6 +17,23 @@ type layout struct {
 	swap    bool    // elements are stored big-endian
 	fortran bool    // stored in Fortran (column-major) order
 	shape   []int64 // logical (C) shape
+}
+
+// newLayout is the layout of an array of dtype d and logical shape. A
+// big-endian complex element is two big-endian floats: when nothing is
+// transposed it is swapped as its two parts (a trailing dimension of 2
+// of the part size, in C order, which is the same bytes); ok is false for
+// a big-endian complex array that must also be transposed (not
+// supported).
+func newLayout(d dtypeInfo, big, fortran bool, shape []int64) (l layout, ok bool) {
+	l = layout{esize: d.size, swap: big, fortran: fortran, shape: shape}
+	if !big || !d.dt.IsComplex() {
+		return l, true
+	}
+	if l.transposes() {
+		return l, false
+	}
+	return layout{esize: d.size / 2, swap: true, shape: append(append([]int64{}, shape...), 2)}, true
 }
 
 // trivial reports whether stored bytes equal the C-order little-endian
@@ -419,6 +437,15 @@ func copyStrided(dst, s []byte, stride, n int64, esize int, swap bool) {
 	case esize == 2:
 		for k := int64(0); k < n; k++ {
 			binary.LittleEndian.PutUint16(dst[k*stride:], binary.LittleEndian.Uint16(s[k*2:]))
+		}
+	case esize > 1: // c128: 16-byte elements
+		es := int64(esize)
+		for k := int64(0); k < n; k++ {
+			d := dst[k*stride : k*stride+es]
+			copy(d, s[k*es:(k+1)*es])
+			if swap {
+				slices.Reverse(d)
+			}
 		}
 	default:
 		for k := int64(0); k < n; k++ {

@@ -27,6 +27,11 @@ def values(dt, shape):
     n = int(np.prod(shape)) if len(shape) else 1
     if dt.kind == "b":
         a = (np.arange(n) % 3 == 1)
+    elif dt.kind == "c":
+        a = (np.arange(n) - n / 2) * 0.75 + 1j * (np.arange(n) * 0.5 - 1)
+        if n > 3:
+            a[1] = complex(np.inf, 2)
+            a[2] = complex(-0.0, np.nan)
     elif dt.kind == "f":
         a = (np.arange(n) - n / 2) * 0.75
         if n > 3:
@@ -71,6 +76,13 @@ def gen(d):
             a = values(dt, (3, 4, 5))
             save("%s%s_c.npy" % ({"<": "le", ">": "be"}[order], code), a)
             save("%s%s_f.npy" % ({"<": "le", ">": "be"}[order], code), np.asfortranarray(a))
+    # complex: both byte orders in C order, little-endian in Fortran order
+    # (snapd refuses big-endian complex in Fortran order)
+    for code in ("c8", "c16"):
+        for order in "<>":
+            a = values(np.dtype(order + code), (3, 4, 5))
+            save("%s%s_c.npy" % ({"<": "le", ">": "be"}[order], code), a)
+        save("le%s_f.npy" % code, np.asfortranarray(values(np.dtype("<" + code), (3, 4, 5))))
     a = values(np.dtype("<f4"), (2, 3))
     save("v2.npy", a, (2, 0))
     save("v3.npy", a, (3, 0))
