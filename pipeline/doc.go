@@ -38,7 +38,11 @@
 // sniffed (formats.Registry.Detect: magic bytes, then extension) and
 // decoded; a directory is read as one snapshot by formats/sharddir (a
 // Hugging Face shard index and its shards, or every checkpoint file, each
-// opened beneath the directory, regular files only). The source is
+// opened beneath the directory, regular files only), or by formats/dcp
+// when it holds .metadata or *.distcp files (a torch.distributed.checkpoint
+// of any world size, every tensor assembled whole; until torch has written
+// .metadata and every item file it names, the source is retried like a
+// transient error, never half-read). The source is
 // opened without blocking and judged by the opened descriptor
 // (internal/safeopen): a FIFO, device or socket — also one swapped in for
 // a checkpoint after a check — fails the request at once. Decoders and
