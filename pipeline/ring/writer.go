@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"filippo.io/age"
-	"golang.org/x/sys/unix"
 
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -412,7 +411,7 @@ func startWriteback(w io.Writer) func() {
 			case <-done:
 				return
 			case <-t.C:
-				_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+				kickWriteback(f)
 			}
 		}
 	}()
