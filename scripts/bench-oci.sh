@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-oci.sh: the skeleton layout (issue 15: tensor bytes in an OCI
+# bench-oci.sh: the skeleton layout (tensor bytes in an OCI
 # registry, the signed skeleton in Git) beside git-lfs, in one run.
 #
 #   scripts/bench-oci.sh [SIZE_BYTES] [GENS] [PATTERN] [CHANGE_PERCENT]

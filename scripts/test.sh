@@ -24,7 +24,7 @@ python3 -c 'import torch' 2>/dev/null || /usr/bin/python3 -c 'import torch' 2>/d
 /usr/bin/python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v systemd-analyze >/dev/null || need+=(systemd)   # configs/systemd_test.go
 command -v promtool >/dev/null   || need+=(prometheus)     # pipeline metrics lint
-# The CNCF distribution registry and htpasswd for store/oci (issue 15).
+# The CNCF distribution registry and htpasswd for store/oci (the skeleton layout).
 command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v htpasswd >/dev/null        || need+=(apache2-utils)
 # rsvg-convert rasterizes the diff pictures (snapshot/diffsvg) in a test.

@@ -42,7 +42,7 @@
 //	   byte may be escaped. S therefore contains no space, and the last
 //	   field boundary is unambiguous.
 //	C  CRC-32C (Castagnoli) of every byte before " crc=", 8 lowercase hex
-//	K, W  (both or neither; issue 16) rank K of a generation written by W
+//	K, W  (both or neither) rank K of a generation written by W
 //	   ranks: canonical decimals, 1 <= W <= MaxWorldSize (65536),
 //	   0 <= K < W. Lines without them, every line written before, are
 //	   ordinary requests (Request.WorldSize 0).

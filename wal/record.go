@@ -32,7 +32,7 @@ const MaxGen = snapshot.MaxGen
 // MaxRequesterLen is the longest requester token.
 const MaxRequesterLen = 64
 
-// MaxWorldSize is the largest world size of a rank request (issue 16).
+// MaxWorldSize is the largest world size of a rank request (a sharded job).
 const MaxWorldSize = 1 << 16
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -26,7 +26,7 @@ var ErrNoPublisher = errors.New("queue: a job needs Options.Publisher")
 const holdDir = "hold"
 
 // Publish is work a job carries that must be finished before its Git push
-// (issue 15: upload a generation's segment blobs and push its manifest to
+// (the skeleton layout: upload a generation's segment blobs and push its manifest to
 // an OCI registry, then commit its skeleton). Options.Publisher does it.
 // A job with Publish and an empty Commit is not committed yet; once the
 // Publisher has set Commit the job is pushed like any other, and a job

@@ -1,5 +1,5 @@
 // Package ranks builds one signed, chained generation from the W shards of
-// a sharded training job (issue 16): each rank's daemon converts its shard
+// a sharded training job: each rank's daemon converts its shard
 // to an ordinary WTXT "rank part" and pushes it to the OCI registry as a
 // rank manifest tagged gen-NNNNNN.rank-R; one committer, once all W rank
 // manifests of generation N are present and valid, writes the generation
