@@ -46,4 +46,9 @@ func TestConvertDCP(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "no .metadata") || !strings.Contains(errs, "still being written") {
 		t.Fatalf("incomplete DCP directory: exit %d\n%s", code, errs)
 	}
+	// Requested before .metadata exists: appended, with a note.
+	code, _, errs = snapd(t, nil, "request-snapshot", "--state-dir", filepath.Join(d, "state"), "--gen", "1", "--source", part)
+	if code != 0 || !strings.Contains(errs, "no .metadata yet") {
+		t.Fatalf("request-snapshot of an incomplete DCP directory: exit %d\n%s", code, errs)
+	}
 }
