@@ -16,8 +16,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -179,17 +177,17 @@ func Open(ctx context.Context, dir string, reg Registry, opts Options) (*Dir, er
 		if strings.HasPrefix(n, ".") {
 			continue
 		}
-		st, err := r.lstat(n)
+		typ, err := r.lstat(n)
 		if err != nil {
 			return nil, err
 		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG, unix.S_IFLNK: // a symlink is resolved when opened
-		case unix.S_IFDIR:
+		switch {
+		case typ.IsRegular(), typ&fs.ModeSymlink != 0: // a symlink is resolved when opened
+		case typ.IsDir():
 			log.Info("sharddir: subdirectory ignored", "dir", dir, "entry", n)
 			continue
 		default:
-			return nil, errf(filepath.Join(dir, n), -1, "", ErrUnsafe, "not a regular file (%s); only regular files are read", describeMode(modeOf(st.Mode)))
+			return nil, errf(filepath.Join(dir, n), -1, "", ErrUnsafe, "not a regular file (%s); only regular files are read", describeMode(typ))
 		}
 		if IsIndexName(n) {
 			indexes = append(indexes, n)

@@ -15,8 +15,6 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/jsonerr"
@@ -460,10 +458,7 @@ func Write(ctx context.Context, dir string, s *snapshot.Snapshot, opts WriteOpti
 			return nil, err
 		}
 	}
-	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE)
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-		err = os.Rename(tmp, dir)
-	}
+	err = renameDir(tmp, dir)
 	if err != nil {
 		return nil, &os.PathError{Op: "rename", Path: dir, Err: err}
 	}
