@@ -4,6 +4,10 @@ import (
 	"errors"
 	"io/fs"
 	"strings"
+
+	"github.com/snapd-ml/snapd/internal/suggest"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes, mapped from errors in exactly one place (exitCode).
@@ -70,4 +74,29 @@ func isCobraUsage(err error) bool {
 		}
 	}
 	return false
+}
+
+// flagError is the root's flag error function (every subcommand inherits
+// it): a bad flag is a usage error, and an unknown long flag gets the hint
+// "did you mean --NAME?" naming the nearest flag c accepts, its inherited
+// flags included, when one is close enough.
+func flagError(c *cobra.Command, err error) error {
+	const unknown = "unknown flag: --"
+	msg := err.Error()
+	if !strings.HasPrefix(msg, unknown) {
+		return usageError{err}
+	}
+	typed, _, _ := strings.Cut(strings.TrimPrefix(msg, unknown), "=")
+	var names []string
+	visit := func(f *pflag.Flag) {
+		if !f.Hidden {
+			names = append(names, f.Name)
+		}
+	}
+	c.Flags().VisitAll(visit)
+	c.InheritedFlags().VisitAll(visit)
+	if near := suggest.Nearest(typed, names); near != "" {
+		return withHint(usageError{err}, "did you mean --"+near+"?")
+	}
+	return usageError{err}
 }

@@ -57,9 +57,7 @@ Exit codes: 0 ok, 1 invalid input or failed check, 2 usage or I/O error.`,
 		SilenceErrors: true,
 	}
 	addGlobalFlags(root, &e.global)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError{err}
-	})
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		newKeygenCommand(e),
 		newConvertCommand(e),
