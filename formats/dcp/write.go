@@ -15,8 +15,6 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -522,10 +520,7 @@ func writeDirAtomic(dir string, fill func(tmp string) error) error {
 			return err
 		}
 	}
-	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE)
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-		err = os.Rename(tmp, dir)
-	}
+	err = renameDir(tmp, dir)
 	if err != nil {
 		return &os.PathError{Op: "rename", Path: dir, Err: err}
 	}
