@@ -114,6 +114,30 @@ func (Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts
 	return encode(ctx, w, s, opts, encConfig{compress: compress, shardCap: DefaultShardCap})
 }
 
+// aeroDTypesWhy says what AERO 0.1 holds instead of fp8 and complex.
+const aeroDTypesWhy = "AERO 0.1 dtype codes are f16, f32, bf16, f64, (u)int8-64, bool and packed"
+
+// dropAeroDTypes returns s without the arrays whose dtype has no AERO
+// code (fp8, complex) and that carry no aero.dtype, reporting each
+// through opts.Drop (Lossy only; without it encode refuses them with a
+// formats.DTypeError).
+func dropAeroDTypes(s *snapshot.Snapshot, opts formats.EncodeOptions) *snapshot.Snapshot {
+	var keep []*snapshot.Array
+	for _, a := range s.Arrays {
+		if _, ok := snapToAero(a.DType); ok || a.Attrs["aero.dtype"] != "" {
+			keep = append(keep, a)
+			continue
+		}
+		opts.Drop(formats.DroppedDType("aero", a.Name, a.DType, aeroDTypesWhy))
+	}
+	if len(keep) == len(s.Arrays) {
+		return s
+	}
+	c := *s
+	c.Arrays = keep
+	return &c
+}
+
 // encConfig holds what Encode fixes and tests vary.
 type encConfig struct {
 	compress func([]byte) ([]byte, error) // zstd one-shot frame of its input
@@ -126,6 +150,11 @@ func encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts formats
 	}
 	if d := s.Attrs["aero.dropped"]; d != "" && !opts.Lossy {
 		return fmt.Errorf("aero: encode: %w: the source file had chunks too large to keep: %s", formats.ErrLossy, d)
+	} else if d != "" {
+		opts.Drop(formats.Loss{Format: "aero", What: "chunks the source file had but were too large to keep: " + d, Why: "their bytes were not read into the snapshot"})
+	}
+	if opts.Lossy {
+		s = dropAeroDTypes(s, opts)
 	}
 	if !opts.Lossy {
 		if err := foreignAttrs(s); err != nil {
@@ -234,7 +263,7 @@ func (p *plan) collectTensors() error {
 		} else {
 			code, ok := snapToAero(a.DType)
 			if !ok {
-				return fmt.Errorf("aero: encode: array %q: %w: dtype %s has no AERO code", a.Name, formats.ErrLossy, a.DType)
+				return &formats.DTypeError{Format: "aero", Array: a.Name, DType: a.DType, Why: aeroDTypesWhy}
 			}
 			t.dtype = code
 			t.shape = make([]uint64, len(a.Shape))

@@ -78,6 +78,13 @@ func (Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, opts
 	var outs []*outEntry
 	dropped := map[string]bool{}
 	for _, a := range s.Arrays {
+		if _, ok := stbDType(a.DType); !ok {
+			const why = "STB holds only f32, f16, i8 and i32"
+			if !opts.Lossy {
+				return &formats.DTypeError{Format: "stb", Array: a.Name, DType: a.DType, Why: why}
+			}
+			opts.Drop(formats.DroppedDType("stb", a.Name, a.DType, why))
+		}
 		e, err := prepareEntry(a, opts.Lossy, lossy, invalid)
 		if err != nil {
 			return err

@@ -61,6 +61,10 @@ func (c Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, op
 	if s == nil {
 		return invalid("nil snapshot")
 	}
+	s, err := keepDTypes(s, opts)
+	if err != nil {
+		return err
+	}
 	m, order, err := plan(s, opts)
 	if err != nil {
 		return err
@@ -144,6 +148,34 @@ func (c Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, op
 		return fmt.Errorf("ztensor: encode: %w", err)
 	}
 	return nil
+}
+
+// ztDTypesWhy says what zTensor 1.0 holds instead of fp8 and complex.
+const ztDTypesWhy = "zTensor 1.0 dtypes are float16/32/64, bfloat16, (u)int8-64 and bool"
+
+// keepDTypes refuses (formats.DTypeError) a dense array whose dtype
+// zTensor 1.0 has no name for (fp8, complex), or with opts.Lossy returns
+// s without such arrays, reporting each through opts.Drop.
+func keepDTypes(s *snapshot.Snapshot, opts formats.EncodeOptions) (*snapshot.Snapshot, error) {
+	var keep []*snapshot.Array
+	dropped := false
+	for _, a := range s.Arrays {
+		if _, ok := dtypeName(a.DType); ok || a.Attrs[attrRole] != "" {
+			keep = append(keep, a)
+			continue
+		}
+		if !opts.Lossy {
+			return nil, &formats.DTypeError{Format: "ztensor", Array: a.Name, DType: a.DType, Why: ztDTypesWhy}
+		}
+		opts.Drop(formats.DroppedDType("ztensor", a.Name, a.DType, ztDTypesWhy))
+		dropped = true
+	}
+	if !dropped {
+		return s, nil
+	}
+	c := *s
+	c.Arrays = keep
+	return &c, nil
 }
 
 // rolesOf returns t's roles in blob order.

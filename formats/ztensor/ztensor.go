@@ -99,7 +99,8 @@ func (c Codec) maxManifest() int64 {
 }
 
 // dtypes maps zTensor dtype names to snapshot dtypes; every zTensor dtype
-// has a counterpart and vice versa.
+// has a counterpart; the fp8 and complex snapshot dtypes have none (the
+// zTensor 1.0 spec lists no such dtype), see keepDTypes.
 var dtypes = [...]struct {
 	name string
 	dt   snapshot.DType
