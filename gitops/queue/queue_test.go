@@ -580,8 +580,12 @@ func TestEnqueueListOrderAndFiles(t *testing.T) {
 		t.Fatalf("mismatched gen: %v", err)
 	}
 	gittest.WriteFile(t, filepath.Dir(p), "00000000000000000011.json", []byte(`{"branch":`))
-	if _, err := q.Status(); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("truncated job: %v", err)
+	if _, err := q.List(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("truncated job: List: %v", err)
+	}
+	// Status reports it instead of failing (TestStatusListsCorruptJob).
+	if st, err := q.Status(); err != nil || st.State != StateCorrupt || len(st.Corrupt) != 1 {
+		t.Fatalf("truncated job: Status %+v, %v", st, err)
 	}
 	os.Remove(filepath.Join(filepath.Dir(p), "00000000000000000011.json"))
 	if br, g, err := ParseJobID("team/a@10"); err != nil || br != "team/a" || g != 10 {
