@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/gitops/review"
+	"github.com/snapd-ml/snapd/internal/suggest"
 	"github.com/snapd-ml/snapd/pipeline"
 	"github.com/snapd-ml/snapd/snapshot"
 	"gopkg.in/yaml.v3"
@@ -34,7 +36,7 @@ type Config struct {
 	// repository. Default ./.snapd.
 	StateDir string `yaml:"state_dir"`
 	Log      Log    `yaml:"log"`
-	Ranks    Ranks  `yaml:"ranks"` // issue 16: one node of a sharded job (configs/ranks.go)
+	Ranks    Ranks  `yaml:"ranks"` // one node of a sharded job (configs/ranks.go)
 	Snapshot Snap   `yaml:"snapshot"`
 	Keys     Keys   `yaml:"keys"`
 	Ring     Ring   `yaml:"ring"`
@@ -301,7 +303,8 @@ func Parse(b []byte) (*Config, error) {
 }
 
 // cleanYAMLError turns yaml.v3's "field x not found in type configs.Git"
-// into "line N: unknown key "x"".
+// into "line N: unknown key "x"", followed by "(did you mean "y"?)" when a
+// key of that section is close to x.
 func cleanYAMLError(err error) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
@@ -309,14 +312,46 @@ func cleanYAMLError(err error) error {
 	}
 	msgs := make([]string, 0, len(te.Errors))
 	for _, m := range te.Errors {
-		if i := strings.Index(m, ": field "); i >= 0 && strings.Contains(m, " not found in type") {
+		if i := strings.Index(m, ": field "); i >= 0 && strings.Contains(m, " not found in type ") {
 			key := strings.TrimPrefix(m[i:], ": field ")
+			typ := key[strings.Index(key, " not found in type ")+len(" not found in type "):]
 			key = key[:strings.Index(key, " not found")]
 			m = fmt.Sprintf("%s: unknown key %q", m[:i], key)
+			if near := suggest.Nearest(key, yamlKeys(typ)); near != "" {
+				m += fmt.Sprintf(" (did you mean %q?)", near)
+			}
 		}
 		msgs = append(msgs, m)
 	}
 	return errors.New(strings.Join(msgs, "; "))
+}
+
+// yamlKeys returns the YAML keys of the section whose Go type yaml.v3
+// names typ (such as "configs.Git"), found by walking Config; nil if no
+// section has that type.
+func yamlKeys(typ string) []string {
+	var walk func(t reflect.Type) []string
+	walk = func(t reflect.Type) []string {
+		if t.Kind() != reflect.Struct {
+			return nil
+		}
+		if t.String() == typ {
+			var keys []string
+			for i := range t.NumField() {
+				if k, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); k != "" && k != "-" {
+					keys = append(keys, k)
+				}
+			}
+			return keys
+		}
+		for i := range t.NumField() {
+			if keys := walk(t.Field(i).Type); keys != nil {
+				return keys
+			}
+		}
+		return nil
+	}
+	return walk(reflect.TypeFor[Config]())
 }
 
 // Validate checks every field and names the first wrong one.
@@ -393,7 +428,12 @@ func (c *Config) Validate() error {
 		return bad("git.commit_delta", "%q: want auto, always or never", c.Git.CommitDelta)
 	}
 	if c.Git.TokenFile != "" && c.Git.TokenEnv != "" {
-		return bad("git.token_file", "set token_file or token_env, not both")
+		return bad("git.token_file", "set git.token_file or git.token_env, not both")
+	}
+	if u, err := url.Parse(c.Git.Remote); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			return bad("git.remote", "carries a password; remove it from the URL and use git.token_file or git.token_env")
+		}
 	}
 	if c.Git.PartLimit < 64<<10 || c.Git.PartLimit > 95<<20 {
 		return bad("git.part_limit", "%d: must be in [64 KiB, 95 MiB] (GitHub rejects files over 100 MiB)", c.Git.PartLimit)
@@ -405,7 +445,7 @@ func (c *Config) Validate() error {
 		return bad("git.split_above", "%d: must be > 0", c.Git.SplitAbove)
 	}
 	if c.Git.SSHKey != "" && (c.Git.TokenFile != "" || c.Git.TokenEnv != "") {
-		return bad("git.ssh_key", "set ssh_key (ssh remotes) or token_file/token_env (https remotes), not both")
+		return bad("git.ssh_key", "set git.ssh_key (ssh remotes) or git.token_file/git.token_env (https remotes), not both")
 	}
 	if c.Git.RetryBase <= 0 {
 		return bad("git.retry_base", "must be > 0")
@@ -492,7 +532,7 @@ func (c *Config) validateGitHub() error {
 		return bad("api_url", "%q: want an absolute http(s) URL such as https://api.github.com/", g.APIURL)
 	}
 	if u.User != nil {
-		return bad("api_url", "must not carry credentials; use token_env, token_file or a GitHub App")
+		return bad("api_url", "must not carry credentials; use github.token_env, github.token_file or github.app_id + github.app_key + github.installation_id")
 	}
 	n := 0
 	for _, set := range []bool{g.TokenEnv != "", g.TokenFile != "", app} {
@@ -502,9 +542,9 @@ func (c *Config) validateGitHub() error {
 	}
 	switch {
 	case n == 0:
-		return bad("token_env", "a credential is required: token_env, token_file, or app_id + app_key + installation_id")
+		return bad("token_env", "a credential is required: github.token_env, github.token_file, or github.app_id + github.app_key + github.installation_id")
 	case n > 1:
-		return bad("token_env", "set exactly one of token_env, token_file, or app_id + app_key + installation_id")
+		return bad("token_env", "set exactly one of github.token_env, github.token_file, or github.app_id + github.app_key + github.installation_id")
 	}
 	if app {
 		switch {

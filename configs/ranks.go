@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Ranks makes `snapd run` one node of a sharded training job (issue 16):
+// Ranks makes `snapd run` one node of a sharded training job:
 // every request in its WAL is one rank's shard (request-snapshot --rank R
 // --world-size W), converted to a rank part and pushed to Repository as
 // the rank manifest gen-NNNNNN.rank-R. Exactly one node of the job sets
@@ -68,7 +68,7 @@ func (c *Config) ValidateRanks() error {
 		return bad("on_timeout", "%q: want wait or skip", r.OnTimeout)
 	}
 	if r.Timeout < 0 || r.PollInterval < 0 {
-		return bad("timeout", "durations must not be negative")
+		return bad("timeout", "ranks.timeout and ranks.poll_interval must not be negative")
 	}
 	if r.Committer && c.Git.Remote == "" {
 		return bad("committer", "needs git.remote (the ledger every generation is committed to)")

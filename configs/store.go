@@ -13,7 +13,7 @@ type Store struct {
 	OCI OCIStore `yaml:"oci"`
 }
 
-// OCIStore puts generations in the skeleton layout (issue 15): tensor
+// OCIStore puts generations in the skeleton layout (for models bigger than Git holds): tensor
 // bytes as segment blobs in an OCI registry, the signed WTXT skeleton in
 // Git. Enabled by Repository. Defaults are in Default.
 type OCIStore struct {
@@ -84,7 +84,7 @@ func (c *Config) validateStore() error {
 	}
 	if o.Repository == "" {
 		if o.MountFrom != "" || o.Username != "" || o.PasswordFile != "" || o.Threshold != 0 {
-			return bad("repository", "must be set when other store.oci fields are")
+			return bad("repository", "must be set when store.oci.mount_from, store.oci.username, store.oci.password_file or store.oci.threshold is")
 		}
 		return nil
 	}
@@ -96,7 +96,7 @@ func (c *Config) validateStore() error {
 		return bad("mount_from", "%q: want a repository NAME on the same registry", o.MountFrom)
 	}
 	if o.PasswordFile != "" && o.Username == "" {
-		return bad("username", "must be set with password_file")
+		return bad("username", "must be set with store.oci.password_file")
 	}
 	if !c.Git.Enabled {
 		return bad("repository", "needs git.enabled (Git keeps the skeletons)")

@@ -13,7 +13,7 @@ import (
 const unitFile = "snapd-ml.service"
 
 // maxExposure is the highest `systemd-analyze security` exposure the unit
-// may have (issue 17: <= 3.0).
+// may have: at most 3.0, the hardening target for the unit.
 const maxExposure = 3.0
 
 func systemdAnalyze(t *testing.T) string {
