@@ -24,6 +24,7 @@ type waitOptions struct {
 	branch   string // the generations branch (git.branch), for --pushed
 	gen      uint64
 	pushed   bool
+	once     bool // print the current state and exit 0 whatever it is
 	timeout  time.Duration
 	interval time.Duration
 	json     bool
@@ -50,9 +51,15 @@ the remote); a queue that stopped and needs
 attention ends the wait with exit 1 and its error. --timeout ends the wait
 with exit 2 (the generation may still land: run it again). Reads only;
 safe while the daemon runs. A request for GEN that is not in the log yet is
-waited for like a pending one.`,
+waited for like a pending one.
+
+--once does not wait: it prints the current state (pending, done, pushed
+with --pushed, or failed with its reason) and exits 0 whatever it is;
+only a log or queue it cannot read exits 2 (the trainer-side Python
+helper's status() runs snapd wait GEN --once --json).`,
 		Example: `  snapd wait 3 --state-dir /data/snapd
-  snapd wait 3 --pushed --timeout 10m --json`,
+  snapd wait 3 --pushed --timeout 10m --json
+  snapd wait 3 --once --json`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g, err := strconv.ParseUint(args[0], 10, 64)
@@ -75,6 +82,7 @@ waited for like a pending one.`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.pushed, "pushed", false, "also wait until the generation reached the Git remote (the push queue holds no job up to GEN)")
+	cmd.Flags().BoolVar(&o.once, "once", false, "do not wait: print the current state (pending, done, pushed, failed) and exit 0 whatever it is")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "give up after this long (e.g. 10m; 0: wait for ever)")
 	cmd.Flags().BoolVar(&o.json, "json", false, `print JSON: {"gen", "state", "message", "source"}`)
 	return cmd
@@ -96,7 +104,7 @@ func runWait(ctx context.Context, e *env, o *waitOptions) error {
 			return err
 		}
 		last = r
-		if final {
+		if final || o.once {
 			break
 		}
 		select {
@@ -115,10 +123,12 @@ func runWait(ctx context.Context, e *env, o *waitOptions) error {
 		if err := enc.Encode(last); err != nil {
 			return err
 		}
+	} else if o.once && last.State == "failed" {
+		fmt.Fprintf(e.stdout, "generation %d failed: %s\n", last.Gen, last.Message)
 	} else if last.State != "failed" {
 		fmt.Fprintf(e.stdout, "generation %d %s\n", last.Gen, last.State)
 	}
-	if last.State == "failed" {
+	if last.State == "failed" && !o.once {
 		return fmt.Errorf("generation %d failed: %s", last.Gen, last.Message)
 	}
 	return nil

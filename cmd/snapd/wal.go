@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -72,6 +73,9 @@ type walEntryJSON struct {
 	Time      string `json:"ts"` // request time (RFC 3339, UTC); outcome time when !in_log
 	Requester string `json:"requester,omitempty"`
 	Source    string `json:"source"`
+	// ResumedFrom: the request declared that the run restarted from
+	// this generation's checkpoint (request-snapshot --resumed-from).
+	ResumedFrom uint64 `json:"resumed_from,omitempty"`
 }
 
 type walCorruptJSON struct {
@@ -112,7 +116,7 @@ func runWALList(ctx context.Context, e *env, o *walListOptions) error {
 			doc.Requests = append(doc.Requests, walEntryJSON{
 				Gen: en.Gen, State: en.State.String(), Message: en.Message, InLog: en.HasRecord,
 				Segment: en.Pos.Segment, Offset: en.Pos.Offset, Time: en.Time.UTC().Format(time.RFC3339Nano),
-				Requester: en.Requester, Source: en.Source,
+				Requester: en.Requester, Source: en.Source, ResumedFrom: en.ResumedFrom,
 			})
 		}
 		for _, ce := range corrupt {
@@ -129,13 +133,16 @@ func runWALList(ctx context.Context, e *env, o *walListOptions) error {
 		fmt.Fprintf(e.stderr, "snapd: warning: %v\n", ce)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GEN\tSTATE\tREQUESTED\tBY\tPOS\tSOURCE\tMESSAGE")
+	fmt.Fprintln(tw, "GEN\tSTATE\tREQUESTED\tBY\tPOS\tRESUMED_FROM\tSOURCE\tMESSAGE")
 	for _, en := range entries {
-		pos, by := en.Pos.String(), en.Requester
+		pos, by, resumed := en.Pos.String(), en.Requester, "-"
 		if !en.HasRecord {
 			pos, by = "(removed)", "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", en.Gen, en.State, en.Time.UTC().Format(time.RFC3339), by, pos, en.Source, en.Message)
+		if en.ResumedFrom != 0 {
+			resumed = strconv.FormatUint(en.ResumedFrom, 10)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", en.Gen, en.State, en.Time.UTC().Format(time.RFC3339), by, pos, resumed, en.Source, en.Message)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
