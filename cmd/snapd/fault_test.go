@@ -16,7 +16,7 @@ import (
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
-// Issue 11 item 7: `snapd convert` of a source truncated after it was
+// `snapd convert` of a source truncated after it was
 // mapped and decoded (what runConvert does between openSnapshot and the
 // encode) died with SIGBUS; now the encode fails with ErrSourceFault.
 func TestConvertSourceTruncatedWhileMapped(t *testing.T) {

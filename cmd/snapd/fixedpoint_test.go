@@ -10,7 +10,7 @@ import (
 // TestFixedPointThroughWTXT: for every fixture of every container format
 // (the shared reference fixtures and each codec's testdata), X -> WTXT ->
 // X -> WTXT gives the same WTXT byte for byte. A reader that stores a
-// diagnostic (e.g. an ECC report) as data breaks this (issue 11 item 16).
+// diagnostic (e.g. an ECC report) as data breaks this.
 func TestFixedPointThroughWTXT(t *testing.T) {
 	var files []string
 	for _, pat := range []string{

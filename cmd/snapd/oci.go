@@ -26,7 +26,7 @@ import (
 	"github.com/snapd-ml/snapd/store/oci"
 )
 
-// ociFlags select and authenticate an OCI repository (issue 15).
+// ociFlags select and authenticate an OCI repository (the skeleton layout's blob store).
 type ociFlags struct {
 	repository   string
 	insecure     bool

@@ -35,7 +35,7 @@ func ranksStatusFile(stateDir string) string {
 	return filepath.Join(stateDir, ranksDir, "committer.json")
 }
 
-// runRanks is `snapd run` with a ranks section (issue 16): this node
+// runRanks is `snapd run` with a ranks section (a sharded job): this node
 // converts and pushes its rank of every requested generation; with
 // ranks.committer it also commits complete generations to git.remote.
 // It stops on SIGTERM/SIGINT or when ctx ends; everything in flight is

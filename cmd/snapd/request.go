@@ -48,7 +48,7 @@ publish_generation_dir, request_snapshot). Generations are
 parser agree on); others are refused.
 
 With --rank R --world-size W the source is rank R's shard of generation N
-of a job written by W ranks (issue 16): the daemon (configured with a
+of a job written by W ranks (a sharded job): the daemon (configured with a
 ranks: section) converts and uploads it as that rank's part, and the
 committer makes the generation's one Git commit once all W parts are in.
 

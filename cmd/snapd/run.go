@@ -327,7 +327,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 		}
 	}()
 	if c.Ranks.Enabled() {
-		return runRanks(ctx, e, c, log) // issue 16: a node of a sharded job (cmd/snapd/ranks.go)
+		return runRanks(ctx, e, c, log) // a node of a sharded job (cmd/snapd/ranks.go)
 	}
 	pc, err := pipelineConfig(c, log)
 	if err != nil {

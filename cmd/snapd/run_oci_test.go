@@ -33,7 +33,7 @@ import (
 	"github.com/snapd-ml/snapd/wal"
 )
 
-// Daemon-level tests of the skeleton layout (issue 15): `snapd run` with
+// Daemon-level tests of the skeleton layout: `snapd run` with
 // store.oci against the real CNCF registry (internal/registrytest) and the
 // real git-http-backend (internal/gittest).
 

@@ -38,7 +38,7 @@ func writeSafetensors(t *testing.T, path string, rows, same int, seed uint64) {
 	}
 }
 
-// Issue 11 item 2: --pubkey requires a signature; --allow-unsigned opts out.
+// --pubkey requires a signature; --allow-unsigned opts out.
 func TestVerifyPubkeyRequiresSignature(t *testing.T) {
 	k := vectorKeys(t)
 	d := t.TempDir()
@@ -65,7 +65,7 @@ func TestVerifyPubkeyRequiresSignature(t *testing.T) {
 	}
 }
 
-// Issue 11 item 4: apply of a delta with a replaced chunk for a streamed
+// Apply of a delta with a replaced chunk for a streamed
 // target fails and leaves nothing; an honest one names the deferred checks.
 func TestDeltaApplyStreamedReplacedChunk(t *testing.T) {
 	k := vectorKeys(t)
@@ -111,7 +111,7 @@ func TestDeltaApplyStreamedReplacedChunk(t *testing.T) {
 	}
 }
 
-// Issue 11 item 19 (part): convert verifies a streamed WTXT with its WSUM.
+// Convert verifies a streamed WTXT with its WSUM.
 func TestConvertStreamedVerifiesWSUM(t *testing.T) {
 	d := t.TempDir()
 	src, _ := os.ReadFile(filepath.Join(vectors, "v3-stream.wtxt"))

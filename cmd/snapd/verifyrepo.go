@@ -152,7 +152,7 @@ func runVerifyRepo(ctx context.Context, e *env, o *verifyRepoOptions) error {
 	if o.seedSet && (o.sample == 0 || o.sample == 1) {
 		return usageError{errors.New("--seed needs --sample F with 0 < F < 1")}
 	}
-	if isRanksLedger(repo, o.branch) { // issue 16
+	if isRanksLedger(repo, o.branch) { // a sharded job's ledger
 		return withHint(usageError{fmt.Errorf("%s: branch %s holds multi-rank generations (%s)", o.target, o.branch, ranks.IndexPath)},
 			"verify them with: snapd ranks verify-repo "+o.target+" --oci-repository HOST/NAME --pubkey ALLOWED_SIGNERS")
 	}
