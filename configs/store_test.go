@@ -3,6 +3,7 @@ package configs
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStoreOCI: the store.oci section's defaults (one place: Default) and
@@ -16,8 +17,13 @@ func TestStoreOCI(t *testing.T) {
 	if o.Repository != "ghcr.io/acme/llama" || o.Threshold != 1<<20 || o.SegmentSize != 4<<20 || o.Jobs != 4 || o.Insecure || o.MountFrom != "acme/base" {
 		t.Fatalf("store.oci %+v", o)
 	}
-	if d := Default().Store.OCI; d.Repository != "" || d.SegmentSize != 4<<20 || d.Threshold != 0 || d.Jobs != 4 {
+	if d := Default().Store.OCI; d.Repository != "" || d.SegmentSize != 4<<20 || d.Threshold != 0 || d.Jobs != 4 ||
+		time.Duration(d.Timeout) != 30*time.Second || time.Duration(d.StallTimeout) != time.Minute {
 		t.Fatalf("defaults %+v", d)
+	}
+	if c, err := Parse([]byte("store: {oci: {repository: ghcr.io/acme/x, timeout: 5s, stall_timeout: 2m}}")); err != nil ||
+		time.Duration(c.Store.OCI.Timeout) != 5*time.Second || time.Duration(c.Store.OCI.StallTimeout) != 2*time.Minute {
+		t.Fatalf("store.oci timeouts: %v", err)
 	}
 	for _, tc := range []struct{ yaml, want string }{
 		{"store: {oci: {repository: ghcr.io}}", "store.oci.repository"},
@@ -28,6 +34,8 @@ func TestStoreOCI(t *testing.T) {
 		{"store: {oci: {repository: ghcr.io/acme/x, segment_size: 2147483648}}", "store.oci.segment_size"},
 		{"store: {oci: {repository: ghcr.io/acme/x, threshold: -1}}", "store.oci.threshold"},
 		{"store: {oci: {repository: ghcr.io/acme/x, jobs: 0}}", "store.oci.jobs"},
+		{"store: {oci: {repository: ghcr.io/acme/x, timeout: 0s}}", "store.oci.timeout"},
+		{"store: {oci: {repository: ghcr.io/acme/x, stall_timeout: -1s}}", "store.oci.stall_timeout"},
 		{"store: {oci: {repository: ghcr.io/acme/x, password_file: /p}}", "store.oci.username"},
 		{"store: {oci: {repository: ghcr.io/acme/x, mount_from: 'h:1/x'}}", "store.oci.mount_from"},
 		{"store: {oci: {threshold: 5}}", "store.oci.repository"},
