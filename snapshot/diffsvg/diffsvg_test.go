@@ -140,7 +140,8 @@ func TestComputeBins(t *testing.T) {
 // TestRasterized draws the picture with rsvg-convert and reads the PNG:
 // every bin with a changed row is painted in a palette colour (magenta
 // for NaN), every other bin is neutral grey, whole-array changes are
-// blue/grey, and the big change is darker than the small ones.
+// blue/grey, and within an array the big change is darker than the small
+// ones.
 func TestRasterized(t *testing.T) {
 	rsvg, err := exec.LookPath("rsvg-convert")
 	if err != nil {
@@ -202,6 +203,83 @@ func TestRasterized(t *testing.T) {
 		}
 		if at(70) <= at(10) {
 			t.Fatalf("scale %v: level of row 70 %d <= level of row 10 %d", scale, at(70), at(10))
+		}
+	}
+}
+
+// TestRasterizedOwnScale: each strip is scaled on its own, so a small
+// change in an array of big values is painted in a dark level even when
+// another array (a step counter) moved by far more; the strip's line
+// gives its scale and the legend says the scale is per array.
+func TestRasterizedOwnScale(t *testing.T) {
+	rsvg, err := exec.LookPath("rsvg-convert")
+	if err != nil {
+		t.Skip("rsvg-convert not installed (Debian librsvg2-bin; scripts/test.sh installs it)")
+	}
+	big := func(r, c int) float32 { return 1000 + float32(r*4+c) }
+	i64 := func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) }
+	old := &snapshot.Snapshot{Arrays: []*snapshot.Array{
+		arr("model.w", snapshot.F32, []int64{50, 4}, f32s(50, 4, big)),
+		arr("optimizer.step", snapshot.I64, []int64{1}, i64(1000)),
+		arr("optimizer.exp_avg", snapshot.F32, []int64{50, 4}, f32s(50, 4, big)),
+	}}
+	new := &snapshot.Snapshot{Arrays: []*snapshot.Array{
+		arr("model.w", snapshot.F32, []int64{50, 4}, f32s(50, 4, func(r, c int) float32 {
+			switch r {
+			case 20:
+				return big(r, c) + 0.125 // tiny beside 1000
+			case 30:
+				return big(r, c) + 0.0625
+			}
+			return big(r, c)
+		})),
+		arr("optimizer.step", snapshot.I64, []int64{1}, i64(1251)),
+		arr("optimizer.exp_avg", snapshot.F32, []int64{50, 4}, f32s(50, 4, func(r, c int) float32 {
+			if r == 5 {
+				return -1e6
+			}
+			return big(r, c)
+		})),
+	}}
+	for _, scale := range []Scale{ScaleAbs, ScaleRel} {
+		p, err := Compute(context.Background(), old, new, Options{Scale: scale})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svg := p.SVG()
+		text := wellFormed(t, svg)
+		if !strings.Contains(text, "log scale per array") {
+			t.Fatalf("legend does not say the scale is per array:\n%s", text)
+		}
+		img := rasterize(t, rsvg, svg)
+		levelOf := map[color.RGBA]int{}
+		for i, c := range Levels {
+			levelOf[hexColour(t, c)] = i
+		}
+		i, s := stripNamed(t, p, "model.w")
+		lo, hi := s.ScaleRange(scale)
+		if want := "scale " + fmtNum(lo) + "…" + fmtNum(hi); !strings.Contains(text, want) {
+			t.Fatalf("scale %v: model.w's line does not give %q:\n%s", scale, want, text)
+		}
+		at := func(row int) (int, bool) {
+			l, ok := levelOf[rgba(img.At(margin+row*p.Width/50+3, stripTop(i)+stripH/2))]
+			return l, ok
+		}
+		l20, ok20 := at(20)
+		l30, ok30 := at(30)
+		if !ok20 || !ok30 {
+			t.Fatalf("scale %v: model.w's changed rows are not palette colours", scale)
+		}
+		if l20 != len(Levels)-1 {
+			t.Fatalf("scale %v: model.w's largest change (+0.125 on 1000) is level %d, want the top level %d although optimizer.exp_avg moved by 1e6", scale, l20, len(Levels)-1)
+		}
+		if l30 >= l20 {
+			t.Fatalf("scale %v: model.w row 30 (half of row 20's change) is level %d, want below %d", scale, l30, l20)
+		}
+		// The counter's one bin is painted at its own top level too.
+		j, _ := stripNamed(t, p, "optimizer.step")
+		if got := rgba(img.At(margin+p.Width/2, stripTop(j)+stripH/2)); levelOf[got] != len(Levels)-1 {
+			t.Fatalf("scale %v: optimizer.step is %v, want the top level", scale, got)
 		}
 	}
 }

@@ -16,7 +16,8 @@
 //	neutral grey #dcdcdc   no row of the bin changed
 //	one of 16 levels       yellow → dark red: the bin's metric on a log
 //	                       scale between the smallest and largest metric
-//	                       of the whole picture (the legend gives both)
+//	                       of that array's changed bins (its text line
+//	                       ends "scale LO…HI"; Strip.ScaleRange)
 //	magenta #e7298a        an element became NaN or ±Inf, or a change
 //	                       between a finite and a non-finite value
 //	blue #4a90d9           the array is new, or changed shape or dtype
@@ -25,7 +26,10 @@
 // The metric is max |Δ| over the bin's changed elements (ScaleAbs) or that
 // divided by max |old| over the same elements (ScaleRel; +Inf, the top
 // level, when those were all zero). Integer and bool dtypes use their
-// values' differences. Adjacent bins of the same colour are drawn as one
+// values' differences. Every array has its own scale, so a step counter
+// moving by 251 does not wash out a 1e-4 change of a weight matrix: the
+// colours compare bins within an array, the numbers on the text lines
+// compare arrays (the legend says so). Adjacent bins of the same colour are drawn as one
 // rectangle with a <title> naming their rows, so the SVG stays small when
 // few rows change.
 //

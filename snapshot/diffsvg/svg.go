@@ -43,24 +43,25 @@ func stripTop(i int) int { return margin + titleH + legendH + i*blockH + labelH 
 // canvasWidth is the SVG's width for strips of width w.
 func canvasWidth(w int) int { return 2*margin + max(w, minCanvasW) }
 
-// scaleRange returns the smallest positive and the largest finite metric
-// of the changed bins (0, 0 when there is none).
-func (p *Picture) scaleRange() (lo, hi float64) {
-	for i := range p.Strips {
-		for j := range p.Strips[i].Changed {
-			b := &p.Strips[i].Changed[j]
-			if b.NonFinite {
-				continue
-			}
-			m := b.Metric(p.Scale)
-			if m <= 0 || math.IsInf(m, 0) {
-				continue
-			}
-			if lo == 0 || m < lo {
-				lo = m
-			}
-			hi = max(hi, m)
+// ScaleRange returns the smallest positive and the largest finite metric
+// of the strip's changed bins on scale sc (0, 0 when there is none): the
+// ends of the strip's own colour scale. Each strip is scaled on its own so
+// that a small change in one array stays visible beside a huge change in
+// another.
+func (s *Strip) ScaleRange(sc Scale) (lo, hi float64) {
+	for j := range s.Changed {
+		b := &s.Changed[j]
+		if b.NonFinite {
+			continue
 		}
+		m := b.Metric(sc)
+		if m <= 0 || math.IsInf(m, 0) {
+			continue
+		}
+		if lo == 0 || m < lo {
+			lo = m
+		}
+		hi = max(hi, m)
 	}
 	return lo, hi
 }
@@ -127,9 +128,8 @@ func (p *Picture) svg(w stringWriter) {
 	fmt.Fprintf(w, `<text x="%d" y="%d" font-size="14" font-weight="bold">%s — %d of %d arrays changed</text>`+"\n",
 		margin, margin+15, escape(title, 4*MaxNameRunes), changed, p.Arrays)
 	p.legend(w)
-	lo, hi := p.scaleRange()
 	for i := range p.Strips {
-		p.strip(w, i, lo, hi)
+		p.strip(w, i)
 	}
 	if p.Omitted > 0 {
 		fmt.Fprintf(w, `<text x="%d" y="%d">… %d more arrays not drawn (%d of them changed); the table lists every array</text>`+"\n",
@@ -141,17 +141,17 @@ func (p *Picture) svg(w stringWriter) {
 func (p *Picture) legend(w stringWriter) {
 	y := margin + titleH
 	x := margin
-	lo, hi := p.scaleRange()
-	fmt.Fprintf(w, `<g font-size="11"><text x="%d" y="%d">colour: %s, log scale</text>`+"\n", x, y+10, escape(p.Scale.String(), 200))
+	fmt.Fprintf(w, `<g font-size="11"><text x="%d" y="%d">colour: %s, log scale per array, from its smallest to its largest change (the scale on its line)</text>`+"\n", x, y+10, escape(p.Scale.String(), 200))
 	y += 14
-	fmt.Fprintf(w, `<text x="%d" y="%d">%s</text>`+"\n", x, y+10, fmtNum(lo))
-	x += 8 * len(fmtNum(lo))
+	const low, high = "smallest", "largest"
+	fmt.Fprintf(w, `<text x="%d" y="%d">%s</text>`+"\n", x, y+10, low)
+	x += 7*len(low) + 4
 	for i, c := range Levels {
 		fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="12" fill="%s"/>`+"\n", x+i*swatchW, y, swatchW, c)
 	}
 	x += len(Levels)*swatchW + 4
-	fmt.Fprintf(w, `<text x="%d" y="%d">%s</text>`+"\n", x, y+10, fmtNum(hi))
-	x += 8*len(fmtNum(hi)) + 12
+	fmt.Fprintf(w, `<text x="%d" y="%d">%s</text>`+"\n", x, y+10, high)
+	x += 7*len(high) + 12
 	for _, k := range []struct{ c, label string }{{ColourNeutral, "unchanged"}, {ColourNonFinite, "NaN/Inf"}, {ColourWhole, "new/reshaped"}, {ColourRemoved, "removed"}} {
 		fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", x, y, swatchW, k.c, x+swatchW+3, y+10, k.label)
 		x += swatchW + 3 + 7*len(k.label) + 12
@@ -159,10 +159,15 @@ func (p *Picture) legend(w stringWriter) {
 	w.WriteString("</g>\n")
 }
 
-func (p *Picture) strip(w stringWriter, i int, lo, hi float64) {
+func (p *Picture) strip(w stringWriter, i int) {
 	s := &p.Strips[i]
 	y := stripTop(i)
-	fmt.Fprintf(w, `<text x="%d" y="%d"><tspan font-weight="bold">%s</tspan> %s</text>`+"\n", margin, y-4, escape(s.Name, MaxNameRunes), escape(describe(s), 400))
+	lo, hi := s.ScaleRange(p.Scale)
+	label := describe(s)
+	if hi > 0 {
+		label += " — scale " + fmtNum(lo) + "…" + fmtNum(hi)
+	}
+	fmt.Fprintf(w, `<text x="%d" y="%d"><tspan font-weight="bold">%s</tspan> %s</text>`+"\n", margin, y-4, escape(s.Name, MaxNameRunes), escape(label, 400))
 	fill := ColourNeutral
 	switch s.Change {
 	case snapshot.Added, snapshot.Reshaped, snapshot.Retyped:
