@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/safeopen"
 )
@@ -76,9 +74,9 @@ func OpenConsumer(dir string, opts ConsumerOptions) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wal: open lock: %w", err)
 	}
-	if err := flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := flock(int(lock.Fd()), lockEX|lockNB); err != nil {
 		lock.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, errWouldBlock) {
 			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
 		}
 		return nil, fmt.Errorf("wal: lock %s: %w", dir, err)

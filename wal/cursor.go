@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
@@ -83,8 +81,8 @@ func CheckCursorAt(dir string, p Pos) error {
 		return fmt.Errorf("wal: check cursor: %w", err)
 	}
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	var st statT
+	if err := fstat(int(f.Fd()), &st); err != nil {
 		return fmt.Errorf("wal: check cursor: stat segment %s: %w", SegmentName(p.Segment), err)
 	}
 	if p.Offset > st.Size {
@@ -152,8 +150,8 @@ func RepairCursor(ctx context.Context, dir string) (*CursorRepair, error) {
 		return nil, fmt.Errorf("wal: open lock: %w", err)
 	}
 	defer lock.Close()
-	if err := flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
+	if err := flock(int(lock.Fd()), lockEX|lockNB); err != nil {
+		if errors.Is(err, errWouldBlock) {
 			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
 		}
 		return nil, fmt.Errorf("wal: lock %s: %w", dir, err)

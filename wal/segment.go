@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/safeopen"
 )
@@ -80,24 +78,14 @@ func Segments(dir string) ([]uint64, error) {
 
 func segPath(dir string, n uint64) string { return filepath.Join(dir, SegmentName(n)) }
 
-// flock applies a flock(2) operation, retrying on EINTR.
-func flock(fd int, how int) error {
-	for {
-		err := unix.Flock(fd, how)
-		if err != unix.EINTR {
-			return err
-		}
-	}
-}
-
 // sealedFd reports whether the open segment has been sealed: its last
 // line is SealMarker, its owner-write bit is clear (the seal of older
 // consumers, and of this one when it owns the segment), or it was unlinked
 // (removed by hand; appending to it would lose the request). fd must be
 // readable.
 func sealedFd(fd int) (sealed bool, size int64, err error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	var st statT
+	if err := fstat(fd, &st); err != nil {
 		return false, 0, err
 	}
 	if st.Mode&0o200 == 0 || st.Nlink == 0 {
@@ -120,8 +108,8 @@ func markerAtEnd(fd int, size int64) (bool, error) {
 		b, off = buf[1:], 0
 	}
 	for {
-		k, err := unix.Pread(fd, b, off)
-		if err == unix.EINTR {
+		k, err := sysPread(fd, b, off)
+		if err == errEINTR {
 			continue
 		}
 		if err != nil {
@@ -188,10 +176,10 @@ func sealSegment(dir string, n uint64) error {
 	}
 	defer f.Close()
 	fd := int(f.Fd())
-	if err := flock(fd, unix.LOCK_EX); err != nil {
+	if err := flock(fd, lockEX); err != nil {
 		return fmt.Errorf("wal: seal segment %s: lock: %w", name, err)
 	}
-	defer flock(fd, unix.LOCK_UN)
+	defer flock(fd, lockUN)
 	sealed, size, err := sealedFd(fd)
 	if err != nil {
 		return fmt.Errorf("wal: seal segment %s: %w", name, err)
@@ -222,8 +210,8 @@ func sealSegment(dir string, n uint64) error {
 	if err := w.Sync(); err != nil {
 		return fmt.Errorf("wal: seal segment %s: fsync: %w", name, err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err == nil && int(st.Uid) == os.Geteuid() {
+	var st statT
+	if err := fstat(fd, &st); err == nil && int(st.Uid) == os.Geteuid() {
 		// Also the old seal, for appenders that predate the marker.
 		if err := f.Chmod(fs.FileMode(st.Mode) & 0o444); err != nil {
 			return fmt.Errorf("wal: seal segment %s: %w", name, err)
@@ -269,10 +257,10 @@ func RepairSegment(dir string, n uint64) (*CorruptError, error) {
 	}
 	defer lf.Close()
 	fd := int(lf.Fd())
-	if err := flock(fd, unix.LOCK_EX); err != nil {
+	if err := flock(fd, lockEX); err != nil {
 		return nil, fmt.Errorf("wal: repair segment %s: lock: %w", SegmentName(n), err)
 	}
-	defer flock(fd, unix.LOCK_UN)
+	defer flock(fd, lockUN)
 	sealed, size, err := sealedFd(fd)
 	if err != nil {
 		return nil, fmt.Errorf("wal: repair segment %s: %w", SegmentName(n), err)

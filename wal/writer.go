@@ -7,8 +7,6 @@ import (
 	"os"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/snapd-ml/snapd/internal/safeopen"
 )
 
@@ -87,10 +85,10 @@ func (w *Writer) Append(r Request) error {
 
 // tryAppend writes line unless the segment is sealed.
 func (w *Writer) tryAppend(line []byte) (bool, error) {
-	if err := flock(w.fd, unix.LOCK_SH); err != nil {
+	if err := flock(w.fd, lockSH); err != nil {
 		return false, fmt.Errorf("wal: append: lock %s: %w", w.f.Name(), err)
 	}
-	defer flock(w.fd, unix.LOCK_UN)
+	defer flock(w.fd, lockUN)
 	sealed, _, err := sealedFd(w.fd)
 	if err != nil {
 		return false, fmt.Errorf("wal: append: stat %s: %w", w.f.Name(), err)
@@ -99,8 +97,8 @@ func (w *Writer) tryAppend(line []byte) (bool, error) {
 		return false, nil
 	}
 	for {
-		n, err := unix.Write(w.fd, line)
-		if err == unix.EINTR && n <= 0 {
+		n, err := sysWrite(w.fd, line)
+		if err == errEINTR && n <= 0 {
 			continue
 		}
 		if err != nil {
