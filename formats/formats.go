@@ -46,6 +46,11 @@ type DecodeOptions struct {
 	// intact data). Diagnostics are never stored in the snapshot, so
 	// X -> WTXT -> X stays a fixed point. nil drops them.
 	Diagnostic func(Diagnostic)
+	// Strict refuses input a codec would otherwise carry without
+	// interpreting it: a pickle (torch) that names globals outside the
+	// allowlist fails with an error naming the first one and its key
+	// path, instead of being kept verbatim (see formats/torch).
+	Strict bool
 }
 
 // Diagnostic is a reader's note about a file that decoded successfully.

@@ -37,6 +37,7 @@ type decoder struct {
 	regions map[string]region
 	st      map[string]*storageVal
 	budget  *formats.Budget
+	strict  bool // DecodeOptions.Strict: refuse unknown globals
 }
 
 func (d *decoder) errf(where string, off int64, sentinel error, format string, args ...any) error {
@@ -47,19 +48,23 @@ func (d *decoder) errf(where string, off int64, sentinel error, format string, a
 func (d *decoder) pickleErr(where string, err error) error {
 	var pe *pickle.Error
 	if errors.As(err, &pe) {
-		return &Error{Format: "torch", File: d.file, Where: where, Offset: pe.Offset, Check: pe.Describe(), Err: classOf(pe.Err)}
+		off := pe.Offset
+		if pe.Path != "" {
+			off = -1 // the key path says where; an offset would only add noise
+		}
+		return &Error{Format: "torch", File: d.file, Where: where, Offset: off, Check: pe.Describe(), Err: classOf(pe.Err)}
 	}
 	return err
 }
 
 // unpickler returns the pickle machine for b (at file offset base).
 func (d *decoder) unpickler(b []byte, base int64, persist pickle.PersistentLoader) *pickle.Machine {
-	return pickle.New(d.ctx, b, pickle.Options{Resolve: resolve, Persistent: persist, Budget: d.budget, Base: base})
+	return pickle.New(d.ctx, b, pickle.Options{Resolve: resolve, Persistent: persist, Budget: d.budget, Base: base, Placeholders: !d.strict})
 }
 
 // Decode implements formats.Codec.
 func (c *Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats.DecodeOptions) (*snapshot.Snapshot, error) {
-	d := &decoder{c: c, ctx: ctx, r: r, size: size, file: opts.Name, regions: map[string]region{}, st: map[string]*storageVal{}, budget: opts.Budget(size)}
+	d := &decoder{c: c, ctx: ctx, r: r, size: size, file: opts.Name, regions: map[string]region{}, st: map[string]*storageVal{}, budget: opts.Budget(size), strict: opts.Strict}
 	if size < 0 {
 		return nil, d.errf("", -1, ErrCorrupt, "negative size %d", size)
 	}
@@ -79,6 +84,15 @@ func (c *Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts form
 	}
 	if err != nil {
 		return nil, err
+	}
+	if !d.strict {
+		unknown, err := unknownGlobals(obj)
+		if err != nil {
+			return nil, d.errf("data.pkl", -1, ErrLimit, "%v", err)
+		}
+		if len(unknown) > 0 {
+			return d.verbatimSnapshot(obj, unknown)
+		}
 	}
 	return d.snapshot(obj)
 }

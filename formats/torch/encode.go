@@ -368,6 +368,12 @@ func (c *Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, o
 	if err := s.Validate(); err != nil {
 		return encErr("%v", err)
 	}
+	if v, err := verbatimArray(s); err != nil || v != nil {
+		if err != nil {
+			return err
+		}
+		return writeVerbatim(ctx, w, v)
+	}
 	var tree any
 	if doc, ok := s.Attrs[AttrTree]; ok {
 		var err error

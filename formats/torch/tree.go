@@ -254,6 +254,17 @@ func (d *decoder) snapshot(obj any) (*snapshot.Snapshot, error) {
 	if !defaultTree(obj, w) {
 		s.Attrs = map[string]string{AttrTree: string(treeJSON)}
 	}
+	arrays, err := d.arrays(w)
+	if err != nil {
+		return nil, err
+	}
+	s.Arrays = arrays
+	return s, nil
+}
+
+// arrays makes the arrays of the tensors w found, their storages
+// numbered in order of first use.
+func (d *decoder) arrays(w *walker) ([]*snapshot.Array, error) {
 	// Storages are numbered in order of first use; count the views of each.
 	ordinal := map[string]int{}
 	uses := map[string]int{}
@@ -269,6 +280,7 @@ func (d *decoder) snapshot(obj any) (*snapshot.Snapshot, error) {
 		}
 		uses[k]++
 	}
+	var out []*snapshot.Array
 	budget := d.c.expandBudget(d.size)
 	for _, nt := range w.tensors {
 		if err := d.ctx.Err(); err != nil {
@@ -282,9 +294,9 @@ func (d *decoder) snapshot(obj any) (*snapshot.Snapshot, error) {
 			return nil, d.errf(fmt.Sprintf("tensor %q", nt.name), -1, ErrLimit, "the arrays exceed %d bytes, the budget for a %d-byte file: views expand it too much", d.c.expandBudget(d.size), d.size)
 		}
 		budget -= n
-		s.Arrays = append(s.Arrays, a)
+		out = append(out, a)
 	}
-	return s, nil
+	return out, nil
 }
 
 func (d *decoder) array(nt namedTensor, shared bool, ordinal int) (*snapshot.Array, int64, error) {
