@@ -178,11 +178,13 @@ func TestVerifyWorkflow(t *testing.T) {
 	var checkout, goSetup, install, runs bool
 	for _, s := range job.Steps {
 		switch {
-		case strings.HasPrefix(s.Uses, "actions/checkout@"):
+		case strings.HasPrefix(s.Uses, "actions/checkout@") && s.With["repository"] == nil:
+			// The repository being verified (the other checkout is
+			// snapd's source at the pinned commit).
 			checkout = s.With["fetch-depth"] == 0 && s.With["fetch-tags"] == true
 		case strings.HasPrefix(s.Uses, "actions/setup-go@"):
 			goSetup = true
-		case strings.Contains(s.Run, "go install \"github.com/snapd-ml/snapd/cmd/snapd@"):
+		case strings.Contains(s.Run, "go install ./cmd/snapd") && strings.Contains(s.Run, "SNAPD_COMMIT"):
 			install = true
 		case strings.Contains(s.Run, "ci-verify.sh"):
 			runs = install && goSetup && checkout
