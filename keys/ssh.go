@@ -21,7 +21,53 @@ var (
 	ErrKeyType = errors.New("unsupported key type")
 	// ErrNoKeys means a public key or recipients file holds no key.
 	ErrNoKeys = errors.New("no keys found")
+	// ErrPrivateKey means a private key file was given where a public
+	// key (or allowed_signers) file belongs.
+	ErrPrivateKey = errors.New("private key given where a public key belongs")
 )
+
+// privateKeyMarkers start the private key files a user may confuse with
+// their .pub file, and name their kind; only the kind is ever reported,
+// never the content.
+var privateKeyMarkers = []struct{ marker, kind string }{
+	{"-----BEGIN OPENSSH PRIVATE KEY-----", "an OpenSSH private key"},
+	{"-----BEGIN PRIVATE KEY-----", "a PKCS#8 private key"},
+	{"-----BEGIN RSA PRIVATE KEY-----", "an RSA private key"},
+	{"-----BEGIN EC PRIVATE KEY-----", "an EC private key"},
+}
+
+// privateKeyErr is ErrPrivateKey naming the file.
+type privateKeyErr struct{ path, kind string }
+
+func (e *privateKeyErr) Error() string {
+	return fmt.Sprintf("%s is %s; give the public key (%s.pub) or an allowed_signers file", e.path, e.kind, e.path)
+}
+
+func (e *privateKeyErr) Is(target error) bool { return target == ErrPrivateKey }
+
+// privateKeyError returns an error matching ErrPrivateKey if b holds a
+// private key, naming path and the public files to give instead; nil
+// otherwise. The message never quotes b.
+func privateKeyError(path string, b []byte) error {
+	for _, m := range privateKeyMarkers {
+		if bytes.Contains(b, []byte(m.marker)) {
+			return &privateKeyErr{path, m.kind}
+		}
+	}
+	return nil
+}
+
+// CheckPublicKeyFile returns an error wrapping ErrPrivateKey when the file
+// at path is a private key (see privateKeyError), for readers of public
+// key files other than LoadPublicKeys; any other problem (a missing file,
+// a bad line) is left to the reader and yields nil here.
+func CheckPublicKeyFile(path string) error {
+	b, err := readKeyFile(path, false)
+	if err != nil {
+		return nil
+	}
+	return privateKeyError(path, b)
+}
 
 // LoadSigner reads an unencrypted OpenSSH Ed25519 private key file (the
 // format `ssh-keygen -t ed25519 -N ”` writes; PEM "OPENSSH PRIVATE KEY").
@@ -220,11 +266,14 @@ func tokenize(s string) ([]string, error) {
 // LoadPublicKeys reads Ed25519 public keys from a file of `.pub` lines or
 // an allowed_signers file (see ParsePublicKey); blank lines and lines
 // starting with # are skipped. Errors name file:line. A file without any
-// key fails with ErrNoKeys. Keys listed more than once are returned once,
+// key fails with ErrNoKeys, a private key file with ErrPrivateKey. Keys listed more than once are returned once,
 // in order of first appearance.
 func LoadPublicKeys(path string) ([]ed25519.PublicKey, error) {
 	b, err := readKeyFile(path, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := privateKeyError(path, b); err != nil {
 		return nil, err
 	}
 	var out []ed25519.PublicKey
