@@ -201,7 +201,10 @@ func runConvert(ctx context.Context, e *env, o *convertOptions) error {
 		}
 		m := e.meter(filepath.Base(o.out), rawBytes(src.Snapshot))
 		err := writeAtomic(o.out, func(f *os.File) error {
-			return target.Encode(ctx, m.Wrap(f), src.Snapshot, formats.EncodeOptions{Lossy: o.lossy})
+			return target.Encode(ctx, m.Wrap(f), src.Snapshot, formats.EncodeOptions{Lossy: o.lossy, Lost: func(l formats.Loss) {
+				m.Clear()
+				fmt.Fprintf(e.stderr, "snapd: lossy: %s\n", l)
+			}})
 		})
 		return endMeter(m, err)
 	}
