@@ -35,12 +35,20 @@ No fsync on the request path: a request survives the trainer crashing, not
 the machine crashing (a torn line is detected by CRC and skipped by snapd).
 """
 
+import collections
 import errno
 import fcntl
+import importlib
+import json
 import os
 import re
+import shutil
 import stat
+import subprocess
+import tempfile
+import threading
 import time
+import warnings
 
 __all__ = [
     "MAGIC",
@@ -53,6 +61,17 @@ __all__ = [
     "publish_generation_dir",
     "request_snapshot",
     "generation_name",
+    "SnapshotFailed",
+    "SnapshotWarning",
+    "SnapdError",
+    "SnapdNotFound",
+    "Status",
+    "status",
+    "wait",
+    "generations",
+    "load",
+    "SnapdTrainerCallback",
+    "SnapdLightningCallback",
 ]
 
 MAGIC = "snapreq/1"
@@ -245,8 +264,10 @@ class RequestLog:
         self.requester = requester or "py:%d" % os.getpid()
         _check_requester(self.requester)
         self._fd = -1
+        self._seg = 0
         self._escaped = {}
         os.makedirs(self.wal_dir, mode=0o775, exist_ok=True)  # less the umask, as wal/writer.go
+        self._watch = _watch_for(self.wal_dir)
         self._open()
 
     def _open(self):
@@ -278,6 +299,7 @@ class RequestLog:
                 _create_segment(self.wal_dir, last + 1)
                 continue
             self._fd = fd
+            self._seg = last
             return
         raise OSError(errno.EAGAIN, "snapd: no open WAL segment in %s" % self.wal_dir)
 
@@ -318,6 +340,9 @@ class RequestLog:
                     n = os.write(fd, line)
                     if n != len(line):
                         raise OSError(errno.EIO, "snapd: short write %d of %d bytes" % (n, len(line)))
+                    # O_APPEND left the offset just after our line: where
+                    # it starts is the position outcomes.log names.
+                    self._watch.record(gen, self._seg, os.lseek(fd, 0, os.SEEK_CUR) - n)
                     return
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
@@ -339,7 +364,7 @@ class RequestLog:
 
 
 def request_snapshot(gen, path, state_dir=".snapd", requester=None, ts_ns=None, log=None, rank=None, world_size=None,
-                     resumed_from=None):
+                     resumed_from=None, on_failure="warn"):
     """Ask snapd to snapshot generation gen published at path.
 
     Appends one line to STATE_DIR/wal. Pass log (a RequestLog) from the hot
@@ -353,11 +378,27 @@ def request_snapshot(gen, path, state_dir=".snapd", requester=None, ts_ns=None, 
     generations it had above R as abandoned (a signed ledger record).
     Without the declaration a generation number that snapd already
     snapshotted from other content fails (it is never silently re-used).
+
+    on_failure ("warn", "raise" or "ignore") says what to do, before
+    appending, when an earlier generation (a lower number) that this
+    process requested from this WAL has failed in the daemon: "warn"
+    issues a SnapshotWarning (warnings.warn), "raise" raises
+    SnapshotFailed(gen, reason) WITHOUT appending this request (call again
+    to request it: each failed generation is reported once), "ignore"
+    skips the check. The check needs no subprocess: one os.stat of
+    STATE_DIR/wal/outcomes.log per call, and only when it grew, reading
+    the new outcome lines (see _FailureWatch).
     """
+    if on_failure not in _ON_FAILURE:
+        raise ValueError("snapd: on_failure %r: want one of %s" % (on_failure, ", ".join(_ON_FAILURE)))
     if log is not None:
+        if on_failure != "ignore":
+            log._watch.check(int(gen), on_failure)
         log.append(gen, path, ts_ns, rank=rank, world_size=world_size, resumed_from=resumed_from)
         return
     with RequestLog(os.path.join(os.fspath(state_dir), "wal"), requester) as lg:
+        if on_failure != "ignore":
+            lg._watch.check(int(gen), on_failure)
         lg.append(gen, path, ts_ns, rank=rank, world_size=world_size, resumed_from=resumed_from)
 
 
@@ -463,3 +504,508 @@ def publish_generation_dir(gens_dir, gen, fill, suffix=""):
         raise
     _fsync_dir(gens_dir)
     return final
+
+
+# ---------------------------------------------------------------------------
+# Outcomes: did an earlier request of this process fail? (request_snapshot's
+# on_failure check, no subprocess)
+
+class SnapshotFailed(Exception):
+    """snapd could not snapshot generation gen; reason is the daemon's message."""
+
+    def __init__(self, gen, reason):
+        super().__init__("snapd: generation %d failed: %s" % (gen, reason))
+        self.gen = gen
+        self.reason = reason
+
+
+class SnapshotWarning(UserWarning):
+    """An earlier generation failed (request_snapshot(on_failure="warn"))."""
+
+
+_ON_FAILURE = ("warn", "raise", "ignore")
+_PCT_RE = re.compile(rb"%([0-9A-F]{2})")
+
+
+def _unescape(v):
+    return _PCT_RE.sub(lambda m: bytes((int(m.group(1), 16),)), v).decode("utf-8", "replace")
+
+
+class _FailureWatch:
+    """This process's requests to one WAL and their outcomes.
+
+    outcomes.log (wal/doc.go) is append-only, one line per handled request:
+
+        outcome gen=<G> state=done|failed seg=<N> off=<O> ts=<T> src=<S> msg=<M> crc=<C>
+
+    where seg/off is where the request line starts. RequestLog.append
+    records (seg, off) of each line it writes (lseek after the O_APPEND
+    write); check() stats the file and, when it grew, reads only the new
+    complete lines, parsing (and CRC-checking) those of generations this
+    process requested. The verdict of our request for gen is the last
+    outcome at or after its position: failed, or done (e.g. a retry).
+    Cost per request_snapshot: one os.stat when nothing changed.
+    """
+
+    def __init__(self, wal_dir):
+        self.path = os.path.join(wal_dir, "outcomes.log")
+        self.lock = threading.Lock()
+        self.mine = {}      # gen -> (seg, off) of our latest request for it
+        self.failed = {}    # gen -> message, our request's latest verdict is failed
+        self.reported = set()
+        self.ident = None   # (st_dev, st_ino) of the file read so far
+        self.off = 0        # bytes read: always just after a newline
+
+    def record(self, gen, seg, off):
+        with self.lock:
+            self.mine[gen] = (seg, off)
+            self.failed.pop(gen, None)
+            self.reported.discard(gen)
+
+    def _refresh(self):
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return
+        ident = (st.st_dev, st.st_ino)
+        if ident != self.ident or st.st_size < self.off:
+            self.ident, self.off = ident, 0  # replaced (a restored state dir): read it all again
+            self.failed.clear()
+        if st.st_size == self.off:
+            return
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return
+            data = os.pread(fd, st.st_size - self.off, self.off)
+        finally:
+            os.close(fd)
+        end = data.rfind(b"\n") + 1  # an unterminated tail is read next time
+        for line in data[:end].splitlines():
+            f = line.split(b" ")
+            if len(f) != 9 or f[0] != b"outcome" or not f[1].startswith(b"gen="):
+                continue
+            try:
+                gen = int(f[1][4:])
+            except ValueError:
+                continue
+            mine = self.mine.get(gen)
+            if mine is None:
+                continue
+            body, _, crc = line.rpartition(b" crc=")
+            try:
+                if int(crc, 16) != crc32c(body):
+                    continue
+                pos = (int(f[3][4:]), int(f[4][4:]))
+            except ValueError:
+                continue
+            if pos < mine:
+                continue  # an outcome of an older request for the same gen
+            if f[2] == b"state=failed":
+                self.failed[gen] = _unescape(f[7][4:])
+            elif f[2] == b"state=done":
+                self.failed.pop(gen, None)
+        self.off += end
+
+    def check(self, gen, on_failure):
+        with self.lock:
+            self._refresh()
+            if not self.failed:
+                return
+            news = sorted(g for g in self.failed if g < gen and g not in self.reported)
+        for g in news:
+            self.reported.add(g)
+            if on_failure == "raise":
+                raise SnapshotFailed(g, self.failed[g])
+            warnings.warn(SnapshotWarning("snapd: generation %d failed: %s" % (g, self.failed[g])), stacklevel=3)
+
+
+_watches = {}
+_watches_lock = threading.Lock()
+
+
+def _watch_for(wal_dir):
+    key = os.path.realpath(wal_dir)
+    with _watches_lock:
+        w = _watches.get(key)
+        if w is None:
+            w = _watches[key] = _FailureWatch(key)
+        return w
+
+
+# ---------------------------------------------------------------------------
+# Asking the daemon's state through the snapd binary (status, wait,
+# generations, load). None of these is for the hot path: each runs one
+# snapd process.
+
+class SnapdError(RuntimeError):
+    """The snapd binary failed (exit_code, its message and hint)."""
+
+    def __init__(self, message, exit_code=None, hint=""):
+        super().__init__(message + ("\nhint: " + hint if hint else ""))
+        self.exit_code = exit_code
+        self.hint = hint
+
+
+class SnapdNotFound(SnapdError, FileNotFoundError):
+    """No snapd binary: pass snapd=PATH, set $SNAPD_BIN or put snapd on PATH."""
+
+
+Status = collections.namedtuple("Status", "gen state message source")
+Status.__doc__ = """A generation's state: pending, done, pushed or failed (message: why)."""
+
+
+def _snapd_bin(snapd=None):
+    """The snapd binary: snapd, else $SNAPD_BIN, else "snapd" on PATH."""
+    name = snapd or os.environ.get("SNAPD_BIN") or "snapd"
+    name = os.fspath(name)
+    found = shutil.which(name) if os.sep not in name else (name if os.access(name, os.X_OK) and os.path.isfile(name) else None)
+    if not found:
+        src = "snapd=" if snapd else ("$SNAPD_BIN" if os.environ.get("SNAPD_BIN") else "PATH")
+        raise SnapdNotFound("snapd: no snapd binary %r (from %s): pass snapd=PATH, set $SNAPD_BIN or put snapd on PATH" % (name, src))
+    return found
+
+
+def _run_snapd(snapd, args):
+    """Run snapd ARGS; return (exit code, parsed JSON stdout or None, stderr)."""
+    p = subprocess.run([_snapd_bin(snapd)] + args, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    doc = None
+    try:
+        doc = json.loads(p.stdout.decode("utf-8"))
+    except ValueError:
+        pass
+    return p.returncode, doc, p.stderr.decode("utf-8", "replace").strip()
+
+
+def _snapd_error(args, code, doc, errs):
+    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
+        e = doc["error"]
+        return SnapdError("snapd %s: %s" % (args[0], e.get("message", "")), code, e.get("hint", ""))
+    return SnapdError("snapd %s: exit %d: %s" % (args[0], code, errs), code)
+
+
+def _wait_args(gen, state_dir, pushed, config):
+    gen = int(gen)
+    _check_gen(gen)
+    args = ["wait", str(gen), "--json", "--state-dir", os.fspath(state_dir)]
+    if pushed:
+        args.append("--pushed")
+    if config is not None:
+        args += ["--config", os.fspath(config)]
+    return gen, args
+
+
+def _status_of(gen, doc):
+    return Status(int(doc.get("gen", gen)), doc.get("state", ""), doc.get("message", ""), doc.get("source", ""))
+
+
+def status(gen, state_dir=".snapd", pushed=False, snapd=None, config=None):
+    """The state of generation gen now, as a Status(gen, state, message, source).
+
+    state is "pending" (not requested or not handled yet), "done",
+    "failed" (message: the daemon's reason) or, with pushed=True (a daemon
+    with a Git remote), "pushed" once its commit reached the remote.
+    Runs `snapd wait GEN --once --json`; raises SnapdError if snapd
+    cannot read the state directory, SnapdNotFound without a binary.
+    """
+    gen, args = _wait_args(gen, state_dir, pushed, config)
+    args.append("--once")
+    code, doc, errs = _run_snapd(snapd, args)
+    if code != 0 or not isinstance(doc, dict) or "state" not in doc:
+        raise _snapd_error(args, code, doc, errs)
+    return _status_of(gen, doc)
+
+
+def wait(gen, timeout=None, pushed=False, state_dir=".snapd", snapd=None, config=None):
+    """Block until generation gen is done (pushed=True: pushed); return its Status.
+
+    Raises SnapshotFailed(gen, reason) if the daemon failed it (or, with
+    pushed, the push queue needs attention), TimeoutError after timeout
+    seconds (None: wait for ever; the generation may still land later),
+    SnapdError for any other snapd failure. Runs `snapd wait GEN --json
+    [--pushed] [--timeout D]`.
+    """
+    gen, args = _wait_args(gen, state_dir, pushed, config)
+    if timeout is not None:
+        args += ["--timeout", "%dms" % max(1, int(float(timeout) * 1000 + 0.999))]
+    code, doc, errs = _run_snapd(snapd, args)
+    if code == 0 and isinstance(doc, dict) and "state" in doc:
+        return _status_of(gen, doc)
+    if code == 1 and isinstance(doc, dict) and doc.get("state") == "failed":
+        raise SnapshotFailed(gen, doc.get("message", ""))
+    if code == 2 and timeout is not None and isinstance(doc, dict) and "timed out" in doc.get("error", {}).get("message", ""):
+        raise TimeoutError("snapd: generation %d: %s" % (gen, doc["error"]["message"]))
+    raise _snapd_error(args, code, doc, errs)
+
+
+def generations(state_dir=".snapd", snapd=None):
+    """Every requested generation, ascending: a list of dicts.
+
+    Each has gen, state (pending, done, failed), message (why it failed),
+    source, requester, ts (RFC 3339), requests (how many requests name the
+    generation) and resumed_from when the request declared a resume. The
+    newest request of a generation decides, as for wait() and status().
+    Runs `snapd wal list --json`; a damaged WAL cursor (which `snapd wal
+    repair` fixes) is reported as a SnapshotWarning, the list still
+    returned.
+    """
+    args = ["wal", "list", "--json", "--state-dir", os.fspath(state_dir)]
+    code, doc, errs = _run_snapd(snapd, args)
+    if not isinstance(doc, dict) or "requests" not in doc:
+        raise _snapd_error(args, code, doc, errs)
+    if doc.get("cursor_error"):
+        warnings.warn(SnapshotWarning("snapd: %s (run snapd wal repair with the daemon stopped)" % doc["cursor_error"]), stacklevel=2)
+    out = {}
+    for r in doc["requests"]:
+        g = int(r["gen"])
+        e = {"gen": g, "state": r.get("state", ""), "message": r.get("message", ""), "source": r.get("source", ""),
+             "requester": r.get("requester", ""), "ts": r.get("ts", ""),
+             "requests": out[g]["requests"] + 1 if g in out else 1}
+        if r.get("resumed_from"):
+            e["resumed_from"] = int(r["resumed_from"])
+        out[g] = e
+    return [out[g] for g in sorted(out)]
+
+
+def load(gen, repo=None, state_dir=".snapd", map_location="cpu", trusted=False, snapd=None):
+    """Generation gen restored from the snapshot repository, via torch.load.
+
+    Runs `snapd checkout GEN TMP.pt --repo REPO` (REPO: default
+    STATE_DIR/repo, the daemon's repository; or any clone) into a
+    temporary directory, then torch.load(TMP.pt, map_location,
+    weights_only=True): what snapd writes holds only tensors and plain
+    containers. trusted=True loads with weights_only=False (needed only by
+    a torch without weights_only, before 1.13): that unpickles
+    arbitrary objects, so pass it only for a repository you trust. gen is
+    a number or "latest". Needs torch (imported here, not at import).
+    """
+    if repo is None:
+        repo = os.path.join(os.fspath(state_dir), "repo")
+    if str(gen) != "latest":
+        _check_gen(int(gen))
+    import torch  # lazily: the module itself needs only the standard library
+    with tempfile.TemporaryDirectory(prefix="snapd-load-") as tmp:
+        out = os.path.join(tmp, "gen.pt")
+        args = ["checkout", str(gen), out, "--repo", os.fspath(repo)]
+        code, doc, errs = _run_snapd(snapd, args)
+        if code != 0:
+            raise _snapd_error(args, code, doc, errs)
+        if trusted:
+            return torch.load(out, map_location=map_location)
+        try:
+            return torch.load(out, map_location=map_location, weights_only=True)
+        except TypeError as e:
+            if "weights_only" in str(e):
+                raise RuntimeError("snapd: this torch %s has no weights_only; load(..., trusted=True) unpickles without it"
+                                   % getattr(torch, "__version__", "?")) from e
+            raise
+
+
+# ---------------------------------------------------------------------------
+# Training-framework callbacks. Neither library is imported at module
+# import: constructing a callback subclasses the library's base class
+# (transformers.TrainerCallback, lightning's Callback) when it is
+# importable, else object (the frameworks call hooks by name).
+
+_bases = {}
+
+
+def _optional_base(key, candidates):
+    if key not in _bases:
+        base = None
+        for mod, attr in candidates:
+            try:
+                base = getattr(importlib.import_module(mod), attr)
+                break
+            except Exception:  # not installed, or broken: fall back to a plain class
+                continue
+        _bases[key] = (base, {})
+    return _bases[key]
+
+
+def _with_base(cls, key, candidates):
+    base, subclasses = _optional_base(key, candidates)
+    if base is None or issubclass(cls, base):
+        return cls
+    sub = subclasses.get(cls)
+    if sub is None:
+        sub = subclasses[cls] = type(cls.__name__, (cls, base), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+    return sub
+
+
+class _CallbackBase:
+    def __init__(self, state_dir=".snapd", requester=None, on_failure="warn"):
+        if on_failure not in _ON_FAILURE:
+            raise ValueError("snapd: on_failure %r: want one of %s" % (on_failure, ", ".join(_ON_FAILURE)))
+        self.state_dir = os.fspath(state_dir)
+        self.requester = requester
+        self.on_failure = on_failure
+        self._log = None
+        self.requested = []  # (gen, path) in request order
+
+    def _request(self, gen, path):
+        if self._log is None:
+            self._log = RequestLog(os.path.join(self.state_dir, "wal"), self.requester)
+        request_snapshot(gen, path, log=self._log, on_failure=self.on_failure)
+        self.requested.append((gen, path))
+
+    def close(self):
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+class SnapdTrainerCallback(_CallbackBase):
+    """Hugging Face Trainer callback: snapshot every checkpoint the Trainer saves.
+
+        trainer = Trainer(..., callbacks=[snapd_trainer.SnapdTrainerCallback("/data/snapd")])
+
+    on_save (called by the Trainer right after it wrote
+    OUTPUT_DIR/checkpoint-STEP) requests a snapshot of that directory as
+    generation STEP (state.global_step), on the main process only
+    (state.is_world_process_zero). snapd reads the directory as it is:
+    keep it until the request is done (save_total_limit deletes old
+    checkpoints; keep the limit above what the daemon may lag behind).
+    An instance subclasses transformers.TrainerCallback when transformers
+    is importable.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        return object.__new__(_with_base(cls, "hf", [("transformers", "TrainerCallback")]))
+
+    def on_save(self, args, state, control, **kwargs):
+        if not getattr(state, "is_world_process_zero", True):
+            return None
+        step = int(state.global_step)
+        path = os.path.join(args.output_dir, "checkpoint-%d" % step)
+        if step < 1 or not os.path.isdir(path):
+            warnings.warn(SnapshotWarning("snapd: no checkpoint directory %s for step %d: not requested" % (path, step)), stacklevel=2)
+            return None
+        self._request(step, os.path.abspath(path))
+        return None
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.close()
+        return None
+
+
+class SnapdLightningCallback(_CallbackBase):
+    """PyTorch Lightning callback: snapshot every checkpoint file the Trainer saves.
+
+        trainer = L.Trainer(callbacks=[ModelCheckpoint(...), snapd_trainer.SnapdLightningCallback("/data/snapd")])
+
+    Lightning calls on_save_checkpoint(trainer, pl_module, checkpoint)
+    while building the checkpoint dict, before the file is written, and
+    tells no callback the path. So that hook only records the intent
+    (generation = trainer.global_step, and the identity — inode, size,
+    mtime — of the files the checkpoint callbacks point at), and the next
+    hook that runs after the write — on_train_batch_start/end,
+    on_train_epoch_end, on_validation_end, the next on_save_checkpoint,
+    on_fit_end, teardown — requests the file that changed: the
+    ModelCheckpoint's last saved file (its _last_checkpoint_saved), else
+    best_model_path (only if written since the intent), else
+    last_model_path. Symlinks (save_last="link") are resolved. Rank zero only
+    (trainer.is_global_zero); one request per generation. A step without
+    a changed file (trainer.save_checkpoint to a path of your own) stays
+    pending and is reported at teardown. Wrapping
+    ModelCheckpoint._save_checkpoint would know the path at once but
+    patches a private method; the hooks above are public.
+    snapd reads the file as it is: a last.ckpt rewritten in place before
+    the daemon read it fails or snapshots the newer bytes — prefer
+    save_top_k=-1 or a symlinked last.
+    An instance subclasses Lightning's Callback when lightning (or
+    pytorch_lightning) is importable.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        return object.__new__(_with_base(cls, "lightning", [("lightning.pytorch", "Callback"), ("pytorch_lightning", "Callback")]))
+
+    def __init__(self, state_dir=".snapd", requester=None, on_failure="warn"):
+        _CallbackBase.__init__(self, state_dir, requester, on_failure)
+        self._intents = []   # (gen, ns, {path: identity})
+        self._done = set()
+
+    @staticmethod
+    def _candidates(trainer):
+        cbs = getattr(trainer, "checkpoint_callbacks", None)
+        if cbs is None:
+            cb = getattr(trainer, "checkpoint_callback", None)
+            cbs = [cb] if cb is not None else []
+        out = []
+        for cb in cbs:
+            # The file just written first; a top-k file (never rewritten)
+            # before last.ckpt (rewritten in place by every save).
+            for attr in ("_last_checkpoint_saved", "best_model_path", "last_model_path"):
+                p = getattr(cb, attr, None)
+                if p:
+                    out.append((attr, os.fspath(p)))
+        return out
+
+    @staticmethod
+    def _ident(path):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def _flush(self, trainer):
+        if not self._intents:
+            return
+        keep = []
+        for gen, ns, before in self._intents:
+            if gen in self._done:
+                continue
+            path = None
+            for attr, p in self._candidates(trainer):
+                ident = self._ident(p)
+                if ident is None or ident == before.get(p):
+                    continue
+                if attr == "best_model_path" and ident[3] < ns - 2 * 10**9:
+                    continue  # an older best file, not this save (2 s: coarse file clocks)
+                path = os.path.realpath(p)
+                break
+            if path is None:
+                keep.append((gen, ns, before))
+                continue
+            self._done.add(gen)
+            self._request(gen, path)
+        self._intents = keep
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        self._flush(trainer)  # an earlier save's file is complete by now
+        if not getattr(trainer, "is_global_zero", True):
+            return
+        gen = int(checkpoint.get("global_step", trainer.global_step)) if isinstance(checkpoint, dict) else int(trainer.global_step)
+        if gen < 1:
+            warnings.warn(SnapshotWarning("snapd: checkpoint at step %d: generations start at 1, not requested" % gen), stacklevel=2)
+            return
+        if gen in self._done:
+            return
+        before = {p: self._ident(p) for _, p in self._candidates(trainer)}
+        self._intents.append((gen, time.time_ns(), before))
+
+    def on_train_batch_start(self, trainer, pl_module, *args, **kwargs):
+        self._flush(trainer)
+
+    def on_train_batch_end(self, trainer, pl_module, *args, **kwargs):
+        self._flush(trainer)
+
+    def on_train_epoch_end(self, trainer, pl_module, *args, **kwargs):
+        self._flush(trainer)
+
+    def on_validation_end(self, trainer, pl_module, *args, **kwargs):
+        self._flush(trainer)
+
+    def on_fit_end(self, trainer, pl_module, *args, **kwargs):
+        self._flush(trainer)
+
+    def teardown(self, trainer, pl_module, stage=None, *args, **kwargs):
+        self._flush(trainer)
+        for gen, _, _ in self._intents:
+            warnings.warn(SnapshotWarning("snapd: no saved checkpoint file found for step %d: not requested" % gen), stacklevel=2)
+        self._intents = []
+        self.close()

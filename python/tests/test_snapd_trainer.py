@@ -1,0 +1,304 @@
+"""Unit tests of snapd_trainer's failure check and framework callbacks.
+
+Run by cmd/snapd/pytrainer_test.go (TestPythonTrainerUnit), which passes
+SNAPD_PYTEST_OUT: the tests leave their state directories there
+(OUT/hf, OUT/lightning) and Go checks the WAL requests with wal.List.
+Standalone: python3 -m unittest discover -s python/tests
+"""
+
+import os
+import sys
+import tempfile
+import types
+import unittest
+import warnings
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import snapd_trainer as st  # noqa: E402
+
+
+def out_dir(name):
+    base = os.environ.get("SNAPD_PYTEST_OUT") or tempfile.mkdtemp(prefix="snapd-pytest-")
+    d = os.path.join(base, name)
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def request_positions(wal_dir):
+    """(seg, off) of every request line, in log order."""
+    out = []
+    for name in sorted(os.listdir(wal_dir)):
+        if not name.endswith(".wal"):
+            continue
+        off = 0
+        with open(os.path.join(wal_dir, name), "rb") as f:
+            for line in f:
+                if line.startswith(b"snapreq/1 "):
+                    out.append((int(name[:-4]), off))
+                off += len(line)
+    return out
+
+
+def add_outcome(wal_dir, gen, state, pos, msg="", src="/src"):
+    body = "outcome gen=%d state=%s seg=%d off=%d ts=1 src=%s msg=%s" % (gen, state, pos[0], pos[1], st._escape(src), st._escape(msg) if msg else "")
+    with open(os.path.join(wal_dir, "outcomes.log"), "ab") as f:
+        f.write(body.encode() + b" crc=%08x\n" % st.crc32c(body.encode()))
+
+
+class FailureCheck(unittest.TestCase):
+    def setUp(self):
+        self.state = tempfile.mkdtemp(prefix="snapd-fail-")
+        self.wal = os.path.join(self.state, "wal")
+        self.log = st.RequestLog(self.wal, requester="py:unit")
+
+    def tearDown(self):
+        self.log.close()
+
+    def req(self, gen, on_failure="warn"):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            st.request_snapshot(gen, "/g/%d" % gen, log=self.log, on_failure=on_failure)
+        return [str(x.message) for x in w if issubclass(x.category, st.SnapshotWarning)]
+
+    def test_warn_raise_ignore(self):
+        for g in (1, 2, 3):
+            self.assertEqual(self.req(g), [])
+        pos = request_positions(self.wal)
+        self.assertEqual(len(pos), 3)
+        # Another process's earlier request for gen 2 that failed: not ours.
+        add_outcome(self.wal, 2, "failed", (pos[1][0], pos[1][1] - 1), msg="someone else's")
+        add_outcome(self.wal, 1, "done", pos[0])
+        add_outcome(self.wal, 2, "failed", pos[1], msg="unknown format: bad%magic")
+        self.assertEqual(self.req(4), ["snapd: generation 2 failed: unknown format: bad%magic"])
+        self.assertEqual(self.req(5), [], "warned twice")
+        # A torn (unterminated) outcome is not read until complete.
+        with open(os.path.join(self.wal, "outcomes.log"), "ab") as f:
+            f.write(b"outcome gen=3 state=fai")
+        self.assertEqual(self.req(6), [])
+        with open(os.path.join(self.wal, "outcomes.log"), "rb+") as f:
+            data = f.read()
+            f.seek(0)
+            f.truncate()
+            f.write(data[: data.rindex(b"\n") + 1])
+        add_outcome(self.wal, 3, "failed", pos[2], msg="boom")
+        n = len(request_positions(self.wal))
+        with self.assertRaises(st.SnapshotFailed) as cm:
+            self.req(7, on_failure="raise")
+        self.assertEqual((cm.exception.gen, cm.exception.reason), (3, "boom"))
+        self.assertEqual(len(request_positions(self.wal)), n, "raise appended the request")
+        self.assertEqual(self.req(7, on_failure="raise"), [])  # reported once: now requested
+        self.assertEqual(len(request_positions(self.wal)), n + 1)
+        # A corrupt line (bad CRC) is skipped.
+        pos = request_positions(self.wal)
+        with open(os.path.join(self.wal, "outcomes.log"), "ab") as f:
+            f.write(b"outcome gen=4 state=failed seg=%d off=%d ts=1 src=/g msg=x crc=00000000\n" % pos[3])
+        self.assertEqual(self.req(8), [])
+        # ignore: no check, nothing reported; warn then reports it.
+        add_outcome(self.wal, 5, "failed", pos[4], msg="five")
+        self.assertEqual(self.req(9, on_failure="ignore"), [])
+        self.assertEqual(self.req(10), ["snapd: generation 5 failed: five"])
+        # A failed generation requested again and done: no longer failed.
+        add_outcome(self.wal, 6, "failed", pos[5], msg="six")
+        self.req(6, on_failure="ignore")
+        add_outcome(self.wal, 6, "done", request_positions(self.wal)[-1])
+        self.assertEqual(self.req(11), [])
+        # Only earlier generations count.
+        add_outcome(self.wal, 11, "failed", request_positions(self.wal)[-1], msg="later")
+        self.assertEqual(self.req(2, on_failure="ignore"), [])
+        self.assertEqual(self.req(3), [])
+        with self.assertRaises(ValueError):
+            st.request_snapshot(12, "/g", log=self.log, on_failure="explode")
+
+    def test_without_log(self):
+        # request_snapshot without a RequestLog shares the process's record.
+        st.request_snapshot(1, "/g/1", state_dir=self.state)
+        add_outcome(self.wal, 1, "failed", request_positions(self.wal)[0], msg="no")
+        with self.assertRaises(st.SnapshotFailed):
+            st.request_snapshot(2, "/g/2", state_dir=self.state, on_failure="raise")
+
+    def test_missing_binary(self):
+        old = os.environ.pop("SNAPD_BIN", None)
+        try:
+            with self.assertRaises(st.SnapdNotFound) as cm:
+                st.status(1, state_dir=self.state, snapd="/nonexistent/snapd")
+            self.assertIn("$SNAPD_BIN", str(cm.exception))
+            os.environ["SNAPD_BIN"] = "/nonexistent/snapd2"
+            with self.assertRaises(FileNotFoundError) as cm:
+                st.generations(self.state)
+            self.assertIn("/nonexistent/snapd2", str(cm.exception))
+        finally:
+            os.environ.pop("SNAPD_BIN", None)
+            if old is not None:
+                os.environ["SNAPD_BIN"] = old
+
+
+class HuggingFace(unittest.TestCase):
+    """SnapdTrainerCallback driven as transformers' CallbackHandler.call_event does."""
+
+    def test_on_save(self):
+        root = out_dir("hf")
+        state_dir = os.path.join(root, "state")
+        args = types.SimpleNamespace(output_dir=os.path.join(root, "out"))
+        cb = st.SnapdTrainerCallback(state_dir, requester="py:hf")
+        try:
+            import transformers
+            self.assertIsInstance(cb, transformers.TrainerCallback)
+        except ImportError:
+            pass
+        callbacks = [cb]
+
+        def call_event(event, state, control, **kwargs):
+            for c in callbacks:
+                result = getattr(c, event)(args, state, control, model=object(), processing_class=None, optimizer=None,
+                                           lr_scheduler=None, train_dataloader=None, eval_dataloader=None, **kwargs)
+                if result is not None:
+                    control = result
+            return control
+
+        control = types.SimpleNamespace(should_save=True)
+        for step in (10, 20):
+            ck = os.path.join(args.output_dir, "checkpoint-%d" % step)
+            os.makedirs(ck)
+            with open(os.path.join(ck, "model.safetensors"), "wb") as f:
+                f.write(b"x")
+            state = types.SimpleNamespace(global_step=step, is_world_process_zero=True)
+            self.assertIs(call_event("on_save", state, control), control)
+        # Another rank: nothing. A step without its directory: a warning.
+        call_event("on_save", types.SimpleNamespace(global_step=30, is_world_process_zero=False), control)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            call_event("on_save", types.SimpleNamespace(global_step=40, is_world_process_zero=True), control)
+        self.assertTrue(any("checkpoint-40" in str(x.message) for x in w), [str(x.message) for x in w])
+        call_event("on_train_end", types.SimpleNamespace(global_step=40, is_world_process_zero=True), control)
+        self.assertEqual(cb.requested, [(10, os.path.join(args.output_dir, "checkpoint-10")),
+                                        (20, os.path.join(args.output_dir, "checkpoint-20"))])
+
+
+class FakeModelCheckpoint:
+    """The attributes of Lightning's ModelCheckpoint the callback reads."""
+
+    def __init__(self, dirpath, private=True):
+        self.dirpath = dirpath
+        self.last_model_path = ""
+        self.best_model_path = ""
+        if private:
+            self._last_checkpoint_saved = None
+
+
+class FakeTrainer:
+    def __init__(self, callbacks, mc):
+        self.callbacks = callbacks
+        self.checkpoint_callbacks = [mc]
+        self.checkpoint_callback = mc
+        self.global_step = 0
+        self.is_global_zero = True
+        self.module = object()
+
+    def save_checkpoint(self, filepath, size):
+        # Lightning: dump_checkpoint calls every callback's
+        # on_save_checkpoint(trainer, pl_module, checkpoint), then the
+        # strategy writes the file.
+        checkpoint = {"global_step": self.global_step, "state_dict": {}}
+        for c in self.callbacks:
+            c.on_save_checkpoint(self, self.module, checkpoint)
+        with open(filepath, "wb") as f:
+            f.write(b"c" * size)
+
+    def model_checkpoint_save(self, mc, name, size, link_last=False, topk=True):
+        """ModelCheckpoint._save_topk_checkpoint then _save_last_checkpoint."""
+        path = os.path.join(mc.dirpath, name)
+        if topk:
+            self.save_checkpoint(path, size)
+            if hasattr(mc, "_last_checkpoint_saved"):
+                mc._last_checkpoint_saved = path
+            mc.best_model_path = path
+        last = os.path.join(mc.dirpath, "last.ckpt")
+        if link_last:
+            if os.path.lexists(last):
+                os.remove(last)
+            os.symlink(path, last)
+        else:
+            self.save_checkpoint(last, size + 1)
+            if hasattr(mc, "_last_checkpoint_saved"):
+                mc._last_checkpoint_saved = last
+        mc.last_model_path = last
+
+    def batch_end(self):
+        for c in self.callbacks:
+            c.on_train_batch_end(self, self.module, {"loss": 0.0}, ("x", "y"), 0)
+
+
+class Lightning(unittest.TestCase):
+    def run_loop(self, name, private, link_last, topk=True):
+        root = out_dir(os.path.join("lightning", name))
+        ckdir = os.path.join(root, "checkpoints")
+        os.makedirs(ckdir)
+        mc = FakeModelCheckpoint(ckdir, private=private)
+        cb = st.SnapdLightningCallback(os.path.join(root, "state"), requester="py:lightning")
+        try:
+            import lightning.pytorch as lp
+            self.assertIsInstance(cb, lp.Callback)
+        except ImportError:
+            pass
+        tr = FakeTrainer([cb, mc], mc)
+        mc.on_save_checkpoint = lambda *a: None
+        mc.on_train_batch_end = lambda *a: None
+        for step, size in ((5, 100), (10, 200)):
+            tr.global_step = step
+            tr.batch_end()
+            tr.model_checkpoint_save(mc, "epoch=0-step=%d.ckpt" % step, size, link_last, topk)
+        tr.batch_end()
+        tr.global_step = 15
+        tr.model_checkpoint_save(mc, "epoch=1-step=15.ckpt", 300, link_last, topk)
+        # A save to a path of the user's: no callback file changes.
+        tr.global_step = 16
+        tr.save_checkpoint(os.path.join(root, "mine.ckpt"), 10)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            cb.teardown(tr, tr.module, stage="fit")
+        self.assertTrue(any("step 16" in str(x.message) for x in w), [str(x.message) for x in w])
+        return cb, ckdir
+
+    def test_model_checkpoint(self):
+        cb, ckdir = self.run_loop("private", True, False)
+        r = os.path.realpath
+        self.assertEqual(cb.requested, [(5, r(os.path.join(ckdir, "epoch=0-step=5.ckpt"))),
+                                        (10, r(os.path.join(ckdir, "epoch=0-step=10.ckpt"))),
+                                        (15, r(os.path.join(ckdir, "epoch=1-step=15.ckpt")))])
+
+    def test_public_attributes_only(self):
+        # Without _last_checkpoint_saved (older Lightning): best_model_path.
+        cb, ckdir = self.run_loop("public", False, False)
+        r = os.path.realpath
+        self.assertEqual(cb.requested, [(5, r(os.path.join(ckdir, "epoch=0-step=5.ckpt"))),
+                                        (10, r(os.path.join(ckdir, "epoch=0-step=10.ckpt"))),
+                                        (15, r(os.path.join(ckdir, "epoch=1-step=15.ckpt")))])
+
+    def test_last_only(self):
+        # save_top_k=0, save_last=True: last.ckpt, rewritten by each save.
+        cb, ckdir = self.run_loop("lastonly", False, False, topk=False)
+        last = os.path.realpath(os.path.join(ckdir, "last.ckpt"))
+        self.assertEqual(cb.requested, [(5, last), (10, last), (15, last)])
+
+    def test_linked_last(self):
+        cb, ckdir = self.run_loop("linked", False, True)
+        r = os.path.realpath
+        self.assertEqual(cb.requested, [(5, r(os.path.join(ckdir, "epoch=0-step=5.ckpt"))),
+                                        (10, r(os.path.join(ckdir, "epoch=0-step=10.ckpt"))),
+                                        (15, r(os.path.join(ckdir, "epoch=1-step=15.ckpt")))])
+
+    def test_other_ranks(self):
+        root = out_dir("lightning-rank1")
+        mc = FakeModelCheckpoint(root)
+        cb = st.SnapdLightningCallback(os.path.join(root, "state"))
+        tr = FakeTrainer([cb], mc)
+        tr.is_global_zero = False
+        tr.global_step = 3
+        tr.model_checkpoint_save(mc, "a.ckpt", 5)
+        tr.batch_end()
+        cb.teardown(tr, tr.module, "fit")
+        self.assertEqual(cb.requested, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
