@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapd-ml/snapd/gitops/verify/verifytest"
 	"github.com/snapd-ml/snapd/internal/registrytest"
+	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // TestOCIRegistryStallCLI: assemble --oci-repository and gc --remote
@@ -48,5 +50,35 @@ func TestOCIRegistryStallCLI(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(d, "a.wtxt")); err == nil {
 		t.Error("a stalled assemble left its output")
+	}
+}
+
+// TestOCIRegistryStallReadCommands: verify-repo and checkout of a
+// skeleton-layout repository whose registry never answers, or trickles
+// its blobs, end with exit 2 and the stall named instead of waiting.
+func TestOCIRegistryStallReadCommands(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	repo, err := oci.Open(reg.Host+"/snapd/model", oci.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := verifytest.BuildSkeleton(t, repo, []uint64{1, 2}, 8<<10)
+	silent := registrytest.StartSilent(t)
+	trickle := registrytest.StartTrickle(t, 0, 20e6)
+	out := t.TempDir()
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"verify-repo, silent", []string{"verify-repo", f.Dir, "--pubkey", f.Key.AllowedSigners, "--oci-repository", silent + "/snapd/model", "--oci-timeout", "200ms"}},
+		{"verify-repo, trickle", []string{"verify-repo", f.Dir, "--pubkey", f.Key.AllowedSigners, "--oci-repository", trickle.Host + "/snapd/model", "--oci-stall-timeout", "300ms"}},
+		{"checkout, silent", []string{"checkout", "2", filepath.Join(out, "a.wtxt"), "--repo", f.Dir, "--oci-repository", silent + "/snapd/model", "--oci-timeout", "200ms"}},
+		{"checkout, trickle", []string{"checkout", "2", filepath.Join(out, "b.wtxt"), "--repo", f.Dir, "--oci-repository", trickle.Host + "/snapd/model", "--oci-stall-timeout", "300ms"}},
+	} {
+		var o, errb bytes.Buffer
+		code := run(context.Background(), c.args, &o, &errb)
+		if code != 2 || !strings.Contains(errb.String(), "registry stalled") {
+			t.Errorf("%s: exit %d, want 2 naming the stall\n%s%s", c.name, code, o.String(), errb.String())
+		}
 	}
 }

@@ -320,6 +320,11 @@ func (v *verifier) checkHeaderOnly(x *gv, name string, h *wtxt.Header) {
 // failWTXT records err (a *wtxt.Error from the skeleton or the assembler
 // when it is one) as a located failure; lineShift is added to its line.
 func (v *verifier) failWTXT(x *gv, name string, err error, lineShift int) {
+	if errors.Is(err, oci.ErrStalled) && v.ioErr == nil {
+		// The registry stopped answering while a blob was read: an I/O
+		// error of the run (exit 2), as an unreachable registry is.
+		v.ioErr = fmt.Errorf("verify: registry for %s: %w", name, err)
+	}
 	var we *wtxt.Error
 	if !errors.As(err, &we) {
 		x.fail(name, 0, CheckRegistry, "%v", err)
