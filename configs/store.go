@@ -49,7 +49,8 @@ type OCIStore struct {
 	// the wait for a response's headers; default 30s. StallTimeout fails a
 	// request or response body that moves less than 1 KiB/s over that
 	// much waiting; default 60s. Either failure is retried (the push job
-	// stays queued), as for an unreachable registry.
+	// stays queued), as for an unreachable registry. Both also bound a
+	// ranks node's registry (ranks.repository).
 	Timeout      Duration `yaml:"timeout"`
 	StallTimeout Duration `yaml:"stall_timeout"`
 }

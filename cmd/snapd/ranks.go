@@ -61,7 +61,8 @@ func runRanks(ctx context.Context, e *env, c *configs.Config, log *slog.Logger) 
 	if _, err := writeAllowedSigners(filepath.Join(c.StateDir, pipeline.KeysDir), principal, sk.Public().(ed25519.PublicKey)); err != nil {
 		return ioError{fmt.Errorf("allowed_signers: %w", err)}
 	}
-	of := ociFlags{repository: rc.Repository, insecure: rc.Insecure, jobs: 4}
+	of := ociFlags{repository: rc.Repository, insecure: rc.Insecure, jobs: 4,
+		timeout: time.Duration(c.Store.OCI.Timeout), stall: time.Duration(c.Store.OCI.StallTimeout)}
 	repo, err := of.open(e)
 	if err != nil {
 		return err
