@@ -60,17 +60,30 @@ type FileInput struct {
 }
 
 // Thresholds make a review request changes even when every integrity
-// check passes.
+// check passes. Which arrays they judge, and with which limits, is
+// resolved per array by Scope (scope.go): include/exclude patterns and
+// per-pattern limits, the longest matching pattern winning; counters and
+// RNG state are reported but not judged unless a pattern names them.
 type Thresholds struct {
 	// AllowNonFinite accepts NaN/Inf newly introduced into float arrays
 	// (by default they request changes).
 	AllowNonFinite bool
+	// AllowNonFiniteIn accepts them in the arrays these patterns match.
+	AllowNonFiniteIn []string
 	// MaxRelL2 requests changes when an array's relative L2 change exceeds
-	// it (0 = no limit).
+	// it (0 = no limit): the default for every array.
 	MaxRelL2 float64
 	// MaxAbsDelta requests changes when an array's max |Δ| exceeds it
-	// (0 = no limit).
+	// (0 = no limit): the default for every array.
 	MaxAbsDelta float64
+	// RelL2Limits and AbsDeltaLimits override the defaults for the arrays
+	// their patterns match (the longest matching pattern wins; a value of
+	// 0 lifts the limit).
+	RelL2Limits, AbsDeltaLimits []Limit
+	// Include, when not empty, limits the thresholds to the arrays these
+	// patterns match; Exclude removes the arrays its patterns match.
+	// Excluded arrays are listed as such, never judged.
+	Include, Exclude []string
 }
 
 // Options configure how a review is built.
@@ -171,7 +184,10 @@ type FileResult struct {
 	BaseMerkle string
 	// Diffs is snapshot.Diff of base against head (nil when either side
 	// does not decode).
-	Diffs  []snapshot.ArrayDiff
+	Diffs []snapshot.ArrayDiff
+	// Scopes says, by array name, how the thresholds judged each array of
+	// Diffs (Thresholds.Scope).
+	Scopes map[string]ArrayScope
 	Chunks []ChunkChange
 	// Problems make the review REQUEST_CHANGES.
 	Problems []string
@@ -433,7 +449,8 @@ func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, e
 			fr.Notes = append(fr.Notes, "comparison failed: "+err.Error())
 		} else {
 			fr.Diffs = ds
-			fr.Problems = append(fr.Problems, thresholdProblems(ds, opts.Thresholds)...)
+			fr.Scopes = scopes(ds, &opts.Thresholds)
+			fr.Problems = append(fr.Problems, thresholdProblems(ds, fr.Scopes)...)
 		}
 	}
 
@@ -484,10 +501,21 @@ func geometryOf(x *wtxt.Index) func(*snapshot.Array, int64) int64 {
 	}
 }
 
-func thresholdProblems(ds []snapshot.ArrayDiff, t Thresholds) []string {
+// scopes resolves t for every array of ds (the head's dtype and shape,
+// the base's for a removed array).
+func scopes(ds []snapshot.ArrayDiff, t *Thresholds) map[string]ArrayScope {
+	out := make(map[string]ArrayScope, len(ds))
+	for _, d := range ds {
+		out[d.Name] = t.Scope(d.Name, d.DType, d.Shape)
+	}
+	return out
+}
+
+func thresholdProblems(ds []snapshot.ArrayDiff, sc map[string]ArrayScope) []string {
 	var out []string
 	for _, d := range ds {
-		if d.Change != snapshot.Modified {
+		t := sc[d.Name]
+		if d.Change != snapshot.Modified || !t.Thresholded {
 			continue
 		}
 		if !t.AllowNonFinite && d.NewNaN+d.NewInf > 0 {

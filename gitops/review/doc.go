@@ -41,11 +41,37 @@
 //	                 NaN/Inf newly introduced into a float array (unless
 //	                 Thresholds.AllowNonFinite), relative L2 change above
 //	                 Thresholds.MaxRelL2, max |Δ| above Thresholds.MaxAbsDelta
+//	                 (each for the arrays in scope, with their own limits:
+//	                 see Scope below)
 //	APPROVE          only with Options.Approve, at least one file reviewed,
 //	                 no problem and no note (a base that does not decode, a
 //	                 chain that could not be checked, a generation number
 //	                 that does not increase, an unparsable diff)
 //	COMMENT          otherwise
+//
+// # Scope
+//
+// Thresholds.Scope resolves, per array, whether the thresholds judge it
+// and with which limits. Patterns are path.Match globs over array names
+// (a dot is a plain character; '*' does not cross '/'):
+//
+//	Exclude           matching arrays are listed as excluded, never judged
+//	Include           when given, only matching arrays are judged
+//	RelL2Limits,      PATTERN=NUMBER limits replacing the default
+//	AbsDeltaLimits    (MaxRelL2, MaxAbsDelta) for matching arrays; 0 lifts it
+//	AllowNonFiniteIn  NaN/Inf accepted in matching arrays
+//
+// Where several patterns match, the longest wins (on equal length the
+// later one, and an exclude over an include). Counters — integer and bool
+// dtypes, and rank-0 arrays such as torch 2.x's optimizer `step` — and RNG
+// state — names containing "rng" or "random_state", and u8 arrays named
+// "cpu" or "cuda…" — are shown in the table with their numbers but not
+// judged, unless an include or limit pattern names them explicitly: it
+// matches and its last dot-separated part has no '*' ("*.step" does,
+// "model.*" does not). The body says what was not judged ("Not
+// thresholded: 3 counters, 1 RNG state, 12 excluded") and the table marks
+// each such array ("modified (not thresholded: counter)", "modified
+// (excluded: `optimizer.*`)").
 //
 // GitHub answers 422 for several reasons; Post tells them apart by
 // GitHub's message and reacts to each:
@@ -80,6 +106,7 @@
 //	- Chain: gen BASE → HEAD; continues the base (merkle …) | first | unchecked; merkle_this
 //	- ❌ problems (each failed check with line/array/chunk, each tripped threshold)
 //	- ⚠️ notes (and "GitHub shows no diff" when the patch is missing)
+//	- Not thresholded: counts of counters, RNG state, excluded arrays
 //	counts: modified, added, removed, reshaped, retyped, unchanged
 //	| array | change | dtype | shape | changed elements | rows | chunks | max |Δ| | mean |Δ| | rel L2 | new NaN/Inf |
 //	<details> changed chunks without a line comment: line, rows, numbers </details>

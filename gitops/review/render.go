@@ -221,6 +221,9 @@ func renderFile(b *strings.Builder, f *FileResult, opts Options, level int) {
 	for _, n := range f.Notes {
 		fmt.Fprintf(b, "- ⚠️ %s\n", mdLine(n))
 	}
+	if line := notThresholdedLine(f); line != "" {
+		fmt.Fprintf(b, "- %s\n", line)
+	}
 	if !f.HasPatch && f.Status != StatusRemoved {
 		b.WriteString("- ⚠️ GitHub shows no diff for this file (too large or binary), so every change is listed here.\n")
 	}
@@ -246,14 +249,14 @@ func renderFile(b *strings.Builder, f *FileResult, opts Options, level int) {
 	switch level {
 	case 0:
 		b.WriteString("\n")
-		b.WriteString(DiffTable(f.Diffs, func(d *snapshot.ArrayDiff) []int64 { return chunksOf[d.Name] }))
+		b.WriteString(diffTable(f.Diffs, func(d *snapshot.ArrayDiff) []int64 { return chunksOf[d.Name] }, f.scopeNote))
 	case 1:
 		b.WriteString("\n")
 		for _, d := range f.Diffs {
 			if d.Change == snapshot.Unchanged {
 				continue
 			}
-			fmt.Fprintf(b, "- %s\n", compactLine(d, chunksOf[d.Name]))
+			fmt.Fprintf(b, "- %s%s\n", compactLine(d, chunksOf[d.Name]), f.scopeNote(&d))
 		}
 	default:
 		b.WriteString("\n(Per-array detail omitted to fit GitHub's size limit; run `snapd diff` on the two versions.)\n")
@@ -294,6 +297,12 @@ func renderFolded(b *strings.Builder, f *FileResult, level int) {
 // --markdown`. chunks gives the changed chunk ix of an array; nil means
 // the diff's own (ArrayDiff.Chunks).
 func DiffTable(ds []snapshot.ArrayDiff, chunks func(d *snapshot.ArrayDiff) []int64) string {
+	return diffTable(ds, chunks, nil)
+}
+
+// diffTable is DiffTable with note(d) appended to a row's change cell
+// (nil: none).
+func diffTable(ds []snapshot.ArrayDiff, chunks func(d *snapshot.ArrayDiff) []int64, note func(d *snapshot.ArrayDiff) string) string {
 	var b strings.Builder
 	b.WriteString("| array | change | dtype | shape | changed elements | rows | chunks | max \\|Δ\\| | mean \\|Δ\\| | rel L2 | new NaN/Inf |\n")
 	b.WriteString("|---|---|---|---|---:|---|---|---:|---:|---:|---:|\n")
@@ -306,12 +315,16 @@ func DiffTable(ds []snapshot.ArrayDiff, chunks func(d *snapshot.ArrayDiff) []int
 		if chunks != nil {
 			cs = chunks(d)
 		}
-		b.WriteString(tableRow(*d, cs))
+		n := ""
+		if note != nil {
+			n = note(d)
+		}
+		b.WriteString(tableRow(*d, cs, n))
 	}
 	return b.String()
 }
 
-func tableRow(d snapshot.ArrayDiff, chunks []int64) string {
+func tableRow(d snapshot.ArrayDiff, chunks []int64, note string) string {
 	fl := snapshot.IsFloatDType(d.DType)
 	mod := d.Change == snapshot.Modified
 	cell := func(s string, ok bool) string {
@@ -358,7 +371,7 @@ func tableRow(d snapshot.ArrayDiff, chunks []int64) string {
 		}
 	}
 	return fmt.Sprintf("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-		d.Name, d.Change, dtype, shape, elems, cell(snapshot.FormatRows(d.ChangedRows, 8), mod), cell(snapshot.FormatInts(chunks, 12), mod),
+		d.Name, string(d.Change)+note, dtype, shape, elems, cell(snapshot.FormatRows(d.ChangedRows, 8), mod), cell(snapshot.FormatInts(chunks, 12), mod),
 		maxd, cell(meanStr, mod), cell(num(d.RelL2), mod && fl), nan)
 }
 
@@ -394,4 +407,46 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// scopeNote is what the table adds to a modified array's change when the
+// thresholds do not judge it: " (not thresholded: counter)", " (excluded:
+// `optimizer.*`)".
+func (f *FileResult) scopeNote(d *snapshot.ArrayDiff) string {
+	sc, ok := f.Scopes[d.Name]
+	if !ok || sc.Thresholded || d.Change != snapshot.Modified {
+		return ""
+	}
+	if sc.Reason == ReasonExcluded {
+		return " (excluded: `" + mdSafe(sc.Pattern) + "`)"
+	}
+	return " (not thresholded: " + sc.Reason + ")"
+}
+
+// notThresholdedLine counts the arrays of f the thresholds do not judge:
+// "Not thresholded: 3 counters, 1 RNG state, 12 excluded" ("" when every
+// array is judged).
+func notThresholdedLine(f *FileResult) string {
+	n := map[string]int{}
+	for _, d := range f.Diffs {
+		if sc, ok := f.Scopes[d.Name]; ok && !sc.Thresholded && d.Change != snapshot.Removed {
+			n[sc.Reason]++
+		}
+	}
+	var parts []string
+	for _, k := range []struct{ reason, one, many string }{
+		{ReasonCounter, "counter", "counters"}, {ReasonRNGState, "RNG state", "RNG states"},
+		{ReasonExcluded, "excluded", "excluded"}, {ReasonNotIncluded, "not included", "not included"},
+	} {
+		switch c := n[k.reason]; {
+		case c == 1:
+			parts = append(parts, "1 "+k.one)
+		case c > 1:
+			parts = append(parts, fmt.Sprintf("%d %s", c, k.many))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "**Not thresholded:** " + strings.Join(parts, ", ") + " (reported in the table, never judged by a limit or the NaN/Inf rule)"
 }

@@ -187,8 +187,9 @@ func TestBuildAnchorsOnGitDiff(t *testing.T) {
 		"signature verified", "HMAC verified for all 4 array(s)", "continues the base", "gen 000001 → 000002",
 		"4 array(s): 3 modified, 0 added, 0 removed, 0 reshaped, 0 retyped, 1 unchanged",
 		"| `layer.0/w` | modified | f32 | (64×8) | 3 / 512 | 3-4,41 | 0,5 |",
-		"| `tok.counts` | modified | i32 | (40×4) | 1 / 160 | 10 | 1 |",
-		"| `step` | modified | i64 | () | 1 / 1 |",
+		"| `tok.counts` | modified (not thresholded: counter) | i32 | (40×4) | 1 / 160 | 10 | 1 |",
+		"| `step` | modified (not thresholded: counter) | i64 | () | 1 / 1 |",
+		"**Not thresholded:** 2 counters (",
 	} {
 		if !strings.Contains(b, want) {
 			t.Errorf("body lacks %q:\n%s", want, b)
