@@ -25,7 +25,7 @@ import (
 )
 
 // KindOCIGeneration is the queue.Publish kind of a generation published
-// through an OCI registry (skeleton layout, issue 15).
+// through an OCI registry (skeleton layout).
 const KindOCIGeneration = "oci-generation"
 
 // OCIStatsFile (in the state directory) holds the registry upload totals

@@ -1,5 +1,5 @@
 // Package oci stores the tensor bytes of WTXT generations in an OCI
-// registry (issue 15) while Git keeps the skeleton (formats/wtxt,
+// registry while Git keeps the skeleton (formats/wtxt,
 // Split/Assemble).
 //
 // Layout of one generation in repository HOST[:PORT]/NAME:
