@@ -7,5 +7,5 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	formatstest.Suite{Codec: New(), Files: []string{"testdata/mixed_views.pt", "testdata/state_dict.pt", "testdata/state_dict_legacy.pt", "testdata/training_checkpoint.pt"}}.Run(t)
+	formatstest.Suite{Codec: New(), Files: []string{"testdata/mixed_views.pt", "testdata/state_dict.pt", "testdata/state_dict_legacy.pt", "testdata/training_checkpoint.pt"}, Hostile: hostileTorch}.Run(t)
 }
