@@ -33,6 +33,24 @@ interleaved lines.
 
 No fsync on the request path: a request survives the trainer crashing, not
 the machine crashing (a torn line is detected by CRC and skipped by snapd).
+
+request_snapshot(..., on_failure="warn"|"raise"|"ignore") also reports,
+before appending, an earlier generation this process requested that the
+daemon failed (SnapshotWarning, or SnapshotFailed without appending): it
+reads the daemon's STATE_DIR/wal/outcomes.log itself (one os.stat per
+call; new lines only when it grew), no subprocess.
+
+Asking the daemon (one snapd process each, not for the hot path; the
+binary is snapd=, else $SNAPD_BIN, else snapd on PATH):
+
+    status(gen, state_dir)                  # Status(gen, state, message, source) now
+    wait(gen, timeout=None, pushed=False, state_dir=...)  # or SnapshotFailed / TimeoutError
+    generations(state_dir)                  # every requested generation, as dicts
+    load(gen, repo=STATE_DIR/repo)          # snapd checkout + torch.load(weights_only=True)
+
+Callbacks: SnapdTrainerCallback (Hugging Face Trainer, on_save) and
+SnapdLightningCallback (PyTorch Lightning); neither library is imported
+until a callback is constructed.
 """
 
 import collections
