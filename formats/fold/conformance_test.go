@@ -8,5 +8,5 @@ import (
 
 func TestConformance(t *testing.T) {
 	files := []string{"testdata/basic_nocomp.fold", "testdata/ecc_rs32_head.mind", "testdata/ecc_rs32_spec_era.mind", "testdata/zstd_tsav_npz.fold"}
-	formatstest.Suite{Codec: New(), Files: files, Exact: []string{"testdata/basic_nocomp.fold", "testdata/ecc_rs32_head.mind"}}.Run(t)
+	formatstest.Suite{Codec: New(), Files: files, Exact: []string{"testdata/basic_nocomp.fold", "testdata/ecc_rs32_head.mind"}, Hostile: hostileFold}.Run(t)
 }
