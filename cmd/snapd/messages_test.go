@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -21,6 +22,52 @@ func TestFlagTypoSuggestsNearest(t *testing.T) {
 		}
 		if c.hint == "" && strings.Contains(errs, "did you mean") || !strings.Contains(errs, c.hint) {
 			t.Errorf("snapd %s: want hint %q\n%s", strings.Join(c.args, " "), c.hint, errs)
+		}
+	}
+}
+
+// TestPubkeyPrivateKeyFile: every --pubkey refuses a private key file as
+// such, naming the .pub to give instead, without echoing the key.
+func TestPubkeyPrivateKeyFile(t *testing.T) {
+	k := vectorKeys(t)
+	priv := filepath.Join(k, "sign_ed25519")
+	want := "snapd: error: " + priv + " is an OpenSSH private key; give the public key (" + priv + ".pub) or an allowed_signers file"
+	d := t.TempDir()
+	for _, args := range [][]string{
+		{"verify", filepath.Join(d, "x.wtxt"), "--pubkey", priv},
+		{"review", "--dry-run", "--base", filepath.Join(d, "a.wtxt"), "--head", filepath.Join(d, "b.wtxt"), "--pubkey", priv},
+		{"verify-repo", d, "--pubkey", priv},
+		{"ranks", "verify-repo", d, "--oci-repository", "127.0.0.1:1/x", "--pubkey", priv},
+	} {
+		code, _, errs := runCLI(args...)
+		if code != exitUsage || !strings.Contains(errs, want) || strings.Contains(errs, "PRIVATE KEY-----") {
+			t.Errorf("snapd %s: exit %d\n%s", strings.Join(args, " "), code, errs)
+		}
+	}
+}
+
+// TestVerifySummary: a passing verify ends with one summary line that
+// separates what was verified from what was not checked (the HMAC without
+// --hmac-key), with no per-array alarm wording.
+func TestVerifySummary(t *testing.T) {
+	k := vectorKeys(t)
+	sk, hk, pub := filepath.Join(k, "sign_ed25519"), filepath.Join(k, "hmac.key"), filepath.Join(k, "sign_ed25519.pub")
+	d := t.TempDir()
+	signed, plain := filepath.Join(d, "s.wtxt"), filepath.Join(d, "p.wtxt")
+	mustRun(t, "convert", filepath.Join(vectors, "v1-basic.safetensors"), signed, "--gen", "1", "--sign-key", sk, "--hmac-key", hk)
+	mustRun(t, "convert", filepath.Join(vectors, "v1-basic.safetensors"), plain, "--gen", "1")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"verify", signed, "--pubkey", pub}, "OK: signature verified (keyid 7dd3e4f0bb8cf9eb); arrays: 4 checked (CRC32C/SHA-256); HMAC not checked (no --hmac-key)\n"},
+		{[]string{"verify", signed, "--pubkey", pub, "--hmac-key", hk}, "OK: signature verified (keyid 7dd3e4f0bb8cf9eb); arrays: 4 checked (CRC32C/SHA-256); HMAC verified\n"},
+		{[]string{"verify", signed}, "OK: signature not checked (keyid 7dd3e4f0bb8cf9eb; no --pubkey); arrays: 4 checked (CRC32C/SHA-256); HMAC not checked (no --hmac-key)\n"},
+		{[]string{"verify", plain}, "OK: unsigned; arrays: 4 checked (CRC32C/SHA-256); HMAC absent (the file carries none)\n"},
+	} {
+		out := mustRun(t, c.args...)
+		if !strings.HasSuffix(out, c.want) || strings.Contains(strings.ToLower(out), "unauthenticated") {
+			t.Errorf("snapd %s:\n%s\nwant last line %q", strings.Join(c.args, " "), out, c.want)
 		}
 	}
 }

@@ -7,13 +7,19 @@ import (
 	"path/filepath"
 
 	"github.com/snapd-ml/snapd/gitops/sshsig"
+	"github.com/snapd-ml/snapd/keys"
 )
 
 // loadSigners reads --pubkey files as one signing policy: .pub files
 // (bare key lines: trusted for everything) and allowed_signers files
 // (applied as ssh-keygen and git apply them: principals, namespaces,
-// valid-after, valid-before, cert-authority).
+// valid-after, valid-before, cert-authority). A private key file among paths is refused as such (keys.ErrPrivateKey).
 func loadSigners(paths []string) (*sshsig.AllowedSigners, error) {
+	for _, p := range paths {
+		if err := keys.CheckPublicKeyFile(p); err != nil {
+			return nil, usageError{err}
+		}
+	}
 	s, err := sshsig.LoadAllowedSigners(paths...)
 	var pe *fs.PathError
 	switch {
