@@ -25,6 +25,8 @@ type region struct {
 	off   int64
 	bytes int64  // the storage's bytes the file holds
 	where string // zip member or legacy record, for errors
+	zip   bool   // a zip member (crc is its CRC-32)
+	crc   uint32
 }
 
 type decoder struct {
@@ -38,6 +40,9 @@ type decoder struct {
 	st      map[string]*storageVal
 	budget  *formats.Budget
 	strict  bool // DecodeOptions.Strict: refuse unknown globals
+	// ownWrite: the zip's serialization id is the one Encode gives its
+	// members, so Encode reproduces the file without a torch.skeleton.
+	ownWrite bool
 }
 
 func (d *decoder) errf(where string, off int64, sentinel error, format string, args ...any) error {
@@ -219,6 +224,9 @@ func (d *decoder) readZip() (any, error) {
 			if bad {
 				return nil, d.errf("zip member "+v, -1, ErrCorrupt, "not a number")
 			}
+			if v == ".data/serialization_id" {
+				d.ownWrite = num == ownSerializationID(zr.File, f)
+			}
 		}
 	}
 	data, err := d.small(pkl, d.c.maxPickle())
@@ -254,7 +262,7 @@ func (d *decoder) readZip() (any, error) {
 			if hi, lo := bits.Mul64(uint64(st.numel), uint64(es)); hi != 0 || lo > uint64(m.n) {
 				return nil, fmt.Errorf("storage %s: member holds %d bytes, the persistent id says %d elements of %d bytes", quoteKey(st.key), m.n, st.numel, es)
 			}
-			d.regions[st.key] = region{off: m.off, bytes: m.n, where: "storage " + quoteKey(st.key)}
+			d.regions[st.key] = region{off: m.off, bytes: m.n, where: "storage " + quoteKey(st.key), zip: true, crc: f.CRC32}
 		}
 		return st, nil
 	}

@@ -374,6 +374,9 @@ func (c *Codec) Encode(ctx context.Context, w io.Writer, s *snapshot.Snapshot, o
 		}
 		return writeVerbatim(ctx, w, v)
 	}
+	if ok, err := encodeSkeleton(ctx, w, s); err != nil || ok {
+		return err
+	}
 	var tree any
 	if doc, ok := s.Attrs[AttrTree]; ok {
 		var err error

@@ -259,6 +259,11 @@ func (d *decoder) snapshot(obj any) (*snapshot.Snapshot, error) {
 		return nil, err
 	}
 	s.Arrays = arrays
+	if s.Attrs != nil {
+		if err := d.skeleton(s, w); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
