@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
@@ -83,11 +82,11 @@ func sourceFingerprint(src string) string {
 		return ""
 	}
 	one := func(rel string, fi fs.FileInfo) string {
-		s, ok := fi.Sys().(*syscall.Stat_t)
+		dev, ino, ok := fileID(fi)
 		if !ok {
 			return ""
 		}
-		return fmt.Sprintf("%s dev=%d ino=%d size=%d mtime=%d\n", rel, s.Dev, s.Ino, fi.Size(), fi.ModTime().UnixNano())
+		return fmt.Sprintf("%s dev=%d ino=%d size=%d mtime=%d\n", rel, dev, ino, fi.Size(), fi.ModTime().UnixNano())
 	}
 	if !st.IsDir() {
 		return "file " + strings.TrimSuffix(one(".", st), "\n")

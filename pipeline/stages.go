@@ -10,8 +10,6 @@ import (
 	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
@@ -152,7 +150,7 @@ func transient(err error) bool {
 	if errors.As(err, &inc) {
 		return true
 	}
-	for _, e := range []error{unix.ENOSPC, unix.EDQUOT, unix.EIO, unix.EAGAIN, unix.EINTR, unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EBUSY, unix.ETIMEDOUT, unix.EROFS} {
+	for _, e := range transientErrnos() {
 		if errors.Is(err, e) {
 			return true
 		}

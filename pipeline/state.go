@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/review"
@@ -257,17 +255,11 @@ func lockStateDir(stateDir string) (*StateLock, error) {
 	// it is held (F_OFD_GETLK) without taking a lock itself, so a status
 	// probe never makes a starting daemon see its directory "in use".
 	// Like flock it belongs to the open file, so it ends with the process.
-	for {
-		lk := unix.Flock_t{Type: unix.F_WRLCK}
-		err = unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
-		if err != unix.EINTR {
-			break
-		}
-	}
+	err = lockFile(f)
 	if err != nil {
 		pid := readPID(f)
 		f.Close()
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+		if errors.Is(err, errLockHeld) {
 			if pid > 0 {
 				return nil, fmt.Errorf("%w: %s (pid %d)", ErrLocked, stateDir, pid)
 			}
@@ -305,8 +297,7 @@ func daemonRunning(stateDir string) (bool, int) {
 		return false, 0
 	}
 	defer f.Close()
-	lk := unix.Flock_t{Type: unix.F_WRLCK}
-	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil || lk.Type == unix.F_UNLCK {
+	if !lockHeld(f) {
 		return false, 0
 	}
 	return true, readPID(f)
