@@ -117,6 +117,12 @@ func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
 			fmt.Fprintf(w, " (gen %d)", c.PrevGen)
 		}
 		fmt.Fprintln(w)
+		if r := c.Resume; r != nil {
+			fmt.Fprintf(w, "  resumed     from gen %d at gen %d, %s\n", r.From, r.AtGen, abandonedRange(r))
+		}
+		if r := c.Resuming; r != nil {
+			fmt.Fprintf(w, "  resuming    from gen %d (declared, no generation done since): the next generation chains to gen %d, %s\n", r.From, r.From, abandonedRange(r))
+		}
 	}
 	if n := len(st.Ring); n == 0 {
 		fmt.Fprintf(w, "ring:        empty\n")
@@ -180,6 +186,17 @@ func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
 	for _, wn := range st.Warnings {
 		fmt.Fprintf(w, "warning:     %s\n", wn)
 	}
+}
+
+// abandonedRange says which generations a resume abandoned.
+func abandonedRange(r *pipeline.ResumeState) string {
+	switch {
+	case r.AbandonedLast <= r.From:
+		return "none abandoned"
+	case r.AbandonedLast == r.From+1:
+		return fmt.Sprintf("abandoned gen %d", r.AbandonedLast)
+	}
+	return fmt.Sprintf("abandoned gens %d..%d", r.From+1, r.AbandonedLast)
 }
 
 // writePushing prints the push attempt in progress: generation, phase,
