@@ -120,6 +120,10 @@ type Options struct {
 	Limits Limits
 	// Log receives one note per entry that is skipped (nil: discard).
 	Log *slog.Logger
+	// Strict is passed to every file's decoder (formats.DecodeOptions):
+	// a torch file with globals outside the allowlist is refused instead
+	// of carried verbatim.
+	Strict bool
 }
 
 // Dir is a directory read as one snapshot. Array data aliases memory maps
@@ -202,7 +206,7 @@ func Open(ctx context.Context, dir string, reg Registry, opts Options) (*Dir, er
 			d.Close()
 		}
 	}()
-	rd := &reader{ctx: ctx, root: r, reg: reg, lim: lim, log: log, d: d}
+	rd := &reader{ctx: ctx, root: r, reg: reg, lim: lim, log: log, d: d, strict: opts.Strict}
 	if len(indexes) > 0 {
 		err = rd.indexed(pickIndex(indexes, log, dir), files)
 	} else {
@@ -246,6 +250,7 @@ func pickIndex(idx []string, log *slog.Logger, dir string) string {
 }
 
 type reader struct {
+	strict    bool
 	ctx       context.Context
 	root      *root
 	reg       Registry
@@ -286,9 +291,13 @@ func (rd *reader) decodeFile(name string, detectOnly bool) (*decoded, error) {
 		}
 		return nil, errf(full, -1, "", err, "no codec recognises this file")
 	}
-	s, err := c.Decode(rd.ctx, m.Guarded(), m.Size(), formats.DecodeOptions{Name: full})
+	s, err := c.Decode(rd.ctx, m.Guarded(), m.Size(), formats.DecodeOptions{Name: full, Strict: rd.strict})
 	if err != nil {
 		m.Close()
+		var fe *formats.Error
+		if errors.As(err, &fe) && fe.File == full && fe.Format == c.Name() {
+			return nil, fmt.Errorf("sharddir: %w", err) // names the file and format already
+		}
 		return nil, fmt.Errorf("sharddir: %s: decode as %s: %w", full, c.Name(), err)
 	}
 	rd.d.maps = append(rd.d.maps, m)
