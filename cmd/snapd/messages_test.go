@@ -71,3 +71,13 @@ func TestVerifySummary(t *testing.T) {
 		}
 	}
 }
+
+// TestRootHelpListsFormats: snapd --help names every format snapd reads.
+func TestRootHelpListsFormats(t *testing.T) {
+	out := mustRun(t, "--help")
+	for _, f := range []string{"PyTorch .pt", "safetensors", "NumPy .npy/.npz", "DCP directories", "checkpoint directories", "Hugging Face sharded", "Trainer", "zTensor", "FOLD", "AERO", "STB"} {
+		if !strings.Contains(out, f) {
+			t.Errorf("snapd --help does not name %q:\n%s", f, out)
+		}
+	}
+}

@@ -43,10 +43,12 @@ func newRootCommand(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "snapd",
 		Short: "Auditable ML checkpoints in Git: deterministic, signed, ASCII WTXT snapshots",
-		Long: `snapd converts ML training checkpoints (safetensors, zTensor, FOLD, AERO, STB)
-into WTXT 1.1: a deterministic, ASCII-only snapshot with per-line parity,
-per-chunk CRC32C/SHA-256, per-array HMAC, a Merkle chain across generations
-and an Ed25519 signature. As a daemon (snapd run) it snapshots every
+		Long: `snapd converts ML training checkpoints into WTXT 1.1. It reads PyTorch .pt,
+safetensors, NumPy .npy/.npz, DCP directories (torch.distributed.checkpoint),
+checkpoint directories (Hugging Face sharded, Trainer checkpoint-N), zTensor,
+FOLD, AERO and STB. WTXT 1.1 is a deterministic, ASCII-only snapshot with
+per-line parity, per-chunk CRC32C/SHA-256, per-array HMAC, a Merkle chain
+across generations and an Ed25519 signature. As a daemon (snapd run) it snapshots every
 generation a training job requests, writes DELTA v2 diffs and pushes them to
 Git; in CI it verifies snapshots and their history with public keys only.
 Start with: snapd demo
