@@ -30,9 +30,11 @@ type reviewOptions struct {
 	hmacKey        string
 	requireSig     bool
 	allowUnsigned  bool
-	maxRelL2       float64
-	maxAbsDelta    float64
-	allowNonFinite bool
+	maxRelL2       []string // NUMBER or PATTERN=NUMBER, repeatable
+	maxAbsDelta    []string
+	allowNonFinite []string // "*" (bare flag) or patterns
+	include        []string
+	exclude        []string
 	approve        bool
 	maxComments    int
 	dryRun         bool
@@ -66,7 +68,25 @@ comments on the ` + "`ch`" + ` lines of changed chunks in the pull request's dif
 that cannot be anchored (diff too large for GitHub, or over --max-comments)
 are listed in the body. Event: REQUEST_CHANGES when a check fails or a
 threshold trips, APPROVE with --approve when everything passes, otherwise
-COMMENT. Re-running on the same head commit updates the earlier review and
+COMMENT.
+
+Scope of the thresholds (--max-rel-l2, --max-abs-delta, the NaN/Inf rule):
+a bare number is the default limit for every array; PATTERN=NUMBER sets the
+limit of the arrays PATTERN matches (repeatable; 0 lifts it). --exclude
+PATTERN leaves arrays out (they are listed as excluded, never judged);
+--include PATTERN judges only the arrays some include matches. Patterns are
+path.Match globs over whole array names: a dot is a plain character, '*'
+matches anything but '/', ? one character, [a-z] a class. Where several
+patterns match an array, the longest (most specific) wins; on equal length
+the later one, and an exclude over an include. Counters (integer and bool
+dtypes, rank-0 arrays such as torch's optimizer step) and RNG state (names
+containing "rng" or "random_state", u8 arrays named cpu or cuda*) are shown
+with their numbers but not judged, unless an include or limit pattern names
+them: it matches and its last dot-separated part has no '*'
+('optimizer.state.*.step' does, 'model.*' does not). The review says what was
+not thresholded ("Not thresholded: 3 counters, 1 RNG state, 12 excluded").
+
+Re-running on the same head commit updates the earlier review and
 does not repeat its line comments.
 
 Credentials: a GitHub App (--app-id, --app-key, --installation-id; the
@@ -98,6 +118,7 @@ job's chain id), with comments on its changed ch lines.
 Exit status: 0 review posted (or printed) and not requesting changes,
 1 the review requests changes, 2 usage, I/O or GitHub API error.`,
 		Example: `  snapd review --repo acme/weights --pr 42 --pubkey keys/sign_ed25519.pub --max-rel-l2 0.05
+  snapd review --repo acme/weights --pr 42 --max-rel-l2 'model.*=0.05' --exclude 'optimizer.*'
   snapd review --repo acme/weights --pr 42 --app-id 12345 --app-key app.pem --installation-id 678
   snapd review --dry-run --base old/current.wtxt --head new/current.wtxt --pubkey keys/sign_ed25519.pub`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -124,9 +145,12 @@ Exit status: 0 review posted (or printed) and not requesting changes,
 	f.StringVar(&o.hmacKey, "hmac-key", "", "HMAC key file: check every array's HMAC")
 	f.BoolVar(&o.requireSig, "require-signature", false, "request changes unless the head is signed by a trusted --pubkey")
 	f.BoolVar(&o.allowUnsigned, "allow-unsigned", false, "with --pubkey: accept an unsigned head (giving --pubkey otherwise requires a signature)")
-	f.Float64Var(&o.maxRelL2, "max-rel-l2", 0, "request changes when an array's relative L2 change exceeds this (0 = no limit)")
-	f.Float64Var(&o.maxAbsDelta, "max-abs-delta", 0, "request changes when an array's max |Δ| exceeds this (0 = no limit)")
-	f.BoolVar(&o.allowNonFinite, "allow-nonfinite", false, "do not request changes for newly introduced NaN/Inf")
+	f.StringArrayVar(&o.maxRelL2, "max-rel-l2", nil, "request changes when an array's relative L2 change exceeds this: `NUMBER` for every array, or PATTERN=NUMBER for the arrays PATTERN matches (repeatable; 0 = no limit)")
+	f.StringArrayVar(&o.maxAbsDelta, "max-abs-delta", nil, "request changes when an array's max |Δ| exceeds this: `NUMBER`, or PATTERN=NUMBER (repeatable; 0 = no limit)")
+	f.StringArrayVar(&o.allowNonFinite, "allow-nonfinite", nil, "do not request changes for newly introduced NaN/Inf; =`PATTERN` only in the arrays it matches (repeatable)")
+	f.Lookup("allow-nonfinite").NoOptDefVal = "*"
+	f.StringArrayVar(&o.include, "include", nil, "judge only the arrays this glob matches by the thresholds (repeatable)")
+	f.StringArrayVar(&o.exclude, "exclude", nil, "never judge the arrays this glob matches by the thresholds; they are listed as excluded (repeatable)")
 	f.BoolVar(&o.approve, "approve", false, "APPROVE when every check passes (default: COMMENT)")
 	f.IntVar(&o.maxComments, "max-comments", review.DefaultMaxComments, "most line comments per review; the rest go into the body (0 = none)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the review instead of posting it")
@@ -162,19 +186,20 @@ func runReview(ctx context.Context, e *env, o *reviewOptions) error {
 		return usageError{errors.New("--base/--head exclude --repo/--pr")}
 	case !local && o.pr <= 0:
 		return usageError{errors.New("--pr N is required (or --dry-run --base FILE --head FILE)")}
-	case o.maxRelL2 < 0 || o.maxAbsDelta < 0:
-		return usageError{errors.New("--max-rel-l2 and --max-abs-delta must not be negative")}
+	}
+	th, err := o.thresholds()
+	if err != nil {
+		return err
 	}
 	logger := e.logger
 	if o.debug {
 		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	opts := review.Options{RequireSignature: o.requireSig, AllowUnsigned: o.allowUnsigned, Approve: o.approve, MaxComments: o.maxComments, Logger: logger,
-		Thresholds: review.Thresholds{AllowNonFinite: o.allowNonFinite, MaxRelL2: o.maxRelL2, MaxAbsDelta: o.maxAbsDelta}}
+		Thresholds: th}
 	if o.maxComments == 0 {
 		opts.MaxComments = -1
 	}
-	var err error
 	if opts.TrustedKeys, err = loadTrusted(o.pubkeys); err != nil {
 		return err
 	}
@@ -314,4 +339,45 @@ func reviewLocal(ctx context.Context, e *env, o *reviewOptions, opts review.Opti
 func fileExists(p string) bool {
 	_, err := readHead(p, 0)
 	return err == nil
+}
+
+// thresholds turns the threshold flags into review.Thresholds (a usage
+// error names the flag).
+func (o *reviewOptions) thresholds() (review.Thresholds, error) {
+	th := review.Thresholds{Include: o.include, Exclude: o.exclude}
+	for _, fl := range []struct {
+		name   string
+		values []string
+		def    *float64
+		limits *[]review.Limit
+	}{{"--max-rel-l2", o.maxRelL2, &th.MaxRelL2, &th.RelL2Limits}, {"--max-abs-delta", o.maxAbsDelta, &th.MaxAbsDelta, &th.AbsDeltaLimits}} {
+		bare := false
+		for _, v := range fl.values {
+			l, err := review.ParseLimit(v)
+			if err != nil {
+				return th, usageError{fmt.Errorf("%s: %w", fl.name, err)}
+			}
+			switch {
+			case l.Pattern != "":
+				*fl.limits = append(*fl.limits, l)
+			case bare:
+				return th, usageError{fmt.Errorf("%s: two bare numbers; give one default and PATTERN=NUMBER for the rest", fl.name)}
+			default:
+				*fl.def, bare = l.Value, true
+			}
+		}
+	}
+	for _, p := range o.allowNonFinite {
+		switch p {
+		case "*", "true":
+			th.AllowNonFinite = true
+		case "false":
+		default:
+			th.AllowNonFiniteIn = append(th.AllowNonFiniteIn, p)
+		}
+	}
+	if err := th.Validate(); err != nil {
+		return th, usageError{fmt.Errorf("--include/--exclude/--allow-nonfinite: %w", err)}
+	}
+	return th, nil
 }

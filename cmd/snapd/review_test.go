@@ -133,6 +133,27 @@ func TestReviewDryRunLocal(t *testing.T) {
 	if code != exitInvalid || !strings.Contains(out, "event: REQUEST_CHANGES") {
 		t.Fatalf("threshold: exit %d\n%s", code, out)
 	}
+
+	// Scoped: the limit for layer.* only, lifted for layer.0/w by a more
+	// specific pattern; the counters are reported, not judged.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-rel-l2", "layer.*=1e-9", "--max-rel-l2", "layer.0/w=0"}, "Not thresholded:** 2 counters ("},
+		{[]string{"--max-rel-l2", "1e-9", "--exclude", "layer.0/*"}, "Not thresholded:** 2 counters, 2 excluded ("},
+		{[]string{"--max-rel-l2", "1e-9", "--include", "layer.0/b", "--max-abs-delta", "1e-9", "--allow-nonfinite"}, "Not thresholded:** 3 not included ("},
+	} {
+		code, out, errs := runReviewCLI(t, noEnv, append([]string{"--dry-run", "--base", f.base, "--head", f.head}, tc.args...)...)
+		if code != 0 || strings.Contains(out, "REQUEST_CHANGES") || !strings.Contains(out, tc.want) {
+			t.Fatalf("%q: exit %d, want 0 and %q\n%s%s", tc.args, code, tc.want, out, errs)
+		}
+	}
+	// A limit pattern naming the counter judges it.
+	code, out, _ = runReviewCLI(t, noEnv, "--dry-run", "--base", f.base, "--head", f.head, "--max-abs-delta", "tok.counts=1")
+	if code != exitInvalid || !strings.Contains(out, "array `tok.counts`: max |Δ| 91 exceeds the limit 1") {
+		t.Fatalf("naming a counter: exit %d\n%s", code, out)
+	}
 }
 
 func TestReviewUsageErrors(t *testing.T) {
@@ -145,6 +166,10 @@ func TestReviewUsageErrors(t *testing.T) {
 		{"--pr", "7", "--repo", "acme/weights"},                     // no token
 		{"--pr", "7", "--repo", "a/b", "--app-id", "1"},             // incomplete App flags
 		{"--dry-run", "--base", f.base, "--head", "/nonexistent/x"}, // missing file
+		{"--dry-run", "--base", f.base, "--head", f.head, "--max-rel-l2", "-1"},
+		{"--dry-run", "--base", f.base, "--head", f.head, "--max-rel-l2", "0.1", "--max-rel-l2", "0.2"},
+		{"--dry-run", "--base", f.base, "--head", f.head, "--max-abs-delta", "model.*=x"},
+		{"--dry-run", "--base", f.base, "--head", f.head, "--exclude", "[a"},
 	} {
 		code, _, errs := runReviewCLI(t, noEnv, args...)
 		if code != exitUsage {
