@@ -630,12 +630,14 @@ class _FailureWatch:
             self._refresh()
             if not self.failed:
                 return
-            news = sorted(g for g in self.failed if g < gen and g not in self.reported)
-        for g in news:
-            self.reported.add(g)
+            news = [(g, self.failed[g]) for g in sorted(self.failed) if g < gen and g not in self.reported]
             if on_failure == "raise":
-                raise SnapshotFailed(g, self.failed[g])
-            warnings.warn(SnapshotWarning("snapd: generation %d failed: %s" % (g, self.failed[g])), stacklevel=3)
+                news = news[:1]  # one at a time: the next call reports the next
+            self.reported.update(g for g, _ in news)
+        for g, msg in news:
+            if on_failure == "raise":
+                raise SnapshotFailed(g, msg)
+            warnings.warn(SnapshotWarning("snapd: generation %d failed: %s" % (g, msg)), stacklevel=3)
 
 
 _watches = {}
