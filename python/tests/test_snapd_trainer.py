@@ -174,6 +174,51 @@ class HuggingFace(unittest.TestCase):
                                         (20, os.path.join(args.output_dir, "checkpoint-20"))])
 
 
+class LibraryBases(unittest.TestCase):
+    """With the library importable, a callback is an instance of its base class."""
+
+    def test_subclasses(self):
+        saved_bases, saved_mods = dict(st._bases), {k: sys.modules.get(k) for k in ("transformers", "lightning.pytorch")}
+        try:
+            st._bases.clear()
+            hf = types.ModuleType("transformers")
+
+            class TrainerCallback:
+                def on_save(self, args, state, control, **kwargs):
+                    raise AssertionError("base on_save called")
+
+            hf.TrainerCallback = TrainerCallback
+            lp = types.ModuleType("lightning.pytorch")
+
+            class Callback:
+                @property
+                def state_key(self):
+                    return self.__class__.__qualname__
+
+            lp.Callback = Callback
+            sys.modules["transformers"], sys.modules["lightning.pytorch"] = hf, lp
+            a = st.SnapdTrainerCallback(tempfile.mkdtemp(), requester="py:a")
+            self.assertIsInstance(a, TrainerCallback)
+            self.assertIsInstance(a, st.SnapdTrainerCallback)
+            self.assertEqual((a.requester, type(a).__name__), ("py:a", "SnapdTrainerCallback"))
+            self.assertIs(type(st.SnapdTrainerCallback(".")), type(a))
+            b = st.SnapdLightningCallback(on_failure="raise")
+            self.assertIsInstance(b, Callback)
+            self.assertEqual((b.on_failure, b.state_key), ("raise", "SnapdLightningCallback"))
+            args = types.SimpleNamespace(output_dir=tempfile.mkdtemp())
+            with warnings.catch_warnings(record=True):
+                warnings.simplefilter("always")
+                a.on_save(args, types.SimpleNamespace(global_step=1), None)  # ours, not the base's
+        finally:
+            st._bases.clear()
+            st._bases.update(saved_bases)
+            for k, v in saved_mods.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
+
+
 class FakeModelCheckpoint:
     """The attributes of Lightning's ModelCheckpoint the callback reads."""
 
