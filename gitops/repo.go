@@ -1158,19 +1158,15 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("gitops: %s:%s: %w", rev, r.cfg.Path, err)
 	}
-	if f, err := dir.File(FileWTXT); err == nil {
-		rd, err := f.Reader()
-		if err != nil {
-			return fmt.Errorf("gitops: %s: %w", FileWTXT, err)
-		}
-		defer rd.Close()
-		if _, err := io.Copy(w, rd); err != nil {
-			return fmt.Errorf("gitops: %s: %w", FileWTXT, err)
-		}
-		return nil
+	// Blobs stream from git cat-file (GitTreeFS): go-git would hold a
+	// whole blob (and its delta bases) in memory while it is copied.
+	ctx := context.Background()
+	if e, err := dir.FindEntry(FileWTXT); err == nil && e.Mode.IsFile() {
+		fsys, done := GitTreeFS(ctx, r.dir, dir)
+		defer done()
+		return copyBlob(fsys, FileWTXT, w)
 	}
 	if t, err := dir.Tree(DirWTXTSegs); err == nil {
-		ctx := context.Background()
 		fsys, done := GitTreeFS(ctx, r.dir, t)
 		defer done()
 		_, err := ReadSegments(ctx, fsys, w)
@@ -1180,7 +1176,22 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("gitops: %s:%s has none of %s, %s, %s", rev, r.cfg.Path, FileWTXT, DirWTXTParts, DirWTXTSegs)
 	}
-	return AssembleFS(treeFS{t: parts}, ".", w)
+	fsys, done := GitTreeFS(ctx, r.dir, parts)
+	defer done()
+	return AssembleFS(fsys, ".", w)
+}
+
+// copyBlob copies the file name of fsys to w, with errors naming it.
+func copyBlob(fsys fs.FS, name string, w io.Writer) error {
+	rd, err := fsys.Open(name)
+	if err != nil {
+		return fmt.Errorf("gitops: %s: %w", name, err)
+	}
+	defer rd.Close()
+	if _, err := io.Copy(w, rd); err != nil {
+		return fmt.Errorf("gitops: %s: %w", name, err)
+	}
+	return nil
 }
 
 // ResolveGen returns the commit (hex) of generation gen: its tag when the

@@ -1,6 +1,7 @@
 package gitops
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -61,22 +62,20 @@ func (r *Repo) WriteSkeleton(rev string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if f, err := dir.File(FileSkeleton); err == nil {
-		rd, err := f.Reader()
-		if err != nil {
-			return fmt.Errorf("gitops: %s: %w", FileSkeleton, err)
-		}
-		defer rd.Close()
-		if _, err := io.Copy(w, rd); err != nil {
-			return fmt.Errorf("gitops: %s: %w", FileSkeleton, err)
-		}
-		return nil
+	// Blobs stream from git cat-file (GitTreeFS), not whole through go-git.
+	ctx := context.Background()
+	if e, err := dir.FindEntry(FileSkeleton); err == nil && e.Mode.IsFile() {
+		fsys, done := GitTreeFS(ctx, r.dir, dir)
+		defer done()
+		return copyBlob(fsys, FileSkeleton, w)
 	}
 	parts, err := dir.Tree(FileSkeleton + partsSuffix)
 	if err != nil {
 		return fmt.Errorf("gitops: %s:%s has neither %s nor %s%s", rev, r.cfg.Path, FileSkeleton, FileSkeleton, partsSuffix)
 	}
-	if err := AssembleFS(treeFS{t: parts}, ".", w); err != nil {
+	fsys, done := GitTreeFS(ctx, r.dir, parts)
+	defer done()
+	if err := AssembleFS(fsys, ".", w); err != nil {
 		return fmt.Errorf("gitops: %s%s: %w", FileSkeleton, partsSuffix, err)
 	}
 	return nil
