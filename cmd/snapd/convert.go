@@ -122,6 +122,7 @@ type convertOptions struct {
 	in, out   string
 	from, to  string
 	lossy     bool
+	strict    bool
 	wsum      string
 	shardSize string
 	w         wtxtFlags
@@ -158,6 +159,7 @@ Known formats: ` + strings.Join(newRegistry().Names(), ", ") + `.`,
 	cmd.Flags().StringVar(&o.from, "from", "", "input format (default: detect)")
 	cmd.Flags().StringVar(&o.to, "to", "", "output format (default: from OUT's extension)")
 	cmd.Flags().BoolVar(&o.lossy, "lossy", false, "allow dropping what the target format cannot hold (reported on stderr)")
+	cmd.Flags().BoolVar(&o.strict, "strict", false, "refuse a checkpoint whose pickle names globals outside the allowlist instead of carrying its bytes verbatim")
 	cmd.Flags().StringVar(&o.wsum, "wsum", "", "WSUM of a streamed WTXT input (default: IN with .wsum); it is verified before converting")
 	cmd.Flags().StringVar(&o.shardSize, "shard-size", "", "write OUT as a sharded directory (HF index + shards of at most this size, e.g. 2GB, 500MiB); a directory OUT without it reproduces the recorded layout (default 5GB)")
 	o.w.register(cmd)
@@ -169,9 +171,9 @@ func runConvert(ctx context.Context, e *env, o *convertOptions) error {
 	var src *openedSnapshot
 	var err error
 	if isDir(o.in) {
-		src, err = openDir(ctx, reg, o.in, o.from, e.logger)
+		src, err = openDirStrict(ctx, reg, o.in, o.from, e.logger, o.strict)
 	} else {
-		src, err = openSnapshot(ctx, reg, o.in, o.from)
+		src, err = openSnapshotStrict(ctx, reg, o.in, o.from, o.strict)
 	}
 	if err != nil {
 		return err

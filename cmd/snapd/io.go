@@ -43,8 +43,15 @@ func (o *openedSnapshot) Close() error {
 // or the one its magic bytes (then extension) select.
 // A directory is read as one snapshot (formats/sharddir).
 func openSnapshot(ctx context.Context, reg *formats.Registry, path, from string) (*openedSnapshot, error) {
+	return openSnapshotStrict(ctx, reg, path, from, false)
+}
+
+// openSnapshotStrict is openSnapshot with formats.DecodeOptions.Strict:
+// a checkpoint the decoder would carry verbatim (a torch pickle naming
+// globals outside the allowlist) is refused instead.
+func openSnapshotStrict(ctx context.Context, reg *formats.Registry, path, from string, strict bool) (*openedSnapshot, error) {
 	if isDir(path) {
-		return openDir(ctx, reg, path, from, nil)
+		return openDirStrict(ctx, reg, path, from, nil, strict)
 	}
 	m, err := snapshot.MapFile(path)
 	if err != nil {
@@ -66,9 +73,13 @@ func openSnapshot(ctx context.Context, reg *formats.Registry, path, from string)
 	}
 	// Guarded: a source truncated while mapped is an error, not SIGBUS.
 	var diags []formats.Diagnostic
-	s, err := c.Decode(ctx, m.Guarded(), m.Size(), formats.DecodeOptions{Name: path, Diagnostic: func(d formats.Diagnostic) { diags = append(diags, d) }})
+	s, err := c.Decode(ctx, m.Guarded(), m.Size(), formats.DecodeOptions{Name: path, Strict: strict, Diagnostic: func(d formats.Diagnostic) { diags = append(diags, d) }})
 	if err != nil {
 		m.Close()
+		var fe *formats.Error
+		if errors.As(err, &fe) && fe.File == path && fe.Format == c.Name() {
+			return nil, err // names the file and the format already
+		}
 		return nil, fmt.Errorf("%s: %s: %w", path, c.Name(), err)
 	}
 	return &openedSnapshot{Snapshot: s, Codec: c, Diagnostics: diags, m: m}, nil

@@ -40,6 +40,12 @@ func isDir(path string) bool {
 // openDir reads a checkpoint directory (HF shard index, or every
 // checkpoint file) as one snapshot; notes about ignored files go to log.
 func openDir(ctx context.Context, reg *formats.Registry, path, from string, log *slog.Logger) (*openedSnapshot, error) {
+	return openDirStrict(ctx, reg, path, from, log, false)
+}
+
+// openDirStrict is openDir with formats.DecodeOptions.Strict for every
+// file (a DCP directory has no pickles Strict would refuse).
+func openDirStrict(ctx context.Context, reg *formats.Registry, path, from string, log *slog.Logger, strict bool) (*openedSnapshot, error) {
 	if isDCP, err := dcp.IsDCP(path); err == nil && isDCP {
 		if from != "" && from != "dcp" {
 			return nil, usageError{fmt.Errorf("--from %s: %s is a DCP checkpoint directory", from, path)}
@@ -49,7 +55,7 @@ func openDir(ctx context.Context, reg *formats.Registry, path, from string, log 
 	if from != "" {
 		return nil, usageError{fmt.Errorf("--from %s: %s is a directory; its files' formats are detected one by one", from, path)}
 	}
-	d, err := sharddir.Open(ctx, path, reg, sharddir.Options{Log: log})
+	d, err := sharddir.Open(ctx, path, reg, sharddir.Options{Log: log, Strict: strict})
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) && !errors.Is(err, sharddir.ErrUnsafe) {
