@@ -22,8 +22,11 @@ import (
 	"github.com/snapd-ml/snapd/keys"
 )
 
-// The test binary doubles as the daemon child of the crash test.
+// The test binary doubles as the daemon child of the crash test. Every
+// test (and the child, which inherits the environment) checks each pack a
+// gitops Commit writes with git index-pack --strict (gitops.EnvCheckPacks).
 func TestMain(m *testing.M) {
+	os.Setenv(gitops.EnvCheckPacks, "1")
 	if dir := os.Getenv("PIPELINE_TEST_DAEMON"); dir != "" {
 		os.Exit(childDaemon(dir))
 	}
