@@ -233,8 +233,8 @@ func TestTrainerTorchLoop(t *testing.T) {
 	t.Logf("%s", bytes.TrimSpace(out))
 }
 
-// TestTorchHostileCLI: a .pt whose pickle would run os.system fails with
-// exit 1 and a one-line error naming the global; the command never runs
+// TestTorchHostileCLI: a .pt whose pickle would run os.system is carried
+// verbatim, and with --strict fails with exit 1 and a one-line error naming the global; the command never runs
 // and no output file is left. A torch checkpoint named .bin is recognised
 // by its magic bytes.
 func TestTorchHostileCLI(t *testing.T) {
@@ -255,7 +255,15 @@ func TestTorchHostileCLI(t *testing.T) {
 	in := filepath.Join(d, "evil.pt")
 	os.WriteFile(in, zb.Bytes(), 0o644)
 	out := filepath.Join(d, "out.wtxt")
-	code, _, errs := snapd(t, nil, "convert", in, out)
+	// Without --strict it is carried verbatim, never run.
+	if code, _, errs := snapd(t, nil, "convert", in, out); code != 0 {
+		t.Fatalf("exit %d: %q", code, errs)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the pickle's command ran")
+	}
+	os.Remove(out)
+	code, _, errs := snapd(t, nil, "convert", "--strict", in, out)
 	if code != exitInvalid || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "global os.system is not allowed") {
 		t.Fatalf("exit %d: %q", code, errs)
 	}
