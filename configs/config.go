@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -198,13 +197,6 @@ type GitHub struct {
 	Thresholds  Thresholds `yaml:"thresholds"`
 	// RetryMax caps the backoff between failed attempts to publish; default 5m.
 	RetryMax Duration `yaml:"retry_max"`
-}
-
-// Thresholds make a review request changes even when every check passes.
-type Thresholds struct {
-	MaxRelL2       float64 `yaml:"max_rel_l2"`       // relative L2 change of an array; 0 = no limit
-	MaxAbsDelta    float64 `yaml:"max_abs_delta"`    // max |delta| of an element; 0 = no limit
-	AllowNonFinite bool    `yaml:"allow_non_finite"` // accept newly introduced NaN/Inf
 }
 
 // Metric configures the Prometheus endpoint.
@@ -562,10 +554,8 @@ func (c *Config) validateGitHub() error {
 	if g.MaxComments < -1 {
 		return bad("max_comments", "%d: must be >= -1 (0 = default, -1 = no line comments)", g.MaxComments)
 	}
-	for field, v := range map[string]float64{"thresholds.max_rel_l2": g.Thresholds.MaxRelL2, "thresholds.max_abs_delta": g.Thresholds.MaxAbsDelta} {
-		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-			return bad(field, "%v: must be a finite number >= 0 (0 = no limit)", v)
-		}
+	if _, field, err := g.Thresholds.Review(); err != nil {
+		return bad("thresholds."+field, "%v", err)
 	}
 	if g.RetryMax <= 0 {
 		return bad("retry_max", "must be > 0")

@@ -2,6 +2,7 @@ package configs
 
 import (
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -18,14 +19,14 @@ func TestExampleConfigIsDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := Default()
-	if *c != *d {
+	if !reflect.DeepEqual(c, d) {
 		t.Fatalf("example config differs from defaults:\n%+v\n%+v", c, d)
 	}
 }
 
 func TestEmptyIsDefault(t *testing.T) {
 	c, err := Parse(nil)
-	if err != nil || *c != *Default() {
+	if err != nil || !reflect.DeepEqual(c, Default()) {
 		t.Fatalf("%v %+v", err, c)
 	}
 }
@@ -95,9 +96,9 @@ func TestGitHubSection(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := GitHub{Repo: "acme/models", Base: "release", APIURL: "https://ghe.example.com/api/v3/", AppID: "12", AppKey: "/etc/snapd/app.pem",
-		InstallationID: 34, Approve: true, MaxComments: -1, Thresholds: Thresholds{MaxRelL2: 0.5, MaxAbsDelta: 2, AllowNonFinite: true},
+		InstallationID: 34, Approve: true, MaxComments: -1, Thresholds: Thresholds{MaxRelL2: Limits{"0.5"}, MaxAbsDelta: Limits{"2"}, AllowNonFinite: Allow{All: true}},
 		RetryMax: Duration(time.Minute)}
-	if c.GitHub != want {
+	if !c.GitHub.Equal(want) {
 		t.Fatalf("got  %+v\nwant %+v", c.GitHub, want)
 	}
 	c, err = Parse([]byte(ghRemote + "github: {repo: acme/models, token_env: GITHUB_TOKEN}\n"))
@@ -106,30 +107,76 @@ func TestGitHubSection(t *testing.T) {
 	}
 }
 
+// TestGitHubScopedThresholds: the thresholds take review's flag syntax
+// (a number, or a list of NUMBER / PATTERN=NUMBER), include/exclude
+// patterns, and allow_non_finite as true or a list of patterns.
+func TestGitHubScopedThresholds(t *testing.T) {
+	c, err := Parse([]byte(ghRemote + "github:\n  repo: acme/models\n  token_env: T\n  thresholds:\n" +
+		"    max_rel_l2: [\"0.1\", \"model.*=0.05\", \"model.embed.*=0\"]\n" +
+		"    max_abs_delta: \"lm_head.*=2\"\n" +
+		"    allow_non_finite: [\"model.head.*\"]\n" +
+		"    include: [\"model.*\", \"optimizer.state.*.step\"]\n" +
+		"    exclude: [\"model.embed.*\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, field, err := c.GitHub.Thresholds.Review()
+	if err != nil {
+		t.Fatalf("%s: %v", field, err)
+	}
+	want := review.Thresholds{MaxRelL2: 0.1, RelL2Limits: []review.Limit{{Pattern: "model.*", Value: 0.05}, {Pattern: "model.embed.*"}},
+		AbsDeltaLimits: []review.Limit{{Pattern: "lm_head.*", Value: 2}}, AllowNonFiniteIn: []string{"model.head.*"},
+		Include: []string{"model.*", "optimizer.state.*.step"}, Exclude: []string{"model.embed.*"}}
+	if !reflect.DeepEqual(th, want) {
+		t.Fatalf("got  %+v\nwant %+v", th, want)
+	}
+	if sc := th.Scope("model.layers.0.w", "f32", []int64{4, 4}); !sc.Thresholded || sc.MaxRelL2 != 0.05 {
+		t.Fatalf("model.layers.0.w: %+v", sc)
+	}
+	if sc := th.Scope("optimizer.state.0.step", "f32", nil); !sc.Thresholded {
+		t.Fatalf("the included step: %+v", sc)
+	}
+	// A plain number still works; 0 is the default.
+	c, err = Parse([]byte(ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {max_rel_l2: 0.05, max_abs_delta: 0}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th, _, _ := c.GitHub.Thresholds.Review(); th.MaxRelL2 != 0.05 || th.MaxAbsDelta != 0 || th.RelL2Limits != nil {
+		t.Fatalf("%+v", th)
+	}
+}
+
 func TestGitHubErrors(t *testing.T) {
 	cases := map[string]string{
-		"github: {token_env: T}\n":                                                                  "github.repo: must be set (OWNER/NAME) when github.token_env is",
-		"github: {repo: acme/models, token_env: T}\n":                                               "github.repo: needs git.remote",
-		ghRemote + "github: {repo: acme, token_env: T}\n":                                           `github.repo: "acme": want OWNER/NAME`,
-		ghRemote + "github: {repo: acme/a/b, token_env: T}\n":                                       "github.repo",
-		ghRemote + "github: {repo: -acme/x, token_env: T}\n":                                        "github.repo",
-		ghRemote + "github: {repo: acme/models}\n":                                                  "github.token_env: a credential is required",
-		ghRemote + "github: {repo: acme/models, token_env: T, token_file: /f}\n":                    "github.token_env: set exactly one",
-		ghRemote + "github: {repo: acme/models, token_env: 'A B'}\n":                                `github.token_env: "A B"`,
-		ghRemote + "github: {repo: acme/models, app_id: '1', installation_id: 2}\n":                 "github.app_key: required",
-		ghRemote + "github: {repo: acme/models, app_key: /k, installation_id: 2}\n":                 "github.app_id: required",
-		ghRemote + "github: {repo: acme/models, app_id: '1', app_key: /k}\n":                        "github.installation_id",
-		ghRemote + "github: {repo: acme/models, token_env: T, base: snapshots}\n":                   "github.base: \"snapshots\": must differ from git.branch",
-		ghRemote + "github: {repo: acme/models, token_env: T, base: 'a..b'}\n":                      "github.base",
-		ghRemote + "github: {repo: acme/models, token_env: T, api_url: ftp://x/}\n":                 "github.api_url",
-		ghRemote + "github: {repo: acme/models, token_env: T, api_url: 'https://u:p@x/'}\n":         "github.api_url: must not carry credentials",
-		ghRemote + "github: {repo: acme/models, token_env: T, max_comments: -2}\n":                  "github.max_comments",
-		ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {max_rel_l2: -1}}\n":      "github.thresholds.max_rel_l2",
-		ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {max_abs_delta: .nan}}\n": "github.thresholds.max_abs_delta",
-		ghRemote + "github: {repo: acme/models, token_env: T, retry_max: 0s}\n":                     "github.retry_max",
-		ghRemote + "github: {repo: acme/models, token_env: T, tokn: x}\n":                           `unknown key "tokn"`,
-		ghRemote + "snapshot: {encrypt_to: /r}\ngithub: {repo: acme/models, token_env: T}\n":        "snapshot.encrypt_to is set",
-		"git: {remote: x, ssh_key: /k, token_file: /t}\n":                                           "git.ssh_key",
+		"github: {token_env: T}\n":                                                                        "github.repo: must be set (OWNER/NAME) when github.token_env is",
+		"github: {repo: acme/models, token_env: T}\n":                                                     "github.repo: needs git.remote",
+		ghRemote + "github: {repo: acme, token_env: T}\n":                                                 `github.repo: "acme": want OWNER/NAME`,
+		ghRemote + "github: {repo: acme/a/b, token_env: T}\n":                                             "github.repo",
+		ghRemote + "github: {repo: -acme/x, token_env: T}\n":                                              "github.repo",
+		ghRemote + "github: {repo: acme/models}\n":                                                        "github.token_env: a credential is required",
+		ghRemote + "github: {repo: acme/models, token_env: T, token_file: /f}\n":                          "github.token_env: set exactly one",
+		ghRemote + "github: {repo: acme/models, token_env: 'A B'}\n":                                      `github.token_env: "A B"`,
+		ghRemote + "github: {repo: acme/models, app_id: '1', installation_id: 2}\n":                       "github.app_key: required",
+		ghRemote + "github: {repo: acme/models, app_key: /k, installation_id: 2}\n":                       "github.app_id: required",
+		ghRemote + "github: {repo: acme/models, app_id: '1', app_key: /k}\n":                              "github.installation_id",
+		ghRemote + "github: {repo: acme/models, token_env: T, base: snapshots}\n":                         "github.base: \"snapshots\": must differ from git.branch",
+		ghRemote + "github: {repo: acme/models, token_env: T, base: 'a..b'}\n":                            "github.base",
+		ghRemote + "github: {repo: acme/models, token_env: T, api_url: ftp://x/}\n":                       "github.api_url",
+		ghRemote + "github: {repo: acme/models, token_env: T, api_url: 'https://u:p@x/'}\n":               "github.api_url: must not carry credentials",
+		ghRemote + "github: {repo: acme/models, token_env: T, max_comments: -2}\n":                        "github.max_comments",
+		ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {max_rel_l2: -1}}\n":            "github.thresholds.max_rel_l2",
+		ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {max_abs_delta: .nan}}\n":       "github.thresholds.max_abs_delta",
+		ghRemote + "github: {repo: acme/models, token_env: T, retry_max: 0s}\n":                           "github.retry_max",
+		ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {max_rel_l2: ['model.*=x']}}\n": "github.thresholds.max_rel_l2",
+		ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {max_rel_l2: [0.1, 0.2]}}\n":    "github.thresholds.max_rel_l2: two bare numbers",
+		ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {exclude: ['[a']}}\n":           "github.thresholds.exclude",
+		ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {include: ['']}}\n":             "github.thresholds.include",
+		ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {allow_non_finite: ['a[']}}\n":  "github.thresholds.allow_non_finite",
+		ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {allow_non_finite: maybe}}\n":   "want true, false or a list of patterns",
+		ghRemote + "github: {repo: acme/models, token_env: T, thresholds: {includes: [x]}}\n":             `unknown key "includes"`,
+		ghRemote + "github: {repo: acme/models, token_env: T, tokn: x}\n":                                 `unknown key "tokn"`,
+		ghRemote + "snapshot: {encrypt_to: /r}\ngithub: {repo: acme/models, token_env: T}\n":              "snapshot.encrypt_to is set",
+		"git: {remote: x, ssh_key: /k, token_file: /t}\n":                                                 "git.ssh_key",
 		"git: {retry_base: 0s}\n":                 "git.retry_base",
 		"git: {retry_base: 10s, retry_max: 1s}\n": "git.retry_max",
 		"git: {auth_recheck: 0s}\n":               "git.auth_recheck",

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +19,8 @@ type diffOptions struct {
 	json, md     bool
 	rowsPerChunk int64
 	pic          pictureOptions // --svg, --html (diffpicture.go)
+	include      []string       // compare only the arrays these globs match
+	exclude      []string       // leave out the arrays these globs match
 }
 
 func newDiffCommand(e *env) *cobra.Command {
@@ -37,12 +40,22 @@ With --json, NaN and infinities are null plus a "nonfinite" entry
 
 --svg OUT draws the changes: one heatmap strip per array (layers in
 order), rows binned to --width pixels, colour = max |Δ| (--scale abs) or
-relative change (--scale rel) of the bin on a log scale, unchanged rows
-grey, NaN/Inf magenta. --html OUT writes a self-contained page with the
-picture and the table.
+relative change (--scale rel) of the bin on a log scale of that array's
+own (from its smallest to its largest changed bin, given on its line, so
+a step counter's jump does not wash out a weight's small change),
+unchanged rows grey, NaN/Inf magenta. --html OUT writes a self-contained
+page with the picture and the table.
 
-Exit status: 0 when the snapshots are equal, 1 when they differ (like diff(1)),
-2 on usage or I/O errors.`,
+--exclude PATTERN leaves the arrays it matches out of the comparison, the
+output, the picture and the exit status; --include PATTERN keeps only the
+arrays some include matches (both repeatable). Patterns are path.Match
+globs over whole array names (a dot is a plain character, '*' does not
+cross '/'); where an include and an exclude both match, the longer pattern
+wins (an exclude on equal length). The output says how many arrays were
+left out (JSON: "excluded").
+
+Exit status: 0 when the snapshots are equal (within the included arrays),
+1 when they differ (like diff(1)), 2 on usage or I/O errors.`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.a, o.b = args[0], args[1]
@@ -57,6 +70,8 @@ Exit status: 0 when the snapshots are equal, 1 when they differ (like diff(1)),
 	cmd.Flags().StringVar(&o.pic.html, "html", "", "also write a self-contained HTML page (picture + table) into `OUT`")
 	cmd.Flags().StringVar(&o.pic.scale, "scale", "abs", "picture colour: abs (max |Δ|) or rel (max |Δ| / max |old|)")
 	cmd.Flags().IntVar(&o.pic.width, "width", 0, "picture strip width in pixels (0 = 720)")
+	cmd.Flags().StringArrayVar(&o.include, "include", nil, "compare only the arrays this glob `PATTERN` matches (repeatable)")
+	cmd.Flags().StringArrayVar(&o.exclude, "exclude", nil, "leave out the arrays this glob `PATTERN` matches: not compared, not shown, not in the exit status (repeatable)")
 	return cmd
 }
 
@@ -69,6 +84,11 @@ func (errDiffer) Error() string { return "snapshots differ" }
 func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 	if err := o.pic.check(); err != nil {
 		return err
+	}
+	for _, p := range append(append([]string(nil), o.include...), o.exclude...) {
+		if err := review.CheckPattern(p); err != nil {
+			return usageError{fmt.Errorf("--include/--exclude: %w", err)}
+		}
 	}
 	reg := newRegistry()
 	a, err := openSnapshot(ctx, reg, o.a, "")
@@ -105,11 +125,12 @@ func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 			return snapshot.DefaultRowsPerChunk(rowSize)
 		}
 	}
-	ds, err := snapshot.Diff(ctx, a.Snapshot, b.Snapshot, opts)
+	sa, sb, excluded := scopeSnapshots(a.Snapshot, b.Snapshot, o.include, o.exclude)
+	ds, err := snapshot.Diff(ctx, sa, sb, opts)
 	if err != nil {
 		return err
 	}
-	if err := writeDiffPictures(ctx, &o.pic, o.a+" → "+o.b, a.Snapshot, b.Snapshot, ds); err != nil {
+	if err := writeDiffPictures(ctx, &o.pic, o.a+" → "+o.b, sa, sb, ds); err != nil {
 		return err
 	}
 	switch {
@@ -117,16 +138,23 @@ func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(struct {
-			A      string               `json:"a"`
-			B      string               `json:"b"`
-			Arrays []snapshot.ArrayDiff `json:"arrays"`
-		}{o.a, o.b, diffJSON(ds)}); err != nil {
+			A        string               `json:"a"`
+			B        string               `json:"b"`
+			Arrays   []snapshot.ArrayDiff `json:"arrays"`
+			Excluded []string             `json:"excluded,omitempty"`
+		}{o.a, o.b, diffJSON(ds), excluded}); err != nil {
 			return ioError{err}
 		}
 	case o.md:
 		io.WriteString(e.stdout, review.DiffTable(ds, nil))
+		if len(excluded) > 0 {
+			fmt.Fprintf(e.stdout, "\n%d array(s) left out by --include/--exclude.\n", len(excluded))
+		}
 	default:
 		writeDiffText(e.stdout, ds)
+		if len(excluded) > 0 {
+			fmt.Fprintf(e.stdout, "%d array(s) left out by --include/--exclude\n", len(excluded))
+		}
 	}
 	for _, d := range ds {
 		if d.Change != snapshot.Unchanged {
@@ -179,4 +207,33 @@ func writeDiffText(w io.Writer, ds []snapshot.ArrayDiff) {
 		fmt.Fprintf(w, "%s: %s\n", d.Name, describe(d))
 	}
 	fmt.Fprintf(w, "%d of %d arrays changed\n", changed, len(ds))
+}
+
+// scopeSnapshots returns shallow copies of a and b holding only the arrays
+// in the scope include and exclude describe (review.InScope), and the
+// sorted names of the arrays left out (from either side). Without
+// patterns, a and b are returned as they are.
+func scopeSnapshots(a, b *snapshot.Snapshot, include, exclude []string) (sa, sb *snapshot.Snapshot, excluded []string) {
+	if len(include) == 0 && len(exclude) == 0 {
+		return a, b, nil
+	}
+	out := map[string]bool{}
+	keep := func(s *snapshot.Snapshot) *snapshot.Snapshot {
+		c := *s
+		c.Arrays = nil
+		for _, x := range s.Arrays {
+			if in, _ := review.InScope(include, exclude, x.Name); in {
+				c.Arrays = append(c.Arrays, x)
+			} else {
+				out[x.Name] = true
+			}
+		}
+		return &c
+	}
+	sa, sb = keep(a), keep(b)
+	for n := range out {
+		excluded = append(excluded, n)
+	}
+	slices.Sort(excluded)
+	return sa, sb, excluded
 }

@@ -430,7 +430,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			if err == nil {
 				err = d.Reload(npc)
 			}
-			if err == nil && (nc.Git != c.Git || nc.GitHub != c.GitHub || (c.GitHub.Repo != "" && nc.Keys != c.Keys)) {
+			if err == nil && (nc.Git != c.Git || !nc.GitHub.Equal(c.GitHub) || (c.GitHub.Repo != "" && nc.Keys != c.Keys)) {
 				log.Warn("SIGHUP: the git and github sections (and the keys the reviews check) take effect at the next start")
 			}
 			if err != nil {
@@ -473,8 +473,8 @@ func pullRequestDeps(e *env, c *configs.Config, pc *pipeline.Config, log *slog.L
 	if err != nil {
 		return nil, usageError{fmt.Errorf("github: %w", err)}
 	}
-	ropts := review.Options{HMACKey: pc.HMACKey, Approve: g.Approve, MaxComments: g.MaxComments,
-		Thresholds: review.Thresholds{MaxRelL2: g.Thresholds.MaxRelL2, MaxAbsDelta: g.Thresholds.MaxAbsDelta, AllowNonFinite: g.Thresholds.AllowNonFinite}}
+	th, _, _ := g.Thresholds.Review() // checked by Config.Validate
+	ropts := review.Options{HMACKey: pc.HMACKey, Approve: g.Approve, MaxComments: g.MaxComments, Thresholds: th}
 	if pc.SignKey != nil {
 		ropts.TrustedKeys = []ed25519.PublicKey{pc.SignKey.Public().(ed25519.PublicKey)}
 		ropts.RequireSignature = true

@@ -120,23 +120,10 @@ type ArrayScope struct {
 // Scope resolves the thresholds for an array of the given name, dtype
 // (a DType's name) and shape.
 func (t *Thresholds) Scope(name, dtype string, shape []int64) ArrayScope {
-	// Include/exclude: the longest matching pattern wins; on a tie the
-	// exclude does.
-	best, bestLen, excluded := "", -1, false
-	for _, p := range t.Include {
-		if match(p, name) && len(p) > bestLen {
-			best, bestLen, excluded = p, len(p), false
+	if in, p := InScope(t.Include, t.Exclude, name); !in {
+		if p != "" {
+			return ArrayScope{Reason: ReasonExcluded, Pattern: p}
 		}
-	}
-	for _, p := range t.Exclude {
-		if match(p, name) && len(p) >= bestLen {
-			best, bestLen, excluded = p, len(p), true
-		}
-	}
-	switch {
-	case excluded:
-		return ArrayScope{Reason: ReasonExcluded, Pattern: best}
-	case bestLen < 0 && len(t.Include) > 0:
 		return ArrayScope{Reason: ReasonNotIncluded}
 	}
 	kind := ""
@@ -162,6 +149,32 @@ func (t *Thresholds) Scope(name, dtype string, shape []int64) ArrayScope {
 		}
 	}
 	return s
+}
+
+// InScope reports whether name is in the scope include and exclude
+// describe: the longest matching pattern decides (an exclude wins a tie);
+// when none matches, name is in scope unless include is not empty.
+// pattern is the exclude pattern that left name out ("" when in scope or
+// when no include matched).
+func InScope(include, exclude []string, name string) (in bool, pattern string) {
+	best, bestLen, excluded := "", -1, false
+	for _, p := range include {
+		if match(p, name) && len(p) > bestLen {
+			best, bestLen, excluded = p, len(p), false
+		}
+	}
+	for _, p := range exclude {
+		if match(p, name) && len(p) >= bestLen {
+			best, bestLen, excluded = p, len(p), true
+		}
+	}
+	switch {
+	case excluded:
+		return false, best
+	case bestLen < 0 && len(include) > 0:
+		return false, ""
+	}
+	return true, ""
 }
 
 // namesExplicitly reports whether an include or limit pattern matches
