@@ -31,6 +31,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	out := &countingWriter{w: stdout}
 	env := newEnv(out, stderr)
 	root := newRootCommand(env)
+	restrictToPlatform(root)
 	root.SetArgs(args)
 	root.SetOut(out)
 	root.SetErr(stderr)
