@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/snapd-ml/snapd/formats"
@@ -267,6 +268,9 @@ func (d *Daemon) prepare(ctx context.Context, it *item) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if strings.HasPrefix(err.Error(), c.Name()+":") { // the codec named itself
+			return permanent{fmt.Errorf("%w: gen %d: %s: %w", ErrSource, gen, path, err)}
 		}
 		return permanent{fmt.Errorf("%w: gen %d: %s: %s: %w", ErrSource, gen, path, c.Name(), err)}
 	}

@@ -200,7 +200,7 @@ func runReview(ctx context.Context, e *env, o *reviewOptions) error {
 	if o.maxComments == 0 {
 		opts.MaxComments = -1
 	}
-	if opts.TrustedKeys, err = loadTrusted(o.pubkeys); err != nil {
+	if opts.TrustedKeys, err = loadFileSigners(o.pubkeys, o.head); err != nil {
 		return err
 	}
 	if o.hmacKey != "" {

@@ -39,7 +39,7 @@ func TestTrainerDirectory(t *testing.T) {
 	dir := t.TempDir()
 	w1, w2, out := filepath.Join(dir, "a.wtxt"), filepath.Join(dir, "b.wtxt"), filepath.Join(dir, "out")+"/"
 	for _, w := range []string{w1, w2} {
-		if code, _, stderr := runCLI("convert", trainerFixture, w); code != 0 {
+		if code, _, stderr := runCLI("convert", "--ts", "2026-01-02T03:04:05Z", trainerFixture, w); code != 0 {
 			t.Fatalf("convert: %d %s", code, stderr)
 		}
 	}

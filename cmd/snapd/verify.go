@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -131,23 +130,8 @@ type errVerifyFailed struct{ err error }
 func (e errVerifyFailed) Error() string { return e.err.Error() }
 func (e errVerifyFailed) Unwrap() error { return e.err }
 
-func loadTrusted(paths []string) ([]ed25519.PublicKey, error) {
-	var out []ed25519.PublicKey
-	for _, p := range paths {
-		ks, err := keys.LoadPublicKeys(p)
-		if errors.Is(err, keys.ErrPrivateKey) {
-			return nil, usageError{err}
-		}
-		if err != nil {
-			return nil, keyError(err)
-		}
-		out = append(out, ks...)
-	}
-	return out, nil
-}
-
 func runVerify(ctx context.Context, e *env, o *verifyOptions) error {
-	trusted, err := loadTrusted(o.pubkeys)
+	trusted, err := loadFileSigners(o.pubkeys, o.file)
 	if err != nil {
 		return err
 	}

@@ -65,11 +65,14 @@
 //	torch.{Double,Float,Half,BFloat16,Long,Int,Short,Char,Byte,Bool,
 //	ComplexFloat,ComplexDouble}Storage   torch.UntypedStorage (bytes)
 //
-// Any other global is refused, never looked up or called: the error names
-// it (module.name), the offset of its opcode in data.pkl and, when the
-// object holds it, its key path ("scheduler.anneal_func"). weights_only
-// globals for sparse, quantized and meta tensors are refused as
-// unsupported. Opcodes that build arbitrary objects (INST, OBJ, EXT*,
+// Any other global is never looked up or called. With
+// DecodeOptions.Strict the file is refused: the error names the global
+// (module.name) and its key path ("scheduler.anneal_func"; the opcode's
+// offset only when no key path is knowable). Otherwise (the default) the
+// pickle runs in formats/pickle's placeholder mode and, if the object
+// holds any placeholder (also weights_only globals for sparse, quantized
+// and meta tensors), the file is carried verbatim — see "Pickles snapd
+// does not interpret". Opcodes that build arbitrary objects (INST, OBJ, EXT*,
 // out-of-band buffers) are refused. Bounds of the result walk: containers
 // nested ≤ 1000, 2^20 values (shared references count each time, so a
 // small pickle cannot expand exponentially), no cycles; memo ≤ 2^20
@@ -156,6 +159,34 @@
 // _rebuild_tensor_v3 of a torch.storage.UntypedStorage with the dtype
 // global: torch >= 2.1 (fp8) or 2.3 (unsigned) loads them with
 // weights_only=True, torch 1.13 cannot.
+//
+// # Pickles snapd does not interpret
+//
+// Such a file (rng_state.pth pickles numpy globals, training_args.bin a
+// dataclass) decodes to: array "torch.verbatim", u8, one dimension, the
+// file's bytes (zero-copy), attributes torch.verbatim "1", torch.file
+// (the base name), torch.unknown (canonical JSON [["key path",
+// "module.name"],...], each pair once in walk order, at most 64 then
+// ["...","N more"]); and every tensor the object holds, named by key path
+// as above (the name torch.verbatim is reserved first), marked
+// torch.derived "1", so that diffs show their rows. No torch.tree is kept.
+// The verbatim bytes are the source of truth: Encode of a snapshot with a
+// torch.verbatim array writes its bytes and nothing else (derived arrays,
+// even edited, are ignored; any array neither verbatim nor derived beside
+// it is an error). The result is a function of the file's bytes and name.
+//
+// # Byte-identical plain files
+//
+// Encode's own layout differs from torch's (archive name, memo, member
+// order), so a plain zip checkpoint torch wrote also gets snapshot
+// attribute torch.skeleton when each storage is viewed whole, in C order,
+// by one array: the file's bytes besides the storages (at most
+// MaxSkeleton) and where each array goes, with the storage's CRC-32.
+// Encode replays it when the snapshot's arrays are exactly those and
+// their bytes still match the CRC-32s (one extra read of each array);
+// otherwise it writes its own layout from torch.tree. A file Encode wrote
+// (recognised by its .data/serialization_id) gets no skeleton, so X ->
+// WTXT -> X -> WTXT stays a fixed point.
 //
 // All Decode format errors are *Error values naming the file, the member
 // or pickle stream (with the file offset) or the tensor, and the failed

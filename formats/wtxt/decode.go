@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 
@@ -84,6 +85,15 @@ func (c *Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts form
 // verified WTXT file on demand. Every full line is 79 bytes in the file
 // (76 characters, space, parity, LF), so the line holding a raw offset is
 // found by arithmetic.
+//
+// A read needing more than one line fetches the file bytes through a
+// window of at least minBatch and at most maxBatch bytes read with one
+// ReadAt (crossing chunk boundaries: the lines of the next chunk follow
+// in the file). From a snapshot.Guarded such a read is a pread(2), which
+// never faults the file's mapping in, so decoding a whole snapshot (a
+// checkout converting its WTXT) keeps the WTXT out of the resident set;
+// line-sized reads copied from the mapping left every page they touched
+// resident.
 type chunkSource struct {
 	ra   io.ReaderAt
 	geo  geometry
@@ -91,14 +101,27 @@ type chunkSource struct {
 	name string
 }
 
+const (
+	// minBatch is the smallest window read for a multi-line read: the
+	// size from which snapshot.Guarded reads with pread (32 KiB).
+	minBatch = 32 << 10
+	// maxBatch bounds one window (a whole number of lines).
+	maxBatch = 832 * (B64Width + 3)
+)
+
 func (c *chunkSource) Size() int64 { return c.geo.nbytes }
 
+// ReadAt implements io.ReaderAt; it is safe for concurrent use.
 func (c *chunkSource) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("wtxt: array %s: negative offset", c.name)
 	}
+	const lineLen = B64Width + 3
 	n := 0
-	var line [B64Width + 3]byte
+	var small [lineLen]byte
+	var batch []byte // the window's buffer, allocated on first use
+	var win []byte   // file bytes [winOff, winOff+len(win))
+	winOff := int64(0)
 	var raw [rawPerLine]byte
 	for n < len(p) {
 		pos := off + int64(n)
@@ -110,12 +133,29 @@ func (c *chunkSource) ReadAt(p []byte, off int64) (int, error) {
 		in := pos - cOff
 		k := in / rawPerLine
 		lineRaw := min(int64(rawPerLine), cLen-k*rawPerLine)
-		w := base64.StdEncoding.EncodedLen(int(lineRaw))
-		fo := c.offs[ix] + k*(B64Width+3)
-		if _, err := c.ra.ReadAt(line[:w], fo); err != nil {
-			return n, fmt.Errorf("wtxt: array %s chunk %d: read line at offset %d: %w", c.name, ix, fo, err)
+		w := int64(base64.StdEncoding.EncodedLen(int(lineRaw)))
+		fo := c.offs[ix] + k*lineLen
+		if fo < winOff || fo+w > winOff+int64(len(win)) {
+			// The file bytes of the lines holding the rest of p.
+			rest := int64(len(p)-n) + in - k*rawPerLine
+			need := (rest + rawPerLine - 1) / rawPerLine * lineLen
+			var buf []byte
+			if need <= lineLen {
+				buf = small[:w]
+			} else {
+				if batch == nil {
+					batch = make([]byte, maxBatch)
+				}
+				buf = batch[:min(max(need, minBatch), maxBatch)]
+			}
+			got, err := c.ra.ReadAt(buf, fo)
+			if err != nil && !(errors.Is(err, io.EOF) && int64(got) >= w) {
+				return n, fmt.Errorf("wtxt: array %s chunk %d: read line at offset %d: %w", c.name, ix, fo, err)
+			}
+			win, winOff = buf[:got], fo
 		}
-		if dn, err := base64.StdEncoding.Decode(raw[:], line[:w]); err != nil || int64(dn) != lineRaw {
+		line := win[fo-winOff : fo-winOff+w]
+		if dn, err := base64.StdEncoding.Decode(raw[:], line); err != nil || int64(dn) != lineRaw {
 			return n, fmt.Errorf("wtxt: array %s chunk %d: line at offset %d no longer decodes (file changed?)", c.name, ix, fo)
 		}
 		n += copy(p[n:], raw[in-k*rawPerLine:lineRaw])
