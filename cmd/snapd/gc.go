@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
@@ -55,9 +56,29 @@ Safe while the daemon and the trainer run.`,
 	fl.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fl.UintSliceVar(&o.abandon, "abandon", nil, "mark these generations as abandoned first (comma-separated or repeated)")
 	fl.BoolVar(&o.remote, "remote", false, "instead: delete the manifests of all but the newest K generations in --oci-repository (then run the registry's own garbage collection)")
-	addOCIFlags(cmd, &o.oci)
+	addGCRegistryFlags(fl, &o.oci)
 	cmd.MarkFlagRequired("keep")
 	return cmd
+}
+
+// addGCRegistryFlags defines the registry flags gc --remote honours: which
+// repository, how to reach it and its credentials, and the timeouts; not
+// the upload-only flags (--oci-jobs, --oci-mount-from).
+func addGCRegistryFlags(fl *pflag.FlagSet, o *ociFlags) {
+	fl.StringVar(&o.repository, "oci-repository", "", "with --remote: OCI repository HOST[:PORT]/NAME (plain HTTP only for loopback hosts or with --oci-insecure)")
+	fl.BoolVar(&o.insecure, "oci-insecure", false, "allow plain HTTP to a non-loopback registry")
+	fl.StringVar(&o.username, "oci-username", "", "registry user (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json)")
+	fl.StringVar(&o.passwordFile, "oci-password-file", "", "file holding the registry password or token (mode 0600; default $SNAPD_OCI_PASSWORD)")
+	fl.StringVar(&o.dockerConfig, "oci-docker-config", "", "Docker config.json with registry credentials (default $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
+	addOCITimeoutFlags(fl, o)
+}
+
+// plural is "N word" or "N words".
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 type gcGenJSON struct {
@@ -140,6 +161,6 @@ func runGC(ctx context.Context, e *env, o *gcOptions) error {
 			fmt.Fprintf(e.stderr, "snapd: removed stale pin on gen %d (pid %d gone)\n", p.Gen, p.PID)
 		}
 	}
-	fmt.Fprintf(e.stdout, "%s %d generation(s), kept %d\n", verb, len(rep.Deleted), len(rep.Kept))
+	fmt.Fprintf(e.stdout, "%s %s, kept %d\n", verb, plural(len(rep.Deleted), "generation"), len(rep.Kept))
 	return nil
 }

@@ -81,3 +81,28 @@ func TestRootHelpListsFormats(t *testing.T) {
 		}
 	}
 }
+
+// TestGCFlagsAndWording: gc offers only the registry flags it honours, and
+// says "would delete N generation manifests" in plain word order.
+func TestGCFlagsAndWording(t *testing.T) {
+	help := mustRun(t, "gc", "--help")
+	for _, f := range []string{"--oci-jobs", "--oci-mount-from"} {
+		if strings.Contains(help, f) {
+			t.Errorf("gc --help offers the upload-only flag %s", f)
+		}
+	}
+	for _, f := range []string{"--oci-repository", "--oci-username", "--oci-password-file", "--oci-timeout"} {
+		if !strings.Contains(help, f) {
+			t.Errorf("gc --help lacks %s", f)
+		}
+	}
+	if code, _, errs := runCLI("gc", "--remote", "--keep", "1", "--oci-jobs", "2"); code != exitUsage || !strings.Contains(errs, "unknown flag: --oci-jobs") {
+		t.Errorf("gc --oci-jobs: exit %d\n%s", code, errs)
+	}
+	if got := "would delete " + plural(2, "generation manifest"); got != "would delete 2 generation manifests" {
+		t.Errorf("%q", got)
+	}
+	if got := "deleted " + plural(1, "generation manifest"); got != "deleted 1 generation manifest" {
+		t.Errorf("%q", got)
+	}
+}

@@ -593,7 +593,7 @@ func runGCRemote(ctx context.Context, e *env, o *gcOptions) error {
 		for _, g := range removed {
 			fmt.Fprintf(e.stdout, "%s %s:%s %s\n", verb, repo.Name(), g.Tag, g.Manifest.Digest)
 		}
-		fmt.Fprintf(e.stdout, "%d generation manifest(s) %s; run the registry's garbage collection to free their blobs\n", len(removed), verb)
+		fmt.Fprintf(e.stdout, "%s %s; run the registry's garbage collection to free their blobs\n", verb, plural(len(removed), "generation manifest"))
 	}
 	return err
 }

@@ -124,7 +124,7 @@ func TestRequestListGC(t *testing.T) {
 		t.Fatalf("abandon dry run: %d %s", code, out)
 	}
 	code, out, _ = runWALCmds(t, "gc", "--state-dir", state, "--keep", "1", "--abandon", "3")
-	if code != 0 || out != "deleted gen-000003.bin\ndeleted 1 generation(s), kept 2\n" {
+	if code != 0 || out != "deleted gen-000003.bin\ndeleted 1 generation, kept 2\n" {
 		t.Fatalf("abandon: %d %q", code, out)
 	}
 	if code, _, errs := runWALCmds(t, "gc", "--state-dir", state, "--keep", "1", "--abandon", "9"); code != exitUsage || !strings.Contains(errs, "not found") {
