@@ -7,12 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/internal/registrytest"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -86,9 +86,8 @@ func TestBenchPushAt(t *testing.T) {
 	defer f2.Close()
 	st2, _ := f2.Stat()
 	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		self, _ := testutil.CPUTime(t)
+		return self
 	}
 	for round := range 3 {
 		for _, mode := range []string{"split", "indexed"} {
