@@ -194,11 +194,15 @@ func TestGitHubErrors(t *testing.T) {
 // (Default is the one statement of them; snapd.example.yaml is checked
 // by TestExampleConfigIsDefault, the CLI's help texts quote Default).
 func TestReadmeStatesDefaults(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
+	// The user documentation: the README and the docs it links.
+	var readme string
+	for _, f := range []string{"../README.md", "../docs/COMMANDS.md", "../docs/OPERATING.md"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readme += string(b)
 	}
-	readme := string(b)
 	d := Default()
 	for _, want := range []string{
 		"(`--state-dir`, default `./" + d.StateDir + "`)",
@@ -206,7 +210,7 @@ func TestReadmeStatesDefaults(t *testing.T) {
 		"`metrics.stuck_after` (default " + strings.TrimSuffix(time.Duration(d.Metrics.StuckAfter).String(), "0s") + ")",
 	} {
 		if !strings.Contains(readme, want) {
-			t.Errorf("README.md does not state %s", want)
+			t.Errorf("README.md and docs/ do not state %s", want)
 		}
 	}
 	// The values a component applies to its own zero config are the ones
