@@ -54,4 +54,10 @@ command -v oras >/dev/null || go install oras.land/oras/cmd/oras@v1.3.6 ||
 
 if [ $# -eq 0 ]; then set -- ./...; fi
 go vet "$@"
+# The read commands build and vet on macOS and Windows too (docs/PLATFORMS.md);
+# the daemon is Linux-only, so these targets only compile and vet.
+for t in darwin/amd64 darwin/arm64 windows/amd64; do
+  GOOS=${t%/*} GOARCH=${t#*/} go build -o /dev/null ./cmd/snapd
+  GOOS=${t%/*} GOARCH=${t#*/} go vet "$@"
+done
 exec go test -race -count=1 -timeout 15m "$@"
