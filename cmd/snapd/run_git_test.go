@@ -437,7 +437,7 @@ func TestRunGitAuthFailureAndFix(t *testing.T) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Chain.Gen == 2 && st.Queue != nil && st.Queue.State == "needs-attention" && st.Queue.Pending == 2, detail
 	})
-	out := mustRun(t, "status", "--state-dir", state)
+	out := statusNeedsPerson(t, "push queue needs attention: gen 1: authentication failed", "--state-dir", state)
 	for _, want := range []string{"push queue:  needs-attention, 2 pending", "last push error: push snapshots to " + remote.URL + ": authentication failed"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("status lacks %q:\n%s", want, out)
@@ -492,14 +492,14 @@ func TestRunGitRemoteDiverged(t *testing.T) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Chain.Gen == 4 && st.Queue != nil && st.Queue.State == "needs-attention" && st.Queue.Pending == 2, detail
 	})
-	out := mustRun(t, "status", "--state-dir", state)
+	out := statusNeedsPerson(t, "push queue needs attention: gen 3: remote diverged", "--state-dir", state)
 	for _, want := range []string{"push queue:  needs-attention, 2 pending", "remote diverged"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("status lacks %q:\n%s", want, out)
 		}
 	}
 	var st pipeline.Status
-	if err := json.Unmarshal([]byte(mustRun(t, "status", "--state-dir", state, "--json")), &st); err != nil {
+	if err := json.Unmarshal([]byte(statusNeedsPerson(t, "push queue needs attention: gen 3: remote diverged", "--state-dir", state, "--json")), &st); err != nil {
 		t.Fatal(err)
 	}
 	if h := st.Queue.Hold; h == nil || h.Kind != "remote diverged" || h.Gen != 3 {

@@ -43,7 +43,7 @@ func TestRunGitStalledRemote(t *testing.T) {
 	if st.Queue.Hold == nil || st.Queue.Hold.Kind != "git timed out" || !strings.Contains(st.Queue.LastError, "no progress for 300ms") {
 		t.Fatalf("queue %+v", st.Queue)
 	}
-	out := mustRun(t, "status", "--state-dir", state)
+	out := statusNeedsPerson(t, "push queue needs attention: gen 1: git timed out", "--state-dir", state)
 	if !strings.Contains(out, "needs-attention") {
 		t.Fatalf("status:\n%s", out)
 	}

@@ -206,7 +206,7 @@ func TestStatusShowsFailedRequest(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	out := mustRun(t, "status", "--state-dir", state)
+	out := statusNeedsPerson(t, "the newest generation failed: gen 1", "--state-dir", state)
 	if !strings.Contains(out, "failed gen 1") || !strings.Contains(out, "unknown format") || !strings.Contains(out, "last error:") {
 		t.Fatalf("status:\n%s", out)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -36,10 +37,13 @@ it), the OCI registry upload of the
 skeleton layout (bytes uploaded, skipped because the registry had them,
 pending) and the last error.
 
-Exit status: 0 when the state is readable and needs nobody; 1 when it
-needs a person: a damaged WAL cursor, or a push-queue job file that does
-not parse (status names the file, says what is wrong with it and how to
-fix it; the queue shows as CORRUPT, never as absent); 2 when the state
+Exit status (with --json too; the JSON is the same): 0 when the state is
+readable and needs nobody; 1 when it needs a person: a damaged WAL
+cursor, a push-queue job file that does not parse (status names the
+file, says what is wrong with it and how to fix it; the queue shows as
+CORRUPT, never as absent), a push queue stopped as needs-attention
+(fix the cause, then snapd queue retry), or a newest generation that
+failed (no later generation snapshotted since); 2 when the state
 directory cannot be read.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -77,8 +81,9 @@ func runStatus(e *env, o *statusOptions) error {
 }
 
 // statusDamage is status's error when the state needs a person: a
-// damaged WAL cursor, or push-queue job files that do not parse (exit 1
-// with a hint; the output above says which files and why).
+// damaged WAL cursor, push-queue job files that do not parse, a push
+// queue stopped as needs-attention, or a newest generation that failed
+// (exit 1 with a hint; the output above says which and why).
 func statusDamage(cursorErr error, st *pipeline.Status) error {
 	if err := walCursorDamage(cursorErr); err != nil {
 		return err
@@ -86,7 +91,36 @@ func statusDamage(cursorErr error, st *pipeline.Status) error {
 	if q := st.Queue; q != nil && len(q.Corrupt) > 0 {
 		return withHint(fmt.Errorf("push queue: %d job file(s) do not parse; first: %s", len(q.Corrupt), q.Corrupt[0].Error), queueCorruptHint)
 	}
+	if q := st.Queue; q != nil && q.State == queue.StateNeedsAttention {
+		msg := "push queue needs attention"
+		if h := q.Hold; h != nil {
+			msg = fmt.Sprintf("push queue needs attention: gen %d: %s: %s", h.Gen, h.Kind, h.Error)
+		}
+		return withHint(errors.New(msg), "fix the cause, then resume at once with: snapd queue retry")
+	}
+	if f := lastFailed(st); f != nil {
+		return withHint(fmt.Errorf("the newest generation failed: gen %d (%s): %s", f.Gen, f.Source, f.Message),
+			"fix the cause and request the generation again (snapd request-snapshot), or wait for the next one")
+	}
 	return nil
+}
+
+// lastFailed returns the newest failed request when no generation was
+// snapshotted after it (the last generation failed), else nil.
+func lastFailed(st *pipeline.Status) *pipeline.FailedRequest {
+	if len(st.Failed) == 0 {
+		return nil
+	}
+	f := &st.Failed[len(st.Failed)-1]
+	for i := range st.Failed {
+		if st.Failed[i].Gen > f.Gen {
+			f = &st.Failed[i]
+		}
+	}
+	if st.Chain != nil && st.Chain.Gen >= f.Gen {
+		return nil
+	}
+	return f
 }
 
 // queueCorruptHint says how to fix a push-queue job file that does not
