@@ -1158,11 +1158,11 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("gitops: %s:%s: %w", rev, r.cfg.Path, err)
 	}
-	// Blobs stream from git cat-file (GitTreeFS): go-git would hold a
-	// whole blob (and its delta bases) in memory while it is copied.
+	// Blobs stream from their loose files or git cat-file (blobFS): go-git
+	// would hold a whole blob (and its delta bases) in memory.
 	ctx := context.Background()
 	if e, err := dir.FindEntry(FileWTXT); err == nil && e.Mode.IsFile() {
-		fsys, done := GitTreeFS(ctx, r.dir, dir)
+		fsys, done := r.blobFS(ctx, dir)
 		defer done()
 		return copyBlob(fsys, FileWTXT, w)
 	}
@@ -1176,9 +1176,19 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("gitops: %s:%s has none of %s, %s, %s", rev, r.cfg.Path, FileWTXT, DirWTXTParts, DirWTXTSegs)
 	}
-	fsys, done := GitTreeFS(ctx, r.dir, parts)
+	fsys, done := r.blobFS(ctx, parts)
 	defer done()
 	return AssembleFS(fsys, ".", w)
+}
+
+// blobFS is GitTreeFS over t whose big loose blobs are read from their
+// files (openLoose), so neither this process nor git holds a whole one.
+func (r *Repo) blobFS(ctx context.Context, t *object.Tree) (fsys fs.FS, done func()) {
+	fsys, done = GitTreeFS(ctx, r.dir, t)
+	if tf, ok := fsys.(treeFS); ok {
+		fsys = looseFS{treeFS: tf, objects: objectsDir(r.dir)}
+	}
+	return fsys, done
 }
 
 // copyBlob copies the file name of fsys to w, with errors naming it.

@@ -62,10 +62,11 @@ func (r *Repo) WriteSkeleton(rev string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Blobs stream from git cat-file (GitTreeFS), not whole through go-git.
+	// Blobs stream from their loose files or git cat-file (blobFS), not
+	// whole through go-git.
 	ctx := context.Background()
 	if e, err := dir.FindEntry(FileSkeleton); err == nil && e.Mode.IsFile() {
-		fsys, done := GitTreeFS(ctx, r.dir, dir)
+		fsys, done := r.blobFS(ctx, dir)
 		defer done()
 		return copyBlob(fsys, FileSkeleton, w)
 	}
@@ -73,7 +74,7 @@ func (r *Repo) WriteSkeleton(rev string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("gitops: %s:%s has neither %s nor %s%s", rev, r.cfg.Path, FileSkeleton, FileSkeleton, partsSuffix)
 	}
-	fsys, done := GitTreeFS(ctx, r.dir, parts)
+	fsys, done := r.blobFS(ctx, parts)
 	defer done()
 	if err := AssembleFS(fsys, ".", w); err != nil {
 		return fmt.Errorf("gitops: %s%s: %w", FileSkeleton, partsSuffix, err)
