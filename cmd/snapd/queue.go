@@ -154,11 +154,19 @@ func runQueueList(e *env, o *queueOptions) error {
 		if tag == "" {
 			tag = "-"
 		}
-		lastErr := j.LastError
+		attempts, lastErr := j.Attempts, j.LastError
+		if h := st.Hold; h != nil && h.Branch == j.Branch && h.Gen == j.Gen {
+			// The job that stopped the queue: the hold records its error;
+			// the stopping attempt is in j only when it was a timeout.
+			if lastErr != h.Error {
+				attempts++
+			}
+			lastErr, next = h.Error, "stopped (snapd queue retry)"
+		}
 		if len(lastErr) > 80 {
 			lastErr = lastErr[:77] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", j.ID(), jobCommit(j), tag, j.Attempts, next, strings.ReplaceAll(lastErr, "\t", " "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", j.ID(), jobCommit(j), tag, attempts, next, strings.ReplaceAll(lastErr, "\t", " "))
 	}
 	return tw.Flush()
 }

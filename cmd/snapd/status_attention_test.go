@@ -99,3 +99,40 @@ func statusNeedsPerson(t *testing.T, want string, args ...string) string {
 	}
 	return out
 }
+
+// TestQueueListShowsStoppingJob: the job that stopped the queue shows the
+// hold's error and its attempt on its row; other jobs are unchanged.
+func TestQueueListShowsStoppingJob(t *testing.T) {
+	state := t.TempDir()
+	qdir := filepath.Join(state, pipeline.QueueDir)
+	q, err := queue.Open(qdir, queue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for gen := uint64(1); gen <= 2; gen++ {
+		if err := q.Enqueue(queue.Job{Branch: "snapshots", Gen: gen, Commit: strings.Repeat("ab", 20), Enqueued: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold, _ := json.Marshal(queue.Hold{Branch: "snapshots", Gen: 1, Kind: "authentication failed", Error: "push snapshots: authentication failed", Since: time.Now()})
+	if err := os.WriteFile(filepath.Join(qdir, "hold.json"), hold, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, "queue", "list", "--state-dir", state)
+	var row1, row2 string
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 0 && strings.HasSuffix(f[0], "1") && strings.Contains(l, "snapshots"):
+			row1 = l
+		case len(f) > 0 && strings.HasSuffix(f[0], "2") && strings.Contains(l, "snapshots"):
+			row2 = l
+		}
+	}
+	if f := strings.Fields(row1); len(f) < 4 || f[3] != "1" || !strings.Contains(row1, "stopped (snapd queue retry)") || !strings.HasSuffix(row1, "push snapshots: authentication failed") {
+		t.Errorf("stopping job's row %q:\n%s", row1, out)
+	}
+	if f := strings.Fields(row2); len(f) < 5 || f[3] != "0" || f[4] != "-" {
+		t.Errorf("other job's row %q:\n%s", row2, out)
+	}
+}
