@@ -3,6 +3,7 @@ package gitops
 import (
 	"bytes"
 	"compress/zlib"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -77,3 +78,67 @@ func TestOpenLoose(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestWriteWTXTBigLoose: a generation committed as one big loose file or
+// as big loose parts is read from its files (looseFS), byte for byte, and
+// after git gc packs it through cat-file, the same bytes.
+func TestWriteWTXTBigLoose(t *testing.T) {
+	dir := t.TempDir()
+	chain := genChain(t, dir, 1, []testArray{{name: "w", data: pseudo(1, 3<<20), chunk: 64 << 10}}, nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		layout Layout
+		dir    string // holding a big blob
+	}{{LayoutSingle, "."}, {LayoutSplit, DirWTXTParts}} {
+		t.Run(string(tc.layout), func(t *testing.T) {
+			r, err := OpenRepo(filepath.Join(dir, string(tc.layout)+".git"), Config{Layout: tc.layout, PartLimit: 2 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := r.Commit(ctx, Generation{WTXT: chain.paths[0]})
+			if err != nil || res.Layout != tc.layout {
+				t.Fatalf("commit: %+v %v", res, err)
+			}
+			gen, err := r.genDir(res.Tag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.dir != "." {
+				if gen, err = gen.Tree(tc.dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			name := ""
+			for _, e := range gen.Entries {
+				if b, err := r.r.BlobObject(e.Hash); err == nil && b.Size > looseMin {
+					name = e.Name
+				}
+			}
+			if name == "" {
+				t.Fatalf("no blob above %d bytes in %s", looseMin, tc.dir)
+			}
+			fsys, done := r.blobFS(ctx, gen)
+			f, err := fsys.Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := f.(*treeFile).ReadCloser.(*looseReader); !ok {
+				t.Errorf("%s: not read from its loose file", name)
+			}
+			f.Close()
+			done()
+			for _, when := range []string{"loose", "packed"} {
+				if when == "packed" {
+					gitCmd(t, r.Dir(), "gc", "-q")
+					if r, err = OpenExisting(r.Dir(), Config{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var out bytes.Buffer
+				if err := r.WriteWTXT(res.Tag, &out); err != nil || !bytes.Equal(out.Bytes(), chain.data[0]) {
+					t.Fatalf("%s: WriteWTXT: %v (equal %v)", when, err, bytes.Equal(out.Bytes(), chain.data[0]))
+				}
+			}
+		})
+	}
+}
