@@ -659,8 +659,16 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 	}
 	d.m.lastSuccess.Set(float64(d.now().Unix()))
 	d.trim(rec.Gen)
-	d.log.Info("generation snapshotted", "gen", rec.Gen, "format", r.Format, "source_bytes", r.SourceBytes, "wtxt_bytes", r.WTXTBytes,
-		"delta_bytes", r.DeltaBytes, "base_gen", r.BaseGen, "merkle_this", r.MerkleThis, "commit", r.Commit, "latency", r.Latency.Round(time.Millisecond), "redelivered", r.Redelivered)
+	args := []any{"gen", rec.Gen, "format", r.Format, "source_bytes", r.SourceBytes, "wtxt_bytes", r.WTXTBytes,
+		"delta_bytes", r.DeltaBytes, "base_gen", r.BaseGen, "merkle_this", r.MerkleThis}
+	switch {
+	case r.Commit != "":
+		args = append(args, "commit", r.Commit)
+	case d.deps.OCI != nil && d.deps.Repo != nil:
+		// The queue's registry job commits it ("oci generation committed").
+		args = append(args, "commit", "pending (registry job)")
+	}
+	d.log.Info("generation snapshotted", append(args, "latency", r.Latency.Round(time.Millisecond), "redelivered", r.Redelivered)...)
 	if len(r.NonFinite) > 0 {
 		d.log.Warn("generation introduces NaN/Inf", "gen", rec.Gen, "base_gen", r.BaseGen, "arrays", nonFiniteSummary(r.NonFinite))
 	}

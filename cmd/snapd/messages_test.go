@@ -106,3 +106,19 @@ func TestGCFlagsAndWording(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// TestPublicURL: the startup log's remote never carries credentials.
+func TestPublicURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://user:tok-123@github.com/acme/w.git?token=x#f": "https://github.com/acme/w.git",
+		"https://x-access-token@github.com/acme/w.git":         "https://github.com/acme/w.git",
+		"git@github.com:acme/w.git":                            "git@github.com:acme/w.git",
+		"/srv/git/w.git":                                       "/srv/git/w.git",
+		"ssh://git@host:22/w.git":                              "ssh://host:22/w.git",
+		"https://u:p%zz@host/w.git":                            "https://host/w.git",
+	} {
+		if got := publicURL(in); got != want {
+			t.Errorf("publicURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -403,6 +404,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 		d.Close(context.Background())
 		return err
 	}
+	log.Info("destinations", destinations(c)...)
 	if a := d.Addr(); a != nil {
 		log.Info("metrics", "url", "http://"+a.String()+"/metrics")
 	}
@@ -531,4 +533,45 @@ func maxPacks(n int) int {
 		return -1
 	}
 	return n
+}
+
+// destinations are the startup log's attributes naming where generations
+// go: the Git repository and remote (and branch) and the OCI registry
+// repository, or "none". Credentials never appear: URLs lose their
+// userinfo, query and fragment (see publicURL); tokens are not read.
+func destinations(c *configs.Config) []any {
+	remote, registry := "none", "none"
+	if c.Git.Enabled && c.Git.Remote != "" {
+		remote = publicURL(c.Git.Remote)
+	}
+	if r := c.Store.OCI.Repository; r != "" {
+		registry = r
+	}
+	git := "disabled"
+	if c.Git.Enabled {
+		git = c.Git.Branch
+	}
+	return []any{"git_branch", git, "git_remote", remote, "registry", registry}
+}
+
+// publicURL returns u without userinfo, query or fragment when it is a
+// URL with a scheme (https://user:token@host/x -> https://host/x); other
+// forms (paths, scp-like git@host:repo, whose user is not a secret) are
+// returned as they are.
+func publicURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.Scheme == "" || p.Host == "" {
+		if i := strings.Index(u, "://"); i >= 0 {
+			// Unparsable but URL-shaped: drop everything up to the last @
+			// of the authority, which may hold a token.
+			rest := u[i+3:]
+			auth, path, _ := strings.Cut(rest, "/")
+			if j := strings.LastIndex(auth, "@"); j >= 0 {
+				return u[:i+3] + auth[j+1:] + "/" + path
+			}
+		}
+		return u
+	}
+	p.User, p.RawQuery, p.Fragment, p.ForceQuery = nil, "", "", false
+	return p.String()
 }

@@ -752,6 +752,17 @@ func TestRunOCIRegistryAuth(t *testing.T) {
 	if l := d.stderr.String(); strings.Contains(l, wrong) || strings.Contains(l, right) {
 		t.Fatal("the daemon log shows the password")
 	}
+	// The startup log names the destinations; the snapshot line says the
+	// registry job makes the commit, and the job logs it.
+	l := d.stderr.String()
+	for _, want := range []string{"msg=destinations git_branch=snapshots git_remote=" + remote.URL + " registry=" + repoRef, `msg="generation snapshotted" gen=1 `, `commit="pending (registry job)"`, `msg="oci generation committed" gen=1 `} {
+		if !strings.Contains(l, want) {
+			t.Fatalf("daemon log lacks %q:\n%s", want, l)
+		}
+	}
+	if strings.Contains(l, `commit=""`) {
+		t.Fatalf("daemon log has an empty commit:\n%s", l)
+	}
 	checkRemote(t, remote, 1)
 	assembleEqualsRingEnv(t, map[string]string{"SNAPD_OCI_USERNAME": user, "SNAPD_OCI_PASSWORD": right}, remote.Dir, repoRef, state, 1)
 }
