@@ -14,6 +14,7 @@ import (
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/torch"
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/dirfs"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -172,11 +173,11 @@ func writeLayout(t testing.TB, dir string, s *snapshot.Snapshot, lay layoutFunc,
 // openMD reads dir with the metadata md (bypassing .metadata).
 func openMD(t testing.TB, dir string, md *Metadata) (*Dir, error) {
 	t.Helper()
-	r, err := openRoot(dir)
+	r, err := dirfs.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.close()
+	defer r.Close()
 	return assemble(context.Background(), r, md, DefaultLimits, Options{Torch: torch.New()})
 }
 

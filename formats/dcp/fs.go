@@ -3,9 +3,10 @@ package dcp
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
+
+	"github.com/snapd-ml/snapd/internal/dirfs"
 )
 
 // checkFileName accepts a plain file name of the directory: what torch's
@@ -35,54 +36,49 @@ func checkFileName(name string) error {
 	return nil
 }
 
-// regularOnly returns f, the just opened entry at full, if it is a
-// regular file; otherwise it closes f and refuses it.
-func regularOnly(f *os.File, full string) (*os.File, error) {
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
+// openFile opens the entry name of r for reading (dirfs.Root.Open:
+// beneath the directory, without blocking, regular files only) after
+// checking it with checkFileName, except for ".metadata"; refusals are
+// this package's errors (see fsErr).
+func openFile(r *dirfs.Root, name string) (*os.File, error) {
+	if name != metadataName {
+		if err := checkFileName(name); err != nil {
+			return nil, errf(r.Path(), "", -1, "", ErrUnsafe, "item file name %v", err)
+		}
 	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, errf(full, "", -1, "", ErrUnsafe, "not a regular file (%s); only regular files are read", describeMode(st.Mode()))
+	f, err := r.Open(name)
+	if err != nil {
+		return nil, fsErr(err)
 	}
 	return f, nil
 }
 
-func describeMode(m os.FileMode) string {
-	switch {
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a directory"
-	}
-	return fmt.Sprintf("mode %s", m.Type())
-}
-
-// readSmall reads the whole regular file f of at most limit bytes.
+// readSmall reads the whole regular file f of at most limit bytes
+// (dirfs.ReadSmall; refusals as fsErr makes them).
 func readSmall(f *os.File, limit int64) ([]byte, error) {
-	st, err := f.Stat()
+	b, err := dirfs.ReadSmall(f, limit)
 	if err != nil {
-		return nil, err
-	}
-	if st.Size() > limit {
-		return nil, errf(f.Name(), "", -1, "", ErrLimit, "%d bytes, limit %d", st.Size(), limit)
-	}
-	b := make([]byte, st.Size())
-	if _, err := io.ReadFull(f, b); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return nil, errf(f.Name(), "", -1, "", ErrIncomplete, "file shrank while read")
-		}
-		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
-	}
-	var one [1]byte
-	if n, _ := f.Read(one[:]); n > 0 {
-		return nil, errf(f.Name(), "", st.Size(), "", ErrIncomplete, "file grew while read")
+		return nil, fsErr(err)
 	}
 	return b, nil
+}
+
+// fsErr turns a *dirfs.Error into this package's *formats.Error at the
+// same path, offset and check: ErrLimit for a bound, ErrIncomplete for a
+// file that grew or shrank while read, ErrUnsafe for any other refusal
+// (a symbolic link out of the directory included). Any other error is
+// returned as is.
+func fsErr(err error) error {
+	var e *dirfs.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	kind := ErrUnsafe
+	switch {
+	case errors.Is(e.Kind, dirfs.ErrLimit):
+		kind = ErrLimit
+	case errors.Is(e.Kind, dirfs.ErrGrew), errors.Is(e.Kind, dirfs.ErrShrank):
+		kind = ErrIncomplete
+	}
+	return errf(e.Path, "", e.Offset, "", kind, "%s", e.Check)
 }

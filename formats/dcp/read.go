@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/dirfs"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -137,14 +138,14 @@ func (d *Dir) Close() error {
 // on it with ErrIncomplete. Only the directory's entries are listed;
 // nothing is opened.
 func IsDCP(dir string) (bool, error) {
-	r, err := openRoot(dir)
+	r, err := dirfs.OpenRoot(dir)
 	if err != nil {
-		return false, err
+		return false, fsErr(err)
 	}
-	defer r.close()
-	names, err := r.names(DefaultLimits.MaxFiles * 10)
+	defer r.Close()
+	names, err := r.Names(DefaultLimits.MaxFiles * 10)
 	if err != nil {
-		return false, err
+		return false, fsErr(err)
 	}
 	for _, n := range names {
 		if n == metadataName || strings.HasSuffix(n, Suffix) {
@@ -163,13 +164,13 @@ func Open(ctx context.Context, dir string, opts Options) (*Dir, error) {
 		return nil, errors.New("dcp: Options.Torch (the torch codec that reads the items) is not set")
 	}
 	lim := opts.Limits.withDefaults()
-	r, err := openRoot(dir)
+	r, err := dirfs.OpenRoot(dir)
 	if err != nil {
-		return nil, err
+		return nil, fsErr(err)
 	}
-	defer r.close()
+	defer r.Close()
 	mdPath := filepath.Join(dir, metadataName)
-	f, err := r.open(metadataName)
+	f, err := openFile(r, metadataName)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errf(mdPath, "", -1, "", ErrIncomplete, "no .metadata (torch writes it last, once every item is written): the checkpoint is incomplete or still being written")
 	}
@@ -202,7 +203,7 @@ type itemFile struct {
 }
 
 // assemble maps the item files md names and builds the snapshot.
-func assemble(ctx context.Context, r *root, md *Metadata, lim Limits, opts Options) (*Dir, error) {
+func assemble(ctx context.Context, r *dirfs.Root, md *Metadata, lim Limits, opts Options) (*Dir, error) {
 	d := &Dir{Metadata: md, Snapshot: &snapshot.Snapshot{Meta: snapshot.DefaultMeta()}}
 	ok := false
 	defer func() {
@@ -235,7 +236,7 @@ func assemble(ctx context.Context, r *root, md *Metadata, lim Limits, opts Optio
 		}
 	}
 	if len(first) > lim.MaxFiles {
-		return nil, errf(r.path, "", -1, "", ErrLimit, ".metadata names %d item files, more than %d", len(first), lim.MaxFiles)
+		return nil, errf(r.Path(), "", -1, "", ErrLimit, ".metadata names %d item files, more than %d", len(first), lim.MaxFiles)
 	}
 	names := make([]string, 0, len(first))
 	for n := range first {
@@ -246,8 +247,8 @@ func assemble(ctx context.Context, r *root, md *Metadata, lim Limits, opts Optio
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		full := filepath.Join(r.path, n)
-		f, err := r.open(n)
+		full := filepath.Join(r.Path(), n)
+		f, err := openFile(r, n)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, errf(full, "", -1, first[n], ErrIncomplete, "item file listed by .metadata does not exist (yet)")
 		}
@@ -297,7 +298,7 @@ func assemble(ctx context.Context, r *root, md *Metadata, lim Limits, opts Optio
 	}
 	sort.Slice(d.Snapshot.Arrays, func(i, j int) bool { return d.Snapshot.Arrays[i].Name < d.Snapshot.Arrays[j].Name })
 	if err := d.Snapshot.Validate(); err != nil {
-		return nil, errf(r.path, "", -1, "", ErrCorrupt, "%v", err)
+		return nil, errf(r.Path(), "", -1, "", ErrCorrupt, "%v", err)
 	}
 	ok = true
 	return d, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/dirfs"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -520,7 +521,7 @@ func writeDirAtomic(dir string, fill func(tmp string) error) error {
 			return err
 		}
 	}
-	err = renameDir(tmp, dir)
+	err = dirfs.RenameDir(tmp, dir)
 	if err != nil {
 		return &os.PathError{Op: "rename", Path: dir, Err: err}
 	}

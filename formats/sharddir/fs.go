@@ -1,67 +1,65 @@
 package sharddir
 
 import (
+	"errors"
 	"fmt"
-	"io"
 	"os"
+	"path/filepath"
+
+	"github.com/snapd-ml/snapd/internal/dirfs"
 )
 
 // errSymlinkDir: an entry is a symlink to a directory inside the tree
 // (skipped like a subdirectory).
 var errSymlinkDir = fmt.Errorf("%w: symbolic link to a directory", ErrUnsafe)
 
-// regularOnly returns f, the just opened entry at full, if it is a regular
-// file; otherwise it closes f and refuses it (errSymlinkDir for a
-// directory a symlink led to).
-func regularOnly(f *os.File, full string) (*os.File, error) {
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
+// openFile opens the entry name of r for reading (dirfs.Root.Open: beneath
+// the directory, without blocking, regular files only) after checking it
+// with checkFileName; refusals are this package's errors (see fsErr).
+func openFile(r *dirfs.Root, name string) (*os.File, error) {
+	if err := checkFileName(name); err != nil {
+		return nil, errf(filepath.Join(r.Path(), name), -1, "", ErrUnsafe, "%v", err)
 	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		err := ErrUnsafe
-		if st.IsDir() {
-			err = errSymlinkDir
-		}
-		return nil, errf(full, -1, "", err, "not a regular file (%s); only regular files are read", describeMode(st.Mode()))
+	f, err := r.Open(name)
+	if err != nil {
+		return nil, fsErr(err)
 	}
 	return f, nil
 }
 
-func describeMode(m os.FileMode) string {
-	switch {
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a directory"
-	}
-	return fmt.Sprintf("mode %s", m.Type())
-}
-
-// readSmall reads the whole regular file f of at most limit bytes.
+// readSmall reads the whole regular file f of at most limit bytes
+// (dirfs.ReadSmall; refusals as fsErr makes them).
 func readSmall(f *os.File, limit int64) ([]byte, error) {
-	st, err := f.Stat()
+	b, err := dirfs.ReadSmall(f, limit)
 	if err != nil {
-		return nil, err
-	}
-	if st.Size() > limit {
-		return nil, errf(f.Name(), -1, "", ErrLimit, "%d bytes, limit %d", st.Size(), limit)
-	}
-	b := make([]byte, st.Size())
-	if _, err := io.ReadFull(f, b); err != nil {
-		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
-	}
-	// A file that grew after fstat is read only up to its fstat size plus
-	// one byte, which tells it grew.
-	var one [1]byte
-	if n, _ := f.Read(one[:]); n > 0 {
-		return nil, errf(f.Name(), st.Size(), "", ErrCorrupt, "file grew while read")
+		return nil, fsErr(err)
 	}
 	return b, nil
+}
+
+// fsErr turns a *dirfs.Error into this package's *formats.Error at the
+// same path, offset and check: ErrOutside for a path resolving outside
+// the directory, errSymlinkDir for a link to a directory, ErrLimit for a
+// bound, ErrCorrupt for a file that grew while read, ErrUnsafe for any
+// other refusal; a file that shrank while read is "read <path>: <io
+// error>". Any other error is returned as is.
+func fsErr(err error) error {
+	var e *dirfs.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	kind := ErrUnsafe
+	switch {
+	case errors.Is(e.Kind, dirfs.ErrOutside):
+		kind = ErrOutside
+	case errors.Is(e.Kind, dirfs.ErrDir):
+		kind = errSymlinkDir
+	case errors.Is(e.Kind, dirfs.ErrLimit):
+		kind = ErrLimit
+	case errors.Is(e.Kind, dirfs.ErrGrew):
+		kind = ErrCorrupt
+	case errors.Is(e.Kind, dirfs.ErrShrank):
+		return fmt.Errorf("read %s: %w", e.Path, e.Err)
+	}
+	return errf(e.Path, e.Offset, "", kind, "%s", e.Check)
 }

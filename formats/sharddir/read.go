@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/dirfs"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -166,14 +167,14 @@ func Open(ctx context.Context, dir string, reg Registry, opts Options) (*Dir, er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r, err := openRoot(dir)
+	r, err := dirfs.OpenRoot(dir)
 	if err != nil {
-		return nil, err
+		return nil, fsErr(err)
 	}
-	defer r.close()
-	names, err := r.names(lim.MaxEntries)
+	defer r.Close()
+	names, err := r.Names(lim.MaxEntries)
 	if err != nil {
-		return nil, err
+		return nil, fsErr(err)
 	}
 	sort.Strings(names)
 	var files, indexes []string
@@ -181,9 +182,9 @@ func Open(ctx context.Context, dir string, reg Registry, opts Options) (*Dir, er
 		if strings.HasPrefix(n, ".") {
 			continue
 		}
-		typ, err := r.lstat(n)
+		typ, err := r.Lstat(n)
 		if err != nil {
-			return nil, err
+			return nil, fsErr(err)
 		}
 		switch {
 		case typ.IsRegular(), typ&fs.ModeSymlink != 0: // a symlink is resolved when opened
@@ -191,7 +192,7 @@ func Open(ctx context.Context, dir string, reg Registry, opts Options) (*Dir, er
 			log.Info("sharddir: subdirectory ignored", "dir", dir, "entry", n)
 			continue
 		default:
-			return nil, errf(filepath.Join(dir, n), -1, "", ErrUnsafe, "not a regular file (%s); only regular files are read", describeMode(typ))
+			return nil, errf(filepath.Join(dir, n), -1, "", ErrUnsafe, "not a regular file (%s); only regular files are read", dirfs.DescribeMode(typ))
 		}
 		if IsIndexName(n) {
 			indexes = append(indexes, n)
@@ -252,7 +253,7 @@ func pickIndex(idx []string, log *slog.Logger, dir string) string {
 type reader struct {
 	strict    bool
 	ctx       context.Context
-	root      *root
+	root      *dirfs.Root
 	reg       Registry
 	lim       Limits
 	log       *slog.Logger
@@ -273,7 +274,7 @@ func (rd *reader) decodeFile(name string, detectOnly bool) (*decoded, error) {
 	if err := rd.ctx.Err(); err != nil {
 		return nil, err
 	}
-	f, err := rd.root.open(name)
+	f, err := openFile(rd.root, name)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +283,7 @@ func (rd *reader) decodeFile(name string, detectOnly bool) (*decoded, error) {
 	if err != nil {
 		return nil, err
 	}
-	full := filepath.Join(rd.root.path, name)
+	full := filepath.Join(rd.root.Path(), name)
 	c, err := rd.reg.Detect(full, m.Guarded(), m.Size())
 	if err != nil {
 		m.Close()
@@ -319,7 +320,7 @@ func (rd *reader) decodeFile(name string, detectOnly bool) (*decoded, error) {
 
 // keepText keeps a small UTF-8 text file as an attribute, or logs why not.
 func (rd *reader) keepText(name string) error {
-	full := filepath.Join(rd.root.path, name)
+	full := filepath.Join(rd.root.Path(), name)
 	skip := func(why string) error {
 		rd.log.Info("sharddir: text file not kept", "file", full, "reason", why)
 		return nil
@@ -327,7 +328,7 @@ func (rd *reader) keepText(name string) error {
 	if !snapshot.PortableName(name) {
 		return skip("name is not portable")
 	}
-	f, err := rd.root.open(name)
+	f, err := openFile(rd.root, name)
 	if errors.Is(err, errSymlinkDir) {
 		return skip("link to a subdirectory")
 	}
@@ -370,8 +371,8 @@ func origName(codec string, a *snapshot.Array) string {
 }
 
 func (rd *reader) indexed(index string, others []string) error {
-	full := filepath.Join(rd.root.path, index)
-	f, err := rd.root.open(index)
+	full := filepath.Join(rd.root.Path(), index)
+	f, err := openFile(rd.root, index)
 	if err != nil {
 		return err
 	}
@@ -410,10 +411,10 @@ func (rd *reader) indexed(index string, others []string) error {
 			}
 			found[on] = sh
 			if !listed {
-				return errf(filepath.Join(rd.root.path, sh), -1, on, ErrCorrupt, "in this shard but not in the index's weight_map")
+				return errf(filepath.Join(rd.root.Path(), sh), -1, on, ErrCorrupt, "in this shard but not in the index's weight_map")
 			}
 			if want != sh {
-				return errf(filepath.Join(rd.root.path, sh), -1, on, ErrCorrupt, "in this shard but the index maps it to %s", quote(want))
+				return errf(filepath.Join(rd.root.Path(), sh), -1, on, ErrCorrupt, "in this shard but the index maps it to %s", quote(want))
 			}
 			a.Attrs = withAttr(a.Attrs, AttrFile, sh)
 			rd.d.Snapshot.Arrays = append(rd.d.Snapshot.Arrays, a)
@@ -433,7 +434,7 @@ func (rd *reader) indexed(index string, others []string) error {
 				return err
 			}
 		default:
-			rd.log.Warn("sharddir: file not in the shard index ignored", "file", filepath.Join(rd.root.path, n), "index", index)
+			rd.log.Warn("sharddir: file not in the shard index ignored", "file", filepath.Join(rd.root.Path(), n), "index", index)
 		}
 	}
 	return nil
@@ -460,43 +461,43 @@ func (rd *reader) plain(names []string) error {
 			continue
 		}
 		if len(decs) >= rd.lim.MaxFiles {
-			return errf(rd.root.path, -1, "", ErrLimit, "more than %d checkpoint files", rd.lim.MaxFiles)
+			return errf(rd.root.Path(), -1, "", ErrLimit, "more than %d checkpoint files", rd.lim.MaxFiles)
 		}
 		dec, err := rd.decodeFile(n, true)
 		if errors.Is(err, errSymlinkDir) {
-			rd.log.Info("sharddir: link to a subdirectory ignored", "file", filepath.Join(rd.root.path, n))
+			rd.log.Info("sharddir: link to a subdirectory ignored", "file", filepath.Join(rd.root.Path(), n))
 			continue
 		}
 		if err != nil {
 			return err
 		}
 		if dec == nil {
-			rd.log.Warn("sharddir: file of no known format ignored", "file", filepath.Join(rd.root.path, n))
+			rd.log.Warn("sharddir: file of no known format ignored", "file", filepath.Join(rd.root.Path(), n))
 			continue
 		}
 		decs = append(decs, dec)
 	}
 	if len(decs) == 0 {
-		return errf(rd.root.path, -1, "", ErrCorrupt, "no checkpoint file (no shard index and no file of a known format)")
+		return errf(rd.root.Path(), -1, "", ErrCorrupt, "no checkpoint file (no shard index and no file of a known format)")
 	}
 	rd.d.Layout = Layout{V: 1, Kind: KindPlain}
 	seenPrefix := map[string]string{}
 	for _, dec := range decs {
 		fi := FileInfo{Name: dec.name, Codec: dec.codec.Name(), Attrs: dec.snap.Attrs}
 		if !utf8.ValidString(dec.name) {
-			return errf(filepath.Join(rd.root.path, dec.name), -1, "", ErrCorrupt, "file name is not UTF-8")
+			return errf(filepath.Join(rd.root.Path(), dec.name), -1, "", ErrCorrupt, "file name is not UTF-8")
 		}
 		if len(decs) > 1 {
 			fi.Prefix = portablePrefix(dec.name) + "/"
 			if prev, dup := seenPrefix[fi.Prefix]; dup {
-				return errf(filepath.Join(rd.root.path, dec.name), -1, "", ErrCorrupt, "array-name prefix %s collides with that of %s", quote(fi.Prefix), quote(prev))
+				return errf(filepath.Join(rd.root.Path(), dec.name), -1, "", ErrCorrupt, "array-name prefix %s collides with that of %s", quote(fi.Prefix), quote(prev))
 			}
 			seenPrefix[fi.Prefix] = dec.name
 		}
 		for _, a := range dec.snap.Arrays {
 			name := fi.Prefix + a.Name
 			if !snapshot.PortableName(name) {
-				return errf(filepath.Join(rd.root.path, dec.name), -1, a.Name, ErrLimit, "array name with the file prefix is not a portable WTXT name (longer than %d bytes?)", snapshot.MaxNameLen)
+				return errf(filepath.Join(rd.root.Path(), dec.name), -1, a.Name, ErrLimit, "array name with the file prefix is not a portable WTXT name (longer than %d bytes?)", snapshot.MaxNameLen)
 			}
 			a.Name = name
 			a.Attrs = withAttr(a.Attrs, AttrFile, dec.name)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/dirfs"
 	"github.com/snapd-ml/snapd/internal/jsonerr"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -458,7 +459,7 @@ func Write(ctx context.Context, dir string, s *snapshot.Snapshot, opts WriteOpti
 			return nil, err
 		}
 	}
-	err = renameDir(tmp, dir)
+	err = dirfs.RenameDir(tmp, dir)
 	if err != nil {
 		return nil, &os.PathError{Op: "rename", Path: dir, Err: err}
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package sharddir
+package dirfs
 
 import (
 	"errors"
@@ -9,10 +9,10 @@ import (
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 )
 
-// renameDir renames the finished temp directory tmp to dir without
+// RenameDir renames the finished temp directory tmp to dir without
 // replacing anything there (atomicfile.RenameNoReplace). The error is
 // the bare system error.
-func renameDir(tmp, dir string) error {
+func RenameDir(tmp, dir string) error {
 	err := atomicfile.RenameNoReplace(tmp, dir)
 	var le *os.LinkError
 	if errors.As(err, &le) {

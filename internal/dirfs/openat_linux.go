@@ -1,4 +1,4 @@
-package dcp
+package dirfs
 
 import (
 	"errors"

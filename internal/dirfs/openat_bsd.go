@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package sharddir
+package dirfs
 
 import (
 	"errors"
