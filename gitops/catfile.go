@@ -111,7 +111,7 @@ func startCatFile(ctx context.Context, dir string) (*catFile, error) {
 	// child's resident size does not grow with the pack (git maps 1 GiB
 	// windows by default). A packed blob that is not a delta streams when
 	// it is above core.bigFileThreshold; below it git inflates the whole
-	// blob in memory first (a 300 MB checkpoint's packed WTXT: 473 MB).
+	// blob in memory first (a 416 MB packed WTXT: 462 MiB).
 	cmd := exec.CommandContext(ctx, git, "-C", dir, "-c", "core.packedGitWindowSize=16m", "-c", "core.packedGitLimit=64m",
 		"-c", "core.deltaBaseCacheLimit=16m", "-c", "core.bigFileThreshold=1m", "cat-file", "--batch")
 	cmd.Env = localGitEnv("GIT_NO_REPLACE_OBJECTS=1")
