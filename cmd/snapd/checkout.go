@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -35,7 +36,12 @@ func newCheckoutCommand(e *env) *cobra.Command {
 		Long: `Restore generation GEN of the snapshot branch into OUT, in the format of
 OUT's extension (or --to): WTXT byte for byte as committed (split
 generations are assembled, every part checked against the MANIFEST), any
-other format through a conversion. GEN is a number (tag gen-NNNNNN),
+other format through a conversion. OUT ending in '/' (or an existing
+directory, or --to dcp) is written as a checkpoint directory, as convert
+writes one (safetensors shards + index by default; --to picks the shard
+format). What the target format cannot hold fails, naming it; --lossy
+drops it instead and prints each dropped item on stderr ("dropped: ...").
+GEN is a number (tag gen-NNNNNN),
 "latest" (the branch head) or any Git revision. The repository is --repo
 (default: the current directory), e.g. a clone made with snapd clone.
 
@@ -52,6 +58,7 @@ is accepted.`,
 		Example: `  snapd clone https://github.com/org/weights.git w && cd w
   snapd checkout latest model.safetensors
   snapd checkout 42 gen42.wtxt --repo /var/lib/snapd-ml/repo
+  snapd checkout 10 out/                                 # a checkpoint directory
   snapd checkout latest model.safetensors --oci-repository ghcr.io/org/model`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -65,7 +72,7 @@ is accepted.`,
 	f.StringVar(&o.path, "path", gitops.DefaultPath, "directory holding the generation files")
 	f.StringVar(&o.tagPrefix, "tag-prefix", gitops.DefaultTagPrefix, "generation tag prefix")
 	f.StringVar(&o.to, "to", "", "output format (default: from OUT's extension)")
-	f.BoolVar(&o.lossy, "lossy", false, "allow dropping what the target format cannot hold")
+	f.BoolVar(&o.lossy, "lossy", false, "allow dropping what the target format cannot hold (each dropped item printed on stderr)")
 	f.StringVar(&o.oci.repository, "oci-repository", "", "skeleton layout: OCI repository HOST[:PORT]/NAME holding the segment blobs (read only; default: generation.txt's oci_repository)")
 	f.BoolVar(&o.oci.insecure, "oci-insecure", false, "with --oci-repository: allow plain HTTP to a non-loopback registry")
 	f.StringVar(&o.oci.username, "oci-username", "", "with --oci-repository: registry user with pull access (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json; else anonymous)")
@@ -94,13 +101,18 @@ func runCheckout(ctx context.Context, e *env, o *checkoutOptions) error {
 	reg := newRegistry()
 	var target formats.Codec
 	var err error
-	if o.to != "" {
+	// A directory target (OUT ending in '/', an existing directory, or
+	// --to dcp) is written as convert writes one (formats/sharddir, dcp).
+	toDir := o.to == "dcp" || strings.HasSuffix(o.out, "/") || isDir(o.out)
+	switch {
+	case toDir:
+	case o.to != "":
 		target, err = reg.ByName(o.to)
-	} else {
+	default:
 		target, err = reg.ByExtension(o.out)
 	}
 	if err != nil {
-		return usageError{fmt.Errorf("%w (use --to)", err)}
+		return usageError{fmt.Errorf("%w (use --to, or end OUT with / for a checkpoint directory)", err)}
 	}
 	repo, err := gitops.OpenExisting(o.repo, gitops.Config{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix})
 	if err != nil {
@@ -121,11 +133,12 @@ func runCheckout(ctx context.Context, e *env, o *checkoutOptions) error {
 			return err
 		}
 	}
-	if target.Name() == "wtxt" {
+	if !toDir && target.Name() == "wtxt" {
 		return writeAtomic(o.out, func(f *os.File) error { return write(f) })
 	}
 	// Other formats: assemble the WTXT next to OUT, then convert.
-	tmp, err := atomicfile.Create(filepath.Join(filepath.Dir(o.out), "."+filepath.Base(o.out)+".wtxt"), 0o600)
+	out := strings.TrimSuffix(o.out, "/")
+	tmp, err := atomicfile.Create(filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".wtxt"), 0o600)
 	if err != nil {
 		return ioError{err}
 	}
@@ -138,9 +151,18 @@ func runCheckout(ctx context.Context, e *env, o *checkoutOptions) error {
 		return err
 	}
 	defer src.Close()
-	return writeAtomic(o.out, func(f *os.File) error {
-		return target.Encode(ctx, f, src.Snapshot, formats.EncodeOptions{Lossy: o.lossy})
-	})
+	lost := func(l formats.Loss) { fmt.Fprintf(e.stderr, "snapd: dropped: %s\n", l) }
+	if toDir {
+		err = convertToDir(ctx, reg, src.Snapshot, &convertOptions{out: o.out, to: o.to, lossy: o.lossy}, lost)
+	} else {
+		err = writeAtomic(o.out, func(f *os.File) error {
+			return target.Encode(ctx, f, src.Snapshot, formats.EncodeOptions{Lossy: o.lossy, Lost: lost})
+		})
+	}
+	if errors.Is(err, formats.ErrLossy) && !o.lossy {
+		return withHint(err, "use --lossy to drop it (each dropped item is reported)")
+	}
+	return err
 }
 
 // skeletonWriter returns the writer of a skeleton-layout generation's

@@ -185,7 +185,7 @@ func runConvert(ctx context.Context, e *env, o *convertOptions) error {
 		}
 	}
 	if wantsDirOutput(o) {
-		return convertToDir(ctx, reg, src.Snapshot, o)
+		return convertToDir(ctx, reg, src.Snapshot, o, func(l formats.Loss) { fmt.Fprintf(e.stderr, "snapd: lossy: %s\n", l) })
 	}
 
 	var target formats.Codec

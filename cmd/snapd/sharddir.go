@@ -95,8 +95,10 @@ func wantsDirOutput(o *convertOptions) bool {
 	return o.to == "dcp" || o.shardSize != "" || strings.HasSuffix(o.out, "/") || isDir(o.out)
 }
 
-// convertToDir writes s as a checkpoint directory (formats/sharddir).
-func convertToDir(ctx context.Context, reg *formats.Registry, s *snapshot.Snapshot, o *convertOptions) error {
+// convertToDir writes s as a checkpoint directory (formats/sharddir, or
+// a DCP directory with --to dcp); lost, when not nil, is told each item
+// --lossy drops.
+func convertToDir(ctx context.Context, reg *formats.Registry, s *snapshot.Snapshot, o *convertOptions, lost func(formats.Loss)) error {
 	if o.w.encryptTo != "" || o.w.stream != "" {
 		return usageError{errors.New("--encrypt-to and --stream apply to WTXT output only")}
 	}
@@ -108,14 +110,14 @@ func convertToDir(ctx context.Context, reg *formats.Registry, s *snapshot.Snapsh
 		if err != nil {
 			return err
 		}
-		err = dcp.Write(ctx, strings.TrimSuffix(o.out, "/"), s, dcp.WriteOptions{Torch: tc, Encode: formats.EncodeOptions{Lossy: o.lossy}})
+		err = dcp.Write(ctx, strings.TrimSuffix(o.out, "/"), s, dcp.WriteOptions{Torch: tc, Encode: formats.EncodeOptions{Lossy: o.lossy, Lost: lost}})
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			return ioError{err}
 		}
 		return err
 	}
-	wo := sharddir.WriteOptions{Codecs: reg, Encode: formats.EncodeOptions{Lossy: o.lossy}}
+	wo := sharddir.WriteOptions{Codecs: reg, Encode: formats.EncodeOptions{Lossy: o.lossy, Lost: lost}}
 	if o.to != "" {
 		c, err := reg.ByName(o.to)
 		if err != nil {
