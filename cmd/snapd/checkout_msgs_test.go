@@ -59,3 +59,55 @@ func TestCheckoutDirectoryAndLossy(t *testing.T) {
 		t.Fatalf("checkout --lossy: exit %d\n%s", code, errs)
 	}
 }
+
+// TestCloneProgress: clone prints a line per phase with counts (not with
+// --quiet), and asks git for --progress only when stderr is a terminal.
+func TestCloneProgress(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	var b bytes.Buffer
+	if err := safetensors.New().Encode(ctx, &b, tinyGen(1), formats.EncodeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st := gittest.WriteFile(t, dir, "g1.safetensors", b.Bytes())
+	w := filepath.Join(dir, "g1.wtxt")
+	mustRun(t, "convert", st, w, "--gen", "1")
+	repo, err := gitops.OpenRepo(filepath.Join(dir, "repo.git"), gitops.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Commit(ctx, gitops.Generation{WTXT: w}); err != nil {
+		t.Fatal(err)
+	}
+	url := "file://" + repo.Dir()
+	code, _, errs := runCLI("clone", url, filepath.Join(dir, "c1"), "--full", "--worktree")
+	if code != 0 {
+		t.Fatalf("clone: exit %d\n%s", code, errs)
+	}
+	for _, want := range []string{"snapd: fetching snapshots from " + url + " into " + filepath.Join(dir, "c1") + "\n", "snapd: fetched ", " objects (", "snapd: checked out "} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("clone stderr lacks %q:\n%s", want, errs)
+		}
+	}
+	if strings.Contains(errs, "checked out 0 files") {
+		t.Errorf("no files counted:\n%s", errs)
+	}
+	code, _, errs = runCLI("clone", url, filepath.Join(dir, "c2"), "--quiet")
+	if code != 0 || errs != "" {
+		t.Fatalf("clone --quiet: exit %d, stderr %q", code, errs)
+	}
+	for _, c := range []struct {
+		o    cloneOptions
+		want string
+	}{
+		{cloneOptions{branch: "snapshots", depth: 1, fsync: true, progress: true}, "clone --progress --single-branch"},
+		{cloneOptions{branch: "snapshots", depth: 1, fsync: true, progress: true, quiet: true}, "clone --quiet --single-branch"},
+		{cloneOptions{branch: "snapshots", depth: 1, fsync: true}, "clone --single-branch"},
+	} {
+		c.o.url, c.o.dir = "U", "D"
+		args, err := c.o.cloneArgs()
+		if err != nil || !strings.HasPrefix(strings.Join(args, " "), c.want) {
+			t.Errorf("%+v: %v %v", c.o, args, err)
+		}
+	}
+}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/internal/progress"
 )
 
 type cloneOptions struct {
@@ -21,6 +23,9 @@ type cloneOptions struct {
 	full, partial   bool
 	worktree        bool
 	fsync           bool
+	// progress passes --progress to git (stderr is a terminal); quiet
+	// passes --quiet (--quiet given): git prints only errors.
+	progress, quiet bool
 }
 
 func newCloneCommand(e *env) *cobra.Command {
@@ -43,6 +48,9 @@ checks every chunk's SHA-256 as it reads); git-lfs does not fsync its
 object store either. At 1 GiB the fsync of the 1 GiB pack was ~3 s of a
 ~13 s clone here. --fsync keeps git's default.
 Credentials are git's own (credential helpers, ssh-agent).
+Progress: git's own counters when stderr is a terminal (--progress), and
+a line per phase in any case (fetching; objects fetched and their size;
+files checked out); --quiet prints neither.
 Then: snapd checkout latest OUT --repo DIR.`,
 		Example: `  snapd clone https://github.com/org/weights.git w
   snapd checkout latest model.safetensors --repo w`,
@@ -84,7 +92,14 @@ func (o *cloneOptions) cloneArgs() ([]string, error) {
 	if o.depth < 1 {
 		return nil, fmt.Errorf("--depth %d: must be >= 1", o.depth)
 	}
-	args := []string{"clone", "--single-branch", "--branch", o.ref()}
+	args := []string{"clone"}
+	switch {
+	case o.quiet:
+		args = append(args, "--quiet")
+	case o.progress:
+		args = append(args, "--progress")
+	}
+	args = append(args, "--single-branch", "--branch", o.ref())
 	if !o.fsync {
 		args = append([]string{"-c", "core.fsync=none"}, args...)
 	}
@@ -106,6 +121,7 @@ func (o *cloneOptions) cloneArgs() ([]string, error) {
 }
 
 func runClone(ctx context.Context, e *env, o *cloneOptions) error {
+	o.quiet, o.progress = e.global.quiet, e.progressOut() != nil
 	args, err := o.cloneArgs()
 	if err != nil {
 		return usageError{err}
@@ -113,12 +129,74 @@ func runClone(ctx context.Context, e *env, o *cloneOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	phase := func(format string, a ...any) {
+		if !e.global.quiet {
+			fmt.Fprintf(e.stderr, "snapd: "+format+"\n", a...)
+		}
+	}
+	phase("fetching %s from %s into %s", o.ref(), publicURL(o.url), o.dir)
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Stdout, cmd.Stderr = e.stderr, e.stderr
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
 	if err := cmd.Run(); err != nil {
 		return ioError{fmt.Errorf("git clone %s: %w", o.url, err)}
 	}
+	if !e.global.quiet {
+		if n, size, ok := packedObjects(ctx, o.dir); ok {
+			phase("fetched %d objects (%s)", n, progress.Bytes(size))
+		}
+		if o.worktree || o.partial {
+			if n, ok := trackedFiles(ctx, o.dir); ok {
+				phase("checked out %d files", n)
+			}
+		} else {
+			phase("no checkout (snapd checkout reads the objects)")
+		}
+	}
 	fmt.Fprintf(e.stdout, "%s: cloned %s; restore with: snapd checkout latest OUT --repo %s\n", o.dir, o.ref(), o.dir)
 	return nil
+}
+
+// gitOutput runs git in dir and returns its stdout.
+func gitOutput(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	out, err := cmd.Output()
+	return string(out), err
+}
+
+// packedObjects counts the objects of the repository in dir and their
+// size on disk (git count-objects -v: loose plus packed); ok is false
+// when git cannot say.
+func packedObjects(ctx context.Context, dir string) (n, size int64, ok bool) {
+	out, err := gitOutput(ctx, dir, "count-objects", "-v")
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, l := range strings.Split(out, "\n") {
+		k, v, found := strings.Cut(l, ": ")
+		if !found {
+			continue
+		}
+		x, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "count", "in-pack":
+			n += x
+		case "size", "size-pack":
+			size += x << 10 // KiB
+		}
+	}
+	return n, size, true
+}
+
+// trackedFiles counts the files checked out in dir's work tree.
+func trackedFiles(ctx context.Context, dir string) (int, bool) {
+	out, err := gitOutput(ctx, dir, "ls-files", "-z")
+	if err != nil {
+		return 0, false
+	}
+	return strings.Count(out, "\x00"), true
 }
