@@ -169,7 +169,7 @@ func newPusher(repoDir string, rm Remote, getenv func(string) string) (*GitPushe
 		return nil, fmt.Errorf("%w: remote URL %s: %v", ErrConfig, redactURL(rm.URL), err)
 	}
 	if ep.Password != "" {
-		return nil, fmt.Errorf("%w: remote URL %s carries a password; use TokenFile or TokenEnv", ErrConfig, redactURL(rm.URL))
+		return nil, fmt.Errorf("%w: remote URL %s carries a password; remove it and use a token file or environment variable (git.token_file, git.token_env)", ErrConfig, redactURL(rm.URL))
 	}
 	p := &GitPusher{repoDir: repoDir, remote: rm, url: rm.URL, proto: ep.Protocol, display: redactURL(rm.URL), getenv: getenv, log: rm.Logger}
 	if p.log == nil {
