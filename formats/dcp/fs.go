@@ -53,16 +53,6 @@ func openFile(r *dirfs.Root, name string) (*os.File, error) {
 	return f, nil
 }
 
-// readSmall reads the whole regular file f of at most limit bytes
-// (dirfs.ReadSmall; refusals as fsErr makes them).
-func readSmall(f *os.File, limit int64) ([]byte, error) {
-	b, err := dirfs.ReadSmall(f, limit)
-	if err != nil {
-		return nil, fsErr(err)
-	}
-	return b, nil
-}
-
 // fsErr turns a *dirfs.Error into this package's *formats.Error at the
 // same path, offset and check: ErrLimit for a bound, ErrIncomplete for a
 // file that grew or shrank while read, ErrUnsafe for any other refusal

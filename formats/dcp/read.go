@@ -177,10 +177,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := readSmall(f, lim.MaxMetadataBytes)
+	b, err := dirfs.ReadSmall(f, lim.MaxMetadataBytes)
 	f.Close()
 	if err != nil {
-		return nil, err
+		return nil, fsErr(err)
 	}
 	md, err := ParseMetadata(ctx, b, mdPath, lim)
 	if err != nil {

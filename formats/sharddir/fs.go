@@ -27,16 +27,6 @@ func openFile(r *dirfs.Root, name string) (*os.File, error) {
 	return f, nil
 }
 
-// readSmall reads the whole regular file f of at most limit bytes
-// (dirfs.ReadSmall; refusals as fsErr makes them).
-func readSmall(f *os.File, limit int64) ([]byte, error) {
-	b, err := dirfs.ReadSmall(f, limit)
-	if err != nil {
-		return nil, fsErr(err)
-	}
-	return b, nil
-}
-
 // fsErr turns a *dirfs.Error into this package's *formats.Error at the
 // same path, offset and check: ErrOutside for a path resolving outside
 // the directory, errSymlinkDir for a link to a directory, ErrLimit for a

@@ -346,9 +346,9 @@ func (rd *reader) keepText(name string) error {
 	if rd.textBytes+st.Size() > rd.lim.MaxTextBytes {
 		return skip(fmt.Sprintf("text files exceed %d bytes in all", rd.lim.MaxTextBytes))
 	}
-	b, err := readSmall(f, rd.lim.MaxTextFileBytes)
+	b, err := dirfs.ReadSmall(f, rd.lim.MaxTextFileBytes)
 	if err != nil {
-		return err
+		return fsErr(err)
 	}
 	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
 		return skip("not UTF-8 text")
@@ -376,10 +376,10 @@ func (rd *reader) indexed(index string, others []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := readSmall(f, rd.lim.MaxIndexBytes)
+	b, err := dirfs.ReadSmall(f, rd.lim.MaxIndexBytes)
 	f.Close()
 	if err != nil {
-		return err
+		return fsErr(err)
 	}
 	x, err := ParseIndex(full, b, rd.lim)
 	if err != nil {

@@ -167,5 +167,24 @@ func ReadSmall(f *os.File, limit int64) ([]byte, error) {
 	return b, nil
 }
 
+// readNames lists the entries of the open directory f (at path), at most
+// max of them.
+func readNames(f *os.File, path string, max int) ([]string, error) {
+	var out []string
+	for {
+		batch, err := f.Readdirnames(256)
+		out = append(out, batch...)
+		if len(out) > max {
+			return nil, refuse(ErrLimit, path, "directory has more than %d entries", max)
+		}
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
 // Path is the directory's path as given to OpenRoot.
 func (r *Root) Path() string { return r.path }

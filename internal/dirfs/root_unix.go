@@ -4,7 +4,6 @@ package dirfs
 
 import (
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,20 +49,7 @@ func (r *Root) Names(max int) ([]string, error) {
 	}
 	f := os.NewFile(uintptr(fd), r.path)
 	defer f.Close()
-	var out []string
-	for {
-		batch, err := f.Readdirnames(256)
-		out = append(out, batch...)
-		if len(out) > max {
-			return nil, refuse(ErrLimit, r.path, "directory has more than %d entries", max)
-		}
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
+	return readNames(f, r.path, max)
 }
 
 // Lstat returns the file type of the entry name (fs.FileMode type bits;

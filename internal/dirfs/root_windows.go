@@ -1,8 +1,6 @@
 package dirfs
 
 import (
-	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -41,20 +39,7 @@ func (r *Root) Names(max int) ([]string, error) {
 		return nil, &os.PathError{Op: "open", Path: r.path, Err: err}
 	}
 	defer f.Close()
-	var out []string
-	for {
-		batch, err := f.Readdirnames(256)
-		out = append(out, batch...)
-		if len(out) > max {
-			return nil, refuse(ErrLimit, r.path, "directory has more than %d entries", max)
-		}
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
+	return readNames(f, r.path, max)
 }
 
 // Lstat returns the file type of the entry name (fs.FileMode type bits;
