@@ -375,6 +375,28 @@ func (m *Machine) popMark(at int) ([]any, error) {
 	return items, m.step(at, int64(len(items)))
 }
 
+// popOnto pops the arguments of an opcode that adds them to the object
+// below them (APPEND, SETITEM, ADDITEMS and their MARK forms): with mark
+// every value above the topmost MARK, else n values; it returns them with
+// that object, which stays on the stack.
+func (m *Machine) popOnto(at, n int, mark bool) ([]any, any, error) {
+	var items []any
+	var err error
+	if mark {
+		items, err = m.popMark(at)
+	} else {
+		items, err = m.popN(at, n)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := m.top(at)
+	if err != nil {
+		return nil, nil, err
+	}
+	return items, t, nil
+}
+
 func (m *Machine) memoPut(at int, i uint32) error {
 	v, err := m.top(at)
 	if err != nil {
@@ -895,17 +917,7 @@ func (m *Machine) exec(op byte, at int) error {
 		}
 		return m.push(at, &List{Items: items})
 	case 'a', 'e': // APPEND, APPENDS
-		var items []any
-		var err error
-		if op == 'a' {
-			items, err = m.popN(at, 1)
-		} else {
-			items, err = m.popMark(at)
-		}
-		if err != nil {
-			return err
-		}
-		t, err := m.top(at)
+		items, t, err := m.popOnto(at, 1, op == 'e')
 		if err != nil {
 			return err
 		}
@@ -939,17 +951,7 @@ func (m *Machine) exec(op byte, at int) error {
 		}
 		return m.push(at, d)
 	case 's', 'u': // SETITEM, SETITEMS
-		var items []any
-		var err error
-		if op == 's' {
-			items, err = m.popN(at, 2)
-		} else {
-			items, err = m.popMark(at)
-		}
-		if err != nil {
-			return err
-		}
-		t, err := m.top(at)
+		items, t, err := m.popOnto(at, 2, op == 'u')
 		if err != nil {
 			return err
 		}
@@ -969,11 +971,7 @@ func (m *Machine) exec(op byte, at int) error {
 		}
 		return m.push(at, &Set{})
 	case 0x90: // ADDITEMS
-		items, err := m.popMark(at)
-		if err != nil {
-			return err
-		}
-		t, err := m.top(at)
+		items, t, err := m.popOnto(at, 0, true)
 		if err != nil {
 			return err
 		}
