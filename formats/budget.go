@@ -16,7 +16,7 @@ import (
 // bytes (DecodeOptions.MaxDecoded overrides all three). The ratio leaves
 // room for checkpoints with large all-zero tensors (zstd compresses those
 // far beyond 256:1 only in files of at least 64 MiB, where the cap
-// applies); the bombs of issue 11 inflate 100 KB to GiBs.
+// applies); decompression bombs inflate 100 KB to GiBs.
 const (
 	DefaultBudgetFloor = 256 << 20
 	DefaultBudgetRatio = 256
