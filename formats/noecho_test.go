@@ -57,7 +57,7 @@ func secretFiles() map[string][]byte {
 	return m
 }
 
-// TestErrorsNeverEchoContent: issue 11 item 10. Every codec, and the
+// TestErrorsNeverEchoContent: Every codec, and the
 // registry's detection, describe what is wrong with a file (length,
 // offsets, "not a known format") without quoting its bytes.
 func TestErrorsNeverEchoContent(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/snapd-ml/snapd/keys"
 )
 
-// TestPushCredentialPermissions: issue 11 item 19. The Git token file and
+// TestPushCredentialPermissions: The Git token file and
 // SSH key of a push remote get the same check as an HMAC key.
 func TestPushCredentialPermissions(t *testing.T) {
 	if runtime.GOOS == "windows" {

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestReadSecretFile: issue 11 item 19. Every credential file is read
+// TestReadSecretFile: Every credential file is read
 // through ReadSecretFile: group/other access is refused with the chmod
 // that fixes it, anything but a regular file is refused without blocking
 // (a FIFO planted at the path), symlinks count by their target's mode.
@@ -94,7 +94,7 @@ func TestLoadersShareTheCheck(t *testing.T) {
 	}
 }
 
-// TestKeyErrorsNeverEchoContent: issue 11 item 10. A key file of the
+// TestKeyErrorsNeverEchoContent: A key file of the
 // wrong kind or malformed gives an error that names the file and line but
 // never quotes its bytes (a secret passed where a public key, an HMAC key
 // or an identity was expected must not reach a log).

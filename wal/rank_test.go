@@ -33,7 +33,7 @@ func TestRankRequest(t *testing.T) {
 	}
 }
 
-// Lines written before issue 16 (no rank fields) still read, as ordinary
+// Lines written before rank fields existed still read, as ordinary
 // requests.
 func TestOldLineStillReads(t *testing.T) {
 	old := "snapreq/1 gen=123 ts=1760000000000000005 by=trainer:4711 src=/data/gens/gen-000123.safetensors crc=2194d071\n"

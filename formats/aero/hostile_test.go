@@ -15,7 +15,7 @@ import (
 	"lukechampine.com/blake3"
 )
 
-// TestTOCCountDisagreement: issue 11 item 6. A TOC entry_count flipped to
+// TestTOCCountDisagreement: A TOC entry_count flipped to
 // 0 (or any other value) used to decode as an empty snapshot; the count,
 // toc_length and the chunks the file holds must agree.
 func TestTOCCountDisagreement(t *testing.T) {
@@ -133,7 +133,7 @@ func mkAero(fourcc string, flags uint32, name string, stored []byte, ulen uint64
 	return append(b, stored...)
 }
 
-// TestMetadataZstdBomb: issue 11 item 5. A zstd MJSN chunk declaring (and
+// TestMetadataZstdBomb: A zstd MJSN chunk declaring (and
 // really inflating to) 1.5 GiB in a ~50 KB file is refused by the decode
 // budget before its buffer is allocated; an opaque chunk that is only
 // hashed (streamed) is charged too.

@@ -156,7 +156,7 @@ func TestFixturesMatchExpected(t *testing.T) {
 				t.Errorf("hash form %q, want %q", got, fx.hashForm)
 			}
 			// ECC reports are diagnostics, never snapshot attributes
-			// (issue 11 item 16: they broke X -> WTXT -> X fixed points).
+			// (they broke X -> WTXT -> X fixed points).
 			if note := diag != ""; note != fx.eccNote {
 				t.Errorf("ecc diagnostics %q, want present=%v", diag, fx.eccNote)
 			}

@@ -38,7 +38,7 @@ func chunkHeaderAt(t *testing.T, b []byte, name string) int {
 	return 0
 }
 
-// TestChunkHeaderAgreesWithIndex: issue 11 item 19. The 32-byte chunk
+// TestChunkHeaderAgreesWithIndex: The 32-byte chunk
 // header is covered by no hash; every field the index repeats (ctype,
 // flags, lengths, crc32c, ecc_len) is compared with it, so one flipped bit
 // in it can no longer change how a chunk is read (before: an NPZ0 ctype
@@ -128,7 +128,7 @@ func torchViews(t *testing.T, views, elems int) []byte {
 		member{"archive/data/0", zip.Store, make([]byte, 4*elems)})
 }
 
-// TestTSAVViewAmplification: issue 11 item 5. A small zstd TSAV chunk
+// TestTSAVViewAmplification: A small zstd TSAV chunk
 // whose pickle rebuilds many stride-0 views of one storage cannot make
 // the reader materialise views × size bytes: every gathered view is
 // charged to the file's decode budget before it is allocated.
@@ -154,7 +154,7 @@ func TestTSAVViewAmplification(t *testing.T) {
 	}
 }
 
-// TestZstdChunkBomb: issue 11 item 5. A zstd chunk whose uncomp_len and
+// TestZstdChunkBomb: A zstd chunk whose uncomp_len and
 // frame claim 1.5 GiB (within MAX_CHUNK_SIZE) in a ~50 KB file is refused
 // by the default decode budget before its buffer is allocated.
 func TestZstdChunkBomb(t *testing.T) {
@@ -191,7 +191,7 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// TestIndexAgreesWithChunks: issue 11 item 6, the same class in FOLD. A
+// TestIndexAgreesWithChunks: the same class in FOLD. A
 // chunk dropped from the index (its bytes still in the file), bytes after
 // the index, or chunk_hashes naming a chunk the index lacks are refused.
 func TestIndexAgreesWithChunks(t *testing.T) {

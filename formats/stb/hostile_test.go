@@ -13,7 +13,7 @@ import (
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
-// TestCountDisagreesWithData: issue 11 item 6, same class as AERO's TOC
+// TestCountDisagreesWithData: the same class as AERO's TOC
 // count. A tensor_count lowered (to 0, or by one) with the data still in
 // the file is refused: every byte of the data region must belong to a
 // tensor.

@@ -360,7 +360,7 @@ func TestDecodeIgnoresReservedAndPadding(t *testing.T) {
 	}
 	// The padding between the table end (160) and data_offset (192) must
 	// be zero: non-zero bytes there may be a table entry that a lowered
-	// tensor_count left out (issue 11 item 6).
+	// tensor_count left out.
 	mod[170] = 0xff
 	if _, err := decode(t, snapshot.Bytes(mod), int64(len(mod))); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "padding") {
 		t.Fatalf("non-zero padding: %v", err)

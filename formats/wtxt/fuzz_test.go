@@ -22,7 +22,7 @@ func FuzzVerify(f *testing.F) {
 		}
 	}
 	// Sizes near 2^63, overflowing idx products and short chunk lens
-	// (issue 11 item 3), and a non-canonical rows_per_chunk (item 18).
+	// and a non-canonical rows_per_chunk.
 	zero := strings.Repeat("0", 64)
 	for _, body := range []string{
 		"arr name=A dtype=u8 shape=9223372036854775807 order=C bytes=9223372036854775807 sha256=" + zero + " hmac=" + zero + " salt=0000000000000000\nidx rows_per_chunk=65536 row_size=1 row_blocking=on\nendarr\n",

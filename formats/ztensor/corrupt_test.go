@@ -510,7 +510,7 @@ func TestContextCancelled(t *testing.T) {
 	}
 }
 
-// TestDecompressionBombs: issue 11 item 5. A ~100 KB file whose zstd
+// TestDecompressionBombs: A ~100 KB file whose zstd
 // component inflates to 3 GiB is refused by the per-file decode budget
 // (formats.Budget) before its output buffer is allocated, whether the
 // frame declares its size or not; the error wraps formats.ErrLimit.
@@ -550,7 +550,7 @@ func TestDecompressionBombs(t *testing.T) {
 	}
 }
 
-// TestTensorCountDisagreement: issue 11 item 6, the same class in
+// TestTensorCountDisagreement: the same class in
 // zTensor. The manifest is CBOR, which states every count; a tensors map
 // whose count is lowered leaves bytes the decoder refuses (extraneous
 // data or a type error), so no tensor disappears silently.

@@ -10,7 +10,7 @@ import (
 	"github.com/snapd-ml/snapd/keys"
 )
 
-// TestCredentialFilesPermissions: issue 11 item 19. A GitHub token file
+// TestCredentialFilesPermissions: A GitHub token file
 // and a GitHub App private key get the same check as an HMAC key
 // (keys.ReadSecretFile): group/other access is refused.
 func TestCredentialFilesPermissions(t *testing.T) {

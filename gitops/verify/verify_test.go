@@ -104,7 +104,7 @@ func TestUntrustedKeyFailsEverySignature(t *testing.T) {
 	f := verifytest.Build(t, verifytest.Options{Gens: []uint64{1, 2}})
 	other := verifytest.NewKey(t)
 	rep := run(t, f.Dir, Options{}, other.Pub)
-	// The content of an untrusted commit is not read (issue 11 item 5):
+	// The content of an untrusted commit is not read:
 	// the commit and tag signatures fail, the WTXT is not opened.
 	fs := wantOnly(t, rep, "commit-signature", "tag-signature", "commit-signature", "tag-signature")
 	if !strings.Contains(fs[0].Message, "not among the 1 trusted key(s)") {
