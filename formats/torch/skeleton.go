@@ -46,7 +46,8 @@ type skeletonDoc struct {
 
 // skeleton records AttrSkeleton for a zip checkpoint whose storages are
 // each viewed whole, in C order, by exactly one array (no torch.storage
-// attributes) and stored little-endian; it leaves s alone otherwise.
+// attributes), stored little-endian and matching their members' CRC-32
+// (one extra read of every array); it leaves s alone otherwise.
 func (d *decoder) skeleton(s *snapshot.Snapshot, w *walker) error {
 	if d.swap || d.ownWrite || len(s.Arrays) != len(w.tensors) {
 		return nil
@@ -61,6 +62,18 @@ func (d *decoder) skeleton(s *snapshot.Snapshot, w *walker) error {
 		rg, ok := d.regions[w.tensors[i].t.st.key]
 		nb, err := a.NumBytes()
 		if !ok || !rg.zip || a.Attrs != nil || err != nil || nb != rg.bytes || w.tensors[i].t.st.viewOff != 0 {
+			return nil
+		}
+		// The skeleton promises what Encode checks before it replays it:
+		// the array's bytes have the member's CRC-32. A file whose stored
+		// data disagrees with its own zip header (damaged, or crafted)
+		// gets no skeleton, so its re-encoding is Encode's own layout
+		// every time.
+		crc := crc32.NewIEEE()
+		if _, err := io.Copy(crc, io.NewSectionReader(a.Data, 0, nb)); err != nil {
+			return d.errf("", rg.off, ErrCorrupt, "read %s: %v", rg.where, err)
+		}
+		if crc.Sum32() != rg.crc {
 			return nil
 		}
 		holes = append(holes, hole{rg.off, rg.bytes, a.Name, rg.crc})
