@@ -84,7 +84,8 @@ func FuzzDecode(f *testing.F) {
 		if err := c.Encode(ctx, &pt, s, formats.EncodeOptions{}); err != nil {
 			t.Fatalf("decoded but cannot encode: %v", err)
 		}
-		s2, err := c.Decode(ctx, snapshot.Bytes(pt.Bytes()), int64(pt.Len()), formats.DecodeOptions{})
+		// The same file name: a verbatim file records it (torch.file).
+		s2, err := c.Decode(ctx, snapshot.Bytes(pt.Bytes()), int64(pt.Len()), formats.DecodeOptions{Name: "fuzz.pt"})
 		if err != nil {
 			t.Fatalf("re-decode: %v", err)
 		}
