@@ -1,14 +1,22 @@
-// Package backoff is snapd's one retry policy and its one rule for logging
-// during an outage, shared by the stage retry (pipeline), the pull-request
-// publisher, the Git push queue and the GitHub transport — each with its
-// own values.
+// Package backoff is snapd's one retry policy, its one retry loop and its
+// one rule for logging during an outage, shared by the stage retry
+// (pipeline), the pull-request publisher, the Git push queue and the
+// GitHub transport — each with its own values.
 //
 // A Policy is capped exponential backoff, like restic's retry backend and
 // Prometheus remote-write: Base after the first failure, doubled per
 // further failure up to Max, optionally jittered (drawn uniformly from
 // [d/2, d), so that many retriers do not hit a recovering server at once).
-// A Policy does not sleep: callers wait on their own clock and context, so
-// tests drive time explicitly.
+// Delay does not sleep: callers that keep their own schedule wait on their
+// own clock and context, so tests drive time explicitly.
+//
+// Retry(ctx, policy, fn) is the one retry loop: fn's errors are classed by
+// the callee (Permanent marks one that retrying cannot fix, RetryAfter one
+// whose wait the server chose; Policy.Retryable classes the rest), waits
+// go through an injectable Sleep, and an optional LogLimiter and OnRetry
+// hook keep the caller's logging, metrics and state. Policy.Next is the
+// same rule for callers that record the next attempt instead of sleeping
+// (the durable push queue).
 //
 // A LogLimiter logs the first failure of a streak, a failure of another
 // kind than the last one logged, and otherwise at most one per interval,
@@ -32,6 +40,25 @@ type Policy struct {
 	Jitter bool
 	// Rand returns a value in [0, 1) for the jitter; nil: math/rand/v2.
 	Rand func() float64
+
+	// The fields below are read by Retries, Next and Retry only.
+
+	// Retryable classes an error that is not marked Permanent: true
+	// retries it. nil retries every such error.
+	Retryable func(error) bool
+	// MaxAttempts bounds the attempts (<= 0: no bound).
+	MaxAttempts int
+	// Sleep waits between attempts (nil: Sleep, the real clock); it
+	// returns an error (ctx.Err()) when ctx ends first. Tests inject one.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Now is the clock the Limiter is fed (nil: time.Now).
+	Now func() time.Time
+	// Limiter, when set, rates the logs of a streak of failures (the
+	// error's text is the kind); Retry resets it on success.
+	Limiter *LogLimiter
+	// OnRetry, when set, sees each failure Retry retries, before the
+	// wait: the caller's logging, metrics and state go here.
+	OnRetry func(Failure)
 }
 
 // Delay returns the delay after the n-th consecutive failure (n < 1 counts
