@@ -24,25 +24,27 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"github.com/snapd-ml/snapd/gitops/sshsig"
 )
 
-// Layout selects how a generation's WTXT is stored.
-type Layout string
+// Layout selects how a generation's WTXT is stored (gitops/layout owns
+// the stored layouts and recognises them: layout.Detect).
+type Layout = layout.Name
 
 // Layouts (config values).
 const (
-	LayoutAuto   Layout = "auto"   // above SplitThreshold: segments (an age-armored WTXT: split)
-	LayoutSingle Layout = "single" // always one file, whatever its size
-	LayoutSplit  Layout = "split"  // always a parts directory
+	LayoutAuto   Layout = "auto"        // above SplitThreshold: segments (an age-armored WTXT: split)
+	LayoutSingle        = layout.Single // always one file, whatever its size
+	LayoutSplit         = layout.Split  // always a parts directory
 	// LayoutSkeleton is recorded (never configured) for a generation whose
 	// tensor bytes are in an OCI registry: Git holds its WTXT skeleton
 	// (FileSkeleton; formats/wtxt Split, store/oci).
-	LayoutSkeleton Layout = "skeleton"
+	LayoutSkeleton = layout.Skeleton
 	// LayoutSegments stores the WTXT in Git as skeleton pieces (text:
 	// every line but the base64 ones) and raw segment blobs (DirWTXTSegs,
 	// doc.go), so a clustered change adds only the changed segments.
-	LayoutSegments Layout = "segments"
+	LayoutSegments = layout.Segments
 )
 
 // ParseLayout parses a config value; "" means LayoutAuto.
@@ -92,15 +94,15 @@ const (
 
 // Stable names inside Config.Path.
 const (
-	FileWTXT       = "current.wtxt"       // single layout
-	DirWTXTParts   = "current.wtxt.parts" // split layout (MANIFEST + parts)
-	FileDelta      = "current.wtxtdelta"  // DELTA v2 from the previous generation
+	FileWTXT       = layout.FileWTXT     // single layout
+	DirWTXTParts   = layout.DirWTXTParts // split layout (MANIFEST + parts)
+	FileDelta      = "current.wtxtdelta" // DELTA v2 from the previous generation
 	FileWSUM       = "current.wsum"
 	FileSeal       = "current.wseal"
-	FileSkeleton   = "current.wtxt.skel" // skeleton layout (Generation.Skeleton)
+	FileSkeleton   = layout.FileSkeleton // skeleton layout (Generation.Skeleton)
 	FileSummary    = "generation.txt"
 	FileAttributes = ".gitattributes" // at the repository root
-	partsSuffix    = ".parts"
+	partsSuffix    = layout.PartsSuffix
 
 	// FilePicture is the snapshot/diffsvg picture of the change from the
 	// previous generation (Generation.Picture).
@@ -592,30 +594,30 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gitops: %w", err)
 	}
-	layout := LayoutSingle
+	stored := LayoutSingle
 	big := r.cfg.Layout == LayoutAuto && st.Size() > r.cfg.SplitThreshold
 	split := r.cfg.Layout == LayoutSplit || big
 	if split {
-		layout = LayoutSplit
+		stored = LayoutSplit
 	}
 	var info fileInfo
 	switch {
 	case g.Skeleton != "":
-		layout = LayoutSkeleton
+		stored = LayoutSkeleton
 		for _, n := range []string{FileWTXT, DirWTXTParts, DirWTXTSegs} {
 			dir.remove(n)
 		}
 		info, err = b.storeFile(dir, prevDir, name, src, split, r.cfg.PartLimit)
-	case (r.cfg.Layout == LayoutSegments || big) && isPlainWTXT(g.WTXT):
+	case (r.cfg.Layout == LayoutSegments || big) && layout.IsPlainWTXTFile(g.WTXT):
 		// auto above SplitThreshold: segments (an armored WTXT has no
 		// structure to cut into raw segments: split parts, below).
-		layout = LayoutSegments
+		stored = LayoutSegments
 		dir.remove(FileSkeleton)
 		dir.remove(FileSkeleton + partsSuffix)
 		info, err = b.storeSkeletonFile(dir, prevDir, g.WTXT, r.cfg.SegmentSize, r.cfg.SegmentPiece)
 	default:
 		if r.cfg.Layout == LayoutSegments {
-			layout, split = LayoutSplit, true // an armored WTXT has no structure to split by
+			stored, split = LayoutSplit, true // an armored WTXT has no structure to split by
 		}
 		dir.remove(FileSkeleton)
 		dir.remove(FileSkeleton + partsSuffix)
@@ -633,7 +635,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	for _, f := range h.Root.Fields() {
 		sb.WriteString(f.Key + "=" + f.Value + "\n")
 	}
-	fmt.Fprintf(&sb, "layout=%s\n%s_bytes=%d\n", layout, key, info.size)
+	fmt.Fprintf(&sb, "layout=%s\n%s_bytes=%d\n", stored, key, info.size)
 	if info.sha256 != "" { // the segments layout omits it
 		fmt.Fprintf(&sb, "%s_sha256=%s\n", key, info.sha256)
 	}
@@ -643,7 +645,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	}
 	// Optional files.
 	delta := g.Delta
-	if r.cfg.Delta == DeltaNever || r.cfg.Delta == DeltaAuto && layout != LayoutSingle || g.Skeleton != "" {
+	if r.cfg.Delta == DeltaNever || r.cfg.Delta == DeltaAuto && stored != LayoutSingle || g.Skeleton != "" {
 		delta = ""
 	}
 	for _, o := range []struct{ name, src string }{{FileDelta, delta}, {FileWSUM, g.WSUM}, {FileSeal, g.Seal}} {
@@ -706,7 +708,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		when = ts
 	}
 	sig := object.Signature{Name: r.cfg.AuthorName, Email: r.cfg.AuthorEmail, When: when}
-	msg := message(h, layout)
+	msg := message(h, stored)
 	if head != nil && head.base {
 		msg = baseMessage(msg, head.commit.Hash)
 	}
@@ -750,12 +752,12 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if err := r.r.Storer.SetReference(plumbing.NewHashReference(tagRef, tagHash)); err != nil {
 		return nil, fmt.Errorf("gitops: set tag %s: %w", tagName, err)
 	}
-	if layout == LayoutSegments {
+	if stored == LayoutSegments {
 		r.segKeys = b.newSegKeys
 	} else {
 		r.segKeys = nil
 	}
-	return &Result{Gen: h.Gen, Commit: commitHash, Tag: tagName, TagObject: tagHash, Layout: layout,
+	return &Result{Gen: h.Gen, Commit: commitHash, Tag: tagName, TagObject: tagHash, Layout: stored,
 		BlobsWritten: b.blobs, BytesWritten: b.bytes}, nil
 }
 
@@ -1142,43 +1144,44 @@ func (b *builder) replacePath(base *object.Tree, elems []string, sub plumbing.Ha
 // It does not lock the repository against a concurrent Commit: call it
 // where nothing commits (snapd checkout).
 func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
-	h, err := r.r.ResolveRevision(plumbing.Revision(rev))
+	dir, err := r.genDir(rev)
 	if err != nil {
-		return fmt.Errorf("gitops: revision %q: %w", rev, err)
+		return err
 	}
-	c, err := r.r.CommitObject(*h)
-	if err != nil {
-		return fmt.Errorf("gitops: revision %q: %w", rev, err)
-	}
-	root, err := c.Tree()
-	if err != nil {
-		return fmt.Errorf("gitops: tree of %s: %w", c.Hash, err)
-	}
-	dir, err := root.Tree(r.cfg.Path)
+	n, err := layout.Detect(layout.TreeHas(dir))
 	if err != nil {
 		return fmt.Errorf("gitops: %s:%s: %w", rev, r.cfg.Path, err)
 	}
 	// Blobs stream from their loose files or git cat-file (blobFS): go-git
 	// would hold a whole blob (and its delta bases) in memory.
 	ctx := context.Background()
-	if e, err := dir.FindEntry(FileWTXT); err == nil && e.Mode.IsFile() {
+	switch n {
+	case layout.Single:
+		if e, err := dir.FindEntry(FileWTXT); err != nil || !e.Mode.IsFile() {
+			return fmt.Errorf("gitops: %s:%s/%s: not a regular file", rev, r.cfg.Path, FileWTXT)
+		}
 		fsys, done := r.blobFS(ctx, dir)
 		defer done()
 		return copyBlob(fsys, FileWTXT, w)
-	}
-	if t, err := dir.Tree(DirWTXTSegs); err == nil {
+	case layout.Segments:
+		t, err := dir.Tree(DirWTXTSegs)
+		if err != nil {
+			return fmt.Errorf("gitops: %s:%s/%s: %w", rev, r.cfg.Path, DirWTXTSegs, err)
+		}
 		fsys, done := GitTreeFS(ctx, r.dir, t)
 		defer done()
-		_, err := ReadSegments(ctx, fsys, w)
+		_, err = ReadSegments(ctx, fsys, w)
 		return err
+	case layout.Split:
+		parts, err := dir.Tree(DirWTXTParts)
+		if err != nil {
+			return fmt.Errorf("gitops: %s:%s/%s: %w", rev, r.cfg.Path, DirWTXTParts, err)
+		}
+		fsys, done := r.blobFS(ctx, parts)
+		defer done()
+		return AssembleFS(fsys, ".", w)
 	}
-	parts, err := dir.Tree(DirWTXTParts)
-	if err != nil {
-		return fmt.Errorf("gitops: %s:%s has none of %s, %s, %s", rev, r.cfg.Path, FileWTXT, DirWTXTParts, DirWTXTSegs)
-	}
-	fsys, done := r.blobFS(ctx, parts)
-	defer done()
-	return AssembleFS(fsys, ".", w)
+	return fmt.Errorf("gitops: %s:%s: the generation is in the %s layout (its tensor bytes are in an OCI registry: WriteSkeleton, then wtxt.Assemble)", rev, r.cfg.Path, n)
 }
 
 // blobFS is GitTreeFS over t whose big loose blobs are read from their

@@ -18,6 +18,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/layout"
 )
 
 // The segments layout (Layout "segments", doc.go): the WTXT's structure
@@ -25,7 +26,7 @@ import (
 
 const (
 	// DirWTXTSegs is the segments layout's directory inside Config.Path.
-	DirWTXTSegs = "current.wtxt.segs"
+	DirWTXTSegs = layout.DirWTXTSegs
 	// skelSegDir is the subdirectory of segment blobs, fanned out by the
 	// first two hex digits of their SHA-256: seg/<hh>/<hex64>.seg.
 	skelSegDir = "seg"
@@ -293,19 +294,6 @@ func (b *builder) storeSkeletonFile(dir *treeBuilder, prevDir *object.Tree, src 
 	dir.remove(DirWTXTParts)
 	dir.set(DirWTXTSegs, filemode.Dir, h)
 	return info, nil
-}
-
-// isPlainWTXT reports whether the file at p starts with the WTXT magic
-// line (an age-armored WTXT does not).
-func isPlainWTXT(p string) bool {
-	f, err := os.Open(p)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var b [len(wtxtMagic)]byte
-	n, _ := io.ReadFull(f, b[:])
-	return string(b[:n]) == wtxtMagic
 }
 
 // manifestBlobs maps the previous MANIFEST's entries to their blobs.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/snapd-ml/snapd/gitops/layout"
 )
 
 // Reading a skeleton-layout generation (FileSkeleton, its parts, and the
@@ -39,19 +41,18 @@ func (r *Repo) genDir(rev string) (*object.Tree, error) {
 	return dir, nil
 }
 
-// IsSkeleton reports whether rev's generation is stored in the skeleton
-// layout: its directory holds FileSkeleton or FileSkeleton's parts and
-// neither FileWTXT nor DirWTXTParts.
-func (r *Repo) IsSkeleton(rev string) (bool, error) {
+// Layout returns the layout rev's generation is stored in
+// (layout.Detect over its directory).
+func (r *Repo) Layout(rev string) (Layout, error) {
 	dir, err := r.genDir(rev)
 	if err != nil {
-		return false, err
+		return "", err
 	}
-	has := map[string]bool{}
-	for _, e := range dir.Entries {
-		has[e.Name] = true
+	n, err := layout.Detect(layout.TreeHas(dir))
+	if err != nil {
+		return "", fmt.Errorf("gitops: %s:%s: %w", rev, r.cfg.Path, err)
 	}
-	return (has[FileSkeleton] || has[FileSkeleton+partsSuffix]) && !has[FileWTXT] && !has[DirWTXTParts], nil
+	return n, nil
 }
 
 // WriteSkeleton writes the skeleton of rev's generation to w: FileSkeleton
@@ -65,13 +66,17 @@ func (r *Repo) WriteSkeleton(rev string, w io.Writer) error {
 	// Blobs stream from their loose files or git cat-file (blobFS), not
 	// whole through go-git.
 	ctx := context.Background()
-	if e, err := dir.FindEntry(FileSkeleton); err == nil && e.Mode.IsFile() {
+	form, err := layout.Stored(layout.TreeHas(dir), FileSkeleton)
+	if err != nil {
+		return fmt.Errorf("gitops: %s:%s: %w", rev, r.cfg.Path, err)
+	}
+	if e, err := dir.FindEntry(FileSkeleton); form == layout.Single && err == nil && e.Mode.IsFile() {
 		fsys, done := r.blobFS(ctx, dir)
 		defer done()
 		return copyBlob(fsys, FileSkeleton, w)
 	}
 	parts, err := dir.Tree(FileSkeleton + partsSuffix)
-	if err != nil {
+	if form != layout.Split || err != nil {
 		return fmt.Errorf("gitops: %s:%s has neither %s nor %s%s", rev, r.cfg.Path, FileSkeleton, FileSkeleton, partsSuffix)
 	}
 	fsys, done := r.blobFS(ctx, parts)

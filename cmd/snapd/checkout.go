@@ -16,6 +16,7 @@ import (
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/store/oci"
 )
@@ -126,9 +127,9 @@ func runCheckout(ctx context.Context, e *env, o *checkoutOptions) error {
 		return err
 	}
 	write := func(w io.Writer) error { return repo.WriteWTXT(rev, w) }
-	if skel, err := repo.IsSkeleton(rev); err != nil {
+	if stored, err := repo.Layout(rev); err != nil {
 		return err
-	} else if skel {
+	} else if stored == layout.Skeleton {
 		if write, err = o.skeletonWriter(ctx, e, repo, rev); err != nil {
 			return err
 		}
@@ -206,7 +207,7 @@ func (o *checkoutOptions) skeletonWriter(ctx context.Context, e *env, repo *gito
 		fmt.Fprintf(e.stderr, msg, ref, gitops.FileSummary)
 		src = r
 	}
-	name := path.Join(o.path, gitops.FileSkeleton)
+	name := path.Join(o.path, layout.FileSkeleton)
 	return func(w io.Writer) error {
 		pr, pw := io.Pipe()
 		done := make(chan error, 1)

@@ -7,13 +7,13 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -40,19 +40,7 @@ func IsSkeleton(p string) bool { return strings.HasSuffix(p, ".wtxt.skel") }
 
 // isSkeletonFile reports whether the local file starts with the skeleton
 // magic line.
-func isSkeletonFile(local string) bool {
-	if local == "" {
-		return false
-	}
-	f, err := os.Open(local)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	b := make([]byte, len(wtxt.SkeletonMagic)+1)
-	_, err = io.ReadFull(f, b)
-	return err == nil && string(b) == wtxt.SkeletonMagic+"\n"
-}
+func isSkeletonFile(local string) bool { return local != "" && layout.IsSkeletonFile(local) }
 
 // readSkeletonIndex indexes the local skeleton file.
 func readSkeletonIndex(ctx context.Context, local, name string) (*wtxt.Index, error) {

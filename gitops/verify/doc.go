@@ -65,7 +65,7 @@
 //     the armored bytes, armor form, the seal's own Merkle consistency;
 //     the seal must be of kind wtxt. "seal/missing" when there is no seal.
 //     The plaintext is not checked (noted).
-//   - Skeleton layout (FileSkeleton, Snapd-Layout: skeleton; the tensor
+//   - Skeleton layout (layout.FileSkeleton, Snapd-Layout: skeleton; the tensor
 //     bytes in an OCI registry, docs/FORMAT.md §6), with Options.Registry
 //     (read only: GET and HEAD): "registry" for the gen-NNNNNN manifest,
 //     its annotations and config against the skeleton and every blob's

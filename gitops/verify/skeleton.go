@@ -23,18 +23,16 @@ import (
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // Skeleton layout in Git (docs/FORMAT.md §6): the generation directory
-// holds FileSkeleton instead of current.wtxt or current.wtxt.parts/, the
-// commit's Snapd-Layout trailer is LayoutSkeleton, and the segment blobs
-// are in an OCI registry (Options.Registry).
-const (
-	FileSkeleton   = "current.wtxt.skel"
-	LayoutSkeleton = "skeleton"
-)
+// holds layout.FileSkeleton instead of current.wtxt or
+// current.wtxt.parts/, the commit's Snapd-Layout trailer is
+// layout.Skeleton, and the segment blobs are in an OCI registry
+// (Options.Registry).
 
 // CheckRegistry names failures of the registry side of a skeleton-layout
 // generation: the gen-NNNNNN manifest, its annotations and config, and
@@ -102,11 +100,11 @@ func SampleSegments(segs []wtxt.Segment, fraction float64, seed, gen uint64) []i
 func (v *verifier) skeletonGeneration(x *gv, c *object.Commit, tr map[string]string, prev *genState, anchor bool,
 	dir *object.Tree, entries map[string]object.TreeEntry) (*Generation, *genState, error) {
 	g := x.g
-	g.Layout = LayoutSkeleton
-	if t := tr[gitops.TrailerLayout]; t != "" && t != LayoutSkeleton {
-		x.fail("", 0, CheckTrailer, "trailer %s: %s, but the generation is stored as a skeleton (%s)", gitops.TrailerLayout, t, FileSkeleton)
+	g.Layout = string(layout.Skeleton)
+	if t := tr[gitops.TrailerLayout]; t != "" && t != string(layout.Skeleton) {
+		x.fail("", 0, CheckTrailer, "trailer %s: %s, but the generation is stored as a skeleton (%s)", gitops.TrailerLayout, t, layout.FileSkeleton)
 	}
-	name, sf, _ := v.fetchFile(x, dir, entries, FileSkeleton, "skel")
+	name, sf, _ := v.storedFile(x, dir, entries, layout.FileSkeleton, "skel")
 	if sf == nil {
 		return v.finish(x, c, tr, prev, anchor, content{}, nil, entries, dir, nil)
 	}
@@ -345,7 +343,7 @@ func (v *verifier) failWTXT(x *gv, name string, err error, lineShift int) {
 // oci_repository is where the daemon pushed and is not checked (a mirror
 // may be verified). In another layout neither key may be set.
 func (v *verifier) checkOCISummary(x *gv, kv map[string]string) {
-	if x.g.Layout != LayoutSkeleton {
+	if x.g.Layout != string(layout.Skeleton) {
 		for _, k := range []string{"oci_repository", "oci_manifest"} {
 			if _, ok := kv[k]; ok {
 				x.fail(gitops.FileSummary, 0, CheckSummary, "%s is set but the generation is not in the skeleton layout", k)

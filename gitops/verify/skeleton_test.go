@@ -16,6 +16,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"github.com/snapd-ml/snapd/gitops/verify/verifytest"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/store/oci"
@@ -63,7 +64,7 @@ func TestSkeletonLayoutFull(t *testing.T) {
 				nonEmpty++
 			}
 		}
-		if g.Layout != LayoutSkeleton || g.Verification != VerifyFull || g.Segments != sg.Push.Segments || g.SegmentsRead != g.Segments ||
+		if g.Layout != string(layout.Skeleton) || g.Verification != VerifyFull || g.Segments != sg.Push.Segments || g.SegmentsRead != g.Segments ||
 			g.WTXTBytes != int64(len(sg.WTXT)) || g.Signature != wtxt.SigVerified || g.CommitSignature != SigVerified || g.TagSignature != SigVerified {
 			t.Fatalf("gen %d: %+v", i+1, g)
 		}
@@ -195,7 +196,7 @@ func TestSkeletonLayoutBadRegistry(t *testing.T) {
 			if rep.OK || first == nil || proxy.Damaged() == 0 || !slices.Contains(tc.checks, first.Check) {
 				t.Fatalf("want %v:\n%s", tc.checks, dump(rep))
 			}
-			if first.File != "snapshots/"+FileSkeleton || first.Line == 0 || !strings.Contains(first.Message, seg.DigestString()) ||
+			if first.File != "snapshots/"+layout.FileSkeleton || first.Line == 0 || !strings.Contains(first.Message, seg.DigestString()) ||
 				!strings.Contains(first.Message, "array "+seg.Array) || !strings.Contains(first.Message, "chunk ") {
 				t.Fatalf("not located: %v", *first)
 			}

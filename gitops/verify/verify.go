@@ -28,6 +28,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"github.com/snapd-ml/snapd/gitops/sshsig"
 )
 
@@ -118,7 +119,7 @@ type Options struct {
 	OnGeneration func(*Generation)
 
 	// Registry serves the segment blobs of skeleton-layout generations
-	// (FileSkeleton; docs/FORMAT.md §6), read only. Without it such a
+	// (layout.FileSkeleton; docs/FORMAT.md §6), read only. Without it such a
 	// generation fails with CheckRegistry (its header is still checked).
 	Registry Registry
 	// Sample, when in (0, 1), checks only that fraction of each
@@ -521,34 +522,41 @@ func (v *verifier) generation(c *object.Commit, prev *genState, anchor bool) (*G
 		entries[e.Name] = e
 	}
 
-	// The skeleton layout: the tensor bytes are in an OCI registry.
-	_, skelSingle := entries[FileSkeleton]
-	_, skelSplit := entries[FileSkeleton+".parts"]
-	if skelSingle || skelSplit {
-		_, single := entries[gitops.FileWTXT]
-		_, split := entries[gitops.DirWTXTParts]
-		_, segs := entries[gitops.DirWTXTSegs]
-		if !single && !split && !segs {
-			return v.skeletonGeneration(x, c, tr, prev, anchor, dir, entries)
-		}
-		x.fail(FileSkeleton, 0, CheckLayout, "both %s and %s (or %s/ or %s/) present", FileSkeleton, gitops.FileWTXT, gitops.DirWTXTParts, gitops.DirWTXTSegs)
+	// The layout (layout.Detect). The skeleton layout: the tensor bytes
+	// are in an OCI registry.
+	has := layout.TreeHas(dir)
+	stored, derr := layout.Detect(has)
+	var de *layout.DetectError
+	if errors.As(derr, &de) && de.Path == layout.FileSkeleton && errors.Is(derr, layout.ErrAmbiguous) {
+		// A skeleton beside a WTXT: reported, then the WTXT is verified.
+		x.fail(de.Path, 0, CheckLayout, "%s", de.Msg)
+		stored, derr = layout.DetectWithoutSkeleton(has)
+	}
+	if derr == nil && stored == layout.Skeleton {
+		return v.skeletonGeneration(x, c, tr, prev, anchor, dir, entries)
 	}
 
 	// The WTXT.
-	wtxtName, wf, layout := v.fetchFile(x, dir, entries, gitops.FileWTXT, "wtxt")
-	g.Layout = layout
+	var wtxtName, lname string
+	var wf *materialized
+	switch {
+	case errors.As(derr, &de) && errors.Is(derr, layout.ErrNoLayout):
+		x.fail(de.Path, 0, CheckLayout, "%s in %s", de.Msg, v.o.Path)
+	case errors.As(derr, &de):
+		x.fail(de.Path, 0, CheckLayout, "%s", de.Msg)
+	default:
+		wtxtName, wf, lname = v.fetchFile(x, dir, entries, gitops.FileWTXT, stored, "wtxt")
+	}
+	g.Layout = lname
 	if wf == nil {
-		if wtxtName == "" {
-			x.fail(gitops.FileWTXT, 0, CheckLayout, "none of %s, %s/, %s/ in %s", gitops.FileWTXT, gitops.DirWTXTParts, gitops.DirWTXTSegs, v.o.Path)
-		}
 		return v.finish(x, c, tr, prev, anchor, content{}, nil, entries, dir, nil)
 	}
 	g.WTXTBytes = wf.size
-	if layout == string(gitops.LayoutSegments) && v.o.Sample > 0 && v.o.Sample < 1 {
+	if lname == string(layout.Segments) && v.o.Sample > 0 && v.o.Sample < 1 {
 		x.note("segments layout: verified in full (--sample applies to segments held in a registry; these are in the Git clone already)")
 	}
-	if t := tr[gitops.TrailerLayout]; t != "" && t != layout {
-		x.fail("", 0, CheckTrailer, "trailer %s: %s, but the WTXT is stored %s", gitops.TrailerLayout, t, layout)
+	if t := tr[gitops.TrailerLayout]; t != "" && t != lname {
+		x.fail("", 0, CheckTrailer, "trailer %s: %s, but the WTXT is stored %s", gitops.TrailerLayout, t, lname)
 	}
 
 	// Optional small files.
@@ -646,7 +654,7 @@ func (v *verifier) finish(x *gv, c *object.Commit, tr map[string]string, prev *g
 	var name string
 	var df *materialized
 	if !x.skip {
-		name, df, _ = v.fetchFile(x, dir, entries, gitops.FileDelta, "delta")
+		name, df, _ = v.storedFile(x, dir, entries, gitops.FileDelta, "delta")
 	}
 	if df != nil {
 		defer os.Remove(df.path)
@@ -720,31 +728,28 @@ func (v *verifier) checkTag(x *gv, c *object.Commit, name string) {
 	x.g.TagSignature, _ = v.objectSignature(x, CheckTagSig, "tag "+name, raw, splitTagSignature)
 }
 
+// storedFile is fetchFile of a file stored whole or as parts
+// (layout.Stored); both forms present is a layout failure.
+func (v *verifier) storedFile(x *gv, dir *object.Tree, entries map[string]object.TreeEntry, name, kind string) (string, *materialized, string) {
+	stored, err := layout.Stored(func(n string) bool { _, ok := entries[n]; return ok }, name)
+	var de *layout.DetectError
+	if errors.As(err, &de) {
+		x.fail(de.Path, 0, CheckLayout, "%s", de.Msg)
+		return de.Path, nil, ""
+	}
+	return v.fetchFile(x, dir, entries, name, stored, kind)
+}
+
 // fetchFile copies name (a blob), name.parts/ (assembled, every part
 // checked) or, for the WTXT, current.wtxt.segs/ (the segments layout,
 // rebuilt by gitops.ReadSegments, every piece and segment checked) to a
-// temp file. It returns the repository path found ("" when none exists),
+// temp file, as stored says (layout.Detect or layout.Stored; "": not
+// present). It returns the repository path found ("" when none exists),
 // the working copy (nil on failure) and the layout.
-func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.TreeEntry, name, kind string) (string, *materialized, string) {
-	e, single := entries[name]
-	pe, split := entries[name+".parts"]
-	var se object.TreeEntry
-	segs := false
-	if name == gitops.FileWTXT {
-		se, segs = entries[gitops.DirWTXTSegs]
-	}
-	if single && split {
-		x.fail(name, 0, CheckLayout, "both %s and %s.parts/ present", name, name)
-		return name, nil, ""
-	}
-	if segs && (single || split) {
-		other := name
-		if split {
-			other = name + ".parts/"
-		}
-		x.fail(gitops.DirWTXTSegs, 0, CheckLayout, "both %s and %s/ present", other, gitops.DirWTXTSegs)
-		return gitops.DirWTXTSegs, nil, ""
-	}
+func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.TreeEntry, name string, stored layout.Name, kind string) (string, *materialized, string) {
+	e, single := entries[name], stored == layout.Single
+	pe, split := entries[name+layout.PartsSuffix], stored == layout.Split
+	se, segs := entries[layout.DirWTXTSegs], stored == layout.Segments
 	if !single && !split && !segs {
 		return "", nil, ""
 	}
@@ -788,12 +793,12 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 		v.ioErr = err
 		return name, nil, ""
 	}
-	var rp, layout string
+	var rp, lname string
 	var cerr, check = error(nil), CheckObject
 	failFile, failLine := "", 0 // a located failure inside a segments directory
 	switch {
 	case single:
-		rp, layout = name, string(gitops.LayoutSingle)
+		rp, lname = name, string(layout.Single)
 		if e.Mode != filemode.Regular && e.Mode != filemode.Executable {
 			cerr, check = fmt.Errorf("mode %s, want a regular file", e.Mode), CheckLayout
 		} else if b, err := v.r.BlobObject(e.Hash); err != nil {
@@ -809,7 +814,7 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 			})
 		}
 	case split:
-		rp, layout = name+".parts", string(gitops.LayoutSplit)
+		rp, lname = name+layout.PartsSuffix, string(layout.Split)
 		check = CheckParts
 		if pe.Mode != filemode.Dir {
 			cerr, check = fmt.Errorf("%s.parts is not a directory", name), CheckLayout
@@ -819,7 +824,7 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 			cerr = gitops.AssembleFS(gitops.TreeFS(t), ".", bw)
 		}
 	default:
-		rp, layout = gitops.DirWTXTSegs, string(gitops.LayoutSegments)
+		rp, lname = layout.DirWTXTSegs, string(layout.Segments)
 		check, failFile, failLine, cerr = v.readSegments(x, dir, se, bw)
 		if cerr == nil {
 			check = CheckParts
@@ -838,7 +843,7 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 	if fw.err != nil || werr != nil {
 		os.Remove(m.path)
 		v.ioErr = fmt.Errorf("verify: working copy of %s: %w", rp, errors.Join(fw.err, werr))
-		return rp, nil, layout
+		return rp, nil, lname
 	}
 	if cerr != nil {
 		os.Remove(m.path)
@@ -846,14 +851,14 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 			failFile = rp
 		}
 		x.fail(failFile, failLine, check, "%v", cerr)
-		return rp, nil, layout
+		return rp, nil, lname
 	}
 	m.size = cw.n
 	if h != nil {
 		m.sha256 = hex.EncodeToString(h.Sum(nil))
 	}
 	m.head = cw.head
-	return rp, m, layout
+	return rp, m, lname
 }
 
 // ErrBlobID reports a blob whose bytes, as read, do not hash to its

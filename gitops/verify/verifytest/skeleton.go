@@ -13,14 +13,8 @@ import (
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"github.com/snapd-ml/snapd/store/oci"
-)
-
-// Skeleton-layout names as docs/FORMAT.md §6 fixes them (the constants of
-// gitops/verify, repeated here to avoid an import cycle in its tests).
-const (
-	FileSkeleton   = "current.wtxt.skel"
-	LayoutSkeleton = "skeleton"
 )
 
 // SkelGen is one skeleton-layout generation as built.
@@ -92,14 +86,14 @@ func (f *SkeletonFixture) CommitSkeleton(t testing.TB, n uint64, skel, data []by
 	hx := func(b [32]byte) string { return hex.EncodeToString(b[:]) }
 	ws, ss := sha256.Sum256(data), sha256.Sum256(skel)
 	summary := fmt.Sprintf("gen=%s\nts=%s\nbuild=%s\nsha256_all=%s\nmerkle_prev=%s\nmerkle_this=%s\nlayout=%s\nwtxt_bytes=%d\nwtxt_sha256=%s\nskel_bytes=%d\nskel_sha256=%s\n",
-		genText, ts, s.Meta.Build, hx(res.SHA256All), hx(res.MerklePrev), hx(res.MerkleThis), LayoutSkeleton, len(data), hx(ws), len(skel), hx(ss))
+		genText, ts, s.Meta.Build, hx(res.SHA256All), hx(res.MerklePrev), hx(res.MerkleThis), layout.Skeleton, len(data), hx(ws), len(skel), hx(ss))
 	dir := filepath.Join(f.Dir, gitops.DefaultPath)
-	WriteFile(t, filepath.Join(dir, FileSkeleton), skel)
+	WriteFile(t, filepath.Join(dir, layout.FileSkeleton), skel)
 	WriteFile(t, filepath.Join(dir, gitops.FileSummary), []byte(summary))
 	msg := fmt.Sprintf("snapd: generation %s\n\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n%s: %s\n",
 		genText, gitops.TrailerGen, genText, gitops.TrailerTS, ts, gitops.TrailerBuild, s.Meta.Build,
 		gitops.TrailerSHA256All, hx(res.SHA256All), gitops.TrailerMerklePrev, hx(res.MerklePrev), gitops.TrailerMerkleThis, hx(res.MerkleThis),
-		gitops.TrailerLayout, LayoutSkeleton)
+		gitops.TrailerLayout, layout.Skeleton)
 	msgFile := WriteFile(t, filepath.Join(t.TempDir(), "msg"), []byte(msg))
 	Git(t, f.Dir, "add", "-A")
 	Git(t, f.Dir, append(signArgs(f.Key.PrivFile), "commit", "-q", "-S", "--cleanup=verbatim", "-F", msgFile)...)
