@@ -140,6 +140,69 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// 1. The parent: the branch head, the base branch's tip, or a resume
+	// record over the abandoned generations.
+	head, err := r.parent(ctx, g, h)
+	if err != nil {
+		return nil, err
+	}
+	// 2. The chain: a repeat of the head is returned as it is; anything
+	// else must follow it (gen order, merkle link) and pass Verify.
+	tagName := r.genTag(h.Root.Gen, head)
+	if res, err := r.checkChain(head, h, tagName); res != nil || err != nil {
+		return res, err
+	}
+	if r.cfg.Verify != nil {
+		if err := r.cfg.Verify(ctx, g, h); err != nil {
+			return nil, fmt.Errorf("gitops: generation %s: verify: %w", h.Root.Gen, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// 3. The generation directory: the WTXT in the chosen layout, the
+	// sidecars, generation.txt.
+	b, attrText, err := r.newBuilder(ctx, head)
+	if err != nil {
+		return nil, err
+	}
+	if b.pack != nil {
+		defer b.pack.abort()
+	}
+	prevDir, err := r.prevDir(head)
+	if err != nil {
+		return nil, err
+	}
+	dir := newTreeBuilder(prevDir)
+	stored, info, err := r.storeWTXT(b, dir, prevDir, g)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.storeSidecars(b, dir, prevDir, g, h, stored, info); err != nil {
+		return nil, err
+	}
+	// 4. The root tree, the signed commit and tag, then the refs.
+	rootHash, err := r.writeRoot(b, head, dir, attrText)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.writeCommit(b, head, h, stored, tagName, rootHash)
+	if err != nil {
+		return nil, err
+	}
+	if stored == LayoutSegments {
+		r.segKeys = b.newSegKeys
+	} else {
+		r.segKeys = nil
+	}
+	return res, nil
+}
+
+// parent returns what generation g's commit follows (nil: an orphan
+// commit): the branch head; on a branch not yet made, the base branch's
+// tip (Config.BaseBranch, base.go); after a resume record when g
+// declares one (resume.go).
+func (r *Repo) parent(ctx context.Context, g Generation, h *Header) (*headInfo, error) {
 	head, err := r.head()
 	if err != nil {
 		return nil, err
@@ -158,41 +221,46 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 			return nil, err
 		}
 	}
-	tagName := r.genTag(h.Root.Gen, head)
-	if head != nil && !head.base {
-		prevGen := head.trail[TrailerGen]
-		if prevGen == h.Root.Gen && head.trail[TrailerSHA256All] == h.trailer(TrailerSHA256All) {
-			return r.existing(head, h, tagName)
-		}
-		pg, err := parseGenTrailer(prevGen)
-		if err != nil {
-			return nil, fmt.Errorf("gitops: branch %s head %s has no %s trailer", r.cfg.Branch, head.commit.Hash, TrailerGen)
-		}
-		if h.Gen <= pg {
-			return nil, fmt.Errorf("%w: generation %s, head %s has %s", ErrGenOrder, h.Root.Gen, head.commit.Hash, prevGen)
-		}
-		if pm, mp := head.trail[TrailerMerkleThis], h.trailer(TrailerMerklePrev); pm != mp {
-			return nil, fmt.Errorf("%w: generation %s merkle_prev %s, head generation %s merkle_this %s", ErrChainBreak, h.Root.Gen, mp, prevGen, pm)
-		}
-	}
-	if r.cfg.Verify != nil {
-		if err := r.cfg.Verify(ctx, g, h); err != nil {
-			return nil, fmt.Errorf("gitops: generation %s: verify: %w", h.Root.Gen, err)
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	return head, nil
+}
 
-	// The root .gitattributes (its blob is the base of the pack's literal
-	// deltas, packw.go, so it is known before anything is stored).
+// checkChain checks that h follows the head generation: the same
+// generation again returns the head (existing); an older or equal gen
+// fails with ErrGenOrder, a merkle_prev that is not the head's
+// merkle_this with ErrChainBreak. Both nil: commit.
+func (r *Repo) checkChain(head *headInfo, h *Header, tagName string) (*Result, error) {
+	if head == nil || head.base {
+		return nil, nil
+	}
+	prevGen := head.trail[TrailerGen]
+	if prevGen == h.Root.Gen && head.trail[TrailerSHA256All] == h.trailer(TrailerSHA256All) {
+		return r.existing(head, h, tagName)
+	}
+	pg, err := parseGenTrailer(prevGen)
+	if err != nil {
+		return nil, fmt.Errorf("gitops: branch %s head %s has no %s trailer", r.cfg.Branch, head.commit.Hash, TrailerGen)
+	}
+	if h.Gen <= pg {
+		return nil, fmt.Errorf("%w: generation %s, head %s has %s", ErrGenOrder, h.Root.Gen, head.commit.Hash, prevGen)
+	}
+	if pm, mp := head.trail[TrailerMerkleThis], h.trailer(TrailerMerklePrev); pm != mp {
+		return nil, fmt.Errorf("%w: generation %s merkle_prev %s, head generation %s merkle_this %s", ErrChainBreak, h.Root.Gen, mp, prevGen, pm)
+	}
+	return nil, nil
+}
+
+// newBuilder returns the object writer of one commit and the root
+// .gitattributes it carries (its blob is the base of the pack's literal
+// deltas, packw.go, so it is known before anything is stored). The
+// caller aborts b.pack (when set) on its way out.
+func (r *Repo) newBuilder(ctx context.Context, head *headInfo) (*builder, []byte, error) {
 	var prevRoot *object.Tree
 	if head != nil {
 		prevRoot = head.tree
 	}
 	attrText, err := r.attributes(prevRoot)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b := &builder{st: r.r.Storer, ctx: ctx, objects: objectsDir(r.dir), knownSegs: r.segKeys}
 	if b.objects != "" {
@@ -201,77 +269,86 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		if r.checkPacks {
 			b.pack.check = indexPackCheck(ctx, r.dir)
 		}
-		defer b.pack.abort()
 	}
-	var prevDir *object.Tree
-	if head != nil && !head.base {
-		if prevDir, err = head.tree.Tree(r.cfg.Path); errors.Is(err, object.ErrDirectoryNotFound) {
-			prevDir = nil
-		} else if err != nil {
-			return nil, fmt.Errorf("gitops: previous tree %s: %w", r.cfg.Path, err)
-		}
-	}
-	dir := newTreeBuilder(prevDir)
+	return b, attrText, nil
+}
 
-	// The WTXT (or its skeleton).
+// prevDir returns the head generation's directory (nil: none, or the
+// head is the base branch's tip).
+func (r *Repo) prevDir(head *headInfo) (*object.Tree, error) {
+	if head == nil || head.base {
+		return nil, nil
+	}
+	prevDir, err := head.tree.Tree(r.cfg.Path)
+	if errors.Is(err, object.ErrDirectoryNotFound) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("gitops: previous tree %s: %w", r.cfg.Path, err)
+	}
+	return prevDir, nil
+}
+
+// chooseLayout returns the layout generation g's WTXT (or skeleton) of
+// size bytes is stored in, and whether a single file is stored split
+// into parts: the configured one, auto's choice by SplitThreshold, the
+// skeleton layout for a Generation.Skeleton, and split parts for an
+// age-armored WTXT the segments layout has no structure to cut.
+func (r *Repo) chooseLayout(g Generation, size int64) (Layout, bool) {
+	big := r.cfg.Layout == LayoutAuto && size > r.cfg.SplitThreshold
+	split := r.cfg.Layout == LayoutSplit || big
+	switch {
+	case g.Skeleton != "":
+		return LayoutSkeleton, split
+	case (r.cfg.Layout == LayoutSegments || big) && layout.IsPlainWTXTFile(g.WTXT):
+		// auto above SplitThreshold: segments (an armored WTXT has no
+		// structure to cut into raw segments: split parts, below).
+		return LayoutSegments, false
+	case r.cfg.Layout == LayoutSegments:
+		return LayoutSplit, true // an armored WTXT has no structure to split by
+	case split:
+		return LayoutSplit, true
+	}
+	return LayoutSingle, false
+}
+
+// storeWTXT stores generation g's WTXT (or skeleton) in dir in the
+// layout chooseLayout picks, removing the other layouts' entries, and
+// returns the layout and what generation.txt records of it.
+func (r *Repo) storeWTXT(b *builder, dir *treeBuilder, prevDir *object.Tree, g Generation) (Layout, fileInfo, error) {
 	src, name := g.WTXT, FileWTXT
 	if g.Skeleton != "" {
 		src, name = g.Skeleton, FileSkeleton
 	}
 	st, err := os.Stat(src)
 	if err != nil {
-		return nil, fmt.Errorf("gitops: %w", err)
+		return "", fileInfo{}, fmt.Errorf("gitops: %w", err)
 	}
-	stored := LayoutSingle
-	big := r.cfg.Layout == LayoutAuto && st.Size() > r.cfg.SplitThreshold
-	split := r.cfg.Layout == LayoutSplit || big
-	if split {
-		stored = LayoutSplit
-	}
+	stored, split := r.chooseLayout(g, st.Size())
 	var info fileInfo
-	switch {
-	case g.Skeleton != "":
-		stored = LayoutSkeleton
+	switch stored {
+	case LayoutSkeleton:
 		for _, n := range []string{FileWTXT, DirWTXTParts, DirWTXTSegs} {
 			dir.remove(n)
 		}
 		info, err = b.storeFile(dir, prevDir, name, src, split, r.cfg.PartLimit)
-	case (r.cfg.Layout == LayoutSegments || big) && layout.IsPlainWTXTFile(g.WTXT):
-		// auto above SplitThreshold: segments (an armored WTXT has no
-		// structure to cut into raw segments: split parts, below).
-		stored = LayoutSegments
+	case LayoutSegments:
 		dir.remove(FileSkeleton)
 		dir.remove(FileSkeleton + partsSuffix)
 		info, err = b.storeSkeletonFile(dir, prevDir, g.WTXT, r.cfg.SegmentSize, r.cfg.SegmentPiece)
 	default:
-		if r.cfg.Layout == LayoutSegments {
-			stored, split = LayoutSplit, true // an armored WTXT has no structure to split by
-		}
 		dir.remove(FileSkeleton)
 		dir.remove(FileSkeleton + partsSuffix)
 		dir.remove(DirWTXTSegs)
 		info, err = b.storeFile(dir, prevDir, name, src, split, r.cfg.PartLimit)
 	}
-	if err != nil {
-		return nil, err
-	}
-	key := "wtxt"
-	if g.Skeleton != "" {
-		key = "skel"
-	}
-	var sb strings.Builder
-	for _, f := range h.Root.Fields() {
-		sb.WriteString(f.Key + "=" + f.Value + "\n")
-	}
-	fmt.Fprintf(&sb, "layout=%s\n%s_bytes=%d\n", stored, key, info.size)
-	if info.sha256 != "" { // the segments layout omits it
-		fmt.Fprintf(&sb, "%s_sha256=%s\n", key, info.sha256)
-	}
-	summary := sb.String()
-	if g.OCI != nil {
-		summary += fmt.Sprintf("oci_repository=%s\noci_manifest=%s\n", g.OCI.Repository, g.OCI.Manifest)
-	}
-	// Optional files.
+	return stored, info, err
+}
+
+// storeSidecars stores the optional files (the DELTA as Config.Delta
+// says, WSUM, seal, picture), removing absent ones, and generation.txt
+// (summary).
+func (r *Repo) storeSidecars(b *builder, dir *treeBuilder, prevDir *object.Tree, g Generation, h *Header, stored Layout, info fileInfo) error {
+	summary := summaryText(h, g, stored, info)
 	delta := g.Delta
 	if r.cfg.Delta == DeltaNever || r.cfg.Delta == DeltaAuto && stored != LayoutSingle || g.Skeleton != "" {
 		delta = ""
@@ -284,12 +361,12 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		}
 		st, err := os.Stat(o.src)
 		if err != nil {
-			return nil, fmt.Errorf("gitops: %w", err)
+			return fmt.Errorf("gitops: %w", err)
 		}
 		split := r.cfg.Layout != LayoutSingle && st.Size() > r.cfg.SplitThreshold
 		fi, err := b.storeFile(dir, prevDir, o.name, o.src, split, r.cfg.PartLimit)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		key := strings.TrimPrefix(path.Ext(o.name), ".")
 		summary += fmt.Sprintf("%s_bytes=%d\n%s_sha256=%s\n", key, fi.size, key, fi.sha256)
@@ -297,40 +374,77 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if g.Picture == "" {
 		dir.remove(FilePicture)
 	} else if _, err := b.storeFile(dir, prevDir, FilePicture, g.Picture, false, r.cfg.PartLimit); err != nil {
-		return nil, err
+		return err
 	}
 	sum, err := b.blob([]byte(summary))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	dir.set(FileSummary, filemode.Regular, sum)
+	return nil
+}
+
+// summaryText is generation.txt up to the sidecars: the root values,
+// the layout, the WTXT's (or skeleton's) size and SHA-256, the registry
+// side of a skeleton.
+func summaryText(h *Header, g Generation, stored Layout, info fileInfo) string {
+	key := "wtxt"
+	if g.Skeleton != "" {
+		key = "skel"
+	}
+	var sb strings.Builder
+	for _, f := range h.Root.Fields() {
+		sb.WriteString(f.Key + "=" + f.Value + "\n")
+	}
+	fmt.Fprintf(&sb, "layout=%s\n%s_bytes=%d\n", stored, key, info.size)
+	if info.sha256 != "" { // the segments layout omits it
+		fmt.Fprintf(&sb, "%s_sha256=%s\n", key, info.sha256)
+	}
+	if g.OCI != nil {
+		fmt.Fprintf(&sb, "oci_repository=%s\noci_manifest=%s\n", g.OCI.Repository, g.OCI.Manifest)
+	}
+	return sb.String()
+}
+
+// writeRoot writes the generation directory and the root tree (the
+// previous root with .gitattributes and Config.Path replaced), then
+// installs the pack, so every new blob and tree is stored before a
+// commit names them.
+func (r *Repo) writeRoot(b *builder, head *headInfo, dir *treeBuilder, attrText []byte) (plumbing.Hash, error) {
 	dirHash, err := b.writeTree(dir)
 	if err != nil {
-		return nil, err
+		return plumbing.ZeroHash, err
 	}
-
-	// The root tree: the previous root with .gitattributes and Path replaced.
 	attrs, err := b.blob(attrText)
 	if err != nil {
-		return nil, err
+		return plumbing.ZeroHash, err
+	}
+	var prevRoot *object.Tree
+	if head != nil {
+		prevRoot = head.tree
 	}
 	rootHash, err := b.replacePath(prevRoot, strings.Split(r.cfg.Path, "/"), dirHash, func(t *treeBuilder) {
 		t.set(FileAttributes, filemode.Regular, attrs)
 	})
 	if err != nil {
-		return nil, err
+		return plumbing.ZeroHash, err
 	}
-
 	if b.pack != nil {
-		// Every new blob and tree is stored before a commit names them.
 		added, err := b.pack.finish()
 		if err != nil {
-			return nil, err
+			return plumbing.ZeroHash, err
 		}
 		if s, ok := r.r.Storer.(interface{ Reindex() }); ok && added {
 			s.Reindex() // go-git lists packs once
 		}
 	}
+	return rootHash, nil
+}
+
+// writeCommit writes the (signed) commit of rootHash and its annotated
+// tag, then moves the branch (checked against the head it follows) and
+// sets the tag.
+func (r *Repo) writeCommit(b *builder, head *headInfo, h *Header, stored Layout, tagName string, rootHash plumbing.Hash) (*Result, error) {
 	when := r.cfg.Now().UTC()
 	if ts, err := time.Parse("2006-01-02T15:04:05Z", h.Root.TS); err == nil {
 		when = ts
@@ -348,6 +462,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if head != nil && !head.base {
 		oldRef = plumbing.NewHashReference(plumbing.NewBranchReferenceName(r.cfg.Branch), head.commit.Hash)
 	}
+	var err error
 	if r.cfg.SigningKey != nil {
 		if c.PGPSignature, err = signObject(r.cfg.SigningKey, c.EncodeWithoutSignature); err != nil {
 			return nil, err
@@ -379,11 +494,6 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	}
 	if err := r.r.Storer.SetReference(plumbing.NewHashReference(tagRef, tagHash)); err != nil {
 		return nil, fmt.Errorf("gitops: set tag %s: %w", tagName, err)
-	}
-	if stored == LayoutSegments {
-		r.segKeys = b.newSegKeys
-	} else {
-		r.segKeys = nil
 	}
 	return &Result{Gen: h.Gen, Commit: commitHash, Tag: tagName, TagObject: tagHash, Layout: stored,
 		BlobsWritten: b.blobs, BytesWritten: b.bytes}, nil
