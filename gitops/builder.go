@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"io"
 	"os"
 	"sort"
@@ -219,8 +220,8 @@ func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src st
 // previous MANIFEST) points at the previous blob without being written
 // again; any other part is written as a new blob. Either way it is entered
 // into t under its name.
-func (b *builder) storePart(t *treeBuilder, reuse map[Part]plumbing.Hash) func(Part, []byte) error {
-	return func(p Part, data []byte) error {
+func (b *builder) storePart(t *treeBuilder, reuse map[layout.Part]plumbing.Hash) func(layout.Part, []byte) error {
+	return func(p layout.Part, data []byte) error {
 		if h, ok := reuse[p]; ok {
 			t.set(p.Name, filemode.Regular, h)
 			return nil
@@ -237,12 +238,12 @@ func (b *builder) storePart(t *treeBuilder, reuse map[Part]plumbing.Hash) func(P
 // storeParts splits r into a parts tree. A part whose name, size and
 // SHA-256 equal an entry of the previous MANIFEST reuses the previous blob
 // without hashing or writing it again.
-func (b *builder) storeParts(r io.ReaderAt, size int64, prev *object.Tree, limit int64) (plumbing.Hash, *Manifest, error) {
-	reuse := map[Part]plumbing.Hash{}
+func (b *builder) storeParts(r io.ReaderAt, size int64, prev *object.Tree, limit int64) (plumbing.Hash, *layout.Manifest, error) {
+	reuse := map[layout.Part]plumbing.Hash{}
 	if prev != nil {
-		if mf, err := prev.File(ManifestName); err == nil && mf.Size <= MaxManifestSize {
+		if mf, err := prev.File(layout.ManifestName); err == nil && mf.Size <= layout.MaxManifestSize {
 			if data, err := mf.Contents(); err == nil {
-				if pm, err := ParseManifest([]byte(data)); err == nil {
+				if pm, err := layout.ParseManifest([]byte(data)); err == nil {
 					for _, p := range pm.Parts {
 						if e, err := prev.FindEntry(p.Name); err == nil && e.Mode == filemode.Regular {
 							reuse[p] = e.Hash
@@ -253,7 +254,7 @@ func (b *builder) storeParts(r io.ReaderAt, size int64, prev *object.Tree, limit
 		}
 	}
 	t := newTreeBuilder(nil)
-	m, err := Split(b.ctx, r, size, limit, b.storePart(t, reuse))
+	m, err := layout.SplitParts(b.ctx, r, size, limit, b.storePart(t, reuse))
 	if err != nil {
 		return plumbing.ZeroHash, nil, err
 	}
@@ -261,7 +262,7 @@ func (b *builder) storeParts(r io.ReaderAt, size int64, prev *object.Tree, limit
 	if err != nil {
 		return plumbing.ZeroHash, nil, err
 	}
-	t.set(ManifestName, filemode.Regular, mh)
+	t.set(layout.ManifestName, filemode.Regular, mh)
 	h, err := b.writeTree(t)
 	return h, m, err
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"io"
 	"io/fs"
 	"os"
@@ -478,7 +479,7 @@ func (b *catBlob) Close() error {
 // Prefetch tells the file system which files are about to be opened, in
 // order, so their contents are requested from git ahead (catFile.hint);
 // without git it does nothing. A name that is a directory stands for its
-// segment pieces p000000, p000001, ... (a pieced segment, segpieces.go),
+// segment pieces p000000, p000001, ... (a pieced segment, gitops/layout/segpieces.go),
 // at most catMaxHints of them; names that do not exist are ignored. It
 // never changes what Open returns, only how soon. Like Open, it is not
 // safe for concurrent use (go-git's trees are not).
@@ -500,7 +501,7 @@ func (f treeFS) Prefetch(names ...string) {
 			continue
 		}
 		for k := 0; len(hs) < catMaxHints; k++ {
-			pe, err := f.t.FindEntry(path.Join(name, fmt.Sprintf(segPieceFmt, k)))
+			pe, err := f.t.FindEntry(path.Join(name, fmt.Sprintf(layout.SegPieceFmt, k)))
 			if err != nil || !pe.Mode.IsFile() {
 				break
 			}
@@ -512,10 +513,10 @@ func (f treeFS) Prefetch(names ...string) {
 	}
 }
 
-// isDir reports whether name is a directory (subtree) of the tree; Open
-// of one fails with fs.ErrNotExist (segs_read.go asks first, as go-git
+// IsDir reports whether name is a directory (subtree) of the tree; Open
+// of one fails with fs.ErrNotExist (layout.ReadSegments asks first, as go-git
 // would read the subtree as a blob to say so).
-func (f treeFS) isDir(name string) bool {
+func (f treeFS) IsDir(name string) bool {
 	if !fs.ValidPath(name) {
 		return false
 	}

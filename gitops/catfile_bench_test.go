@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"fmt"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"github.com/snapd-ml/snapd/internal/testutil"
 	"io"
 	"os"
@@ -73,7 +74,7 @@ func BenchmarkSegmentsRead(b *testing.B) {
 				if v.git {
 					fsys, done = GitTreeFS(ctx, dir, segs)
 				}
-				info, err := ReadSegments(ctx, fsys, io.Discard)
+				info, err := layout.ReadSegments(ctx, fsys, io.Discard)
 				if cf := fsys.(treeFS).cat; cf != nil {
 					served += cf.served
 					ahead += cf.ahead

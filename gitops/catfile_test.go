@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"io"
 	"os"
 	"path/filepath"
@@ -127,7 +128,7 @@ func TestGitTreeFSServesSegments(t *testing.T) {
 		t.Fatal("git cat-file did not start")
 	}
 	var out bytes.Buffer
-	info, err := ReadSegments(context.Background(), fsys, &out)
+	info, err := layout.ReadSegments(context.Background(), fsys, &out)
 	if err != nil || !bytes.Equal(out.Bytes(), chain.data[0]) {
 		t.Fatalf("ReadSegments: %v", err)
 	}
@@ -148,7 +149,7 @@ func TestGitTreeFSServesSegments(t *testing.T) {
 	// every file is still the one go-git reads.
 	var dirs []string
 	for p := range info.Paths {
-		if strings.HasPrefix(p, "seg/") && !strings.Contains(strings.TrimPrefix(p, "seg/"), ".seg/") && fsys.(treeFS).isDir(p) {
+		if strings.HasPrefix(p, "seg/") && !strings.Contains(strings.TrimPrefix(p, "seg/"), ".seg/") && fsys.(treeFS).IsDir(p) {
 			dirs = append(dirs, p)
 		}
 	}
@@ -158,15 +159,15 @@ func TestGitTreeFSServesSegments(t *testing.T) {
 	sort.Strings(dirs)
 	var want []string
 	for k := 0; ; k++ {
-		p := fmt.Sprintf("%s/"+segPieceFmt, dirs[0], k)
+		p := fmt.Sprintf("%s/"+layout.SegPieceFmt, dirs[0], k)
 		if !info.Paths[p] {
 			break
 		}
 		want = append(want, p)
 	}
-	want = append(want, ManifestName)
+	want = append(want, layout.ManifestName)
 	served := cf.served
-	fsys.(prefetcher).Prefetch("nope", "seg/00/nope.seg", "seg", "../x", dirs[0], ManifestName, "/abs")
+	fsys.(layout.Prefetcher).Prefetch("nope", "seg/00/nope.seg", "seg", "../x", dirs[0], layout.ManifestName, "/abs")
 	if len(cf.queue) != len(want) || len(want) < 3 {
 		t.Fatalf("Prefetch queued %d requests, want %d", len(cf.queue), len(want))
 	}

@@ -69,6 +69,17 @@ func ParseDeltaPolicy(s string) (DeltaPolicy, error) {
 	return "", fmt.Errorf("gitops: delta policy %q: want auto, always or never", s)
 }
 
+// Limits and defaults of the layouts (gitops/layout owns them), as
+// Config takes them.
+const (
+	DirWTXTSegs         = layout.DirWTXTSegs         // segments layout
+	DefaultSegmentSize  = layout.DefaultSegmentSize  // Config.SegmentSize
+	DefaultSegmentPiece = layout.DefaultSegmentPiece // Config.SegmentPiece
+	MinPartLimit        = layout.MinPartLimit        // Config.PartLimit
+	MaxPartLimit        = layout.MaxPartLimit
+	DefaultPartLimit    = layout.DefaultPartLimit
+)
+
 // Defaults for Config.
 const (
 	DefaultBranch      = "snapshots"

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"strings"
 	"testing"
 
@@ -59,7 +60,7 @@ func TestParseHeader(t *testing.T) {
 			t.Errorf("WSUM %q: %v", b, err)
 		}
 	}
-	if _, err := ParseManifest(bytes.Repeat([]byte("x"), MaxManifestSize+1)); !errors.Is(err, ErrParts) {
+	if _, err := layout.ParseManifest(bytes.Repeat([]byte("x"), layout.MaxManifestSize+1)); !errors.Is(err, layout.ErrParts) {
 		t.Errorf("oversized MANIFEST: %v", err)
 	}
 	for _, l := range []string{"", "auto", "single", "split"} {

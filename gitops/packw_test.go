@@ -3,6 +3,7 @@ package gitops
 import (
 	"bytes"
 	"context"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -222,7 +223,7 @@ func pieceBases(t *testing.T, repo, rev string) map[string]string {
 	}
 	prefix := DefaultPath + "/" + DirWTXTSegs + "/"
 	for path, h := range byPath {
-		if piece, ok := PieceOfBase(strings.TrimPrefix(path, prefix)); ok {
+		if piece, ok := layout.PieceOfBase(strings.TrimPrefix(path, prefix)); ok {
 			out[byPath[prefix+piece]] = h
 		}
 	}

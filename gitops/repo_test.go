@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"os"
 	"path/filepath"
 	"strings"
@@ -336,7 +337,7 @@ func TestCommitSplitLayout(t *testing.T) {
 	wt := filepath.Join(dir, "clone")
 	gitCmd(t, dir, "clone", "-q", "-b", "snapshots", repoDir, wt)
 	var out bytes.Buffer
-	if err := Assemble(filepath.Join(wt, "snapshots", DirWTXTParts), &out); err != nil {
+	if err := layout.Assemble(filepath.Join(wt, "snapshots", DirWTXTParts), &out); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(out.Bytes(), chain.data[3]) {

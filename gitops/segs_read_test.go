@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -57,7 +58,7 @@ func TestReadSegmentsLocated(t *testing.T) {
 	ctx := context.Background()
 	fsys, want := segmentsDir(t, 1)
 	var out bytes.Buffer
-	info, err := ReadSegments(ctx, fsys, &out)
+	info, err := layout.ReadSegments(ctx, fsys, &out)
 	if err != nil || !bytes.Equal(out.Bytes(), want) || info.Written != int64(len(want)) {
 		t.Fatalf("ReadSegments: %v (%d bytes, want %d)", err, out.Len(), len(want))
 	}
@@ -102,18 +103,18 @@ func TestReadSegmentsLocated(t *testing.T) {
 		{"short piece", func(m fstest.MapFS) { d := m[embPiece].Data; m[embPiece].Data = d[:len(d)-1] }, embPiece, false, "", "MANIFEST says"},
 		{"missing piece", func(m fstest.MapFS) { delete(m, embPiece) }, embPiece, false, "", "missing"},
 		{"MANIFEST naming a path outside", func(m fstest.MapFS) {
-			m[ManifestName].Data = bytes.Replace(m[ManifestName].Data, []byte(embPiece), []byte("../"+embPiece), 1)
-		}, ManifestName, true, "", "bad part name"},
-		{"MANIFEST missing", func(m fstest.MapFS) { delete(m, ManifestName) }, ManifestName, true, "", "missing"},
+			m[layout.ManifestName].Data = bytes.Replace(m[layout.ManifestName].Data, []byte(embPiece), []byte("../"+embPiece), 1)
+		}, layout.ManifestName, true, "", "bad part name"},
+		{"MANIFEST missing", func(m fstest.MapFS) { delete(m, layout.ManifestName) }, layout.ManifestName, true, "", "missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := cloneFS(fsys)
 			tc.edit(m)
 			var out bytes.Buffer
-			_, err := ReadSegments(ctx, m, &out)
-			var se *SegmentsError
-			if !errors.As(err, &se) || !errors.Is(err, ErrSkeleton) {
-				t.Fatalf("err %v, want a *SegmentsError", err)
+			_, err := layout.ReadSegments(ctx, m, &out)
+			var se *layout.SegmentsError
+			if !errors.As(err, &se) || !errors.Is(err, layout.ErrSkeleton) {
+				t.Fatalf("err %v, want a *layout.SegmentsError", err)
 			}
 			if se.Path != tc.path || se.Layout != tc.layout || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("%v: path %q layout %v, want %q %v ...%s...", err, se.Path, se.Layout, tc.path, tc.layout, tc.msg)
@@ -132,7 +133,7 @@ func TestReadSegmentsLocated(t *testing.T) {
 	// A cancelled context stops the read.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := ReadSegments(cctx, fsys, &out); !errors.Is(err, context.Canceled) {
+	if _, err := layout.ReadSegments(cctx, fsys, &out); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
@@ -185,10 +186,10 @@ func FuzzReadSegments(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsys := unarchive(b)
 		var out bytes.Buffer
-		info, err := ReadSegments(context.Background(), fsys, &out)
+		info, err := layout.ReadSegments(context.Background(), fsys, &out)
 		if err != nil {
-			var se *SegmentsError
-			if !errors.As(err, &se) || !errors.Is(err, ErrSkeleton) {
+			var se *layout.SegmentsError
+			if !errors.As(err, &se) || !errors.Is(err, layout.ErrSkeleton) {
 				t.Fatalf("error is not a *SegmentsError: %v", err)
 			}
 			return
@@ -198,7 +199,7 @@ func FuzzReadSegments(f *testing.F) {
 			t.Fatalf("accepted output is not a framed WTXT (%d bytes, %d counted)", len(w), info.Written)
 		}
 		var again bytes.Buffer
-		if _, err := ReadSegments(context.Background(), fsys, &again); err != nil || !bytes.Equal(again.Bytes(), w) {
+		if _, err := layout.ReadSegments(context.Background(), fsys, &again); err != nil || !bytes.Equal(again.Bytes(), w) {
 			t.Fatalf("second read differs: %v", err)
 		}
 	})
@@ -214,13 +215,17 @@ func requireSeeds(f *testing.F, target string) {
 
 // TestWriteFuzzSeeds writes the seed corpora of FuzzSplit and
 // FuzzReadSegments into testdata/fuzz when SNAPD_WRITE_FUZZ_SEEDS=1
-// (they are committed; this documents how they were made).
+// (FuzzSplit's in layout/testdata/fuzz; they are committed; this documents
+// how they were made).
 func TestWriteFuzzSeeds(t *testing.T) {
 	if os.Getenv("SNAPD_WRITE_FUZZ_SEEDS") != "1" {
-		t.Skip("set SNAPD_WRITE_FUZZ_SEEDS=1 to rewrite testdata/fuzz/{FuzzSplit,FuzzReadSegments}")
+		t.Skip("set SNAPD_WRITE_FUZZ_SEEDS=1 to rewrite layout/testdata/fuzz/FuzzSplit and testdata/fuzz/FuzzReadSegments")
 	}
 	write := func(target, name string, b []byte) {
 		dir := filepath.Join("testdata", "fuzz", target)
+		if target == "FuzzSplit" { // the parts splitter's, in gitops/layout
+			dir = filepath.Join("layout", dir)
+		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -113,11 +114,11 @@ func TestCommitSegmentsLayout(t *testing.T) {
 	// A damaged segment or piece is refused on reading.
 	fsys := treeMapFS(t, repoDir, "gen-000003", "snapshots/"+DirWTXTSegs)
 	var out bytes.Buffer
-	if err := AssembleSkeletonFS(ctx, fsys, ".", &out); err != nil || !bytes.Equal(out.Bytes(), chain.data[2]) {
+	if err := layout.AssembleSkeletonFS(ctx, fsys, ".", &out); err != nil || !bytes.Equal(out.Bytes(), chain.data[2]) {
 		t.Fatalf("AssembleSkeletonFS: %v", err)
 	}
 	for name, f := range fsys {
-		if len(f.Data) == 0 || name == ManifestName {
+		if len(f.Data) == 0 || name == layout.ManifestName {
 			continue
 		}
 		bad := fstest.MapFS{}
@@ -127,7 +128,7 @@ func TestCommitSegmentsLayout(t *testing.T) {
 		d := bytes.Clone(f.Data)
 		d[len(d)/2] ^= 1
 		bad[name] = &fstest.MapFile{Data: d}
-		if err := AssembleSkeletonFS(ctx, bad, ".", &out); !errors.Is(err, ErrSkeleton) {
+		if err := layout.AssembleSkeletonFS(ctx, bad, ".", &out); !errors.Is(err, layout.ErrSkeleton) {
 			t.Fatalf("damaged %s: err = %v", name, err)
 		}
 	}
@@ -163,7 +164,7 @@ func TestCutSkeletonPieces(t *testing.T) {
 	}
 	var names []string
 	var joined []byte
-	m, err := cutSkeleton(skel.Bytes(), x, segs, func(p Part, d []byte) error {
+	m, err := layout.CutSkeleton(skel.Bytes(), x, segs, func(p layout.Part, d []byte) error {
 		names = append(names, p.Name)
 		joined = append(joined, d...)
 		first, _, _ := strings.Cut(string(d), " ")
@@ -188,23 +189,23 @@ func TestCutSkeletonPieces(t *testing.T) {
 	var want []string
 	for _, p := range []string{"0000-header", "emb.head", "emb.s000000", "emb.s000128", "emb.s000256", "b/x.head", "b/x.s000000", "empty.head", "empty.s000000", "9999-trailer"} {
 		if a, rest, ok := strings.Cut(p, "."); ok {
-			p = arrayPartPrefix(a) + "." + rest
+			p = layout.ArrayPartPrefix(a) + "." + rest
 		}
 		want = append(want, p+".part")
 	}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("pieces\n%s\nwant\n%s", strings.Join(names, " "), strings.Join(want, " "))
 	}
-	emit := func(Part, []byte) error { return nil }
-	if _, err := cutSkeleton(skel.Bytes(), x, segs[1:], emit); !errors.Is(err, ErrSkeleton) {
+	emit := func(layout.Part, []byte) error { return nil }
+	if _, err := layout.CutSkeleton(skel.Bytes(), x, segs[1:], emit); !errors.Is(err, layout.ErrSkeleton) {
 		t.Errorf("one segment fewer: %v", err)
 	}
 	other := append([]wtxt.Segment(nil), segs...)
 	other[3].FirstChunk++
-	if _, err := cutSkeleton(skel.Bytes(), x, other, emit); !errors.Is(err, ErrSkeleton) {
+	if _, err := layout.CutSkeleton(skel.Bytes(), x, other, emit); !errors.Is(err, layout.ErrSkeleton) {
 		t.Errorf("a segment's first chunk moved: %v", err)
 	}
-	if _, err := cutSkeleton(skel.Bytes()[:skel.Len()-3], x, segs, emit); !errors.Is(err, ErrSkeleton) {
+	if _, err := layout.CutSkeleton(skel.Bytes()[:skel.Len()-3], x, segs, emit); !errors.Is(err, layout.ErrSkeleton) {
 		t.Errorf("truncated: %v", err)
 	}
 }

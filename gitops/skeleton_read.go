@@ -81,7 +81,7 @@ func (r *Repo) WriteSkeleton(rev string, w io.Writer) error {
 	}
 	fsys, done := r.blobFS(ctx, parts)
 	defer done()
-	if err := AssembleFS(fsys, ".", w); err != nil {
+	if err := layout.AssembleFS(fsys, ".", w); err != nil {
 		return fmt.Errorf("gitops: %s%s: %w", FileSkeleton, partsSuffix, err)
 	}
 	return nil

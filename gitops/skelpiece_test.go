@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,7 +61,7 @@ func TestSegmentPieces(t *testing.T) {
 	// Every later generation stores one 3000-byte piece and its base blob
 	// instead of the 8192-byte segment; the text (skeleton pieces,
 	// MANIFEST, summary) is the same.
-	baseLen := int64(len(pieceBase(plumbing.ZeroHash)))
+	baseLen := int64(len(layout.PieceBase(plumbing.ZeroHash)))
 	for g := 1; g < 3; g++ {
 		if d := whole[g].BytesWritten - withPieces[g].BytesWritten; d != 8192-3000-baseLen || withPieces[g].BlobsWritten != whole[g].BlobsWritten+1 {
 			t.Fatalf("gen %d: pieces wrote %d blobs, %d bytes; whole segments %d blobs, %d bytes", g+1,
@@ -82,7 +83,7 @@ func TestSegmentPieces(t *testing.T) {
 	// Read from a MapFS of the tree and from a directory on disk.
 	fsys := treeMapFS(t, pieced, "gen-000003", "snapshots/"+DirWTXTSegs)
 	var out bytes.Buffer
-	if err := AssembleSkeletonFS(ctx, fsys, ".", &out); err != nil || !bytes.Equal(out.Bytes(), chain.data[2]) {
+	if err := layout.AssembleSkeletonFS(ctx, fsys, ".", &out); err != nil || !bytes.Equal(out.Bytes(), chain.data[2]) {
 		t.Fatalf("AssembleSkeletonFS(MapFS): %v", err)
 	}
 	disk := filepath.Join(dir, "checkout")
@@ -96,7 +97,7 @@ func TestSegmentPieces(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := AssembleSkeletonFS(ctx, os.DirFS(disk), ".", &out); err != nil || !bytes.Equal(out.Bytes(), chain.data[2]) {
+	if err := layout.AssembleSkeletonFS(ctx, os.DirFS(disk), ".", &out); err != nil || !bytes.Equal(out.Bytes(), chain.data[2]) {
 		t.Fatalf("AssembleSkeletonFS(os.DirFS): %v", err)
 	}
 
@@ -144,8 +145,8 @@ func TestSegmentPieces(t *testing.T) {
 		}
 		c.edit(bad)
 		out.Reset()
-		err := AssembleSkeletonFS(ctx, bad, ".", &out)
-		if !errors.Is(err, ErrSkeleton) || !strings.Contains(err.Error(), c.want) {
+		err := layout.AssembleSkeletonFS(ctx, bad, ".", &out)
+		if !errors.Is(err, layout.ErrSkeleton) || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("%s: err = %v, want %q", c.name, err, c.want)
 		}
 	}
@@ -171,7 +172,7 @@ func TestWritePiecesFuzzSeed(t *testing.T) {
 	}
 	fsys := treeMapFS(t, repoDir, "gen-000001", "snapshots/"+DirWTXTSegs)
 	var out bytes.Buffer
-	if _, err := ReadSegments(context.Background(), fsys, &out); err != nil || !bytes.Equal(out.Bytes(), chain.data[0]) {
+	if _, err := layout.ReadSegments(context.Background(), fsys, &out); err != nil || !bytes.Equal(out.Bytes(), chain.data[0]) {
 		t.Fatalf("ReadSegments: %v", err)
 	}
 	b := archive(fsys)
@@ -197,7 +198,7 @@ func TestPieceOfBase(t *testing.T) {
 		"b000003":          "",
 		"other/ab/" + "ab00000000000000000000000000000000000000000000000000000000000000.seg/b000003": "",
 	} {
-		got, ok := PieceOfBase(name)
+		got, ok := layout.PieceOfBase(name)
 		if got != want || ok != (want != "") {
 			t.Errorf("PieceOfBase(%q) = %q, %v; want %q", name, got, ok, want)
 		}

@@ -46,7 +46,7 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 		}
 		fsys, done := GitTreeFS(ctx, r.dir, t)
 		defer done()
-		_, err = ReadSegments(ctx, fsys, w)
+		_, err = layout.ReadSegments(ctx, fsys, w)
 		return err
 	case layout.Split:
 		parts, err := dir.Tree(DirWTXTParts)
@@ -55,7 +55,7 @@ func (r *Repo) WriteWTXT(rev string, w io.Writer) error {
 		}
 		fsys, done := r.blobFS(ctx, parts)
 		defer done()
-		return AssembleFS(fsys, ".", w)
+		return layout.AssembleFS(fsys, ".", w)
 	}
 	return fmt.Errorf("gitops: %s:%s: the generation is in the %s layout (its tensor bytes are in an OCI registry: WriteSkeleton, then wtxt.Assemble)", rev, r.cfg.Path, n)
 }

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	"github.com/snapd-ml/snapd/formats/wtxt"
-	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/layout"
 )
 
 func newAssembleCommand(e *env) *cobra.Command {
@@ -44,47 +42,26 @@ failure nothing is written to OUT.`,
 }
 
 func runAssemble(ctx context.Context, e *env, dir, out string) error {
-	if isSegmentsDir(dir) {
+	if layout.DetectPartsDir(os.DirFS(dir)) == layout.Segments {
 		// The segments layout (current.wtxt.segs/): its MANIFEST lists the
 		// skeleton's pieces; the WTXT is rebuilt with the segment blobs.
 		m := e.meter(filepath.Base(out), 0)
-		err := writeAtomic(out, func(f *os.File) error { return gitops.AssembleSkeletonFS(ctx, os.DirFS(dir), ".", m.Writer(f)) })
+		err := writeAtomic(out, func(f *os.File) error { return layout.AssembleSkeletonFS(ctx, os.DirFS(dir), ".", m.Writer(f)) })
 		return endMeter(m, err)
 	}
 	m := e.meter(filepath.Base(out), manifestSize(dir))
-	err := writeAtomic(out, func(f *os.File) error { return gitops.Assemble(dir, m.Writer(f)) })
+	err := writeAtomic(out, func(f *os.File) error { return layout.Assemble(dir, m.Writer(f)) })
 	return endMeter(m, err)
-}
-
-// isSegmentsDir reports whether dir is a segments-layout directory: the
-// first piece its MANIFEST lists starts with the skeleton's magic line.
-func isSegmentsDir(dir string) bool {
-	b, err := readLimited(filepath.Join(dir, gitops.ManifestName), gitops.MaxManifestSize)
-	if err != nil {
-		return false
-	}
-	m, err := gitops.ParseManifest(b)
-	if err != nil || len(m.Parts) == 0 {
-		return false
-	}
-	f, err := os.Open(filepath.Join(dir, m.Parts[0].Name))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	head := make([]byte, len(wtxt.SkeletonMagic)+1)
-	n, _ := io.ReadFull(f, head)
-	return string(head[:n]) == wtxt.SkeletonMagic+"\n"
 }
 
 // manifestSize is the assembled size the MANIFEST in dir states, for the
 // progress line (0 when it cannot be read: Assemble reports why).
 func manifestSize(dir string) int64 {
-	b, err := readLimited(filepath.Join(dir, gitops.ManifestName), gitops.MaxManifestSize)
+	b, err := readLimited(filepath.Join(dir, layout.ManifestName), layout.MaxManifestSize)
 	if err != nil {
 		return 0
 	}
-	m, err := gitops.ParseManifest(b)
+	m, err := layout.ParseManifest(b)
 	if err != nil {
 		return 0
 	}

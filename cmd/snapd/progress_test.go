@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/layout"
 	"github.com/snapd-ml/snapd/gitops/verify/verifytest"
 	"github.com/snapd-ml/snapd/internal/progress"
 )
@@ -144,14 +145,14 @@ func TestProgressLines(t *testing.T) {
 	parts := p("parts")
 	os.Mkdir(parts, 0o755)
 	f, _ := os.Open(p("m.wtxt"))
-	m, err := gitops.Split(context.Background(), f, st.Size(), gitops.MinPartLimit, func(part gitops.Part, data []byte) error {
+	m, err := layout.SplitParts(context.Background(), f, st.Size(), gitops.MinPartLimit, func(part layout.Part, data []byte) error {
 		return os.WriteFile(filepath.Join(parts, part.Name), data, 0o644)
 	})
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(parts, gitops.ManifestName), m.Encode(), 0o644)
+	os.WriteFile(filepath.Join(parts, layout.ManifestName), m.Encode(), 0o644)
 	code, _, errs = snapdTTY(t, true, "assemble", parts, p("asm.wtxt"))
 	fs = frames(errs)
 	if code != 0 || len(fs) < 2 || !strings.Contains(fs[0], fmt.Sprintf("/ %.1f MiB (", float64(st.Size())/(1<<20))) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -126,6 +127,36 @@ func (n Name) Entry() string {
 	return ""
 }
 
+// DetectPartsDir returns the layout of a directory that holds a
+// MANIFEST (a parts or segments directory as checked out, fsys rooted at
+// it): Segments when the first piece the MANIFEST lists starts with the
+// skeleton's magic line, else Split (whose reader then reports what is
+// wrong with a directory that is neither).
+func DetectPartsDir(fsys fs.FS) Name {
+	f, err := fsys.Open(ManifestName)
+	if err != nil {
+		return Split
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxManifestSize+1))
+	f.Close()
+	if err != nil {
+		return Split
+	}
+	m, err := ParseManifest(b)
+	if err != nil || len(m.Parts) == 0 {
+		return Split
+	}
+	p, err := fsys.Open(m.Parts[0].Name)
+	if err != nil {
+		return Split
+	}
+	defer p.Close()
+	if hasPrefix(p, wtxt.SkeletonMagic+"\n") {
+		return Segments
+	}
+	return Split
+}
+
 // IsSkeletonFile reports whether the file at p starts with the skeleton's
 // magic line (wtxt.SkeletonMagic): a skeleton, not a WTXT. An unreadable
 // or short file is not one.
@@ -140,8 +171,13 @@ func startsWith(p, prefix string) bool {
 		return false
 	}
 	defer f.Close()
+	return hasPrefix(f, prefix)
+}
+
+// hasPrefix reports whether r starts with prefix.
+func hasPrefix(r io.Reader, prefix string) bool {
 	b := make([]byte, len(prefix))
-	n, _ := io.ReadFull(f, b)
+	n, _ := io.ReadFull(r, b)
 	return string(b[:n]) == prefix
 }
 

@@ -1,10 +1,15 @@
 package layout
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/fstest"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
 )
 
 func has(names ...string) Has {
@@ -89,3 +94,29 @@ func TestSniffFiles(t *testing.T) {
 		t.Error("IsPlainWTXTFile")
 	}
 }
+
+// TestDetectPartsDir: a checked-out segments directory is told from a
+// parts directory by its first piece; anything unreadable reads as parts
+// (whose reader says what is wrong).
+func TestDetectPartsDir(t *testing.T) {
+	w, _ := genWTXT(1, "", []testArray{{name: "x", data: pseudo(1, 5000), chunk: 100}})
+	m, parts := splitToMap(t, w, MinPartLimit)
+	fsys := fstest.MapFS{ManifestName: {Data: m.Encode()}}
+	for n, p := range parts {
+		fsys[n] = &fstest.MapFile{Data: p}
+	}
+	if got := DetectPartsDir(fsys); got != Split {
+		t.Errorf("parts: %s", got)
+	}
+	skel := []byte(wtxt.SkeletonMagic + "\nmeta gen=000001\n")
+	sm := Manifest{Parts: []Part{{Name: "0000-header.part", Size: int64(len(skel)), SHA256: sha(skel)}}, Bytes: int64(len(skel)), SHA256: sha(skel)}
+	segs := fstest.MapFS{ManifestName: {Data: sm.Encode()}, "0000-header.part": {Data: skel}}
+	if got := DetectPartsDir(segs); got != Segments {
+		t.Errorf("segments: %s", got)
+	}
+	if got := DetectPartsDir(fstest.MapFS{}); got != Split {
+		t.Errorf("empty: %s", got)
+	}
+}
+
+func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }

@@ -9,7 +9,7 @@
 //
 //	Single    current.wtxt              the WTXT as one file
 //	Split     current.wtxt.parts/       MANIFEST + *.part: the WTXT cut at
-//	                                    line boundaries (gitops.Split)
+//	                                    line boundaries (SplitParts)
 //	Segments  current.wtxt.segs/        MANIFEST + skeleton pieces (*.part,
 //	                                    every line but the base64 ones) +
 //	                                    seg/<hh>/<sha256>.seg: the raw tensor

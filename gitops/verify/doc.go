@@ -41,10 +41,10 @@
 //     line starts, as git's parse_signed_buffer decides). A missing tag is
 //     a failure: gitops.Repo always writes one (a clone must fetch tags).
 //   - "layout", "parts", "object": exactly one of <path>/current.wtxt,
-//     current.wtxt.parts/ (reassembled with gitops.AssembleFS, every
+//     current.wtxt.parts/ (reassembled with layout.AssembleFS, every
 //     part's size and SHA-256 and the whole file's checked) and
 //     current.wtxt.segs/ (the segments layout, Snapd-Layout: segments,
-//     rebuilt with gitops.ReadSegments — the reader snapd checkout uses —
+//     rebuilt with layout.ReadSegments — the reader snapd checkout uses —
 //     every piece's and segment's size and SHA-256 and every chunk's
 //     sha256 and crc32c checked; a failure names the MANIFEST, the piece
 //     and line, or the segment file: "layout" for the directory's

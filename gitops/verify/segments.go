@@ -14,11 +14,12 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/layout"
 )
 
 // The segments layout in Git (gitops.DirWTXTSegs, Snapd-Layout: segments):
 // skeleton pieces and raw segment blobs, rebuilt into the WTXT by
-// gitops.ReadSegments — the reader `snapd checkout` uses — and then
+// layout.ReadSegments — the reader `snapd checkout` uses — and then
 // verified like any plaintext WTXT.
 
 // maxExtraReports bounds the unexpected entries of one segments directory
@@ -57,9 +58,9 @@ func (v *verifier) readSegments(x *gv, dir *object.Tree, se object.TreeEntry, w 
 		fsys, done = gitops.GitTreeFS(v.ctx, v.gitDir, t)
 		defer done()
 	}
-	info, err := gitops.ReadSegments(v.ctx, fsys, w)
+	info, err := layout.ReadSegments(v.ctx, fsys, w)
 	if err != nil {
-		var serr *gitops.SegmentsError
+		var serr *layout.SegmentsError
 		if !errors.As(err, &serr) {
 			return CheckParts, base, 0, err
 		}
@@ -85,9 +86,9 @@ func (v *verifier) readSegments(x *gv, dir *object.Tree, se object.TreeEntry, w 
 
 // unexpectedEntries lists the files of t (recursively, without reading
 // any blob) that are not in used, sorted. A piece's base blob
-// (b000003 beside p000003, gitops.PieceOfBase) is expected when its
+// (b000003 beside p000003, layout.PieceOfBase) is expected when its
 // piece is in used and its ID is the one that piece's gives
-// (gitops.IsPieceBase).
+// (layout.IsPieceBase).
 func unexpectedEntries(t *object.Tree, used map[string]bool) ([]string, error) {
 	var out []string
 	pieces := map[string]plumbing.Hash{} // used files by path
@@ -102,7 +103,7 @@ func unexpectedEntries(t *object.Tree, used map[string]bool) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch _, isBase := gitops.PieceOfBase(name); {
+		switch _, isBase := layout.PieceOfBase(name); {
 		case e.Mode == filemode.Dir || name == emptySegment:
 		case used[name]:
 			pieces[name] = e.Hash
@@ -113,8 +114,8 @@ func unexpectedEntries(t *object.Tree, used map[string]bool) ([]string, error) {
 		}
 	}
 	for name, h := range bases {
-		p, _ := gitops.PieceOfBase(name)
-		if ph, ok := pieces[p]; !ok || !gitops.IsPieceBase(h, ph) {
+		p, _ := layout.PieceOfBase(name)
+		if ph, ok := pieces[p]; !ok || !layout.IsPieceBase(h, ph) {
 			out = append(out, name)
 		}
 	}

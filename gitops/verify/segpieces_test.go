@@ -41,7 +41,7 @@ func TestSegmentsPiecesVerify(t *testing.T) {
 }
 
 // TestSegmentsPieceBaseChecked: every piece has its base blob beside it
-// (gitops.PieceOfBase), which verify-repo accepts without reading it
+// (layout.PieceOfBase), which verify-repo accepts without reading it
 // only while its ID is the one its piece's gives: a base with other
 // content is reported as a file the writer does not put there.
 func TestSegmentsPieceBaseChecked(t *testing.T) {

@@ -742,7 +742,7 @@ func (v *verifier) storedFile(x *gv, dir *object.Tree, entries map[string]object
 
 // fetchFile copies name (a blob), name.parts/ (assembled, every part
 // checked) or, for the WTXT, current.wtxt.segs/ (the segments layout,
-// rebuilt by gitops.ReadSegments, every piece and segment checked) to a
+// rebuilt by layout.ReadSegments, every piece and segment checked) to a
 // temp file, as stored says (layout.Detect or layout.Stored; "": not
 // present). It returns the repository path found ("" when none exists),
 // the working copy (nil on failure) and the layout.
@@ -821,7 +821,7 @@ func (v *verifier) fetchFile(x *gv, dir *object.Tree, entries map[string]object.
 		} else if t, err := dir.Tree(name + ".parts"); err != nil {
 			cerr, check = err, CheckObject
 		} else {
-			cerr = gitops.AssembleFS(gitops.TreeFS(t), ".", bw)
+			cerr = layout.AssembleFS(gitops.TreeFS(t), ".", bw)
 		}
 	default:
 		rp, lname = layout.DirWTXTSegs, string(layout.Segments)

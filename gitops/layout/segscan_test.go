@@ -1,4 +1,4 @@
-package gitops
+package layout
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ func segScanSkeleton(t testing.TB) ([]byte, []string) {
 	}
 	var want []string
 	for _, s := range segs {
-		dir, name := segName(s.Digest)
+		dir, name := SegName(s.Digest)
 		want = append(want, path.Join(dir, name))
 	}
 	return skel.Bytes(), want

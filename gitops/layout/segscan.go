@@ -1,4 +1,4 @@
-package gitops
+package layout
 
 import (
 	"bytes"
@@ -66,6 +66,6 @@ func segLineName(line []byte) (string, bool) {
 	if _, err := hex.Decode(d[:], line[i+len(key):]); err != nil {
 		return "", false
 	}
-	dir, name := segName(d)
+	dir, name := SegName(d)
 	return path.Join(dir, name), true
 }

@@ -1,4 +1,4 @@
-package gitops
+package layout
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ func splitToMap(t testing.TB, data []byte, limit int64) (*Manifest, map[string][
 	t.Helper()
 	parts := map[string][]byte{}
 	var order []string
-	m, err := Split(t.Context(), bytes.NewReader(data), int64(len(data)), limit, func(pt Part, p []byte) error {
+	m, err := SplitParts(t.Context(), bytes.NewReader(data), int64(len(data)), limit, func(pt Part, p []byte) error {
 		name := pt.Name
 		if _, dup := parts[name]; dup {
 			t.Fatalf("part %s emitted twice", name)
@@ -130,7 +130,7 @@ func TestSplitPartsPerChunkRun(t *testing.T) {
 	if len(chunkParts) != 7 {
 		t.Fatalf("chunk parts %v", chunkParts)
 	}
-	prefix := arrayPartPrefix("w")
+	prefix := ArrayPartPrefix("w")
 	for i, n := range chunkParts {
 		if want := fmt.Sprintf("%s.c%06d.part", prefix, i*11); n != want {
 			t.Errorf("part %d = %s, want %s", i, n, want)
@@ -162,7 +162,7 @@ func TestSplitBlobStability(t *testing.T) {
 			changed = append(changed, p.Name)
 		}
 	}
-	pa := arrayPartPrefix("a")
+	pa := ArrayPartPrefix("a")
 	want := []string{"0000-header.part", pa + ".head.part", pa + ".c000022.part"}
 	if fmt.Sprint(changed) != fmt.Sprint(want) {
 		t.Fatalf("changed parts %v, want %v", changed, want)
@@ -226,19 +226,19 @@ func TestSplitErrors(t *testing.T) {
 			if bytes.Equal(data, good) {
 				t.Fatal("test case did not change the input")
 			}
-			_, err := Split(t.Context(), bytes.NewReader(data), int64(len(data)), MinPartLimit, func(Part, []byte) error { return nil })
+			_, err := SplitParts(t.Context(), bytes.NewReader(data), int64(len(data)), MinPartLimit, func(Part, []byte) error { return nil })
 			if !errors.Is(err, ErrParts) {
 				t.Fatalf("err = %v, want ErrParts", err)
 			}
 		})
 	}
 	for _, limit := range []int64{0, MinPartLimit - 1, MaxPartLimit + 1} {
-		if _, err := Split(t.Context(), bytes.NewReader(good), int64(len(good)), limit, func(Part, []byte) error { return nil }); !errors.Is(err, ErrParts) {
+		if _, err := SplitParts(t.Context(), bytes.NewReader(good), int64(len(good)), limit, func(Part, []byte) error { return nil }); !errors.Is(err, ErrParts) {
 			t.Errorf("limit %d: err = %v", limit, err)
 		}
 	}
 	boom := errors.New("boom")
-	if _, err := Split(t.Context(), bytes.NewReader(good), int64(len(good)), MinPartLimit, func(Part, []byte) error { return boom }); !errors.Is(err, boom) {
+	if _, err := SplitParts(t.Context(), bytes.NewReader(good), int64(len(good)), MinPartLimit, func(Part, []byte) error { return boom }); !errors.Is(err, boom) {
 		t.Errorf("emit error not returned: %v", err)
 	}
 }
@@ -337,7 +337,7 @@ func FuzzSplit(f *testing.F) {
 	requireSeeds(f, "FuzzSplit")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parts := map[string][]byte{}
-		m, err := Split(t.Context(), bytes.NewReader(data), int64(len(data)), MinPartLimit, func(pt Part, p []byte) error {
+		m, err := SplitParts(t.Context(), bytes.NewReader(data), int64(len(data)), MinPartLimit, func(pt Part, p []byte) error {
 			name := pt.Name
 			if int64(len(p)) > MinPartLimit {
 				t.Fatalf("part %s too big", name)

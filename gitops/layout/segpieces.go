@@ -1,4 +1,4 @@
-package gitops
+package layout
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 // wraps wtxt.ErrBlobNotFound.
 func openSegPieces(fsys fs.FS, p string, size int64, paths map[string]bool) (io.ReadCloser, error) {
 	name := path.Base(p)
-	first := path.Join(p, fmt.Sprintf(segPieceFmt, 0))
+	first := path.Join(p, fmt.Sprintf(SegPieceFmt, 0))
 	f, err := fsys.Open(first)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("missing: %w", wtxt.ErrBlobNotFound)
@@ -50,7 +50,7 @@ func (r *segPieceReader) Read(p []byte) (int, error) {
 		}
 		if r.cur == nil {
 			r.k++
-			pp := path.Join(r.dir, fmt.Sprintf(segPieceFmt, r.k))
+			pp := path.Join(r.dir, fmt.Sprintf(SegPieceFmt, r.k))
 			f, err := r.fsys.Open(pp)
 			if errors.Is(err, fs.ErrNotExist) {
 				return 0, fmt.Errorf("segment %s: piece %d missing (the pieces end %d bytes before the segment's size): %w", r.name, r.k, r.left, wtxt.ErrBlobNotFound)
@@ -100,7 +100,7 @@ func (r *segPieceReader) end() error {
 			return fmt.Errorf("segment %s: piece %d: %w", r.name, r.k, err)
 		}
 	}
-	if f, err := r.fsys.Open(path.Join(r.dir, fmt.Sprintf(segPieceFmt, r.k+1))); err == nil {
+	if f, err := r.fsys.Open(path.Join(r.dir, fmt.Sprintf(SegPieceFmt, r.k+1))); err == nil {
 		f.Close()
 		return r.fail("followed by a piece past the segment's size")
 	}

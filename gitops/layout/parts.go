@@ -1,4 +1,4 @@
-package gitops
+package layout
 
 import (
 	"bytes"
@@ -161,11 +161,11 @@ func safeByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
 }
 
-// arrayPartPrefix maps an array name to the prefix of its part names: the
+// ArrayPartPrefix maps an array name to the prefix of its part names: the
 // name with bytes outside [A-Za-z0-9_.-] replaced by '_', cut to 64 bytes,
 // a leading '.' replaced by '_', then '.' and the first 8 hex digits of
 // SHA-256(name).
-func arrayPartPrefix(name string) string {
+func ArrayPartPrefix(name string) string {
 	b := []byte(name)
 	if len(b) > 64 {
 		b = b[:64]
@@ -182,10 +182,10 @@ func arrayPartPrefix(name string) string {
 	return string(b) + "." + hex.EncodeToString(sum[:4])
 }
 
-// Split cuts the file r of the given size into parts of at most limit
-// bytes (see doc.go for the naming and cutting rules) and calls emit for
+// SplitParts cuts the file r of the given size into parts of at most limit
+// bytes (gitops/doc.go has the naming and cutting rules) and calls emit for
 // each part in concatenation order, with its MANIFEST entry. emit must not
-// retain data after it returns. Split returns the manifest; the caller
+// retain data after it returns. SplitParts returns the manifest; the caller
 // stores it as MANIFEST next to the parts.
 //
 // Input starting with the line "WTXT 1" is cut at array/chunk boundaries
@@ -193,7 +193,7 @@ func arrayPartPrefix(name string) string {
 // must be structurally valid WTXT; anything else (a DELTA, an age-armored
 // WTXT) is cut after the last LF that fits in a part, or at the limit when
 // a part holds no LF. Every part is a contiguous byte range of r, read once.
-func Split(ctx context.Context, r io.ReaderAt, size, limit int64, emit func(p Part, data []byte) error) (*Manifest, error) {
+func SplitParts(ctx context.Context, r io.ReaderAt, size, limit int64, emit func(p Part, data []byte) error) (*Manifest, error) {
 	if limit < MinPartLimit || limit > MaxPartLimit {
 		return nil, fmt.Errorf("%w: part limit %d outside [%d, %d]", ErrParts, limit, MinPartLimit, MaxPartLimit)
 	}
@@ -367,7 +367,7 @@ func (s *splitter) structured(size int64) error {
 // array cuts one arr ... endarr block: a head part (arr + idx lines), then
 // runs of chunks, a chunk larger than a part cut by base64 lines.
 func (s *splitter) array(a *wtxt.IndexArray) error {
-	prefix := arrayPartPrefix(a.Name)
+	prefix := ArrayPartPrefix(a.Name)
 	where := func(ix int64) string { return fmt.Sprintf("array %d %q chunk %d", a.Line, prefix, ix) }
 	if err := s.begin(prefix+".head.part", a.Start); err != nil {
 		return err

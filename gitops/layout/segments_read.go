@@ -1,4 +1,4 @@
-package gitops
+package layout
 
 import (
 	"context"
@@ -97,7 +97,7 @@ func ReadSegments(ctx context.Context, fsys fs.FS, w io.Writer) (*SegmentsInfo, 
 		return nil, &SegmentsError{Path: ManifestName, Layout: true, Err: err}
 	}
 	pr := &pieceReader{ctx: ctx, fsys: fsys, m: m, all: sha256.New(), info: info}
-	pr.pf, _ = fsys.(prefetcher)
+	pr.pf, _ = fsys.(Prefetcher)
 	src := &segBlobs{fsys: fsys, info: info}
 	ai, err := wtxt.AssembleNamed(ctx, pr, DirWTXTSegs, src, w)
 	if src.open != nil {
@@ -150,14 +150,14 @@ type pieceReader struct {
 	lines []int     // newlines per piece read so far (index = piece)
 	err   error     // sticky
 
-	pf    prefetcher // nil: fsys cannot read ahead
+	pf    Prefetcher // nil: fsys cannot read ahead
 	scan  segScan    // finds the seg lines in what is read
 	names []string   // reused for the names passed to pf
 }
 
-// prefetcher is a file system that can read files ahead of their Open
-// (treeFS.Prefetch): names are those about to be opened, in order.
-type prefetcher interface{ Prefetch(names ...string) }
+// Prefetcher is a file system that can read files ahead of their Open
+// (gitops.GitTreeFS): names are those about to be opened, in order.
+type Prefetcher interface{ Prefetch(names ...string) }
 
 func (p *pieceReader) Read(b []byte) (int, error) {
 	if p.err != nil {
@@ -358,13 +358,13 @@ type segBlobs struct {
 // OpenBlob implements wtxt.BlobSource; wtxt.Assemble checks the length
 // and digest of what it reads.
 func (s *segBlobs) OpenBlob(_ context.Context, seg wtxt.Segment) (io.ReadCloser, error) {
-	dir, name := segName(seg.Digest)
+	dir, name := SegName(seg.Digest)
 	p := path.Join(dir, name)
 	s.last, s.layout = p, false
 	s.info.Paths[p] = true
 	var f fs.File
 	var err error
-	if d, ok := s.fsys.(treeDirs); ok && d.isDir(p) {
+	if d, ok := s.fsys.(treeDirs); ok && d.IsDir(p) {
 		err = fs.ErrNotExist // what Open says, without go-git reading the tree as a blob
 	} else {
 		f, err = s.fsys.Open(p)
@@ -410,8 +410,8 @@ func (s *segBlobs) OpenBlob(_ context.Context, seg wtxt.Segment) (io.ReadCloser,
 }
 
 // treeDirs is a file system whose Open fails with fs.ErrNotExist for a
-// directory (treeFS) and that can say cheaply whether a name is one.
-type treeDirs interface{ isDir(name string) bool }
+// directory (gitops.GitTreeFS) and that can say cheaply whether a name is one.
+type treeDirs interface{ IsDir(name string) bool }
 
 // closeOnce closes a blob once, whether the assembler or ReadSegments does.
 type closeOnce struct {

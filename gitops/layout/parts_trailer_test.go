@@ -1,4 +1,4 @@
-package gitops
+package layout
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func TestSplitRefusesBytesAfterEnd(t *testing.T) {
 			check wtxt.Check
 		}{{"x\n", wtxt.CheckGrammar}, {"endwtxt\n", wtxt.CheckGrammar}, {"\n", wtxt.CheckGrammar}, {"x", wtxt.CheckText}} {
 			data := append(bytes.Clone(good), tc.tail...)
-			_, err := Split(t.Context(), bytes.NewReader(data), int64(len(data)), MinPartLimit, func(Part, []byte) error { return nil })
+			_, err := SplitParts(t.Context(), bytes.NewReader(data), int64(len(data)), MinPartLimit, func(Part, []byte) error { return nil })
 			var we *wtxt.Error
 			if !errors.Is(err, ErrParts) || !errors.As(err, &we) || we.Line != lines+1 || we.Check != tc.check {
 				t.Fatalf("%s + %q: Split: %v, want ErrParts and a %s error at line %d", name, tc.tail, err, tc.check, lines+1)
