@@ -1,8 +1,10 @@
 // Package gitops publishes snapshot generations to Git: the repository
-// layout, one signed commit and tag per generation (Repo), the split
-// "git-scale" layout for files GitHub would refuse (Split, Assemble),
-// pushers for local, HTTP(S) and SSH remotes (Pusher, GitPusher), and,
-// in gitops/queue, the durable resend queue.
+// layout, one signed commit and tag per generation (Repo), the Git side
+// of the layouts (gitops/layout owns the layouts, their names and
+// Detect; the split "git-scale" layout for files GitHub would refuse is
+// its SplitParts and Assemble), pushers for local, HTTP(S) and SSH
+// remotes (Pusher, GitPusher), and, in gitops/queue, the durable resend
+// queue.
 //
 // # Repository layout
 //
@@ -130,7 +132,7 @@
 //	<part name> <size> <sha256 hex64>        one line per part, in order
 //
 // Concatenating the parts in MANIFEST order reproduces the file byte for
-// byte; Assemble / AssembleFS / Repo.WriteWTXT do so and check every part's
+// byte; layout.Assemble / AssembleFS / Repo.WriteWTXT do so and check every part's
 // size and SHA-256 and the whole file's. The MANIFEST has a single
 // canonical form (decimal without leading zeros, lowercase hex, single
 // spaces, final LF); part names match [A-Za-z0-9_.-]+\.part, do not start
@@ -163,7 +165,7 @@
 // MANIFEST, without hashing it for Git or writing it, so commit cost grows
 // with the changed bytes (plus one SHA-256 pass over the file).
 //
-// Split rejects (ErrParts) structurally broken WTXT input: lines over 64
+// layout.SplitParts rejects (ErrParts) structurally broken WTXT input: lines over 64
 // KiB, no final LF, ch lines out of order, base64 line counts that differ
 // from `lines=`, data after `endwtxt`, two arrays whose part names collide.
 // Any other input (a DELTA, an age-armored file) is cut into
@@ -242,7 +244,7 @@
 // bytes, and every segment of a generation committed before pieces
 // existed, is a single blob; the reader takes both forms.
 //
-// ReadSegments is the one reader (WriteWTXT, AssembleSkeletonFS,
+// layout.ReadSegments is the one reader (WriteWTXT, AssembleSkeletonFS,
 // gitops/verify): in one goroutine, one file at a time, the MANIFEST, the
 // pieces in order (sizes and SHA-256 checked) fed to wtxt.Assemble, which
 // reads each segment as its seg line comes (size from the blob's header

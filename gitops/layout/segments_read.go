@@ -82,6 +82,17 @@ type SegmentsInfo struct {
 // assembler fails inside a piece whose own SHA-256 is wrong, the piece is
 // named. On error what was written to w must be discarded.
 func ReadSegments(ctx context.Context, fsys fs.FS, w io.Writer) (*SegmentsInfo, error) {
+	return readSegments(ctx, fsys, nil, w)
+}
+
+// ReadSegmentsFrom is ReadSegments with the segment blobs read from blobs
+// instead of the directory's seg/ (the Segments layout over another
+// Blobs store); failures name a blob by its seg/ path all the same.
+func ReadSegmentsFrom(ctx context.Context, fsys fs.FS, blobs Blobs, w io.Writer) (*SegmentsInfo, error) {
+	return readSegments(ctx, fsys, blobs, w)
+}
+
+func readSegments(ctx context.Context, fsys fs.FS, blobs Blobs, w io.Writer) (*SegmentsInfo, error) {
 	info := &SegmentsInfo{Paths: map[string]bool{ManifestName: true}}
 	mf, err := fsys.Open(ManifestName)
 	if err != nil {
@@ -98,7 +109,7 @@ func ReadSegments(ctx context.Context, fsys fs.FS, w io.Writer) (*SegmentsInfo, 
 	}
 	pr := &pieceReader{ctx: ctx, fsys: fsys, m: m, all: sha256.New(), info: info}
 	pr.pf, _ = fsys.(Prefetcher)
-	src := &segBlobs{fsys: fsys, info: info}
+	src := &segBlobs{fsys: fsys, info: info, blobs: blobs}
 	ai, err := wtxt.AssembleNamed(ctx, pr, DirWTXTSegs, src, w)
 	if src.open != nil {
 		src.open.Close()
@@ -347,7 +358,9 @@ func (l *located) Unwrap() error { return l.err }
 // remembers the last one opened, which the assembler's blob failures are
 // about.
 type segBlobs struct {
-	fsys   fs.FS
+	fsys fs.FS
+	// blobs, when set, serves the blobs instead of fsys's seg/.
+	blobs  Blobs
 	info   *SegmentsInfo
 	open   fs.File
 	pieces io.Closer // the last segment opened as pieces
@@ -357,11 +370,14 @@ type segBlobs struct {
 
 // OpenBlob implements wtxt.BlobSource; wtxt.Assemble checks the length
 // and digest of what it reads.
-func (s *segBlobs) OpenBlob(_ context.Context, seg wtxt.Segment) (io.ReadCloser, error) {
+func (s *segBlobs) OpenBlob(ctx context.Context, seg wtxt.Segment) (io.ReadCloser, error) {
 	dir, name := SegName(seg.Digest)
 	p := path.Join(dir, name)
 	s.last, s.layout = p, false
 	s.info.Paths[p] = true
+	if s.blobs != nil {
+		return s.blobs.Get(ctx, seg.Digest, seg.Size)
+	}
 	var f fs.File
 	var err error
 	if d, ok := s.fsys.(treeDirs); ok && d.IsDir(p) {
