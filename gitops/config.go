@@ -25,7 +25,7 @@ const (
 	LayoutSplit         = layout.Split  // always a parts directory
 	// LayoutSkeleton is recorded (never configured) for a generation whose
 	// tensor bytes are in an OCI registry: Git holds its WTXT skeleton
-	// (FileSkeleton; formats/wtxt Split, store/oci).
+	// (FileSkeleton; formats/wtxt Split, gitops/layout/oci).
 	LayoutSkeleton = layout.Skeleton
 	// LayoutSegments stores the WTXT in Git as skeleton pieces (text:
 	// every line but the base64 ones) and raw segment blobs (DirWTXTSegs,

@@ -15,7 +15,7 @@ import (
 
 // Reading a skeleton-layout generation (FileSkeleton, its parts, and the
 // registry keys of generation.txt) from a repository; the WTXT is then
-// rebuilt from the skeleton and the registry (store/oci, wtxt.Assemble).
+// rebuilt from the skeleton and the registry (gitops/layout/oci, wtxt.Assemble).
 
 // MaxSummaryBytes bounds generation.txt as the readers accept it.
 const MaxSummaryBytes = 64 << 10

@@ -18,10 +18,10 @@ import (
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/safeopen"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // KindOCIGeneration is the queue.Publish kind of a generation published

@@ -10,10 +10,10 @@ import (
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/snapshot"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // TestOCIPublisherRegistryStalls: a registry that accepts connections and

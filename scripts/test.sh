@@ -24,7 +24,7 @@ python3 -c 'import torch' 2>/dev/null || /usr/bin/python3 -c 'import torch' 2>/d
 /usr/bin/python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v systemd-analyze >/dev/null || need+=(systemd)   # configs/systemd_test.go
 command -v promtool >/dev/null   || need+=(prometheus)     # pipeline metrics lint
-# The CNCF distribution registry and htpasswd for store/oci (the skeleton layout).
+# The CNCF distribution registry and htpasswd for gitops/layout/oci (the skeleton layout).
 command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v htpasswd >/dev/null        || need+=(apache2-utils)
 # rsvg-convert rasterizes the diff pictures (snapshot/diffsvg) in a test.
@@ -47,7 +47,7 @@ git config --global user.name  >/dev/null 2>&1 || git config --global user.name 
 export PATH="$PATH:$(go env GOPATH)/bin"
 command -v actionlint >/dev/null || go install github.com/rhysd/actionlint/cmd/actionlint@v1.7.12 ||
   echo "test.sh: could not install actionlint; the workflow lint test will be skipped" >&2
-# The oras CLI shows snapd's registry artifacts are standard (store/oci skips
+# The oras CLI shows snapd's registry artifacts are standard (gitops/layout/oci skips
 # that subtest without it).
 command -v oras >/dev/null || go install oras.land/oras/cmd/oras@v1.3.6 ||
   echo "test.sh: could not install oras; the oras interoperability test will be skipped" >&2

@@ -17,8 +17,8 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 type checkoutOptions struct {

@@ -19,11 +19,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/progress"
 	"github.com/snapd-ml/snapd/internal/safeopen"
 	"github.com/snapd-ml/snapd/keys"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // ociFlags select and authenticate an OCI repository (the skeleton layout's blob store).

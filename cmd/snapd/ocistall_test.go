@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/gitops/verify/verifytest"
 	"github.com/snapd-ml/snapd/internal/registrytest"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // TestOCIRegistryStallCLI: assemble --oci-repository and gc --remote

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/registrytest"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // TestOCIPushStreamed: `oci push` of a streamed WTXT without its WSUM is

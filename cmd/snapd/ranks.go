@@ -22,9 +22,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/configs"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/pipeline"
-	"github.com/snapd-ml/snapd/store/oci"
 	"github.com/snapd-ml/snapd/store/oci/ranks"
 )
 

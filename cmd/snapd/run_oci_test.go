@@ -24,12 +24,12 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/gittest"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/pipeline"
 	"github.com/snapd-ml/snapd/snapshot"
-	"github.com/snapd-ml/snapd/store/oci"
 	"github.com/snapd-ml/snapd/wal"
 )
 

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/configs"
-	"github.com/snapd-ml/snapd/store/oci"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 )
 
 // runOCIOptions are snapd run's store.oci flags.

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/gitops/verify/verifytest"
 	"github.com/snapd-ml/snapd/internal/registrytest"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // TestVerifyRepoSkeletonLayout: `snapd verify-repo --oci-repository`

@@ -23,7 +23,7 @@ import (
 // Blobs is a store of segment blobs (the raw tensor bytes of the
 // Segments and Skeleton layouts), each named by the SHA-256 of its bytes.
 // Implementations: Memory; GitBlobs (blob objects of a go-git storer,
-// entered in a seg/ tree); the OCI registry client (store/oci
+// entered in a seg/ tree); the OCI registry client (gitops/layout/oci
 // Repository.Blobs). They are safe for concurrent use.
 type Blobs interface {
 	// Has reports whether the blob is stored.

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/gitops/review/reviewtest"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/snapshot"
-	"github.com/snapd-ml/snapd/store/oci"
 	"github.com/snapd-ml/snapd/store/oci/ranks"
 )
 

@@ -24,8 +24,8 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/keys"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // Skeleton layout in Git (docs/FORMAT.md §6): the generation directory

@@ -17,9 +17,9 @@ import (
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops/layout"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/gitops/verify/verifytest"
 	"github.com/snapd-ml/snapd/internal/registrytest"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // skelSegSize cuts verifytest.Snapshot into about a dozen segments.

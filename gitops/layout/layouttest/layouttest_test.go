@@ -6,8 +6,8 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/snapd-ml/snapd/gitops/layout"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/registrytest"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // TestConformance runs every layout over every blob store.

@@ -14,7 +14,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout"
-	"github.com/snapd-ml/snapd/store/oci"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 )
 
 // SkelGen is one skeleton-layout generation as built.

@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // AssembleGeneration writes outDir/rank-R.wtxt for every rank of the

@@ -11,8 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // OnTimeout says what a committer does with a generation that is still

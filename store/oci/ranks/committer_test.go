@@ -14,9 +14,9 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/keys"
-	"github.com/snapd-ml/snapd/store/oci"
 	"github.com/snapd-ml/snapd/wal"
 )
 

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/snapd-ml/snapd/store/oci"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 )
 
 // GC deletes the rank manifests (tags gen-NNNNNN.rank-R) of every

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/snapshot"
-	"github.com/snapd-ml/snapd/store/oci"
 	"github.com/snapd-ml/snapd/wal"
 )
 

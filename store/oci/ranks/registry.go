@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
-	"github.com/snapd-ml/snapd/store/oci"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 )
 
 // Registry types and annotation keys of a rank manifest (docs/FORMAT.md

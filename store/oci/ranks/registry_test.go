@@ -6,8 +6,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/registrytest"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 func openRepo(t *testing.T, reg *registrytest.Registry, name string) *oci.Repository {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/gitops/sshsig"
-	"github.com/snapd-ml/snapd/store/oci"
 )
 
 // VerifyLedgerOptions configure VerifyLedger.

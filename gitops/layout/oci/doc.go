@@ -1,6 +1,8 @@
-// Package oci stores the tensor bytes of WTXT generations in an OCI
-// registry while Git keeps the skeleton (formats/wtxt,
-// Split/Assemble).
+// Package oci is the registry client of the skeleton layout
+// (gitops/layout): it stores the tensor bytes of WTXT generations in an
+// OCI registry while Git keeps the skeleton (formats/wtxt,
+// Split/Assemble), and serves them as a layout.Blobs
+// (Repository.Blobs).
 //
 // Layout of one generation in repository HOST[:PORT]/NAME:
 //
