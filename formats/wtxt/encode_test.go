@@ -47,6 +47,11 @@ func testKey(seed byte) ed25519.PrivateKey {
 func encodeBytes(t testing.TB, s *snapshot.Snapshot, opts EncodeOptions) ([]byte, *Result) {
 	t.Helper()
 	var buf bytes.Buffer
+	// Sized up front: growing a buffer by copies costs more than the
+	// encoding itself under -race for the multi-MiB snapshots.
+	if n, err := EncodedSize(s, opts); err == nil && n < 1<<30 {
+		buf.Grow(int(n))
+	}
 	res, err := Encode(context.Background(), &buf, s, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -57,31 +62,44 @@ func encodeBytes(t testing.TB, s *snapshot.Snapshot, opts EncodeOptions) ([]byte
 // TestDeterminism: the same snapshot and options give the same bytes for
 // any worker count and GOMAXPROCS, through a plain writer and a file
 // (where the body is written while sha256_all is computed), including a
-// chunk big enough to be streamed by the writer goroutine.
+// chunk big enough to be streamed by the writer goroutine. The matrix of
+// GOMAXPROCS and workers runs without big_rows (8 MiB, slow under -race);
+// the snapshot with it runs at GOMAXPROCS=4 with a worker a core, to the
+// writer and to the file.
 func TestDeterminism(t *testing.T) {
-	s := &snapshot.Snapshot{Meta: testMeta(9), Arrays: []*snapshot.Array{
-		randArray(1, "big_rows", snapshot.F32, 2, (bigChunk/4)+100), // rows above bigChunk
+	small := []*snapshot.Array{
 		randArray(2, "R", snapshot.F64, 4096, 64),
 		randArray(3, "odd", snapshot.U8, 1000, 3),
 		randArray(4, "layer.0/w", snapshot.BF16, 33, 17),
 		randArray(5, "scalar", snapshot.I64),
 		randArray(6, "empty", snapshot.F16, 0, 5),
-	}}
+	}
+	s := &snapshot.Snapshot{Meta: testMeta(9), Arrays: append([]*snapshot.Array{
+		randArray(1, "big_rows", snapshot.F32, 2, (bigChunk/4)+100), // rows above bigChunk
+	}, small...)}
 	opts := EncodeOptions{SignKey: testKey(1), HMACKey: []byte("k"), PrevMerkle: [32]byte{1}}
-	want, _ := encodeBytes(t, s, EncodeOptions{SignKey: opts.SignKey, HMACKey: opts.HMACKey, PrevMerkle: opts.PrevMerkle, Workers: 1})
+	ref := EncodeOptions{SignKey: opts.SignKey, HMACKey: opts.HMACKey, PrevMerkle: opts.PrevMerkle, Workers: 1}
 	prev := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(prev)
-	for _, procs := range []int{1, 2, 4} {
-		runtime.GOMAXPROCS(procs)
-		for _, workers := range []int{0, 1, 5} {
-			o := opts
-			o.Workers = workers
-			got, _ := encodeBytes(t, s, o)
-			if !bytes.Equal(got, want) {
-				t.Fatalf("GOMAXPROCS=%d workers=%d: output differs at %d", procs, workers, firstDiff(got, want))
+	matrix := func(s *snapshot.Snapshot, procsSet, workersSet []int) []byte {
+		t.Helper()
+		want, _ := encodeBytes(t, s, ref)
+		for _, procs := range procsSet {
+			runtime.GOMAXPROCS(procs)
+			for _, workers := range workersSet {
+				o := opts
+				o.Workers = workers
+				got, _ := encodeBytes(t, s, o)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%d arrays, GOMAXPROCS=%d workers=%d: output differs at %d", len(s.Arrays), procs, workers, firstDiff(got, want))
+				}
 			}
 		}
+		runtime.GOMAXPROCS(prev)
+		return want
 	}
+	matrix(&snapshot.Snapshot{Meta: s.Meta, Arrays: small}, []int{1, 2, 4}, []int{0, 1, 5})
+	want := matrix(s, []int{4}, []int{0})
 	// Through an *os.File, after some leading bytes.
 	f, err := os.Create(filepath.Join(t.TempDir(), "x.wtxt"))
 	if err != nil {

@@ -24,38 +24,55 @@ func (r readerSource) Size() int64                             { return r.b.Size
 // ReadAt, and the writer may be a buffer, a file or a stream; the bytes
 // must not depend on any of it. The reference is Workers=1, where nothing
 // is computed ahead.
+//
+// The whole matrix runs on arrays of at most 80 KB a chunk. The paths of
+// a chunk above bigChunk (streamed by the writer) run on big_rows, two
+// such chunks, for each key, source and writer, with maxSums=1: the first
+// chunk is summed ahead and the second is not, so one run takes both of
+// streamChunk's branches (each run encodes 8 MiB, slow under -race).
 func TestEncodePathsAgree(t *testing.T) {
-	arrays := func(viaReader bool) *snapshot.Snapshot {
-		s := &snapshot.Snapshot{Meta: testMeta(4), Arrays: []*snapshot.Array{
-			randArray(1, "big_rows", snapshot.F32, 2, (bigChunk/4)+100),
-			randArray(2, "many", snapshot.U8, 3000, 7),
-			randArray(3, "scalar", snapshot.I16),
-			randArray(4, "w", snapshot.F32, 700, 33),
-			randArray(5, "z", snapshot.U8, 0),
-		}}
-		if viaReader {
-			for _, a := range s.Arrays {
+	// The arrays' bytes are made once; every run wraps them afresh.
+	bigRows := randArray(1, "big_rows", snapshot.F32, 2, (bigChunk/4)+100)
+	rows := randArray(1, "rows", snapshot.F32, 2, 20000) // two rows above the default chunk
+	rest := []*snapshot.Array{
+		randArray(2, "many", snapshot.U8, 3000, 7),
+		randArray(3, "scalar", snapshot.I16),
+		randArray(4, "w", snapshot.F32, 700, 33),
+		randArray(5, "z", snapshot.U8, 0),
+	}
+	arrays := func(first *snapshot.Array, viaReader bool) *snapshot.Snapshot {
+		s := &snapshot.Snapshot{Meta: testMeta(4)}
+		for _, a := range append([]*snapshot.Array{first}, rest...) {
+			c := *a
+			if viaReader {
 				b, _ := snapshot.BytesOf(a.Data)
-				a.Data = readerSource{snapshot.Bytes(b)}
+				c.Data = readerSource{snapshot.Bytes(b)}
 			}
+			s.Arrays = append(s.Arrays, &c)
 		}
 		return s
 	}
-	for _, key := range [][]byte{nil, []byte("key")} {
-		ref := EncodeOptions{SignKey: testKey(2), HMACKey: key, RowsPerChunk: 0, Workers: 1}
-		want, _ := encodeBytes(t, arrays(false), ref)
-		for _, viaReader := range []bool{false, true} {
-			for _, maxSums := range []int64{0, 1, 40} {
-				for _, workers := range []int{2} {
-					o := ref
-					o.Workers, o.maxSums = workers, maxSums
-					s := arrays(viaReader)
-					got, _ := encodeBytes(t, s, o)
-					if !bytes.Equal(got, want) {
-						t.Fatalf("key=%v reader=%v maxSums=%d workers=%d: buffer output differs at %d", key != nil, viaReader, maxSums, workers, firstDiff(got, want))
-					}
-					if got := encodeFile(t, s, o); !bytes.Equal(got, want) {
-						t.Fatalf("key=%v reader=%v maxSums=%d workers=%d: file output differs at %d", key != nil, viaReader, maxSums, workers, firstDiff(got, want))
+	for _, first := range []*snapshot.Array{rows, bigRows} {
+		maxSumsSet := []int64{0, 1, 40}
+		if first == bigRows {
+			maxSumsSet = []int64{1}
+		}
+		for _, key := range [][]byte{nil, []byte("key")} {
+			ref := EncodeOptions{SignKey: testKey(2), HMACKey: key, RowsPerChunk: 0, Workers: 1}
+			want, _ := encodeBytes(t, arrays(first, false), ref)
+			for _, viaReader := range []bool{false, true} {
+				for _, maxSums := range maxSumsSet {
+					for _, workers := range []int{2} {
+						o := ref
+						o.Workers, o.maxSums = workers, maxSums
+						s := arrays(first, viaReader)
+						got, _ := encodeBytes(t, s, o)
+						if !bytes.Equal(got, want) {
+							t.Fatalf("%s key=%v reader=%v maxSums=%d workers=%d: buffer output differs at %d", first.Name, key != nil, viaReader, maxSums, workers, firstDiff(got, want))
+						}
+						if got := encodeFile(t, s, o); !bytes.Equal(got, want) {
+							t.Fatalf("%s key=%v reader=%v maxSums=%d workers=%d: file output differs at %d", first.Name, key != nil, viaReader, maxSums, workers, firstDiff(got, want))
+						}
 					}
 				}
 			}
