@@ -86,7 +86,8 @@ type Deps struct {
 	// Metrics receives the collectors and is served on /metrics; nil
 	// uses a private registry (never the global default one).
 	Metrics *prometheus.Registry
-	// Repo: every generation is committed to it; nil disables Git.
+	// Repo is the Git ledger generations are committed to (by the
+	// Publisher); nil disables Git.
 	Repo *gitops.Repo
 	// Queue: when set (with a Pusher), every commit is enqueued for push
 	// and the daemon runs the queue. Its branch is Repo's.
@@ -113,11 +114,13 @@ type Deps struct {
 	// Progress, when set (a terminal), receives a progress line for each
 	// generation's encode (internal/progress).
 	Progress io.Writer
-	// OCI, when set (needs Repo and a Queue whose Options.Publisher is
-	// OCI), publishes generations in the skeleton layout: each becomes one
-	// queue job that uploads the segments and manifest to the registry,
-	// then commits the skeleton and pushes (oci.go).
-	OCI *OCIPublisher
+	// Publisher publishes each chained generation (publish.go): a
+	// GitPublisher commits it to Repo, an OCIPublisher (needs Repo and a
+	// Queue whose Options.Publisher runs its Jobs) leaves it to a queue
+	// job that uploads to a registry and then commits the skeleton. Nil
+	// with Repo set: NewGitPublisher(Repo); nil without Repo: nothing is
+	// published.
+	Publisher Publisher
 }
 
 // Defaults of Config and PullRequest, for their zero values; configs.Default

@@ -121,6 +121,7 @@ type Daemon struct {
 	now     func() time.Time
 	ringDir string
 	ring    *ring.Writer // the ring's files, through fs
+	out     *outbox      // the Publisher and the resend queue
 
 	cfgMu sync.Mutex
 	cfg   Config
@@ -204,14 +205,21 @@ func New(cfg Config, deps Deps) (_ *Daemon, err error) {
 	if err := reg.Register(newQueueCollector(func() *queue.Queue { return dm.deps.Queue })); err != nil {
 		return nil, fmt.Errorf("pipeline: metrics: %w", err)
 	}
-	if err := dm.registerOCI(reg); err != nil {
-		return nil, err
+	if d.Publisher == nil && d.Repo != nil {
+		d.Publisher = NewGitPublisher(d.Repo)
+		dm.deps.Publisher = d.Publisher
+	}
+	if d.Publisher != nil && d.Repo == nil {
+		return nil, errors.New("pipeline: Deps.Publisher needs Deps.Repo")
+	}
+	dm.out = &outbox{pub: d.Publisher, repo: d.Repo, queue: d.Queue, log: d.Logger, now: d.Now, enqueued: m.pushEnqueued, fail: dm.fail}
+	if a, ok := d.Publisher.(attacher); ok {
+		if err := a.attach(dm, reg); err != nil {
+			return nil, err
+		}
 	}
 	if d.Pushes != nil {
 		d.Pushes.attach(dm)
-	}
-	if d.OCI != nil {
-		d.OCI.pushes.Store(d.Pushes)
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
@@ -336,7 +344,8 @@ func (d *Daemon) Addr() net.Addr {
 	return d.addr
 }
 
-// Start recommits ring generations missing from Git, starts the metrics
+// Start publishes ring generations a crash or failure kept from being
+// published (Publisher.Recover), starts the metrics
 // endpoint, the WAL listener, the stages and (with Deps.Queue) the resend
 // queue. It returns at once; ctx bounds the daemon's life (Close also
 // stops it).
@@ -367,7 +376,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 			}
 		}()
 	}
-	d.recommit(ctx)
+	d.out.recover(ctx, d.ringDir, d.Head())
 	d.fin.set(d.consumer.Cursor())
 
 	recs := make(chan wal.Record, 1)

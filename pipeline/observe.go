@@ -89,27 +89,8 @@ func (o *PushObserver) Push(ctx context.Context, req gitops.PushRequest) error {
 		args = append(args, "request_to_pushed", lat)
 	}
 	d.log.Info("pushed", args...)
-	d.maintain(ctx, req.Branch)
+	d.out.maintain(ctx, req.Branch)
 	return nil
-}
-
-// maintain bounds the local repository's pack count (gitops Repo.Maintain)
-// after a push, in the queue's goroutine, so that no push of this daemon
-// reads the packs while git repack replaces them (Maintain holds the lock
-// Commit takes). A failure is logged; the repository is as it was and the
-// next push tries again.
-func (d *Daemon) maintain(ctx context.Context, branch string) {
-	if d.deps.Repo == nil {
-		return
-	}
-	m, err := d.deps.Repo.Maintain(ctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		d.log.Warn("git repack of the local repository failed (tried again after the next push)", "branch", branch, "packs", m.PacksBefore, "error", err)
-	case m.Repacked:
-		d.log.Info("git repack of the local repository", "branch", branch, "packs_before", m.PacksBefore, "packs_after", m.PacksAfter,
-			"elapsed", m.Elapsed.Round(time.Millisecond))
-	}
 }
 
 // queueCollector exports the resend queue's state, read from its

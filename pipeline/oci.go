@@ -46,14 +46,15 @@ type OCIConfig struct {
 	Logger *slog.Logger
 }
 
-// OCIPublisher is the queue.Publisher of the skeleton layout: for one
-// generation it uploads the segment blobs the registry lacks (HEAD first,
-// parallel, bounded), pushes the config blob and the manifest tagged
-// gen-NNNNNN, and only then commits the skeleton to Git (signed as any
-// generation); the queue then pushes the commit. Every step re-checks what
-// is done (registry HEAD, Git branch head), so a crash or an outage at any
-// point repeats no finished upload and no commit: a blob interrupted
-// mid-upload is uploaded again.
+// OCIPublisher is the Publisher of the skeleton layout. Its Publish
+// leaves each generation to the resend queue as one KindOCIGeneration job
+// (Jobs does it): upload the segment blobs the registry lacks (HEAD first,
+// parallel, bounded), push the config blob and the manifest tagged
+// gen-NNNNNN, and only then commit the skeleton to Git (signed as any
+// generation, through commitGeneration); the queue then pushes the
+// commit. Every step re-checks what is done (registry HEAD, Git branch
+// head), so a crash or an outage at any point repeats no finished upload
+// and no commit: a blob interrupted mid-upload is uploaded again.
 type OCIPublisher struct {
 	reg  *oci.Repository
 	repo *gitops.Repo
@@ -200,15 +201,81 @@ func (p *OCIPublisher) record(g OCIGenStats) {
 	}
 }
 
+// ociState is a KindOCIGeneration job's progress (queue.Publish.State),
+// recorded once the manifest is in the registry: where the blobs are, the
+// skeleton written while uploading (in hold/) and the upload's byte
+// counts. Its keys are those the job file's format before State had in
+// publish itself (the queue reads such files into this state).
+type ociState struct {
+	Repository    string `json:"repository,omitempty"`
+	Manifest      string `json:"manifest,omitempty"`
+	Skeleton      string `json:"skeleton,omitempty"`
+	UploadedBytes int64  `json:"uploaded_bytes,omitempty"`
+	SkippedBytes  int64  `json:"skipped_bytes,omitempty"`
+}
+
+// Publish implements Publisher: it leaves g to a KindOCIGeneration queue
+// job (whose queue.Publisher is Jobs). g.Header nil is read from the
+// WTXT.
+func (p *OCIPublisher) Publish(_ context.Context, g Generation) (Published, error) {
+	h := g.Header
+	if h == nil {
+		f, err := os.Open(g.WTXT)
+		if err != nil {
+			return Published{}, err
+		}
+		h, err = gitops.ParseHeader(f)
+		f.Close()
+		if err == nil && h.Pending {
+			err = errors.New("the header's root is pending")
+		}
+		if err != nil {
+			return Published{}, fmt.Errorf("ring generation %d has no usable header: %w", g.Gen, err)
+		}
+	}
+	st, err := os.Stat(g.WTXT)
+	if err != nil {
+		return Published{}, err
+	}
+	// The request time is kept in the job for the request-to-pushed
+	// latency, which then covers the upload too and survives a restart.
+	return Published{Pending: "pending (registry job)",
+		Job: &queue.Publish{Kind: KindOCIGeneration, WTXT: g.WTXT, Bytes: st.Size(), Header: h, Requested: g.Requested.UTC()}}, nil
+}
+
+// Recover implements Publisher: a generation not in Git is queued again
+// (ErrPublished when it is in Git; the queue refuses a second job for one
+// it holds).
+func (p *OCIPublisher) Recover(ctx context.Context, g Generation) (Published, error) {
+	if _, err := p.repo.ResolveGen(g.Gen); err == nil {
+		return Published{}, fmt.Errorf("%w: gen %d is committed", ErrPublished, g.Gen)
+	}
+	return p.Publish(ctx, g)
+}
+
+// Jobs returns the queue.Publisher of this publisher's KindOCIGeneration
+// jobs (the daemon's queue.Options.Publisher).
+func (p *OCIPublisher) Jobs() queue.Publisher { return ociJobs{p} }
+
+// ociJobs does KindOCIGeneration queue jobs.
+type ociJobs struct{ p *OCIPublisher }
+
 // Publish implements queue.Publisher for KindOCIGeneration jobs.
-func (p *OCIPublisher) Publish(ctx context.Context, j queue.Job, save func(queue.Job) error) (queue.Job, error) {
+func (w ociJobs) Publish(ctx context.Context, j queue.Job, save func(queue.Job) error) (queue.Job, error) {
+	p := w.p
 	if j.Publish == nil || j.Publish.Kind != KindOCIGeneration || j.Publish.Header == nil {
 		return j, localErr(j, fmt.Errorf("job %s: not a %s job with a header", j.ID(), KindOCIGeneration))
 	}
 	pub := *j.Publish
 	h := pub.Header
+	var state ociState
+	if len(pub.State) > 0 {
+		if err := json.Unmarshal(pub.State, &state); err != nil {
+			return j, localErr(j, fmt.Errorf("job %s: state: %w", j.ID(), err))
+		}
+	}
 	skeleton := pub.Bytes > p.cfg.Threshold
-	if skeleton && pub.Manifest == "" {
+	if skeleton && state.Manifest == "" {
 		f, err := safeopen.Open(pub.WTXT, safeopen.NoFollow)
 		if err != nil {
 			return j, localErr(j, fmt.Errorf("held WTXT of gen %d: %w", j.Gen, err))
@@ -252,8 +319,13 @@ func (p *OCIPublisher) Publish(ctx context.Context, j queue.Job, save func(queue
 		p.generations.Inc()
 		p.record(OCIGenStats{Gen: j.Gen, Tag: res.Tag, Manifest: res.Manifest.Digest.String(), Segments: res.Segments,
 			UploadedBytes: res.UploadedBytes, SkippedBytes: res.SkippedBytes, MountedBytes: res.MountedBytes, Time: time.Now().UTC()})
-		pub.Repository, pub.Manifest, pub.Skeleton = p.reg.Name(), res.Manifest.Digest.String(), skel
-		pub.UploadedBytes, pub.SkippedBytes = res.UploadedBytes, res.SkippedBytes
+		state = ociState{Repository: p.reg.Name(), Manifest: res.Manifest.Digest.String(), Skeleton: skel,
+			UploadedBytes: res.UploadedBytes, SkippedBytes: res.SkippedBytes}
+		b, err := json.Marshal(state)
+		if err != nil {
+			return j, localErr(j, err)
+		}
+		pub.State, pub.Sent = b, true
 		j.Publish = &pub
 		if err := save(j); err != nil {
 			return j, err
@@ -261,12 +333,12 @@ func (p *OCIPublisher) Publish(ctx context.Context, j queue.Job, save func(queue
 	}
 	// The ledger: only now, with every blob and the manifest in the
 	// registry, is the generation committed.
-	g := gitops.Generation{WTXT: pub.WTXT, Header: h}
+	g := Generation{Gen: j.Gen, WTXT: pub.WTXT, Header: h}.ledger()
 	if skeleton {
-		g.Skeleton = pub.Skeleton
-		g.OCI = &gitops.OCIRef{Repository: pub.Repository, Manifest: pub.Manifest}
+		g.Skeleton = state.Skeleton
+		g.OCI = &gitops.OCIRef{Repository: state.Repository, Manifest: state.Manifest}
 	}
-	res, err := p.repo.Commit(ctx, g)
+	res, err := commitGeneration(ctx, p.repo, p.pushes.Load(), g, pub.Requested)
 	if errors.Is(err, gitops.ErrGenOrder) {
 		// Committed before, and a later generation too (the queue runs in
 		// order, so this is a job re-run after its commit was pushed).
@@ -280,8 +352,7 @@ func (p *OCIPublisher) Publish(ctx context.Context, j queue.Job, save func(queue
 		return j, localErr(j, fmt.Errorf("commit gen %d: %w", j.Gen, err))
 	}
 	j.Commit, j.Tag = res.Commit.String(), res.Tag
-	p.pushes.Load().expect(j.Commit, pub.Requested)
-	p.log.Info("oci generation committed", "gen", j.Gen, "layout", res.Layout, "commit", j.Commit, "manifest", pub.Manifest)
+	p.log.Info("oci generation committed", "gen", j.Gen, "layout", res.Layout, "commit", j.Commit, "manifest", state.Manifest)
 	return j, nil
 }
 
@@ -306,81 +377,6 @@ func registryErr(j queue.Job, err error) error {
 	return err
 }
 
-// ociEnqueue hands a finished generation to the queue as one publish job
-// (upload, manifest, commit, push) instead of committing it here.
-// requested (zero: unknown) is kept in the job for the request-to-pushed
-// latency, which then covers the upload too and survives a restart.
-func (d *Daemon) ociEnqueue(gen uint64, wtxtPath string, h *gitops.Header, requested time.Time) error {
-	st, err := os.Stat(wtxtPath)
-	if err != nil {
-		return err
-	}
-	j := queue.Job{Branch: d.deps.Repo.Config().Branch, Gen: gen, Enqueued: d.now().UTC(),
-		Publish: &queue.Publish{Kind: KindOCIGeneration, WTXT: wtxtPath, Bytes: st.Size(), Header: h, Requested: requested.UTC()}}
-	if err := d.deps.Queue.Enqueue(j); err != nil {
-		return err
-	}
-	d.m.pushEnqueued.Inc()
-	return nil
-}
-
-// ociCommit replaces commit in the skeleton layout.
-func (d *Daemon) ociCommit(r *GenResult, head *ChainState, requested time.Time) {
-	h, err := head.gitHeader()
-	if err == nil {
-		err = d.ociEnqueue(r.Gen, r.WTXT, h, requested)
-	}
-	if err != nil {
-		d.log.Error("resend queue: enqueue generation for the registry (re-enqueued at the next start)", "gen", r.Gen, "error", err)
-		d.fail("git", r.Gen, err)
-	}
-}
-
-// ociRecover replaces recommit in the skeleton layout: ring generations up
-// to the chain head that are neither in Git nor queued (a crash between
-// the chain state and the enqueue) are enqueued, oldest first.
-func (d *Daemon) ociRecover() {
-	entries, err := ListRing(d.ringDir)
-	if err != nil {
-		d.log.Warn("recovery: list ring", "error", err)
-		return
-	}
-	head := d.Head()
-	for _, e := range entries {
-		if e.Gen > head.Gen || e.WTXT == "" {
-			continue
-		}
-		if _, err := d.deps.Repo.ResolveGen(e.Gen); err == nil {
-			continue // committed
-		}
-		var h *gitops.Header
-		if e.Gen == head.Gen {
-			if h, err = head.gitHeader(); err != nil {
-				continue
-			}
-		} else {
-			f, err := os.Open(e.WTXT)
-			if err != nil {
-				continue
-			}
-			h, err = gitops.ParseHeader(f)
-			f.Close()
-			if err != nil || h.Pending {
-				d.log.Warn("recovery: ring generation has no usable header", "gen", e.Gen, "error", err)
-				continue
-			}
-		}
-		if err := d.ociEnqueue(e.Gen, e.WTXT, h, time.Time{}); err != nil {
-			if !errors.Is(err, queue.ErrConflict) {
-				d.log.Warn("recovery: enqueue for the registry", "gen", e.Gen, "error", err)
-				d.fail("git", e.Gen, err)
-			}
-			continue
-		}
-	}
-}
-
-// countingReader counts what is read through it.
 // countingReaderAt counts the bytes read through it.
 type countingReaderAt struct {
 	r interface {
@@ -415,23 +411,21 @@ func ociPendingGauge(q func() *queue.Queue, p *OCIPublisher) prometheus.Collecto
 		})
 }
 
-// registerOCI checks Deps.OCI's collaborators and registers its metrics
+// attach checks the daemon's collaborators and registers the metrics
 // (present at zero from the start).
-func (d *Daemon) registerOCI(reg prometheus.Registerer) error {
-	if d.deps.OCI == nil {
-		return nil
-	}
+func (p *OCIPublisher) attach(d *Daemon, reg prometheus.Registerer) error {
 	if d.deps.Repo == nil || d.deps.Queue == nil {
-		return errors.New("pipeline: Deps.OCI needs Deps.Repo and Deps.Queue")
+		return errors.New("pipeline: an OCIPublisher needs Deps.Repo and Deps.Queue")
 	}
 	if len(d.cfg.Recipients) > 0 || d.cfg.Stream {
 		return errors.New("pipeline: the OCI skeleton layout supports neither encryption nor streaming WTXT")
 	}
-	for _, c := range append(d.deps.OCI.collectors(), ociPendingGauge(func() *queue.Queue { return d.deps.Queue }, d.deps.OCI)) {
+	for _, c := range append(p.collectors(), ociPendingGauge(func() *queue.Queue { return d.deps.Queue }, p)) {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("pipeline: metrics: %w", err)
 		}
 	}
+	p.pushes.Store(d.deps.Pushes)
 	return nil
 }
 

@@ -54,7 +54,7 @@ func TestOCIPublisherRegistryStalls(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // failure guard only
 	defer cancel()
-	_, err = p.Publish(ctx, job, func(queue.Job) error { return nil })
+	_, err = p.Jobs().Publish(ctx, job, func(queue.Job) error { return nil })
 	if ctx.Err() != nil {
 		t.Fatalf("the failure guard ended the publish: %v", err)
 	}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -65,7 +66,7 @@ func TestOCIPublisherIdempotent(t *testing.T) {
 
 	// Crash after the manifest, before the save.
 	crash := errors.New("killed")
-	if _, err := p.Publish(ctx, job, func(queue.Job) error { return crash }); !errors.Is(err, crash) {
+	if _, err := p.Jobs().Publish(ctx, job, func(queue.Job) error { return crash }); !errors.Is(err, crash) {
 		t.Fatalf("first run: %v", err)
 	}
 	first, _ := ReadOCIStats(dir)
@@ -77,7 +78,7 @@ func TestOCIPublisherIdempotent(t *testing.T) {
 	}
 	// The re-run uploads nothing and commits.
 	var saved queue.Job
-	done, err := p.Publish(ctx, job, func(j queue.Job) error { saved = j; return nil })
+	done, err := p.Jobs().Publish(ctx, job, func(j queue.Job) error { saved = j; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +86,14 @@ func TestOCIPublisherIdempotent(t *testing.T) {
 	if second.Last.UploadedBytes != 0 || second.Last.SkippedBytes != first.Last.UploadedBytes || second.Last.Manifest != first.Last.Manifest {
 		t.Fatalf("re-run after the crash: %+v, first %+v", second.Last, first.Last)
 	}
-	if saved.Publish == nil || saved.Publish.Manifest != first.Last.Manifest || saved.Commit != "" {
+	if saved.Publish == nil || savedState(t, saved).Manifest != first.Last.Manifest || !saved.Publish.Sent || saved.Commit != "" {
 		t.Fatalf("saved job %+v", saved)
 	}
 	if len(done.Commit) != 40 || done.Tag != "gen-000001" {
 		t.Fatalf("job after publish: %+v", done)
 	}
 	// Crash after the commit: the re-run (from the saved job) finds it.
-	again, err := p.Publish(ctx, saved, func(queue.Job) error { t.Fatal("nothing to save"); return nil })
+	again, err := p.Jobs().Publish(ctx, saved, func(queue.Job) error { t.Fatal("nothing to save"); return nil })
 	if err != nil || again.Commit != done.Commit {
 		t.Fatalf("re-run after the commit: %+v %v", again, err)
 	}
@@ -122,9 +123,19 @@ func TestOCIPublisherIdempotent(t *testing.T) {
 	// A job of another kind is refused as a local problem (needs a person).
 	bad := job
 	bad.Publish = &queue.Publish{Kind: "other", WTXT: wtxtPath}
-	if _, err := p.Publish(ctx, bad, nil); !gitops.NeedsAttention(err) {
+	if _, err := p.Jobs().Publish(ctx, bad, nil); !gitops.NeedsAttention(err) {
 		t.Fatalf("foreign job: %v", err)
 	}
+}
+
+// savedState reads the OCI progress a job's Publisher saved.
+func savedState(t *testing.T, j queue.Job) ociState {
+	t.Helper()
+	var st ociState
+	if err := json.Unmarshal(j.Publish.State, &st); err != nil {
+		t.Fatalf("job %s state %q: %v", j.ID(), j.Publish.State, err)
+	}
+	return st
 }
 
 // TestOCIPublisherBlobDeletedUnderManifest: the second generation's push
@@ -172,7 +183,7 @@ func TestOCIPublisherBlobDeletedUnderManifest(t *testing.T) {
 	}
 	save := func(queue.Job) error { return nil }
 	j1, _ := jobFor(1)
-	if _, err := p.Publish(ctx, j1, save); err != nil {
+	if _, err := p.Jobs().Publish(ctx, j1, save); err != nil {
 		t.Fatal(err)
 	}
 	// embed.weight's third segment (rows 64-95; 16 rows a chunk, two
@@ -192,13 +203,13 @@ func TestOCIPublisherBlobDeletedUnderManifest(t *testing.T) {
 	reg.DeleteBlob(t, "snapd/deleted", oci.SegmentDescriptor(victim).Digest.String())
 
 	j2, w2 := jobFor(2)
-	if _, err := p.Publish(ctx, j2, save); !errors.Is(err, oci.ErrManifestBlobUnknown) {
+	if _, err := p.Jobs().Publish(ctx, j2, save); !errors.Is(err, oci.ErrManifestBlobUnknown) {
 		t.Fatalf("gen 2 reusing a deleted blob: %v, want ErrManifestBlobUnknown", err)
 	}
 	if _, err := repo.ResolveGen(2); err == nil {
 		t.Fatal("gen 2 committed although its manifest was refused")
 	}
-	done, err := p.Publish(ctx, j2, save)
+	done, err := p.Jobs().Publish(ctx, j2, save)
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}

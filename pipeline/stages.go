@@ -14,8 +14,6 @@ import (
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
-	"github.com/snapd-ml/snapd/gitops"
-	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/backoff"
 	"github.com/snapd-ml/snapd/internal/safeopen"
 	"github.com/snapd-ml/snapd/pipeline/ring"
@@ -613,6 +611,7 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 		d.m.requests.WithLabelValues("coalesced").Inc()
 	}
 	state, msg := wal.Done, ""
+	var published Published
 	if it.err != nil {
 		state, msg = wal.Failed, it.err.Error()
 	} else {
@@ -627,7 +626,7 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 			// per MiB (a 1.5 GB WTXT on a loaded machine needs more
 			// than 5 minutes).
 			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute+time.Duration(r.WTXTBytes>>20)*time.Second)
-			d.commit(gctx, r, it.head, rec.Time)
+			published = d.out.publish(gctx, r, it.head, rec.Time)
 			cancel()
 			it.stage1("git", d.now().Sub(t))
 		}
@@ -664,129 +663,16 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 	switch {
 	case r.Commit != "":
 		args = append(args, "commit", r.Commit)
-	case d.deps.OCI != nil && d.deps.Repo != nil:
-		// The queue's registry job commits it ("oci generation committed").
-		args = append(args, "commit", "pending (registry job)")
+	case published.Pending != "":
+		// Left to queued work or another node (e.g. the registry job
+		// commits it: "oci generation committed").
+		args = append(args, "commit", published.Pending)
 	}
 	d.log.Info("generation snapshotted", append(args, "latency", r.Latency.Round(time.Millisecond), "redelivered", r.Redelivered)...)
 	if len(r.NonFinite) > 0 {
 		d.log.Warn("generation introduces NaN/Inf", "gen", rec.Gen, "base_gen", r.BaseGen, "arrays", nonFiniteSummary(r.NonFinite))
 	}
 	d.record(r)
-}
-
-// commit records the generation in Git and enqueues its push. Failures
-// are logged and kept in last_error; the next start recommits.
-func (d *Daemon) commit(ctx context.Context, r *GenResult, head *ChainState, requested time.Time) {
-	repo := d.deps.Repo
-	if repo == nil || head == nil {
-		return
-	}
-	if d.deps.OCI != nil {
-		d.ociCommit(r, head, requested) // committed by the queue after the registry upload (oci.go)
-		return
-	}
-	h, err := head.gitHeader()
-	if err != nil {
-		d.log.Error("git commit failed (recommitted at the next start)", "gen", r.Gen, "error", err)
-		d.fail("git", r.Gen, err)
-		return
-	}
-	g := gitops.Generation{WTXT: r.WTXT, Delta: r.Delta, WSUM: r.WSUM, Seal: r.Seal, Picture: r.Picture, Header: h}
-	if r.ResumedFrom != 0 {
-		g.Resume = &gitops.Resume{From: r.ResumedFrom}
-	}
-	res, err := repo.Commit(ctx, g)
-	if err != nil {
-		d.log.Error("git commit failed (recommitted at the next start)", "gen", r.Gen, "error", err)
-		d.fail("git", r.Gen, err)
-		return
-	}
-	r.Commit, r.Tag = res.Commit.String(), res.Tag
-	d.deps.Pushes.expect(r.Commit, requested)
-	d.enqueue(res)
-	if d.deps.Queue == nil {
-		d.maintain(ctx, repo.Config().Branch) // nothing pushes concurrently (with a queue: after each push, observe.go)
-	}
-}
-
-func (d *Daemon) enqueue(res *gitops.Result) {
-	if d.deps.Queue == nil {
-		return
-	}
-	j := queue.Job{Branch: d.deps.Repo.Config().Branch, Gen: res.Gen, Commit: res.Commit.String(), Tag: res.Tag, Enqueued: d.now().UTC()}
-	if err := d.deps.Queue.Enqueue(j); err != nil {
-		d.log.Error("resend queue: enqueue", "gen", res.Gen, "error", err)
-		d.fail("git", res.Gen, err)
-		return
-	}
-	d.m.pushEnqueued.Inc()
-}
-
-// recommit commits ring generations that a crash (or a Git failure) kept
-// out of the repository, oldest first.
-func (d *Daemon) recommit(ctx context.Context) {
-	if d.deps.Repo == nil {
-		return
-	}
-	if d.deps.OCI != nil {
-		d.ociRecover() // oci.go
-		return
-	}
-	entries, err := ListRing(d.ringDir)
-	if err != nil {
-		d.log.Warn("recovery: list ring", "error", err)
-		return
-	}
-	head := d.Head()
-	for _, e := range entries {
-		if e.Gen > head.Gen || e.WTXT == "" {
-			continue
-		}
-		g := gitops.Generation{WTXT: e.WTXT, Delta: e.Delta, WSUM: e.WSUM}
-		if s := e.WTXT + ExtSeal; fileExists(s) {
-			g.Seal = s
-		}
-		if p := ringPath(d.ringDir, e.Gen, ExtPicture); fileExists(p) {
-			g.Picture = p
-		}
-		if req, err := readGenRequest(ringPath(d.ringDir, e.Gen, ring.ExtRequest)); err == nil && req.ResumedFrom != 0 {
-			g.Resume = &gitops.Resume{From: req.ResumedFrom}
-		}
-		if e.Gen == head.Gen {
-			if g.Header, err = head.gitHeader(); err != nil {
-				continue
-			}
-		} else if g.Seal != "" {
-			sb, err := os.ReadFile(g.Seal)
-			if err != nil {
-				continue
-			}
-			s, err := armor.ParseSeal(sb)
-			if err != nil {
-				continue
-			}
-			g.Header = &gitops.Header{Gen: e.Gen, Root: s.Root}
-		}
-		res, err := d.deps.Repo.Commit(ctx, g)
-		switch {
-		case errors.Is(err, gitops.ErrGenOrder):
-			continue // already committed
-		case err != nil:
-			d.log.Warn("recovery: git commit", "gen", e.Gen, "error", err)
-			d.fail("git", e.Gen, err)
-			continue
-		}
-		if !res.Existing {
-			d.log.Info("recovery: committed generation missing from git", "gen", e.Gen, "commit", res.Commit.String())
-		}
-		d.enqueue(res)
-	}
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // trim removes the oldest ring entries beyond RingKeep. acked is the

@@ -28,7 +28,7 @@ func jobCommit(j queue.Job) string {
 	switch {
 	case len(j.Commit) >= 12:
 		return j.Commit[:12]
-	case j.Publish != nil && j.Publish.Manifest != "":
+	case j.Publish != nil && j.Publish.Sent:
 		return "(uploaded)"
 	case j.Publish != nil:
 		return "(uploading)"

@@ -351,13 +351,17 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			BaseBranch: c.Git.BaseBranch, FetchBase: fetchBase(gp)}); err != nil {
 			return err
 		}
+		// The Publisher: commit to Git, or (store.oci) upload through a
+		// queue job first; pub does the queue's jobs.
 		var pub queue.Publisher
+		deps.Publisher = pipeline.NewGitPublisher(deps.Repo)
 		if ociRepo != nil {
-			if deps.OCI, err = pipeline.NewOCIPublisher(ociRepo, deps.Repo, pipeline.OCIConfig{StateDir: c.StateDir,
-				SegmentSize: c.Store.OCI.SegmentSize, Threshold: c.Store.OCI.Threshold, Logger: log}); err != nil {
+			op, err := pipeline.NewOCIPublisher(ociRepo, deps.Repo, pipeline.OCIConfig{StateDir: c.StateDir,
+				SegmentSize: c.Store.OCI.SegmentSize, Threshold: c.Store.OCI.Threshold, Logger: log})
+			if err != nil {
 				return usageError{err}
 			}
-			pub = deps.OCI
+			deps.Publisher, pub = op, op.Jobs()
 			if gp == nil {
 				// No remote: the queue still carries the registry upload
 				// and the commit; the push is a no-op.

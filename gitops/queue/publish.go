@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,17 +27,27 @@ var ErrNoPublisher = errors.New("queue: a job needs Options.Publisher")
 const holdDir = "hold"
 
 // Publish is work a job carries that must be finished before its Git push
-// (the skeleton layout: upload a generation's segment blobs and push its manifest to
-// an OCI registry, then commit its skeleton). Options.Publisher does it.
-// A job with Publish and an empty Commit is not committed yet; once the
-// Publisher has set Commit the job is pushed like any other, and a job
-// whose Publisher leaves Commit empty (e.g. a rank manifest with no Git
-// commit) is done when Publish returns.
+// (e.g. upload a generation's tensor bytes somewhere, then commit it).
+// Options.Publisher does it. A job with Publish and an empty Commit is not
+// committed yet; once the Publisher has set Commit the job is pushed like
+// any other, and a job whose Publisher leaves Commit empty (e.g. a rank's
+// part, which another node commits) is done when Publish returns.
+//
+// The queue knows the work by Kind only: how far it got is State, which
+// the Publisher alone writes and reads, and Sent, which it sets once the
+// bytes have left this machine (Status counts the Bytes of jobs not Sent
+// as pending).
 //
 // Durability: Enqueue hard-links (or, across file systems, copies) WTXT
 // into the queue's hold/ directory before the job file is written and
-// points WTXT there, so the bytes survive the ring trimming them; the held
-// files (WTXT and WTXT+".skel") are removed with the job (done or Drop).
+// points WTXT there, so the bytes survive the ring trimming them. A
+// Publisher may keep files of its own beside the held WTXT, named WTXT +
+// "." + a suffix (e.g. a skeleton); the held files are removed with the
+// job (done or Drop).
+//
+// A job file of the format before State (the Publisher's progress as the
+// keys repository, manifest, skeleton, uploaded_bytes and skipped_bytes of
+// publish) still loads: those keys become State as they were (legacy.go).
 type Publish struct {
 	// Kind names the work for the Publisher, e.g. "oci-generation".
 	Kind string `json:"kind"`
@@ -46,19 +57,16 @@ type Publish struct {
 	Bytes int64 `json:"bytes"`
 	// Header carries the generation's header values for the commit.
 	Header *gitops.Header `json:"header,omitempty"`
-	// Progress recorded by the Publisher (persisted before the next step):
-	// Repository and Manifest once the manifest is in the registry,
-	// Skeleton the skeleton file written while uploading (in hold/), and
-	// the upload's byte counts.
-	Repository    string `json:"repository,omitempty"`
-	Manifest      string `json:"manifest,omitempty"`
-	Skeleton      string `json:"skeleton,omitempty"`
-	UploadedBytes int64  `json:"uploaded_bytes,omitempty"`
-	SkippedBytes  int64  `json:"skipped_bytes,omitempty"`
 	// Requested is when the generation was requested (the request log's
 	// time), for the request-to-pushed latency; zero when unknown (a
 	// generation re-enqueued from the ring at a start).
 	Requested time.Time `json:"requested,omitzero"`
+	// Sent: the Publisher has sent the bytes on (only the commit, if any,
+	// is left); set by the Publisher with the State that records it.
+	Sent bool `json:"sent,omitempty"`
+	// State is the Publisher's record of its progress (a JSON value it
+	// alone interprets), persisted through save before the next step.
+	State json.RawMessage `json:"state,omitempty"`
 }
 
 // Publisher does the Publish work of a job. Publish gets the job as last
@@ -85,8 +93,11 @@ func validatePublish(p *Publish) error {
 	if p.WTXT == "" || !filepath.IsAbs(p.WTXT) {
 		return fmt.Errorf("%w: publish file %q is not an absolute path", ErrInvalidJob, p.WTXT)
 	}
-	if p.Bytes < 0 || p.UploadedBytes < 0 || p.SkippedBytes < 0 {
+	if p.Bytes < 0 {
 		return fmt.Errorf("%w: negative byte count", ErrInvalidJob)
+	}
+	if len(p.State) > 0 && !json.Valid(p.State) {
+		return fmt.Errorf("%w: publish state is not JSON", ErrInvalidJob)
 	}
 	return nil
 }
@@ -142,17 +153,32 @@ func copyFile(src, dst string) error {
 	})
 }
 
-// release removes the files held for a publish job (only inside hold/).
+// release removes the files held for a publish job (only inside hold/):
+// its WTXT and the Publisher's files beside it.
 func (q *Queue) release(j Job) {
 	if j.Publish == nil {
 		return
 	}
-	hd := filepath.Join(q.dir, holdDir) + string(filepath.Separator)
-	for _, p := range []string{j.Publish.WTXT, j.Publish.WTXT + ".skel", j.Publish.Skeleton} {
-		if p != "" && strings.HasPrefix(p, hd) {
-			os.Remove(p)
+	hd := filepath.Join(q.dir, holdDir)
+	if filepath.Dir(j.Publish.WTXT) != hd {
+		return
+	}
+	es, err := os.ReadDir(hd)
+	if err != nil {
+		return
+	}
+	base := filepath.Base(j.Publish.WTXT)
+	for _, e := range es {
+		if heldBy(e.Name(), base) {
+			os.Remove(filepath.Join(hd, e.Name()))
 		}
 	}
+}
+
+// heldBy reports whether the file name in hold/ belongs to the job whose
+// held WTXT is named base: the WTXT itself or a Publisher's file beside it.
+func heldBy(name, base string) bool {
+	return name == base || strings.HasPrefix(name, base+".")
 }
 
 // sweepHold removes held files no queued job refers to (a crash between
@@ -175,16 +201,25 @@ func (q *Queue) sweepHold() error {
 		// Status); without a complete list nothing is swept.
 		return nil
 	}
-	keep := map[string]bool{}
+	var bases []string
 	for _, j := range jobs {
-		if p := j.Publish; p != nil {
-			keep[p.WTXT], keep[p.WTXT+".skel"], keep[p.Skeleton] = true, true, true
+		if p := j.Publish; p != nil && filepath.Dir(p.WTXT) == hd {
+			bases = append(bases, filepath.Base(p.WTXT))
 		}
 	}
 	for _, e := range es {
-		p := filepath.Join(hd, e.Name())
-		if !keep[p] && !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
-			os.Remove(p)
+		if strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
+			continue
+		}
+		kept := false
+		for _, b := range bases {
+			if heldBy(e.Name(), b) {
+				kept = true
+				break
+			}
+		}
+		if !kept {
+			os.Remove(filepath.Join(hd, e.Name()))
 		}
 	}
 	return nil

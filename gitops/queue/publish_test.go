@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -33,13 +34,13 @@ func (p *stepPublisher) Publish(_ context.Context, j Job, save func(Job) error) 
 	if err != nil {
 		return j, err
 	}
-	if j.Publish.Manifest == "" {
+	if !j.Publish.Sent {
 		p.calls = append(p.calls, "upload "+string(b))
 		if p.uploadErr != nil {
 			return j, p.uploadErr
 		}
 		pub := *j.Publish
-		pub.Manifest = "sha256:" + strings.Repeat("a", 64)
+		pub.Sent, pub.State = true, json.RawMessage(`{"manifest":"sha256:`+strings.Repeat("a", 64)+`"}`)
 		j.Publish = &pub
 		if err := save(j); err != nil {
 			return j, err
@@ -105,7 +106,7 @@ func TestPublishJobDurableSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs, _ := q.List()
-	if len(jobs) != 1 || jobs[0].Attempts != 1 || jobs[0].Publish.Manifest == "" || jobs[0].Commit != "" || !strings.Contains(jobs[0].LastError, "disk full") {
+	if len(jobs) != 1 || jobs[0].Attempts != 1 || !jobs[0].Publish.Sent || len(jobs[0].Publish.State) == 0 || jobs[0].Commit != "" || !strings.Contains(jobs[0].LastError, "disk full") {
 		t.Fatalf("after a failed commit the saved progress is lost: %+v", jobs)
 	}
 	if len(fp.calls) != 0 {

@@ -97,8 +97,8 @@ type Status struct {
 	NextAttempt time.Time `json:"next_attempt,omitzero"` // earliest scheduled retry
 	Hold        *Hold     `json:"hold,omitempty"`        // set in StateNeedsAttention
 	// Publishing counts jobs whose Publish work (registry upload, commit)
-	// is not done; PublishPendingBytes sums their WTXT sizes when their
-	// manifest is not in the registry yet.
+	// is not done; PublishPendingBytes sums their WTXT sizes while their
+	// Publisher has not sent them (Publish.Sent).
 	Publishing          int   `json:"publishing,omitempty"`
 	PublishPendingBytes int64 `json:"publish_pending_bytes,omitempty"`
 	// Pushing is the attempt in progress (PushingFile), nil when none.
@@ -474,7 +474,7 @@ func (q *Queue) Status() (Status, error) {
 	for _, j := range jobs {
 		if j.Publish != nil && j.Commit == "" {
 			st.Publishing++
-			if j.Publish.Manifest == "" {
+			if !j.Publish.Sent {
 				st.PublishPendingBytes += j.Publish.Bytes
 			}
 		}
