@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,8 +19,6 @@ import (
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
-	"github.com/snapd-ml/snapd/internal/backoff"
-	"github.com/snapd-ml/snapd/internal/progress"
 	"github.com/snapd-ml/snapd/pipeline/ring"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
@@ -67,46 +64,6 @@ type GenResult struct {
 	Stages map[string]time.Duration `json:"stages,omitempty"`
 	// Latency is from the request's ts to completion.
 	Latency time.Duration `json:"latency"`
-}
-
-// item is one WAL record travelling through the stages. Every record goes
-// through every stage, in log order, so that the last stage completes
-// them in the order the consumer requires; skipped and failed items just
-// pass through.
-type item struct {
-	rec       wal.Record
-	admitted  time.Time
-	skip      bool   // already handled (duplicate / redelivery)
-	coalesced uint64 // replaced by the request for this generation
-	err       error  // permanent failure
-	stage     string // where err happened
-	aborted   bool   // abandoned because the daemon is closing
-
-	log   *slog.Logger    // stage start/finish lines (nil: none)
-	act   *activity       // stages in progress (nil: not tracked)
-	meter *progress.Meter // the encode's progress line (activity.go)
-	pin   *snapshot.Pin
-	m     *snapshot.Mapping
-	dir   io.Closer // a directory source (formats/sharddir), instead of m
-	snap  *snapshot.Snapshot
-	res   GenResult
-	head  *ChainState // the chain head after this generation (done items)
-}
-
-func (it *item) release() {
-	if it.m != nil {
-		it.m.Close()
-		it.m = nil
-	}
-	if it.dir != nil {
-		it.dir.Close()
-		it.dir = nil
-	}
-	if it.pin != nil {
-		it.pin.Release()
-		it.pin = nil
-	}
-	it.snap = nil
 }
 
 // Daemon is the snapshot pipeline beside a training job. Lifecycle: New,
@@ -566,20 +523,6 @@ func (d *Daemon) fail(stage string, gen uint64, err error) {
 }
 
 func hexs(b [32]byte) string { return hex.EncodeToString(b[:]) }
-
-// send delivers it downstream or, when the daemon stops, releases it.
-func send(ctx context.Context, out chan<- *item, it *item) bool {
-	select {
-	case out <- it:
-		return true
-	case <-ctx.Done():
-		it.release()
-		return false
-	}
-}
-
-// sleep waits d or until ctx ends (false).
-func sleep(ctx context.Context, d time.Duration) bool { return backoff.Sleep(ctx, d) == nil }
 
 // queueStatus reads the resend queue's status, if there is a queue.
 func queueStatus(q *queue.Queue) *queue.Status {

@@ -1,13 +1,15 @@
 // Package pipeline is the snapd daemon: it turns snapshot requests from
-// the WAL into chained WTXT generations in a local ring, commits them to
-// Git and hands them to the resend queue. It owns every channel between
-// its stages; only cmd/snapd wires configuration, keys, the format
-// registry, the Git repository and the queue into it (Config, Deps).
+// the WAL into chained WTXT generations in a local ring and hands each to
+// its Publisher, which commits it to Git (or leaves it to a resend-queue
+// job that uploads it to a registry first and then commits); the resend
+// queue pushes the commits. It owns every channel between its stages;
+// only cmd/snapd wires configuration, keys, the format registry, the Git
+// repository, the Publisher and the queue into it (Config, Deps).
 //
 // # Stages
 //
 //	wal.Listener ──rec──▶ admit ──▶ prepare ──▶ build ──▶ finish
-//	 (fsnotify+poll)     policy    pin+decode   encode     Git commit + enqueue push,
+//	 (fsnotify+poll)     policy    pin+decode   encode     publish + enqueue,
 //	                     bound                  [armor]    WAL outcome, ring trim
 //	                                            [WSUM]
 //	                                            delta
@@ -63,23 +65,29 @@
 // head; the pin is released and the mapping closed right after it. The
 // ring's files (layout, armor and seals, the WTXT's commit in the
 // background while the delta is built, removal, trim) are package
-// pipeline/ring's (ring.Writer); stages.go only orders the steps. The
+// pipeline/ring's (ring.Writer); build.go only orders the steps. The
 // check for NaN/±Inf the generation introduces (changed chunks only,
 // nonfinite.go) runs beside the delta once the WTXT is committed; its
 // result goes into the chain state, and its time into the "delta" stage.
 //
-// finish commits the generation to Git (Deps.Repo; the Header is passed
-// explicitly, so armored files commit too) and enqueues its push
-// (Deps.Queue), then records the outcome in the WAL (done or failed with
-// the error), then trims the ring. A Git failure does not fail the
-// request: it is logged, counted and kept in last_error, and the next
-// start recommits every ring generation missing from the branch.
+// finish hands the generation to the Publisher (Deps.Publisher;
+// publish.go) and enqueues what it leaves (Deps.Queue): GitPublisher
+// commits the ring files to Git (Deps.Repo; the Header is passed
+// explicitly, so armored files commit too) and the commit's push is
+// queued; OCIPublisher leaves one queue job (kind "oci-generation") that
+// uploads the tensor bytes to the registry and then commits the skeleton.
+// Both commits go through one function (commitGeneration, i.e.
+// gitops.Repo.Commit). finish then records the outcome in the WAL (done or
+// failed with the error) and trims the ring. A publish failure does not
+// fail the request: it is logged, counted and kept in last_error, and the
+// next start publishes again every ring generation the Publisher finds
+// unpublished (Publisher.Recover).
 //
 // The local repository's packs are bounded (gitops Repo.Maintain, a
 // geometric git repack above gitops.Config.MaxPacks): PushObserver runs
 // it after every successful push, in the queue's goroutine, so no push
 // of this daemon reads the packs while they are replaced; without a
-// queue the commit stage runs it after each commit. A failed repack is
+// queue the finish stage runs it after each commit. A failed repack is
 // logged as a warning and leaves the repository as it was.
 //
 // # Pull requests
@@ -100,10 +108,12 @@
 // pushed generation is reviewed: pushes that arrive during a review
 // coalesce. The result is recorded as "published"; at start, a pushed
 // commit not yet published is reviewed. Failures (network, 401, GitHub
-// not yet showing the commit) are retried with backoff from RetryBase
-// doubling to RetryMax, counted in snapd_failures_total{stage="github"},
-// written to last_error and STATE_DIR/pull-request, and logged after the
-// 1st, 2nd, 4th, 8th, ... consecutive failure. Tokens are never logged.
+// not yet showing the commit) are retried (backoff.Retry) with backoff
+// from RetryBase doubling to RetryMax, counted in
+// snapd_failures_total{stage="github"}, written to last_error and
+// STATE_DIR/pull-request, and logged by backoff.LogLimiter's rule (the
+// first of a streak, a new error, else at most one a minute). Tokens are
+// never logged.
 //
 // # Chain rule
 //
@@ -176,8 +186,9 @@
 // Take the lock (ErrLocked names the holder's pid), open the WAL consumer
 // (which repairs torn tails), sweep temp files of the state dir and ring,
 // remove stale pins of dead daemons, remove half-written ring entries and
-// stale plaintext copies. Start then recommits ring generations missing
-// from Git and the listener resumes at the WAL cursor: requests whose
+// stale plaintext copies. Start then hands the ring's generations up to
+// the chain head to Publisher.Recover (committed again, or queued again,
+// when missing) and the listener resumes at the WAL cursor: requests whose
 // outcome was lost are delivered again and recognized.
 //
 // # Lifecycle

@@ -249,17 +249,59 @@ func tagGen(tag string) uint64 {
 // pullRequestStage publishes the newest pushed commit whenever it is not
 // the newest published one: at start (a crash after a push) and after
 // every push. Failures are retried with capped exponential backoff
-// (internal/backoff); each is kept in STATE_DIR/pull-request and
-// last_error, and logged by the one rule (backoff.LogLimiter: the first,
-// a new error, else at most one a minute).
+// (backoff.Retry; a streak ends at a success); each is kept in
+// STATE_DIR/pull-request and last_error, and logged by the one rule
+// (backoff.LogLimiter: the first, a new error, else at most one a minute).
 func (d *Daemon) pullRequestStage(ctx context.Context) {
 	pr := d.deps.PullRequest
 	tmp := filepath.Join(d.config().StateDir, reviewTmpDir)
 	if err := os.RemoveAll(tmp); err != nil {
 		d.log.Warn("pull request: clear temp dir", "dir", tmp, "error", err)
 	}
-	failures := 0
-	var logs backoff.LogLimiter
+	var pushed PushedCommit // the one the attempt under way publishes
+	policy := backoff.Policy{Base: pr.RetryBase, Max: pr.RetryMax, Now: d.now, Limiter: &backoff.LogLimiter{},
+		OnRetry: func(f backoff.Failure) {
+			d.fail("github", tagGen(pushed.Tag), f.Err)
+			if werr := pr.Pushes.update(func(s *PullRequestState) bool {
+				s.LastError, s.LastErrorTime, s.Attempts = f.Err.Error(), d.now().UTC(), f.Attempt
+				return true
+			}); werr != nil {
+				d.log.Error("pull request: record failure", "error", werr)
+			}
+			if f.Log {
+				d.log.Warn("pull request: publish failed; will retry", "commit", pushed.Commit, "tag", pushed.Tag, "attempt", f.Attempt,
+					"retry_in", f.Delay, "suppressed", f.Suppressed, "error", f.Err)
+			}
+		}}
+	// attempt publishes the newest pushed commit if it is not published
+	// yet (nil when there is nothing to do).
+	attempt := func() error {
+		st, _ := pr.Pushes.State()
+		if st.Pushed == nil || (st.Published != nil && st.Published.Commit == st.Pushed.Commit) {
+			return nil
+		}
+		pushed = *st.Pushed
+		t := d.now()
+		pub, err := d.publish(ctx, pr, &pushed, tmp)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d.m.stage.WithLabelValues("github").Observe(d.now().Sub(t).Seconds())
+		if err != nil {
+			return err
+		}
+		if pub.Event != "" {
+			d.m.reviews.WithLabelValues(pub.Event).Inc()
+			d.log.Info("pull request reviewed", "number", pub.Number, "url", pub.URL, "created", pub.Created, "commit", pub.Commit,
+				"tag", pub.Tag, "event", pub.Event, "verdict", pub.Verdict, "review_id", pub.ReviewID, "dismissed", pub.Dismissed)
+		}
+		// Not recorded (disk trouble): retried with backoff; the review
+		// is posted idempotently again.
+		return pr.Pushes.update(func(s *PullRequestState) bool {
+			s.Published, s.LastError, s.LastErrorTime, s.Attempts = pub, "", time.Time{}, 0
+			return true
+		})
+	}
 	for {
 		st, changed := pr.Pushes.State()
 		if st.Pushed == nil || (st.Published != nil && st.Published.Commit == st.Pushed.Commit) {
@@ -270,46 +312,10 @@ func (d *Daemon) pullRequestStage(ctx context.Context) {
 				continue
 			}
 		}
-		pushed := *st.Pushed
-		t := d.now()
-		pub, err := d.publish(ctx, pr, &pushed, tmp)
+		// Every failure is retried: Retry returns on success or when ctx
+		// ends.
+		backoff.Retry(ctx, policy, attempt)
 		if ctx.Err() != nil {
-			return
-		}
-		d.m.stage.WithLabelValues("github").Observe(d.now().Sub(t).Seconds())
-		if err == nil {
-			if pub.Event != "" {
-				d.m.reviews.WithLabelValues(pub.Event).Inc()
-				d.log.Info("pull request reviewed", "number", pub.Number, "url", pub.URL, "created", pub.Created, "commit", pub.Commit,
-					"tag", pub.Tag, "event", pub.Event, "verdict", pub.Verdict, "review_id", pub.ReviewID, "dismissed", pub.Dismissed)
-			}
-			// Not recorded (disk trouble): retried with backoff below; the
-			// review is posted idempotently again.
-			err = pr.Pushes.update(func(s *PullRequestState) bool {
-				s.Published, s.LastError, s.LastErrorTime, s.Attempts = pub, "", time.Time{}, 0
-				return true
-			})
-			if err == nil {
-				failures = 0
-				logs.Reset()
-				continue
-			}
-		}
-		failures++
-		delay := backoff.Policy{Base: pr.RetryBase, Max: pr.RetryMax}.Delay(failures)
-		gen := tagGen(pushed.Tag)
-		d.fail("github", gen, err)
-		if werr := pr.Pushes.update(func(s *PullRequestState) bool {
-			s.LastError, s.LastErrorTime, s.Attempts = err.Error(), d.now().UTC(), failures
-			return true
-		}); werr != nil {
-			d.log.Error("pull request: record failure", "error", werr)
-		}
-		if log, _, suppressed := logs.Failure(d.now(), err.Error()); log {
-			d.log.Warn("pull request: publish failed; will retry", "commit", pushed.Commit, "tag", pushed.Tag, "attempt", failures,
-				"retry_in", delay, "suppressed", suppressed, "error", err)
-		}
-		if !sleep(ctx, delay) {
 			return
 		}
 	}

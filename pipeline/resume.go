@@ -13,13 +13,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/pipeline/ring"
-	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
 
@@ -125,9 +123,9 @@ func readGenRequest(p string) (*genRequest, error) {
 	return &r, nil
 }
 
-// writeGenRequest persists the request record of it's generation (before
-// the chain state, so a generation in the chain has one).
-func (d *Daemon) writeGenRequest(it *item, res *wtxt.Result, fingerprint string, resumedFrom uint64) error {
+// writeRequest persists the request record of the item's generation into
+// the ring (before the chain state, so a generation in the chain has one).
+func (it *item) writeRequest(rw *ring.Writer, res *wtxt.Result, fingerprint string, resumedFrom uint64) error {
 	rec := it.rec
 	r := genRequest{Version: 1, Gen: rec.Gen, Source: rec.Source, Requester: rec.Requester, RequestedNS: rec.Time.UnixNano(),
 		Pos: rec.Pos.String(), SourceFingerprint: fingerprint, Content: contentID(res.Arrays),
@@ -136,98 +134,13 @@ func (d *Daemon) writeGenRequest(it *item, res *wtxt.Result, fingerprint string,
 	if err != nil {
 		return err
 	}
-	return d.ring.Put(ringPath(d.ringDir, rec.Gen, ring.ExtRequest), append(b, '\n'), 0o644)
+	return rw.Put(rw.Path(rec.Gen, ring.ExtRequest), append(b, '\n'), 0o644)
 }
 
-// repeated judges a request for generation gen at or below the chain head
-// that the ring holds. It reports done when the request is the one the
-// generation was made from (a redelivery whose outcome a crash lost) or
-// names the same source with the same content (a duplicate): its result
-// is then filled from the ring and nothing is rewritten. It returns
-// ErrReused when the source or the content differs. A request that
-// declares a resume is done only when it is the very request the
-// generation was made from.
-func (d *Daemon) repeated(ctx context.Context, it *item, head *ChainState) (done bool, err error) {
-	gen := it.rec.Gen
-	p := ringPath(d.ringDir, gen, ExtWTXT)
-	if _, err := os.Stat(p); err != nil {
-		return false, nil
-	}
-	req, rerr := readGenRequest(ringPath(d.ringDir, gen, ring.ExtRequest))
-	if rerr != nil {
-		// A generation made before request records existed: only the
-		// same request (its ts is the WTXT's meta ts) is recognized.
-		if errors.Is(rerr, fs.ErrNotExist) && it.rec.ResumedFrom == 0 && d.ringTS(gen) == wtxt.FormatTS(it.rec.Time) {
-			d.fromRing(it, head)
-			return true, nil
-		}
-		if it.rec.ResumedFrom != 0 {
-			return false, nil
-		}
-		return false, permanent{fmt.Errorf("%w: gen %d is already in the chain and its request record cannot be read (%v): the request cannot be told from a re-use; a resumed run declares it (--resumed-from)", ErrReused, gen, rerr)}
-	}
-	if req.Pos == it.rec.Pos.String() && req.RequestedNS == it.rec.Time.UnixNano() {
-		d.fromRing(it, head)
-		return true, nil
-	}
-	if it.rec.ResumedFrom != 0 {
-		return false, nil
-	}
-	hint := fmt.Sprintf("a run restarted from an earlier checkpoint declares it: snapd request-snapshot --resumed-from R, or request_snapshot(..., resumed_from=R); the chain head is gen %d", d.Head().Gen)
-	if req.Source != it.rec.Source {
-		return false, permanent{fmt.Errorf("%w: gen %d was snapshotted from %s (sha256_all %s); this request names %s (%s)", ErrReused, gen, req.Source, req.SHA256All, it.rec.Source, hint)}
-	}
-	if fp := sourceFingerprint(it.rec.Source); fp != "" && fp == req.SourceFingerprint {
-		d.fromRing(it, head)
-		return true, nil
-	}
-	// The same path, changed files: compare the content itself.
-	if it.snap == nil {
-		return false, permanent{fmt.Errorf("%w: gen %d: %s changed since it was snapshotted and cannot be read to compare", ErrReused, gen, it.rec.Source)}
-	}
-	cfg := d.config()
-	s := it.snap
-	s.Meta = snapshot.Meta{Schema: cfg.Schema, Gen: gen, TS: it.rec.Time.UTC().Truncate(time.Second), Build: cfg.Build, Host: cfg.Host, Cuda: cfg.Cuda}
-	res, err := wtxt.Encode(ctx, io.Discard, s, wtxt.EncodeOptions{Workers: cfg.Workers})
-	if err != nil {
-		if ctx.Err() != nil || transient(err) {
-			return false, err
-		}
-		return false, permanent{fmt.Errorf("gen %d: compare with the snapshotted content: %w", gen, err)}
-	}
-	if id := contentID(res.Arrays); id != req.Content {
-		return false, permanent{fmt.Errorf("%w: gen %d was snapshotted from %s with other content (content %s, now %s) (%s)", ErrReused, gen, req.Source, short(req.Content), short(id), hint)}
-	}
-	d.fromRing(it, head)
-	return true, nil
-}
-
-func short(h string) string {
-	if len(h) > 12 {
-		return h[:12]
-	}
-	return h
-}
-
-// ringTS returns the meta ts of generation gen's plaintext WTXT in the
-// ring ("" when unreadable).
-func (d *Daemon) ringTS(gen uint64) string {
-	f, err := os.Open(ringPath(d.ringDir, gen, ExtWTXT))
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	h, err := wtxt.ReadHeader(f)
-	if err != nil {
-		return ""
-	}
-	return h.Root.TS
-}
-
-// ringRoot returns generation gen's root values from the ring: its seal
-// (encrypted), or its WTXT header, or its WSUM (streamed).
-func (d *Daemon) ringRoot(gen uint64) (wtxt.Root, bool) {
-	p := ringPath(d.ringDir, gen, ExtWTXT)
+// ringRoot returns generation gen's root values from the ring in ringDir:
+// its seal (encrypted), or its WTXT header, or its WSUM (streamed).
+func ringRoot(ringDir string, gen uint64) (wtxt.Root, bool) {
+	p := ringPath(ringDir, gen, ExtWTXT)
 	if sb, err := os.ReadFile(armor.SealPath(p)); err == nil {
 		if s, err := armor.ParseSeal(sb); err == nil {
 			return s.Root, true
@@ -244,7 +157,7 @@ func (d *Daemon) ringRoot(gen uint64) (wtxt.Root, bool) {
 		return wtxt.Root{}, false
 	}
 	if h.Pending {
-		w, err := os.Open(ringPath(d.ringDir, gen, ExtWSUM))
+		w, err := os.Open(ringPath(ringDir, gen, ExtWSUM))
 		if err != nil {
 			return wtxt.Root{}, false
 		}
@@ -278,7 +191,7 @@ func (d *Daemon) resumeBase(ctx context.Context, it *item) (ChainState, error) {
 	if err := d.fin.wait(ctx, it.rec.Pos); err != nil {
 		return eff, err
 	}
-	root, ok := d.ringRoot(from)
+	root, ok := ringRoot(d.ringDir, from)
 	where := "ring"
 	if !ok && d.deps.Repo != nil {
 		h, err := d.deps.Repo.LiveGeneration(from)
