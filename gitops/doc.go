@@ -347,8 +347,13 @@
 //
 // A job file is one JSON object and LF: {"branch", "gen", "commit" (40
 // hex), "tag", "enqueued", "attempts", "timeouts" (consecutive ErrTimeout failures, omitted when
-// 0), "last_error", "next_attempt"};
-// unknown fields are rejected and the file name must match gen. Every write
+// 0), "last_error", "next_attempt", "publish"}; "publish" (queue.Publish:
+// work done before the push, e.g. a registry upload and the commit) holds
+// "kind", "wtxt" (the file held in hold/), "bytes", "header",
+// "requested", "sent" and "state", the Publisher's own record of its
+// progress (a job file from before "state" kept it as keys of publish;
+// they load as state); unknown fields are rejected and the file name must
+// match gen. Every write
 // goes through internal/atomicfile (temp file, fsync, rename, fsync dir);
 // stale temp files are swept at Open. Zero-padded names make the directory
 // order the generation order. hold.json ({"branch", "gen", "kind", "error",

@@ -193,9 +193,9 @@ func (d *Daemon) build(ctx context.Context, it *item) {
 	}
 }
 
-// finishStage completes every record in the WAL in log order, commits
-// finished generations to Git, hands them to the resend queue and trims
-// the ring.
+// finishStage completes every record in the WAL in log order, hands
+// finished generations to the Publisher (and what it leaves to the resend
+// queue) and trims the ring.
 func (d *Daemon) finishStage(ctx context.Context, in <-chan *item) {
 	for {
 		select {
@@ -239,10 +239,11 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 	if it.err != nil {
 		state, msg = wal.Failed, it.err.Error()
 	} else {
-		// Git before the WAL acknowledgement: a done request is committed
-		// and queued (or its failure is in last_error). A commit in
-		// progress is finished even when the daemon is stopping.
-		// (A redelivered generation was recommitted at Start.)
+		// Published before the WAL acknowledgement: a done request is
+		// committed and its push queued, or its publish job queued (or
+		// its failure is in last_error). A commit in progress is
+		// finished even when the daemon is stopping.
+		// (A redelivered generation was published again at Start.)
 		if !r.Redelivered {
 			t := d.now()
 			it.stageStart("git")
