@@ -11,14 +11,12 @@ import (
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
-// buildSnapd builds the snapd binary for tests that drive scripts.
+// buildSnapd returns the snapd binary for tests that drive scripts or
+// processes: built once per test binary (shared.snapdBinary); a test that
+// needs to change it copies it.
 func buildSnapd(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "snapd")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return shared.snapdBinary(t)
 }
 
 // runCIVerify runs scripts/ci-verify.sh on repo (as the working

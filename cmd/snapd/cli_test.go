@@ -251,21 +251,21 @@ func TestEncryptVerifyOnly(t *testing.T) {
 	}
 }
 
-// TestDemo runs the newcomer's first command end to end.
+// TestDemo runs the newcomer's first command end to end (the run
+// TestDemoPrintedCommandsWork shares: shared.demo).
 func TestDemo(t *testing.T) {
-	dir := t.TempDir()
-	out := mustRun(t, "demo", "--dir", dir, "--gens", "3")
+	out, dir := shared.demo(t)
 	if strings.Count(out, "OK (signature, HMAC, chain)") != 3 || strings.Contains(out, "FAILED") {
 		t.Fatalf("demo output:\n%s", out)
 	}
 	if !strings.Contains(out, "embed.weight:") || !strings.Contains(out, "rows") {
 		t.Fatalf("demo shows no row-blocked diff:\n%s", out)
 	}
-	if py, _ := findTorchPython(context.Background()); (py != "") != strings.Contains(out, "  torch  ") {
+	if py, _ := shared.torchPython(); (py != "") != strings.Contains(out, "  torch  ") {
 		t.Fatalf("torch importable: %v, but the demo output says otherwise:\n%s", py != "", out)
 	}
 	// What it left verifies with the CLI.
 	mustRun(t, "verify", filepath.Join(dir, "ring/gen-000003.wtxt"), "--pubkey", filepath.Join(dir, "keys/sign_ed25519.pub"),
 		"--prev", filepath.Join(dir, "ring/gen-000002.wtxt"), "--require-signature")
-	mustRun(t, "delta", "apply", filepath.Join(dir, "ring/gen-000002.wtxt"), filepath.Join(dir, "ring/gen-000003.wtxtdelta"), filepath.Join(dir, "x.wtxt"))
+	mustRun(t, "delta", "apply", filepath.Join(dir, "ring/gen-000002.wtxt"), filepath.Join(dir, "ring/gen-000003.wtxtdelta"), filepath.Join(t.TempDir(), "x.wtxt"))
 }

@@ -1,23 +1,20 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
 // TestDemoPrintedCommandsWork runs the demo without --dir (its files are
-// kept in a temporary directory it prints) and then every command it tells
-// the user to run: snapd verify with the allowed_signers file, git
-// verify-commit, snapd status.
+// kept in a temporary directory it prints; the run TestDemo shares:
+// shared.demo) and then every command it tells the user to run: snapd
+// verify with the allowed_signers file, git verify-commit, snapd status.
 func TestDemoPrintedCommandsWork(t *testing.T) {
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	code, out, errs := runCLI("demo", "--gens", "3")
-	if code != 0 {
-		t.Fatalf("demo: %d\n%s", code, errs)
-	}
-	if !strings.Contains(out, "(files kept in "+tmp+"/snapd-demo-") {
+	out, _ := shared.demo(t)
+	if !strings.Contains(out, "(files kept in "+filepath.Join(os.TempDir(), "snapd-demo-")) {
 		t.Fatalf("demo does not say where its files are:\n%s", out)
 	}
 	var ran int

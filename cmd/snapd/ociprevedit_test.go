@@ -18,13 +18,8 @@ import (
 // one a push without --prev-skeleton publishes; it assembles byte for
 // byte.
 func TestOCIPushEditedPrevSkeleton(t *testing.T) {
-	k := vectorKeys(t)
 	d := t.TempDir()
-	sign := []string{"--sign-key", filepath.Join(k, "sign_ed25519"), "--hmac-key", filepath.Join(k, "hmac.key"), "--ts", "2026-11-24T06:00:00Z"}
-	m1, m2 := prevModel(t, d, 1), prevModel(t, d, 2)
-	g1, g2 := filepath.Join(d, "g1.wtxt"), filepath.Join(d, "g2.wtxt")
-	mustRun(t, append([]string{"convert", m1, g1, "--gen", "1"}, sign...)...)
-	mustRun(t, append([]string{"convert", m2, g2, "--gen", "2", "--prev", g1}, sign...)...)
+	g1, g2 := prevGens(t)
 	want, err := os.ReadFile(g2)
 	if err != nil {
 		t.Fatal(err)

@@ -45,19 +45,29 @@ func prevModel(t *testing.T, dir string, gen int) string {
 	return p
 }
 
+// prevGens returns generations 1 and 2 of prevModel converted to WTXT,
+// signed with the vector keys, 2 chained to 1; made once
+// (shared.dirOnce), read only.
+func prevGens(t *testing.T) (g1, g2 string) {
+	t.Helper()
+	d := shared.dirOnce(t, "prevgens", func(t *testing.T, d string) {
+		k := vectorKeys(t)
+		sign := []string{"--sign-key", filepath.Join(k, "sign_ed25519"), "--hmac-key", filepath.Join(k, "hmac.key"), "--ts", "2026-11-24T06:00:00Z"}
+		m1, m2 := prevModel(t, d, 1), prevModel(t, d, 2)
+		mustRun(t, append([]string{"convert", m1, filepath.Join(d, "g1.wtxt"), "--gen", "1"}, sign...)...)
+		mustRun(t, append([]string{"convert", m2, filepath.Join(d, "g2.wtxt"), "--gen", "2", "--prev", filepath.Join(d, "g1.wtxt")}, sign...)...)
+	})
+	return filepath.Join(d, "g1.wtxt"), filepath.Join(d, "g2.wtxt")
+}
+
 // TestOCIPushPrevSkeleton: `snapd oci push --prev-skeleton` writes the
 // same skeleton and manifest as a push without it while reading only the
 // changed segment; the result assembles byte for byte. A previous skeleton
 // naming a blob the registry lacks costs only the reuse of that segment;
 // a malformed one fails with exit 1 and a located error.
 func TestOCIPushPrevSkeleton(t *testing.T) {
-	k := vectorKeys(t)
 	d := t.TempDir()
-	sign := []string{"--sign-key", filepath.Join(k, "sign_ed25519"), "--hmac-key", filepath.Join(k, "hmac.key"), "--ts", "2026-11-24T06:00:00Z"}
-	m1, m2 := prevModel(t, d, 1), prevModel(t, d, 2)
-	g1, g2 := filepath.Join(d, "g1.wtxt"), filepath.Join(d, "g2.wtxt")
-	mustRun(t, append([]string{"convert", m1, g1, "--gen", "1"}, sign...)...)
-	mustRun(t, append([]string{"convert", m2, g2, "--gen", "2", "--prev", g1}, sign...)...)
+	g1, g2 := prevGens(t)
 	a, err := os.ReadFile(g2)
 	if err != nil {
 		t.Fatal(err)

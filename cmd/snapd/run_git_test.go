@@ -117,22 +117,12 @@ func (d *daemon) stop(t *testing.T) {
 	}
 }
 
-// waitFor polls cond every 20ms until it holds; testutil.Guard turns a
-// hang into a failure (a bound, never a timing assertion).
+// waitFor polls cond until it holds (testutil.Poll: the pause between
+// checks grows, as cond may spawn git); testutil.Guard turns a hang into
+// a failure (a bound, never a timing assertion).
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	timeout := testutil.Guard
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last state: %s", timeout, what, detail)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Poll(t, what, cond)
 }
 
 // newRemote is an HTTP remote whose ref updates are logged

@@ -65,14 +65,23 @@ func (j *ociJoin) freshClone(t *testing.T) string {
 	return dir
 }
 
-// TestRunOCIVerifyRepoFreshClone: what the daemon publishes in the
+// TestRunOCISplitSkeleton runs the daemon once (3 generations, the
+// skeleton split into current.wtxt.skel.parts/) and reads what it
+// published with verify-repo (VerifyRepoFreshClone) and with clone and
+// checkout (CheckoutClone); neither changes the remote or the registry.
+func TestRunOCISplitSkeleton(t *testing.T) {
+	j := runOCIJoinDaemon(t, 3, 4096)
+	t.Run("VerifyRepoFreshClone", func(t *testing.T) { testRunOCIVerifyRepoFreshClone(t, j) })
+	t.Run("CheckoutClone", func(t *testing.T) { testRunOCICheckoutClone(t, j) })
+}
+
+// testRunOCIVerifyRepoFreshClone: what the daemon publishes in the
 // skeleton layout (here with the skeleton split into
 // current.wtxt.skel.parts/) passes `snapd verify-repo --oci-repository`
 // on a fresh clone of the remote, in full and sampled; a blob the registry
 // answers damaged, and a skeleton commit whose generation.txt names
 // another manifest, fail with exit 1 and a located error.
-func TestRunOCIVerifyRepoFreshClone(t *testing.T) {
-	j := runOCIJoinDaemon(t, 3, 4096)
+func testRunOCIVerifyRepoFreshClone(t *testing.T, j *ociJoin) {
 	ls := gittest.Git(t, j.remote.Dir, "ls-tree", "-r", "--name-only", "gen-000003", "snapshots/")
 	if !strings.Contains(ls, "snapshots/current.wtxt.skel.parts/") || strings.Contains(ls, "snapshots/current.wtxt.skel\n") {
 		t.Fatalf("the skeleton is not split into parts:\n%s", ls)
@@ -173,7 +182,7 @@ func signCommit(t *testing.T, dir, key, msg string) {
 		"commit", "-q", "-S", "-a", "-m", msg)
 }
 
-// TestRunOCICheckoutClone: `snapd clone` of the daemon's remote and
+// testRunOCICheckoutClone: `snapd clone` of the daemon's remote and
 // `snapd checkout` of skeleton-layout generations (skeleton split into
 // parts) rebuild them from the registry named in generation.txt: the
 // WTXT byte for byte as the daemon built it, and a safetensors file
@@ -181,8 +190,7 @@ func signCommit(t *testing.T, dir, key, msg string) {
 // --oci-repository) fails with exit 1 naming the array and blob, and
 // leaves nothing at OUT; credentials flags without an explicit registry
 // are refused.
-func TestRunOCICheckoutClone(t *testing.T) {
-	j := runOCIJoinDaemon(t, 3, 4096)
+func testRunOCICheckoutClone(t *testing.T, j *ociJoin) {
 	env := map[string]string{"HOME": t.TempDir()}
 	dir := t.TempDir()
 

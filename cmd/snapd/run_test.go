@@ -51,20 +51,20 @@ func publishAndRequest(t *testing.T, stateDir string, gen uint64) {
 	}
 }
 
+// waitStatus polls the state dir's status until ok holds (testutil.Poll;
+// a guard, not a timing assertion) and returns it.
 func waitStatus(t *testing.T, dir string, what string, ok func(*pipeline.Status) bool) *pipeline.Status {
 	t.Helper()
-	// A guard, not a timing assertion.
-	deadline := time.Now().Add(testutil.Guard)
-	for {
-		st, err := pipeline.ReadStatus(dir)
-		if err == nil && ok(st) {
-			return st
+	var st *pipeline.Status
+	testutil.Poll(t, what, func() (bool, string) {
+		s, err := pipeline.ReadStatus(dir)
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %+v %v", what, st, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		st = s
+		return ok(s), fmt.Sprintf("%+v", s)
+	})
+	return st
 }
 
 // TestRunZeroConfigWithRemote: `snapd run --state-dir DIR --config FILE`

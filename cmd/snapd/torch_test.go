@@ -19,7 +19,7 @@ import (
 // the test naming why.
 func torchPython(t *testing.T) string {
 	t.Helper()
-	py, why := findTorchPython(context.Background())
+	py, why := shared.torchPython()
 	if py == "" {
 		t.Skipf("no PyTorch (apt-get install python3-torch): %s", why)
 	}

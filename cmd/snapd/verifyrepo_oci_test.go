@@ -182,10 +182,7 @@ func TestVerifyRepoAfterRemoteGC(t *testing.T) {
 // TestCIVerifyScriptSkeletonLayout: scripts/ci-verify.sh passes
 // SNAPD_OCI_REPOSITORY, SNAPD_SAMPLE and SNAPD_SEED to verify-repo.
 func TestCIVerifyScriptSkeletonLayout(t *testing.T) {
-	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "snapd"), ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := filepath.Dir(buildSnapd(t)) // holds only snapd
 	script, err := filepath.Abs("../../scripts/ci-verify.sh")
 	if err != nil {
 		t.Fatal(err)
