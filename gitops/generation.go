@@ -91,6 +91,9 @@ func message(h *Header, layout Layout) string {
 		b.WriteString(rootTrailers[i] + ": " + f.Value + "\n")
 	}
 	b.WriteString(TrailerLayout + ": " + string(layout) + "\n")
+	if len(h.Meta) > 0 {
+		b.WriteString(TrailerMeta + ": " + h.Meta.String() + "\n")
+	}
 	return b.String()
 }
 

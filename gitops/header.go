@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // ErrHeader reports a WTXT or WSUM whose header values cannot be read.
@@ -24,6 +25,10 @@ type Header struct {
 	// Pending: the WTXT has root_pending; the root hashes came from a WSUM
 	// (zero until ParseWSUM fills them).
 	Pending bool
+	// Meta is the generation's metadata (the "meta" member of its
+	// attributes document), committed as the Snapd-Meta trailer
+	// (usermeta.go). ParseHeader leaves it nil.
+	Meta snapshot.UserMeta
 }
 
 // rootTrailers are the commit trailer keys of a Root's six values, in
@@ -58,13 +63,14 @@ type headerJSON struct {
 	MerklePrev string
 	MerkleThis string
 	Pending    bool
+	Meta       snapshot.UserMeta `json:",omitempty"`
 }
 
 // MarshalJSON writes h with the root values as text (wtxt.Root.Fields).
 func (h Header) MarshalJSON() ([]byte, error) {
 	f := h.Root.Fields()
 	return json.Marshal(headerJSON{Gen: h.Gen, GenText: f[0].Value, TS: f[1].Value, Build: f[2].Value,
-		SHA256All: f[3].Value, MerklePrev: f[4].Value, MerkleThis: f[5].Value, Pending: h.Pending})
+		SHA256All: f[3].Value, MerklePrev: f[4].Value, MerkleThis: f[5].Value, Pending: h.Pending, Meta: h.Meta})
 }
 
 // UnmarshalJSON reads MarshalJSON's form. A hash is 64 lowercase hex
@@ -87,7 +93,7 @@ func (h *Header) UnmarshalJSON(b []byte) error {
 		}
 		hex.Decode(f.dst[:], []byte(f.hex))
 	}
-	*h = Header{Gen: j.Gen, Root: r, Pending: j.Pending}
+	*h = Header{Gen: j.Gen, Root: r, Pending: j.Pending, Meta: j.Meta}
 	return nil
 }
 

@@ -140,6 +140,9 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := settleMeta(ctx, g, h); err != nil {
+		return nil, err
+	}
 	// 1. The parent: the branch head, the base branch's tip, or a resume
 	// record over the abandoned generations.
 	head, err := r.parent(ctx, g, h)

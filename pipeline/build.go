@@ -25,6 +25,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 	s := it.snap
 	it.res.BaseGen = head.Gen
 	s.Meta = snapshot.Meta{Schema: cfg.Schema, Gen: gen, TS: it.rec.Time.UTC().Truncate(time.Second), Build: cfg.Build, Host: cfg.Host, Cuda: cfg.Cuda}
+	s.UserMeta = it.rec.Meta
 	headRoot, err := head.Root()
 	if err != nil {
 		return nil, permanent{err}
@@ -105,6 +106,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 	t = d.now()
 	next := newChainState(gen, res.Root, head, d.now().UTC())
 	next.NonFinite = it.res.NonFinite
+	next.Meta = it.rec.Meta
 	next.Resume = rs
 	var from uint64
 	if rs != nil && rs.AtGen == gen {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/gitops/queue"
@@ -217,7 +218,7 @@ type ociState struct {
 // Publish implements Publisher: it leaves g to a KindOCIGeneration queue
 // job (whose queue.Publisher is Jobs). g.Header nil is read from the
 // WTXT.
-func (p *OCIPublisher) Publish(_ context.Context, g Generation) (Published, error) {
+func (p *OCIPublisher) Publish(ctx context.Context, g Generation) (Published, error) {
 	h := g.Header
 	if h == nil {
 		f, err := os.Open(g.WTXT)
@@ -225,10 +226,16 @@ func (p *OCIPublisher) Publish(_ context.Context, g Generation) (Published, erro
 			return Published{}, err
 		}
 		h, err = gitops.ParseHeader(f)
-		f.Close()
 		if err == nil && h.Pending {
 			err = errors.New("the header's root is pending")
 		}
+		if err == nil {
+			// The metadata encoded into it (the Snapd-Meta trailer).
+			if st, serr := f.Stat(); serr == nil {
+				h.Meta, err = wtxt.ReadUserMeta(ctx, g.WTXT, f, st.Size())
+			}
+		}
+		f.Close()
 		if err != nil {
 			return Published{}, fmt.Errorf("ring generation %d has no usable header: %w", g.Gen, err)
 		}

@@ -64,6 +64,7 @@ func (d *Daemon) repeated(ctx context.Context, it *item, head *ChainState) (done
 	cfg := d.config()
 	s := it.snap
 	s.Meta = snapshot.Meta{Schema: cfg.Schema, Gen: gen, TS: it.rec.Time.UTC().Truncate(time.Second), Build: cfg.Build, Host: cfg.Host, Cuda: cfg.Cuda}
+	s.UserMeta = it.rec.Meta
 	res, err := wtxt.Encode(ctx, io.Discard, s, wtxt.EncodeOptions{Workers: cfg.Workers})
 	if err != nil {
 		if ctx.Err() != nil || transient(err) {

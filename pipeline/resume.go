@@ -18,6 +18,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/pipeline/ring"
+	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
 
@@ -53,6 +54,8 @@ type genRequest struct {
 	SHA256All string `json:"sha256_all"`
 	// ResumedFrom: the generation is the first of a run resumed from it.
 	ResumedFrom uint64 `json:"resumed_from,omitempty"`
+	// Meta: the request's metadata, stored inside the generation.
+	Meta snapshot.UserMeta `json:"meta,omitempty"`
 }
 
 // contentID identifies a generation's content independently of its meta
@@ -129,7 +132,7 @@ func (it *item) writeRequest(rw *ring.Writer, res *wtxt.Result, fingerprint stri
 	rec := it.rec
 	r := genRequest{Version: 1, Gen: rec.Gen, Source: rec.Source, Requester: rec.Requester, RequestedNS: rec.Time.UnixNano(),
 		Pos: rec.Pos.String(), SourceFingerprint: fingerprint, Content: contentID(res.Arrays),
-		SHA256All: hex.EncodeToString(res.Root.SHA256All[:]), ResumedFrom: resumedFrom}
+		SHA256All: hex.EncodeToString(res.Root.SHA256All[:]), ResumedFrom: resumedFrom, Meta: rec.Meta}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err

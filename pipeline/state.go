@@ -18,6 +18,7 @@ import (
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/safeopen"
 	"github.com/snapd-ml/snapd/pipeline/ring"
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // Names inside the state directory (see doc.go).
@@ -81,6 +82,10 @@ type ChainState struct {
 	// Resuming.Base (From's chain values), not to Gen, and ring entries
 	// above From are half-written (removed at start).
 	Resuming *ResumeState `json:"resuming,omitempty"`
+	// Meta is Gen's metadata (the request's, stored inside the
+	// generation): the Snapd-Meta trailer of its commit, shown by `snapd
+	// status`.
+	Meta snapshot.UserMeta `json:"meta,omitempty"`
 }
 
 // ResumeState is a declared resume (see docs/FORMAT.md "Resumed runs").
@@ -138,7 +143,7 @@ func (c *ChainState) gitHeader() (*gitops.Header, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &gitops.Header{Gen: c.Gen, Root: r}, nil
+	return &gitops.Header{Gen: c.Gen, Root: r, Meta: c.Meta}, nil
 }
 
 // maxStateBytes bounds the small JSON state files read into memory.

@@ -22,7 +22,7 @@ gen.wtxt back.pt` restores it.)
 request_snapshot writes the same line format as snapd's Go `wal` package
 (see wal/doc.go):
 
-    snapreq/1 gen=<dec> ts=<unix ns> by=<requester> [rank=<dec> world_size=<dec>] [resumed_from=<dec>] src=<percent-escaped path> crc=<crc32c hex>\\n
+    snapreq/1 gen=<dec> ts=<unix ns> by=<requester> [rank=<dec> world_size=<dec>] [resumed_from=<dec>] [meta=<percent-escaped canonical JSON>] src=<percent-escaped path> crc=<crc32c hex>\\n
 
 with one os.write() on an O_APPEND file descriptor while holding a shared
 flock on the segment, after checking (fstat + pread) that the segment is not
@@ -75,6 +75,7 @@ __all__ = [
     "RequestLog",
     "crc32c",
     "encode_request",
+    "encode_meta",
     "publish_generation",
     "publish_generation_dir",
     "request_snapshot",
@@ -178,17 +179,117 @@ def _resume_field(gen, resumed_from, world_size=None):
     return " resumed_from=%d" % resumed_from
 
 
+# Generation metadata (request_snapshot(..., meta={...}); snapshot.UserMeta
+# in Go, docs/FORMAT.md "Generation metadata"): at most MAX_META_KEYS
+# JSON scalars under keys of [A-Za-z0-9_.-]{1,64}, strings of at most
+# MAX_META_STRING bytes (UTF-8), canonical JSON of at most MAX_META_SIZE
+# bytes.
+MAX_META_KEYS = 64
+MAX_META_STRING = 256
+MAX_META_SIZE = 2048
+_META_KEY_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
+
+
+def _meta_number(key, x):
+    """A number as ECMAScript's Number.prototype.toString writes the double."""
+    if isinstance(x, int):
+        try:
+            f = float(x)
+        except OverflowError:
+            f = None
+        if f is None or f != x:
+            raise ValueError("snapd: meta key %r: integer %d is not exactly a double (every integer up to 2**53 is)" % (key, x))
+        x = f
+    x = float(x)
+    if x != x or x in (float("inf"), float("-inf")):
+        raise ValueError("snapd: meta key %r: NaN and infinities are not JSON numbers" % key)
+    if x == 0:
+        return "0"
+    r = repr(x)
+    sign = "-" if r.startswith("-") else ""
+    mant, _, exp = r.lstrip("-").partition("e")
+    ip, _, fp = mant.partition(".")
+    digits = ip + fp
+    n = len(ip) + (int(exp) if exp else 0)  # value = 0.DIGITS x 10**n
+    lead = len(digits) - len(digits.lstrip("0"))
+    digits = digits[lead:].rstrip("0")
+    n -= lead
+    k = len(digits)
+    if k <= n <= 21:
+        out = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        out = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        out = "0." + "0" * -n + digits
+    else:
+        e = n - 1
+        out = digits[0] + ("." + digits[1:] if k > 1 else "") + "e" + ("+" if e >= 0 else "-") + str(abs(e))
+    return sign + out
+
+
+def _meta_value(key, v):
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, str):
+        try:
+            n = len(v.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValueError("snapd: meta key %r: string is not valid Unicode (a lone surrogate)" % key)
+        if n > MAX_META_STRING:
+            raise ValueError("snapd: meta key %r: string of %d bytes exceeds %d" % (key, n, MAX_META_STRING))
+        return json.dumps(v, ensure_ascii=True)
+    if isinstance(v, (int, float)):
+        return _meta_number(key, v)
+    if callable(getattr(v, "item", None)) and getattr(v, "ndim", None) == 0:
+        return _meta_value(key, v.item())  # a numpy or torch scalar
+    raise ValueError("snapd: meta key %r: values are JSON scalars (str, int, float, bool, None), not %s" % (key, type(v).__name__))
+
+
+def encode_meta(meta):
+    """The canonical JSON text of a metadata dict ("" for None or {})."""
+    if not meta:
+        return ""
+    if not isinstance(meta, dict):
+        raise ValueError("snapd: meta must be a dict of JSON scalars")
+    if len(meta) > MAX_META_KEYS:
+        raise ValueError("snapd: meta has %d keys, at most %d" % (len(meta), MAX_META_KEYS))
+    parts = []
+    for k in sorted(meta):
+        if not isinstance(k, str) or not _META_KEY_RE.match(k):
+            raise ValueError("snapd: meta key %r: keys are 1..64 of [A-Za-z0-9_.-]" % (k,))
+        parts.append('"%s":%s' % (k, _meta_value(k, meta[k])))
+    text = "{" + ",".join(parts) + "}"
+    if len(text) > MAX_META_SIZE:
+        raise ValueError("snapd: meta: canonical JSON of %d bytes exceeds %d" % (len(text), MAX_META_SIZE))
+    return text
+
+
+def _meta_field(meta, world_size=None):
+    """The " meta=..." field of a request ("" for no metadata)."""
+    text = encode_meta(meta)
+    if not text:
+        return ""
+    if world_size is not None:
+        raise ValueError("snapd: meta is attached to ordinary requests only, not to a rank's shard")
+    return " meta=" + _escape(text)
+
+
 def _check_gen(gen):
     if gen < 1 or gen > MAX_GEN:
         raise ValueError("snapd: gen %d out of range 1..%d (at most 18 decimal digits)" % (gen, MAX_GEN))
 
 
-def encode_request(gen, source, requester, ts_ns, rank=None, world_size=None, resumed_from=None):
+def encode_request(gen, source, requester, ts_ns, rank=None, world_size=None, resumed_from=None, meta=None):
     """Return the request line (bytes, newline included).
 
     rank and world_size (both or neither) mark one rank's shard of a
     sharded generation. resumed_from=R declares that the run restarted
-    from generation R's checkpoint (1 <= R < gen).
+    from generation R's checkpoint (1 <= R < gen). meta is the
+    generation's metadata (see request_snapshot).
     """
     gen = int(gen)
     ts_ns = int(ts_ns)
@@ -199,7 +300,7 @@ def encode_request(gen, source, requester, ts_ns, rank=None, world_size=None, re
     src = _escape(source)
     if not src:
         raise ValueError("snapd: empty source path")
-    rk = _rank_fields(rank, world_size) + _resume_field(gen, resumed_from, world_size)
+    rk = _rank_fields(rank, world_size) + _resume_field(gen, resumed_from, world_size) + _meta_field(meta, world_size)
     body = ("%s gen=%d ts=%d by=%s%s src=%s" % (MAGIC, gen, ts_ns, requester, rk, src)).encode("ascii")
     line = b"%s crc=%08x\n" % (body, crc32c(body))
     if len(line) > MAX_LINE_SIZE:
@@ -321,13 +422,14 @@ class RequestLog:
             return
         raise OSError(errno.EAGAIN, "snapd: no open WAL segment in %s" % self.wal_dir)
 
-    def append(self, gen, source, ts_ns=None, rank=None, world_size=None, resumed_from=None):
+    def append(self, gen, source, ts_ns=None, rank=None, world_size=None, resumed_from=None, meta=None):
         """Append one request. Raises ValueError for bad input, OSError on I/O.
 
         rank and world_size (both or neither) mark one rank's shard of a
         sharded generation (the daemon must be configured with ranks:).
         resumed_from=R declares that the run restarted from generation R's
-        checkpoint (see request_snapshot).
+        checkpoint, meta is the generation's metadata (see
+        request_snapshot).
         """
         if self._fd < 0:
             raise ValueError("snapd: RequestLog is closed")
@@ -345,7 +447,7 @@ class RequestLog:
         _check_gen(gen)
         if ts_ns < 0 or ts_ns >= 1 << 63:
             raise ValueError("snapd: ts %d out of range" % ts_ns)
-        rk = _rank_fields(rank, world_size) + _resume_field(gen, resumed_from, world_size)
+        rk = _rank_fields(rank, world_size) + _resume_field(gen, resumed_from, world_size) + _meta_field(meta, world_size)
         body = ("%s gen=%d ts=%d by=%s%s src=%s" % (MAGIC, gen, ts_ns, self.requester, rk, src)).encode("ascii")
         line = b"%s crc=%08x\n" % (body, crc32c(body))
         if len(line) > MAX_LINE_SIZE:
@@ -382,7 +484,7 @@ class RequestLog:
 
 
 def request_snapshot(gen, path, state_dir=".snapd", requester=None, ts_ns=None, log=None, rank=None, world_size=None,
-                     resumed_from=None, on_failure="warn"):
+                     resumed_from=None, on_failure="warn", meta=None):
     """Ask snapd to snapshot generation gen published at path.
 
     Appends one line to STATE_DIR/wal. Pass log (a RequestLog) from the hot
@@ -396,6 +498,14 @@ def request_snapshot(gen, path, state_dir=".snapd", requester=None, ts_ns=None, 
     generations it had above R as abandoned (a signed ledger record).
     Without the declaration a generation number that snapd already
     snapshotted from other content fails (it is never silently re-used).
+
+    meta={"step": 1200, "epoch": 3, "loss": 0.41, "lr": 3e-4} attaches
+    metadata to the generation: JSON scalars (str, int, float, bool,
+    None; a numpy or torch scalar is read with .item()), at most 64 keys
+    of [A-Za-z0-9_.-]{1,64}, strings of at most 256 bytes, 2048 bytes of
+    canonical JSON (ValueError otherwise). snapd stores it inside the
+    generation (signed with it) and shows it in wal list, status, the
+    commit's Snapd-Meta trailer, diff, the review and snapd log.
 
     on_failure ("warn", "raise" or "ignore") says what to do, before
     appending, when an earlier generation (a lower number) that this
@@ -412,12 +522,12 @@ def request_snapshot(gen, path, state_dir=".snapd", requester=None, ts_ns=None, 
     if log is not None:
         if on_failure != "ignore":
             log._watch.check(int(gen), on_failure)
-        log.append(gen, path, ts_ns, rank=rank, world_size=world_size, resumed_from=resumed_from)
+        log.append(gen, path, ts_ns, rank=rank, world_size=world_size, resumed_from=resumed_from, meta=meta)
         return
     with RequestLog(os.path.join(os.fspath(state_dir), "wal"), requester) as lg:
         if on_failure != "ignore":
             lg._watch.check(int(gen), on_failure)
-        lg.append(gen, path, ts_ns, rank=rank, world_size=world_size, resumed_from=resumed_from)
+        lg.append(gen, path, ts_ns, rank=rank, world_size=world_size, resumed_from=resumed_from, meta=meta)
 
 
 def generation_name(gen, suffix=""):
@@ -764,7 +874,8 @@ def generations(state_dir=".snapd", snapd=None):
 
     Each has gen, state (pending, done, failed), message (why it failed),
     source, requester, ts (RFC 3339), requests (how many requests name the
-    generation) and resumed_from when the request declared a resume. The
+    generation), resumed_from when the request declared a resume and
+    meta (a dict; {} without metadata) as the request attached it. The
     newest request of a generation decides, as for wait() and status().
     Runs `snapd wal list --json`; a damaged WAL cursor (which `snapd wal
     repair` fixes) is reported as a SnapshotWarning, the list still
@@ -784,6 +895,7 @@ def generations(state_dir=".snapd", snapd=None):
              "requests": out[g]["requests"] + 1 if g in out else 1}
         if r.get("resumed_from"):
             e["resumed_from"] = int(r["resumed_from"])
+        e["meta"] = dict(r.get("meta") or {})
         out[g] = e
     return [out[g] for g in sorted(out)]
 

@@ -118,6 +118,11 @@ type Snapshot struct {
 	// Attrs carries format-level properties (safetensors __metadata__, FOLD
 	// ECC level, ...), namespaced like Array.Attrs.
 	Attrs map[string]string
+	// UserMeta is the trainer's metadata of the generation (step, loss,
+	// ...; usermeta.go). WTXT carries it in the attributes document;
+	// other codecs ignore it, so a checkout writes the same checkpoint
+	// bytes with and without it.
+	UserMeta UserMeta
 }
 
 // Array returns the array with the given name, or nil.
@@ -181,8 +186,11 @@ func (s *Snapshot) Validate() error {
 const AttrsArrayName = "__snapd_attrs__"
 
 // attrsDoc is the JSON document stored in AttrsArrayName.
+// Members in this struct order are in bytewise key order: the canonical
+// JSON EncodeAttrs writes.
 type attrsDoc struct {
 	Arrays   map[string]map[string]string `json:"arrays,omitempty"`
+	Meta     json.RawMessage              `json:"meta,omitempty"`
 	Snapshot map[string]string            `json:"snapshot,omitempty"`
 	V        int                          `json:"v"`
 }
@@ -200,15 +208,16 @@ func (s *Snapshot) HasAttrs() bool {
 	return false
 }
 
-// EncodeAttrs returns the canonical JSON of all Attrs of s: one object with
-// keys "arrays" (array name → attrs), "snapshot" and "v":1, keys sorted
-// bytewise, no insignificant white space, no HTML escaping. It returns nil
-// when s has no attrs.
+// EncodeAttrs returns the canonical JSON of all Attrs of s and of its
+// UserMeta: one object with keys "arrays" (array name → attrs), "meta"
+// (UserMeta.JSON, only when s has metadata), "snapshot" and "v":1, keys
+// sorted bytewise, no insignificant white space, no HTML escaping. It
+// returns nil when s has neither attrs nor metadata.
 func EncodeAttrs(s *Snapshot) ([]byte, error) {
-	if !s.HasAttrs() {
+	if !s.HasAttrs() && len(s.UserMeta) == 0 {
 		return nil, nil
 	}
-	doc := attrsDoc{V: 1, Snapshot: s.Attrs}
+	doc := attrsDoc{V: 1, Snapshot: s.Attrs, Meta: s.UserMeta.JSON()}
 	for _, a := range s.Arrays {
 		if len(a.Attrs) == 0 {
 			continue
@@ -231,8 +240,9 @@ func EncodeAttrs(s *Snapshot) ([]byte, error) {
 const MaxAttrsSize = 64 << 20
 
 // ApplyAttrs parses an attrs document (as written by EncodeAttrs) and sets
-// the Attrs of s and of its arrays. It fails when the document names an
-// array s does not hold.
+// the Attrs of s and of its arrays and s.UserMeta. It fails when the
+// document names an array s does not hold or its "meta" member is not
+// canonical UserMeta within the limits (ParseUserMetaCanonical).
 func ApplyAttrs(s *Snapshot, doc []byte) error {
 	if len(doc) > MaxAttrsSize {
 		return fmt.Errorf("%s: %d bytes exceeds limit %d", AttrsArrayName, len(doc), MaxAttrsSize)
@@ -246,6 +256,13 @@ func ApplyAttrs(s *Snapshot, doc []byte) error {
 	if d.V != 1 {
 		return fmt.Errorf("%s: unsupported version %d", AttrsArrayName, d.V)
 	}
+	if d.Meta != nil {
+		m, err := ParseUserMetaCanonical(d.Meta)
+		if err != nil {
+			return fmt.Errorf("%s: meta: %w", AttrsArrayName, err)
+		}
+		s.UserMeta = m
+	}
 	s.Attrs = d.Snapshot
 	for name, at := range d.Arrays {
 		a := s.Array(name)
@@ -255,6 +272,32 @@ func ApplyAttrs(s *Snapshot, doc []byte) error {
 		a.Attrs = at
 	}
 	return nil
+}
+
+// UserMetaOfAttrs returns the UserMeta of an attrs document (its "meta"
+// member; nil when it has none), checked as ApplyAttrs checks it, without
+// a snapshot to apply the rest to.
+func UserMetaOfAttrs(doc []byte) (UserMeta, error) {
+	if len(doc) > MaxAttrsSize {
+		return nil, fmt.Errorf("%s: %d bytes exceeds limit %d", AttrsArrayName, len(doc), MaxAttrsSize)
+	}
+	var d attrsDoc
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("%s: %w", AttrsArrayName, jsonerr.Describe(err))
+	}
+	if d.V != 1 {
+		return nil, fmt.Errorf("%s: unsupported version %d", AttrsArrayName, d.V)
+	}
+	if d.Meta == nil {
+		return nil, nil
+	}
+	m, err := ParseUserMetaCanonical(d.Meta)
+	if err != nil {
+		return nil, fmt.Errorf("%s: meta: %w", AttrsArrayName, err)
+	}
+	return m, nil
 }
 
 // MaxNameLen is the longest array name a snapshot can carry into WTXT.

@@ -25,6 +25,7 @@
 //	snapreq/1 gen=<G> ts=<T> by=<R> src=<S> crc=<C>\n
 //	snapreq/1 gen=<G> ts=<T> by=<R> rank=<K> world_size=<W> src=<S> crc=<C>\n
 //	snapreq/1 gen=<G> ts=<T> by=<R> resumed_from=<F> src=<S> crc=<C>\n
+//	snapreq/1 gen=<G> ts=<T> by=<R> [resumed_from=<F>] meta=<M> src=<S> crc=<C>\n
 //
 //	G  generation: canonical decimal (no sign, no leading zeros),
 //	   1..MaxGen = 999999999999999999 (at most 18 digits). WTXT writes
@@ -51,6 +52,14 @@
 //	   (Request.ResumedFrom; docs/FORMAT.md "Resumed runs"). A reader
 //	   older than the field skips such a line as corrupt, never as an
 //	   ordinary request.
+//	M  (optional, ordinary requests only) the generation's metadata
+//	   (Request.Meta, snapshot.UserMeta): its canonical JSON (at most
+//	   2048 bytes, keys sorted, no white space, printable ASCII;
+//	   docs/FORMAT.md "Generation metadata"), percent-encoded as S is
+//	   (so a space is %20 and '%' is %25). The parser refuses a value that
+//	   is not canonical. A reader older than the field (snapd before
+//	   metadata) skips such a line as corrupt: upgrade the daemon before
+//	   the trainer attaches metadata.
 //
 // Example:
 //

@@ -73,6 +73,11 @@ type Request struct {
 	// The daemon then chains Gen to ResumedFrom and records the
 	// generations above it as abandoned (pipeline, docs/FORMAT.md).
 	ResumedFrom uint64
+	// Meta is the trainer's metadata of the generation (step, loss, ...;
+	// snapshot.UserMeta), written " meta=<canonical JSON, percent-encoded
+	// like src>" after resumed_from and before src=; on ordinary requests
+	// only. The daemon stores it inside the generation.
+	Meta snapshot.UserMeta
 }
 
 // Pos is a position in the log: a segment number and a byte offset in it.
@@ -171,7 +176,33 @@ func (r Request) validateFields() error {
 	if err := checkRank(r.Rank, r.WorldSize); err != nil {
 		return err
 	}
-	return checkResume(r.Gen, r.ResumedFrom, r.WorldSize)
+	if err := checkResume(r.Gen, r.ResumedFrom, r.WorldSize); err != nil {
+		return err
+	}
+	return checkMeta(r.Meta, r.WorldSize)
+}
+
+// checkMeta checks a request's metadata: canonical, within the limits of
+// snapshot.UserMeta, and not on a rank request.
+func checkMeta(m snapshot.UserMeta, world int) error {
+	if len(m) == 0 {
+		return nil
+	}
+	if world > 0 {
+		return fmt.Errorf("%w: meta is attached to ordinary requests only, not to a rank's shard", ErrInvalidRequest)
+	}
+	if _, err := snapshot.BuildUserMeta(m); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	for i := 1; i < len(m); i++ {
+		if m[i-1].Key >= m[i].Key {
+			return fmt.Errorf("%w: meta keys not in ascending order (build it with snapshot.BuildUserMeta)", ErrInvalidRequest)
+		}
+	}
+	if _, err := snapshot.ParseUserMetaCanonical(m.JSON()); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	return nil
 }
 
 // checkResume checks a declared resume (0: none): below the generation,
@@ -237,15 +268,12 @@ func (r Request) appendLine(dst []byte) ([]byte, error) {
 		b = append(b, " resumed_from="...)
 		b = strconv.AppendUint(b, r.ResumedFrom, 10)
 	}
-	b = append(b, " src="...)
-	for i := 0; i < len(r.Source); i++ {
-		c := r.Source[i]
-		if needsEscape(c) {
-			b = append(b, '%', hexUpper[c>>4], hexUpper[c&15])
-		} else {
-			b = append(b, c)
-		}
+	if len(r.Meta) > 0 {
+		b = append(b, " meta="...)
+		b = escape(b, string(r.Meta.JSON()))
 	}
+	b = append(b, " src="...)
+	b = escape(b, r.Source)
 	crc := crc32.Checksum(b[start:], castagnoli)
 	b = append(b, " crc="...)
 	for s := 28; s >= 0; s -= 4 {
@@ -253,7 +281,7 @@ func (r Request) appendLine(dst []byte) ([]byte, error) {
 	}
 	b = append(b, '\n')
 	if len(b)-start > MaxLineSize {
-		return b[:start], fmt.Errorf("%w: %d bytes > %d (source %d bytes)", ErrLineTooLong, len(b)-start, MaxLineSize, len(r.Source))
+		return b[:start], fmt.Errorf("%w: %d bytes > %d (source %d bytes, meta %d bytes)", ErrLineTooLong, len(b)-start, MaxLineSize, len(r.Source), len(r.Meta.JSON()))
 	}
 	return b, nil
 }
@@ -354,6 +382,26 @@ func ParseLine(line []byte) (Request, error) {
 		}
 		r.ResumedFrom = from
 	}
+	if p.lit(" meta=") {
+		p.i -= len(" meta=")
+		v, ok := p.field(" meta=", MaxLineSize)
+		if !ok || len(v) == 0 {
+			return r, &ParseError{p.i, "bad meta field"}
+		}
+		at := p.i - len(v)
+		text, perr := unescapeField(v, at, "meta")
+		if perr != nil {
+			return r, perr
+		}
+		if r.WorldSize > 0 {
+			return r, &ParseError{at, "meta on a rank request (ordinary requests only)"}
+		}
+		m, err := snapshot.ParseUserMetaCanonical(text)
+		if err != nil {
+			return r, &ParseError{at, err.Error()}
+		}
+		r.Meta = m
+	}
 	if !p.lit(" src=") {
 		return r, &ParseError{p.i, "missing src field"}
 	}
@@ -361,33 +409,43 @@ func ParseLine(line []byte) (Request, error) {
 	if len(src) == 0 {
 		return r, &ParseError{p.i, "empty src"}
 	}
-	out := make([]byte, 0, len(src))
-	for i := 0; i < len(src); i++ {
-		c := src[i]
+	out, perr := unescapeField(src, p.i, "src")
+	if perr != nil {
+		return r, perr
+	}
+	r.Source = string(out)
+	return r, nil
+}
+
+// unescapeField decodes a percent-encoded field value that starts at column
+// at, accepting only the canonical encoding (escape's).
+func unescapeField(v []byte, at int, field string) ([]byte, *ParseError) {
+	out := make([]byte, 0, len(v))
+	for i := 0; i < len(v); i++ {
+		c := v[i]
 		if c == '%' {
-			if i+2 >= len(src) {
-				return r, &ParseError{p.i + i, "truncated percent escape"}
+			if i+2 >= len(v) {
+				return nil, &ParseError{at + i, "truncated percent escape"}
 			}
-			hi, ok1 := unhexUpper(src[i+1])
-			lo, ok2 := unhexUpper(src[i+2])
+			hi, ok1 := unhexUpper(v[i+1])
+			lo, ok2 := unhexUpper(v[i+2])
 			if !ok1 || !ok2 {
-				return r, &ParseError{p.i + i, "percent escape is not two uppercase hex digits"}
+				return nil, &ParseError{at + i, "percent escape is not two uppercase hex digits"}
 			}
-			v := hi<<4 | lo
-			if !needsEscape(v) {
-				return r, &ParseError{p.i + i, "non-canonical escape: the byte needs no escaping"}
+			x := hi<<4 | lo
+			if !needsEscape(x) {
+				return nil, &ParseError{at + i, "non-canonical escape: the byte needs no escaping"}
 			}
-			out = append(out, v)
+			out = append(out, x)
 			i += 2
 			continue
 		}
 		if needsEscape(c) {
-			return r, &ParseError{p.i + i, fmt.Sprintf("unescaped byte 0x%02x in src", c)}
+			return nil, &ParseError{at + i, fmt.Sprintf("unescaped byte 0x%02x in %s", c, field)}
 		}
 		out = append(out, c)
 	}
-	r.Source = string(out)
-	return r, nil
+	return out, nil
 }
 
 type parser struct {

@@ -133,6 +133,7 @@ func FuzzParseLine(f *testing.F) {
 		{Gen: 123, Time: time.Unix(1760000000, 5), Requester: "trainer:4711", Source: "/data/gens/gen-000123.safetensors"},
 		{Gen: 0, Time: time.Unix(0, 0), Requester: "a", Source: "a b%c\x00"},
 		{Gen: 7, Time: time.Unix(1, 0), Requester: "py:1", Source: "/s/rank-3", Rank: 3, WorldSize: 4},
+		{Gen: 9, Time: time.Unix(1, 0), Requester: "py:1", Source: "/s/g9", ResumedFrom: 2, Meta: mustMeta(f, `{"loss":0.41,"note":"50% done","step":1200}`)},
 	} {
 		line, err := r.appendLine(nil)
 		if err != nil {

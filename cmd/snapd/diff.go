@@ -54,8 +54,15 @@ cross '/'); where an include and an exclude both match, the longer pattern
 wins (an exclude on equal length). The output says how many arrays were
 left out (JSON: "excluded").
 
-Exit status: 0 when the snapshots are equal (within the included arrays),
-1 when they differ (like diff(1)), 2 on usage or I/O errors.`,
+Generation metadata (snapd request-snapshot --meta, stored in WTXT) is
+compared too: each changed key is listed first, "meta: loss 0.52 -> 0.41"
+("added"/"removed" for a key on one side only; JSON: "meta", a list of
+{key, old, new}; Markdown: a table old → new), and a change counts as a
+difference.
+
+Exit status: 0 when the snapshots are equal (within the included arrays,
+metadata included), 1 when they differ (like diff(1)), 2 on usage or I/O
+errors.`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.a, o.b = args[0], args[1]
@@ -133,6 +140,7 @@ func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 	if err := writeDiffPictures(ctx, &o.pic, o.a+" → "+o.b, sa, sb, ds); err != nil {
 		return err
 	}
+	metaChanges := snapshot.DiffUserMeta(a.Snapshot.UserMeta, b.Snapshot.UserMeta)
 	switch {
 	case o.json:
 		enc := json.NewEncoder(e.stdout)
@@ -142,15 +150,20 @@ func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 			B        string               `json:"b"`
 			Arrays   []snapshot.ArrayDiff `json:"arrays"`
 			Excluded []string             `json:"excluded,omitempty"`
-		}{o.a, o.b, diffJSON(ds), excluded}); err != nil {
+			Meta     []metaChangeJSON     `json:"meta,omitempty"`
+		}{o.a, o.b, diffJSON(ds), excluded, metaChangesJSON(metaChanges)}); err != nil {
 			return ioError{err}
 		}
 	case o.md:
+		if len(metaChanges) > 0 {
+			io.WriteString(e.stdout, review.MetaTable(a.Snapshot.UserMeta, b.Snapshot.UserMeta)+"\n")
+		}
 		io.WriteString(e.stdout, review.DiffTable(ds, nil))
 		if len(excluded) > 0 {
 			fmt.Fprintf(e.stdout, "\n%d array(s) left out by --include/--exclude.\n", len(excluded))
 		}
 	default:
+		writeMetaChanges(e.stdout, metaChanges)
 		writeDiffText(e.stdout, ds)
 		if len(excluded) > 0 {
 			fmt.Fprintf(e.stdout, "%d array(s) left out by --include/--exclude\n", len(excluded))
@@ -160,6 +173,9 @@ func runDiff(ctx context.Context, e *env, o *diffOptions) error {
 		if d.Change != snapshot.Unchanged {
 			return errDiffer{}
 		}
+	}
+	if len(metaChanges) > 0 {
+		return errDiffer{}
 	}
 	return nil
 }

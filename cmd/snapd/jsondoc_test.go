@@ -191,6 +191,7 @@ func TestJSONOutputMatchesDocs(t *testing.T) {
 		{"`snapd wal list --json`", []string{"wal", "list", "--json", "--state-dir", d}, 0},
 		{"`snapd gc --json`", []string{"gc", "--json", "--dry-run", "--keep", "1", "--state-dir", d}, 0},
 		{"`snapd verify-repo --json`", []string{"verify-repo", "--json", p("repo"), "--pubkey", pub}, 0},
+		{"`snapd log --json`", []string{"log", "--json", "--repo", p("repo")}, 0},
 		{"`snapd verify-repo --json`", []string{"verify-repo", "--json", gap.Dir, "--pubkey", gap.Key.AllowedSigners}, 0},
 		{"`snapd verify-repo --json`", []string{"verify-repo", "--json", broken, "--pubkey", f.Key.AllowedSigners}, 1},
 		{"Errors (`\"error\"`)", []string{"status", "--json", "--state-dir", p("no-such-dir")}, 2},

@@ -107,7 +107,8 @@ gens = os.path.join(state, "gens")
 torch.manual_seed(0)
 sd = {"layer.weight": torch.randn(4, 3), "layer.bias": torch.randn(4), "steps": torch.arange(5, dtype=torch.int64)}
 log = st.RequestLog(os.path.join(state, "wal"), requester="py:api-test")
-st.request_snapshot(1, st.publish_generation(gens, 1, lambda f: torch.save(sd, f), suffix=".pt"), log=log)
+st.request_snapshot(1, st.publish_generation(gens, 1, lambda f: torch.save(sd, f), suffix=".pt"), log=log,
+                    meta={"step": 1, "loss": 0.5, "lr": 3e-4, "opt": "adamw"})
 st.request_snapshot(2, st.publish_generation(gens, 2, b"garbage garbage garbage", suffix=".bin"), log=log)
 s = st.wait(1, pushed=True, state_dir=state)
 assert s.state == "pushed" and s.gen == 1 and s.source.endswith("gen-000001.pt"), s
@@ -135,11 +136,12 @@ except st.SnapshotFailed as e:
 assert [g["gen"] for g in st.generations(state)] == [1, 2], st.generations(state)
 with warnings.catch_warnings():
     warnings.simplefilter("error")
-    st.request_snapshot(3, p3, log=log, on_failure="raise")  # generation 2 was reported once
+    st.request_snapshot(3, p3, log=log, on_failure="raise", meta={"step": 3, "loss": torch.tensor(0.25)})  # generation 2 was reported once
 assert st.wait(3, state_dir=state).state == "done"
 gl = st.generations(state)
 assert [(g["gen"], g["state"], g["requests"]) for g in gl] == [(1, "done", 1), (2, "failed", 1), (3, "done", 1)], gl
 assert "unknown format" in gl[1]["message"] and gl[0]["requester"] == "py:api-test", gl
+assert [g["meta"] for g in gl] == [{"step": 1, "loss": 0.5, "lr": 0.0003, "opt": "adamw"}, {}, {"step": 3, "loss": 0.25}], gl
 for gen, want in ((1, sd), (3, {k: v * 2 for k, v in sd.items()})):
     got = st.load(gen, state_dir=state)
     assert sorted(got) == sorted(want), (sorted(got), sorted(want))

@@ -25,6 +25,8 @@ type requestOptions struct {
 	rank      int
 	worldSize int
 	resumed   uint64
+	meta      []string // --meta KEY=VALUE
+	metaJSON  string   // --meta-json
 }
 
 func newRequestSnapshotCommand(e *env) *cobra.Command {
@@ -58,11 +60,23 @@ generation N (> R) to R and records the generations it had above R as
 abandoned in a signed ledger record (their commits stay in the history;
 verify-repo checks the fork). Without it, a generation number the daemon
 already snapshotted from another source or other content fails, and
-snapd wal list and snapd status show why.`,
+snapd wal list and snapd status show why.
+
+--meta KEY=VALUE (repeatable) and --meta-json '{...}' attach metadata to
+the generation (step, epoch, loss, learning rate, ...): JSON scalars, at
+most 64 keys of [A-Za-z0-9_.-]{1,64}, strings of at most 256 bytes, 2048
+bytes of canonical JSON (docs/FORMAT.md "Generation metadata"). A --meta
+VALUE is read as JSON when it is a JSON scalar (1200, 0.41, 3e-4, true,
+null, "quoted") and taken as a string otherwise. The daemon stores it
+inside the generation, covered by its hashes and signature; wal list,
+status, snapd log, diff, the review and the commit's Snapd-Meta trailer
+show it.`,
 		Example: `  snapd request-snapshot --gen 123 --source .snapd/gens/gen-000123.safetensors
   snapd request-snapshot --gen 124 --source .snapd/gens/gen-000124/
   snapd request-snapshot --gen 125 --source /data/ckpt/step-125/rank-3.safetensors --rank 3 --world-size 8
-  snapd request-snapshot --gen 3 --source /data/ckpt/resumed/step-3.pt --resumed-from 2`,
+  snapd request-snapshot --gen 3 --source /data/ckpt/resumed/step-3.pt --resumed-from 2
+  snapd request-snapshot --gen 126 --source .snapd/gens/gen-000126.pt --meta step=1200 --meta loss=0.41
+  snapd request-snapshot --gen 127 --source .snapd/gens/gen-000127.pt --meta-json '{"step": 1300, "lr": 3e-4}'`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -79,6 +93,8 @@ snapd wal list and snapd status show why.`,
 	fl.IntVar(&o.rank, "rank", -1, "this shard's rank 0..W-1 (with --world-size)")
 	fl.IntVar(&o.worldSize, "world-size", 0, "number of ranks writing the generation, 1..65536 (with --rank)")
 	fl.Uint64Var(&o.resumed, "resumed-from", 0, "the run restarted from this generation's checkpoint, 1..N-1 (the generations above it are abandoned)")
+	fl.StringArrayVar(&o.meta, "meta", nil, "attach metadata KEY=VALUE to the generation (repeatable; VALUE a JSON scalar or else a string)")
+	fl.StringVar(&o.metaJSON, "meta-json", "", "attach metadata given as one JSON object of scalars (with --meta: keys must not repeat)")
 	cmd.MarkFlagsRequiredTogether("rank", "world-size")
 	cmd.MarkFlagRequired("gen")
 	cmd.MarkFlagRequired("source")
@@ -103,7 +119,11 @@ func runRequestSnapshot(ctx context.Context, e *env, o *requestOptions) error {
 	if requester == "" {
 		requester = fmt.Sprintf("cli:%d", os.Getpid())
 	}
-	r := wal.Request{Gen: o.gen, Time: e.now(), Requester: requester, Source: src, ResumedFrom: o.resumed}
+	meta, err := requestMeta(o.meta, o.metaJSON)
+	if err != nil {
+		return usageError{err}
+	}
+	r := wal.Request{Gen: o.gen, Time: e.now(), Requester: requester, Source: src, ResumedFrom: o.resumed, Meta: meta}
 	if o.worldSize != 0 || o.rank != -1 {
 		r.Rank, r.WorldSize = o.rank, o.worldSize
 		if o.worldSize == 0 {
@@ -125,11 +145,14 @@ func runRequestSnapshot(ctx context.Context, e *env, o *requestOptions) error {
 		fmt.Fprintf(e.stdout, "requested gen=%d rank=%d world_size=%d src=%s wal=%s\n", o.gen, r.Rank, r.WorldSize, src, dir)
 		return nil
 	}
+	extra := ""
 	if r.ResumedFrom != 0 {
-		fmt.Fprintf(e.stdout, "requested gen=%d resumed_from=%d src=%s wal=%s\n", o.gen, r.ResumedFrom, src, dir)
-	} else {
-		fmt.Fprintf(e.stdout, "requested gen=%d src=%s wal=%s\n", o.gen, src, dir)
+		extra = fmt.Sprintf(" resumed_from=%d", r.ResumedFrom)
 	}
+	if len(r.Meta) > 0 {
+		extra += " meta=" + string(r.Meta.JSON())
+	}
+	fmt.Fprintf(e.stdout, "requested gen=%d%s src=%s wal=%s\n", o.gen, extra, src, dir)
 	if isDCP, _ := dcp.IsDCP(src); isDCP {
 		if _, err := os.Stat(filepath.Join(src, ".metadata")); err != nil {
 			fmt.Fprintf(e.stderr, "snapd: note: %s has no .metadata yet (torch.distributed.checkpoint.save still running?): the daemon retries it until it is complete\n", src)

@@ -151,6 +151,9 @@ func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
 			fmt.Fprintf(w, " (gen %d)", c.PrevGen)
 		}
 		fmt.Fprintln(w)
+		if len(c.Meta) > 0 {
+			fmt.Fprintf(w, "  meta        %s\n", c.Meta)
+		}
 		if r := c.Resume; r != nil {
 			fmt.Fprintf(w, "  resumed     from gen %d at gen %d, %s\n", r.From, r.AtGen, abandonedRange(r))
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
 
@@ -76,6 +77,9 @@ type walEntryJSON struct {
 	// ResumedFrom: the request declared that the run restarted from
 	// this generation's checkpoint (request-snapshot --resumed-from).
 	ResumedFrom uint64 `json:"resumed_from,omitempty"`
+	// Meta: the metadata the request attached (request-snapshot --meta,
+	// request_snapshot(meta=...)), an object of JSON scalars.
+	Meta snapshot.UserMeta `json:"meta,omitempty"`
 }
 
 type walCorruptJSON struct {
@@ -116,7 +120,7 @@ func runWALList(ctx context.Context, e *env, o *walListOptions) error {
 			doc.Requests = append(doc.Requests, walEntryJSON{
 				Gen: en.Gen, State: en.State.String(), Message: en.Message, InLog: en.HasRecord,
 				Segment: en.Pos.Segment, Offset: en.Pos.Offset, Time: en.Time.UTC().Format(time.RFC3339Nano),
-				Requester: en.Requester, Source: en.Source, ResumedFrom: en.ResumedFrom,
+				Requester: en.Requester, Source: en.Source, ResumedFrom: en.ResumedFrom, Meta: en.Meta,
 			})
 		}
 		for _, ce := range corrupt {
@@ -133,16 +137,19 @@ func runWALList(ctx context.Context, e *env, o *walListOptions) error {
 		fmt.Fprintf(e.stderr, "snapd: warning: %v\n", ce)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GEN\tSTATE\tREQUESTED\tBY\tPOS\tRESUMED_FROM\tSOURCE\tMESSAGE")
+	fmt.Fprintln(tw, "GEN\tSTATE\tREQUESTED\tBY\tPOS\tRESUMED_FROM\tMETA\tSOURCE\tMESSAGE")
 	for _, en := range entries {
-		pos, by, resumed := en.Pos.String(), en.Requester, "-"
+		pos, by, resumed, meta := en.Pos.String(), en.Requester, "-", "-"
 		if !en.HasRecord {
 			pos, by = "(removed)", "-"
 		}
 		if en.ResumedFrom != 0 {
 			resumed = strconv.FormatUint(en.ResumedFrom, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", en.Gen, en.State, en.Time.UTC().Format(time.RFC3339), by, pos, resumed, en.Source, en.Message)
+		if len(en.Meta) > 0 {
+			meta = en.Meta.String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", en.Gen, en.State, en.Time.UTC().Format(time.RFC3339), by, pos, resumed, meta, en.Source, en.Message)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -79,10 +79,12 @@
 //
 // When a snapshot carries format attributes (snapshot.Snapshot.Attrs,
 // snapshot.Array.Attrs) the writer adds one ordinary u8 array named
-// __snapd_attrs__ holding canonical JSON ({"arrays":{...},"snapshot":
-// {...},"v":1}, keys sorted, no HTML escaping), sorted among the arrays by
-// its name and covered by every hash like them. Decode removes it and
-// restores the attributes, which makes X -> WTXT -> X lossless (FORMAT §1).
+// __snapd_attrs__ holding canonical JSON ({"arrays":{...},"meta":{...},
+// "snapshot":{...},"v":1}, keys sorted, no HTML escaping), sorted among the
+// arrays by its name and covered by every hash like them. Decode removes it
+// and restores the attributes, which makes X -> WTXT -> X lossless (FORMAT
+// §1), and the generation metadata (snapshot.UserMeta, member "meta",
+// FORMAT §9; ReadUserMeta reads only it), which no other codec writes.
 //
 // # Trailer
 //

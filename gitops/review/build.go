@@ -185,6 +185,10 @@ type FileResult struct {
 	// Diffs is snapshot.Diff of base against head (nil when either side
 	// does not decode).
 	Diffs []snapshot.ArrayDiff
+	// BaseMeta and HeadMeta are the two versions' generation metadata
+	// (snapshot.UserMeta; nil when a side has none or does not decode),
+	// shown as a table old → new.
+	BaseMeta, HeadMeta snapshot.UserMeta
 	// Scopes says, by array name, how the thresholds judged each array of
 	// Diffs (Thresholds.Scope).
 	Scopes map[string]ArrayScope
@@ -427,6 +431,12 @@ func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, e
 	}
 	if head != nil {
 		headSnap = head.snap
+	}
+	if baseSnap != nil {
+		fr.BaseMeta = baseSnap.UserMeta
+	}
+	if headSnap != nil {
+		fr.HeadMeta = headSnap.UserMeta
 	}
 	bothOK := (in.Base == "" || baseSnap != nil) && (in.Head == "" || headSnap != nil)
 	if bothOK {

@@ -227,6 +227,9 @@ func renderFile(b *strings.Builder, f *FileResult, opts Options, level int) {
 	if !f.HasPatch && f.Status != StatusRemoved {
 		b.WriteString("- ⚠️ GitHub shows no diff for this file (too large or binary), so every change is listed here.\n")
 	}
+	if t := MetaTable(f.BaseMeta, f.HeadMeta); t != "" {
+		b.WriteString("\n" + t)
+	}
 	if f.Diffs == nil {
 		return
 	}

@@ -572,6 +572,7 @@ func (v *verifier) generation(c *object.Commit, prev *genState, anchor bool) (*G
 	} else {
 		st.file = wf.path
 		ct = v.checkPlain(x, wtxtName, wf, wsum)
+		v.checkMeta(x, wtxtName, wf, tr)
 		if seal != nil {
 			x.note("%s present beside a plaintext WTXT: not used", gitops.FileSeal)
 		}
