@@ -15,11 +15,8 @@ import (
 
 // gitExecAllowed holds the files and folders (module-relative, slash
 // separated; a folder ends in "/") that still start git themselves. The
-// list must shrink to empty: the multi-rank ledger moves onto gitops.Repo
-// and takes its git children from this package.
+// list must shrink to empty.
 var gitExecAllowed = []string{
-	"store/oci/ranks/",
-	"cmd/snapd/ranks.go",
 	// Moving onto this package next.
 	"cmd/snapd/clone.go",
 	"gitops/catfile.go",

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"io"
 	"log/slog"
 	"os"
@@ -118,8 +119,7 @@ func (n *Node) Handle(ctx context.Context, rec wal.Record) error {
 			}
 			return nil
 		}
-		var re *Error
-		if errors.As(err, &re) || ctx.Err() != nil {
+		if wranks.IsCheck(err) || ctx.Err() != nil {
 			return err
 		}
 		d := min(n.o.RetryMin<<min(attempt, 16), n.o.RetryMax)
@@ -157,7 +157,7 @@ func (n *Node) convert(ctx context.Context, rec wal.Record, path string) error {
 		s.Meta.Schema, s.Meta.Host, s.Meta.Cuda = d.Schema, d.Host, d.Cuda
 	}
 	return atomicfile.WriteFrom(path, 0o644, func(w io.Writer) error {
-		_, err := EncodePart(ctx, w, s, PartOptions{Gen: rec.Gen, Chain: n.o.Chain, SignKey: n.o.SignKey, HMACKey: n.o.HMACKey})
+		_, err := wranks.EncodePart(ctx, w, s, wranks.PartOptions{Gen: rec.Gen, Chain: n.o.Chain, SignKey: n.o.SignKey, HMACKey: n.o.HMACKey})
 		return err
 	})
 }
