@@ -136,8 +136,11 @@ func newRanksCommand(e *env) *cobra.Command {
 config (world_size, job, repository; one node with committer: true). Each
 node turns its rank's shard (request-snapshot --rank R --world-size W) into
 a rank manifest gen-NNNNNN.rank-R in the OCI registry; the committer makes
-one signed, chained Git commit per generation when all W are in
-(docs/FORMAT.md section 7).`,
+one signed, chained Git commit per generation when all W are in, through
+the same Git ledger code as a single-node daemon (repository git.repo,
+default STATE_DIR/repo; pushed to git.remote), under --path/ranks/
+(docs/FORMAT.md section 7). snapd verify-repo verifies such a ledger
+(with --oci-repository); snapd ranks verify-repo is the same check.`,
 	}
 	cmd.AddCommand(newRanksStatusCommand(e), newRanksVerifyRepoCommand(e), newRanksAssembleCommand(e), newRanksDiffCommand(e), newRanksGCCommand(e))
 	return cmd
