@@ -69,6 +69,10 @@ const (
 	TrailerMerklePrev = "Snapd-Merkle-Prev"
 	TrailerMerkleThis = "Snapd-Merkle-This"
 	TrailerLayout     = "Snapd-Layout"
+	// A multi-rank generation's (ranks.go): its world size, and one line
+	// per generation skipped since the previous commit.
+	TrailerWorldSize = "Snapd-World-Size"
+	TrailerSkipped   = "Snapd-Skipped"
 )
 
 // ParseTrailers returns the "Key: value" lines of a commit or tag

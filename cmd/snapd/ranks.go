@@ -9,20 +9,22 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
+	git "github.com/go-git/go-git/v5"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/snapd-ml/snapd/configs"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
+	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
+	"github.com/snapd-ml/snapd/gitops/sshsig"
+	"github.com/snapd-ml/snapd/gitops/verify"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/pipeline"
 	"github.com/snapd-ml/snapd/store/oci/ranks"
@@ -67,7 +69,7 @@ func runRanks(ctx context.Context, e *env, c *configs.Config, log *slog.Logger) 
 	if err != nil {
 		return err
 	}
-	chain := ranks.ChainID(rc.Job)
+	chain := wranks.ChainID(rc.Job)
 	dir := filepath.Join(c.StateDir, ranksDir)
 	node, err := ranks.NewNode(ranks.NodeOptions{Repo: repo, Chain: chain, SignKey: sk, HMACKey: hk, Formats: newRegistry(),
 		Dir: filepath.Join(dir, "parts"), SegmentSize: rc.SegmentSize, Build: c.Snapshot.Build, Log: log})
@@ -76,11 +78,30 @@ func runRanks(ctx context.Context, e *env, c *configs.Config, log *slog.Logger) 
 	}
 	var com *ranks.Committer
 	if rc.Committer {
+		repoDir := c.Git.Repo
+		if repoDir == "" {
+			repoDir = filepath.Join(c.StateDir, pipeline.RepoDir)
+		}
+		email := c.Git.AuthorEmail
+		if email == "" {
+			email = principal
+		}
+		ledger, err := gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path,
+			AuthorName: c.Git.AuthorName, AuthorEmail: email, SigningKey: sk})
+		if err != nil {
+			return usageError{err}
+		}
+		var pusher gitops.Pusher
+		if c.Git.Remote != "" {
+			gp, err := newGitPusher(c, repoDir, log)
+			if err != nil {
+				return err
+			}
+			pusher = gp
+		}
 		com, err = ranks.NewCommitter(ranks.CommitterOptions{Repo: repo, Chain: chain, WorldSize: rc.WorldSize,
 			Timeout: time.Duration(rc.Timeout), OnTimeout: rc.OnTimeout, IndexKey: sk, Build: c.Snapshot.Build,
-			Ledger: &ranks.Ledger{Dir: filepath.Join(dir, "ledger"), Remote: c.Git.Remote, Branch: c.Git.Branch,
-				SignKeyFile: signPath, Name: "snapd", Email: principal},
-			StateFile: ranksStatusFile(c.StateDir), Log: log})
+			Ledger: ledger, Pusher: pusher, StateFile: ranksStatusFile(c.StateDir), Log: log})
 		if err != nil {
 			return usageError{err}
 		}
@@ -115,8 +136,11 @@ func newRanksCommand(e *env) *cobra.Command {
 config (world_size, job, repository; one node with committer: true). Each
 node turns its rank's shard (request-snapshot --rank R --world-size W) into
 a rank manifest gen-NNNNNN.rank-R in the OCI registry; the committer makes
-one signed, chained Git commit per generation when all W are in
-(docs/FORMAT.md section 7).`,
+one signed, chained Git commit per generation when all W are in, through
+the same Git ledger code as a single-node daemon (repository git.repo,
+default STATE_DIR/repo; pushed to git.remote), under --path/ranks/
+(docs/FORMAT.md section 7). snapd verify-repo verifies such a ledger
+(with --oci-repository); snapd ranks verify-repo is the same check.`,
 	}
 	cmd.AddCommand(newRanksStatusCommand(e), newRanksVerifyRepoCommand(e), newRanksAssembleCommand(e), newRanksDiffCommand(e), newRanksGCCommand(e))
 	return cmd
@@ -173,42 +197,31 @@ type ranksRepoOptions struct {
 	oci     ociFlags
 	pubkeys []string
 	branch  string
+	path    string
 	job     string
 	since   string
 	json    bool
 }
 
-// openLedger opens the registry of o and a local clone of the ledger at
-// target (ranksClone); done removes the clone.
-func (o *ranksRepoOptions) openLedger(ctx context.Context, e *env, target string) (*oci.Repository, string, func(), error) {
+// openLedger opens the registry of o and the ledger at target (a local
+// repository, or a URL cloned into a temporary directory that done
+// removes).
+func (o *ranksRepoOptions) openLedger(ctx context.Context, e *env, target string) (*oci.Repository, *git.Repository, func(), error) {
 	repo, err := o.oci.open(e)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, nil, nil, err
 	}
-	dir, done, err := ranksClone(ctx, target, o.branch)
+	r, done, err := verify.Open(ctx, target, verify.OpenOptions{Branch: o.branch})
 	if err != nil {
-		return nil, "", nil, err
+		return nil, nil, nil, ioError{err}
 	}
-	return repo, dir, done, nil
+	return repo, r, done, nil
 }
 
-// ranksClone returns a local clone of target (a path is used as is).
-func ranksClone(ctx context.Context, target, branch string) (string, func(), error) {
-	if st, err := os.Stat(target); err == nil && st.IsDir() {
-		return target, func() {}, nil
-	}
-	tmp, err := os.MkdirTemp("", "snapd-ranks-")
-	if err != nil {
-		return "", nil, ioError{err}
-	}
-	done := func() { os.RemoveAll(tmp) }
-	dir := filepath.Join(tmp, "repo")
-	out, err := exec.CommandContext(ctx, "git", "clone", "-q", "--branch", branch, "--", target, dir).CombinedOutput()
-	if err != nil {
-		done()
-		return "", nil, ioError{fmt.Errorf("git clone %s: %v: %s", target, err, strings.TrimSpace(string(out)))}
-	}
-	return dir, done, nil
+// addRanksLedgerFlags registers where the ledger's generations are.
+func addRanksLedgerFlags(f *pflag.FlagSet, o *ranksRepoOptions) {
+	f.StringVar(&o.branch, "branch", gitops.DefaultBranch, "ledger branch")
+	f.StringVar(&o.path, "path", gitops.DefaultPath, "snapshot path of the ledger (the generations are under PATH/ranks)")
 }
 
 func newRanksVerifyRepoCommand(e *env) *cobra.Command {
@@ -216,16 +229,18 @@ func newRanksVerifyRepoCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify-repo [PATH|URL] --oci-repository R --pubkey ALLOWED_SIGNERS",
 		Short: "Verify every multi-rank generation of a ledger with public keys only",
-		Long: `Walk the ledger branch oldest first and check each generation's commit and
-tag SSH signatures (git verify-commit/verify-tag with the allowed-signers
-file), its index (grammar, root over the ranks, signature by a trusted key),
-the chain (merkle_prev = the previous commit's merkle_this), generation
-order and recorded gaps (Snapd-Skipped), each rank skeleton against the
-index, and each rank part assembled from the registry and fully verified
-(every chunk, array, sha256_all, merkle, signature by a trusted key).
---pubkey is an allowed_signers file listing the committer's and every
-node's key. A URL is cloned first. Exit 1 on the first failed check (named:
-commit, file, rank, check).`,
+		Long: `The same check as snapd verify-repo on a multi-rank ledger, with --job to
+require the job's chain id. Walk the ledger branch oldest first and check
+each generation's commit and tag SSH signatures (in Go, with the
+allowed_signers options at the committer and tagger time, as git
+verify-commit / verify-tag do), its index (grammar, root over the ranks,
+signature by a trusted key), the chain (merkle_prev = the previous
+commit's merkle_this), generation order and recorded gaps (Snapd-Skipped),
+each rank skeleton against the index, and each rank part assembled from
+the registry and fully verified (every chunk, array, sha256_all, merkle,
+signature by a trusted key). --pubkey is an allowed_signers file listing
+the committer's and every node's key. A URL is cloned first. Exit 1 on the
+first failed check (named: commit, file, rank, check).`,
 		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target := "."
@@ -238,7 +253,7 @@ commit, file, rank, check).`,
 	addOCIFlags(cmd, &o.oci)
 	f := cmd.Flags()
 	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "allowed_signers file with the committer's and the nodes' keys (required; repeatable)")
-	f.StringVar(&o.branch, "branch", "snapshots", "ledger branch")
+	addRanksLedgerFlags(f, &o)
 	f.StringVar(&o.job, "job", "", "the job name (ranks.job); when given every generation must carry its chain id")
 	f.StringVar(&o.since, "since", "", "start at this revision (e.g. gen-000120, the oldest kept after snapd ranks gc); its merkle_prev is the trusted anchor")
 	f.BoolVar(&o.json, "json", false, "machine-readable output")
@@ -253,21 +268,25 @@ func runRanksVerifyRepo(ctx context.Context, e *env, target string, o *ranksRepo
 	if err != nil {
 		return err
 	}
-	signers, doneSigners, err := allowedSignersFile(o.pubkeys)
-	if err != nil {
-		return ioError{err}
-	}
-	defer doneSigners()
-	repo, dir, done, err := o.openLedger(ctx, e, target)
+	repo, r, done, err := o.openLedger(ctx, e, target)
 	if err != nil {
 		return err
 	}
 	defer done()
-	vo := ranks.VerifyLedgerOptions{Dir: dir, Branch: o.branch, Repo: repo, AllowedSigners: signers, Signers: policy, Since: o.since}
+	return verifyRanksLedger(ctx, e, r, repo, policy, o)
+}
+
+// verifyRanksLedger verifies the multi-rank generations of r (verify-repo
+// and its alias snapd ranks verify-repo) and prints the result.
+func verifyRanksLedger(ctx context.Context, e *env, r *git.Repository, blobs *oci.Repository, policy *sshsig.AllowedSigners, o *ranksRepoOptions) error {
+	vo := verify.RanksOptions{Branch: o.branch, Path: o.path, Blobs: blobs, Signers: policy, Since: o.since}
 	if o.job != "" {
-		vo.Chain = ranks.ChainID(o.job)
+		vo.Chain = wranks.ChainID(o.job)
 	}
-	gens, verr := ranks.VerifyLedger(ctx, vo)
+	gens, verr := verify.VerifyRanks(ctx, r, vo)
+	if errors.Is(verr, verify.ErrBranch) || errors.Is(verr, verify.ErrSince) {
+		return usageError{verr}
+	}
 	if o.json {
 		// "failure", not "error": "error" is the error object of every
 		// --json command (docs/JSON.md), one type per field.
@@ -314,16 +333,16 @@ rank by rank with snapd diff OUTDIR_A/rank-R.wtxt OUTDIR_B/rank-R.wtxt.`,
 			if len(args) == 2 {
 				target, out = args[0], args[1]
 			}
-			repo, dir, done, err := o.openLedger(cmd.Context(), e, target)
+			repo, r, done, err := o.openLedger(cmd.Context(), e, target)
 			if err != nil {
 				return err
 			}
 			defer done()
 			rev := o.branch
 			if gen != "" {
-				rev = "gen-" + gen
+				rev = gitops.DefaultTagPrefix + gen
 			}
-			files, err := ranks.AssembleGeneration(cmd.Context(), dir, rev, repo, out)
+			files, err := ranks.AssembleGeneration(cmd.Context(), r, rev, o.path, repo, out)
 			if err != nil {
 				return registryErr(err)
 			}
@@ -335,26 +354,8 @@ rank by rank with snapd diff OUTDIR_A/rank-R.wtxt OUTDIR_B/rank-R.wtxt.`,
 	}
 	addOCIFlags(cmd, &o.oci)
 	cmd.Flags().StringVar(&gen, "gen", "", "generation as DEC6 (e.g. 000003); default the newest on --branch")
-	cmd.Flags().StringVar(&o.branch, "branch", "snapshots", "ledger branch")
+	addRanksLedgerFlags(cmd.Flags(), &o)
 	return cmd
-}
-
-// isRanksLedger reports whether branch (local or origin's) of r holds a
-// multi-rank generation index at its tip.
-func isRanksLedger(r *git.Repository, branch string) bool {
-	for _, name := range []plumbing.ReferenceName{plumbing.NewBranchReferenceName(branch), plumbing.NewRemoteReferenceName("origin", branch)} {
-		ref, err := r.Reference(name, true)
-		if err != nil {
-			continue
-		}
-		c, err := r.CommitObject(ref.Hash())
-		if err != nil {
-			return false
-		}
-		_, err = c.File(ranks.IndexPath)
-		return err == nil
-	}
-	return false
 }
 
 func newRanksDiffCommand(e *env) *cobra.Command {
@@ -379,7 +380,7 @@ differs, 0 when none does. Both generations must have the same world size.`,
 				target = args[0]
 			}
 			ctx := cmd.Context()
-			repo, dir, done, err := o.openLedger(ctx, e, target)
+			repo, r, done, err := o.openLedger(ctx, e, target)
 			if err != nil {
 				return err
 			}
@@ -389,11 +390,11 @@ differs, 0 when none does. Both generations must have the same world size.`,
 				return ioError{err}
 			}
 			defer os.RemoveAll(tmp)
-			fa, err := ranks.AssembleGeneration(ctx, dir, "gen-"+from, repo, filepath.Join(tmp, "a"))
+			fa, err := ranks.AssembleGeneration(ctx, r, gitops.DefaultTagPrefix+from, o.path, repo, filepath.Join(tmp, "a"))
 			if err != nil {
 				return registryErr(err)
 			}
-			fb, err := ranks.AssembleGeneration(ctx, dir, "gen-"+to, repo, filepath.Join(tmp, "b"))
+			fb, err := ranks.AssembleGeneration(ctx, r, gitops.DefaultTagPrefix+to, o.path, repo, filepath.Join(tmp, "b"))
 			if err != nil {
 				return registryErr(err)
 			}
@@ -422,7 +423,7 @@ differs, 0 when none does. Both generations must have the same world size.`,
 	cmd.Flags().StringVar(&from, "from", "", "older generation, DEC6 (e.g. 000003)")
 	cmd.Flags().StringVar(&to, "to", "", "newer generation, DEC6")
 	cmd.Flags().BoolVar(&md, "markdown", false, "Markdown tables (for a PR comment)")
-	cmd.Flags().StringVar(&o.branch, "branch", "snapshots", "ledger branch")
+	addRanksLedgerFlags(cmd.Flags(), &o)
 	return cmd
 }
 
@@ -450,21 +451,14 @@ with snapd ranks verify-repo --since gen-NNNNNN (the oldest kept).`,
 				target = args[0]
 			}
 			ctx := cmd.Context()
-			repo, dir, done, err := o.openLedger(ctx, e, target)
+			repo, r, done, err := o.openLedger(ctx, e, target)
 			if err != nil {
 				return err
 			}
 			defer done()
-			out, err := exec.CommandContext(ctx, "git", "-C", dir, "log", "--first-parent", "--format=%(trailers:key="+ranks.TrailerGen+",valueonly)", o.branch, "--").Output()
+			committed, err := gitops.RanksGenerations(r, o.branch)
 			if err != nil {
-				return ioError{fmt.Errorf("git log %s: %w", o.branch, err)}
-			}
-			var committed []uint64
-			for _, f := range strings.Fields(string(out)) {
-				var n uint64
-				if _, err := fmt.Sscan(f, &n); err == nil {
-					committed = append(committed, n)
-				}
+				return ioError{err}
 			}
 			removed, err := ranks.GC(ctx, repo, committed, keep, dryRun)
 			for _, t := range removed {
@@ -480,6 +474,6 @@ with snapd ranks verify-repo --since gen-NNNNNN (the oldest kept).`,
 	addOCIFlags(cmd, &o.oci)
 	cmd.Flags().IntVar(&keep, "keep", 0, "committed generations whose rank manifests are kept (>= 1)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list, delete nothing")
-	cmd.Flags().StringVar(&o.branch, "branch", "snapshots", "ledger branch")
+	addRanksLedgerFlags(cmd.Flags(), &o)
 	return cmd
 }

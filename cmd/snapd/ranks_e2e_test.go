@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
+	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/store/oci/ranks"
@@ -307,7 +309,7 @@ ranks:
 	}
 	t.Logf("snapd ranks diff --from 000001 --to 000002:\n%s", dout)
 	// A tampered skeleton in a clone fails verification, located.
-	bad := filepath.Join(clone, ranks.LedgerDir, ranks.SkeletonName(0))
+	bad := filepath.Join(clone, filepath.FromSlash(gitops.RanksDir("")), wranks.SkeletonName(0))
 	b, _ := os.ReadFile(bad)
 	os.WriteFile(bad, []byte(strings.Replace(string(b), " order=C ", " order=F ", 1)), 0o644)
 	gitq := func(args ...string) {

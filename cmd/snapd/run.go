@@ -271,6 +271,19 @@ func pipelineConfig(c *configs.Config, log *slog.Logger) (pipeline.Config, error
 	return pc, nil
 }
 
+// newGitPusher returns the pusher of the repository at repoDir to the
+// git section's remote (credentials, timeouts).
+func newGitPusher(c *configs.Config, repoDir string, log *slog.Logger) (*gitops.GitPusher, error) {
+	gp, err := gitops.NewPusher(repoDir, gitops.Remote{URL: c.Git.Remote, Username: c.Git.Username,
+		TokenFile: c.Git.TokenFile, TokenEnv: c.Git.TokenEnv, SSHKeyFile: c.Git.SSHKey,
+		SSHKnownHostsFile: c.Git.SSHKnownHosts, SSHPassphraseEnv: c.Git.SSHPassphraseEnv,
+		Timeout: time.Duration(c.Git.PushTimeout), MinRate: c.Git.PushMinRate, Stall: time.Duration(c.Git.PushStall), Logger: log})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return gp, nil
+}
+
 func runRun(ctx context.Context, e *env, o *runOptions) error {
 	c, err := loadRunConfig(o)
 	if err != nil {
@@ -286,11 +299,8 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	}
 	var gp *gitops.GitPusher
 	if c.Git.Enabled && c.Git.Remote != "" {
-		if gp, err = gitops.NewPusher(repoDir, gitops.Remote{URL: c.Git.Remote, Username: c.Git.Username,
-			TokenFile: c.Git.TokenFile, TokenEnv: c.Git.TokenEnv, SSHKeyFile: c.Git.SSHKey,
-			SSHKnownHostsFile: c.Git.SSHKnownHosts, SSHPassphraseEnv: c.Git.SSHPassphraseEnv,
-			Timeout: time.Duration(c.Git.PushTimeout), MinRate: c.Git.PushMinRate, Stall: time.Duration(c.Git.PushStall), Logger: log}); err != nil {
-			return usageError{err}
+		if gp, err = newGitPusher(c, repoDir, log); err != nil {
+			return err
 		}
 	}
 	if err := checkGitHubCredentials(e, c); err != nil {

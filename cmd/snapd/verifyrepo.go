@@ -13,7 +13,6 @@ import (
 
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/verify"
-	"github.com/snapd-ml/snapd/store/oci/ranks"
 )
 
 type verifyRepoOptions struct {
@@ -68,6 +67,10 @@ Git repository and check, with public keys only and without decrypting:
     segment indexes checked) plus every skeleton line, the manifest, every
     blob's presence, the header's Merkle value and signature; array hashes
     and sha256_all need every byte and are then not recomputed.
+
+A multi-rank ledger (a sharded job's: ranks/index.ranks under --path at the branch
+tip) is verified as snapd ranks verify-repo does, and needs
+--oci-repository (the registry holding its rank parts).
 
 PATH is a local repository (bare or with a work tree; default "."); a URL
 (file://, http(s)://, ssh://) is cloned into a temporary directory with the
@@ -152,9 +155,16 @@ func runVerifyRepo(ctx context.Context, e *env, o *verifyRepoOptions) error {
 	if o.seedSet && (o.sample == 0 || o.sample == 1) {
 		return usageError{errors.New("--seed needs --sample F with 0 < F < 1")}
 	}
-	if isRanksLedger(repo, o.branch) { // a sharded job's ledger
-		return withHint(usageError{fmt.Errorf("%s: branch %s holds multi-rank generations (%s)", o.target, o.branch, ranks.IndexPath)},
-			"verify them with: snapd ranks verify-repo "+o.target+" --oci-repository HOST/NAME --pubkey ALLOWED_SIGNERS")
+	if gitops.IsRanks(repo, o.branch, o.path) { // a sharded job's ledger
+		if o.oci.repository == "" {
+			return withHint(usageError{fmt.Errorf("%s: branch %s holds multi-rank generations (%s): their rank parts are in a registry", o.target, o.branch, gitops.RanksIndexPath(o.path))},
+				"add --oci-repository HOST/NAME (the job's ranks.repository); snapd ranks verify-repo is the same check")
+		}
+		reg, err := o.oci.open(e)
+		if err != nil {
+			return err
+		}
+		return verifyRanksLedger(ctx, e, repo, reg, signers, &ranksRepoOptions{branch: o.branch, path: o.path, since: o.since, json: o.json})
 	}
 	vo := verify.Options{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix, Since: o.since, AllowedSigners: signers, MaxObjectBytes: o.maxObjectBytes}
 	if o.oci.repository != "" {

@@ -45,6 +45,9 @@ type Error struct {
 	Line  int    `json:"line,omitempty"`  // 1-based line number; 0 when the check is not about one line
 	Array string `json:"array,omitempty"` // array name, when inside an array
 	Chunk int64  `json:"chunk"`           // chunk ix, or -1
+	// Rank is the rank of a multi-rank generation the check concerns
+	// (formats/wtxt/ranks); nil when the check is not about one rank.
+	Rank  *int   `json:"rank,omitempty"`
 	Check Check  `json:"check"`
 	Msg   string `json:"message"`
 	Err   error  `json:"-"` // underlying cause, if any
@@ -61,6 +64,9 @@ func (e *Error) Error() string {
 	}
 	if b.Len() > 0 {
 		b.WriteByte(' ')
+	}
+	if e.Rank != nil {
+		fmt.Fprintf(&b, "rank %d: ", *e.Rank)
 	}
 	if e.Array != "" {
 		fmt.Fprintf(&b, "array %s: ", e.Array)
@@ -89,8 +95,12 @@ func (e *Error) Unwrap() []error {
 // error matches (the contract of formats.Codec.Decode): the file ending
 // early is formats.ErrTruncated, a reader's memory cap formats.ErrLimit, a digest, MAC, chain value or signature
 // that disagrees with the bytes is formats.ErrChecksum, everything else
-// formats.ErrCorrupt.
+// formats.ErrCorrupt. A namespaced check ("ranks/signature", a
+// sub-format's) is the kind of its last element.
 func (c Check) Kind() error {
+	if i := strings.LastIndexByte(string(c), '/'); i >= 0 {
+		c = c[i+1:]
+	}
 	switch c {
 	case CheckTruncated:
 		return formats.ErrTruncated

@@ -84,6 +84,16 @@ func DetectWithoutSkeleton(has Has) (Name, error) {
 	return Detect(func(n string) bool { return n != FileSkeleton && n != FileSkeleton+PartsSuffix && has(n) })
 }
 
+// IsRanks reports whether a generation directory holds a multi-rank
+// generation (Ranks): the directory DirRanks and no stored WTXT.
+func IsRanks(has Has) bool {
+	if !has(DirRanks) {
+		return false
+	}
+	_, err := Detect(has)
+	return errors.Is(err, ErrNoLayout)
+}
+
 // Stored returns how the file name is stored in a generation directory:
 // Single (name itself), Split (name + PartsSuffix) or, for FileWTXT only,
 // Segments (DirWTXTSegs); "" when none of them is present. More than one

@@ -22,6 +22,11 @@
 // wtxt.AssembleNamed over a wtxt.BlobSource to read), differing only in
 // where the segment blobs live.
 //
+// A multi-rank (sharded) generation is the fifth, Ranks: ranks/ holds its
+// WTXT-RANKS index and one skeleton per rank (formats/wtxt/ranks), the
+// rank parts' segment blobs are in an OCI registry. It has no single WTXT,
+// so Detect does not return it; IsRanks recognises it.
+//
 // Sidecar files (a DELTA, a WSUM, a seal) are stored whole or, when
 // large, as NAME.parts/ like the Split layout (Stored recognises which).
 package layout

@@ -1,5 +1,7 @@
 package layout
 
+import wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
+
 // Name names a layout as configured (gitops.Config.Layout), recorded
 // (the Snapd-Layout trailer, generation.txt's layout=) and reported.
 type Name string
@@ -18,6 +20,12 @@ const (
 	// in Git and its tensor bytes in an OCI registry. It is recorded,
 	// never configured.
 	Skeleton Name = "skeleton"
+	// Ranks stores a multi-rank (sharded) generation: DirRanks holds its
+	// WTXT-RANKS index and one skeleton per rank (formats/wtxt/ranks);
+	// the rank parts' raw tensor bytes are segment blobs in an OCI
+	// registry. It is recorded, never configured, and has no single WTXT
+	// (Detect does not return it: IsRanks recognises it).
+	Ranks Name = "ranks"
 )
 
 // Stable names inside a generation directory.
@@ -26,6 +34,7 @@ const (
 	DirWTXTParts = "current.wtxt.parts" // Split (MANIFEST + parts)
 	DirWTXTSegs  = "current.wtxt.segs"  // Segments
 	FileSkeleton = "current.wtxt.skel"  // Skeleton (or FileSkeleton + PartsSuffix)
+	DirRanks     = wranks.DirName       // Ranks: index.ranks + rank-RRRRR.skel
 	// PartsSuffix names the parts directory of a file stored split.
 	PartsSuffix = ".parts"
 )

@@ -9,10 +9,10 @@ import (
 	"path"
 	"strings"
 
-	"github.com/snapd-ml/snapd/store/oci/ranks"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 )
 
-// Multi-rank generations (store/oci/ranks, docs/FORMAT.md §7): the
+// Multi-rank generations (formats/wtxt/ranks, docs/FORMAT.md §7): the
 // generation commit holds snapshots/ranks/index.ranks and one skeleton per
 // rank, snapshots/ranks/rank-RRRRR.skel. Each rank skeleton is reviewed as
 // a skeleton (skeleton.go): changed chunks and rows per array from its ch
@@ -47,8 +47,12 @@ func IsRankSkeleton(p string) bool {
 }
 
 // isRanksIndex reports whether a repository path is the index of a
-// multi-rank generation (ranks.IndexPath).
-func isRanksIndex(p string) bool { return p == ranks.IndexPath }
+// multi-rank generation: a file named index.ranks in a directory named
+// ranks (formats/wtxt/ranks DirName, IndexName).
+func isRanksIndex(p string) bool {
+	dir, file := path.Split(p)
+	return file == wranks.IndexName && path.Base(strings.TrimSuffix(dir, "/")) == wranks.DirName
+}
 
 // readBounded reads at most max bytes of a local file; a larger file is an
 // error naming the limit (nothing of its content).
@@ -69,7 +73,7 @@ func readBounded(local, name string, max int64) ([]byte, error) {
 }
 
 // reviewRanksIndex reviews a changed snapshots/ranks/index.ranks as
-// `snapd ranks verify-repo` checks it (store/oci/ranks): grammar and
+// `snapd verify-repo` checks it (gitops/verify): grammar and
 // root, the signature by a trusted key, the chain when the base has an
 // index (the same chain id; merkle_prev is the base index's merkle_this
 // when the head is the next generation), and
@@ -85,11 +89,11 @@ func reviewRanksIndex(_ context.Context, in FileInput, all []FileInput, opts Opt
 		fr.Notes = append(fr.Notes, "the multi-rank generation index is removed")
 		return fr, nil
 	}
-	var base *ranks.Index
+	var base *wranks.Index
 	if in.Base != "" {
-		b, err := readBounded(in.Base, in.Path+"@base", ranks.MaxIndexBytes)
+		b, err := readBounded(in.Base, in.Path+"@base", wranks.MaxIndexBytes)
 		if err == nil {
-			base, err = ranks.Parse(b, in.Path+"@base")
+			base, err = wranks.Parse(b, in.Path+"@base")
 		}
 		if err != nil {
 			fr.Notes = append(fr.Notes, "base index does not parse, so the chain is not checked: "+err.Error())
@@ -99,17 +103,17 @@ func reviewRanksIndex(_ context.Context, in FileInput, all []FileInput, opts Opt
 			fr.BaseMerkle = hex.EncodeToString(base.MerkleThis[:])
 		}
 	}
-	b, err := readBounded(in.Head, in.Path, ranks.MaxIndexBytes)
-	var ix *ranks.Index
+	b, err := readBounded(in.Head, in.Path, wranks.MaxIndexBytes)
+	var ix *wranks.Index
 	if err == nil {
-		ix, err = ranks.Parse(b, in.Path)
+		ix, err = wranks.Parse(b, in.Path)
 	}
 	if err != nil {
 		fr.Problems = append(fr.Problems, "head index does not parse: "+err.Error())
 		return fr, nil
 	}
 	fr.HeadGen = ix.Gen
-	vo := ranks.VerifyOptions{Trusted: opts.TrustedKeys}
+	vo := wranks.VerifyOptions{Trusted: opts.TrustedKeys}
 	if base != nil {
 		vo.Chain = base.Chain
 		switch {
@@ -136,10 +140,10 @@ func reviewRanksIndex(_ context.Context, in FileInput, all []FileInput, opts Opt
 	}
 	var unchanged []string
 	for r := 0; r < ix.WorldSize; r++ {
-		p := path.Join(dir, ranks.SkeletonName(r))
+		p := path.Join(dir, wranks.SkeletonName(r))
 		f, ok := byPath[p]
 		if !ok || f.Head == "" {
-			unchanged = append(unchanged, ranks.SkeletonName(r))
+			unchanged = append(unchanged, wranks.SkeletonName(r))
 			continue
 		}
 		skel, err := readBounded(f.Head, p, maxRankSkeleton)

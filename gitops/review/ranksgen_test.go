@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
+	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/gitops/review/reviewtest"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/snapshot"
-	"github.com/snapd-ml/snapd/store/oci/ranks"
 )
 
 // rankShard is rank r's shard of generation gen: one f32 array of 256x16
@@ -47,48 +48,48 @@ func rankShard(gen uint64, r int) *snapshot.Snapshot {
 // the rank skeletons and the signed index chained to prev.
 // With repo the segments are uploaded to that registry (real
 // docker-registry) instead of blobs.
-func rankGen(t *testing.T, dir string, gen uint64, world int, chain, prev [32]byte, key ed25519.PrivateKey, blobs blobMap, repo ...*oci.Repository) (*ranks.Index, string) {
+func rankGen(t *testing.T, dir string, gen uint64, world int, chain, prev [32]byte, key ed25519.PrivateKey, blobs blobMap, repo ...*oci.Repository) (*wranks.Index, string) {
 	t.Helper()
 	ctx := context.Background()
 	gd := filepath.Join(dir, fmt.Sprintf("gen-%d", gen))
 	if err := os.MkdirAll(gd, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var ps []ranks.Part
+	var ps []wranks.Part
 	for r := range world {
 		var w bytes.Buffer
-		if _, err := ranks.EncodePart(ctx, &w, rankShard(gen, r), ranks.PartOptions{Gen: gen, Chain: chain, SignKey: key}); err != nil {
+		if _, err := wranks.EncodePart(ctx, &w, rankShard(gen, r), wranks.PartOptions{Gen: gen, Chain: chain, SignKey: key}); err != nil {
 			t.Fatal(err)
 		}
 		var sp string
 		if len(repo) > 0 {
 			var sk bytes.Buffer
-			if _, _, err := repo[0].UploadSegments(ctx, bytes.NewReader(w.Bytes()), ranks.SkeletonName(r), &sk, 4096); err != nil {
+			if _, _, err := repo[0].UploadSegments(ctx, bytes.NewReader(w.Bytes()), wranks.SkeletonName(r), &sk, 4096); err != nil {
 				t.Fatal(err)
 			}
-			sp = filepath.Join(gd, ranks.SkeletonName(r))
+			sp = filepath.Join(gd, wranks.SkeletonName(r))
 			if err := os.WriteFile(sp, sk.Bytes(), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		} else {
-			sp = skeletonOf(t, gd, ranks.SkeletonName(r), w.Bytes(), blobs)
+			sp = skeletonOf(t, gd, wranks.SkeletonName(r), w.Bytes(), blobs)
 		}
 		sk := mustRead(t, sp)
-		h, err := ranks.SkeletonHeader(sk, sp)
+		h, err := wranks.SkeletonHeader(sk, sp)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := ranks.PartFromHeader(r, h)
-		p.Skeleton = ranks.SkeletonName(r)
+		p := wranks.PartFromHeader(r, h)
+		p.Skeleton = wranks.SkeletonName(r)
 		p.SkeletonSHA256 = sha256.Sum256(sk)
 		p.Manifest = fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(fmt.Sprint("manifest", gen, r))))
 		ps = append(ps, p)
 	}
-	ix, err := ranks.New(fmt.Sprintf("%06d", gen), world, chain, ps, prev, "ranks", key)
+	ix, err := wranks.New(fmt.Sprintf("%06d", gen), world, chain, ps, prev, "ranks", key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(gd, ranks.IndexName), ix.Encode(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(gd, wranks.IndexName), ix.Encode(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return ix, gd
@@ -97,14 +98,14 @@ func rankGen(t *testing.T, dir string, gen uint64, world int, chain, prev [32]by
 // rankInputs are the changed files of a PR from generation base to head.
 func rankInputs(t *testing.T, base, head string, world int) []FileInput {
 	t.Helper()
-	in := []FileInput{{Path: ranks.IndexPath, Base: filepath.Join(base, ranks.IndexName), Head: filepath.Join(head, ranks.IndexName)}}
+	in := []FileInput{{Path: gitops.RanksIndexPath(""), Base: filepath.Join(base, wranks.IndexName), Head: filepath.Join(head, wranks.IndexName)}}
 	for r := range world {
-		b, h := filepath.Join(base, ranks.SkeletonName(r)), filepath.Join(head, ranks.SkeletonName(r))
+		b, h := filepath.Join(base, wranks.SkeletonName(r)), filepath.Join(head, wranks.SkeletonName(r))
 		patch, err := LocalPatch(context.Background(), "", b, h)
 		if err != nil {
 			t.Fatal(err)
 		}
-		in = append(in, FileInput{Path: path.Join(ranks.LedgerDir, ranks.SkeletonName(r)), Base: b, Head: h, HasPatch: true, Parsed: patch})
+		in = append(in, FileInput{Path: path.Join(gitops.RanksDir(""), wranks.SkeletonName(r)), Base: b, Head: h, HasPatch: true, Parsed: patch})
 	}
 	return in
 }
@@ -121,7 +122,7 @@ func TestBuildRanksGeneration(t *testing.T) {
 	dir := t.TempDir()
 	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
 	pub := key.Public().(ed25519.PublicKey)
-	chain := ranks.ChainID("review-job")
+	chain := wranks.ChainID("review-job")
 	const world = 3
 	blobs := blobMap{}
 	ix1, g1 := rankGen(t, dir, 1, world, chain, [32]byte{}, key, blobs)
@@ -138,7 +139,7 @@ func TestBuildRanksGeneration(t *testing.T) {
 		if len(fr.Problems) != 0 {
 			t.Fatalf("%s: problems %v", fr.Path, fr.Problems)
 		}
-		if fr.Path == ranks.IndexPath {
+		if fr.Path == gitops.RanksIndexPath("") {
 			if !strings.Contains(strings.Join(fr.Notes, "\n"), "multi-rank generation 000002, world size 3, chain continues from base 000001") {
 				t.Fatalf("index notes %v", fr.Notes)
 			}
@@ -211,7 +212,7 @@ func TestBuildRanksGeneration(t *testing.T) {
 	}
 	// Generation 2 not chained to generation 1.
 	_, g2b := rankGen(t, filepath.Join(dir, "unchained"), 2, world, chain, [32]byte{}, key, blobs)
-	if p := problems(rankInputs(t, g1, g2b, world), opts); !strings.Contains(p, "merkle_prev") || !strings.Contains(p, ranks.IndexPath) {
+	if p := problems(rankInputs(t, g1, g2b, world), opts); !strings.Contains(p, "merkle_prev") || !strings.Contains(p, gitops.RanksIndexPath("")) {
 		t.Fatalf("unchained: %s", p)
 	}
 	// Signed by a key that is not trusted.
@@ -233,7 +234,7 @@ func TestBuildRanksGeneration(t *testing.T) {
 
 	// Generation 2 of another job (chain id): the index and every rank
 	// part are refused, with and without the registry.
-	_, g2d := rankGen(t, filepath.Join(dir, "otherjob"), 2, world, ranks.ChainID("other-job"), ix1.MerkleThis, key, blobs)
+	_, g2d := rankGen(t, filepath.Join(dir, "otherjob"), 2, world, wranks.ChainID("other-job"), ix1.MerkleThis, key, blobs)
 	for _, o := range []Options{opts, ropts} {
 		rv, err := Build(ctx, rankInputs(t, g1, g2d, world), o)
 		if err != nil {
@@ -260,18 +261,18 @@ func TestBuildRanksGeneration(t *testing.T) {
 func TestReviewPullRequestRanks(t *testing.T) {
 	dir := t.TempDir()
 	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
-	chain := ranks.ChainID("review-job")
+	chain := wranks.ChainID("review-job")
 	const world = 2
 	ix1, g1 := rankGen(t, dir, 1, world, chain, [32]byte{}, key, blobMap{})
 	_, g2 := rankGen(t, dir, 2, world, chain, ix1.MerkleThis, key, blobMap{})
-	names := []string{ranks.IndexName}
+	names := []string{wranks.IndexName}
 	for r := range world {
-		names = append(names, ranks.SkeletonName(r))
+		names = append(names, wranks.SkeletonName(r))
 	}
 	tree := func(g string) map[string][]byte {
 		m := map[string][]byte{}
 		for _, n := range names {
-			m[path.Join(ranks.LedgerDir, n)] = mustRead(t, filepath.Join(g, n))
+			m[path.Join(gitops.RanksDir(""), n)] = mustRead(t, filepath.Join(g, n))
 		}
 		return m
 	}
@@ -282,7 +283,7 @@ func TestReviewPullRequestRanks(t *testing.T) {
 	s.Token = testToken
 	s.HeadSHA, s.BaseSHA = head, base
 	for _, n := range names {
-		p := path.Join(ranks.LedgerDir, n)
+		p := path.Join(gitops.RanksDir(""), n)
 		s.Files = append(s.Files, reviewtest.File{Filename: p, Status: "modified", Patch: repo.Patch(base, head, p)})
 	}
 	c := newTestClient(t, s, newFakeClock(), nil)
@@ -322,7 +323,7 @@ func TestBuildRanksGenerationRegistry(t *testing.T) {
 	}
 	dir := t.TempDir()
 	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
-	chain := ranks.ChainID("review-job")
+	chain := wranks.ChainID("review-job")
 	const world = 2
 	ix1, g1 := rankGen(t, dir, 1, world, chain, [32]byte{}, key, nil, repo)
 	_, g2 := rankGen(t, dir, 2, world, chain, ix1.MerkleThis, key, nil, repo)

@@ -15,12 +15,8 @@ import (
 
 // gitExecAllowed holds the files and folders (module-relative, slash
 // separated; a folder ends in "/") that still start git themselves. The
-// list must shrink to empty: the multi-rank ledger moves onto gitops.Repo
-// and takes its git children from this package.
-var gitExecAllowed = []string{
-	"store/oci/ranks/",
-	"cmd/snapd/ranks.go",
-}
+// list must shrink to empty.
+var gitExecAllowed = []string{}
 
 // testSupport reports whether the module-relative folder dir holds a
 // test-support package, which may run git itself to build fixtures.

@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"log/slog"
 	"os"
 	"slices"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 )
@@ -28,8 +32,13 @@ const (
 
 // CommitterOptions configure a Committer.
 type CommitterOptions struct {
-	Repo      *oci.Repository
-	Ledger    *Ledger
+	Repo *oci.Repository
+	// Ledger is the local repository the generations are committed to
+	// (signed with its Config.SigningKey), and Pusher, when set, publishes
+	// each commit and its tag to the remote; a round first publishes a
+	// head the remote lacks (a push that failed before).
+	Ledger    *gitops.Repo
+	Pusher    gitops.Pusher
 	Chain     [32]byte
 	WorldSize int
 	Timeout   time.Duration // default 10m
@@ -73,8 +82,8 @@ func NewCommitter(o CommitterOptions) (*Committer, error) {
 	if o.Repo == nil || o.Ledger == nil || o.StateFile == "" {
 		return nil, errors.New("ranks committer: Repo, Ledger and StateFile are required")
 	}
-	if o.WorldSize < 1 || o.WorldSize > MaxWorldSize {
-		return nil, fmt.Errorf("ranks committer: world_size %d out of range 1..%d", o.WorldSize, MaxWorldSize)
+	if o.WorldSize < 1 || o.WorldSize > wranks.MaxWorldSize {
+		return nil, fmt.Errorf("ranks committer: world_size %d out of range 1..%d", o.WorldSize, wranks.MaxWorldSize)
 	}
 	switch o.OnTimeout {
 	case "":
@@ -145,14 +154,19 @@ func (c *Committer) Step(ctx context.Context) (*Status, error) {
 }
 
 func (c *Committer) step(ctx context.Context, st *Status) error {
-	head, err := c.o.Ledger.Head(ctx)
+	hc, err := c.o.Ledger.RanksHead()
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
+	var head *wranks.Index
 	var prev [32]byte
 	var last uint64
-	if head != nil {
+	if hc != nil {
+		head = hc.Index
 		prev, last = head.MerkleThis, head.GenNumber()
+		if err := c.push(ctx, hc.Commit.Hash, head.Gen); err != nil {
+			return err
+		}
 	}
 	if last > st.LastCommitted || (head == nil && st.LastCommitted != 0) {
 		st.Skipped = nil // they went into the commit that is now the head
@@ -169,7 +183,7 @@ func (c *Committer) step(ctx context.Context, st *Status) error {
 		if !ok {
 			continue
 		}
-		if n, _ := genNumber(g); n > last && !slices.Contains(st.Skipped, n) && !slices.Contains(st.SkippedTotal, n) {
+		if n, _ := wranks.ParseGen(g); n > last && !slices.Contains(st.Skipped, n) && !slices.Contains(st.SkippedTotal, n) {
 			gens[n] = g
 			if present[n] == nil {
 				present[n] = map[int]bool{}
@@ -184,7 +198,7 @@ func (c *Committer) step(ctx context.Context, st *Status) error {
 	slices.Sort(order)
 	for i, n := range order {
 		gen := gens[n]
-		var parts []Part
+		var parts []wranks.Part
 		var skels [][]byte
 		var missing []int
 		var invalid map[string]string
@@ -201,12 +215,17 @@ func (c *Committer) step(ctx context.Context, st *Status) error {
 			}
 		}
 		if len(missing) == 0 && len(invalid) == 0 {
-			ix, err := New(gen, c.o.WorldSize, c.o.Chain, parts, prev, c.o.Build, c.o.IndexKey)
+			ix, err := wranks.New(gen, c.o.WorldSize, c.o.Chain, parts, prev, c.o.Build, c.o.IndexKey)
 			if err != nil {
 				return c.pending(st, n, nil, map[string]string{"*": err.Error()}, i+1 < len(order))
 			}
-			if err := c.o.Ledger.Commit(ctx, ix, skels, st.Skipped, head != nil); err != nil {
+			res, err := c.o.Ledger.CommitRanks(ctx, gitops.RanksGeneration{Index: ix, Skeletons: skels, Skipped: st.Skipped})
+			if err != nil {
 				return fmt.Errorf("ledger: commit generation %s: %w", gen, err)
+			}
+			if err := c.push(ctx, res.Commit, ix.Gen); err != nil {
+				// Committed locally: the next round pushes it first.
+				return err
 			}
 			c.log.Info("multi-rank generation committed", "gen", n, "world_size", c.o.WorldSize, "merkle_this", fmt.Sprintf("%x", ix.MerkleThis), "skipped", st.Skipped)
 			head, prev, last = ix, ix.MerkleThis, n
@@ -229,6 +248,18 @@ func (c *Committer) step(ctx context.Context, st *Status) error {
 	return nil
 }
 
+// push publishes commit (generation gen) and its tag; nil without a
+// Pusher. Pushing what the remote has is a no-op.
+func (c *Committer) push(ctx context.Context, commit plumbing.Hash, gen string) error {
+	if c.o.Pusher == nil {
+		return nil
+	}
+	if err := c.o.Pusher.Push(ctx, gitops.PushRequest{Branch: c.o.Ledger.Config().Branch, Commit: commit, Tag: c.o.Ledger.TagName(gen)}); err != nil {
+		return fmt.Errorf("ledger: generation %s: %w", gen, err)
+	}
+	return nil
+}
+
 // pending records generation n as waiting for ranks.
 func (c *Committer) pending(st *Status, n uint64, missing []int, invalid map[string]string, later bool) error {
 	now := c.o.Now().UTC()
@@ -246,18 +277,17 @@ func (c *Committer) pending(st *Status, n uint64, missing []int, invalid map[str
 // collect fetches and checks every rank of gen. A missing tag is listed in
 // missing, a refused one in invalid (rank -> located error); a registry
 // failure is returned as err.
-func (c *Committer) collect(ctx context.Context, gen string) (parts []Part, skels [][]byte, missing []int, invalid map[string]string, err error) {
+func (c *Committer) collect(ctx context.Context, gen string) (parts []wranks.Part, skels [][]byte, missing []int, invalid map[string]string, err error) {
 	skels = make([][]byte, c.o.WorldSize)
 	for r := range c.o.WorldSize {
 		p, sk, ferr := FetchPart(ctx, c.o.Repo, gen, r, c.o.WorldSize, c.o.Chain)
-		var re *Error
 		switch {
 		case ferr == nil:
 			parts = append(parts, p)
 			skels[r] = sk
 		case errors.Is(ferr, ErrRankMissing):
 			missing = append(missing, r)
-		case errors.As(ferr, &re):
+		case wranks.IsCheck(ferr):
 			if invalid == nil {
 				invalid = map[string]string{}
 			}

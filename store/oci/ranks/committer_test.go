@@ -5,6 +5,12 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	git "github.com/go-git/go-git/v5"
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
+	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/sshsig"
+	"github.com/snapd-ml/snapd/gitops/verify"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,9 +81,18 @@ func (f *fixture) committerFor(onTimeout string) *Committer {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	dir := filepath.Join(f.dir, "committer-git")
+	ledger, err := gitops.OpenRepo(dir, gitops.Config{SigningKey: sk, AuthorName: "snapd", AuthorEmail: "committer@test"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	pusher, err := gitops.NewPusher(dir, gitops.Remote{URL: f.remote})
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	c, err := NewCommitter(CommitterOptions{
 		Repo: f.repo, Chain: testChain, WorldSize: f.world, Timeout: time.Minute, OnTimeout: onTimeout, IndexKey: sk,
-		Ledger:    &Ledger{Dir: filepath.Join(f.dir, "committer-git"), Remote: f.remote, Branch: "snapshots", SignKeyFile: f.committer.SignKey, Name: "snapd", Email: "committer@test"},
+		Ledger: ledger, Pusher: pusher,
 		StateFile: filepath.Join(f.dir, "committer.json"),
 		Now:       func() time.Time { return f.now },
 	})
@@ -105,13 +120,29 @@ func (f *fixture) publish(gen uint64, r int) {
 	}
 }
 
-func (f *fixture) verify() []LedgerGen {
+// clone clones the remote ledger and returns it with the options that
+// verify it (the committer's and nodes' keys, the registry).
+func (f *fixture) clone() (*git.Repository, verify.RanksOptions) {
 	f.t.Helper()
 	clone := filepath.Join(f.t.TempDir(), "clone")
 	if out, err := exec.Command("git", "clone", "-q", "--branch", "snapshots", f.remote, clone).CombinedOutput(); err != nil {
 		f.t.Fatalf("%v %s", err, out)
 	}
-	gens, err := VerifyLedger(context.Background(), VerifyLedgerOptions{Dir: clone, Repo: f.repo, AllowedSigners: f.signers, Trusted: f.trusted, Chain: testChain})
+	r, err := git.PlainOpen(clone)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	signers, err := sshsig.LoadAllowedSigners(f.signers)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r, verify.RanksOptions{Blobs: f.repo, Signers: signers, Trusted: f.trusted, Chain: testChain}
+}
+
+func (f *fixture) verify() []verify.RanksGeneration {
+	f.t.Helper()
+	r, o := f.clone()
+	gens, err := verify.VerifyRanks(context.Background(), r, o)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -224,8 +255,8 @@ func TestCommitterRefusesBadRanks(t *testing.T) {
 	// the node (the tag is taken by the wrong part): an operator decides.
 	rec.WorldSize = 2
 	err = f.nodes[1].Handle(ctx, rec)
-	var re *Error
-	if !errors.As(err, &re) || re.Check != CheckRank {
+	var re *wtxt.Error
+	if !errors.As(err, &re) || re.Check != wranks.CheckRank {
 		t.Fatalf("want rank conflict, got %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package ranks
 
 import (
 	"context"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"slices"
 	"sort"
 
@@ -18,7 +19,7 @@ import (
 // oldest first.
 func GC(ctx context.Context, repo *oci.Repository, committed []uint64, keep int, dryRun bool) ([]string, error) {
 	if keep < 1 {
-		return nil, fail("", 0, -1, CheckGen, "keep must be >= 1 (got %d)", keep)
+		return nil, wranks.Fail("", 0, -1, wranks.CheckGen, "keep must be >= 1 (got %d)", keep)
 	}
 	c := slices.Clone(committed)
 	slices.Sort(c)
@@ -41,7 +42,7 @@ func GC(ctx context.Context, repo *oci.Repository, committed []uint64, keep int,
 		if !ok {
 			continue
 		}
-		if n, _ := genNumber(g); n < cutoff {
+		if n, _ := wranks.ParseGen(g); n < cutoff {
 			del = append(del, old{n, r, t})
 		}
 	}

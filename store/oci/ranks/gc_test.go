@@ -2,8 +2,7 @@ package ranks
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
+	"github.com/snapd-ml/snapd/gitops/verify"
 	"slices"
 	"testing"
 )
@@ -43,29 +42,25 @@ func TestGCRankTags(t *testing.T) {
 	if !slices.Equal(tags, []string{"gen-000003.rank-0", "gen-000003.rank-1", "gen-000004.rank-0"}) {
 		t.Fatalf("left %v", tags)
 	}
-	clone := filepath.Join(t.TempDir(), "clone")
-	if out, err := exec.Command("git", "clone", "-q", "--branch", "snapshots", f.remote, clone).CombinedOutput(); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
-	opts := VerifyLedgerOptions{Dir: clone, Repo: f.repo, AllowedSigners: f.signers, Trusted: f.trusted, Chain: testChain}
+	clone, opts := f.clone()
 	// Until the registry collects the blobs, the whole history still
 	// verifies (the skeletons are in Git); after it, only from gen 3 on.
-	if gens, err := VerifyLedger(ctx, opts); err != nil || len(gens) != 3 {
+	if gens, err := verify.VerifyRanks(ctx, clone, opts); err != nil || len(gens) != 3 {
 		t.Fatalf("before the registry's gc: %+v %v", gens, err)
 	}
 	f.reg.GarbageCollect(t)
-	if _, err := VerifyLedger(ctx, opts); err == nil {
+	if _, err := verify.VerifyRanks(ctx, clone, opts); err == nil {
 		t.Fatal("ledger with collected parts verified")
 	} else {
 		t.Log(err)
 	}
 	opts.Since = "gen-000003"
-	gens, err := VerifyLedger(ctx, opts)
+	gens, err := verify.VerifyRanks(ctx, clone, opts)
 	if err != nil || len(gens) != 1 || gens[0].Gen != 3 {
 		t.Fatalf("since gen 3: %+v %v", gens, err)
 	}
 	opts.Since = "nonexistent"
-	if _, err := VerifyLedger(ctx, opts); err == nil {
+	if _, err := verify.VerifyRanks(ctx, clone, opts); err == nil {
 		t.Fatal("bad --since accepted")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"io"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/backoff"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
@@ -84,7 +86,8 @@ var ErrNotRank = errors.New("not a rank request (no --rank/--world-size)")
 
 // Handle converts rec's shard to a rank part (kept in Dir until it is in
 // the registry) and pushes it, retrying registry failures with capped
-// backoff until it succeeds or ctx ends. A bad shard or a refused part
+// backoff (backoff.Retry; its logs rate limited) until it succeeds or
+// ctx ends. A bad shard or a refused part
 // (wrong world size, rank already claimed by another shard, another
 // chain) fails at once with the error.
 func (n *Node) Handle(ctx context.Context, rec wal.Record) error {
@@ -103,33 +106,44 @@ func (n *Node) Handle(ctx context.Context, rec wal.Record) error {
 	} else if err != nil {
 		return err
 	}
-	for attempt := 0; ; attempt++ {
+	// Registry failures are retried with capped backoff, their logs rate
+	// limited; a refused part (a failed check) is not retried.
+	lim := &backoff.LogLimiter{Every: backoff.DefaultLogInterval}
+	policy := backoff.Policy{Base: n.o.RetryMin, Max: n.o.RetryMax, Limiter: lim,
+		Retryable: func(err error) bool { return !wranks.IsCheck(err) },
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-n.o.After(d):
+				return nil
+			}
+		},
+		OnRetry: func(f backoff.Failure) {
+			if f.Log {
+				n.log.Warn("rank part push failed; retrying", "gen", rec.Gen, "rank", rec.Rank, "attempt", f.Attempt, "retry_in", f.Delay,
+					"suppressed", f.Suppressed, "err", f.Err)
+			}
+		}}
+	var p *Pushed
+	_, err := backoff.Retry(ctx, policy, func() error {
 		f, err := os.Open(path)
 		if err != nil {
-			return err
+			return backoff.Permanent(err)
 		}
-		p, err := PushPart(ctx, n.o.Repo, f, name, rec.Rank, rec.WorldSize, n.o.Chain, n.o.SegmentSize)
-		f.Close()
-		if err == nil {
-			n.log.Info("rank part pushed", "gen", rec.Gen, "rank", rec.Rank, "world_size", rec.WorldSize, "tag", p.Tag,
-				"uploaded", p.Stats.Uploaded, "uploaded_bytes", p.Stats.UploadedBytes, "skipped", p.Stats.Skipped, "skipped_bytes", p.Stats.SkippedBytes)
-			if err := os.Remove(path); err != nil {
-				n.log.Warn("rank part: remove after push", "path", path, "err", err)
-			}
-			return nil
-		}
-		var re *Error
-		if errors.As(err, &re) || ctx.Err() != nil {
-			return err
-		}
-		d := min(n.o.RetryMin<<min(attempt, 16), n.o.RetryMax)
-		n.log.Warn("rank part push failed; retrying", "gen", rec.Gen, "rank", rec.Rank, "attempt", attempt+1, "retry_in", d, "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-n.o.After(d):
-		}
+		defer f.Close()
+		p, err = PushPart(ctx, n.o.Repo, f, name, rec.Rank, rec.WorldSize, n.o.Chain, n.o.SegmentSize)
+		return err
+	})
+	if err != nil {
+		return err
 	}
+	n.log.Info("rank part pushed", "gen", rec.Gen, "rank", rec.Rank, "world_size", rec.WorldSize, "tag", p.Tag,
+		"uploaded", p.Stats.Uploaded, "uploaded_bytes", p.Stats.UploadedBytes, "skipped", p.Stats.Skipped, "skipped_bytes", p.Stats.SkippedBytes)
+	if err := os.Remove(path); err != nil {
+		n.log.Warn("rank part: remove after push", "path", path, "err", err)
+	}
+	return nil
 }
 
 // convert decodes the shard and writes its rank part atomically. The
@@ -157,7 +171,7 @@ func (n *Node) convert(ctx context.Context, rec wal.Record, path string) error {
 		s.Meta.Schema, s.Meta.Host, s.Meta.Cuda = d.Schema, d.Host, d.Cuda
 	}
 	return atomicfile.WriteFrom(path, 0o644, func(w io.Writer) error {
-		_, err := EncodePart(ctx, w, s, PartOptions{Gen: rec.Gen, Chain: n.o.Chain, SignKey: n.o.SignKey, HMACKey: n.o.HMACKey})
+		_, err := wranks.EncodePart(ctx, w, s, wranks.PartOptions{Gen: rec.Gen, Chain: n.o.Chain, SignKey: n.o.SignKey, HMACKey: n.o.HMACKey})
 		return err
 	})
 }

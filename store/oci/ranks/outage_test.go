@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,7 +62,7 @@ func TestFetchPartMissingBlob(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = FetchPart(ctx, repo, "000001", 0, 1, testChain)
-	wantCheck(t, err, CheckManifest, 0)
+	wantCheck(t, err, wranks.CheckManifest, 0)
 	if !strings.Contains(err.Error(), "missing blob sha256:"+hexd) {
 		t.Fatalf("error does not name the blob: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"io"
 	"strconv"
 	"strings"
@@ -22,13 +23,13 @@ import (
 // Registry types and annotation keys of a rank manifest (docs/FORMAT.md
 // section 7).
 const (
-	RankArtifactType     = "application/vnd.snapd.wtxt.rank.v1"
-	SkeletonMediaType    = "application/vnd.snapd.wtxt.skeleton.v1"
-	AnnRank              = "snapd.rank"
-	AnnWorldSize         = "snapd.world_size"
-	AnnChain             = "snapd.chain"
-	AnnSkeleton          = "snapd.skeleton"
-	MaxSkeletonBytes     = 512 << 20 // one rank's skeleton; a whole 70B model's is ~360 MB (README scale table)
+	RankArtifactType  = "application/vnd.snapd.wtxt.rank.v1"
+	SkeletonMediaType = "application/vnd.snapd.wtxt.skeleton.v1"
+	AnnRank           = "snapd.rank"
+	AnnWorldSize      = "snapd.world_size"
+	AnnChain          = "snapd.chain"
+	AnnSkeleton       = "snapd.skeleton"
+
 	rankTagInfix         = ".rank-"
 	headJobs             = 8 // parallel HEADs of a committer checking a rank's segments
 	defaultSegmentTarget = wtxt.DefaultSegmentSize
@@ -51,11 +52,11 @@ func ParseRankTag(tag string) (gen string, rank int, ok bool) {
 	if !ok {
 		return "", 0, false
 	}
-	if _, ok := genNumber(gen); !ok {
+	if _, ok := wranks.ParseGen(gen); !ok {
 		return "", 0, false
 	}
 	r, err := strconv.Atoi(rs)
-	if err != nil || r < 0 || r >= MaxWorldSize || strconv.Itoa(r) != rs {
+	if err != nil || r < 0 || r >= wranks.MaxWorldSize || strconv.Itoa(r) != rs {
 		return "", 0, false
 	}
 	return gen, r, true
@@ -65,13 +66,13 @@ func ParseRankTag(tag string) (gen string, rank int, ok bool) {
 type Pushed struct {
 	Tag      string
 	Manifest ocispec.Descriptor
-	Part     Part
+	Part     wranks.Part
 	Skeleton []byte
 	Stats    oci.PushStats
 }
 
 // PushPart uploads the rank part read from in (a WTXT written by
-// EncodePart) as rank r of a world of size world: the segments the
+// wranks.EncodePart) as rank r of a world of size world: the segments the
 // registry lacks, then the config, the skeleton blob and the rank manifest
 // tagged gen-NNNNNN.rank-R. The part's gen and chain are checked first.
 // The push is idempotent (the same part gives the same manifest); a tag
@@ -87,12 +88,12 @@ func PushPart(ctx context.Context, repo *oci.Repository, in io.Reader, name stri
 		segSize = defaultSegmentTarget
 	}
 	g.SegmentSize = segSize
-	h, err := SkeletonHeader(skel.Bytes(), name)
+	h, err := wranks.SkeletonHeader(skel.Bytes(), name)
 	if err != nil {
 		return nil, err
 	}
-	p := PartFromHeader(r, h)
-	if err := CheckPart(name, p, h.Gen, world, chain); err != nil {
+	p := wranks.PartFromHeader(r, h)
+	if err := wranks.CheckPart(name, p, h.Gen, world, chain); err != nil {
 		return nil, err
 	}
 	tag := RankTag(h.Gen, r)
@@ -100,11 +101,11 @@ func PushPart(ctx context.Context, repo *oci.Repository, in io.Reader, name stri
 	desc, err := repo.PushManifestRef(ctx, g, ref, true)
 	if err != nil {
 		if errors.Is(err, oci.ErrTagTaken) {
-			return nil, fail(tag, 0, r, CheckRank, "rank %d of generation %s is already claimed by another shard (%v)", r, h.Gen, err)
+			return nil, wranks.Fail(tag, 0, r, wranks.CheckRank, "rank %d of generation %s is already claimed by another shard (%v)", r, h.Gen, err)
 		}
 		return nil, err
 	}
-	p.Skeleton = SkeletonName(r)
+	p.Skeleton = wranks.SkeletonName(r)
 	p.SkeletonSHA256 = sha256.Sum256(skel.Bytes())
 	p.Manifest = desc.Digest.String()
 	st.Manifest, st.Tag = desc, tag
@@ -122,7 +123,7 @@ func rankRef(tag string, r, world int, chain [32]byte, skel []byte) oci.Manifest
 			AnnChain:     hex.EncodeToString(chain[:]),
 			AnnSkeleton:  sd.Digest.String(),
 		},
-		Extra: []oci.ExtraBlob{{MediaType: SkeletonMediaType, Title: SkeletonName(r), Data: skel}},
+		Extra: []oci.ExtraBlob{{MediaType: SkeletonMediaType, Title: wranks.SkeletonName(r), Data: skel}},
 	}
 }
 
@@ -133,81 +134,81 @@ func rankRef(tag string, r, world int, chain [32]byte, skel []byte) oci.Manifest
 // and config produce (so layers, config and annotations all agree); every
 // segment blob must exist (HEAD). A missing tag wraps oci.ErrNotFound;
 // every other failure is an *Error naming the tag, the rank and the check.
-func FetchPart(ctx context.Context, repo *oci.Repository, gen string, r, world int, chain [32]byte) (Part, []byte, error) {
+func FetchPart(ctx context.Context, repo *oci.Repository, gen string, r, world int, chain [32]byte) (wranks.Part, []byte, error) {
 	tag := RankTag(gen, r)
 	desc, m, raw, err := repo.FetchManifest(ctx, tag)
 	if err != nil {
 		if errors.Is(err, oci.ErrNotFound) {
-			return Part{}, nil, fmt.Errorf("%w: %w", ErrRankMissing, err)
+			return wranks.Part{}, nil, fmt.Errorf("%w: %w", ErrRankMissing, err)
 		}
-		return Part{}, nil, err
+		return wranks.Part{}, nil, err
 	}
-	bad := func(check Check, format string, a ...any) (Part, []byte, error) {
-		return Part{}, nil, fail(tag, 0, r, check, format, a...)
+	bad := func(check wtxt.Check, format string, a ...any) (wranks.Part, []byte, error) {
+		return wranks.Part{}, nil, wranks.Fail(tag, 0, r, check, format, a...)
 	}
 	if m.ArtifactType != RankArtifactType {
-		return bad(CheckManifest, "artifactType is not %s", RankArtifactType)
+		return bad(wranks.CheckManifest, "artifactType is not %s", RankArtifactType)
 	}
 	if w := m.Annotations[AnnWorldSize]; w != strconv.Itoa(world) {
-		return bad(CheckWorldSize, "manifest is for world size %.12q, this job has %d", w, world)
+		return bad(wranks.CheckWorldSize, "manifest is for world size %.12q, this job has %d", w, world)
 	}
 	if rr := m.Annotations[AnnRank]; rr != strconv.Itoa(r) {
-		return bad(CheckRank, "manifest under this tag says rank %.12q", rr)
+		return bad(wranks.CheckRank, "manifest under this tag says rank %.12q", rr)
 	}
 	if m.Annotations[AnnChain] != hex.EncodeToString(chain[:]) {
-		return bad(CheckChain, "manifest is of another chain (snapd.chain is not this job's chain id)")
+		return bad(wranks.CheckChain, "manifest is of another chain (snapd.chain is not this job's chain id)")
 	}
 	if m.Annotations[oci.AnnGen] != gen {
-		return bad(CheckGen, "manifest is of another generation (snapd.gen %.24q)", m.Annotations[oci.AnnGen])
+		return bad(wranks.CheckGen, "manifest is of another generation (snapd.gen %.24q)", m.Annotations[oci.AnnGen])
 	}
 	if len(m.Layers) == 0 || m.Layers[len(m.Layers)-1].MediaType != SkeletonMediaType {
-		return bad(CheckManifest, "last layer is not a %s", SkeletonMediaType)
+		return bad(wranks.CheckManifest, "last layer is not a %s", SkeletonMediaType)
 	}
 	sl := m.Layers[len(m.Layers)-1]
 	if sl.Digest.String() != m.Annotations[AnnSkeleton] {
-		return bad(CheckManifest, "skeleton layer is not the snapd.skeleton annotation's digest")
+		return bad(wranks.CheckManifest, "skeleton layer is not the snapd.skeleton annotation's digest")
 	}
-	skel, err := repo.FetchBlob(ctx, sl, MaxSkeletonBytes)
+	skel, err := repo.FetchBlob(ctx, sl, wranks.MaxSkeletonBytes)
 	if errors.Is(err, oci.ErrNotFound) {
-		return bad(CheckManifest, "skeleton blob %s is missing", sl.Digest)
+		return bad(wranks.CheckManifest, "skeleton blob %s is missing", sl.Digest)
 	}
 	if err != nil {
-		return Part{}, nil, fmt.Errorf("%s: rank %d: skeleton: %w", tag, r, err)
+		return wranks.Part{}, nil, fmt.Errorf("%s: rank %d: skeleton: %w", tag, r, err)
 	}
-	h, err := SkeletonHeader(skel, tag+" skeleton")
+	h, err := wranks.SkeletonHeader(skel, tag+" skeleton")
 	if err != nil {
-		return Part{}, nil, err
+		return wranks.Part{}, nil, err
 	}
-	p := PartFromHeader(r, h)
-	if err := CheckPart(tag, p, gen, world, chain); err != nil {
-		return Part{}, nil, err
+	p := wranks.PartFromHeader(r, h)
+	if err := wranks.CheckPart(tag, p, gen, world, chain); err != nil {
+		return wranks.Part{}, nil, err
 	}
 	segs, err := wtxt.SkeletonSegments(ctx, bytes.NewReader(skel), tag+" skeleton")
 	if err != nil {
-		return Part{}, nil, err
+		return wranks.Part{}, nil, err
 	}
 	if m.Config.MediaType != oci.ConfigMediaType {
-		return bad(CheckManifest, "config is not a %s", oci.ConfigMediaType)
+		return bad(wranks.CheckManifest, "config is not a %s", oci.ConfigMediaType)
 	}
 	cb, err := repo.FetchBlob(ctx, m.Config, 64<<20)
 	if errors.Is(err, oci.ErrNotFound) {
-		return bad(CheckManifest, "config blob %s is missing", m.Config.Digest)
+		return bad(wranks.CheckManifest, "config blob %s is missing", m.Config.Digest)
 	}
 	if err != nil {
-		return Part{}, nil, fmt.Errorf("%s: rank %d: config: %w", tag, r, err)
+		return wranks.Part{}, nil, fmt.Errorf("%s: rank %d: config: %w", tag, r, err)
 	}
 	cfg, err := oci.ParseConfig(cb)
 	if err != nil {
-		return Part{}, nil, fmt.Errorf("%s: rank %d: %w", tag, r, err)
+		return wranks.Part{}, nil, fmt.Errorf("%s: rank %d: %w", tag, r, err)
 	}
 	g := oci.GenerationFromHeader(h)
 	g.SegmentSize, g.Segments = cfg.SegmentSize, segs
 	want, err := oci.BuildManifestRef(g, mustConfig(g), rankRef(tag, r, world, chain, skel))
 	if err != nil {
-		return Part{}, nil, err
+		return wranks.Part{}, nil, err
 	}
 	if !bytes.Equal(want, raw) {
-		return bad(CheckManifest, "manifest is not the one its skeleton and config make (layers, config or annotations disagree with the skeleton)")
+		return bad(wranks.CheckManifest, "manifest is not the one its skeleton and config make (layers, config or annotations disagree with the skeleton)")
 	}
 	// Every segment blob must exist: HEADs, at most headJobs at once (the
 	// sequential round trips would dominate the commit latency of a big
@@ -233,12 +234,12 @@ func FetchPart(ctx context.Context, repo *oci.Repository, gen string, r, world i
 		})
 	}
 	if err := eg.Wait(); err != nil {
-		return Part{}, nil, err
+		return wranks.Part{}, nil, err
 	}
 	if s := missing.Load(); s != nil {
-		return bad(CheckManifest, "references missing blob %s (array %s, chunk %d)", s.DigestString(), s.Array, s.FirstChunk)
+		return bad(wranks.CheckManifest, "references missing blob %s (array %s, chunk %d)", s.DigestString(), s.Array, s.FirstChunk)
 	}
-	p.Skeleton = SkeletonName(r)
+	p.Skeleton = wranks.SkeletonName(r)
 	p.SkeletonSHA256 = sha256.Sum256(skel)
 	p.Manifest = desc.Digest.String()
 	return p, skel, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"testing"
 
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
@@ -66,14 +67,14 @@ func TestPushFetchPart(t *testing.T) {
 
 	t.Run("wrong world size", func(t *testing.T) {
 		_, _, err := FetchPart(ctx, repo, "000003", 1, 3, testChain)
-		wantCheck(t, err, CheckWorldSize, 1)
+		wantCheck(t, err, wranks.CheckWorldSize, 1)
 		_, err = PushPart(ctx, repo, bytes.NewReader(wt), "rank1.wtxt", 4, 4, testChain, 1024)
-		wantCheck(t, err, CheckRank, -1)
+		wantCheck(t, err, wranks.CheckRank, -1)
 	})
 	t.Run("two shards claim one rank", func(t *testing.T) {
 		other, _, _ := testPart(t, 3, 2, testChain, testKey(3)) // rank 2's shard
 		_, err := PushPart(ctx, repo, bytes.NewReader(other), "rank2-as-1.wtxt", 1, 4, testChain, 1024)
-		wantCheck(t, err, CheckRank, 1)
+		wantCheck(t, err, wranks.CheckRank, 1)
 		// The first claim stands.
 		p2, _, err := FetchPart(ctx, repo, "000003", 1, 4, testChain)
 		if err != nil || p2.Manifest != pushed.Manifest.Digest.String() {
@@ -81,16 +82,16 @@ func TestPushFetchPart(t *testing.T) {
 		}
 	})
 	t.Run("another chain", func(t *testing.T) {
-		foreign, _, _ := testPart(t, 3, 3, ChainID("other-job"), testKey(4))
+		foreign, _, _ := testPart(t, 3, 3, wranks.ChainID("other-job"), testKey(4))
 		_, err := PushPart(ctx, repo, bytes.NewReader(foreign), "foreign.wtxt", 3, 4, testChain, 1024)
-		wantCheck(t, err, CheckChain, 3)
+		wantCheck(t, err, wranks.CheckChain, 3)
 		// Pushed by the other job's node (its own chain), the committer of
 		// this job refuses it.
-		if _, err := PushPart(ctx, repo, bytes.NewReader(foreign), "foreign.wtxt", 3, 4, ChainID("other-job"), 1024); err != nil {
+		if _, err := PushPart(ctx, repo, bytes.NewReader(foreign), "foreign.wtxt", 3, 4, wranks.ChainID("other-job"), 1024); err != nil {
 			t.Fatal(err)
 		}
 		_, _, err = FetchPart(ctx, repo, "000003", 3, 4, testChain)
-		wantCheck(t, err, CheckChain, 3)
+		wantCheck(t, err, wranks.CheckChain, 3)
 	})
 	t.Run("another generation under this tag", func(t *testing.T) {
 		// A hostile or buggy writer tags generation 2's part as gen 3 rank 0.
@@ -105,7 +106,7 @@ func TestPushFetchPart(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err = FetchPart(ctx, repo, "000003", 0, 4, testChain)
-		wantCheck(t, err, CheckGen, 0)
+		wantCheck(t, err, wranks.CheckGen, 0)
 	})
 }
 

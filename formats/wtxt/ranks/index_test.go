@@ -78,14 +78,22 @@ func parts(t testing.TB, gen uint64, world int) ([]Part, [][]byte) {
 	return ps, sks
 }
 
-func wantCheck(t *testing.T, err error, check Check, rank int) {
-	t.Helper()
-	var e *Error
-	if !errors.As(err, &e) {
-		t.Fatalf("want *Error with check %s, got %v", check, err)
+// errRank is the rank an error names, -1 for none.
+func errRank(e *wtxt.Error) int {
+	if e.Rank == nil {
+		return -1
 	}
-	if e.Check != check || e.Rank != rank {
-		t.Fatalf("want check %s rank %d, got check %s rank %d (%v)", check, rank, e.Check, e.Rank, err)
+	return *e.Rank
+}
+
+func wantCheck(t *testing.T, err error, check wtxt.Check, rank int) {
+	t.Helper()
+	var e *wtxt.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("want *wtxt.Error with check %s, got %v", check, err)
+	}
+	if e.Check != check || errRank(e) != rank {
+		t.Fatalf("want check %s rank %d, got check %s rank %d (%v)", check, rank, e.Check, errRank(e), err)
 	}
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("%v does not wrap ErrInvalid", err)
@@ -201,7 +209,7 @@ func TestIndexTamper(t *testing.T) {
 	cases := []struct {
 		name  string
 		edit  func(string) string
-		check Check
+		check wtxt.Check
 	}{
 		{"rank sha changed", func(s string) string {
 			return strings.Replace(s, fmt.Sprintf("sha256_all=%x", ps[1].SHA256All), fmt.Sprintf("sha256_all=%x", ps[0].SHA256All), 1)
@@ -219,7 +227,7 @@ func TestIndexTamper(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse([]byte(c.edit(string(good))), "gen.ranks")
-			var e *Error
+			var e *wtxt.Error
 			if !errors.As(err, &e) || e.Check != c.check {
 				t.Fatalf("want %s, got %v", c.check, err)
 			}
@@ -256,6 +264,7 @@ func TestSeedIndexParses(t *testing.T) {
 		if err := os.WriteFile(path, ix.Encode(), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		writeVectors(t, ix.Encode())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -275,17 +284,21 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ix, err := Parse(b, "fuzz")
+		dx, derr := Decode(bytes.NewReader(b), int64(len(b)), "fuzz")
+		if (err == nil) != (derr == nil) || err != nil && err.Error() != derr.Error() {
+			t.Fatalf("Parse and Decode disagree: %v, %v", err, derr)
+		}
 		if err != nil {
-			var e *Error
+			var e *wtxt.Error
 			if !errors.As(err, &e) {
-				t.Fatalf("error is not an *Error: %v", err)
+				t.Fatalf("error is not a *wtxt.Error: %v", err)
 			}
 			if run, ok := testutil.EchoedRun(err.Error(), b); ok {
 				t.Fatalf("error echoes the input run %q: %v", run, err)
 			}
 			return
 		}
-		if !bytes.Equal(ix.Encode(), b) {
+		if !bytes.Equal(ix.Encode(), b) || !bytes.Equal(dx.Encode(), b) {
 			t.Fatal("accepted a non-canonical index")
 		}
 		_ = ix.Verify("fuzz", VerifyOptions{Trusted: []ed25519.PublicKey{testKey(9).Public().(ed25519.PublicKey)}})
