@@ -13,6 +13,7 @@ import (
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
+	"github.com/snapd-ml/snapd/internal/where"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -107,7 +108,7 @@ func prevMerkleFromFile(path string) ([32]byte, error) {
 		}
 		w, err := wtxt.ParseWSUM(full)
 		if err != nil {
-			return zero, fmt.Errorf("--prev %s: %w", path, err)
+			return zero, fmt.Errorf("--prev %s: %w", path, where.At(path, err))
 		}
 		return w.MerkleThis, nil
 	case armor.IsArmored(b):
@@ -117,7 +118,7 @@ func prevMerkleFromFile(path string) ([32]byte, error) {
 		}
 		s, err := armor.ParseSeal(sb)
 		if err != nil {
-			return zero, fmt.Errorf("--prev %s: %w", armor.SealPath(path), err)
+			return zero, fmt.Errorf("--prev %s: %w", armor.SealPath(path), where.At(armor.SealPath(path), err))
 		}
 		return s.MerkleThis, nil
 	}
@@ -133,7 +134,7 @@ func prevMerkleFromFile(path string) ([32]byte, error) {
 	}
 	h, err := wtxt.ReadHeader(r)
 	if err != nil {
-		return zero, fmt.Errorf("--prev %s: %w", path, err)
+		return zero, fmt.Errorf("--prev %s: %w", path, where.At(path, err))
 	}
 	if h.Pending {
 		return zero, withHint(fmt.Errorf("--prev %s: streamed snapshot has no final merkle_this", path), "pass its WSUM file as --prev")
