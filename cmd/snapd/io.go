@@ -86,8 +86,9 @@ func openSnapshotStrict(ctx context.Context, reg *formats.Registry, path, from s
 	return &openedSnapshot{Snapshot: s, Codec: c, Diagnostics: diags, m: m}, nil
 }
 
+// head returns the first bytes of m that a codec's Sniff is given.
 func head(m *snapshot.Mapping) []byte {
-	b := make([]byte, min(64, m.Size()))
+	b := make([]byte, min(formats.SniffLen, m.Size()))
 	n, _ := m.Guarded().ReadAt(b, 0)
 	return b[:n]
 }
@@ -101,7 +102,7 @@ func prevMerkleFromFile(path string) ([32]byte, error) {
 		return zero, ioError{err}
 	}
 	switch {
-	case bytes.HasPrefix(b, []byte("WSUM ")):
+	case wtxt.IsWSUM(b):
 		full, err := os.ReadFile(path)
 		if err != nil {
 			return zero, ioError{err}
@@ -128,7 +129,7 @@ func prevMerkleFromFile(path string) ([32]byte, error) {
 	}
 	defer f.Close()
 	var r io.Reader = f
-	if bytes.HasPrefix(b, []byte(wtxt.SkeletonMagic+"\n")) {
+	if wtxt.IsSkeleton(b) {
 		// A skeleton: its header follows the first line.
 		r = io.NewSectionReader(f, int64(len(wtxt.SkeletonMagic)+1), 1<<62)
 	}
