@@ -16,6 +16,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout"
 	"github.com/snapd-ml/snapd/gitops/verify"
+	"github.com/snapd-ml/snapd/internal/gitexec"
 	"github.com/snapd-ml/snapd/wal"
 )
 
@@ -113,6 +114,10 @@ func TestErrorJSONWhereEveryKind(t *testing.T) {
 			whereJSON{Part: "git ls-remote", Check: "auth", Namespace: "git"}},
 		{"push", &gitops.PushError{Remote: "https://example.invalid/r.git", Branch: "snapshots", Kind: gitops.ErrDiverged, Err: &gitops.GitError{Op: "push", Kind: gitops.ErrDiverged, ExitCode: 1}},
 			whereJSON{File: "https://example.invalid/r.git", Part: "branch snapshots", Check: "diverged", Namespace: "git"}},
+		{"layout detect", fmt.Errorf("gen 2: %w", &layout.DetectError{Path: layout.FileWTXT, Msg: "m", Err: layout.ErrAmbiguous}),
+			whereJSON{File: layout.FileWTXT, Check: "ambiguous", Namespace: "layout"}},
+		{"git child", fmt.Errorf("clone: %w", &gitexec.Error{Op: "fetch", ExitCode: 128}),
+			whereJSON{Part: "git fetch", Check: "exit", Namespace: "git"}},
 		{"wal cursor", fmt.Errorf("status: %w", &wal.CursorError{Dir: "/s/wal", Size: -1, Reason: "r"}),
 			whereJSON{File: filepath.Join("/s/wal", wal.CursorFile), Check: "cursor", Namespace: "wal"}},
 		{"wal corrupt", &wal.CorruptError{Segment: 3, Offset: 17, Length: 2, Reason: "r"},

@@ -1,6 +1,10 @@
 package layout
 
-import "github.com/snapd-ml/snapd/internal/where"
+import (
+	"errors"
+
+	"github.com/snapd-ml/snapd/internal/where"
+)
 
 // Where locates a failure of ReadSegments: the file is the path in the
 // generation (DirWTXTSegs/<Path>), Line the piece's line. The cause's
@@ -22,6 +26,22 @@ func (e *SegmentsError) Where() where.Where {
 		if e.Layout {
 			w.Check = where.Check(where.Layout, "structure")
 		}
+	}
+	return w
+}
+
+// Where locates a failure of Detect or Stored: the entry of the generation
+// directory at fault, the check "layout/missing" (ErrNoLayout) or
+// "layout/ambiguous" (ErrAmbiguous).
+func (e *DetectError) Where() where.Where {
+	w := where.None()
+	w.File = e.Path
+	w.Check = where.Check(where.Layout, "detect")
+	switch {
+	case errors.Is(e.Err, ErrNoLayout):
+		w.Check = where.Check(where.Layout, "missing")
+	case errors.Is(e.Err, ErrAmbiguous):
+		w.Check = where.Check(where.Layout, "ambiguous")
 	}
 	return w
 }
