@@ -22,6 +22,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/gitops/review"
+	"github.com/snapd-ml/snapd/gitops/sshsig"
 	"github.com/snapd-ml/snapd/internal/suggest"
 	"github.com/snapd-ml/snapd/pipeline"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -384,7 +385,7 @@ func (c *Config) Validate() error {
 	if c.Metrics.StuckAfter <= 0 {
 		return bad("metrics.stuck_after", "%s: must be > 0", time.Duration(c.Metrics.StuckAfter))
 	}
-	if p := c.Keys.Principal; p != "" && !principalRE.MatchString(p) {
+	if p := c.Keys.Principal; p != "" && !sshsig.ValidPrincipal(p) {
 		return bad("keys.principal", "%q: want 1..128 of A-Z a-z 0-9 . _ @ + -", p)
 	}
 	if c.Queue.Max < 1 {
@@ -564,6 +565,3 @@ func (c *Config) validateGitHub() error {
 }
 
 var reEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// principalRE is an allowed_signers principal snapd writes.
-var principalRE = regexp.MustCompile(`^[A-Za-z0-9._@+-]{1,128}$`)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/snapd-ml/snapd/internal/where"
 )
 
 // Sentinel errors shared by every codec. A decoder's error wraps one of
@@ -51,12 +53,12 @@ func (e *kindError) Unwrap() error { return e.kind }
 // Error is the error type of every codec's Decode: where the problem is
 // (file, part of the file, tensor, byte offset) and which check failed. It
 // wraps a sentinel (usually a codec's own, made with Kind). It never holds
-// the file's content: Where and Tensor are names the decoder validated or
+// the file's content: Part and Tensor are names the decoder validated or
 // quoted with %q, Check and Detail describe the structure.
 //
 // The message is
 //
-//	<Format>: <File>: <Where>: tensor "<Tensor>": offset <Offset>: <Check>: <Detail> (<Err>)
+//	<Format>: <File>: <Part>: tensor "<Tensor>": offset <Offset>: <Check>: <Detail> (<Err>)
 //
 // where every empty part (and a negative Offset) is left out together with
 // its separator. With neither Check nor Detail the wrapped error's message
@@ -65,7 +67,7 @@ func (e *kindError) Unwrap() error { return e.kind }
 type Error struct {
 	Format string // codec name, the message's prefix ("stb"); may be empty
 	File   string // DecodeOptions.Name, may be empty
-	Where  string // the part of the file: zip member, table or TOC entry, component; may be empty
+	Part   string // the part of the file: zip member, table or TOC entry, component; may be empty
 	Tensor string // tensor name as the file states it, may be empty
 	Offset int64  // file offset the check concerns, -1 when none
 	Check  string // which check failed
@@ -83,7 +85,7 @@ func (e *Error) Error() string {
 	}
 	part(e.Format)
 	part(e.File)
-	part(e.Where)
+	part(e.Part)
 	if e.Tensor != "" {
 		fmt.Fprintf(&b, "tensor %q: ", e.Tensor)
 	}
@@ -113,3 +115,14 @@ func (e *Error) Error() string {
 
 // Unwrap returns the wrapped sentinel or error.
 func (e *Error) Unwrap() error { return e.Err }
+
+// Where locates the failure (internal/where): File, Part, Offset, the
+// tensor as the array and Check as "format/<Check>". A wrapped error that
+// knows more (a WTXT check inside a codec) fills what e leaves unknown;
+// with no Check of its own, the cause's check stands.
+func (e *Error) Where() where.Where {
+	w := where.None()
+	w.File, w.Part, w.Array, w.Offset = e.File, e.Part, e.Tensor, e.Offset
+	w.Check = where.Check(where.Format, e.Check)
+	return w.Under(where.Cause(e.Err))
+}

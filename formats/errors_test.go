@@ -12,7 +12,7 @@ func TestErrorMessage(t *testing.T) {
 		err  *Error
 		want string
 	}{
-		{"all parts", &Error{Format: "x", File: "a.x", Where: `member "m"`, Tensor: "w", Offset: 12, Check: "bad size", Err: corrupt},
+		{"all parts", &Error{Format: "x", File: "a.x", Part: `member "m"`, Tensor: "w", Offset: 12, Check: "bad size", Err: corrupt},
 			`x: a.x: member "m": tensor "w": offset 12: bad size (malformed X file)`},
 		{"no offset, detail", &Error{Format: "x", Offset: -1, Check: "blake3", Detail: "is 00, TOC says 11", Err: corrupt},
 			`x: blake3: is 00, TOC says 11 (malformed X file)`},

@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops/layout"
 )
 
@@ -129,8 +131,9 @@ generation.txt text eol=lf
 var (
 	// ErrGenOrder means the generation is not newer than the branch head's.
 	ErrGenOrder = errors.New("gitops: generation not newer than the branch head")
-	// ErrChainBreak means merkle_prev differs from the head's merkle_this.
-	ErrChainBreak = errors.New("gitops: merkle chain break")
+	// ErrChainBreak means merkle_prev differs from the head's merkle_this;
+	// it matches wtxt.ErrChain, the one chain check.
+	ErrChainBreak = formats.Kind("gitops: merkle chain break", wtxt.ErrChain)
 	// ErrConfig reports an invalid Config field.
 	ErrConfig = errors.New("gitops: config")
 )

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/snapd-ml/snapd/formats/wtxt/chunkdiff"
 	"github.com/snapd-ml/snapd/gitops/queue"
-	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/pipeline/ring"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -53,7 +53,7 @@ type GenResult struct {
 	MerkleThis   string `json:"merkle_this,omitempty"`
 	// NonFinite lists the float arrays in which this generation made
 	// elements NaN or ±Inf that were not in BaseGen.
-	NonFinite []review.NonFiniteArray `json:"nonfinite,omitempty"`
+	NonFinite []chunkdiff.NonFiniteArray `json:"nonfinite,omitempty"`
 	// Ring file paths.
 	WTXT, Delta, WSUM, Seal string `json:"-"`
 	Picture                 string `json:"-"` // ring path of the diff picture (picture.go), "" when none

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/snapd-ml/snapd/gitops/review"
+	"github.com/snapd-ml/snapd/formats/wtxt/chunkdiff"
 	"github.com/snapd-ml/snapd/pipeline/ring"
 )
 
@@ -21,7 +21,7 @@ const nonFiniteBudget = 64 << 20
 // changed are decoded, at most nonFiniteBudget bytes. A failure is
 // logged, not fatal: the generation itself is fine.
 func (d *Daemon) checkNonFinite(ctx context.Context, it *item, base, target string) {
-	rep, err := review.NonFiniteIntroduced(ctx, base, target, nonFiniteBudget)
+	rep, err := chunkdiff.NonFiniteIntroduced(ctx, base, target, nonFiniteBudget)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn("could not check the generation for new NaN/Inf", "gen", it.rec.Gen, "error", err)
@@ -59,7 +59,7 @@ func (d *Daemon) checkNonFiniteAsync(ctx context.Context, it *item, g *ring.Gen,
 
 // nonFiniteSummary is "w (3 NaN, 0 Inf), b (0 NaN, 1 Inf)", at most 8
 // arrays.
-func nonFiniteSummary(nf []review.NonFiniteArray) string {
+func nonFiniteSummary(nf []chunkdiff.NonFiniteArray) string {
 	var parts []string
 	for i, a := range nf {
 		if i == 8 {

@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
-	"github.com/snapd-ml/snapd/gitops/review"
+	"github.com/snapd-ml/snapd/formats/wtxt/chunkdiff"
 	"github.com/snapd-ml/snapd/snapshot/diffsvg"
 )
 
@@ -28,7 +28,7 @@ func (d *Daemon) drawPicture(ctx context.Context, it *item, base, target string,
 	}
 	t := d.now()
 	it.stageStart("picture")
-	p, err := review.Picture(ctx, base, target, pictureBudget,
+	p, err := chunkdiff.Picture(ctx, base, target, pictureBudget,
 		diffsvg.Options{Title: fmt.Sprintf("gen %s → %s", wtxt.FormatGen(baseGen), wtxt.FormatGen(gen))})
 	if err == nil {
 		path := ringPath(d.ringDir, gen, ExtPicture)
@@ -37,7 +37,7 @@ func (d *Daemon) drawPicture(ctx context.Context, it *item, base, target string,
 		}
 	}
 	switch {
-	case errors.Is(err, review.ErrPictureBudget):
+	case errors.Is(err, chunkdiff.ErrPictureBudget):
 		d.log.Info("no diff picture: the change is too large to draw", "gen", gen, "error", err)
 	case err != nil && ctx.Err() == nil:
 		d.log.Warn("could not draw the diff picture", "gen", gen, "error", err)

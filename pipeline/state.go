@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/formats/wtxt/chunkdiff"
 	"github.com/snapd-ml/snapd/gitops"
-	"github.com/snapd-ml/snapd/gitops/review"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/safeopen"
 	"github.com/snapd-ml/snapd/pipeline/ring"
@@ -71,7 +71,7 @@ type ChainState struct {
 	Generations uint64 `json:"generations"`
 	// NonFinite: the arrays in which Gen introduced NaN/±Inf (against
 	// PrevGen); `snapd status` warns about them.
-	NonFinite []review.NonFiniteArray `json:"nonfinite,omitempty"`
+	NonFinite []chunkdiff.NonFiniteArray `json:"nonfinite,omitempty"`
 	// Resume is the last resume of the run that reached Gen (carried
 	// from generation to generation): the trainer restarted from
 	// generation From's checkpoint, generation AtGen chained to From, and

@@ -21,6 +21,7 @@ import (
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/sshsig"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/pipeline"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -146,7 +147,7 @@ func runDemo(ctx context.Context, e *env, o *demoOptions) error {
 		return err
 	}
 	pubs := []ed25519.PublicKey{k.PublicKey}
-	signers, err := writeAllowedSigners(k.Dir, defaultPrincipal(), k.PublicKey)
+	signers, err := sshsig.WriteAllowedSigners(k.Dir, defaultPrincipal(), k.PublicKey)
 	if err != nil {
 		return ioError{err}
 	}

@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"io/fs"
 	"slices"
 
 	"github.com/spf13/cobra"
 
-	"github.com/snapd-ml/snapd/formats"
-	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/where"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -39,10 +37,14 @@ type whereJSON struct {
 	File   string `json:"file,omitempty"`
 	Line   int    `json:"line,omitempty"`
 	Offset *int64 `json:"offset,omitempty"`
-	Part   string `json:"part,omitempty"` // zip member, table, TOC entry, component
+	Part   string `json:"part,omitempty"` // zip member, table, TOC entry, component, commit, branch
 	Array  string `json:"array,omitempty"`
 	Chunk  *int64 `json:"chunk,omitempty"`
-	Check  string `json:"check,omitempty"`
+	// Check is the check's name within its namespace ("crc32c"), the
+	// stable names of the reports; Namespace names the vocabulary
+	// ("wtxt", "format", "seal", "layout", "ledger", "ranks", "wal", "git").
+	Check     string `json:"check,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // errorCode names the class of err as errorBody.Code does.
@@ -57,27 +59,22 @@ func errorCode(err error) string {
 	return "invalid"
 }
 
-// errorWhere collects the position the error carries.
+// errorWhere collects the position the error carries: the Where of its
+// outermost internal/where.Locator (which merges what its causes know),
+// else the path of a *fs.PathError.
 func errorWhere(err error) whereJSON {
-	var w whereJSON
-	var we *wtxt.Error
-	var fe *formats.Error
-	var pe *fs.PathError
-	switch {
-	case errors.As(err, &we):
-		w.File, w.Line, w.Array, w.Check = we.File, we.Line, we.Array, string(we.Check)
-		if we.Chunk >= 0 {
-			c := we.Chunk
-			w.Chunk = &c
-		}
-	case errors.As(err, &fe):
-		w.File, w.Part, w.Array, w.Check = fe.File, fe.Where, fe.Tensor, fe.Check
-		if fe.Offset >= 0 {
-			o := fe.Offset
-			w.Offset = &o
-		}
-	case errors.As(err, &pe):
-		w.File = pe.Path
+	l, ok := where.Of(err)
+	if !ok {
+		return whereJSON{}
+	}
+	w := whereJSON{File: l.File, Line: l.Line, Part: l.Part, Array: l.Array, Check: l.Name(), Namespace: l.Namespace()}
+	if l.Offset >= 0 {
+		o := l.Offset
+		w.Offset = &o
+	}
+	if l.Chunk >= 0 {
+		c := l.Chunk
+		w.Chunk = &c
 	}
 	return w
 }

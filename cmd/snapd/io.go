@@ -13,6 +13,7 @@ import (
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
+	"github.com/snapd-ml/snapd/internal/where"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -85,8 +86,9 @@ func openSnapshotStrict(ctx context.Context, reg *formats.Registry, path, from s
 	return &openedSnapshot{Snapshot: s, Codec: c, Diagnostics: diags, m: m}, nil
 }
 
+// head returns the first bytes of m that a codec's Sniff is given.
 func head(m *snapshot.Mapping) []byte {
-	b := make([]byte, min(64, m.Size()))
+	b := make([]byte, min(formats.SniffLen, m.Size()))
 	n, _ := m.Guarded().ReadAt(b, 0)
 	return b[:n]
 }
@@ -100,14 +102,14 @@ func prevMerkleFromFile(path string) ([32]byte, error) {
 		return zero, ioError{err}
 	}
 	switch {
-	case bytes.HasPrefix(b, []byte("WSUM ")):
+	case wtxt.IsWSUM(b):
 		full, err := os.ReadFile(path)
 		if err != nil {
 			return zero, ioError{err}
 		}
 		w, err := wtxt.ParseWSUM(full)
 		if err != nil {
-			return zero, fmt.Errorf("--prev %s: %w", path, err)
+			return zero, fmt.Errorf("--prev %s: %w", path, where.At(path, err))
 		}
 		return w.MerkleThis, nil
 	case armor.IsArmored(b):
@@ -117,7 +119,7 @@ func prevMerkleFromFile(path string) ([32]byte, error) {
 		}
 		s, err := armor.ParseSeal(sb)
 		if err != nil {
-			return zero, fmt.Errorf("--prev %s: %w", armor.SealPath(path), err)
+			return zero, fmt.Errorf("--prev %s: %w", armor.SealPath(path), where.At(armor.SealPath(path), err))
 		}
 		return s.MerkleThis, nil
 	}
@@ -127,13 +129,13 @@ func prevMerkleFromFile(path string) ([32]byte, error) {
 	}
 	defer f.Close()
 	var r io.Reader = f
-	if bytes.HasPrefix(b, []byte(wtxt.SkeletonMagic+"\n")) {
+	if wtxt.IsSkeleton(b) {
 		// A skeleton: its header follows the first line.
 		r = io.NewSectionReader(f, int64(len(wtxt.SkeletonMagic)+1), 1<<62)
 	}
 	h, err := wtxt.ReadHeader(r)
 	if err != nil {
-		return zero, fmt.Errorf("--prev %s: %w", path, err)
+		return zero, fmt.Errorf("--prev %s: %w", path, where.At(path, err))
 	}
 	if h.Pending {
 		return zero, withHint(fmt.Errorf("--prev %s: streamed snapshot has no final merkle_this", path), "pass its WSUM file as --prev")

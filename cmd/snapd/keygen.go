@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapd-ml/snapd/gitops/sshsig"
 	"github.com/snapd-ml/snapd/keys"
 )
 
@@ -55,8 +56,8 @@ func runKeygen(_ context.Context, e *env, o *keygenOptions) error {
 	} else if err := checkPrincipal("--principal", principal); err != nil {
 		return err
 	}
-	if _, err := os.Lstat(filepath.Join(o.dir, AllowedSignersFile)); err == nil {
-		return withHint(ioError{fmt.Errorf("%s: %w; refusing to overwrite a key file (move it away or pick another directory)", filepath.Join(o.dir, AllowedSignersFile), fs.ErrExist)}, "snapd keygen never overwrites keys: choose an empty or new directory")
+	if _, err := os.Lstat(filepath.Join(o.dir, sshsig.AllowedSignersFile)); err == nil {
+		return withHint(ioError{fmt.Errorf("%s: %w; refusing to overwrite a key file (move it away or pick another directory)", filepath.Join(o.dir, sshsig.AllowedSignersFile), fs.ErrExist)}, "snapd keygen never overwrites keys: choose an empty or new directory")
 	}
 	g, err := keys.Generate(o.dir)
 	if err != nil {
@@ -76,7 +77,7 @@ func runKeygen(_ context.Context, e *env, o *keygenOptions) error {
 			return ioError{err}
 		}
 	}
-	as, err := writeAllowedSigners(o.dir, principal, g.PublicKey)
+	as, err := sshsig.WriteAllowedSigners(o.dir, principal, g.PublicKey)
 	if err != nil {
 		return ioError{err}
 	}

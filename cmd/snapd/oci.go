@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
@@ -450,8 +451,8 @@ func streamedWSUM(ctx context.Context, in, wsumPath string) (*wtxt.WSUM, error) 
 	return w, nil
 }
 
-// hasWTXTMagic reports whether the regular file path starts with a WTXT
-// first line (false for a directory).
+// hasWTXTMagic reports whether the regular file path is a WTXT by the
+// formats registry's sniffing (false for a directory).
 func hasWTXTMagic(path string) (bool, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -468,9 +469,10 @@ func hasWTXTMagic(path string) (bool, error) {
 		return false, ioError{err}
 	}
 	defer f.Close()
-	b := make([]byte, len("WTXT 1\n"))
+	b := make([]byte, formats.SniffLen)
 	n, _ := io.ReadFull(f, b)
-	return string(b[:n]) == "WTXT 1\n", nil
+	c, err := newRegistry().Sniff(b[:n])
+	return err == nil && c.Name() == wtxt.New().Name(), nil
 }
 
 // wtxtFlagsSet lists the WTXT writer flags (those wtxtFlags.register

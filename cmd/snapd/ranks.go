@@ -60,7 +60,7 @@ func runRanks(ctx context.Context, e *env, c *configs.Config, log *slog.Logger) 
 	if principal == "" {
 		principal = defaultPrincipal()
 	}
-	if _, err := writeAllowedSigners(filepath.Join(c.StateDir, pipeline.KeysDir), principal, sk.Public().(ed25519.PublicKey)); err != nil {
+	if _, err := sshsig.WriteAllowedSigners(filepath.Join(c.StateDir, pipeline.KeysDir), principal, sk.Public().(ed25519.PublicKey)); err != nil {
 		return ioError{fmt.Errorf("allowed_signers: %w", err)}
 	}
 	of := ociFlags{repository: rc.Repository, insecure: rc.Insecure, jobs: 4,

@@ -24,6 +24,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/gitops/review"
+	"github.com/snapd-ml/snapd/gitops/sshsig"
 	"github.com/snapd-ml/snapd/internal/sdnotify"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/pipeline"
@@ -246,7 +247,7 @@ func pipelineConfig(c *configs.Config, log *slog.Logger) (pipeline.Config, error
 	if principal == "" {
 		principal = defaultPrincipal()
 	}
-	if _, err := writeAllowedSigners(filepath.Join(c.StateDir, pipeline.KeysDir), principal, sk.Public().(ed25519.PublicKey)); err != nil {
+	if _, err := sshsig.WriteAllowedSigners(filepath.Join(c.StateDir, pipeline.KeysDir), principal, sk.Public().(ed25519.PublicKey)); err != nil {
 		return pipeline.Config{}, ioError{fmt.Errorf("allowed_signers: %w", err)}
 	}
 	hk, err := keys.LoadHMACKey(hmacPath)

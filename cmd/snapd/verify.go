@@ -17,6 +17,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
+	"github.com/snapd-ml/snapd/internal/where"
 	"github.com/snapd-ml/snapd/keys"
 )
 
@@ -391,7 +392,7 @@ func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.Verif
 	}
 	seal, err := armor.ParseSeal(sb)
 	if err != nil {
-		return fmt.Errorf("%s: %w", armor.SealPath(o.file), err)
+		return fmt.Errorf("%s: %w", armor.SealPath(o.file), where.At(armor.SealPath(o.file), err))
 	}
 	f, err := os.Open(o.file)
 	if err != nil {

@@ -75,7 +75,7 @@ var (
 
 // Error is one problem found in a file (Format "aero"): Check is the
 // short name of the check ("header", "toc", "bounds", "blake3",
-// "hash_b3", "ihsh", "phsh", "overlap", "tidx", ...), Where the chunk
+// "hash_b3", "ihsh", "phsh", "overlap", "tidx", ...), Part the chunk
 // (`TOC entry 3 WTSH "weights.shard0"`), Detail what was found; it wraps
 // one of the sentinels.
 type Error = formats.Error

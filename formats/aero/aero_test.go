@@ -301,7 +301,7 @@ func problems(t *testing.T, err error) []*Error {
 
 func findProblem(ps []*Error, check, chunkSub, tensor, msgSub string) *Error {
 	for _, p := range ps {
-		if p.Check == check && strings.Contains(p.Where, chunkSub) && p.Tensor == tensor && strings.Contains(p.Detail, msgSub) {
+		if p.Check == check && strings.Contains(p.Part, chunkSub) && p.Tensor == tensor && strings.Contains(p.Detail, msgSub) {
 			return p
 		}
 	}

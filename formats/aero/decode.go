@@ -103,7 +103,7 @@ type decoder struct {
 func (d *decoder) problem(sentinel error, check string, e *tocEntry, tensor string, off int64, format string, a ...any) {
 	p := &Error{Format: "aero", File: d.file, Check: check, Tensor: tensor, Offset: off, Detail: fmt.Sprintf(format, a...), Err: sentinel}
 	if e != nil {
-		p.Where = e.label()
+		p.Part = e.label()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -39,7 +39,7 @@ var (
 	ErrInvalidSnapshot = errors.New("cannot write snapshot as a DCP checkpoint")
 )
 
-// Where strings of errors.
+// Part strings of errors.
 const (
 	whereMetadata = "member .metadata"
 )
@@ -51,7 +51,7 @@ const (
 // failed. It never quotes file content beyond names (cut to 80 bytes by
 // formats.Error's %q of Tensor).
 func errf(file, where string, off int64, fqn string, err error, format string, args ...any) *formats.Error {
-	return &formats.Error{Format: "dcp", File: file, Where: where, Offset: off, Tensor: cut(fqn), Check: fmt.Sprintf(format, args...), Err: err}
+	return &formats.Error{Format: "dcp", File: file, Part: where, Offset: off, Tensor: cut(fqn), Check: fmt.Sprintf(format, args...), Err: err}
 }
 
 // cut shortens a name to 80 bytes, marking the cut.

@@ -394,7 +394,7 @@ func decodeChunk(ctx context.Context, it *Item, i int, f *itemFile, opts Options
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &formats.Error{Format: "dcp", File: f.path, Where: w, Offset: c.Storage.Offset, Tensor: cut(it.FQN), Check: "item is not a readable torch.save archive", Err: err}
+		return nil, &formats.Error{Format: "dcp", File: f.path, Part: w, Offset: c.Storage.Offset, Tensor: cut(it.FQN), Check: "item is not a readable torch.save archive", Err: err}
 	}
 	bad := func(format string, args ...any) error {
 		return errf(f.path, w, c.Storage.Offset, it.FQN, ErrCorrupt, format, args...)

@@ -28,7 +28,7 @@ func (l loc) fail(rel int64, sentinel error, format string, a ...any) error {
 	} else {
 		check = fmt.Sprintf("inflated member offset %d: %s", rel, check)
 	}
-	return &Error{Format: "numpy", File: l.file, Where: memberWhere(l.member), Offset: off, Check: check, Err: sentinel}
+	return &Error{Format: "numpy", File: l.file, Part: memberWhere(l.member), Offset: off, Check: check, Err: sentinel}
 }
 
 // Decode implements formats.Codec. See the package documentation for what

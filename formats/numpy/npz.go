@@ -97,7 +97,7 @@ func zip64Extra(extra []byte) (vals []uint64, found bool, ok bool) {
 // size bytes and checks every member's local header against it.
 func readDirectory(r io.ReaderAt, size int64, file string) ([]*member, error) {
 	fail := func(m string, off int64, sentinel error, format string, a ...any) error {
-		return &Error{Format: "numpy", File: file, Where: memberWhere(m), Offset: off, Check: fmt.Sprintf(format, a...), Err: sentinel}
+		return &Error{Format: "numpy", File: file, Part: memberWhere(m), Offset: off, Check: fmt.Sprintf(format, a...), Err: sentinel}
 	}
 	if size < eocdLen {
 		return nil, fail("", 0, ErrCorrupt, "%d bytes, too short for a zip end of central directory record", size)
@@ -302,7 +302,7 @@ func decodeNPZ(ctx context.Context, r io.ReaderAt, size int64, file string, bud 
 			return nil, err
 		}
 		fail := func(off int64, sentinel error, format string, a ...any) error {
-			return &Error{Format: "numpy", File: file, Where: memberWhere(m.name), Offset: off, Check: fmt.Sprintf(format, a...), Err: sentinel}
+			return &Error{Format: "numpy", File: file, Part: memberWhere(m.name), Offset: off, Check: fmt.Sprintf(format, a...), Err: sentinel}
 		}
 		key, ok := strings.CutSuffix(m.name, ".npy")
 		if !ok || key == "" {

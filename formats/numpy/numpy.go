@@ -85,13 +85,13 @@ var (
 	ErrInvalidSnapshot = errors.New("invalid snapshot for numpy")
 )
 
-// Error is a Decode failure (Format "numpy"): Where names the zip
+// Error is a Decode failure (Format "numpy"): Part names the zip
 // member (quoted), Offset the file offset, Check what failed. It wraps
 // ErrCorrupt, ErrLimit or ErrUnsupported and never holds file content
 // other than member names.
 type Error = formats.Error
 
-// memberWhere is Error.Where for a zip member ("" for a .npy file).
+// memberWhere is Error.Part for a zip member ("" for a .npy file).
 func memberWhere(name string) string {
 	if name == "" {
 		return ""

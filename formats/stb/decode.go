@@ -62,7 +62,7 @@ func (Codec) Decode(ctx context.Context, r io.ReaderAt, size int64, opts formats
 	fail := func(entry, id int, off int64, sentinel error, format string, a ...any) error {
 		e := &Error{Format: "stb", File: opts.Name, Offset: off, Check: fmt.Sprintf(format, a...), Err: sentinel}
 		if entry >= 0 {
-			e.Where = fmt.Sprintf("entry %d (tensor_id %d)", entry, id)
+			e.Part = fmt.Sprintf("entry %d (tensor_id %d)", entry, id)
 		}
 		return e
 	}

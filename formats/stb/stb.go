@@ -64,7 +64,7 @@ var (
 	ErrInvalidSnapshot = errors.New("invalid snapshot for STB")
 )
 
-// Error is a Decode failure (Format "stb"): Where names the table
+// Error is a Decode failure (Format "stb"): Part names the table
 // entry ("entry N (tensor_id ID)"), Offset the file offset, Check what
 // failed. It wraps ErrCorrupt or ErrUnsupported.
 type Error = formats.Error

@@ -46,7 +46,7 @@ type decoder struct {
 }
 
 func (d *decoder) errf(where string, off int64, sentinel error, format string, args ...any) error {
-	return &Error{Format: "torch", File: d.file, Where: where, Offset: off, Check: fmt.Sprintf(format, args...), Err: sentinel}
+	return &Error{Format: "torch", File: d.file, Part: where, Offset: off, Check: fmt.Sprintf(format, args...), Err: sentinel}
 }
 
 // pickleErr turns an unpickler failure into an *Error.
@@ -57,7 +57,7 @@ func (d *decoder) pickleErr(where string, err error) error {
 		if pe.Path != "" {
 			off = -1 // the key path says where; an offset would only add noise
 		}
-		return &Error{Format: "torch", File: d.file, Where: where, Offset: off, Check: pe.Describe(), Err: classOf(pe.Err)}
+		return &Error{Format: "torch", File: d.file, Part: where, Offset: off, Check: pe.Describe(), Err: classOf(pe.Err)}
 	}
 	return err
 }
@@ -270,8 +270,8 @@ func (d *decoder) readZip() (any, error) {
 	if err != nil {
 		err = d.pickleErr("data.pkl", err)
 		var fe *formats.Error
-		if pklOff < 0 && errors.As(err, &fe) && fe.Where == "data.pkl" {
-			fe.Where = "data.pkl (deflated)" // offsets count inflated bytes
+		if pklOff < 0 && errors.As(err, &fe) && fe.Part == "data.pkl" {
+			fe.Part = "data.pkl (deflated)" // offsets count inflated bytes
 		}
 		return nil, err
 	}

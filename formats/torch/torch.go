@@ -41,7 +41,7 @@ var (
 	ErrInvalidSnapshot = errors.New("invalid snapshot for torch")
 )
 
-// Error is a Decode failure (Format "torch"): the file, Where in it
+// Error is a Decode failure (Format "torch"): the file, the Part of it
 // (zip member, pickle stream, tensor), the file offset when one applies,
 // and the check that failed. It never quotes file content beyond names it
 // validated.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/internal/where"
 )
 
 // Check names the rule a WTXT file broke. Values are stable (they appear
@@ -38,6 +39,15 @@ const (
 // ErrInvalid is wrapped by every *Error: callers that only need "the file
 // is bad" test errors.Is(err, ErrInvalid).
 var ErrInvalid = errors.New("invalid WTXT")
+
+// ErrChain is the one "chain" check of the project: a generation's
+// merkle_prev is not the previous generation's merkle_this (or, for a
+// rank part, not its job's chain id). Every error reporting that check
+// matches it under errors.Is: a *Error with CheckChain, a seal's chain
+// check (armor), a verify-repo failure of check "chain" (gitops/verify).
+// It matches formats.ErrChecksum: a chain value is a digest that
+// disagrees with the bytes it covers.
+var ErrChain = formats.Kind("chain broken", formats.ErrChecksum)
 
 // Error is a failed check at a place in a WTXT (or WSUM, or delta) file.
 type Error struct {
@@ -82,13 +92,30 @@ func (e *Error) Error() string {
 }
 
 // Unwrap returns ErrInvalid, the codec-independent kind of the check
-// (formats.ErrTruncated, ErrChecksum or ErrCorrupt, see Check.Kind) and
-// the cause, if any.
+// (formats.ErrTruncated, ErrChecksum or ErrCorrupt, see Check.Kind; for
+// CheckChain ErrChain, which matches ErrChecksum) and the cause, if any.
 func (e *Error) Unwrap() []error {
-	if e.Err != nil {
-		return []error{ErrInvalid, e.Check.Kind(), e.Err}
+	kind := e.Check.Kind()
+	if e.Check == CheckChain {
+		kind = ErrChain
 	}
-	return []error{ErrInvalid, e.Check.Kind()}
+	if e.Err != nil {
+		return []error{ErrInvalid, kind, e.Err}
+	}
+	return []error{ErrInvalid, kind}
+}
+
+// Where locates the failure (internal/where): the file, line, array and
+// chunk, and the check as "wtxt/<check>". A cause that knows more (a
+// codec error inside a chunk) fills what e leaves unknown.
+func (e *Error) Where() where.Where {
+	w := where.None()
+	w.File, w.Line, w.Array, w.Chunk = e.File, e.Line, e.Array, e.Chunk
+	w.Check = where.Check(where.WTXT, string(e.Check))
+	if e.Err != nil {
+		w = w.Under(where.Cause(e.Err))
+	}
+	return w
 }
 
 // Kind maps a check to the sentinel of formats that a codec's Decode

@@ -63,7 +63,7 @@ type compInfo struct {
 func (d *decoder) fail(sentinel error, tensor, comp string, off int64, format string, args ...any) error {
 	e := &Error{Format: "ztensor", File: d.file, Tensor: tensor, Offset: off, Check: fmt.Sprintf(format, args...), Err: sentinel}
 	if comp != "" {
-		e.Where = fmt.Sprintf("component %q", comp)
+		e.Part = fmt.Sprintf("component %q", comp)
 	}
 	return e
 }

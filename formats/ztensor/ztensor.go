@@ -59,7 +59,7 @@ var (
 	ErrInvalidSnapshot = errors.New("invalid snapshot for zTensor")
 )
 
-// Error is the error type of Decode (Format "ztensor"): tensor, Where
+// Error is the error type of Decode (Format "ztensor"): tensor, Part
 // (the component role, quoted), file offset and the check that failed; it
 // wraps a sentinel (ErrCorrupt, ErrChecksum, ...).
 type Error = formats.Error

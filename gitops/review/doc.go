@@ -13,8 +13,6 @@
 //	GitFetcher, ContentsFetcher, Fallback           where base/head versions come from
 //	StaticToken, TokenFromEnv, TokenFromFile, AppConfig   credentials
 //	LocalPatch                                       `git diff --no-index` for dry runs
-//	NonFiniteIntroduced(ctx, base, head, budget)     NaN/Inf a generation introduces, from its changed chunks (the daemon's warning)
-//	Picture(ctx, base, head, budget, opts)           the diff picture (snapshot/diffsvg) of two generations from their changed chunks (the daemon's current.diff.svg)
 //
 // # What is reviewed
 //

@@ -30,6 +30,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout"
 	"github.com/snapd-ml/snapd/gitops/sshsig"
+	"github.com/snapd-ml/snapd/internal/where"
 )
 
 // Errors returned by Verify (not failed checks: those are in the Report).
@@ -46,19 +47,19 @@ var (
 // verifier checks appear as "wtxt/<check>" (e.g. "wtxt/crc32c") and seal
 // checks as "seal/<check>" (e.g. "seal/sha256").
 const (
-	CheckObject    = "object"           // a Git object cannot be read
-	CheckHistory   = "history"          // merge commit on the snapshot branch
-	CheckTrailer   = "trailer"          // commit trailers missing or disagreeing with the content
-	CheckCommitSig = "commit-signature" // SSHSIG of the commit
-	CheckTag       = "tag"              // the generation's annotated tag
-	CheckTagSig    = "tag-signature"    // SSHSIG of the tag
-	CheckLayout    = "layout"           // files of the generation directory
-	CheckParts     = "parts"            // split layout: MANIFEST, part sizes and hashes
-	CheckSummary   = "summary"          // generation.txt
-	CheckGenOrder  = "gen-order"        // generation numbers strictly increasing
-	CheckChain     = "chain"            // merkle_prev == previous merkle_this
-	CheckDelta     = "delta"            // current.wtxtdelta reproduces current.wtxt
-	CheckSize      = "size"             // a file above Options.MaxObjectBytes
+	CheckObject    = "object"                // a Git object cannot be read
+	CheckHistory   = "history"               // merge commit on the snapshot branch
+	CheckTrailer   = "trailer"               // commit trailers missing or disagreeing with the content
+	CheckCommitSig = "commit-signature"      // SSHSIG of the commit
+	CheckTag       = "tag"                   // the generation's annotated tag
+	CheckTagSig    = "tag-signature"         // SSHSIG of the tag
+	CheckLayout    = "layout"                // files of the generation directory
+	CheckParts     = "parts"                 // split layout: MANIFEST, part sizes and hashes
+	CheckSummary   = "summary"               // generation.txt
+	CheckGenOrder  = "gen-order"             // generation numbers strictly increasing
+	CheckChain     = string(wtxt.CheckChain) // merkle_prev == previous merkle_this (wtxt.ErrChain)
+	CheckDelta     = "delta"                 // current.wtxtdelta reproduces current.wtxt
+	CheckSize      = "size"                  // a file above Options.MaxObjectBytes
 )
 
 // DefaultMaxObjectBytes is the default Options.MaxObjectBytes: 32 GiB, far
@@ -159,6 +160,33 @@ func (f Failure) Error() string {
 	}
 	fmt.Fprintf(&b, ": %s: %s", f.Check, f.Message)
 	return b.String()
+}
+
+// Unwrap returns wtxt.ErrChain for the chain check (the one chain check
+// of the project), nil otherwise.
+func (f Failure) Unwrap() error {
+	if f.Check == CheckChain {
+		return wtxt.ErrChain
+	}
+	return nil
+}
+
+// Where locates the failure (internal/where): the file in the repository
+// and its line, the part "commit <hash>", and the check in its namespace:
+// "wtxt/<check>" and "seal/<check>" as they are, the ledger's own checks
+// (CheckObject, ..., CheckSize, CheckResume, CheckRegistry) as
+// "ledger/<check>".
+func (f Failure) Where() where.Where {
+	w := where.None()
+	w.File, w.Line = f.File, f.Line
+	if f.Commit != "" {
+		w.Part = "commit " + f.Commit
+	}
+	w.Check = f.Check
+	if !strings.Contains(f.Check, "/") {
+		w.Check = where.Check(where.Ledger, f.Check)
+	}
+	return w
 }
 
 // Generation is what was established about one commit of the branch.

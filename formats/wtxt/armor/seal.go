@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/where"
 	"github.com/snapd-ml/snapd/keys"
 )
 
@@ -46,13 +47,32 @@ type Seal struct {
 // signature is required.
 var ErrSealUnsigned = errors.New("seal is unsigned")
 
-// SealError is a failed check of a seal, naming the check.
+// SealError is a failed check of a seal, naming the check. A seal is
+// parsed from bytes: the caller names the file (where.At locates the
+// error in it).
 type SealError struct {
-	Check string // grammar, signature, bytes, sha256, armor, merkle, chain, plaintext
+	Check string // grammar, signature, bytes, sha256, armor, merkle, chain (wtxt.CheckChain), plaintext
 	Msg   string
 }
 
 func (e *SealError) Error() string { return "seal: " + e.Check + ": " + e.Msg }
+
+// Unwrap returns wtxt.ErrChain for the chain check (the one chain check
+// of the project), nil otherwise.
+func (e *SealError) Unwrap() error {
+	if e.Check == string(wtxt.CheckChain) {
+		return wtxt.ErrChain
+	}
+	return nil
+}
+
+// Where locates the failure (internal/where): the check as
+// "seal/<check>"; the seal file is the caller's (where.At).
+func (e *SealError) Where() where.Where {
+	w := where.None()
+	w.Check = where.Check(where.Seal, e.Check)
+	return w
+}
 
 func sealErr(check, format string, a ...any) error {
 	return &SealError{Check: check, Msg: fmt.Sprintf(format, a...)}
@@ -219,7 +239,7 @@ func (s *Seal) Verify(d Digest, opts VerifyOptions) (*SealReport, error) {
 		return rep, sealErr("merkle", "merkle_this %x does not follow from the seal's values (want %x)", s.MerkleThis, m)
 	}
 	if opts.PrevMerkle != nil && *opts.PrevMerkle != s.MerklePrev {
-		return rep, sealErr("chain", "merkle_prev %x does not continue the previous generation's merkle_this %x", s.MerklePrev, *opts.PrevMerkle)
+		return rep, sealErr(string(wtxt.CheckChain), "merkle_prev %x does not continue the previous generation's merkle_this %x", s.MerklePrev, *opts.PrevMerkle)
 	}
 	return rep, nil
 }

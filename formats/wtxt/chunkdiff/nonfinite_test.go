@@ -1,4 +1,4 @@
-package review
+package chunkdiff
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
-	"github.com/snapd-ml/snapd/gitops/review/reviewtest"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -24,16 +23,16 @@ func TestNonFiniteIntroduced(t *testing.T) {
 	}{
 		{"clean", nil, "[]"},
 		{"one NaN", func(s *snapshot.Snapshot) *snapshot.Snapshot {
-			return reviewtest.SetF32(s, "layer.0/b", 5, float32(math.NaN()))
+			return setF32(s, "layer.0/b", 5, float32(math.NaN()))
 		}, "[{layer.0/b 1 0}]"},
 		{"NaN and -Inf in two arrays", func(s *snapshot.Snapshot) *snapshot.Snapshot {
-			s = reviewtest.SetF32(s, "layer.0/b", 63, float32(math.Inf(-1)))
-			s = reviewtest.SetF32(s, "layer.0/w", 0, float32(math.NaN()))
-			return reviewtest.SetF32(s, "layer.0/w", 511, float32(math.NaN()))
+			s = setF32(s, "layer.0/b", 63, float32(math.Inf(-1)))
+			s = setF32(s, "layer.0/w", 0, float32(math.NaN()))
+			return setF32(s, "layer.0/w", 511, float32(math.NaN()))
 		}, "[{layer.0/b 0 1} {layer.0/w 2 0}]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, c.mutate, nil)
+			f := newFixture(t, c.mutate)
 			dir := t.TempDir()
 			base, head := filepath.Join(dir, "1.wtxt"), filepath.Join(dir, "2.wtxt")
 			os.WriteFile(base, f.gen1, 0o600)
@@ -65,8 +64,8 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // error naming the chunk, never a misread count.
 func TestNonFiniteIntroducedChecksChunks(t *testing.T) {
 	f := newFixture(t, func(s *snapshot.Snapshot) *snapshot.Snapshot {
-		return reviewtest.SetF32(s, "layer.0/b", 5, float32(math.NaN()))
-	}, nil)
+		return setF32(s, "layer.0/b", 5, float32(math.NaN()))
+	})
 	dir := t.TempDir()
 	base, head := filepath.Join(dir, "1.wtxt"), filepath.Join(dir, "2.wtxt")
 	os.WriteFile(base, f.gen1, 0o600)
@@ -134,10 +133,10 @@ func BenchmarkNonFiniteIntroduced64MiB(b *testing.B) {
 	binary.LittleEndian.PutUint32(next[4*500*cols:], math.Float32bits(float32(math.NaN())))
 	dir := b.TempDir()
 	base, head := filepath.Join(dir, "1.wtxt"), filepath.Join(dir, "2.wtxt")
-	g1, _ := reviewtest.Encode(b, mk(raw), wtxt.EncodeOptions{RowsPerChunk: 16})
+	g1 := encode(b, mk(raw), wtxt.EncodeOptions{RowsPerChunk: 16})
 	os.WriteFile(base, g1, 0o600)
 	g1 = nil
-	g2, _ := reviewtest.Encode(b, mk(next), wtxt.EncodeOptions{RowsPerChunk: 16})
+	g2 := encode(b, mk(next), wtxt.EncodeOptions{RowsPerChunk: 16})
 	os.WriteFile(head, g2, 0o600)
 	g2 = nil
 	b.SetBytes(int64(len(raw)))
@@ -154,9 +153,9 @@ func BenchmarkNonFiniteIntroduced64MiB(b *testing.B) {
 // says so.
 func TestNonFiniteIntroducedBudget(t *testing.T) {
 	f := newFixture(t, func(s *snapshot.Snapshot) *snapshot.Snapshot {
-		s = reviewtest.SetF32(s, "layer.0/b", 5, float32(math.NaN()))
-		return reviewtest.SetF32(s, "layer.0/w", 511, float32(math.NaN()))
-	}, nil)
+		s = setF32(s, "layer.0/b", 5, float32(math.NaN()))
+		return setF32(s, "layer.0/w", 511, float32(math.NaN()))
+	})
 	dir := t.TempDir()
 	base, head := filepath.Join(dir, "1.wtxt"), filepath.Join(dir, "2.wtxt")
 	os.WriteFile(base, f.gen1, 0o600)
@@ -174,8 +173,8 @@ func TestNonFiniteIntroducedBudget(t *testing.T) {
 // Without a base (a first generation) every NaN/Inf of head is new.
 func TestNonFiniteIntroducedNoBase(t *testing.T) {
 	f := newFixture(t, func(s *snapshot.Snapshot) *snapshot.Snapshot {
-		return reviewtest.SetF32(s, "layer.0/b", 5, float32(math.NaN()))
-	}, nil)
+		return setF32(s, "layer.0/b", 5, float32(math.NaN()))
+	})
 	head := filepath.Join(t.TempDir(), "2.wtxt")
 	os.WriteFile(head, f.gen2, 0o600)
 	rep, err := NonFiniteIntroduced(context.Background(), "", head, 0)

@@ -1,4 +1,4 @@
-package review
+package chunkdiff
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 
 // ErrPictureBudget: the generations differ in more bytes than a picture
 // may read (Picture's maxBytes).
-var ErrPictureBudget = errors.New("review: picture: changed chunks exceed the budget")
+var ErrPictureBudget = errors.New("chunkdiff: picture: changed chunks exceed the budget")
 
 // Picture draws the change from the plaintext WTXT generation basePath to
 // headPath (snapshot/diffsvg). Both files are read with pread (not

@@ -1,4 +1,4 @@
-package review
+package chunkdiff
 
 import (
 	"context"
@@ -155,7 +155,7 @@ func diffFlat(ctx context.Context, dt snapshot.DType, rowSize int64, old, cur []
 	esz := int64(dt.Size())
 	n := int64(len(old))
 	if n%esz != 0 || len(old) != len(cur) {
-		return nil, fmt.Errorf("review: chunks of %d and %d bytes are not whole %s elements", len(old), len(cur), dt)
+		return nil, fmt.Errorf("chunkdiff: chunks of %d and %d bytes are not whole %s elements", len(old), len(cur), dt)
 	}
 	shape := []int64{n / esz}
 	if rowSize > 0 && rowSize%esz == 0 && n%rowSize == 0 {

@@ -1,4 +1,4 @@
-package review
+package chunkdiff
 
 import (
 	"bytes"
@@ -9,24 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/snapshot/diffsvg"
 )
-
-func decodeFile(t *testing.T, path string) *snapshot.Snapshot {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := wtxt.New().Decode(context.Background(), snapshot.Bytes(b), int64(len(b)), formats.DecodeOptions{Name: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // TestPictureFromChangedChunks: the picture drawn from the changed chunks
 // alone is byte-identical to the one drawn from a full snapshot.Diff, and

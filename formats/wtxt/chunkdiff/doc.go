@@ -1,0 +1,18 @@
+// Package chunkdiff compares two plaintext WTXT generations chunk by
+// chunk: which chunks of which arrays changed (their ch lines' sha256
+// differ), and from those chunks alone what changed in numbers.
+//
+//	NonFiniteIntroduced(ctx, base, head, budget)   NaN/±Inf a generation introduces (the daemon's warning)
+//	Picture(ctx, base, head, budget, opts)         the diff picture (snapshot/diffsvg) of two generations (the daemon's current.diff.svg)
+//
+// Both read the files with pread (not mapped: their pages would count in
+// the daemon's RSS), index them with wtxt.ReadIndex (one look per chunk)
+// and decode only the changed chunks, each checked against its crc32c; an
+// array whose type, shape or chunk geometry changed is compared whole.
+// A budget bounds the raw bytes decoded. The files are not verified
+// otherwise (wtxt.Verify's job).
+//
+// The daemon (pipeline) uses the package whether or not GitHub reviews
+// are on; gitops/review uses it for reviews. It imports only formats/wtxt,
+// snapshot and internal helpers.
+package chunkdiff
