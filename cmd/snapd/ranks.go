@@ -61,8 +61,8 @@ func runRanks(ctx context.Context, e *env, c *configs.Config, log *slog.Logger) 
 	if _, err := writeAllowedSigners(filepath.Join(c.StateDir, pipeline.KeysDir), principal, sk.Public().(ed25519.PublicKey)); err != nil {
 		return ioError{fmt.Errorf("allowed_signers: %w", err)}
 	}
-	of := ociFlags{repository: rc.Repository, insecure: rc.Insecure, jobs: 4,
-		timeout: time.Duration(c.Store.OCI.Timeout), stall: time.Duration(c.Store.OCI.StallTimeout)}
+	of := ociWriteFlags{ociReadFlags: ociReadFlags{ociTargetFlags: ociTargetFlags{repository: rc.Repository, insecure: rc.Insecure},
+		timeout: time.Duration(c.Store.OCI.Timeout), stall: time.Duration(c.Store.OCI.StallTimeout)}, jobs: 4}
 	repo, err := of.open(e)
 	if err != nil {
 		return err
@@ -165,12 +165,12 @@ func newRanksStatusCommand(e *env) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	cmd.Flags().BoolVar(&asJSON, "json", false, usageJSON)
 	return cmd
 }
 
 type ranksRepoOptions struct {
-	oci     ociFlags
+	oci     ociReadFlags
 	pubkeys []string
 	branch  string
 	job     string
@@ -235,13 +235,13 @@ commit, file, rank, check).`,
 			return runRanksVerifyRepo(cmd.Context(), e, target, &o)
 		},
 	}
-	addOCIFlags(cmd, &o.oci)
+	o.oci.register(cmd.Flags())
 	f := cmd.Flags()
 	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "allowed_signers file with the committer's and the nodes' keys (required; repeatable)")
-	f.StringVar(&o.branch, "branch", "snapshots", "ledger branch")
+	registerBranch(f, &o.branch)
 	f.StringVar(&o.job, "job", "", "the job name (ranks.job); when given every generation must carry its chain id")
-	f.StringVar(&o.since, "since", "", "start at this revision (e.g. gen-000120, the oldest kept after snapd ranks gc); its merkle_prev is the trusted anchor")
-	f.BoolVar(&o.json, "json", false, "machine-readable output")
+	f.StringVar(&o.since, "since", "", usageSince)
+	f.BoolVar(&o.json, "json", false, usageJSON)
 	return cmd
 }
 
@@ -333,9 +333,9 @@ rank by rank with snapd diff OUTDIR_A/rank-R.wtxt OUTDIR_B/rank-R.wtxt.`,
 			return nil
 		},
 	}
-	addOCIFlags(cmd, &o.oci)
+	o.oci.register(cmd.Flags())
 	cmd.Flags().StringVar(&gen, "gen", "", "generation as DEC6 (e.g. 000003); default the newest on --branch")
-	cmd.Flags().StringVar(&o.branch, "branch", "snapshots", "ledger branch")
+	registerBranch(cmd.Flags(), &o.branch)
 	return cmd
 }
 
@@ -418,11 +418,11 @@ differs, 0 when none does. Both generations must have the same world size.`,
 			return nil
 		},
 	}
-	addOCIFlags(cmd, &o.oci)
+	o.oci.register(cmd.Flags())
 	cmd.Flags().StringVar(&from, "from", "", "older generation, DEC6 (e.g. 000003)")
 	cmd.Flags().StringVar(&to, "to", "", "newer generation, DEC6")
-	cmd.Flags().BoolVar(&md, "markdown", false, "Markdown tables (for a PR comment)")
-	cmd.Flags().StringVar(&o.branch, "branch", "snapshots", "ledger branch")
+	cmd.Flags().BoolVar(&md, "markdown", false, usageMarkdown)
+	registerBranch(cmd.Flags(), &o.branch)
 	return cmd
 }
 
@@ -477,9 +477,9 @@ with snapd ranks verify-repo --since gen-NNNNNN (the oldest kept).`,
 			return registryErr(err)
 		},
 	}
-	addOCIFlags(cmd, &o.oci)
+	o.oci.register(cmd.Flags())
 	cmd.Flags().IntVar(&keep, "keep", 0, "committed generations whose rank manifests are kept (>= 1)")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list, delete nothing")
-	cmd.Flags().StringVar(&o.branch, "branch", "snapshots", "ledger branch")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, usageDryRunGC)
+	registerBranch(cmd.Flags(), &o.branch)
 	return cmd
 }

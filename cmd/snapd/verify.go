@@ -21,14 +21,11 @@ import (
 )
 
 type verifyOptions struct {
-	file             string
-	pubkeys          []string
-	hmacKey          string
+	file string
+	trustFlags
 	wsum             string
 	prevMerkle, prev string
 	identity         string
-	requireSignature bool
-	allowUnsigned    bool
 	json             bool
 }
 
@@ -64,15 +61,12 @@ Exit status: 0 all checks pass, 1 a check failed, 2 usage or I/O error.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "trusted signer: ssh-ed25519 public key or allowed_signers file (repeatable)")
-	f.StringVar(&o.hmacKey, "hmac-key", "", "HMAC key file: check every array's HMAC")
-	f.StringVar(&o.wsum, "wsum", "", "WSUM file of a streamed snapshot (default: FILE with .wsum if present)")
+	o.trustFlags.register(f)
+	f.StringVar(&o.wsum, "wsum", "", usageWSUMIn)
 	f.StringVar(&o.prevMerkle, "prev-merkle", "", "merkle_this of the previous generation (64 hex): check the chain")
 	f.StringVar(&o.prev, "prev", "", "previous generation's WTXT, WSUM or sealed file: check the chain")
-	f.StringVar(&o.identity, "identity", "", "age identity file: decrypt an armored FILE and verify the plaintext too")
-	f.BoolVar(&o.requireSignature, "require-signature", false, "fail unless signed by a trusted --pubkey")
-	f.BoolVar(&o.allowUnsigned, "allow-unsigned", false, "with --pubkey: accept an unsigned file (a signature that is present is still checked)")
-	f.BoolVar(&o.json, "json", false, "print the report as JSON")
+	f.StringVar(&o.identity, "identity", "", usageIdentity)
+	f.BoolVar(&o.json, "json", false, usageJSON)
 	cmd.MarkFlagsMutuallyExclusive("prev-merkle", "prev")
 	cmd.MarkFlagsMutuallyExclusive("require-signature", "allow-unsigned")
 	return cmd
@@ -135,7 +129,7 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions) error {
 	if err != nil {
 		return err
 	}
-	opts := wtxt.VerifyOptions{File: o.file, TrustedKeys: trusted, RequireSignature: o.requireSignature, AllowUnsigned: o.allowUnsigned}
+	opts := wtxt.VerifyOptions{File: o.file, TrustedKeys: trusted, RequireSignature: o.requireSig, AllowUnsigned: o.allowUnsigned}
 	if o.hmacKey != "" {
 		if opts.HMACKey, err = keys.LoadHMACKey(o.hmacKey); err != nil {
 			return keyError(err)
@@ -397,7 +391,7 @@ func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.Verif
 	if err != nil {
 		return ioError{err}
 	}
-	srep, err := seal.Check(f, armor.VerifyOptions{Trusted: opts.TrustedKeys, RequireSignature: o.requireSignature || len(opts.TrustedKeys) > 0 && !o.allowUnsigned, PrevMerkle: opts.PrevMerkle})
+	srep, err := seal.Check(f, armor.VerifyOptions{Trusted: opts.TrustedKeys, RequireSignature: o.requireSig || len(opts.TrustedKeys) > 0 && !o.allowUnsigned, PrevMerkle: opts.PrevMerkle})
 	f.Close()
 	out := verifyJSON{File: o.file, Kind: "sealed", Failures: []failureJSON{}}
 	sj := &sealJSON{Kind: seal.Kind, Gen: genNumber(seal.Gen), GenText: seal.Gen, MerklePrev: hex.EncodeToString(seal.MerklePrev[:]), MerkleThis: hex.EncodeToString(seal.MerkleThis[:]),
