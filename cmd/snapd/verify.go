@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"filippo.io/age"
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
@@ -377,7 +377,8 @@ func hmacSummary(rep *wtxt.Report, opts wtxt.VerifyOptions) string {
 }
 
 // verifySealed checks an armored file through its seal and, with
-// --identity, decrypts and verifies the plaintext against the seal.
+// --identity, decrypts and verifies the plaintext against the seal
+// (armor.VerifySealed); it prints the report.
 func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.VerifyOptions) error {
 	sb, err := readLimited(armor.SealPath(o.file), 4096)
 	if err != nil {
@@ -391,63 +392,38 @@ func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.Verif
 	if err != nil {
 		return ioError{err}
 	}
-	srep, err := seal.Check(f, armor.VerifyOptions{Trusted: opts.TrustedKeys, RequireSignature: o.requireSig || len(opts.TrustedKeys) > 0 && !o.allowUnsigned, PrevMerkle: opts.PrevMerkle})
-	f.Close()
-	out := verifyJSON{File: o.file, Kind: "sealed", Failures: []failureJSON{}}
+	defer f.Close()
+	so := armor.SealedOptions{
+		Seal:      armor.VerifyOptions{Trusted: opts.TrustedKeys, RequireSignature: o.requireSig || len(opts.TrustedKeys) > 0 && !o.allowUnsigned, PrevMerkle: opts.PrevMerkle},
+		Plaintext: opts,
+		WSUM: func() ([]byte, error) {
+			if err := loadWSUM(o, &opts); err != nil {
+				return nil, err
+			}
+			return opts.WSUM, nil
+		},
+	}
+	if o.identity != "" {
+		so.Identities = func() ([]age.Identity, error) {
+			ids, err := keys.LoadAgeIdentities(o.identity)
+			if err != nil {
+				return nil, keyError(err)
+			}
+			return ids, nil
+		}
+	}
+	res, err := armor.VerifySealed(ctx, o.file, f, seal, so)
+	if err != nil {
+		return err
+	}
+	out := verifyJSON{File: o.file, Kind: "sealed", Failures: []failureJSON{}, Report: res.Plaintext}
 	sj := &sealJSON{Kind: seal.Kind, Gen: genNumber(seal.Gen), GenText: seal.Gen, MerklePrev: hex.EncodeToString(seal.MerklePrev[:]), MerkleThis: hex.EncodeToString(seal.MerkleThis[:]),
-		Signature: srep.Signature, KeyID: srep.KeyID}
+		Signature: res.Seal.Signature, KeyID: res.Seal.KeyID, Decrypted: res.Decrypted}
 	if sj.Signature == wtxt.SigFailed {
 		sj.Signature = wtxt.SigUnchecked // this command's word for a signature that did not verify
 	}
 	out.Seal = sj
-	var fails []error
-	if err != nil {
-		file := armor.SealPath(o.file)
-		if se := (*armor.SealError)(nil); errors.As(err, &se) && se.Check == "armor" {
-			file = o.file
-		}
-		fails = append(fails, fmt.Errorf("%s: %w", file, err))
-	}
-	var rep *wtxt.Report
-	if o.identity != "" && len(fails) == 0 {
-		ids, err := keys.LoadAgeIdentities(o.identity)
-		if err != nil {
-			return keyError(err)
-		}
-		f, err := os.Open(o.file)
-		if err != nil {
-			return ioError{err}
-		}
-		defer f.Close()
-		pr, err := armor.Decrypt(f, ids...)
-		if err != nil {
-			fails = append(fails, fmt.Errorf("%s: %w", o.file, err))
-		} else if seal.Kind == armor.KindWTXT {
-			sj.Decrypted = true
-			if err := loadWSUM(o, &opts); err != nil {
-				return err
-			}
-			var verr error
-			rep, verr = wtxt.Verify(ctx, pr, opts)
-			var werr *wtxt.Error
-			if verr != nil && !errors.As(verr, &werr) {
-				fails = append(fails, fmt.Errorf("%s: decrypt: %w", o.file, verr))
-			} else if verr != nil {
-				fails = append(fails, verr)
-			} else if err := sealMatches(seal, rep); err != nil {
-				fails = append(fails, err)
-			}
-			if rep != nil && rep.Failures == nil {
-				rep.Failures = []*wtxt.Error{} // JSON: [] (docs/JSON.md)
-			}
-			out.Report = rep
-		} else {
-			sj.Decrypted = true
-			if _, err := io.Copy(io.Discard, pr); err != nil {
-				fails = append(fails, fmt.Errorf("%s: decrypt: %w", o.file, err))
-			}
-		}
-	}
+	fails, rep := res.Failures, res.Plaintext
 	for _, f := range fails {
 		out.Failures = append(out.Failures, failureJSON{Check: "seal", File: o.file, Msg: f.Error()})
 	}
@@ -483,19 +459,6 @@ func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.Verif
 	}
 	if len(fails) > 0 {
 		return errVerifyFailed{fails[0]}
-	}
-	return nil
-}
-
-// sealMatches checks that the decrypted plaintext's values equal the seal's.
-func sealMatches(s *armor.Seal, rep *wtxt.Report) error {
-	h := rep.Header
-	all, _ := hex.DecodeString(rep.SHA256All)
-	this, _ := hex.DecodeString(rep.MerkleThis)
-	prev, _ := hex.DecodeString(rep.MerklePrev)
-	if h.Gen != s.Gen || h.TS != s.TS || h.Meta.Build != s.Build || !bytes.Equal(all, s.SHA256All[:]) ||
-		!bytes.Equal(this, s.MerkleThis[:]) || !bytes.Equal(prev, s.MerklePrev[:]) {
-		return fmt.Errorf("seal: plaintext: the decrypted snapshot (gen %s, merkle_this %s) is not the one the seal describes (gen %s, merkle_this %x)", h.Gen, rep.MerkleThis, s.Gen, s.MerkleThis)
 	}
 	return nil
 }
