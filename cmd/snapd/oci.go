@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -277,7 +276,8 @@ func reportOCIPush(e *env, repo *oci.Repository, res *oci.PushResult, skel strin
 }
 
 // pushCheckpoint converts the checkpoint in straight to a skeleton and
-// segments (oci.Repository.PushSnapshot: no WTXT written) and pushes them.
+// segments and pushes them (oci.Repository.PushSnapshotFile: no WTXT
+// written; it keeps --segment-cache).
 func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string, o *ociPushOptions, prev oci.Previous) error {
 	meta, opts, err := o.w.options(e)
 	if err != nil {
@@ -295,93 +295,23 @@ func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string
 	defer src.Close()
 	s := src.Snapshot
 	s.Meta = meta
-	if o.segSize == 0 {
-		// The size of the WTXT convert would write: the same segments as
-		// "snapd oci push WTXT".
-		n, err := wtxt.EncodedSize(s, opts)
-		if err != nil {
-			return err
-		}
-		o.segSize = oci.AutoSegmentSize(n)
-	}
 	skel := o.skeleton
 	if skel == "" {
 		skel = strings.TrimSuffix(in, "/") + ".wtxt.skel"
 	}
-	if o.segCache != "" {
-		if prev.Cache, err = openSegmentCache(e, o, opts); err != nil {
-			return err
-		}
-	}
-	out, err := atomicfile.Create(skel, 0o644)
-	if err != nil {
-		return ioError{err}
-	}
-	defer out.Abort()
-	res, _, err := repo.PushSnapshot(ctx, s, opts, filepath.Base(strings.TrimSuffix(skel, ".skel")), out, o.segSize, prev)
-	if err != nil {
+	res, segSize, err := repo.PushSnapshotFile(ctx, s, opts, oci.FilePush{Skeleton: skel, SegmentSize: o.segSize, Previous: prev,
+		SegmentCache: o.segCache, PrevSkeleton: o.prevSkeleton, Logger: e.logger})
+	var fe *oci.FileError
+	switch {
+	case errors.Is(err, oci.ErrNoCacheKey):
+		return usageError{errors.New("--segment-cache needs --hmac-key or --sign-key (its keys are derived from one)")}
+	case errors.As(err, &fe):
+		return ioError{fe.Err}
+	case err != nil:
 		return registryErr(err)
 	}
-	if err := out.Commit(); err != nil {
-		return ioError{err}
-	}
-	if prev.Cache != nil {
-		if err := writeSegmentCache(o.segCache, prev.Cache); err != nil {
-			return err
-		}
-	}
+	o.segSize = segSize
 	return reportOCIPush(e, repo, res, skel, o)
-}
-
-// openSegmentCache builds --segment-cache's cache: keyed from the HMAC key
-// (else the signing key's seed), primed from the file (when it exists)
-// with --prev-skeleton. A file that cannot be used is logged and the push
-// goes on without it (every segment hashed with SHA-256, as without a
-// cache); the file is rewritten after the push.
-func openSegmentCache(e *env, o *ociPushOptions, opts wtxt.EncodeOptions) (*wtxt.SegmentCache, error) {
-	secret := opts.HMACKey
-	if len(secret) == 0 && opts.SignKey != nil {
-		secret = opts.SignKey.Seed()
-	}
-	if len(secret) == 0 {
-		return nil, usageError{errors.New("--segment-cache needs --hmac-key or --sign-key (its keys are derived from one)")}
-	}
-	var file []byte
-	if o.prevSkeleton != nil {
-		b, err := safeopen.ReadFile(o.segCache, wtxt.MaxSegmentCacheBytes, 0)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			e.logger.Warn("segment cache not read: every segment is hashed", "file", o.segCache, "err", err)
-		default:
-			file = b
-		}
-	}
-	c, err := wtxt.NewSegmentCache(secret, o.prevSkeleton, file)
-	if err != nil && file != nil {
-		e.logger.Warn("segment cache not used: every segment is hashed", "file", o.segCache, "err", err)
-		c, err = wtxt.NewSegmentCache(secret, nil, nil)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// writeSegmentCache replaces the cache file atomically.
-func writeSegmentCache(path string, c *wtxt.SegmentCache) error {
-	f, err := atomicfile.Create(path, 0o600)
-	if err != nil {
-		return ioError{err}
-	}
-	defer f.Abort()
-	if _, err := c.WriteTo(f); err != nil {
-		return ioError{err}
-	}
-	if err := f.Commit(); err != nil {
-		return ioError{err}
-	}
-	return nil
 }
 
 // streamedWSUM returns, for a streamed WTXT in (root_pending), its WSUM
