@@ -11,7 +11,7 @@ import (
 )
 
 func newAssembleCommand(e *env) *cobra.Command {
-	var o ociFlags
+	var o ociReadFlags
 	cmd := &cobra.Command{
 		Use:   "assemble PARTS_DIR|SKELETON OUT.wtxt",
 		Short: "Concatenate a split (git-scale) snapshot's part files back into its WTXT",
@@ -37,7 +37,7 @@ failure nothing is written to OUT.`,
 			return runAssemble(cmd.Context(), e, args[0], args[1])
 		},
 	}
-	addOCIFlags(cmd, &o)
+	o.register(cmd.Flags())
 	return cmd
 }
 

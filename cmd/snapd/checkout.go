@@ -22,11 +22,12 @@ import (
 )
 
 type checkoutOptions struct {
-	repo, branch, path, tagPrefix string
-	to                            string
-	lossy                         bool
-	gen, out                      string
-	oci                           ociFlags
+	repo string
+	ledgerFlags
+	to       string
+	lossy    bool
+	gen, out string
+	oci      ociReadFlags
 }
 
 func newCheckoutCommand(e *env) *cobra.Command {
@@ -69,17 +70,10 @@ is accepted.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.repo, "repo", ".", "repository (bare or with a work tree)")
-	f.StringVar(&o.branch, "branch", gitops.DefaultBranch, "snapshot branch")
-	f.StringVar(&o.path, "path", gitops.DefaultPath, "directory holding the generation files")
-	f.StringVar(&o.tagPrefix, "tag-prefix", gitops.DefaultTagPrefix, "generation tag prefix")
-	f.StringVar(&o.to, "to", "", "output format (default: from OUT's extension)")
-	f.BoolVar(&o.lossy, "lossy", false, "allow dropping what the target format cannot hold (each dropped item printed on stderr)")
-	f.StringVar(&o.oci.repository, "oci-repository", "", "skeleton layout: OCI repository HOST[:PORT]/NAME holding the segment blobs (read only; default: generation.txt's oci_repository)")
-	f.BoolVar(&o.oci.insecure, "oci-insecure", false, "with --oci-repository: allow plain HTTP to a non-loopback registry")
-	f.StringVar(&o.oci.username, "oci-username", "", "with --oci-repository: registry user with pull access (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json; else anonymous)")
-	f.StringVar(&o.oci.passwordFile, "oci-password-file", "", "with --oci-repository: file holding the registry password or read-only token (mode 0600; default $SNAPD_OCI_PASSWORD)")
-	f.StringVar(&o.oci.dockerConfig, "oci-docker-config", "", "Docker config.json with registry credentials (default $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
-	addOCITimeoutFlags(f, &o.oci)
+	o.ledgerFlags.register(f)
+	f.StringVar(&o.to, "to", "", usageTo)
+	f.BoolVar(&o.lossy, "lossy", false, usageLossy)
+	o.oci.register(f)
 	return cmd
 }
 

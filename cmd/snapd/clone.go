@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/internal/gitexec"
 	"github.com/snapd-ml/snapd/internal/progress"
 )
@@ -60,8 +59,8 @@ Then: snapd checkout latest OUT --repo DIR.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.branch, "branch", gitops.DefaultBranch, "snapshot branch")
-	f.StringVar(&o.tagPrfx, "tag-prefix", gitops.DefaultTagPrefix, "generation tag prefix")
+	registerBranch(f, &o.branch)
+	registerTagPrefix(f, &o.tagPrfx)
 	f.Uint64Var(&o.gen, "gen", 0, "clone this generation's tag instead of the branch head")
 	f.IntVar(&o.depth, "depth", 1, "generations of history to fetch")
 	f.BoolVar(&o.full, "full", false, "the whole history")

@@ -39,16 +39,16 @@ func (f *wtxtFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.schema, "schema", "weights/v1", "WTXT meta schema")
 	fl.Uint64Var(&f.gen, "gen", 1, "generation number (written zero-padded to 6 digits)")
 	fl.StringVar(&f.ts, "ts", "", "timestamp YYYY-MM-DDTHH:MM:SSZ (default: SOURCE_DATE_EPOCH, else now)")
-	fl.StringVar(&f.build, "build", "unknown", "build identifier")
+	fl.StringVar(&f.build, "build", "unknown", usageBuild)
 	fl.StringVar(&f.host, "host", "cpu", "host token")
 	fl.StringVar(&f.cuda, "cuda", "off", "cuda token")
-	fl.StringVar(&f.signKey, "sign-key", "", "OpenSSH Ed25519 private key to sign with (mode 0600)")
-	fl.StringVar(&f.hmacKey, "hmac-key", "", "HMAC key file (64 hex chars, mode 0600)")
+	fl.StringVar(&f.signKey, "sign-key", "", usageSignKey)
+	fl.StringVar(&f.hmacKey, "hmac-key", "", usageHMACKeyOut)
 	fl.StringVar(&f.prevMerkle, "prev-merkle", "", "merkle_this of the previous generation (64 hex)")
 	fl.StringVar(&f.prev, "prev", "", "previous generation's WTXT, WSUM or skeleton file; its merkle_this chains to this one")
-	fl.IntVar(&f.rowsPerChunk, "rows-per-chunk", 0, "rows per chunk for row-blocked arrays (0 = profile default)")
+	fl.IntVar(&f.rowsPerChunk, "rows-per-chunk", 0, usageRows)
 	fl.StringVar(&f.stream, "stream", "", "streaming mode: write root_pending and the WSUM finalization to this file")
-	fl.StringVar(&f.encryptTo, "encrypt-to", "", "age recipients file: wrap the output in age ASCII armor and write OUT.wseal")
+	fl.StringVar(&f.encryptTo, "encrypt-to", "", usageEncryptTo)
 }
 
 // options turns the flags into writer options and meta.
@@ -156,11 +156,11 @@ Known formats: ` + strings.Join(newRegistry().Names(), ", ") + `.`,
 			return runConvert(cmd.Context(), e, &o)
 		},
 	}
-	cmd.Flags().StringVar(&o.from, "from", "", "input format (default: detect)")
-	cmd.Flags().StringVar(&o.to, "to", "", "output format (default: from OUT's extension)")
-	cmd.Flags().BoolVar(&o.lossy, "lossy", false, "allow dropping what the target format cannot hold (reported on stderr)")
+	cmd.Flags().StringVar(&o.from, "from", "", usageFrom)
+	cmd.Flags().StringVar(&o.to, "to", "", usageTo)
+	cmd.Flags().BoolVar(&o.lossy, "lossy", false, usageLossy)
 	cmd.Flags().BoolVar(&o.strict, "strict", false, "refuse a checkpoint whose pickle names globals outside the allowlist instead of carrying its bytes verbatim")
-	cmd.Flags().StringVar(&o.wsum, "wsum", "", "WSUM of a streamed WTXT input (default: IN with .wsum); it is verified before converting")
+	cmd.Flags().StringVar(&o.wsum, "wsum", "", usageWSUMIn)
 	cmd.Flags().StringVar(&o.shardSize, "shard-size", "", "write OUT as a sharded directory (HF index + shards of at most this size, e.g. 2GB, 500MiB); a directory OUT without it reproduces the recorded layout (default 5GB)")
 	o.w.register(cmd)
 	return cmd

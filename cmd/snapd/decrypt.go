@@ -31,7 +31,7 @@ leaves nothing at OUT.`,
 			return runDecrypt(cmd.Context(), e, &o)
 		},
 	}
-	cmd.Flags().StringVar(&o.identity, "identity", "", "age identity file (required)")
+	cmd.Flags().StringVar(&o.identity, "identity", "", usageIdentity)
 	cmd.MarkFlagRequired("identity")
 	return cmd
 }

@@ -100,8 +100,8 @@ beside it (signed with --sign-key).`,
 			return runDeltaMake(cmd.Context(), e, &o)
 		},
 	}
-	cmd.Flags().StringVar(&o.encryptTo, "encrypt-to", "", "age recipients file: armor the delta and write OUT.wseal")
-	cmd.Flags().StringVar(&o.signKey, "sign-key", "", "Ed25519 key that signs the seal (needs --encrypt-to)")
+	cmd.Flags().StringVar(&o.encryptTo, "encrypt-to", "", usageEncryptTo)
+	cmd.Flags().StringVar(&o.signKey, "sign-key", "", usageSignKey)
 	cmd.Flags().StringVar(&o.baseWSUM, "base-wsum", "", "WSUM of a streamed BASE (default: BASE with .wsum if present)")
 	cmd.Flags().StringVar(&o.wsum, "wsum", "", "WSUM of a streamed TARGET (default: TARGET with .wsum if present)")
 	return cmd
@@ -224,7 +224,7 @@ Armored (encrypted) inputs are decrypted with --identity.`,
 			return runDeltaApply(cmd.Context(), e, &o)
 		},
 	}
-	cmd.Flags().StringVar(&o.identity, "identity", "", "age identity file for armored inputs")
+	cmd.Flags().StringVar(&o.identity, "identity", "", usageIdentity)
 	cmd.Flags().StringVar(&o.wsum, "wsum", "", "WSUM of a streamed target: verify the result completely")
 	cmd.Flags().StringVar(&o.baseWSUM, "base-wsum", "", "WSUM of a streamed BASE (default: BASE with .wsum if present)")
 	return cmd

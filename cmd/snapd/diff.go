@@ -69,8 +69,8 @@ errors.`,
 			return runDiff(cmd.Context(), e, &o)
 		},
 	}
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
-	cmd.Flags().BoolVar(&o.md, "markdown", false, "print a Markdown table (for pull-request reviews)")
+	cmd.Flags().BoolVar(&o.json, "json", false, usageJSON)
+	cmd.Flags().BoolVar(&o.md, "markdown", false, usageMarkdown)
 	cmd.Flags().Int64Var(&o.rowsPerChunk, "rows-per-chunk", 0, "chunk geometry for naming changed chunks (0 = profile default)")
 	cmd.MarkFlagsMutuallyExclusive("json", "markdown")
 	cmd.Flags().StringVar(&o.pic.svg, "svg", "", "also draw the changed rows per array as an SVG picture into `OUT`")

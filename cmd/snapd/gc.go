@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
@@ -20,7 +19,7 @@ type gcOptions struct {
 	json     bool
 	abandon  []uint
 	remote   bool
-	oci      ociFlags
+	oci      ociReadFlags
 }
 
 func newGCCommand(e *env) *cobra.Command {
@@ -52,25 +51,13 @@ Safe while the daemon and the trainer run.`,
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&o.keep, "keep", 0, "always keep the newest K generations")
-	fl.BoolVar(&o.dryRun, "dry-run", false, "only report what would be deleted")
-	fl.BoolVar(&o.json, "json", false, "print the report as JSON")
+	fl.BoolVar(&o.dryRun, "dry-run", false, usageDryRunGC)
+	fl.BoolVar(&o.json, "json", false, usageJSON)
 	fl.UintSliceVar(&o.abandon, "abandon", nil, "mark these generations as abandoned first (comma-separated or repeated)")
 	fl.BoolVar(&o.remote, "remote", false, "instead: delete the manifests of all but the newest K generations in --oci-repository (then run the registry's own garbage collection)")
-	addGCRegistryFlags(fl, &o.oci)
+	o.oci.register(fl) // not the upload flags (--oci-jobs, --oci-mount-from)
 	cmd.MarkFlagRequired("keep")
 	return cmd
-}
-
-// addGCRegistryFlags defines the registry flags gc --remote honours: which
-// repository, how to reach it and its credentials, and the timeouts; not
-// the upload-only flags (--oci-jobs, --oci-mount-from).
-func addGCRegistryFlags(fl *pflag.FlagSet, o *ociFlags) {
-	fl.StringVar(&o.repository, "oci-repository", "", "with --remote: OCI repository HOST[:PORT]/NAME (plain HTTP only for loopback hosts or with --oci-insecure)")
-	fl.BoolVar(&o.insecure, "oci-insecure", false, "allow plain HTTP to a non-loopback registry")
-	fl.StringVar(&o.username, "oci-username", "", "registry user (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json)")
-	fl.StringVar(&o.passwordFile, "oci-password-file", "", "file holding the registry password or token (mode 0600; default $SNAPD_OCI_PASSWORD)")
-	fl.StringVar(&o.dockerConfig, "oci-docker-config", "", "Docker config.json with registry credentials (default $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
-	addOCITimeoutFlags(fl, o)
 }
 
 // plural is "N word" or "N words".

@@ -45,8 +45,8 @@ verified without keys) but checks no signature: use snapd verify for that.`,
 			return runInspect(cmd.Context(), e, &o)
 		},
 	}
-	cmd.Flags().StringVar(&o.from, "from", "", "input format (default: detect)")
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	cmd.Flags().StringVar(&o.from, "from", "", usageFrom)
+	cmd.Flags().BoolVar(&o.json, "json", false, usageJSON)
 	return cmd
 }
 

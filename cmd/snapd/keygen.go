@@ -45,7 +45,7 @@ Prints the written paths and the key id that signed snapshots will carry.`,
 			return runKeygen(cmd.Context(), e, &o)
 		},
 	}
-	cmd.Flags().StringVar(&o.principal, "principal", "", "allowed_signers principal (default snapd@HOSTNAME)")
+	cmd.Flags().StringVar(&o.principal, "principal", "", usagePrincipal)
 	return cmd
 }
 

@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -27,76 +25,54 @@ import (
 	"github.com/snapd-ml/snapd/keys"
 )
 
-// ociFlags select and authenticate an OCI repository (the skeleton layout's blob store).
-type ociFlags struct {
-	repository   string
-	insecure     bool
-	username     string
-	passwordFile string
-	dockerConfig string
-	mountFrom    string
-	jobs         int
-	// timeout bounds connecting, the TLS handshake and the wait for
-	// response headers; stall a body that stops moving (oci.Timeouts).
-	timeout, stall time.Duration
-}
-
-func addOCIFlags(cmd *cobra.Command, o *ociFlags) {
-	fl := cmd.Flags()
-	fl.StringVar(&o.repository, "oci-repository", "", "OCI repository HOST[:PORT]/NAME holding the segment blobs (plain HTTP only for loopback hosts or with --oci-insecure)")
-	fl.BoolVar(&o.insecure, "oci-insecure", false, "allow plain HTTP to a non-loopback registry")
-	fl.StringVar(&o.username, "oci-username", "", "registry user (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json)")
-	fl.StringVar(&o.passwordFile, "oci-password-file", "", "file holding the registry password or token (mode 0600; default $SNAPD_OCI_PASSWORD)")
-	fl.StringVar(&o.dockerConfig, "oci-docker-config", "", "Docker config.json with registry credentials (default $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
-	fl.StringVar(&o.mountFrom, "oci-mount-from", "", "another repository NAME of the same registry (e.g. the base model's) to mount existing blobs from instead of uploading them")
-	fl.IntVar(&o.jobs, "oci-jobs", 4, "parallel blob uploads")
-	addOCITimeoutFlags(fl, o)
-}
-
-// addOCITimeoutFlags defines --oci-timeout and --oci-stall-timeout (every
-// command that talks to a registry has them).
-func addOCITimeoutFlags(fl *pflag.FlagSet, o *ociFlags) {
-	fl.DurationVar(&o.timeout, "oci-timeout", oci.DefaultResponseHeaderTimeout, "registry timeout for connecting, the TLS handshake and the wait for a response's headers")
-	fl.DurationVar(&o.stall, "oci-stall-timeout", oci.DefaultStallTimeout, "registry stall timeout: a request or response body that moves less than 1 KiB/s over this much waiting fails the command (exit 2)")
-}
-
-// timeouts are the registry timeouts of o (zero fields: oci's defaults).
-func (o *ociFlags) timeouts() (oci.Timeouts, error) {
-	if o.timeout < 0 || o.stall < 0 {
+// timeouts are the registry timeouts of f (zero fields: oci's defaults).
+func (f *ociReadFlags) timeouts() (oci.Timeouts, error) {
+	if f.timeout < 0 || f.stall < 0 {
 		return oci.Timeouts{}, usageError{errors.New("--oci-timeout and --oci-stall-timeout must be > 0")}
 	}
-	return oci.Timeouts{Connect: o.timeout, TLSHandshake: o.timeout, ResponseHeader: o.timeout, Stall: o.stall}, nil
+	return oci.Timeouts{Connect: f.timeout, TLSHandshake: f.timeout, ResponseHeader: f.timeout, Stall: f.stall}, nil
 }
 
 // open resolves credentials (flags, then SNAPD_OCI_USERNAME and
-// SNAPD_OCI_PASSWORD, then the Docker config) and opens the repository.
-func (o *ociFlags) open(e *env) (*oci.Repository, error) {
-	if o.repository == "" {
+// SNAPD_OCI_PASSWORD, then the Docker config) and opens the repository
+// for reading.
+func (f *ociReadFlags) open(e *env) (*oci.Repository, error) {
+	return f.openWith(e, func(*oci.Options) {})
+}
+
+// open is ociReadFlags.open with the upload options.
+func (f *ociWriteFlags) open(e *env) (*oci.Repository, error) {
+	return f.openWith(e, func(o *oci.Options) { o.Concurrency, o.MountFrom = f.jobs, f.mountFrom })
+}
+
+func (f *ociReadFlags) openWith(e *env, set func(*oci.Options)) (*oci.Repository, error) {
+	if f.repository == "" {
 		return nil, usageError{errors.New("--oci-repository HOST[:PORT]/NAME is required")}
 	}
-	to, err := o.timeouts()
+	to, err := f.timeouts()
 	if err != nil {
 		return nil, err
 	}
-	opts := oci.Options{Insecure: o.insecure, DockerConfig: o.dockerConfig, Concurrency: o.jobs, MountFrom: o.mountFrom, Timeouts: to, Logger: e.logger}
-	opts.Username = o.username
+	opts := oci.Options{Insecure: f.insecure, DockerConfig: f.dockerConfig, Timeouts: to, Logger: e.logger}
+	set(&opts)
+	opts.Username = f.username
 	if opts.Username == "" {
 		opts.Username = e.getenv("SNAPD_OCI_USERNAME")
 	}
-	if o.passwordFile != "" {
-		b, err := keys.ReadSecretFile(o.passwordFile)
+	if f.passwordFile != "" {
+		b, err := keys.ReadSecretFile(f.passwordFile)
 		if err != nil {
 			return nil, ioError{err}
 		}
 		opts.Password = strings.TrimRight(string(b), "\r\n") // checked now; re-read at every authentication
-		opts.PasswordFile = o.passwordFile
+		opts.PasswordFile = f.passwordFile
 	} else {
 		opts.Password = e.getenv("SNAPD_OCI_PASSWORD")
 	}
 	if opts.Username == "" && opts.Password != "" {
 		return nil, usageError{errors.New("a registry password is given but no user (--oci-username or SNAPD_OCI_USERNAME)")}
 	}
-	r, err := oci.Open(o.repository, opts)
+	r, err := oci.Open(f.repository, opts)
 	if err != nil {
 		return nil, usageError{err}
 	}
@@ -113,7 +89,7 @@ func newOCICommand(e *env) *cobra.Command {
 }
 
 type ociPushOptions struct {
-	oci      ociFlags
+	oci      ociWriteFlags
 	skeleton string
 	prevSkel string
 	// prevSkeleton is --prev-skeleton, read (for the segment cache).
@@ -188,7 +164,7 @@ made, so an edited or foreign FILE only costs hashing (output identical).`,
 			return runOCIPush(cmd.Context(), e, args[0], &o, wtxtFlagsSet(cmd))
 		},
 	}
-	addOCIFlags(cmd, &o.oci)
+	o.oci.register(cmd.Flags())
 	// The WTXT writer flags of convert, but --stream and --encrypt-to: the
 	// skeleton layout holds plain WTXT with its root line.
 	defs := &cobra.Command{}
@@ -198,13 +174,13 @@ made, so an edited or foreign FILE only costs hashing (output identical).`,
 			cmd.Flags().AddFlag(f)
 		}
 	})
-	cmd.Flags().StringVar(&o.wsum, "wsum", "", "streamed WTXT input (root_pending): its WSUM (default: IN with .wtxt replaced by .wsum); the WTXT is verified against it and the manifest takes its sha256_all and merkle_this")
-	cmd.Flags().StringVar(&o.from, "from", "", "checkpoint input format (default: detect)")
+	cmd.Flags().StringVar(&o.wsum, "wsum", "", usageWSUMIn)
+	cmd.Flags().StringVar(&o.from, "from", "", usageFrom)
 	cmd.Flags().StringVar(&o.skeleton, "skeleton", "", "where to write the skeleton (default IN.skel for a WTXT, IN.wtxt.skel for a checkpoint)")
 	cmd.Flags().StringVar(&o.prevSkel, "prev-skeleton", "", "the previous generation's skeleton (this repository's): segments whose chunks it has and that its gen-NNNNNN manifest in the registry confirms (same place, size and digest) are not decoded, hashed whole or sent again")
 	cmd.Flags().StringVar(&o.segCache, "segment-cache", "", "checkpoint input: a file this push reads (when there, from the push of the --prev-skeleton generation) and rewrites: segments it proves unchanged are hashed with keyed BLAKE3 instead of SHA-256 per chunk (keys derived from --hmac-key, else --sign-key)")
 	cmd.Flags().Int64Var(&o.segSize, "segment-size", 0, "target segment blob size in bytes (0: automatic, 4 MiB doubled until the generation has fewer than 8192 segments, so the manifest stays small; the same for every generation of one model)")
-	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
+	cmd.Flags().BoolVar(&o.json, "json", false, usageJSON)
 	return cmd
 }
 
@@ -301,7 +277,8 @@ func reportOCIPush(e *env, repo *oci.Repository, res *oci.PushResult, skel strin
 }
 
 // pushCheckpoint converts the checkpoint in straight to a skeleton and
-// segments (oci.Repository.PushSnapshot: no WTXT written) and pushes them.
+// segments and pushes them (oci.Repository.PushSnapshotFile: no WTXT
+// written; it keeps --segment-cache).
 func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string, o *ociPushOptions, prev oci.Previous) error {
 	meta, opts, err := o.w.options(e)
 	if err != nil {
@@ -319,93 +296,23 @@ func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string
 	defer src.Close()
 	s := src.Snapshot
 	s.Meta = meta
-	if o.segSize == 0 {
-		// The size of the WTXT convert would write: the same segments as
-		// "snapd oci push WTXT".
-		n, err := wtxt.EncodedSize(s, opts)
-		if err != nil {
-			return err
-		}
-		o.segSize = oci.AutoSegmentSize(n)
-	}
 	skel := o.skeleton
 	if skel == "" {
 		skel = strings.TrimSuffix(in, "/") + ".wtxt.skel"
 	}
-	if o.segCache != "" {
-		if prev.Cache, err = openSegmentCache(e, o, opts); err != nil {
-			return err
-		}
-	}
-	out, err := atomicfile.Create(skel, 0o644)
-	if err != nil {
-		return ioError{err}
-	}
-	defer out.Abort()
-	res, _, err := repo.PushSnapshot(ctx, s, opts, filepath.Base(strings.TrimSuffix(skel, ".skel")), out, o.segSize, prev)
-	if err != nil {
+	res, segSize, err := repo.PushSnapshotFile(ctx, s, opts, oci.FilePush{Skeleton: skel, SegmentSize: o.segSize, Previous: prev,
+		SegmentCache: o.segCache, PrevSkeleton: o.prevSkeleton, Logger: e.logger})
+	var fe *oci.FileError
+	switch {
+	case errors.Is(err, oci.ErrNoCacheKey):
+		return usageError{errors.New("--segment-cache needs --hmac-key or --sign-key (its keys are derived from one)")}
+	case errors.As(err, &fe):
+		return ioError{fe.Err}
+	case err != nil:
 		return registryErr(err)
 	}
-	if err := out.Commit(); err != nil {
-		return ioError{err}
-	}
-	if prev.Cache != nil {
-		if err := writeSegmentCache(o.segCache, prev.Cache); err != nil {
-			return err
-		}
-	}
+	o.segSize = segSize
 	return reportOCIPush(e, repo, res, skel, o)
-}
-
-// openSegmentCache builds --segment-cache's cache: keyed from the HMAC key
-// (else the signing key's seed), primed from the file (when it exists)
-// with --prev-skeleton. A file that cannot be used is logged and the push
-// goes on without it (every segment hashed with SHA-256, as without a
-// cache); the file is rewritten after the push.
-func openSegmentCache(e *env, o *ociPushOptions, opts wtxt.EncodeOptions) (*wtxt.SegmentCache, error) {
-	secret := opts.HMACKey
-	if len(secret) == 0 && opts.SignKey != nil {
-		secret = opts.SignKey.Seed()
-	}
-	if len(secret) == 0 {
-		return nil, usageError{errors.New("--segment-cache needs --hmac-key or --sign-key (its keys are derived from one)")}
-	}
-	var file []byte
-	if o.prevSkeleton != nil {
-		b, err := safeopen.ReadFile(o.segCache, wtxt.MaxSegmentCacheBytes, 0)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			e.logger.Warn("segment cache not read: every segment is hashed", "file", o.segCache, "err", err)
-		default:
-			file = b
-		}
-	}
-	c, err := wtxt.NewSegmentCache(secret, o.prevSkeleton, file)
-	if err != nil && file != nil {
-		e.logger.Warn("segment cache not used: every segment is hashed", "file", o.segCache, "err", err)
-		c, err = wtxt.NewSegmentCache(secret, nil, nil)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// writeSegmentCache replaces the cache file atomically.
-func writeSegmentCache(path string, c *wtxt.SegmentCache) error {
-	f, err := atomicfile.Create(path, 0o600)
-	if err != nil {
-		return ioError{err}
-	}
-	defer f.Abort()
-	if _, err := c.WriteTo(f); err != nil {
-		return ioError{err}
-	}
-	if err := f.Commit(); err != nil {
-		return ioError{err}
-	}
-	return nil
 }
 
 // streamedWSUM returns, for a streamed WTXT in (root_pending), its WSUM
@@ -513,7 +420,7 @@ func readPrevSkeleton(ctx context.Context, path string) (oci.Previous, *wtxt.Pre
 }
 
 // runAssembleOCI rebuilds a WTXT from its skeleton and the registry.
-func runAssembleOCI(ctx context.Context, e *env, o *ociFlags, skel, out string) error {
+func runAssembleOCI(ctx context.Context, e *env, o *ociReadFlags, skel, out string) error {
 	le, m := e.meterWithLog(filepath.Base(out), skeletonSize(ctx, skel))
 	repo, err := o.open(le)
 	if err != nil {

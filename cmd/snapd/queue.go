@@ -46,7 +46,7 @@ directory while the daemon runs.`,
 			return runQueueList(e, &o)
 		},
 	}
-	list.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	list.Flags().BoolVar(&o.json, "json", false, usageJSON)
 
 	retry := &cobra.Command{
 		Use:   "retry",

@@ -63,8 +63,8 @@ func runRanks(ctx context.Context, e *env, c *configs.Config, log *slog.Logger) 
 	if _, err := sshsig.WriteAllowedSigners(filepath.Join(c.StateDir, pipeline.KeysDir), principal, sk.Public().(ed25519.PublicKey)); err != nil {
 		return ioError{fmt.Errorf("allowed_signers: %w", err)}
 	}
-	of := ociFlags{repository: rc.Repository, insecure: rc.Insecure, jobs: 4,
-		timeout: time.Duration(c.Store.OCI.Timeout), stall: time.Duration(c.Store.OCI.StallTimeout)}
+	of := ociWriteFlags{ociReadFlags: ociReadFlags{ociTargetFlags: ociTargetFlags{repository: rc.Repository, insecure: rc.Insecure},
+		timeout: time.Duration(c.Store.OCI.Timeout), stall: time.Duration(c.Store.OCI.StallTimeout)}, jobs: 4}
 	repo, err := of.open(e)
 	if err != nil {
 		return err
@@ -189,12 +189,12 @@ func newRanksStatusCommand(e *env) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	cmd.Flags().BoolVar(&asJSON, "json", false, usageJSON)
 	return cmd
 }
 
 type ranksRepoOptions struct {
-	oci     ociFlags
+	oci     ociReadFlags
 	pubkeys []string
 	branch  string
 	path    string
@@ -220,8 +220,8 @@ func (o *ranksRepoOptions) openLedger(ctx context.Context, e *env, target string
 
 // addRanksLedgerFlags registers where the ledger's generations are.
 func addRanksLedgerFlags(f *pflag.FlagSet, o *ranksRepoOptions) {
-	f.StringVar(&o.branch, "branch", gitops.DefaultBranch, "ledger branch")
-	f.StringVar(&o.path, "path", gitops.DefaultPath, "snapshot path of the ledger (the generations are under PATH/ranks)")
+	registerBranch(f, &o.branch)
+	f.StringVar(&o.path, "path", gitops.DefaultPath, "directory holding the generation files")
 }
 
 func newRanksVerifyRepoCommand(e *env) *cobra.Command {
@@ -250,13 +250,13 @@ first failed check (named: commit, file, rank, check).`,
 			return runRanksVerifyRepo(cmd.Context(), e, target, &o)
 		},
 	}
-	addOCIFlags(cmd, &o.oci)
+	o.oci.register(cmd.Flags())
 	f := cmd.Flags()
 	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "allowed_signers file with the committer's and the nodes' keys (required; repeatable)")
 	addRanksLedgerFlags(f, &o)
 	f.StringVar(&o.job, "job", "", "the job name (ranks.job); when given every generation must carry its chain id")
-	f.StringVar(&o.since, "since", "", "start at this revision (e.g. gen-000120, the oldest kept after snapd ranks gc); its merkle_prev is the trusted anchor")
-	f.BoolVar(&o.json, "json", false, "machine-readable output")
+	f.StringVar(&o.since, "since", "", usageSince)
+	f.BoolVar(&o.json, "json", false, usageJSON)
 	return cmd
 }
 
@@ -352,7 +352,7 @@ rank by rank with snapd diff OUTDIR_A/rank-R.wtxt OUTDIR_B/rank-R.wtxt.`,
 			return nil
 		},
 	}
-	addOCIFlags(cmd, &o.oci)
+	o.oci.register(cmd.Flags())
 	cmd.Flags().StringVar(&gen, "gen", "", "generation as DEC6 (e.g. 000003); default the newest on --branch")
 	addRanksLedgerFlags(cmd.Flags(), &o)
 	return cmd
@@ -419,10 +419,10 @@ differs, 0 when none does. Both generations must have the same world size.`,
 			return nil
 		},
 	}
-	addOCIFlags(cmd, &o.oci)
+	o.oci.register(cmd.Flags())
 	cmd.Flags().StringVar(&from, "from", "", "older generation, DEC6 (e.g. 000003)")
 	cmd.Flags().StringVar(&to, "to", "", "newer generation, DEC6")
-	cmd.Flags().BoolVar(&md, "markdown", false, "Markdown tables (for a PR comment)")
+	cmd.Flags().BoolVar(&md, "markdown", false, usageMarkdown)
 	addRanksLedgerFlags(cmd.Flags(), &o)
 	return cmd
 }
@@ -471,9 +471,9 @@ with snapd ranks verify-repo --since gen-NNNNNN (the oldest kept).`,
 			return registryErr(err)
 		},
 	}
-	addOCIFlags(cmd, &o.oci)
+	o.oci.register(cmd.Flags())
 	cmd.Flags().IntVar(&keep, "keep", 0, "committed generations whose rank manifests are kept (>= 1)")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list, delete nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, usageDryRunGC)
 	addRanksLedgerFlags(cmd.Flags(), &o)
 	return cmd
 }

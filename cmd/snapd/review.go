@@ -26,10 +26,7 @@ type reviewOptions struct {
 	appID          string
 	appKey         string
 	installationID int64
-	pubkeys        []string
-	hmacKey        string
-	requireSig     bool
-	allowUnsigned  bool
+	trustFlags
 	maxRelL2       []string // NUMBER or PATTERN=NUMBER, repeatable
 	maxAbsDelta    []string
 	allowNonFinite []string // "*" (bare flag) or patterns
@@ -42,7 +39,7 @@ type reviewOptions struct {
 	path           string
 	debug          bool
 	timeout        time.Duration
-	oci            ociFlags
+	oci            ociReadFlags
 
 	// retry is the rate-limit policy (tests inject a clock).
 	retry review.RetryPolicy
@@ -141,10 +138,7 @@ Exit status: 0 review posted (or printed) and not requesting changes,
 	f.StringVar(&o.appID, "app-id", "", "GitHub App ID (or client ID): authenticate as the App installation")
 	f.StringVar(&o.appKey, "app-key", "", "GitHub App private key (PEM file)")
 	f.Int64Var(&o.installationID, "installation-id", 0, "GitHub App installation ID")
-	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "trusted signer: ssh-ed25519 public key or allowed_signers file (repeatable)")
-	f.StringVar(&o.hmacKey, "hmac-key", "", "HMAC key file: check every array's HMAC")
-	f.BoolVar(&o.requireSig, "require-signature", false, "request changes unless the head is signed by a trusted --pubkey")
-	f.BoolVar(&o.allowUnsigned, "allow-unsigned", false, "with --pubkey: accept an unsigned head (giving --pubkey otherwise requires a signature)")
+	o.trustFlags.register(f)
 	f.StringArrayVar(&o.maxRelL2, "max-rel-l2", nil, "request changes when an array's relative L2 change exceeds this: `NUMBER` for every array, or PATTERN=NUMBER for the arrays PATTERN matches (repeatable; 0 = no limit)")
 	f.StringArrayVar(&o.maxAbsDelta, "max-abs-delta", nil, "request changes when an array's max |Δ| exceeds this: `NUMBER`, or PATTERN=NUMBER (repeatable; 0 = no limit)")
 	f.StringArrayVar(&o.allowNonFinite, "allow-nonfinite", nil, "do not request changes for newly introduced NaN/Inf; =`PATTERN` only in the arrays it matches (repeatable)")
@@ -159,12 +153,7 @@ Exit status: 0 review posted (or printed) and not requesting changes,
 	f.StringVar(&o.path, "path", "", "with --base/--head: the path shown in the review (default: --head)")
 	f.BoolVar(&o.debug, "debug", false, "log every API request (method, path, status; never credentials) to stderr")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "HTTP timeout of one API request attempt, body included (connect, TLS and response headers have their own shorter limits)")
-	f.StringVar(&o.oci.repository, "oci-repository", "", "skeleton layout: OCI repository HOST[:PORT]/NAME holding the segment blobs (read only); without it skeletons are reviewed from their ch lines")
-	addOCITimeoutFlags(f, &o.oci)
-	f.BoolVar(&o.oci.insecure, "oci-insecure", false, "allow plain HTTP to a non-loopback registry")
-	f.StringVar(&o.oci.username, "oci-username", "", "registry user with pull access (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json; else anonymous)")
-	f.StringVar(&o.oci.passwordFile, "oci-password-file", "", "file holding the registry password or read-only token (mode 0600; default $SNAPD_OCI_PASSWORD)")
-	f.StringVar(&o.oci.dockerConfig, "oci-docker-config", "", "Docker config.json with registry credentials (default $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
+	o.oci.register(f)
 	cmd.MarkFlagsRequiredTogether("base", "head")
 	cmd.MarkFlagsRequiredTogether("app-id", "app-key", "installation-id")
 	cmd.MarkFlagsMutuallyExclusive("app-id", "token-file")

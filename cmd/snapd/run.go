@@ -52,7 +52,7 @@ type runOptions struct {
 	noGit        bool
 	principal    string
 	cpuProfile   string
-	oci          runOCIOptions
+	oci          ociTargetFlags
 	// changed reports whether a flag was set on the command line.
 	changed func(name string) bool
 	// signals delivers SIGHUP/SIGTERM/SIGINT (tests inject their own).
@@ -70,7 +70,8 @@ pins the generation, converts it to a signed, HMAC'd, Merkle-chained WTXT,
 optionally age-encrypts it, writes a DELTA v2 against the previous
 generation into the local ring (STATE_DIR/ring), commits it to the local Git
 repository (STATE_DIR/repo) and, with a remote, pushes through a durable
-resend queue. With --oci-repository (store.oci) tensor bytes go to an OCI
+resend queue. With --oci-repository (store.oci; --oci-insecure is
+store.oci.insecure) tensor bytes go to an OCI
 registry and Git gets the skeleton: one queue job per generation uploads the
 missing segment blobs and the manifest, then commits and pushes (README "Big
 models: OCI registry"). With a github section it then opens (or updates) a pull
@@ -78,8 +79,11 @@ request from the generations branch to github.base and posts a review of the
 newest generation (verification, changed rows, thresholds).
 
 It needs no configuration: keys are generated into STATE_DIR/keys on first
-start. --config FILE (strict YAML, see configs/snapd.example.yaml) sets
-everything; flags override it. SIGHUP reloads the config file; SIGTERM and
+start (sign_ed25519, hmac.key, and allowed_signers for the principal
+snapd@HOSTNAME; --sign-key, --hmac-key and --principal name others).
+--config FILE (strict YAML, see configs/snapd.example.yaml) sets
+everything; flags override it, and a flag not given leaves the config's
+value (e.g. --branch: git.branch, default "` + gitops.DefaultBranch + `"). SIGHUP reloads the config file; SIGTERM and
 SIGINT stop cleanly (the generation in flight is abandoned and handled again
 after a restart). A second daemon on the same state dir refuses to start.
 
@@ -118,7 +122,7 @@ jobs", docs/FORMAT.md section 7; snapd ranks status).`,
 	f.StringVar(&o.logFormat, "log-format", "", "text or json")
 	f.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error")
 	f.StringVar(&o.remote, "git-remote", "", "Git remote to push to (URL or path)")
-	f.StringVar(&o.branch, "branch", "", "Git branch of the generations (default from config: "+gitops.DefaultBranch+")")
+	registerConfigBranch(f, &o.branch)
 	f.StringVar(&o.branch, "git-branch", "", "old spelling of --branch")
 	f.MarkHidden("git-branch") // --branch, as in clone, checkout and verify-repo
 	cmd.MarkFlagsMutuallyExclusive("branch", "git-branch")
@@ -128,15 +132,15 @@ jobs", docs/FORMAT.md section 7; snapd ranks status).`,
 	f.IntVar(&o.queueMax, "queue-max", 0, "requests waiting for the pipeline before the queue policy applies")
 	f.StringVar(&o.policy, "queue-policy", "", "block or coalesce")
 	f.IntVar(&o.workers, "workers", 0, "encoder threads (0 = half the CPUs)")
-	f.IntVar(&o.rowsPerChunk, "rows-per-chunk", 0, "WTXT rows per chunk (0 = profile default)")
-	f.StringVar(&o.build, "build", "", "meta build value")
+	f.IntVar(&o.rowsPerChunk, "rows-per-chunk", 0, usageRows)
+	f.StringVar(&o.build, "build", "", usageBuild)
 	f.BoolVar(&o.stream, "stream", false, "streaming WTXT (root_pending + WSUM)")
-	f.StringVar(&o.encryptTo, "encrypt-to", "", "age recipients file: armor every ring file and write WSEAL seals")
-	f.StringVar(&o.signKey, "sign-key", "", "OpenSSH Ed25519 private key (default STATE_DIR/keys/sign_ed25519, generated)")
-	f.StringVar(&o.principal, "principal", "", "principal of STATE_DIR/keys/allowed_signers (default snapd@HOSTNAME)")
-	f.StringVar(&o.hmacKey, "hmac-key", "", "HMAC key file (default STATE_DIR/keys/hmac.key, generated)")
+	f.StringVar(&o.encryptTo, "encrypt-to", "", usageEncryptTo)
+	f.StringVar(&o.signKey, "sign-key", "", usageSignKey)
+	f.StringVar(&o.principal, "principal", "", usagePrincipal)
+	f.StringVar(&o.hmacKey, "hmac-key", "", usageHMACKeyOut)
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "debugging aid: write a Go CPU profile of the daemon (not its git children) to FILE when it stops (go tool pprof FILE)")
-	addRunOCIFlags(cmd, &o.oci)
+	o.oci.register(f)
 	return cmd
 }
 

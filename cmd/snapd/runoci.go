@@ -4,25 +4,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/snapd-ml/snapd/configs"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 )
 
-// runOCIOptions are snapd run's store.oci flags.
-type runOCIOptions struct {
-	repository string
-	insecure   bool
-}
-
-func addRunOCIFlags(cmd *cobra.Command, o *runOCIOptions) {
-	f := cmd.Flags()
-	f.StringVar(&o.repository, "oci-repository", "", "OCI repository HOST[:PORT]/NAME: publish generations in the skeleton layout (tensor bytes to the registry, skeletons to Git; store.oci in the config)")
-	f.BoolVar(&o.insecure, "oci-insecure", false, "allow plain HTTP to a non-loopback registry (store.oci.insecure)")
-}
-
-func applyRunOCIFlags(c *configs.Config, o *runOCIOptions, set func(string, func())) {
+// applyRunOCIFlags applies snapd run's --oci-repository and --oci-insecure
+// to store.oci.
+func applyRunOCIFlags(c *configs.Config, o *ociTargetFlags, set func(string, func())) {
 	set("oci-repository", func() { c.Store.OCI.Repository = o.repository })
 	set("oci-insecure", func() { c.Store.OCI.Insecure = o.insecure })
 }
@@ -35,9 +23,10 @@ func openOCIStore(e *env, c *configs.Config, log *slog.Logger) (*oci.Repository,
 	if s.Repository == "" {
 		return nil, nil
 	}
-	f := ociFlags{repository: s.Repository, insecure: s.Insecure, username: s.Username, passwordFile: s.PasswordFile,
-		dockerConfig: s.DockerConfig, mountFrom: s.MountFrom, jobs: s.Jobs,
-		timeout: time.Duration(s.Timeout), stall: time.Duration(s.StallTimeout)}
+	f := ociWriteFlags{ociReadFlags: ociReadFlags{ociTargetFlags: ociTargetFlags{repository: s.Repository, insecure: s.Insecure},
+		username: s.Username, passwordFile: s.PasswordFile, dockerConfig: s.DockerConfig,
+		timeout: time.Duration(s.Timeout), stall: time.Duration(s.StallTimeout)},
+		mountFrom: s.MountFrom, jobs: s.Jobs}
 	ee := *e
 	ee.logger = log
 	return f.open(&ee)

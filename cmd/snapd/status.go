@@ -54,7 +54,7 @@ directory cannot be read.`,
 			return runStatus(e, &o)
 		},
 	}
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&o.json, "json", false, usageJSON)
 	return cmd
 }
 

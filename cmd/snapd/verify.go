@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"filippo.io/age"
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
@@ -22,14 +22,11 @@ import (
 )
 
 type verifyOptions struct {
-	file             string
-	pubkeys          []string
-	hmacKey          string
+	file string
+	trustFlags
 	wsum             string
 	prevMerkle, prev string
 	identity         string
-	requireSignature bool
-	allowUnsigned    bool
 	json             bool
 }
 
@@ -65,15 +62,12 @@ Exit status: 0 all checks pass, 1 a check failed, 2 usage or I/O error.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "trusted signer: ssh-ed25519 public key or allowed_signers file (repeatable)")
-	f.StringVar(&o.hmacKey, "hmac-key", "", "HMAC key file: check every array's HMAC")
-	f.StringVar(&o.wsum, "wsum", "", "WSUM file of a streamed snapshot (default: FILE with .wsum if present)")
+	o.trustFlags.register(f)
+	f.StringVar(&o.wsum, "wsum", "", usageWSUMIn)
 	f.StringVar(&o.prevMerkle, "prev-merkle", "", "merkle_this of the previous generation (64 hex): check the chain")
 	f.StringVar(&o.prev, "prev", "", "previous generation's WTXT, WSUM or sealed file: check the chain")
-	f.StringVar(&o.identity, "identity", "", "age identity file: decrypt an armored FILE and verify the plaintext too")
-	f.BoolVar(&o.requireSignature, "require-signature", false, "fail unless signed by a trusted --pubkey")
-	f.BoolVar(&o.allowUnsigned, "allow-unsigned", false, "with --pubkey: accept an unsigned file (a signature that is present is still checked)")
-	f.BoolVar(&o.json, "json", false, "print the report as JSON")
+	f.StringVar(&o.identity, "identity", "", usageIdentity)
+	f.BoolVar(&o.json, "json", false, usageJSON)
 	cmd.MarkFlagsMutuallyExclusive("prev-merkle", "prev")
 	cmd.MarkFlagsMutuallyExclusive("require-signature", "allow-unsigned")
 	return cmd
@@ -136,7 +130,7 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions) error {
 	if err != nil {
 		return err
 	}
-	opts := wtxt.VerifyOptions{File: o.file, TrustedKeys: trusted, RequireSignature: o.requireSignature, AllowUnsigned: o.allowUnsigned}
+	opts := wtxt.VerifyOptions{File: o.file, TrustedKeys: trusted, RequireSignature: o.requireSig, AllowUnsigned: o.allowUnsigned}
 	if o.hmacKey != "" {
 		if opts.HMACKey, err = keys.LoadHMACKey(o.hmacKey); err != nil {
 			return keyError(err)
@@ -384,7 +378,8 @@ func hmacSummary(rep *wtxt.Report, opts wtxt.VerifyOptions) string {
 }
 
 // verifySealed checks an armored file through its seal and, with
-// --identity, decrypts and verifies the plaintext against the seal.
+// --identity, decrypts and verifies the plaintext against the seal
+// (armor.VerifySealed); it prints the report.
 func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.VerifyOptions) error {
 	sb, err := readLimited(armor.SealPath(o.file), 4096)
 	if err != nil {
@@ -398,63 +393,38 @@ func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.Verif
 	if err != nil {
 		return ioError{err}
 	}
-	srep, err := seal.Check(f, armor.VerifyOptions{Trusted: opts.TrustedKeys, RequireSignature: o.requireSignature || len(opts.TrustedKeys) > 0 && !o.allowUnsigned, PrevMerkle: opts.PrevMerkle})
-	f.Close()
-	out := verifyJSON{File: o.file, Kind: "sealed", Failures: []failureJSON{}}
+	defer f.Close()
+	so := armor.SealedOptions{
+		Seal:      armor.VerifyOptions{Trusted: opts.TrustedKeys, RequireSignature: o.requireSig || len(opts.TrustedKeys) > 0 && !o.allowUnsigned, PrevMerkle: opts.PrevMerkle},
+		Plaintext: opts,
+		WSUM: func() ([]byte, error) {
+			if err := loadWSUM(o, &opts); err != nil {
+				return nil, err
+			}
+			return opts.WSUM, nil
+		},
+	}
+	if o.identity != "" {
+		so.Identities = func() ([]age.Identity, error) {
+			ids, err := keys.LoadAgeIdentities(o.identity)
+			if err != nil {
+				return nil, keyError(err)
+			}
+			return ids, nil
+		}
+	}
+	res, err := armor.VerifySealed(ctx, o.file, f, seal, so)
+	if err != nil {
+		return err
+	}
+	out := verifyJSON{File: o.file, Kind: "sealed", Failures: []failureJSON{}, Report: res.Plaintext}
 	sj := &sealJSON{Kind: seal.Kind, Gen: genNumber(seal.Gen), GenText: seal.Gen, MerklePrev: hex.EncodeToString(seal.MerklePrev[:]), MerkleThis: hex.EncodeToString(seal.MerkleThis[:]),
-		Signature: srep.Signature, KeyID: srep.KeyID}
+		Signature: res.Seal.Signature, KeyID: res.Seal.KeyID, Decrypted: res.Decrypted}
 	if sj.Signature == wtxt.SigFailed {
 		sj.Signature = wtxt.SigUnchecked // this command's word for a signature that did not verify
 	}
 	out.Seal = sj
-	var fails []error
-	if err != nil {
-		file := armor.SealPath(o.file)
-		if se := (*armor.SealError)(nil); errors.As(err, &se) && se.Check == "armor" {
-			file = o.file
-		}
-		fails = append(fails, fmt.Errorf("%s: %w", file, err))
-	}
-	var rep *wtxt.Report
-	if o.identity != "" && len(fails) == 0 {
-		ids, err := keys.LoadAgeIdentities(o.identity)
-		if err != nil {
-			return keyError(err)
-		}
-		f, err := os.Open(o.file)
-		if err != nil {
-			return ioError{err}
-		}
-		defer f.Close()
-		pr, err := armor.Decrypt(f, ids...)
-		if err != nil {
-			fails = append(fails, fmt.Errorf("%s: %w", o.file, err))
-		} else if seal.Kind == armor.KindWTXT {
-			sj.Decrypted = true
-			if err := loadWSUM(o, &opts); err != nil {
-				return err
-			}
-			var verr error
-			rep, verr = wtxt.Verify(ctx, pr, opts)
-			var werr *wtxt.Error
-			if verr != nil && !errors.As(verr, &werr) {
-				fails = append(fails, fmt.Errorf("%s: decrypt: %w", o.file, verr))
-			} else if verr != nil {
-				fails = append(fails, verr)
-			} else if err := sealMatches(seal, rep); err != nil {
-				fails = append(fails, err)
-			}
-			if rep != nil && rep.Failures == nil {
-				rep.Failures = []*wtxt.Error{} // JSON: [] (docs/JSON.md)
-			}
-			out.Report = rep
-		} else {
-			sj.Decrypted = true
-			if _, err := io.Copy(io.Discard, pr); err != nil {
-				fails = append(fails, fmt.Errorf("%s: decrypt: %w", o.file, err))
-			}
-		}
-	}
+	fails, rep := res.Failures, res.Plaintext
 	for _, f := range fails {
 		out.Failures = append(out.Failures, failureJSON{Check: "seal", File: o.file, Msg: f.Error()})
 	}
@@ -490,19 +460,6 @@ func verifySealed(ctx context.Context, e *env, o *verifyOptions, opts wtxt.Verif
 	}
 	if len(fails) > 0 {
 		return errVerifyFailed{fails[0]}
-	}
-	return nil
-}
-
-// sealMatches checks that the decrypted plaintext's values equal the seal's.
-func sealMatches(s *armor.Seal, rep *wtxt.Report) error {
-	h := rep.Header
-	all, _ := hex.DecodeString(rep.SHA256All)
-	this, _ := hex.DecodeString(rep.MerkleThis)
-	prev, _ := hex.DecodeString(rep.MerklePrev)
-	if h.Gen != s.Gen || h.TS != s.TS || h.Meta.Build != s.Build || !bytes.Equal(all, s.SHA256All[:]) ||
-		!bytes.Equal(this, s.MerkleThis[:]) || !bytes.Equal(prev, s.MerklePrev[:]) {
-		return fmt.Errorf("seal: plaintext: the decrypted snapshot (gen %s, merkle_this %s) is not the one the seal describes (gen %s, merkle_this %x)", h.Gen, rep.MerkleThis, s.Gen, s.MerkleThis)
 	}
 	return nil
 }

@@ -16,16 +16,14 @@ import (
 )
 
 type verifyRepoOptions struct {
-	target         string
-	pubkeys        []string
-	branch         string
-	path           string
-	tagPrefix      string
+	target  string
+	pubkeys []string
+	ledgerFlags
 	since          string
 	tokenEnv       string
 	json           bool
 	maxObjectBytes int64
-	oci            ociFlags
+	oci            ociReadFlags
 	sample         float64
 	seed           uint64
 	seedSet        bool
@@ -34,9 +32,9 @@ type verifyRepoOptions struct {
 func newVerifyRepoCommand(e *env) *cobra.Command {
 	var o verifyRepoOptions
 	cmd := &cobra.Command{
-		Use:   "verify-repo [PATH|URL]",
+		Use:   "verify-repo [PATH|URL] --pubkey FILE",
 		Short: "Verify a snapshot repository's whole history with public keys only (CI)",
-		Long: `Walk the first-parent chain of the snapshot branch (default "snapshots") of a
+		Long: `Walk the first-parent chain of the snapshot branch (--branch, default "` + gitops.DefaultBranch + `") of a
 Git repository and check, with public keys only and without decrypting:
 
   - every generation's WTXT fully (every profile check, Ed25519 signature by a
@@ -101,20 +99,13 @@ reached at all is one).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "trusted signer: ssh-ed25519 .pub file or allowed_signers file (repeatable; required)")
-	f.StringVar(&o.branch, "branch", gitops.DefaultBranch, "snapshot branch")
-	f.StringVar(&o.path, "path", gitops.DefaultPath, "directory holding the generation files")
-	f.StringVar(&o.tagPrefix, "tag-prefix", gitops.DefaultTagPrefix, "generation tag prefix")
-	f.StringVar(&o.since, "since", "", "start at this revision (commit, tag); it is the trusted chain anchor")
+	registerPubkeys(f, &o.pubkeys)
+	o.ledgerFlags.register(f)
+	f.StringVar(&o.since, "since", "", usageSince)
 	f.StringVar(&o.tokenEnv, "token-env", "", "environment variable holding an HTTP(S) token for cloning a URL")
-	f.BoolVar(&o.json, "json", false, "print the report as JSON")
+	f.BoolVar(&o.json, "json", false, usageJSON)
 	f.Int64Var(&o.maxObjectBytes, "max-object-bytes", verify.DefaultMaxObjectBytes, "size budget of each file read from a generation (checked before reading it)")
-	f.StringVar(&o.oci.repository, "oci-repository", "", "OCI repository HOST[:PORT]/NAME holding the skeleton layout's segment blobs (read only; plain HTTP only for loopback hosts or with --oci-insecure)")
-	addOCITimeoutFlags(f, &o.oci)
-	f.BoolVar(&o.oci.insecure, "oci-insecure", false, "allow plain HTTP to a non-loopback registry")
-	f.StringVar(&o.oci.username, "oci-username", "", "registry user with pull access (default $SNAPD_OCI_USERNAME; else ~/.docker/config.json; else anonymous)")
-	f.StringVar(&o.oci.passwordFile, "oci-password-file", "", "file holding the registry password or read-only token (mode 0600; default $SNAPD_OCI_PASSWORD)")
-	f.StringVar(&o.oci.dockerConfig, "oci-docker-config", "", "Docker config.json with registry credentials (default $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
+	o.oci.register(f)
 	f.Float64Var(&o.sample, "sample", 0, "skeleton layout: check only this fraction (0 < F < 1) of each generation's segment blobs, plus every header and skeleton line (default: all)")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of the --sample choice (default: random, printed for reproduction)")
 	return cmd

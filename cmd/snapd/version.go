@@ -90,7 +90,7 @@ func newVersionCommand(e *env) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, usageJSON)
 	return cmd
 }
 

@@ -56,7 +56,9 @@ waited for like a pending one.
 --once does not wait: it prints the current state (pending, done, pushed
 with --pushed, or failed with its reason) and exits 0 whatever it is;
 only a log or queue it cannot read exits 2 (the trainer-side Python
-helper's status() runs snapd wait GEN --once --json).`,
+helper's status() runs snapd wait GEN --once --json).
+
+--json prints one object: {"gen", "state", "message", "source"}.`,
 		Example: `  snapd wait 3 --state-dir /data/snapd
   snapd wait 3 --pushed --timeout 10m --json
   snapd wait 3 --once --json`,
@@ -84,7 +86,7 @@ helper's status() runs snapd wait GEN --once --json).`,
 	cmd.Flags().BoolVar(&o.pushed, "pushed", false, "also wait until the generation reached the Git remote (the push queue holds no job up to GEN)")
 	cmd.Flags().BoolVar(&o.once, "once", false, "do not wait: print the current state (pending, done, pushed, failed) and exit 0 whatever it is")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "give up after this long (e.g. 10m; 0: wait for ever)")
-	cmd.Flags().BoolVar(&o.json, "json", false, `print JSON: {"gen", "state", "message", "source"}`)
+	cmd.Flags().BoolVar(&o.json, "json", false, usageJSON)
 	return cmd
 }
 

@@ -59,7 +59,7 @@ command exits 1; snapd wal repair fixes it.`,
 			return runWALList(cmd.Context(), e, &o)
 		},
 	}
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON: {\"requests\": [...], \"corrupt\": [...], \"cursor_error\": \"...\"}")
+	cmd.Flags().BoolVar(&o.json, "json", false, usageJSON)
 	return cmd
 }
 

@@ -44,7 +44,7 @@
 // the armored file is ASCII-clean armor (header line, 64-column base64,
 // footer, LF only); that merkle_this = SHA-256(merkle_prev || sha256_all ||
 // ts || gen || build) as in WTXT; and, when the previous generation's
-// merkle_this is known, that merkle_prev equals it. With an age identity
-// the caller additionally decrypts, fully verifies the plaintext and checks
-// it against the seal (MatchHeader).
+// merkle_this is known, that merkle_prev equals it (Seal.Check). With an
+// age identity VerifySealed additionally decrypts, fully verifies the
+// plaintext and checks it against the seal (Seal.MatchHeader).
 package armor

@@ -34,6 +34,10 @@
 // runs) list at the same place with that size and digest, is not read or
 // decoded again; its digest is reused. A previous skeleton is evidence,
 // not truth: a segment the registry does not confirm is read and checked.
+// PushSnapshot (`snapd oci push CHECKPOINT`) cuts the same skeleton and
+// segments straight from a snapshot's arrays, without a WTXT;
+// PushSnapshotFile wraps it with the skeleton file, the automatic segment
+// size and the segment cache file that push keeps between generations.
 //
 // Transport: HTTPS, or plain HTTP only for loopback hosts (localhost,
 // 127.0.0.0/8, ::1) or with Options.Insecure. Credentials come from

@@ -1,0 +1,80 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/registrytest"
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+func fileSnapshot(gen uint64) *snapshot.Snapshot {
+	r := rand.New(rand.NewPCG(3, 4))
+	w := make([]byte, 4096*64*4)
+	for i := range w {
+		w[i] = byte(r.Uint32())
+	}
+	m := snapshot.DefaultMeta()
+	m.Gen, m.TS, m.Build = gen, time.Date(2026, 11, 24, 5, 0, int(gen), 0, time.UTC), "test"
+	return &snapshot.Snapshot{Meta: m, Arrays: []*snapshot.Array{
+		{Name: "W", DType: snapshot.F32, Shape: []int64{4096, 64}, Data: snapshot.Bytes(w)},
+	}}
+}
+
+// PushSnapshotFile writes the skeleton a push of the encoded WTXT writes,
+// at the automatic segment size, keeps the segment cache file, and says
+// which failures are a local file's.
+func TestPushSnapshotFile(t *testing.T) {
+	ctx := context.Background()
+	reg := registrytest.Start(t, "", "")
+	repo, err := Open(reg.Host+"/snapd/file", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := fileSnapshot(1)
+	var enc bytes.Buffer
+	if _, err := wtxt.Encode(ctx, &enc, s, wtxt.EncodeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	skel := filepath.Join(dir, "gen.wtxt.skel")
+	res, segSize, err := repo.PushSnapshotFile(ctx, s, wtxt.EncodeOptions{}, FilePush{Skeleton: skel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := AutoSegmentSize(int64(enc.Len())); segSize != want {
+		t.Errorf("segment size %d, want AutoSegmentSize %d", segSize, want)
+	}
+	ref, refSkel := pushAt(t, repo, enc.Bytes(), segSize, Previous{})
+	if got, err := os.ReadFile(skel); err != nil || !bytes.Equal(got, refSkel) || res.Manifest.Digest != ref.Manifest.Digest {
+		t.Errorf("skeleton or manifest differ from the pushed WTXT's (%v)", err)
+	}
+
+	cache := filepath.Join(dir, "segcache")
+	noKey := filepath.Join(dir, "nokey.wtxt.skel")
+	if _, _, err := repo.PushSnapshotFile(ctx, s, wtxt.EncodeOptions{}, FilePush{Skeleton: noKey, SegmentCache: cache}); !errors.Is(err, ErrNoCacheKey) {
+		t.Errorf("cache without a key: %v", err)
+	}
+	if _, err := os.Stat(noKey); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused push wrote its skeleton: %v", err)
+	}
+	opts := wtxt.EncodeOptions{HMACKey: bytes.Repeat([]byte{7}, 32)}
+	if _, _, err := repo.PushSnapshotFile(ctx, s, opts, FilePush{Skeleton: filepath.Join(dir, "hmac.wtxt.skel"), SegmentCache: cache}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(cache); err != nil || fi.Mode().Perm() != 0o600 || fi.Size() == 0 {
+		t.Errorf("segment cache file: %v %v", fi, err)
+	}
+
+	var fe *FileError
+	if _, _, err := repo.PushSnapshotFile(ctx, s, wtxt.EncodeOptions{}, FilePush{Skeleton: filepath.Join(dir, "missing", "x.skel")}); !errors.As(err, &fe) {
+		t.Errorf("skeleton in a missing directory: %v, want a *FileError", err)
+	}
+}
