@@ -37,6 +37,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -65,8 +66,9 @@ type Options struct {
 	// included, after the inherited environment (a later entry wins).
 	Env []string
 	// Inherit names GIT_* variables passed on from snapd's environment
-	// (the user's own settings for a command the user runs, such as
-	// GIT_SSH_COMMAND for clone); every other GIT_* variable is dropped.
+	// (the user's own settings for a command the user runs against the
+	// user's remote: UserTransport); every other GIT_* variable is
+	// dropped. An entry ending in "*" is a prefix.
 	Inherit []string
 	// Drop names further variables not inherited; an entry ending in "*"
 	// is a prefix.
@@ -159,6 +161,22 @@ func (e *Error) Unwrap() []error {
 	return errs
 }
 
+// Split returns, for a failed run, what ended git (the exit status, the
+// start failure or the context's error; the *Error itself when snapd
+// killed git for a timeout, a stall or Kill) and the captured stderr
+// tail, for callers that word their own message. Any other error comes
+// back as it is, with "".
+func Split(err error) (cause error, stderr string) {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err, ""
+	}
+	if e.Err != nil && (e.Reason == "" || e.Reason == "cancelled") {
+		return e.Err, e.Stderr
+	}
+	return e, e.Stderr
+}
+
 // LastLine returns the last non-empty line of s, trimmed.
 func LastLine(s string) string {
 	s = strings.TrimSpace(s)
@@ -209,18 +227,45 @@ func Command(ctx context.Context, opts Options, args ...string) *Cmd {
 	cmd.Dir = opts.Dir
 	cmd.Env = Environ(opts)
 	cmd.Stdin = opts.Stdin
-	if opts.Stdout != nil {
-		cmd.Stdout = c.watched(opts.Stdout)
+	outw, errw := opts.Stdout, opts.Stderr
+	if outw != nil && sameWriter(outw, errw) {
+		// exec copies stdout and stderr on two goroutines once they are
+		// different writers (stderr is teed into the tail): one lock.
+		lw := &lockedWriter{w: outw}
+		outw, errw = lw, lw
+	}
+	if outw != nil {
+		cmd.Stdout = c.watched(outw)
 	}
 	var stderr io.Writer = c.tail
-	if opts.Stderr != nil {
-		stderr = io.MultiWriter(c.tail, opts.Stderr)
+	if errw != nil {
+		stderr = io.MultiWriter(c.tail, errw)
 	}
 	cmd.Stderr = c.watched(stderr)
 	inOwnGroup(cmd)
 	cmd.WaitDelay = opts.WaitDelay
 	c.cmd = cmd
 	return c
+}
+
+// sameWriter reports whether a and b are the same writer.
+func sameWriter(a, b io.Writer) bool {
+	if a == nil || b == nil || !reflect.TypeOf(a).Comparable() || !reflect.TypeOf(b).Comparable() {
+		return false
+	}
+	return a == b
+}
+
+// lockedWriter serializes the writes of stdout and stderr to one writer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // Environ returns the environment a child under opts gets: snapd's
@@ -238,6 +283,23 @@ func Environ(opts Options) []string {
 		env = append(env, kv)
 	}
 	return append(env, opts.Env...)
+}
+
+// UserTransport returns the GIT_* variables by which a user sets how git
+// reaches a remote (ssh command, TLS certificates, proxy, askpass) and
+// which configuration it reads, for Options.Inherit of a command the user
+// runs against the user's own remote (snapd clone). None of them locates
+// a repository (GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE,
+// GIT_OBJECT_DIRECTORY, GIT_ALTERNATE_OBJECT_DIRECTORIES, GIT_NAMESPACE
+// stay dropped).
+func UserTransport() []string {
+	return []string{
+		"GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT",
+		"GIT_SSL_*", "GIT_PROXY_*", "GIT_HTTP_*", "GIT_ASKPASS",
+		"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
+		"GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_*", "GIT_CONFIG_VALUE_*",
+		"GIT_TRACE*", "GIT_CURL_VERBOSE",
+	}
 }
 
 // named reports whether the upper-cased name u is in names (an entry
@@ -325,9 +387,15 @@ func (c *Cmd) StdoutPipe() (io.ReadCloser, error) {
 	return progressReader{r: r, c: c}, nil
 }
 
-// Start starts git and its timers. A failure to start is an *Error
-// whose Err says why (git not found, for one).
+// Start starts git, then its timers (the time git takes to start counts
+// toward neither). A failure to start is an *Error whose Err says why (git
+// not found, for one).
 func (c *Cmd) Start() error {
+	if err := c.cmd.Start(); err != nil {
+		c.cancel()
+		return &Error{Op: c.op, ExitCode: -1, Err: fmt.Errorf("start %s: %w", c.git, err)}
+	}
+	c.pid = c.cmd.Process.Pid
 	c.mu.Lock()
 	if c.opts.Stall > 0 {
 		c.stall = c.opts.Clock.AfterFunc(c.opts.Stall, func() {
@@ -340,12 +408,6 @@ func (c *Cmd) Start() error {
 		})
 	}
 	c.mu.Unlock()
-	if err := c.cmd.Start(); err != nil {
-		c.stopTimers()
-		c.cancel()
-		return &Error{Op: c.op, ExitCode: -1, Err: fmt.Errorf("start %s: %w", c.git, err)}
-	}
-	c.pid = c.cmd.Process.Pid
 	if c.opts.OnStart != nil {
 		c.opts.OnStart(c.pid)
 	}

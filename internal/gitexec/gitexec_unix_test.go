@@ -244,3 +244,40 @@ func TestOwnGroup(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// One writer for stdout and stderr gets both, serialized (the race
+// detector checks), as exec does for a shared writer.
+func TestSharedWriter(t *testing.T) {
+	var out strings.Builder
+	err := Run(context.Background(), sh(Options{Stdout: &out, Stderr: &out}), "-c",
+		`i=0; while [ $i -lt 200 ]; do echo "o$i"; echo "e$i" >&2; i=$((i+1)); done`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "\n"); n != 400 {
+		t.Fatalf("%d lines", n)
+	}
+}
+
+// Split hands back what ended git and the stderr tail; a kill by snapd
+// stays the *Error.
+func TestSplit(t *testing.T) {
+	err := Run(context.Background(), sh(Options{}), "-c", `echo "fatal: nope" >&2; exit 2`)
+	cause, stderr := Split(err)
+	if cause == nil || cause.Error() != "exit status 2" || stderr != "fatal: nope" {
+		t.Fatalf("Split = %v, %q", cause, stderr)
+	}
+	clock := &fakeClock{}
+	c := Command(context.Background(), sh(Options{Clock: clock, Stall: time.Second}), "-c", `exec sleep 600`)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	clock.timer(t, time.Second).f()
+	err = c.Wait()
+	if cause, _ := Split(err); cause != err {
+		t.Fatalf("Split of a stalled run: %v", cause)
+	}
+	if cause, stderr := Split(io.EOF); cause != io.EOF || stderr != "" {
+		t.Fatalf("Split of another error: %v, %q", cause, stderr)
+	}
+}
