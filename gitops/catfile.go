@@ -18,6 +18,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+
+	"github.com/snapd-ml/snapd/internal/gitexec"
 )
 
 // catFile streams blob contents from one `git cat-file --batch` child.
@@ -58,7 +60,7 @@ import (
 // Close kills the child, whatever it is doing; reads of it then fail.
 type catFile struct {
 	mu   sync.Mutex
-	cmd  *exec.Cmd
+	cmd  *gitexec.Cmd
 	in   io.WriteCloser
 	out  *bufio.Reader
 	busy bool
@@ -100,9 +102,10 @@ const (
 )
 
 // startCatFile starts `git cat-file --batch` in the repository at dir
-// (bare or with a work tree), with none of the caller's GIT_* variables.
-// It fails when git is not installed; callers then read through go-git.
-// Cancelling ctx kills the child: reads then fail.
+// (bare or with a work tree), with none of the caller's GIT_* variables,
+// in its own process group (localGit). It fails when git is not
+// installed; callers then read through go-git. Cancelling ctx kills the
+// child: reads then fail.
 func startCatFile(ctx context.Context, dir string) (*catFile, error) {
 	git, err := exec.LookPath("git")
 	if err != nil {
@@ -113,9 +116,8 @@ func startCatFile(ctx context.Context, dir string) (*catFile, error) {
 	// windows by default). A packed blob that is not a delta streams when
 	// it is above core.bigFileThreshold; below it git inflates the whole
 	// blob in memory first (a 416 MB packed WTXT: 462 MiB).
-	cmd := exec.CommandContext(ctx, git, "-C", dir, "-c", "core.packedGitWindowSize=16m", "-c", "core.packedGitLimit=64m",
+	cmd := gitexec.Command(ctx, localGit(git, "GIT_NO_REPLACE_OBJECTS=1"), "-C", dir, "-c", "core.packedGitWindowSize=16m", "-c", "core.packedGitLimit=64m",
 		"-c", "core.deltaBaseCacheLimit=16m", "-c", "core.bigFileThreshold=1m", "cat-file", "--batch")
-	cmd.Env = localGitEnv("GIT_NO_REPLACE_OBJECTS=1")
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -353,8 +355,8 @@ func (c *catFile) header(h plumbing.Hash) (int64, error) {
 	return size, nil
 }
 
-// Close ends the child: stdin closed, then killed (it may be blocked
-// writing answers nobody reads) and waited for. Requests outstanding and
+// Close ends the child: stdin closed, then killed with its process group
+// (it may be blocked writing answers nobody reads) and waited for. Requests outstanding and
 // hints are dropped.
 func (c *catFile) Close() error {
 	c.mu.Lock()
@@ -364,8 +366,8 @@ func (c *catFile) Close() error {
 		c.err = errors.New("git cat-file: closed")
 	}
 	c.queue, c.hints, c.stash, c.stashBytes, c.free = nil, nil, nil, 0, nil
-	c.cmd.Process.Kill()
-	c.cmd.Wait() // "signal: killed" or git's own exit: nothing to report
+	c.cmd.Kill()
+	c.cmd.Wait() // "killed" or git's own exit: nothing to report
 	return nil
 }
 

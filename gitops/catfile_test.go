@@ -368,7 +368,7 @@ func TestCatFileHintThenClose(t *testing.T) {
 	if err := fx.cf.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if st := fx.cf.cmd.ProcessState; st == nil || st.Success() {
+	if st := fx.cf.cmd.ProcessState(); st == nil || st.Success() {
 		t.Fatalf("child after Close: %v", st)
 	}
 	if _, _, _, err := fx.cf.open(fx.ids[1]); err == nil {

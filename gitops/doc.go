@@ -291,13 +291,14 @@
 // the estimated bytes to send, and each new state of git push's "Writing
 // objects: p% (n/total), size" line (PushProgress).
 //
-// Every git child runs in its own process group (Setpgid; Pdeathsig kills
-// git if the daemon dies). It is killed, the whole group with kill(-pgid),
-// when the context ends (daemon shutdown), when it exceeds Timeout +
-// (on-disk bytes of the objects to send, from git rev-list --disk-usage) /
-// MinRate (defaults 5m and 1 MiB/s), or when its stderr, where --progress
-// writes, shows nothing new for Stall (default 2m). A kill by timeout or
-// watchdog is logged and returns a retryable error wrapping ErrTimeout;
+// Every git child runs through internal/gitexec: in its own process
+// group (Setpgid; Pdeathsig kills git if the daemon dies), without
+// snapd's GIT_* variables, with a capped stderr tail. It is killed, the
+// whole group with kill(-pgid), when the context ends (daemon shutdown),
+// when it exceeds Timeout + (on-disk bytes of the objects to send, from
+// git rev-list --disk-usage) / MinRate (defaults 5m and 1 MiB/s), or when
+// its output (stderr, where --progress writes, and stdout) shows nothing
+// new for Stall (default 2m). A kill by timeout or watchdog is logged and returns a retryable error wrapping ErrTimeout;
 // the queue stops as needs-attention after Options.MaxTimeouts (default 3)
 // consecutive ones. The group id is recorded in <repo>/snapd-push.pgid
 // while git runs, so a daemon restarted after kill -9 kills helpers the

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/snapd-ml/snapd/internal/gitexec"
 )
 
 // ErrTimeout marks a git run that was killed because it took longer than
@@ -63,12 +65,14 @@ func (e *GitError) Unwrap() []error {
 // the refs we ask for, rev-list --disk-usage, push --porcelain).
 const maxStdout = 1 << 20
 
-// progressWriter keeps a bounded tail of stderr and signals every write.
+// progressWriter keeps a bounded tail of stderr and hands obs (when not
+// nil) each new state of the "Writing objects" line as it is written.
 type progressWriter struct {
 	mu    sync.Mutex
 	tail  []byte
-	ping  chan struct{}
 	limit int
+	obs   func(gitProgress)
+	last  gitProgress // what obs saw last
 }
 
 func (w *progressWriter) Write(p []byte) (int, error) {
@@ -78,9 +82,11 @@ func (w *progressWriter) Write(p []byte) (int, error) {
 		w.tail = append(w.tail[:0], w.tail[len(w.tail)-w.limit:]...)
 	}
 	w.mu.Unlock()
-	select {
-	case w.ping <- struct{}{}:
-	default:
+	if w.obs != nil {
+		if gp, ok := w.progress(); ok && gp != w.last {
+			w.last = gp
+			w.obs(gp)
+		}
 	}
 	return len(p), nil
 }
@@ -134,12 +140,13 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
-// run runs git with args in its own process group, with the environment
-// env, and returns its stdout. The whole group is killed (SIGKILL to
-// -pgid) when ctx ends, when timeout passes, or when stderr shows no new
-// output for Remote.Stall (git writes --progress there); the error then
-// wraps ErrTimeout (or ctx's error). Every outcome kills what is left of
-// the group, so no orphan survives a run.
+// run runs git with args (internal/gitexec: its own process group, the
+// environment env and nothing else of snapd's GIT_* variables) and
+// returns its stdout. The whole group is killed (SIGKILL to -pgid) when
+// ctx ends, when timeout passes, or when git shows no new output for
+// Remote.Stall (git writes --progress to stderr); the error then wraps
+// ErrTimeout (or ctx's error). Every outcome kills what is left of the
+// group, so no orphan survives a run.
 func (p *GitPusher) run(ctx context.Context, op string, args, env []string, timeout time.Duration) (string, error) {
 	return p.runObserved(ctx, op, args, env, timeout, nil)
 }
@@ -150,71 +157,24 @@ func (p *GitPusher) runObserved(ctx context.Context, op string, args, env []stri
 	if n := p.reapStale(); n > 0 {
 		p.log.Warn("killed git processes left by an earlier run", "remote", p.display, "processes", n)
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	full := append([]string{"--git-dir", p.repoDir}, args...)
-	cmd := exec.CommandContext(rctx, p.remote.Git, full...)
-	cmd.Env = env
-	cmd.Stdin = nil
 	var stdout limitedBuffer
-	stderr := &progressWriter{ping: make(chan struct{}, 1), limit: 16 << 10}
-	cmd.Stdout, cmd.Stderr = &stdout, stderr
+	stderr := &progressWriter{limit: 16 << 10, obs: obs}
 	// Its own group, so a kill reaches every helper (git-remote-http,
 	// ssh, a local receive-pack and its index-pack); git itself also dies
 	// with the daemon (Pdeathsig), and helpers that outlive a killed
 	// daemon are reaped by the next run (reapStale).
-	inOwnGroup(cmd)
+	cmd := gitexec.Command(ctx, gitexec.Options{Git: p.remote.Git, Env: env, Drop: droppedEnv,
+		Stdout: &stdout, Stderr: stderr, Timeout: timeout, Stall: p.remote.Stall, OnStart: p.recordGroup}, full...)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return "", &GitError{Op: op, Kind: ErrLocal, ExitCode: -1, cause: fmt.Errorf("start %s: %w", p.remote.Git, err)}
+		cause, _ := gitexec.Split(err)
+		return "", &GitError{Op: op, Kind: ErrLocal, ExitCode: -1, cause: cause}
 	}
-	pgid := cmd.Process.Pid
-	p.recordGroup(pgid)
 	defer p.forgetGroup()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	stall := time.NewTimer(p.remote.Stall)
-	defer stall.Stop()
-	var reason string
-	var err error
-	var lastProgress gitProgress
-wait:
-	for {
-		select {
-		case err = <-done:
-			break wait
-		case <-stderr.ping:
-			if obs != nil {
-				if gp, ok := stderr.progress(); ok && gp != lastProgress {
-					lastProgress = gp
-					obs(gp)
-				}
-			}
-			if !stall.Stop() {
-				select {
-				case <-stall.C:
-				default:
-				}
-			}
-			stall.Reset(p.remote.Stall)
-		case <-stall.C:
-			reason = fmt.Sprintf("no progress for %v", p.remote.Stall)
-			cancel()
-			err = <-done
-			break wait
-		case <-deadline.C:
-			reason = fmt.Sprintf("timeout after %v", timeout)
-			cancel()
-			err = <-done
-			break wait
-		}
-	}
-	// Whatever is left of the group (a helper that outlived git).
-	killGroup(pgid)
-	if err == nil && reason == "" {
-		if ps := cmd.ProcessState; ps != nil {
+	err := cmd.Wait()
+	if err == nil {
+		if ps := cmd.ProcessState(); ps != nil {
 			// CPU of the child and its waited-for descendants (for a
 			// local remote, receive-pack and index-pack too).
 			p.log.Debug("git finished", "op", op, "remote", p.display, "elapsed", time.Since(start).Round(time.Millisecond),
@@ -222,24 +182,26 @@ wait:
 		}
 		return stdout.String(), nil
 	}
-	ge := &GitError{Op: op, Reason: reason, ExitCode: -1, Stderr: stderr.lines(6)}
+	ge := &GitError{Op: op, ExitCode: -1, Stderr: stderr.lines(6)}
 	if len(ge.Stderr) > 1000 {
 		ge.Stderr = ge.Stderr[len(ge.Stderr)-1000:]
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		ge.ExitCode = ee.ExitCode()
+	var xe *gitexec.Error
+	if errors.As(err, &xe) {
+		ge.ExitCode = xe.ExitCode
 	}
 	switch {
-	case reason != "":
+	case errors.Is(err, gitexec.ErrTimeout) || errors.Is(err, gitexec.ErrStalled):
+		ge.Reason = xe.Reason
 		ge.Kind, ge.timeout = ErrRetryable, true
-		p.log.Warn("git killed", "op", op, "remote", p.display, "reason", reason, "elapsed", time.Since(start).Round(time.Millisecond))
+		p.log.Warn("git killed", "op", op, "remote", p.display, "reason", ge.Reason, "elapsed", time.Since(start).Round(time.Millisecond))
 	case ctx.Err() != nil:
 		ge.Kind, ge.cause = ErrRetryable, ctx.Err()
 		ge.Reason = "cancelled"
 	default:
-		if !errors.As(err, &ee) {
-			ge.cause = err
+		var ee *exec.ExitError
+		if c, _ := gitexec.Split(err); !errors.As(c, &ee) {
+			ge.cause = c
 		}
 		ge.Kind = classifyGit(stderr.lines(0))
 	}

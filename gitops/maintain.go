@@ -3,11 +3,11 @@ package gitops
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/snapd-ml/snapd/internal/gitexec"
 )
 
 // DefaultMaxPacks is Config.MaxPacks's default: git's own gc.autoPackLimit.
@@ -64,16 +64,8 @@ func (r *Repo) Maintain(ctx context.Context) (MaintainResult, error) {
 	}
 	args := append([]string{"-C", r.dir}, pushMemoryLimits...)
 	args = append(args, "repack", "-d", "-l", "--geometric=2", "--no-write-bitmap-index", "-q")
-	cmd := exec.CommandContext(ctx, git, args...)
-	cmd.Env = localGitEnv()
-	var stderr limitedBuffer
-	cmd.Stderr = &stderr
-	inOwnGroup(cmd)
 	start := time.Now()
-	err = cmd.Run()
-	if cmd.Process != nil {
-		killGroup(cmd.Process.Pid) // whatever outlived git
-	}
+	err = gitexec.Run(ctx, localGit(git), args...)
 	res.Elapsed = time.Since(start)
 	// go-git lists packs once: whatever git did, re-read the list.
 	if s, ok := r.r.Storer.(interface{ Reindex() }); ok {
@@ -83,11 +75,8 @@ func (r *Repo) Maintain(ctx context.Context) (MaintainResult, error) {
 		res.PacksAfter = m
 	}
 	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-			msg = msg[i+1:]
-		}
-		return res, fmt.Errorf("gitops: maintain: git repack: %w: %s", err, msg)
+		cause, stderr := gitexec.Split(err)
+		return res, fmt.Errorf("gitops: maintain: git repack: %w: %s", cause, gitexec.LastLine(stderr))
 	}
 	res.Repacked = true
 	return res, nil
@@ -99,16 +88,12 @@ func countPacks(objs string) (int, error) {
 	return len(m), err
 }
 
-// localGitEnv is the environment of a git child that works on snapd's
-// own repository: the process's, without any GIT_* variable (GIT_DIR,
-// GIT_OBJECT_DIRECTORY and the like would redirect it), plus extra,
-// without the system git config, in the C locale.
-func localGitEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "GIT_") {
-			env = append(env, kv)
-		}
-	}
-	return append(append(env, extra...), "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")
+// localGit is how a git child that works on snapd's own repository runs
+// (the executable git): the process's environment without any GIT_*
+// variable (internal/gitexec's rule: GIT_DIR, GIT_OBJECT_DIRECTORY and
+// the like would redirect it), plus extra, without the system git
+// config, in the C locale; in its own process group, killed whole when
+// ctx ends.
+func localGit(git string, extra ...string) gitexec.Options {
+	return gitexec.Options{Git: git, Env: append(append([]string{}, extra...), "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")}
 }

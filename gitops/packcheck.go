@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/snapd-ml/snapd/internal/gitexec"
 )
 
 // EnvCheckPacks names an environment variable read by OpenRepo: when it
@@ -57,17 +59,12 @@ func indexPackCheck(ctx context.Context, repoDir string) func(pack, idx string, 
 		if err := linkOrCopy(idx, name+".idx"); err != nil {
 			return err
 		}
-		cmd := exec.CommandContext(ctx, git, "-C", repoDir, "index-pack", "--verify", "--strict", name+".pack")
-		cmd.Env = localGitEnv("GIT_ALTERNATE_OBJECT_DIRECTORIES=" + scratch)
+		o := localGit(git, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+scratch)
 		var out limitedBuffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		inOwnGroup(cmd)
-		err = cmd.Run()
-		if cmd.Process != nil {
-			killGroup(cmd.Process.Pid) // whatever outlived git
-		}
-		if err != nil {
-			return fmt.Errorf("git index-pack --verify --strict: %w: %s", err, strings.TrimSpace(out.String()))
+		o.Stdout, o.Stderr = &out, &out
+		if err := gitexec.Run(ctx, o, "-C", repoDir, "index-pack", "--verify", "--strict", name+".pack"); err != nil {
+			cause, _ := gitexec.Split(err)
+			return fmt.Errorf("git index-pack --verify --strict: %w: %s", cause, strings.TrimSpace(out.String()))
 		}
 		return nil
 	}

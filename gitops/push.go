@@ -107,8 +107,9 @@ type Remote struct {
 	Timeout time.Duration
 	MinRate int64 // bytes per second
 	// Stall: a git process that reports no progress (no new output on
-	// its stderr, where --progress writes) for this long is killed and
-	// the push fails with ErrTimeout. Default DefaultPushStall.
+	// its stderr, where --progress writes, nor on its stdout) for this
+	// long is killed and the push fails with ErrTimeout. Default
+	// DefaultPushStall.
 	Stall time.Duration
 	// Git is the git executable; default "git" from PATH.
 	Git string
@@ -271,19 +272,18 @@ const (
 // credentialHelper answers git's credential "get" from the environment.
 const credentialHelper = `!f() { test "$1" = get || exit 0; printf 'username=%s\npassword=%s\n' "$` + envUser + `" "$` + envPassword + `"; }; f`
 
-// gitEnv returns the command-line options (-c ...) and environment for a
-// git child talking to the remote, and a cleanup for temporary files.
+// droppedEnv names the variables of snapd's environment a git child
+// talking to the remote does not inherit, besides every GIT_* one
+// (internal/gitexec drops those): nothing of the daemon's own git or ssh
+// setup leaks in (GIT_DIR, GIT_SSH_COMMAND, askpass programs that could
+// prompt), nor a stray value of the variables gitEnv sets.
+var droppedEnv = []string{"SSH_ASKPASS*", envUser, envPassword, envSSHPass}
+
+// gitEnv returns the command-line options (-c ...) and the variables set
+// for a git child talking to the remote (over snapd's environment
+// without GIT_* and droppedEnv), and a cleanup for temporary files.
 func (p *GitPusher) gitEnv() (args, env []string, cleanup func(), err error) {
 	cleanup = func() {}
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		// Nothing of the daemon's own git or ssh setup leaks in (GIT_DIR,
-		// GIT_SSH_COMMAND, askpass programs that could prompt).
-		if strings.HasPrefix(k, "GIT_") || strings.HasPrefix(k, "SSH_ASKPASS") || k == envUser || k == envPassword || k == envSSHPass {
-			continue
-		}
-		env = append(env, kv)
-	}
 	env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "SSH_ASKPASS=", "GCM_INTERACTIVE=never", "LC_ALL=C")
 	// The credential helpers of the user's configuration are reset.
 	args = []string{"-c", "credential.helper=", "-c", "core.askPass=", "-c", "protocol.ext.allow=never"}

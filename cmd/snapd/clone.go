@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/internal/gitexec"
 	"github.com/snapd-ml/snapd/internal/progress"
 )
 
@@ -135,11 +134,13 @@ func runClone(ctx context.Context, e *env, o *cloneOptions) error {
 		}
 	}
 	phase("fetching %s from %s into %s", o.ref(), publicURL(o.url), o.dir)
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Stdout, cmd.Stderr = e.stderr, e.stderr
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
-	if err := cmd.Run(); err != nil {
-		return ioError{fmt.Errorf("git clone %s: %w", o.url, err)}
+	// The user's own transport settings (GIT_SSH_COMMAND, certificates,
+	// proxy) reach git; nothing that would point it at another
+	// repository does.
+	opts := gitexec.Options{Env: []string{"GIT_TERMINAL_PROMPT=0"}, Inherit: gitexec.UserTransport(), Stdout: e.stderr, Stderr: e.stderr}
+	if err := gitexec.Run(ctx, opts, args...); err != nil {
+		cause, _ := gitexec.Split(err)
+		return ioError{fmt.Errorf("git clone %s: %w", o.url, cause)}
 	}
 	if !e.global.quiet {
 		if n, size, ok := packedObjects(ctx, o.dir); ok {
@@ -159,9 +160,7 @@ func runClone(ctx context.Context, e *env, o *cloneOptions) error {
 
 // gitOutput runs git in dir and returns its stdout.
 func gitOutput(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
-	out, err := cmd.Output()
+	out, err := gitexec.Output(ctx, gitexec.Options{Env: []string{"GIT_TERMINAL_PROMPT=0"}}, append([]string{"-C", dir}, args...)...)
 	return string(out), err
 }
 

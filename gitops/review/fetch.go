@@ -1,17 +1,17 @@
 package review
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os/exec"
 	"strings"
 
 	"github.com/google/go-github/v60/github"
+
+	"github.com/snapd-ml/snapd/internal/gitexec"
 )
 
 // ErrNotFound is returned by a Fetcher when the path does not exist at the
@@ -32,7 +32,9 @@ type Fetcher interface {
 
 // GitFetcher reads blobs from a local git repository with the git CLI
 // (`git cat-file blob SHA:PATH`, the raw blob without textconv or
-// filters), streaming.
+// filters), streaming. Git runs through internal/gitexec: in its own
+// process group, without snapd's GIT_* variables (a GIT_DIR of the
+// caller's would redirect it from Dir).
 type GitFetcher struct {
 	Dir string // working tree or bare repository
 	// Git is the git executable ("" = "git" on PATH).
@@ -56,15 +58,12 @@ func (g GitFetcher) Fetch(ctx context.Context, sha, path string, w io.Writer) er
 		return fmt.Errorf("git: refusing path %q", path)
 	}
 	run := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, g.git(), append([]string{"-C", g.Dir}, args...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		cmd.Stdout = io.Discard
-		if err := cmd.Run(); err != nil {
+		if err := gitexec.Run(ctx, gitexec.Options{Git: g.git()}, append([]string{"-C", g.Dir}, args...)...); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+			cause, stderr := gitexec.Split(err)
+			return fmt.Errorf("%w: %s", cause, stderr)
 		}
 		return nil
 	}
@@ -80,14 +79,12 @@ func (g GitFetcher) Fetch(ctx context.Context, sha, path string, w io.Writer) er
 		}
 		return fmt.Errorf("git: %s at %s: %w", path, sha, ErrNotFound)
 	}
-	cmd := exec.CommandContext(ctx, g.git(), "-C", g.Dir, "cat-file", "blob", sha+":"+path)
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = w, &stderr
-	if err := cmd.Run(); err != nil {
+	if err := gitexec.Run(ctx, gitexec.Options{Git: g.git(), Stdout: w}, "-C", g.Dir, "cat-file", "blob", sha+":"+path); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("git cat-file blob %s:%s: %w: %s", sha, path, err, strings.TrimSpace(stderr.String()))
+		cause, stderr := gitexec.Split(err)
+		return fmt.Errorf("git cat-file blob %s:%s: %w: %s", sha, path, cause, stderr)
 	}
 	return nil
 }
@@ -154,32 +151,33 @@ func (fs Fallback) Fetch(ctx context.Context, sha, path string, w io.Writer) err
 
 // LocalPatch runs `git diff --no-index` on two local files (base, head)
 // with settings that make the output independent of the user's git
-// configuration, and parses its output as it streams. Equal files give an
+// configuration (and, through internal/gitexec, of snapd's GIT_*
+// variables), and parses its output as it streams. Equal files give an
 // empty Patch.
 func LocalPatch(ctx context.Context, git, base, head string) (*Patch, error) {
 	if git == "" {
 		git = "git"
 	}
-	cmd := exec.CommandContext(ctx, git, "-c", "core.quotePath=false", "-c", "diff.noprefix=false",
+	cmd := gitexec.Command(ctx, gitexec.Options{Git: git}, "-c", "core.quotePath=false", "-c", "diff.noprefix=false",
 		"diff", "--no-index", "--no-color", "--no-ext-diff", "--no-textconv", "--unified=3", "--diff-algorithm=myers", "--", base, head)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("git diff --no-index: %w", err)
+		cause, _ := gitexec.Split(err)
+		return nil, fmt.Errorf("git diff --no-index: %w", cause)
 	}
 	p, perr := ReadPatch(out)
 	io.Copy(io.Discard, out)
 	err = cmd.Wait()
-	var ee *exec.ExitError
-	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+	var ge *gitexec.Error
+	if err != nil && !(errors.As(err, &ge) && ge.ExitCode == 1 && ge.Reason == "") {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("git diff --no-index %s %s: %w: %s", base, head, err, strings.TrimSpace(stderr.String()))
+		cause, stderr := gitexec.Split(err)
+		return nil, fmt.Errorf("git diff --no-index %s %s: %w: %s", base, head, cause, stderr)
 	}
 	if perr != nil {
 		return nil, fmt.Errorf("git diff --no-index %s %s: %w", base, head, perr)

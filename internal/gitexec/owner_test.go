@@ -20,13 +20,6 @@ import (
 var gitExecAllowed = []string{
 	"store/oci/ranks/",
 	"cmd/snapd/ranks.go",
-	// Moving onto this package next.
-	"cmd/snapd/clone.go",
-	"gitops/catfile.go",
-	"gitops/gitcli.go",
-	"gitops/maintain.go",
-	"gitops/packcheck.go",
-	"gitops/review/fetch.go",
 }
 
 // testSupport reports whether the module-relative folder dir holds a
