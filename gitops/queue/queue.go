@@ -232,7 +232,7 @@ func Open(dir string, opts Options) (*Queue, error) {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	q := &Queue{dir: dir, opts: opts, log: opts.Logger, kick: make(chan struct{}, 1),
-		retry: backoff.Policy{Base: opts.BaseDelay, Max: opts.MaxDelay, Jitter: true, Rand: opts.Rand},
+		retry: pushRetry(opts),
 		logs:  backoff.LogLimiter{Every: opts.LogInterval}}
 	if opts.Shared {
 		return q, nil
@@ -684,7 +684,7 @@ func (q *Queue) step(ctx context.Context) (time.Duration, error) {
 			j.Timeouts = 0
 		}
 		stuck := q.opts.MaxTimeouts > 0 && j.Timeouts >= q.opts.MaxTimeouts
-		if gitops.NeedsAttention(err) || stuck {
+		if !q.retry.Retries(err) || stuck {
 			h := Hold{Branch: j.Branch, Gen: j.Gen, Kind: kindOf(err), Error: err.Error(), Since: now.UTC()}
 			if stuck {
 				h.Kind = gitops.ErrTimeout.Error()
@@ -718,7 +718,8 @@ func (q *Queue) step(ctx context.Context) (time.Duration, error) {
 		}
 		j.Attempts++
 		j.LastError = err.Error()
-		j.NextAttempt = now.Add(q.retry.Delay(j.Attempts)).UTC()
+		delay, _ := q.retry.Next(j.Attempts, err)
+		j.NextAttempt = now.Add(delay).UTC()
 		if werr := q.update(j); werr != nil {
 			return 0, werr
 		}
@@ -726,6 +727,17 @@ func (q *Queue) step(ctx context.Context) (time.Duration, error) {
 		wait = min(wait, j.NextAttempt.Sub(now))
 	}
 	return wait, nil
+}
+
+// pushRetry is the queue's retry rule (backoff.Policy.Next, the rule
+// backoff.Retry applies, on the queue's own durable schedule): capped
+// exponential delays with jitter from BaseDelay to MaxDelay; a failure
+// the pusher classed as needing a person (gitops.NeedsAttention:
+// authentication, divergence, a rejection, a local error), or marked
+// backoff.Permanent, is not retried but stops the queue.
+func pushRetry(opts Options) backoff.Policy {
+	return backoff.Policy{Base: opts.BaseDelay, Max: opts.MaxDelay, Jitter: true, Rand: opts.Rand,
+		Retryable: func(err error) bool { return !gitops.NeedsAttention(err) }}
 }
 
 func kindOf(err error) string {

@@ -170,80 +170,108 @@ type transport struct {
 // maxErrorBody bounds how much of an error response is read to classify it.
 const maxErrorBody = 64 << 10
 
+// errGiveUp ends the retries of a request whose last response goes back
+// to go-github as it is (out of retries, or a wait beyond MaxWait).
+var errGiveUp = errors.New("github: giving up")
+
+// RoundTrip sends req, waiting out rate limits and transient failures
+// through backoff.Retry: each attempt (attempt counts round trips from 0)
+// either ends the request — a response, a final error, or errGiveUp with
+// the last response kept — or asks for another round trip after the wait
+// it chose (backoff.RetryAfter: GitHub's Retry-After, a rate limit's
+// reset, or retryDelay). A 401 with cached credentials is retried once at
+// once, within the same attempt.
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	p := t.policy
 	reauthorized := false
-	for attempt := 0; ; attempt++ {
-		if err := t.waitPrimary(ctx); err != nil {
-			return nil, err
-		}
-		r := req.Clone(ctx)
-		if attempt > 0 && req.Body != nil && req.Body != http.NoBody {
-			if req.GetBody == nil {
-				return nil, fmt.Errorf("github: %s %s: cannot resend the request body", req.Method, req.URL.Path)
+	attempt := -1
+	var final *http.Response // the response to return
+	retrying := false        // the last attempt asked for another
+	once := func() error {
+		retrying = false
+		for {
+			attempt++
+			if err := t.waitPrimary(ctx); err != nil {
+				return err
 			}
-			b, err := req.GetBody()
+			r := req.Clone(ctx)
+			if attempt > 0 && req.Body != nil && req.Body != http.NoBody {
+				if req.GetBody == nil {
+					return fmt.Errorf("github: %s %s: cannot resend the request body", req.Method, req.URL.Path)
+				}
+				b, err := req.GetBody()
+				if err != nil {
+					return err
+				}
+				r.Body = b
+			}
+			auth := ""
+			if t.authorize != nil && r.URL.Host == t.host {
+				v, err := t.authorize(ctx)
+				if err != nil {
+					return err
+				}
+				auth = v
+				r.Header.Set("Authorization", v)
+			}
+			start := p.Now()
+			resp, err := t.base.RoundTrip(r)
 			if err != nil {
-				return nil, err
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if !idempotent(req.Method) || attempt >= p.MaxRetries {
+					return err
+				}
+				d := retryDelay(p.ServerDelay, attempt)
+				t.log.Debug("github request failed, retrying", "method", req.Method, "path", req.URL.Path, "attempt", attempt+1, "wait", d, "err", err.Error())
+				retrying = true
+				return backoff.RetryAfter(err, d)
 			}
-			r.Body = b
-		}
-		auth := ""
-		if t.authorize != nil && r.URL.Host == t.host {
-			v, err := t.authorize(ctx)
+			t.log.Debug("github request", "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "attempt", attempt+1, "elapsed", p.Now().Sub(start))
+			if resp.StatusCode == http.StatusUnauthorized && auth != "" && t.invalidate != nil && !reauthorized {
+				// A cached token GitHub no longer accepts (revoked, or the
+				// installation changed): drop it and try once with a new one.
+				reauthorized = true
+				t.invalidate(auth)
+				t.log.Warn("github: credentials refused (401); dropped the cached token, retrying once with a new one", "method", req.Method, "path", req.URL.Path)
+				io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+				resp.Body.Close()
+				continue
+			}
+			wait, reason, err := t.classify(resp, attempt, req.Method)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			auth = v
-			r.Header.Set("Authorization", v)
-		}
-		start := p.Now()
-		resp, err := t.base.RoundTrip(r)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+			if reason == "" {
+				t.notePrimary(resp)
+				final = resp
+				return nil
 			}
-			if !idempotent(req.Method) || attempt >= p.MaxRetries {
-				return nil, err
+			if attempt >= p.MaxRetries || wait > p.MaxWait {
+				t.log.Warn("github: giving up", "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "reason", reason, "attempts", attempt+1, "wait", wait)
+				final = resp
+				return errGiveUp
 			}
-			d := retryDelay(p.ServerDelay, attempt)
-			t.log.Debug("github request failed, retrying", "method", req.Method, "path", req.URL.Path, "attempt", attempt+1, "wait", d, "err", err.Error())
-			if err := p.Sleep(ctx, d); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		t.log.Debug("github request", "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "attempt", attempt+1, "elapsed", p.Now().Sub(start))
-		if resp.StatusCode == http.StatusUnauthorized && auth != "" && t.invalidate != nil && !reauthorized {
-			// A cached token GitHub no longer accepts (revoked, or the
-			// installation changed): drop it and try once with a new one.
-			reauthorized = true
-			t.invalidate(auth)
-			t.log.Warn("github: credentials refused (401); dropped the cached token, retrying once with a new one", "method", req.Method, "path", req.URL.Path)
+			t.log.Warn("github: waiting before retry", "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "reason", reason, "wait", wait, "attempt", attempt+1)
 			io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 			resp.Body.Close()
-			continue
-		}
-		wait, reason, err := t.classify(resp, attempt, req.Method)
-		if err != nil {
-			return nil, err
-		}
-		if reason == "" {
-			t.notePrimary(resp)
-			return resp, nil
-		}
-		if attempt >= p.MaxRetries || wait > p.MaxWait {
-			t.log.Warn("github: giving up", "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "reason", reason, "attempts", attempt+1, "wait", wait)
-			return resp, nil
-		}
-		t.log.Warn("github: waiting before retry", "method", req.Method, "path", req.URL.Path, "status", resp.StatusCode, "reason", reason, "wait", wait, "attempt", attempt+1)
-		io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
-		resp.Body.Close()
-		if err := p.Sleep(ctx, wait); err != nil {
-			return nil, err
+			retrying = true
+			return backoff.RetryAfter(fmt.Errorf("github: %s %s: %s", req.Method, req.URL.Path, reason), wait)
 		}
 	}
+	// Only the attempt's own RetryAfter retries; every other error is
+	// final. The waits are the attempt's, slept on the policy's clock.
+	_, err := backoff.Retry(ctx, backoff.Policy{Retryable: func(error) bool { return false }, Sleep: p.Sleep}, once)
+	switch {
+	case err == nil, errors.Is(err, errGiveUp):
+		return final, nil
+	case retrying && ctx.Err() != nil:
+		// The context ended before the wait: as if during it.
+		return nil, ctx.Err()
+	}
+	return nil, err
 }
 
 func idempotent(m string) bool { return m == http.MethodGet || m == http.MethodHead }
