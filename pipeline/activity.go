@@ -138,21 +138,7 @@ func (a *activity) write() {
 	if err != nil {
 		return
 	}
-	dir, base := filepath.Split(a.path)
-	f, err := os.CreateTemp(dir, atomicfile.TempPrefix+base+"-*")
-	if err != nil {
-		return
-	}
-	_, err = f.Write(append(b, '\n'))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), a.path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
+	_ = atomicfile.WriteUnsynced(a.path, append(b, '\n'), 0o600)
 }
 
 // ReadActivity reads the activity file: the stages in progress, oldest

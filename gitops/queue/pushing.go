@@ -95,7 +95,7 @@ func (t *pushingTracker) write(now time.Time) {
 	t.p.Updated = now
 	b, err := json.Marshal(t.p)
 	if err == nil {
-		err = writeUnsynced(filepath.Join(t.q.dir, PushingFile), append(b, '\n'))
+		err = atomicfile.WriteUnsynced(filepath.Join(t.q.dir, PushingFile), append(b, '\n'), 0o600)
 	}
 	if err != nil {
 		t.q.log.Debug("cannot record the push in progress", "file", PushingFile, "err", err)
@@ -107,27 +107,6 @@ func (t *pushingTracker) end() {
 	if err := os.Remove(filepath.Join(t.q.dir, PushingFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		t.q.log.Debug("cannot remove the push-in-progress record", "file", PushingFile, "err", err)
 	}
-}
-
-// writeUnsynced replaces p with data by rename (a temp file named for
-// atomicfile.Sweep), without fsync.
-func writeUnsynced(p string, data []byte) error {
-	dir, base := filepath.Split(p)
-	f, err := os.CreateTemp(dir, atomicfile.TempPrefix+base+"-*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), p)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
 }
 
 // readPushing returns PushingFile's record, nil when there is none (or it

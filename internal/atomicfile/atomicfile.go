@@ -1,7 +1,8 @@
 // Package atomicfile writes files so that a reader (or a restart after a
 // crash) sees either the old content or the whole new content, never a
 // mixture: write to a temp file in the same directory, fsync it, rename it
-// over the target, fsync the directory.
+// over the target, fsync the directory. WriteUnsynced does the same
+// without the fsyncs, for files rebuilt when lost.
 //
 // On Windows os.Rename replaces the target too (MoveFileEx with
 // MOVEFILE_REPLACE_EXISTING), but a directory cannot be fsynced there:
@@ -118,4 +119,38 @@ func Sweep(dir string) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// WriteUnsynced replaces path with data by rename from a temp file in the
+// same directory (named for Sweep), with the given mode, without any
+// fsync. A reader sees the old content or the new, never a mixture, while
+// the system runs; after a power loss or kernel crash the file may be
+// empty, old or missing. It is for files that are rebuilt when lost and
+// rewritten often (status records such as a push in progress or the
+// daemon's current activity), where an fsync per update would cost more
+// than the record is worth. Use WriteFile for anything that must survive
+// a crash.
+func WriteUnsynced(path string, data []byte, mode os.FileMode) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, TempPrefix+base+"-*")
+	if err != nil {
+		return err
+	}
+	err = f.Chmod(mode)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }

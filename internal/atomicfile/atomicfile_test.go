@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -45,5 +46,40 @@ func TestSweep(t *testing.T) {
 	n, err := Sweep(dir)
 	if err != nil || n != 1 {
 		t.Fatalf("swept %d, %v", n, err)
+	}
+}
+
+// WriteUnsynced replaces the file whole, with the mode asked, and leaves
+// no temp file behind, also when it fails.
+func TestWriteUnsynced(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "status.json")
+	for _, data := range []string{"first\n", "second, longer\n", ""} {
+		if err := WriteUnsynced(p, []byte(data), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || string(got) != data {
+			t.Fatalf("read %q, %v; want %q", got, err, data)
+		}
+	}
+	if st, err := os.Stat(p); err != nil || (runtime.GOOS != "windows" && st.Mode().Perm() != 0o640) {
+		t.Fatalf("stat: %v, %v", st.Mode(), err)
+	}
+	// A target that cannot be replaced (a directory in its place).
+	if err := os.Mkdir(filepath.Join(dir, "busy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "busy", "x"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteUnsynced(filepath.Join(dir, "busy"), []byte("x"), 0o600); err == nil {
+		t.Fatal("replacing a non-empty directory succeeded")
+	}
+	if n, err := Sweep(dir); err != nil || n != 0 {
+		t.Fatalf("temp files left: %d, %v", n, err)
+	}
+	if err := WriteUnsynced(filepath.Join(dir, "missing", "f"), []byte("x"), 0o600); err == nil {
+		t.Fatal("write into a missing directory succeeded")
 	}
 }
