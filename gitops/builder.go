@@ -2,11 +2,8 @@ package gitops
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/snapd-ml/snapd/gitops/layout"
 	"io"
 	"os"
 	"sort"
@@ -16,8 +13,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
-	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/gitops/layout"
 )
 
 // builder writes objects, counting new blobs.
@@ -110,7 +107,7 @@ func (b *builder) blobHashed(h plumbing.Hash, data []byte, r repr) error {
 
 // fileObject streams a file into the object store without holding it.
 type fileObject struct {
-	path string
+	src  io.ReaderAt
 	size int64
 	hash plumbing.Hash
 }
@@ -121,14 +118,7 @@ func (o *fileObject) SetType(plumbing.ObjectType) {}
 func (o *fileObject) Size() int64                 { return o.size }
 func (o *fileObject) SetSize(int64)               {}
 func (o *fileObject) Reader() (io.ReadCloser, error) {
-	f, err := os.Open(o.path)
-	if err != nil {
-		return nil, err
-	}
-	return struct {
-		io.Reader
-		io.Closer
-	}{io.LimitReader(f, o.size), f}, nil
+	return io.NopCloser(io.NewSectionReader(o.src, 0, o.size)), nil
 }
 func (o *fileObject) Writer() (io.WriteCloser, error) {
 	return nil, errors.New("gitops: file object is read-only")
@@ -142,129 +132,36 @@ type fileInfo struct {
 }
 
 // storeFile stores src as name (single) or name.parts/ (split) in dir and
-// removes the other form.
+// removes the other form: a sidecar, or a skeleton the pipeline cut.
 func (b *builder) storeFile(dir *treeBuilder, prevDir *object.Tree, name, src string, split bool, limit int64) (fileInfo, error) {
 	f, err := os.Open(src)
 	if err != nil {
 		return fileInfo{}, fmt.Errorf("gitops: %w", err)
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fileInfo{}, fmt.Errorf("gitops: %w", err)
+	}
+	t := b.genTree(dir, prevDir, src)
 	if split {
 		dir.remove(name)
-		var prevParts *object.Tree
-		if prevDir != nil {
-			if t, err := prevDir.Tree(name + partsSuffix); err == nil {
-				prevParts = t
-			}
-		}
-		st, err := f.Stat()
-		if err != nil {
-			return fileInfo{}, fmt.Errorf("gitops: %w", err)
-		}
-		h, m, err := b.storeParts(f, st.Size(), prevParts, limit)
-		if err != nil {
+		if _, err := layout.WriteParts(b.ctx, f, st.Size(), t, name+partsSuffix, limit); err != nil {
 			return fileInfo{}, fmt.Errorf("gitops: split %s: %w", src, err)
 		}
-		dir.set(name+partsSuffix, filemode.Dir, h)
-		return fileInfo{size: m.Bytes, sha256: m.SHA256}, nil
+		if err := t.finish(); err != nil {
+			return fileInfo{}, err
+		}
+		return t.info[name+partsSuffix], nil
 	}
 	dir.remove(name + partsSuffix)
 	if name == FileWTXT {
 		dir.remove(DirWTXTSegs)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		return fileInfo{}, fmt.Errorf("gitops: %w", err)
+	if err := t.WriteFrom(b.ctx, name, f, st.Size()); err != nil {
+		return fileInfo{}, err
 	}
-	hasher := plumbing.NewHasher(plumbing.BlobObject, st.Size())
-	s256 := sha256.New()
-	n, err := io.Copy(io.MultiWriter(hasher, s256), formats.ContextReader(b.ctx, f))
-	if err != nil {
-		return fileInfo{}, fmt.Errorf("gitops: read %s: %w", src, err)
-	}
-	if n != st.Size() {
-		return fileInfo{}, fmt.Errorf("gitops: %s changed size while read (%d, then %d bytes)", src, st.Size(), n)
-	}
-	obj := &fileObject{path: src, size: n, hash: hasher.Sum()}
-	if b.st.HasEncodedObject(obj.hash) != nil && b.objects != "" {
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return fileInfo{}, fmt.Errorf("gitops: %w", err)
-		}
-		got, err := writeLoose(b.objects, n, formats.ContextReader(b.ctx, f))
-		if err != nil {
-			return fileInfo{}, fmt.Errorf("gitops: write blob %s: %w", src, err)
-		}
-		if got != obj.hash {
-			return fileInfo{}, fmt.Errorf("gitops: %s changed while it was committed", src)
-		}
-		b.blobs++
-		b.bytes += n
-	} else if b.st.HasEncodedObject(obj.hash) != nil {
-		if _, err := b.st.SetEncodedObject(obj); err != nil {
-			return fileInfo{}, fmt.Errorf("gitops: write blob %s: %w", src, err)
-		}
-		// The store names the object by the bytes it read: if the file
-		// changed since it was hashed, the expected object is missing.
-		if err := b.st.HasEncodedObject(obj.hash); err != nil {
-			return fileInfo{}, fmt.Errorf("gitops: %s changed while it was committed", src)
-		}
-		b.blobs++
-		b.bytes += n
-	}
-	dir.set(name, filemode.Regular, obj.hash)
-	return fileInfo{size: n, sha256: hex.EncodeToString(s256.Sum(nil))}, nil
-}
-
-// storePart returns the emit function of a parts or skeleton-pieces
-// split: a part found in reuse (same name, size and SHA-256 as in the
-// previous MANIFEST) points at the previous blob without being written
-// again; any other part is written as a new blob. Either way it is entered
-// into t under its name.
-func (b *builder) storePart(t *treeBuilder, reuse map[layout.Part]plumbing.Hash) func(layout.Part, []byte) error {
-	return func(p layout.Part, data []byte) error {
-		if h, ok := reuse[p]; ok {
-			t.set(p.Name, filemode.Regular, h)
-			return nil
-		}
-		h, err := b.blob(data)
-		if err != nil {
-			return err
-		}
-		t.set(p.Name, filemode.Regular, h)
-		return nil
-	}
-}
-
-// storeParts splits r into a parts tree. A part whose name, size and
-// SHA-256 equal an entry of the previous MANIFEST reuses the previous blob
-// without hashing or writing it again.
-func (b *builder) storeParts(r io.ReaderAt, size int64, prev *object.Tree, limit int64) (plumbing.Hash, *layout.Manifest, error) {
-	reuse := map[layout.Part]plumbing.Hash{}
-	if prev != nil {
-		if mf, err := prev.File(layout.ManifestName); err == nil && mf.Size <= layout.MaxManifestSize {
-			if data, err := mf.Contents(); err == nil {
-				if pm, err := layout.ParseManifest([]byte(data)); err == nil {
-					for _, p := range pm.Parts {
-						if e, err := prev.FindEntry(p.Name); err == nil && e.Mode == filemode.Regular {
-							reuse[p] = e.Hash
-						}
-					}
-				}
-			}
-		}
-	}
-	t := newTreeBuilder(nil)
-	m, err := layout.SplitParts(b.ctx, r, size, limit, b.storePart(t, reuse))
-	if err != nil {
-		return plumbing.ZeroHash, nil, err
-	}
-	mh, err := b.blob(m.Encode())
-	if err != nil {
-		return plumbing.ZeroHash, nil, err
-	}
-	t.set(layout.ManifestName, filemode.Regular, mh)
-	h, err := b.writeTree(t)
-	return h, m, err
+	return t.info[name], nil
 }
 
 // treeBuilder edits the entries of one tree.

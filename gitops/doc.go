@@ -191,8 +191,9 @@
 //
 // Segments are runs of whole chunks of one array of about
 // Config.SegmentSize raw bytes (default 64 KiB, cut greedily from chunk 0,
-// so the boundaries repeat while the geometry does). Commit runs
-// wtxt.SplitIndexed: the structure from wtxt.ReadIndex, every new segment
+// so the boundaries repeat while the geometry does). Commit has the
+// layout (gitops/layout's Segments, writing into the commit's tree and a
+// seg/ store of Git blobs) run wtxt.SplitIndexed: the structure from wtxt.ReadIndex, every new segment
 // decoded and checked (base64 shape, parity, sha256, crc32c) and stored
 // as a blob; a segment whose chunks' ch lines equal those of a segment of
 // the generation this Repo committed last (wtxt.SegmentKey) is neither

@@ -313,7 +313,10 @@ func (r *Repo) chooseLayout(g Generation, size int64) (Layout, bool) {
 
 // storeWTXT stores generation g's WTXT (or skeleton) in dir in the
 // layout chooseLayout picks, removing the other layouts' entries, and
-// returns the layout and what generation.txt records of it.
+// returns the layout and what generation.txt records of it. A WTXT is
+// written by its layout.Layout into the commit's tree (genTree) and, for
+// segments, its seg/ store (gitSegs); a skeleton the pipeline cut (its
+// segments already in the registry) is stored as a file, one or split.
 func (r *Repo) storeWTXT(b *builder, dir *treeBuilder, prevDir *object.Tree, g Generation) (Layout, fileInfo, error) {
 	src, name := g.WTXT, FileWTXT
 	if g.Skeleton != "" {
@@ -324,24 +327,82 @@ func (r *Repo) storeWTXT(b *builder, dir *treeBuilder, prevDir *object.Tree, g G
 		return "", fileInfo{}, fmt.Errorf("gitops: %w", err)
 	}
 	stored, split := r.chooseLayout(g, st.Size())
+	for _, n := range []string{FileWTXT, DirWTXTParts, DirWTXTSegs, FileSkeleton, FileSkeleton + partsSuffix} {
+		dir.remove(n)
+	}
+	if stored == LayoutSkeleton {
+		info, err := b.storeFile(dir, prevDir, name, src, split, r.cfg.PartLimit)
+		return stored, info, err
+	}
+	info, err := r.writeLayout(b, dir, prevDir, stored, src)
+	return stored, info, err
+}
+
+// writeLayout writes the WTXT at src into dir with the layout named
+// stored (single, split or segments).
+func (r *Repo) writeLayout(b *builder, dir *treeBuilder, prevDir *object.Tree, stored Layout, src string) (fileInfo, error) {
+	l, ok := layout.Lookup(stored)
+	if !ok {
+		return fileInfo{}, fmt.Errorf("gitops: no layout %q", stored)
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		return fileInfo{}, fmt.Errorf("gitops: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fileInfo{}, fmt.Errorf("gitops: %w", err)
+	}
+	t := b.genTree(dir, prevDir, src)
+	var segs *gitSegs
+	var blobs layout.Blobs
+	if stored == LayoutSegments {
+		var prev *object.Tree
+		if prevDir != nil {
+			if pt, err := prevDir.Tree(DirWTXTSegs); err == nil {
+				prev = pt
+			}
+		}
+		segs = b.segStore(prev, r.cfg.SegmentPiece)
+		blobs = segs
+	}
+	o := layout.WriteOptions{PartLimit: r.cfg.PartLimit, SegmentSize: r.cfg.SegmentSize, File: src}
+	if err := l.Write(b.ctx, f, st.Size(), t, blobs, o); err != nil {
+		switch stored {
+		case LayoutSplit:
+			return fileInfo{}, fmt.Errorf("gitops: split %s: %w", src, err)
+		case LayoutSegments:
+			return fileInfo{}, fmt.Errorf("gitops: skeleton %s: %w", src, err)
+		}
+		return fileInfo{}, err
+	}
 	var info fileInfo
 	switch stored {
-	case LayoutSkeleton:
-		for _, n := range []string{FileWTXT, DirWTXTParts, DirWTXTSegs} {
-			dir.remove(n)
-		}
-		info, err = b.storeFile(dir, prevDir, name, src, split, r.cfg.PartLimit)
+	case LayoutSingle:
+		info = t.info[FileWTXT]
+	case LayoutSplit:
+		info = t.info[DirWTXTParts]
 	case LayoutSegments:
-		dir.remove(FileSkeleton)
-		dir.remove(FileSkeleton + partsSuffix)
-		info, err = b.storeSkeletonFile(dir, prevDir, g.WTXT, r.cfg.SegmentSize, r.cfg.SegmentPiece)
-	default:
-		dir.remove(FileSkeleton)
-		dir.remove(FileSkeleton + partsSuffix)
-		dir.remove(DirWTXTSegs)
-		info, err = b.storeFile(dir, prevDir, name, src, split, r.cfg.PartLimit)
+		h, err := segs.tree()
+		if err != nil {
+			return fileInfo{}, err
+		}
+		if !h.IsZero() {
+			if err := t.setDir(path.Join(DirWTXTSegs, layout.SegDir), h); err != nil {
+				return fileInfo{}, err
+			}
+		}
+		b.newSegKeys = segs.keys
+		b.segsReused += segs.reused
+		// No wtxt_sha256 (generation.txt omits it): it would cost a
+		// second pass over the whole file (about 1.5 CPU-s per GiB), and
+		// a reader rebuilds the WTXT from the pieces and segments the
+		// signed commit holds and checks it whole (structure, every
+		// chunk, sha256_all, the signed root) anyway.
+		info = fileInfo{size: st.Size()}
 	}
-	return stored, info, err
+	return info, t.finish()
 }
 
 // storeSidecars stores the optional files (the DELTA as Config.Delta

@@ -1,10 +1,9 @@
 package gitops
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
+	"io"
 	"path"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -16,146 +15,175 @@ import (
 )
 
 // The segments layout (Layout "segments", doc.go): the WTXT's structure
-// as text pieces and its tensor bytes as raw segment blobs.
+// as text pieces and its tensor bytes as raw segment blobs. The layout
+// (gitops/layout) cuts the WTXT; this file is where its segment blobs
+// live in a commit (gitSegs, one blob or a tree of pieces each).
 
-// storeSkeleton stores the WTXT file f (size bytes) in the skeleton
-// layout: wtxt.Split checks every chunk (base64 shape, parity, sha256,
-// crc32c) and yields the skeleton and the raw segments; a segment whose
-// blob the previous generation's tree holds (same SHA-256, so same name)
-// is reused without being hashed for Git or written. The skeleton is cut
-// into pieces (cutSkeleton) stored like split parts, with a MANIFEST.
-func (b *builder) storeSkeleton(f *os.File, size int64, prev *object.Tree, segSize, piece int64) (plumbing.Hash, fileInfo, error) {
-	// The array names for cutting the skeleton (structure lines only:
-	// cheap next to the split).
-	x, err := wtxt.ReadIndex(b.ctx, "", f, size)
-	if err != nil {
-		return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: %w", layout.ErrSkeleton, err)
-	}
-	prevSegs := map[string]*object.Tree{} // fan-out dir -> previous subtree
+// gitSegs is the layout.GenerationBlobs of a segments directory's seg/
+// tree in a commit. Put stores a segment's raw bytes through the
+// builder (segment: one blob, or a tree of pieces) unless this
+// generation already holds the same bytes; Has and Known find a segment
+// this generation holds or the previous generation's seg/ tree holds
+// (by digest, or by the key of its chunks: Repo.segKeys), which Hold
+// then enters without hashing it for Git or writing it. tree writes the
+// seg/ tree. Get serves only segments of the previous generation (this
+// generation's new blobs wait in the commit's pack until it is
+// installed); the segments layout's Write never asks.
+type gitSegs struct {
+	b     *builder
+	piece int64                   // Config.SegmentPiece: segments larger are stored as pieces
+	prev  map[string]*object.Tree // fan-out dir -> previous subtree
+	trees map[string]*treeBuilder // fan-out dir -> this generation's
+	// reused counts segments taken from the previous tree; keys are
+	// this generation's segment keys (the next Commit's Repo.segKeys).
+	reused int
+	keys   map[wtxt.SegmentKey][32]byte
+}
+
+// segStore returns the segment store of a segments directory whose
+// previous version is prev (nil: none).
+func (b *builder) segStore(prev *object.Tree, piece int64) *gitSegs {
+	g := &gitSegs{b: b, piece: piece, prev: map[string]*object.Tree{}, trees: map[string]*treeBuilder{},
+		keys: map[wtxt.SegmentKey][32]byte{}}
 	if prev != nil {
 		if t, err := prev.Tree(layout.SegDir); err == nil {
 			for _, e := range t.Entries {
 				if e.Mode == filemode.Dir {
 					if st, err := object.GetTree(b.st, e.Hash); err == nil {
-						prevSegs[path.Join(layout.SegDir, e.Name)] = st
+						g.prev[path.Join(layout.SegDir, e.Name)] = st
 					}
 				}
 			}
 		}
 	}
-	segTrees := map[string]*treeBuilder{}
-	var reused int
-	put := func(d [32]byte) (*treeBuilder, string, bool) {
-		dir, name := layout.SegName(d)
-		t := segTrees[dir]
-		if t == nil {
-			t = newTreeBuilder(nil)
-			segTrees[dir] = t
-		}
+	return g
+}
+
+// held returns the tree a segment's entry goes in, its name there, and
+// whether this generation holds it already.
+func (g *gitSegs) held(d [32]byte) (*treeBuilder, string, bool) {
+	dir, name := layout.SegName(d)
+	t := g.trees[dir]
+	if t != nil {
 		_, have := t.entries[name]
 		return t, name, have
 	}
-	// prevSeg finds a segment in the previous tree: a blob, or a tree of
-	// pieces (mode Dir).
-	prevSeg := func(d [32]byte) (plumbing.Hash, filemode.FileMode, bool) {
-		dir, name := layout.SegName(d)
-		if pt := prevSegs[dir]; pt != nil {
-			if e, err := pt.FindEntry(name); err == nil && (e.Mode == filemode.Regular || e.Mode == filemode.Dir) {
-				return e.Hash, e.Mode, true
-			}
-		}
-		return plumbing.ZeroHash, 0, false
+	return nil, name, false
+}
+
+// enter enters a segment's entry into its fan-out tree.
+func (g *gitSegs) enter(d [32]byte, mode filemode.FileMode, h plumbing.Hash) {
+	dir, name := layout.SegName(d)
+	t := g.trees[dir]
+	if t == nil {
+		t = newTreeBuilder(nil)
+		g.trees[dir] = t
 	}
-	sink := func(ctx context.Context, s wtxt.Segment, data []byte) error {
-		t, name, have := put(s.Digest)
-		if have {
-			return nil // the same bytes twice in this generation
+	t.set(name, mode, h)
+}
+
+// prevSeg finds a segment in the previous tree: a blob, or a tree of
+// pieces (mode Dir).
+func (g *gitSegs) prevSeg(d [32]byte) (plumbing.Hash, filemode.FileMode, bool) {
+	dir, name := layout.SegName(d)
+	if pt := g.prev[dir]; pt != nil {
+		if e, err := pt.FindEntry(name); err == nil && (e.Mode == filemode.Regular || e.Mode == filemode.Dir) {
+			return e.Hash, e.Mode, true
 		}
-		if h, mode, ok := prevSeg(s.Digest); ok {
-			t.set(name, mode, h)
-			reused++
-			return nil
-		}
-		h, mode, err := b.segment(data, piece)
+	}
+	return plumbing.ZeroHash, 0, false
+}
+
+// Has implements layout.Blobs.
+func (g *gitSegs) Has(_ context.Context, d [32]byte) (bool, error) {
+	if _, _, have := g.held(d); have {
+		return true, nil
+	}
+	_, _, ok := g.prevSeg(d)
+	return ok, nil
+}
+
+// Get implements layout.Blobs for a segment of the previous tree stored
+// as one blob.
+func (g *gitSegs) Get(_ context.Context, d [32]byte, size int64) (io.ReadCloser, error) {
+	dir, name := layout.SegName(d)
+	h, mode, ok := g.prevSeg(d)
+	if !ok || mode != filemode.Regular {
+		return nil, fmt.Errorf("gitops: %s/%s: not a blob of the previous generation: %w", dir, name, wtxt.ErrBlobNotFound)
+	}
+	o, err := g.b.st.EncodedObject(plumbing.BlobObject, h)
+	if err != nil {
+		return nil, fmt.Errorf("gitops: %s/%s: object %s: %w", dir, name, h, err)
+	}
+	if o.Size() != size {
+		return nil, fmt.Errorf("gitops: %s/%s: %d bytes, the seg line says %d", dir, name, o.Size(), size)
+	}
+	return o.Reader()
+}
+
+// Put implements layout.Blobs. The digest is the split's (wtxt checked
+// every chunk's sha256 and hashed the segment): it is not hashed again.
+func (g *gitSegs) Put(_ context.Context, d [32]byte, data []byte) error {
+	if _, _, have := g.held(d); have {
+		return nil // the same bytes twice in this generation
+	}
+	h, mode, err := g.b.segment(data, g.piece)
+	if err != nil {
+		return err
+	}
+	g.enter(d, mode, h)
+	return nil
+}
+
+// Known implements layout.GenerationBlobs: a segment whose chunks the
+// previous generation had is known by its key when the previous tree
+// still holds its blob; it is not read, not decoded.
+func (g *gitSegs) Known(k wtxt.SegmentKey) ([32]byte, bool) {
+	d, ok := g.b.knownSegs[k]
+	if ok {
+		_, _, ok = g.prevSeg(d)
+	}
+	return d, ok
+}
+
+// Hold implements layout.GenerationBlobs.
+func (g *gitSegs) Hold(_ context.Context, s wtxt.Segment, k wtxt.SegmentKey) error {
+	g.keys[k] = s.Digest
+	_, name, have := g.held(s.Digest)
+	if have {
+		return nil
+	}
+	if h, mode, ok := g.prevSeg(s.Digest); ok {
+		g.enter(s.Digest, mode, h)
+		g.reused++
+		return nil
+	}
+	if s.Size == 0 { // never put: the empty blob
+		h, mode, err := g.b.segment(nil, g.piece)
 		if err != nil {
 			return err
 		}
-		t.set(name, mode, h)
+		g.enter(s.Digest, mode, h)
 		return nil
 	}
-	// A segment whose chunks the previous generation had is known by its
-	// key: not read, not decoded, its blob taken from the previous tree.
-	known := func(k wtxt.SegmentKey) ([32]byte, bool) {
-		d, ok := b.knownSegs[k]
-		if ok {
-			_, _, ok = prevSeg(d)
-		}
-		return d, ok
+	return fmt.Errorf("%w: segment %s was neither written nor found in the previous tree", layout.ErrSkeleton, name)
+}
+
+// tree writes the seg/ tree (fanned out by SegName) and returns its ID;
+// ZeroHash when the generation holds no segment.
+func (g *gitSegs) tree() (plumbing.Hash, error) {
+	if len(g.trees) == 0 {
+		return plumbing.ZeroHash, nil
 	}
-	var skel limitedWriter
-	skel.limit = layout.MaxSkeleton
-	segs, keys, err := wtxt.SplitIndexed(b.ctx, f, size, &skel, sink, known,
-		wtxt.SplitOptions{SegmentSize: segSize, MaxSegment: MaxPartLimit, File: f.Name()})
-	if err != nil {
-		return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: %w", layout.ErrSkeleton, err)
-	}
-	if skel.over {
-		return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: skeleton larger than %d bytes", layout.ErrSkeleton, layout.MaxSkeleton)
-	}
-	b.newSegKeys = make(map[wtxt.SegmentKey][32]byte, len(segs))
-	for i, s := range segs {
-		b.newSegKeys[keys[i]] = s.Digest
-		t, name, have := put(s.Digest)
-		if have {
-			continue
-		}
-		h, mode, ok := prevSeg(s.Digest)
-		if !ok {
-			return plumbing.ZeroHash, fileInfo{}, fmt.Errorf("%w: segment %s was neither written nor found in the previous tree", layout.ErrSkeleton, name)
-		}
-		t.set(name, mode, h)
-		reused++
-	}
-	dir := newTreeBuilder(nil)
-	var prevPieces map[layout.Part]plumbing.Hash
-	if prev != nil {
-		prevPieces = manifestBlobs(prev)
-	}
-	m, err := layout.CutSkeleton(skel.buf.Bytes(), x, segs, b.storePart(dir, prevPieces))
-	if err != nil {
-		return plumbing.ZeroHash, fileInfo{}, err
-	}
-	mh, err := b.blob(m.Encode())
-	if err != nil {
-		return plumbing.ZeroHash, fileInfo{}, err
-	}
-	dir.set(layout.ManifestName, filemode.Regular, mh)
 	segDir := newTreeBuilder(nil)
-	for d, t := range segTrees {
-		h, err := b.writeTree(t)
+	for d, t := range g.trees {
+		h, err := g.b.writeTree(t)
 		if err != nil {
-			return plumbing.ZeroHash, fileInfo{}, err
+			return plumbing.ZeroHash, err
 		}
 		segDir.set(path.Base(d), filemode.Dir, h)
 	}
-	if len(segTrees) > 0 {
-		h, err := b.writeTree(segDir)
-		if err != nil {
-			return plumbing.ZeroHash, fileInfo{}, err
-		}
-		dir.set(layout.SegDir, filemode.Dir, h)
-	}
-	h, err := b.writeTree(dir)
-	if err != nil {
-		return plumbing.ZeroHash, fileInfo{}, err
-	}
-	b.segsReused += reused
-	// No wtxt_sha256 (generation.txt omits it): it would cost a second
-	// pass over the whole file (about 1.5 CPU-s per GiB), and a reader
-	// rebuilds the WTXT from the pieces and segments the signed commit
-	// holds and checks it whole (structure, every chunk, sha256_all,
-	// the signed root) anyway.
-	return h, fileInfo{size: size}, nil
+	return g.b.writeTree(segDir)
 }
 
 // segment stores one segment's raw bytes: one blob when piece <= 0 or
@@ -201,35 +229,6 @@ func (b *builder) segment(data []byte, piece int64) (plumbing.Hash, filemode.Fil
 	return h, filemode.Dir, err
 }
 
-// storeSkeletonFile stores the WTXT at src as DirWTXTSegs in dir,
-// removing the other layouts' entries. Segments larger than piece bytes
-// are stored as trees of pieces (piece <= 0: never).
-func (b *builder) storeSkeletonFile(dir *treeBuilder, prevDir *object.Tree, src string, segSize, piece int64) (fileInfo, error) {
-	f, err := os.Open(src)
-	if err != nil {
-		return fileInfo{}, fmt.Errorf("gitops: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fileInfo{}, fmt.Errorf("gitops: %w", err)
-	}
-	var prev *object.Tree
-	if prevDir != nil {
-		if t, err := prevDir.Tree(DirWTXTSegs); err == nil {
-			prev = t
-		}
-	}
-	h, info, err := b.storeSkeleton(f, st.Size(), prev, segSize, piece)
-	if err != nil {
-		return fileInfo{}, fmt.Errorf("gitops: skeleton %s: %w", src, err)
-	}
-	dir.remove(FileWTXT)
-	dir.remove(DirWTXTParts)
-	dir.set(DirWTXTSegs, filemode.Dir, h)
-	return info, nil
-}
-
 // manifestBlobs maps the previous MANIFEST's entries to their blobs.
 func manifestBlobs(prev *object.Tree) map[layout.Part]plumbing.Hash {
 	reuse := map[layout.Part]plumbing.Hash{}
@@ -251,19 +250,4 @@ func manifestBlobs(prev *object.Tree) map[layout.Part]plumbing.Hash {
 		}
 	}
 	return reuse
-}
-
-// limitedWriter buffers up to limit bytes and notes an overflow.
-type limitedWriter struct {
-	buf   bytes.Buffer
-	limit int
-	over  bool
-}
-
-func (w *limitedWriter) Write(p []byte) (int, error) {
-	if w.buf.Len()+len(p) > w.limit {
-		w.over = true
-		return 0, fmt.Errorf("%w: skeleton larger than %d bytes", layout.ErrSkeleton, w.limit)
-	}
-	return w.buf.Write(p)
 }

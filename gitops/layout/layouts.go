@@ -44,8 +44,9 @@ type TreeWriter interface {
 // WriteOptions sets the sizes a Layout writes with; zero values take the
 // defaults.
 type WriteOptions struct {
-	PartLimit   int64 // Split: the largest part (DefaultPartLimit)
-	SegmentSize int64 // Segments, Skeleton: target segment size (DefaultSegmentSize)
+	PartLimit   int64  // Split: the largest part (DefaultPartLimit)
+	SegmentSize int64  // Segments, Skeleton: target segment size (DefaultSegmentSize)
+	File        string // names the WTXT in errors of its split ("": none)
 }
 
 // Budget bounds what Assemble reads and writes. Zero: no bound.
@@ -159,13 +160,21 @@ func checkManifest(tree fs.FS, dir string) (*Manifest, error) {
 	return m, nil
 }
 
-// writeParts writes the manifest and the parts emitted into dir.
-func writeParts(tree TreeWriter, dir string, cut func(emit func(Part, []byte) error) (*Manifest, error)) error {
+// writeParts writes the parts emitted into dir, then their manifest,
+// which it returns; a PartsWriter tree takes them as such.
+func writeParts(tree TreeWriter, dir string, cut func(emit func(Part, []byte) error) (*Manifest, error)) (*Manifest, error) {
+	if pw, ok := tree.(PartsWriter); ok {
+		m, err := cut(func(p Part, data []byte) error { return pw.WritePart(dir, p, data) })
+		if err != nil {
+			return nil, err
+		}
+		return m, pw.WriteManifest(dir, m)
+	}
 	m, err := cut(func(p Part, data []byte) error { return tree.WriteFile(path.Join(dir, p.Name), data) })
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return tree.WriteFile(path.Join(dir, ManifestName), m.Encode())
+	return m, tree.WriteFile(path.Join(dir, ManifestName), m.Encode())
 }
 
 // single: FileWTXT.
@@ -179,6 +188,9 @@ func (single) Check(_ context.Context, tree fs.FS) error {
 }
 
 func (single) Write(ctx context.Context, src io.ReaderAt, size int64, tree TreeWriter, _ Blobs, _ WriteOptions) error {
+	if fw, ok := tree.(FileWriter); ok {
+		return fw.WriteFrom(ctx, FileWTXT, src, size)
+	}
 	var b bytes.Buffer
 	if _, err := io.Copy(&b, io.NewSectionReader(src, 0, size)); err != nil {
 		return fmt.Errorf("%s: %w", FileWTXT, err)
@@ -220,9 +232,8 @@ func (split) Write(ctx context.Context, src io.ReaderAt, size int64, tree TreeWr
 	if limit == 0 {
 		limit = DefaultPartLimit
 	}
-	return writeParts(tree, DirWTXTParts, func(emit func(Part, []byte) error) (*Manifest, error) {
-		return SplitParts(ctx, src, size, limit, emit)
-	})
+	_, err := WriteParts(ctx, src, size, tree, DirWTXTParts, limit)
+	return err
 }
 
 func (split) Assemble(ctx context.Context, tree fs.FS, _ Blobs, w io.Writer, b Budget) error {
@@ -240,10 +251,17 @@ func (split) Assemble(ctx context.Context, tree fs.FS, _ Blobs, w io.Writer, b B
 }
 
 // splitSegments splits the WTXT src into its skeleton (returned) and
-// segments, putting every segment blobs lacks.
-func splitSegments(ctx context.Context, src io.ReaderAt, size int64, blobs Blobs, segSize int64) ([]byte, *wtxt.Index, []wtxt.Segment, error) {
+// segments, putting every segment blobs lacks; a GenerationBlobs store is
+// asked which segments it knows and told every segment the WTXT holds.
+func splitSegments(ctx context.Context, src io.ReaderAt, size int64, blobs Blobs, o WriteOptions) ([]byte, *wtxt.Index, []wtxt.Segment, error) {
+	segSize := o.SegmentSize
 	if segSize == 0 {
 		segSize = DefaultSegmentSize
+	}
+	gb, _ := blobs.(GenerationBlobs)
+	var known wtxt.KnownSegment
+	if gb != nil {
+		known = gb.Known
 	}
 	x, err := wtxt.ReadIndex(ctx, "", src, size)
 	if err != nil {
@@ -260,9 +278,16 @@ func splitSegments(ctx context.Context, src io.ReaderAt, size int64, blobs Blobs
 		}
 		return blobs.Put(ctx, s.Digest, data)
 	}
-	segs, _, err := wtxt.SplitIndexed(ctx, src, size, &skel, sink, nil, wtxt.SplitOptions{SegmentSize: segSize, MaxSegment: MaxPartLimit})
+	segs, keys, err := wtxt.SplitIndexed(ctx, src, size, &skel, sink, known, wtxt.SplitOptions{SegmentSize: segSize, MaxSegment: MaxPartLimit, File: o.File})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: %w", ErrSkeleton, err)
+	}
+	if gb != nil {
+		for i, s := range segs {
+			if err := gb.Hold(ctx, s, keys[i]); err != nil {
+				return nil, nil, nil, err
+			}
+		}
 	}
 	return skel.buf.Bytes(), x, segs, nil
 }
@@ -292,13 +317,14 @@ func (segments) Check(_ context.Context, tree fs.FS) error {
 }
 
 func (segments) Write(ctx context.Context, src io.ReaderAt, size int64, tree TreeWriter, blobs Blobs, o WriteOptions) error {
-	skel, x, segs, err := splitSegments(ctx, src, size, blobs, o.SegmentSize)
+	skel, x, segs, err := splitSegments(ctx, src, size, blobs, o)
 	if err != nil {
 		return err
 	}
-	return writeParts(tree, DirWTXTSegs, func(emit func(Part, []byte) error) (*Manifest, error) {
+	_, err = writeParts(tree, DirWTXTSegs, func(emit func(Part, []byte) error) (*Manifest, error) {
 		return CutSkeleton(skel, x, segs, emit)
 	})
+	return err
 }
 
 func (segments) Assemble(ctx context.Context, tree fs.FS, blobs Blobs, w io.Writer, b Budget) error {
@@ -338,7 +364,7 @@ func (skeleton) Check(_ context.Context, tree fs.FS) error {
 }
 
 func (skeleton) Write(ctx context.Context, src io.ReaderAt, size int64, tree TreeWriter, blobs Blobs, o WriteOptions) error {
-	skel, _, _, err := splitSegments(ctx, src, size, blobs, o.SegmentSize)
+	skel, _, _, err := splitSegments(ctx, src, size, blobs, o)
 	if err != nil {
 		return err
 	}
