@@ -65,6 +65,7 @@
 //	Snapd-Merkle-Prev: <hex64>
 //	Snapd-Merkle-This: <hex64>
 //	Snapd-Layout: single
+//	Snapd-Meta: loss=0.41 step=1200   (only with metadata, usermeta.go)
 //
 // (git trailers: `git log --format='%(trailers:key=Snapd-Gen,valueonly)'`
 // reads them; the six before Snapd-Layout are Header.Root's text form,
