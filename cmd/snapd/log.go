@@ -45,9 +45,9 @@ stays encrypted inside it.
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.repo, "repo", ".", "repository (bare or with a work tree)")
-	f.StringVar(&o.branch, "branch", gitops.DefaultBranch, "snapshot branch")
+	registerBranch(f, &o.branch)
 	f.IntVarP(&o.max, "max-count", "n", 0, "list at most N entries (0: all)")
-	f.BoolVar(&o.json, "json", false, "print JSON")
+	f.BoolVar(&o.json, "json", false, usageJSON)
 	return cmd
 }
 
