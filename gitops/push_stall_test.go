@@ -64,19 +64,21 @@ func newStallServer(t *testing.T) *stallServer {
 func TestPushStallBecomesRetry(t *testing.T) {
 	r, res := chainRepo(t, 1)
 	srv := newStallServer(t)
-	p, err := NewPusher(r.Dir(), Remote{URL: "http://" + srv.addr + "/r.git", Stall: 300 * time.Millisecond, Timeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The test's own guard against a hang, not a timing assertion.
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Guard)
 	defer cancel()
 	// On a loaded machine the watchdog may cut git before it even
-	// connected (it made no progress either way): push again until an
-	// attempt reached the server, which then must see the connection
-	// closed by the killed process group.
+	// connected (it made no progress either way): push again, with the
+	// stall window doubled each time (up to a minute), until an attempt
+	// reached the server, which then must see the connection closed by
+	// the killed process group. The test's guard bounds the loop.
 	var c net.Conn
-	for attempt := 1; c == nil; attempt++ {
+	stall := 300 * time.Millisecond
+	for c == nil {
+		p, err := NewPusher(r.Dir(), Remote{URL: "http://" + srv.addr + "/r.git", Stall: stall, Timeout: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
 		err = p.Push(ctx, req(r, res[0]))
 		if !errors.Is(err, ErrTimeout) || !errors.Is(err, ErrRetryable) || NeedsAttention(err) {
 			t.Fatalf("stalled remote: %v", err)
@@ -90,9 +92,7 @@ func TestPushStallBecomesRetry(t *testing.T) {
 		select {
 		case c = <-srv.accepted:
 		default:
-			if attempt == 20 {
-				t.Fatal("git never connected in 20 attempts")
-			}
+			stall = min(2*stall, time.Minute)
 		}
 	}
 	select {
