@@ -91,7 +91,7 @@ type ledgerFlags struct {
 
 func (f *ledgerFlags) register(fs *pflag.FlagSet) {
 	registerBranch(fs, &f.branch)
-	fs.StringVar(&f.path, "path", gitops.DefaultPath, "directory holding the generation files")
+	registerPath(fs, &f.path)
 	registerTagPrefix(fs, &f.tagPrefix)
 }
 
@@ -99,6 +99,11 @@ func (f *ledgerFlags) register(fs *pflag.FlagSet) {
 // generation file, so it has no --path).
 func registerTagPrefix(fs *pflag.FlagSet, p *string) {
 	fs.StringVar(p, "tag-prefix", gitops.DefaultTagPrefix, "generation tag prefix")
+}
+
+// registerPath defines --path alone, into p (the ranks commands).
+func registerPath(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "path", gitops.DefaultPath, "directory holding the generation files")
 }
 
 // registerBranch defines --branch alone, into p (the ranks commands).

@@ -28,7 +28,6 @@ var flagMeanings = map[string]int{
 	"repo":           2, // checkout: a local Git repository; review: a GitHub OWNER/NAME
 	"prev":           2, // the generation a writer chains to; verify: the one the chain is checked against
 	"prev-merkle":    2, // the same two
-	"pubkey":         2, // ranks verify-repo hands it to git verify-commit: allowed_signers files only
 	"rows-per-chunk": 2, // the chunk geometry written; diff: the geometry changed chunks are named by
 	"stream":         2, // convert: the WSUM file to write (a string); run: streaming on (a bool)
 	"timeout":        2, // review: one API request; wait: the whole wait
@@ -86,7 +85,7 @@ func TestFlagHelpTextsAgree(t *testing.T) {
 	}
 	// Every command with a group's flag uses the group's text, but where
 	// the name has a second meaning named in flagMeanings (the groups own
-	// one meaning each: --pubkey, --hmac-key and --path as a verifier and
+	// one meaning each: --hmac-key and --path as a verifier and
 	// a ledger read them).
 	groups := pflag.NewFlagSet("groups", pflag.ContinueOnError)
 	new(ociWriteFlags).register(groups)

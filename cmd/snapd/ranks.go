@@ -221,7 +221,7 @@ func (o *ranksRepoOptions) openLedger(ctx context.Context, e *env, target string
 // addRanksLedgerFlags registers where the ledger's generations are.
 func addRanksLedgerFlags(f *pflag.FlagSet, o *ranksRepoOptions) {
 	registerBranch(f, &o.branch)
-	f.StringVar(&o.path, "path", gitops.DefaultPath, "directory holding the generation files")
+	registerPath(f, &o.path)
 }
 
 func newRanksVerifyRepoCommand(e *env) *cobra.Command {
@@ -252,7 +252,7 @@ first failed check (named: commit, file, rank, check).`,
 	}
 	o.oci.register(cmd.Flags())
 	f := cmd.Flags()
-	f.StringArrayVar(&o.pubkeys, "pubkey", nil, "allowed_signers file with the committer's and the nodes' keys (required; repeatable)")
+	registerPubkeys(f, &o.pubkeys)
 	addRanksLedgerFlags(f, &o)
 	f.StringVar(&o.job, "job", "", "the job name (ranks.job); when given every generation must carry its chain id")
 	f.StringVar(&o.since, "since", "", usageSince)
