@@ -10,6 +10,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops/layout"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -239,7 +240,8 @@ func TestCommitRulesAndIdempotence(t *testing.T) {
 	}
 	gitCmd(t, r.Dir(), "fsck", "--strict")
 	// Streaming WTXT: root values come from the WSUM.
-	pending := bytes.Replace(chain.data[2], []byte("\nroot "), []byte("\nroot_pending sha256_all="+strings.Repeat("0", 64)+" note=\"finalize with WSUM\"\nx "), 1)
+	// (the root line replaced whole, so the file stays well-formed).
+	pending := regexp.MustCompile(`(?m)^root [^\n]*$`).ReplaceAll(chain.data[2], []byte("root_pending sha256_all="+strings.Repeat("0", 64)+" note=\"finalize with WSUM\""))
 	pp := writeFile(t, dir, "pending.wtxt", pending)
 	if _, err := r.Commit(ctx, Generation{WTXT: pp}); !errors.Is(err, ErrHeader) {
 		t.Fatalf("root_pending without WSUM: %v", err)
