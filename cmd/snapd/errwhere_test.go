@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/wtxt/armor"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout"
 	"github.com/snapd-ml/snapd/gitops/verify"
@@ -99,6 +100,8 @@ func TestErrorJSONWhereEveryKind(t *testing.T) {
 	}{
 		{"wtxt", fmt.Errorf("open: %w", &wtxt.Error{File: "a.wtxt", Line: 9, Array: "w", Chunk: 2, Check: wtxt.CheckCRC32C, Msg: "m"}),
 			whereJSON{File: "a.wtxt", Line: 9, Array: "w", Chunk: i64(2), Check: "crc32c", Namespace: "wtxt"}},
+		{"ranks", fmt.Errorf("index: %w", wranks.Fail("gen-000002.ranks", 3, 1, wranks.CheckChain, "m")),
+			whereJSON{File: "gen-000002.ranks", Line: 3, Part: "rank 1", Check: "chain", Namespace: "ranks"}},
 		{"seal", fmt.Errorf("x.wseal: %w", sealErr), whereJSON{Check: "grammar", Namespace: "seal"}},
 		{"ledger", fmt.Errorf("gen 3: %w", verify.Failure{Commit: "0123456789abcdef", Gen: "000003", File: "snapshots/current.wtxt", Line: 4, Check: verify.CheckChain, Message: "m"}),
 			whereJSON{File: "snapshots/current.wtxt", Line: 4, Part: "commit 0123456789abcdef", Check: "chain", Namespace: "ledger"}},
@@ -138,10 +141,12 @@ func TestErrorJSONWhereEveryKind(t *testing.T) {
 // wtxt.ErrChain (and formats' checksum kind through it).
 func TestChainIsOneCheck(t *testing.T) {
 	for name, err := range map[string]error{
-		"wtxt.Error":           &wtxt.Error{Check: wtxt.CheckChain, Chunk: -1, Msg: "m"},
-		"verify.Failure":       verify.Failure{Check: verify.CheckChain},
-		"gitops.ErrChainBreak": fmt.Errorf("commit: %w", gitops.ErrChainBreak),
-		"armor.SealError":      fmt.Errorf("x.wseal: %w", &armor.SealError{Check: string(wtxt.CheckChain), Msg: "m"}),
+		"wtxt.Error":            &wtxt.Error{Check: wtxt.CheckChain, Chunk: -1, Msg: "m"},
+		"verify.Failure":        verify.Failure{Check: verify.CheckChain},
+		"verify.Failure, ranks": verify.Failure{Check: string(wranks.CheckChain)},
+		"gitops.ErrChainBreak":  fmt.Errorf("commit: %w", gitops.ErrChainBreak),
+		"ranks.CheckChain":      wranks.Fail("i", 0, -1, wranks.CheckChain, "m"),
+		"armor.SealError":       fmt.Errorf("x.wseal: %w", &armor.SealError{Check: string(wtxt.CheckChain), Msg: "m"}),
 	} {
 		if !errors.Is(err, wtxt.ErrChain) {
 			t.Errorf("%s does not match wtxt.ErrChain", name)

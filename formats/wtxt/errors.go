@@ -93,10 +93,11 @@ func (e *Error) Error() string {
 
 // Unwrap returns ErrInvalid, the codec-independent kind of the check
 // (formats.ErrTruncated, ErrChecksum or ErrCorrupt, see Check.Kind; for
-// CheckChain ErrChain, which matches ErrChecksum) and the cause, if any.
+// CheckChain, or a sub-format's chain check such as "ranks/chain",
+// ErrChain, which matches ErrChecksum) and the cause, if any.
 func (e *Error) Unwrap() []error {
 	kind := e.Check.Kind()
-	if e.Check == CheckChain {
+	if e.Check.name() == CheckChain {
 		kind = ErrChain
 	}
 	if e.Err != nil {
@@ -106,12 +107,20 @@ func (e *Error) Unwrap() []error {
 }
 
 // Where locates the failure (internal/where): the file, line, array and
-// chunk, and the check as "wtxt/<check>". A cause that knows more (a
-// codec error inside a chunk) fills what e leaves unknown.
+// chunk, the rank as the part ("rank 3"), and the check as "wtxt/<check>"
+// or, for a sub-format's namespaced check ("ranks/chain"), as it is. A
+// cause that knows more (a codec error inside a chunk) fills what e
+// leaves unknown.
 func (e *Error) Where() where.Where {
 	w := where.None()
 	w.File, w.Line, w.Array, w.Chunk = e.File, e.Line, e.Array, e.Chunk
-	w.Check = where.Check(where.WTXT, string(e.Check))
+	if e.Rank != nil {
+		w.Part = fmt.Sprintf("rank %d", *e.Rank)
+	}
+	w.Check = string(e.Check)
+	if !strings.Contains(w.Check, "/") {
+		w.Check = where.Check(where.WTXT, w.Check)
+	}
 	if e.Err != nil {
 		w = w.Under(where.Cause(e.Err))
 	}
@@ -125,10 +134,7 @@ func (e *Error) Where() where.Where {
 // formats.ErrCorrupt. A namespaced check ("ranks/signature", a
 // sub-format's) is the kind of its last element.
 func (c Check) Kind() error {
-	if i := strings.LastIndexByte(string(c), '/'); i >= 0 {
-		c = c[i+1:]
-	}
-	switch c {
+	switch c.name() {
 	case CheckTruncated:
 		return formats.ErrTruncated
 	case CheckLimit:
@@ -137,4 +143,13 @@ func (c Check) Kind() error {
 		return formats.ErrChecksum
 	}
 	return formats.ErrCorrupt
+}
+
+// name is the check without a sub-format's namespace: "chain" for
+// "ranks/chain".
+func (c Check) name() Check {
+	if i := strings.LastIndexByte(string(c), '/'); i >= 0 {
+		return c[i+1:]
+	}
+	return c
 }

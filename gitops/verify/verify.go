@@ -163,9 +163,9 @@ func (f Failure) Error() string {
 }
 
 // Unwrap returns wtxt.ErrChain for the chain check (the one chain check
-// of the project), nil otherwise.
+// of the project; also a sub-format's, "ranks/chain"), nil otherwise.
 func (f Failure) Unwrap() error {
-	if f.Check == CheckChain {
+	if f.Check == CheckChain || strings.HasSuffix(f.Check, "/"+CheckChain) {
 		return wtxt.ErrChain
 	}
 	return nil
