@@ -186,26 +186,9 @@ func (r *Repo) CommitRanks(ctx context.Context, g RanksGeneration) (*Result, err
 	if err != nil {
 		return nil, err
 	}
-	t := &object.Tag{Name: tagName, Tagger: sig, Message: "snapd: generation " + ix.Gen + "\n", TargetType: plumbing.CommitObject, Target: commitHash}
-	if r.cfg.SigningKey != nil {
-		if t.PGPSignature, err = signObject(r.cfg.SigningKey, t.EncodeWithoutSignature); err != nil {
-			return nil, err
-		}
-	}
-	tagHash, err := b.encode(t.Encode)
+	tagHash, err := r.tagAndAdvance(b, commitHash, oldRef, tagName, sig, "snapd: generation "+ix.Gen+"\n")
 	if err != nil {
 		return nil, err
-	}
-	tagRef := plumbing.NewTagReferenceName(tagName)
-	if old, err := r.r.Storer.Reference(tagRef); err == nil && old.Hash() != tagHash {
-		return nil, fmt.Errorf("%w: tag %s already exists (%s) for another commit", ErrGenOrder, tagName, old.Hash())
-	}
-	newRef := plumbing.NewHashReference(plumbing.NewBranchReferenceName(r.cfg.Branch), commitHash)
-	if err := r.r.Storer.CheckAndSetReference(newRef, oldRef); err != nil {
-		return nil, fmt.Errorf("gitops: update branch %s: %w", r.cfg.Branch, err)
-	}
-	if err := r.r.Storer.SetReference(plumbing.NewHashReference(tagRef, tagHash)); err != nil {
-		return nil, fmt.Errorf("gitops: set tag %s: %w", tagName, err)
 	}
 	r.segKeys = nil
 	return &Result{Gen: ix.GenNumber(), Commit: commitHash, Tag: tagName, TagObject: tagHash, Layout: LayoutRanks,

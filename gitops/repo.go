@@ -536,28 +536,9 @@ func (r *Repo) writeCommit(b *builder, head *headInfo, h *Header, stored Layout,
 	if err != nil {
 		return nil, err
 	}
-	t := &object.Tag{Name: tagName, Tagger: sig, Message: msg, TargetType: plumbing.CommitObject, Target: commitHash}
-	if r.cfg.SigningKey != nil {
-		if t.PGPSignature, err = signObject(r.cfg.SigningKey, t.EncodeWithoutSignature); err != nil {
-			return nil, err
-		}
-	}
-	tagHash, err := b.encode(t.Encode)
+	tagHash, err := r.tagAndAdvance(b, commitHash, oldRef, tagName, sig, msg)
 	if err != nil {
 		return nil, err
-	}
-	tagRef := plumbing.NewTagReferenceName(tagName)
-	if old, err := r.r.Storer.Reference(tagRef); err == nil && old.Hash() != tagHash {
-		return nil, fmt.Errorf("%w: tag %s already exists (%s) for another commit", ErrGenOrder, tagName, old.Hash())
-	}
-	// Branch first: a crash between the two leaves a head whose tag
-	// existing() re-creates.
-	newRef := plumbing.NewHashReference(plumbing.NewBranchReferenceName(r.cfg.Branch), commitHash)
-	if err := r.r.Storer.CheckAndSetReference(newRef, oldRef); err != nil {
-		return nil, fmt.Errorf("gitops: update branch %s: %w", r.cfg.Branch, err)
-	}
-	if err := r.r.Storer.SetReference(plumbing.NewHashReference(tagRef, tagHash)); err != nil {
-		return nil, fmt.Errorf("gitops: set tag %s: %w", tagName, err)
 	}
 	return &Result{Gen: h.Gen, Commit: commitHash, Tag: tagName, TagObject: tagHash, Layout: stored,
 		BlobsWritten: b.blobs, BytesWritten: b.bytes}, nil
@@ -632,4 +613,35 @@ func (r *Repo) ResolveGen(gen uint64) (string, error) {
 		h = c.ParentHashes[0]
 	}
 	return "", fmt.Errorf("gitops: generation %s is not in this repository (no tag %s; not on branch %s as fetched)", text, r.TagName(text), r.cfg.Branch)
+}
+
+// tagAndAdvance writes the (signed) annotated tag tagName on commitHash
+// and moves the branch from oldRef (nil: the branch must not exist) to
+// commitHash, then sets the tag. Branch first: a crash between the two
+// leaves a head whose tag existing() re-creates. A tag of that name
+// already naming another object is ErrGenOrder.
+func (r *Repo) tagAndAdvance(b *builder, commitHash plumbing.Hash, oldRef *plumbing.Reference, tagName string, sig object.Signature, msg string) (plumbing.Hash, error) {
+	t := &object.Tag{Name: tagName, Tagger: sig, Message: msg, TargetType: plumbing.CommitObject, Target: commitHash}
+	var err error
+	if r.cfg.SigningKey != nil {
+		if t.PGPSignature, err = signObject(r.cfg.SigningKey, t.EncodeWithoutSignature); err != nil {
+			return plumbing.ZeroHash, err
+		}
+	}
+	tagHash, err := b.encode(t.Encode)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	tagRef := plumbing.NewTagReferenceName(tagName)
+	if old, err := r.r.Storer.Reference(tagRef); err == nil && old.Hash() != tagHash {
+		return plumbing.ZeroHash, fmt.Errorf("%w: tag %s already exists (%s) for another commit", ErrGenOrder, tagName, old.Hash())
+	}
+	newRef := plumbing.NewHashReference(plumbing.NewBranchReferenceName(r.cfg.Branch), commitHash)
+	if err := r.r.Storer.CheckAndSetReference(newRef, oldRef); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("gitops: update branch %s: %w", r.cfg.Branch, err)
+	}
+	if err := r.r.Storer.SetReference(plumbing.NewHashReference(tagRef, tagHash)); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("gitops: set tag %s: %w", tagName, err)
+	}
+	return tagHash, nil
 }
