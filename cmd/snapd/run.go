@@ -121,7 +121,7 @@ jobs", docs/FORMAT.md section 7; snapd ranks status).`,
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", `Prometheus /metrics and /healthz address, "off" to disable (default from config: `+configs.Default().Metrics.Addr+`)`)
 	f.StringVar(&o.logFormat, "log-format", "", "text or json")
 	f.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error")
-	f.StringVar(&o.remote, "git-remote", "", "Git remote to push to (URL or path)")
+	f.StringVar(&o.remote, "git-remote", "", "Git remote to push to (URL or path; a relative path is taken from the working directory)")
 	registerConfigBranch(f, &o.branch)
 	f.StringVar(&o.branch, "git-branch", "", "old spelling of --branch")
 	f.MarkHidden("git-branch") // --branch, as in clone, checkout and verify-repo
@@ -197,10 +197,33 @@ func loadRunConfig(o *runOptions) (*configs.Config, error) {
 		}
 		c.StateDir = abs
 	}
+	// A local-path remote is resolved against the working directory too:
+	// git pushes from the repository, where a relative path means
+	// something else.
+	if r := c.Git.Remote; isRelativeLocalPath(r) {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return nil, ioError{fmt.Errorf("git remote: %w", err)}
+		}
+		c.Git.Remote = abs
+	}
 	if err := c.Validate(); err != nil {
 		return nil, usageError{err}
 	}
 	return c, nil
+}
+
+// isRelativeLocalPath reports whether a Git remote is a relative path on
+// this machine (not a URL, not scp-like host:path, not absolute).
+func isRelativeLocalPath(remote string) bool {
+	if remote == "" || filepath.IsAbs(remote) || strings.Contains(remote, "://") {
+		return false
+	}
+	// scp-like syntax: a colon before the first slash (git's own rule).
+	if i := strings.IndexByte(remote, ':'); i >= 0 && (strings.IndexByte(remote, '/') < 0 || i < strings.IndexByte(remote, '/')) {
+		return false
+	}
+	return true
 }
 
 func newLogger(w io.Writer, c *configs.Config) *slog.Logger {
