@@ -596,7 +596,11 @@ func (r *Repo) ResolveGen(gen uint64) (string, error) {
 	}
 	ref, err := r.r.Reference(plumbing.NewBranchReferenceName(r.cfg.Branch), true)
 	if err != nil {
-		return "", fmt.Errorf("gitops: generation %s: no tag %s and no branch %s: %w", text, r.TagName(text), r.cfg.Branch, err)
+		// A clone of one generation's tag (snapd clone --gen) has no
+		// branch, only a detached HEAD.
+		if ref, err = r.detachedHead(); err != nil {
+			return "", fmt.Errorf("gitops: generation %s: no tag %s and no branch %s: %w", text, r.TagName(text), r.cfg.Branch, err)
+		}
 	}
 	h := ref.Hash()
 	for {
@@ -613,6 +617,34 @@ func (r *Repo) ResolveGen(gen uint64) (string, error) {
 		h = c.ParentHashes[0]
 	}
 	return "", fmt.Errorf("gitops: generation %s is not in this repository (no tag %s; not on branch %s as fetched)", text, r.TagName(text), r.cfg.Branch)
+}
+
+// detachedHead returns HEAD when it is detached (names a commit, not a
+// branch).
+func (r *Repo) detachedHead() (*plumbing.Reference, error) {
+	ref, err := r.r.Storer.Reference(plumbing.HEAD)
+	if err != nil {
+		return nil, err
+	}
+	if ref.Type() != plumbing.HashReference {
+		return nil, plumbing.ErrReferenceNotFound
+	}
+	return ref, nil
+}
+
+// LatestRevision returns the revision of the newest generation: the
+// branch, or a detached HEAD when the repository has no such branch (a
+// clone of one generation's tag, snapd clone --gen).
+func (r *Repo) LatestRevision() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	branch := plumbing.NewBranchReferenceName(r.cfg.Branch)
+	if _, err := r.r.Reference(branch, true); err != nil {
+		if _, derr := r.detachedHead(); derr == nil {
+			return "HEAD"
+		}
+	}
+	return branch.String()
 }
 
 // tagAndAdvance writes the (signed) annotated tag tagName on commitHash

@@ -44,7 +44,8 @@ writes one (safetensors shards + index by default; --to picks the shard
 format). What the target format cannot hold fails, naming it; --lossy
 drops it instead and prints each dropped item on stderr ("dropped: ...").
 GEN is a number (tag gen-NNNNNN),
-"latest" (the branch head) or any Git revision. The repository is --repo
+"latest" (the branch head; HEAD in a clone of one generation, snapd
+clone --gen) or any Git revision. The repository is --repo
 (default: the current directory), e.g. a clone made with snapd clone.
 
 A skeleton-layout generation (current.wtxt.skel[.parts]; tensor bytes in an
@@ -80,7 +81,7 @@ is accepted.`,
 // revision turns GEN into a Git revision.
 func (o *checkoutOptions) revision(repo *gitops.Repo) (string, error) {
 	if o.gen == "latest" || o.gen == "" {
-		return "refs/heads/" + o.branch, nil
+		return repo.LatestRevision(), nil
 	}
 	if n, err := strconv.ParseUint(o.gen, 10, 64); err == nil {
 		rev, err := repo.ResolveGen(n)

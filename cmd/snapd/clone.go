@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/internal/gitexec"
 	"github.com/snapd-ml/snapd/internal/progress"
 )
@@ -24,6 +25,8 @@ type cloneOptions struct {
 	// progress passes --progress to git (stderr is a terminal); quiet
 	// passes --quiet (--quiet given): git prints only errors.
 	progress, quiet bool
+	// genTag is the tag --gen resolved to on the remote.
+	genTag string
 }
 
 func newCloneCommand(e *env) *cobra.Command {
@@ -35,7 +38,8 @@ func newCloneCommand(e *env) *cobra.Command {
 needs: git clone --depth 1 --single-branch --no-tags --no-checkout (the
 generation's objects and nothing of the history; --worktree also writes
 its files). --gen N clones the tree of tag
-gen-NNNNNN instead; --depth D keeps D generations; --full clones the whole
+gen-NNNNNN instead (when a resumed run re-used the number, the newest of
+its tags, gen-NNNNNN-rK, named with the others); --depth D keeps D generations; --full clones the whole
 history (what snapd verify-repo needs); --partial clones the whole history
 of commits and trees but fetches file contents only when checked out
 (--filter=blob:none; the server must allow filters, as GitHub does;
@@ -70,12 +74,45 @@ Then: snapd checkout latest OUT --repo DIR.`,
 	return cmd
 }
 
-// ref is what the clone fetches: the branch, or with --gen its tag.
+// ref is what the clone fetches: the branch, or with --gen its tag (the
+// newest, once resolveGenTag has run).
 func (o *cloneOptions) ref() string {
+	if o.genTag != "" {
+		return o.genTag
+	}
 	if o.gen > 0 {
 		return fmt.Sprintf("%s%06d", o.tagPrfx, o.gen)
 	}
 	return o.branch
+}
+
+// resolveGenTag asks the remote for generation o.gen's tags (git
+// ls-remote) and picks the newest: a number re-used after a resume
+// carries gen-NNNNNN, gen-NNNNNN-r1, ... (gitops.GenTags), the last being
+// the run that continued. It returns the other tags of the number. A
+// remote without any of them is an error naming the tag.
+func (o *cloneOptions) resolveGenTag(ctx context.Context, opts gitexec.Options) (others []string, err error) {
+	text := fmt.Sprintf("%06d", o.gen)
+	base := o.tagPrfx + text
+	opts.Stdout, opts.Stderr = nil, nil
+	out, err := gitexec.Output(ctx, opts, "ls-remote", "--tags", "--", o.url, "refs/tags/"+base, "refs/tags/"+base+"-r*")
+	if err != nil {
+		cause, _ := gitexec.Split(err)
+		return nil, ioError{fmt.Errorf("git ls-remote %s: %w", publicURL(o.url), cause)}
+	}
+	have := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		_, ref, ok := strings.Cut(l, "\t")
+		if name, found := strings.CutPrefix(ref, "refs/tags/"); ok && found && !strings.HasSuffix(name, "^{}") {
+			have[name] = true
+		}
+	}
+	tags := gitops.GenTags(func(n string) bool { return have[n] }, o.tagPrfx, text)
+	if !have[tags[len(tags)-1]] {
+		return nil, ioError{fmt.Errorf("generation %s: %s has no tag %s", text, publicURL(o.url), base)}
+	}
+	o.genTag = tags[len(tags)-1]
+	return tags[:len(tags)-1], nil
 }
 
 // cloneArgs returns the git command line (after "git"): global options,
@@ -132,11 +169,23 @@ func runClone(ctx context.Context, e *env, o *cloneOptions) error {
 			fmt.Fprintf(e.stderr, "snapd: "+format+"\n", a...)
 		}
 	}
-	phase("fetching %s from %s into %s", o.ref(), publicURL(o.url), o.dir)
 	// The user's own transport settings (GIT_SSH_COMMAND, certificates,
 	// proxy) reach git; nothing that would point it at another
 	// repository does.
 	opts := gitexec.Options{Env: []string{"GIT_TERMINAL_PROMPT=0"}, Inherit: gitexec.UserTransport(), Stdout: e.stderr, Stderr: e.stderr}
+	if o.gen > 0 {
+		others, err := o.resolveGenTag(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if len(others) > 0 {
+			phase("generation %06d was re-used after a resume: cloning %s, the newest (also tagged: %s; snapd verify-repo tells which are abandoned)", o.gen, o.genTag, strings.Join(others, ", "))
+		}
+		if args, err = o.cloneArgs(); err != nil {
+			return usageError{err}
+		}
+	}
+	phase("fetching %s from %s into %s", o.ref(), publicURL(o.url), o.dir)
 	if err := gitexec.Run(ctx, opts, args...); err != nil {
 		cause, _ := gitexec.Split(err)
 		return ioError{fmt.Errorf("git clone %s: %w", o.url, cause)}
