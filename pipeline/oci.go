@@ -247,7 +247,7 @@ func (p *OCIPublisher) Publish(ctx context.Context, g Generation) (Published, er
 	// The request time is kept in the job for the request-to-pushed
 	// latency, which then covers the upload too and survives a restart.
 	return Published{Pending: "pending (registry job)",
-		Job: &queue.Publish{Kind: KindOCIGeneration, WTXT: g.WTXT, Bytes: st.Size(), Header: h, Requested: g.Requested.UTC()}}, nil
+		Job: &queue.Publish{Kind: KindOCIGeneration, WTXT: g.WTXT, Bytes: st.Size(), Header: h, Requested: g.Requested.UTC(), ResumedFrom: g.ResumedFrom}}, nil
 }
 
 // Recover implements Publisher: a generation not in Git is queued again
@@ -340,7 +340,7 @@ func (w ociJobs) Publish(ctx context.Context, j queue.Job, save func(queue.Job) 
 	}
 	// The ledger: only now, with every blob and the manifest in the
 	// registry, is the generation committed.
-	g := Generation{Gen: j.Gen, WTXT: pub.WTXT, Header: h}.ledger()
+	g := Generation{Gen: j.Gen, WTXT: pub.WTXT, Header: h, ResumedFrom: pub.ResumedFrom}.ledger()
 	if skeleton {
 		g.Skeleton = state.Skeleton
 		g.OCI = &gitops.OCIRef{Repository: state.Repository, Manifest: state.Manifest}

@@ -61,6 +61,9 @@ type Publish struct {
 	// time), for the request-to-pushed latency; zero when unknown (a
 	// generation re-enqueued from the ring at a start).
 	Requested time.Time `json:"requested,omitzero"`
+	// ResumedFrom: the generation is the first of a run resumed from this
+	// generation (its commit is preceded by a resume record); 0: not.
+	ResumedFrom uint64 `json:"resumed_from,omitempty"`
 	// Sent: the Publisher has sent the bytes on (only the commit, if any,
 	// is left); set by the Publisher with the State that records it.
 	Sent bool `json:"sent,omitempty"`
