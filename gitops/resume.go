@@ -61,6 +61,12 @@ func ParseResumeRecord(c *object.Commit) (rec *ResumeRecord, ok bool, err error)
 	return parseResumeTrailers(ParseTrailers(c.Message))
 }
 
+// ParseResumeMessage is ParseResumeRecord for a commit message read
+// elsewhere (e.g. through git log).
+func ParseResumeMessage(msg string) (rec *ResumeRecord, ok bool, err error) {
+	return parseResumeTrailers(ParseTrailers(msg))
+}
+
 func parseResumeTrailers(tr map[string]string) (*ResumeRecord, bool, error) {
 	from, fc, ab := tr[TrailerResumedFrom], tr[TrailerResumedCommit], tr[TrailerAbandoned]
 	if from == "" && fc == "" && ab == "" {

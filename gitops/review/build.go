@@ -121,6 +121,12 @@ type Options struct {
 	// in full; without it a skeleton is reviewed from its ch lines
 	// (skeleton.go).
 	Registry wtxt.BlobSource
+	// Resumes are the resume records between the base and the head,
+	// newest first (ResumeFinder; ReviewPullRequest fills them when its
+	// Fetcher reads history): a head that does not continue the base's
+	// chain is then explained by the resume instead of noted as out of
+	// order.
+	Resumes []Resume
 }
 
 // Review is a complete pull-request review: the event, the summary body
@@ -373,7 +379,12 @@ func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, e
 		if f, err := os.Open(in.Head); err == nil {
 			h, herr := wtxt.ReadHeader(f)
 			f.Close()
-			if herr == nil && h.Meta.Gen != base.hdr.Meta.Gen+1 {
+			switch {
+			case herr != nil || h.Meta.Gen == base.hdr.Meta.Gen+1 && h.MerklePrev == *prevMerkle:
+			case len(opts.Resumes) > 0:
+				fr.Notes = append(fr.Notes, resumeNote(opts.Resumes[0]))
+				prevMerkle = nil
+			case h.Meta.Gen != base.hdr.Meta.Gen+1:
 				fr.Notes = append(fr.Notes, fmt.Sprintf("head is generation %s, base %s: the chain between them spans several commits and is checked by `snapd verify-repo`, not from these two files", h.Gen, base.hdr.Gen))
 				prevMerkle = nil
 			}
@@ -419,7 +430,7 @@ func reviewFile(ctx context.Context, in FileInput, opts Options) (*FileResult, e
 		if derr != nil && verr == nil {
 			fr.Problems = append(fr.Problems, "head version does not decode: "+derr.Error())
 		}
-		if head.hdr != nil && base != nil && base.hdr != nil && head.hdr.Meta.Gen <= base.hdr.Meta.Gen {
+		if head.hdr != nil && base != nil && base.hdr != nil && head.hdr.Meta.Gen <= base.hdr.Meta.Gen && len(opts.Resumes) == 0 {
 			fr.Notes = append(fr.Notes, fmt.Sprintf("generation does not increase: base %s, head %s", fr.BaseGen, head.hdr.Gen))
 		}
 	}

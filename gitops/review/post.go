@@ -102,6 +102,18 @@ func (c *Client) ReviewPullRequest(ctx context.Context, req Request) (*Result, e
 	}
 	opts := req.Options
 	opts.HeadSHA = pr.HeadSHA
+	if rf, ok := fetch.(ResumeFinder); ok {
+		// Without history (or with a record verify-repo would fail) the
+		// review says what the two files show, as before.
+		rs, err := rf.Resumes(ctx, pr.BaseSHA, pr.HeadSHA)
+		if err != nil && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil && opts.Logger != nil {
+			opts.Logger.Debug("review: resume records not read", "error", err)
+		}
+		opts.Resumes = rs
+	}
 	opts.Pictures = append(opts.Pictures, c.pictureRefs(req.Owner, req.Repo, pr.HeadSHA, files)...)
 	rv, err := Build(ctx, inputs, opts)
 	if err != nil {
