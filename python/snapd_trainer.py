@@ -76,6 +76,7 @@ __all__ = [
     "crc32c",
     "encode_request",
     "encode_meta",
+    "auto_meta",
     "publish_generation",
     "publish_generation_dir",
     "request_snapshot",
@@ -966,21 +967,70 @@ def _with_base(cls, key, candidates):
     return sub
 
 
+def _meta_key(k):
+    """A metric name as a metadata key: "/" (Lightning's "val/loss") becomes
+    "."; None when the name cannot be one."""
+    k = str(k).replace("/", ".")
+    return k if _META_KEY_RE.match(k) else None
+
+
+def auto_meta(fields, extra=None):
+    """Metadata for a generation from what a framework knows at a save:
+    fields (step, epoch, logged metrics; names made keys by _meta_key),
+    then extra (the user's dict, which wins). Values that are not JSON
+    scalars (tensors of more than one element, NaN, lists) are left out, as
+    are keys beyond the limits: a checkpoint is never refused for its
+    metrics. Returns a dict encode_meta accepts."""
+    out = {}
+    for src in (fields or {}), (extra or {}):
+        for k, v in src.items():
+            key = _meta_key(k)
+            if key is None:
+                continue
+            try:
+                _meta_value(key, v)
+            except (ValueError, TypeError, RuntimeError):
+                continue
+            if hasattr(v, "item") and not isinstance(v, (bool, int, float, str)):
+                v = v.item()
+            if key not in out and len(out) >= MAX_META_KEYS:
+                continue
+            out[key] = v
+    while out:
+        try:
+            encode_meta(out)
+            break
+        except ValueError:
+            out.pop(sorted(out)[-1])  # over 2048 bytes: drop keys from the end
+    return out
+
+
 class _CallbackBase:
-    def __init__(self, state_dir=".snapd", requester=None, on_failure="warn"):
+    def __init__(self, state_dir=".snapd", requester=None, on_failure="warn", meta=True):
         if on_failure not in _ON_FAILURE:
             raise ValueError("snapd: on_failure %r: want one of %s" % (on_failure, ", ".join(_ON_FAILURE)))
+        if not (meta is True or meta is False or meta is None or callable(meta)):
+            raise ValueError("snapd: meta: want True (step, epoch, latest metrics), False, or a callable returning a dict")
         self.state_dir = os.fspath(state_dir)
         self.requester = requester
         self.on_failure = on_failure
+        self.meta = meta
         self._log = None
         self.requested = []  # (gen, path) in request order
+        self.requested_meta = {}  # gen -> the metadata requested with it
 
-    def _request(self, gen, path):
+    def _meta(self, fields, *hook_args):
+        if not self.meta:
+            return None
+        extra = self.meta(*hook_args) if callable(self.meta) else None
+        return auto_meta(fields, extra)
+
+    def _request(self, gen, path, meta=None):
         if self._log is None:
             self._log = RequestLog(os.path.join(self.state_dir, "wal"), self.requester)
-        request_snapshot(gen, path, log=self._log, on_failure=self.on_failure)
+        request_snapshot(gen, path, log=self._log, on_failure=self.on_failure, meta=meta or None)
         self.requested.append((gen, path))
+        self.requested_meta[gen] = dict(meta or {})
 
     def close(self):
         if self._log is not None:
@@ -996,7 +1046,11 @@ class SnapdTrainerCallback(_CallbackBase):
     on_save (called by the Trainer right after it wrote
     OUTPUT_DIR/checkpoint-STEP) requests a snapshot of that directory as
     generation STEP (state.global_step), on the main process only
-    (state.is_world_process_zero). snapd reads the directory as it is:
+    (state.is_world_process_zero), with metadata: step, epoch and the
+    newest value of every number the Trainer logged (state.log_history:
+    loss, learning_rate, grad_norm, eval_loss, ...); meta=False sends none,
+    meta=callable(args, state) adds (and overrides) keys of its own.
+    snapd reads the directory as it is:
     keep it until the request is done (save_total_limit deletes old
     checkpoints; keep the limit above what the daemon may lag behind).
     An instance subclasses transformers.TrainerCallback when transformers
@@ -1014,8 +1068,21 @@ class SnapdTrainerCallback(_CallbackBase):
         if step < 1 or not os.path.isdir(path):
             warnings.warn(SnapshotWarning("snapd: no checkpoint directory %s for step %d: not requested" % (path, step)), stacklevel=2)
             return None
-        self._request(step, os.path.abspath(path))
+        self._request(step, os.path.abspath(path), self._meta(self._fields(state), args, state))
         return None
+
+    @staticmethod
+    def _fields(state):
+        f = {}
+        # Oldest first, so the newest logged value of each name wins.
+        for entry in getattr(state, "log_history", None) or []:
+            if isinstance(entry, dict):
+                f.update((k, v) for k, v in entry.items() if k not in ("step", "epoch"))
+        f["step"] = int(state.global_step)
+        epoch = getattr(state, "epoch", None)
+        if epoch is not None:
+            f["epoch"] = epoch
+        return f
 
     def on_train_end(self, args, state, control, **kwargs):
         self.close()
@@ -1046,6 +1113,9 @@ class SnapdLightningCallback(_CallbackBase):
     snapd reads the file as it is: a last.ckpt rewritten in place before
     the daemon read it fails or snapshots the newer bytes — prefer
     save_top_k=-1 or a symlinked last.
+    Metadata: step, epoch and trainer.callback_metrics as they were at the
+    save (scalars only; "val/loss" becomes key "val.loss"); meta=False
+    sends none, meta=callable(trainer, pl_module, checkpoint) adds keys.
     An instance subclasses Lightning's Callback when lightning (or
     pytorch_lightning) is importable.
     """
@@ -1053,9 +1123,9 @@ class SnapdLightningCallback(_CallbackBase):
     def __new__(cls, *args, **kwargs):
         return object.__new__(_with_base(cls, "lightning", [("lightning.pytorch", "Callback"), ("pytorch_lightning", "Callback")]))
 
-    def __init__(self, state_dir=".snapd", requester=None, on_failure="warn"):
-        _CallbackBase.__init__(self, state_dir, requester, on_failure)
-        self._intents = []   # (gen, ns, {path: identity})
+    def __init__(self, state_dir=".snapd", requester=None, on_failure="warn", meta=True):
+        _CallbackBase.__init__(self, state_dir, requester, on_failure, meta)
+        self._intents = []   # (gen, ns, {path: identity}, meta)
         self._done = set()
 
     @staticmethod
@@ -1088,7 +1158,7 @@ class SnapdLightningCallback(_CallbackBase):
         if not self._intents:
             return
         keep = []
-        for gen, ns, before in self._intents:
+        for gen, ns, before, meta in self._intents:
             if gen in self._done:
                 continue
             path = None
@@ -1101,10 +1171,10 @@ class SnapdLightningCallback(_CallbackBase):
                 path = os.path.realpath(p)
                 break
             if path is None:
-                keep.append((gen, ns, before))
+                keep.append((gen, ns, before, meta))
                 continue
             self._done.add(gen)
-            self._request(gen, path)
+            self._request(gen, path, meta)
         self._intents = keep
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint):
@@ -1118,7 +1188,14 @@ class SnapdLightningCallback(_CallbackBase):
         if gen in self._done:
             return
         before = {p: self._ident(p) for _, p in self._candidates(trainer)}
-        self._intents.append((gen, time.time_ns(), before))
+        fields = dict(getattr(trainer, "callback_metrics", None) or {})
+        fields["step"] = gen
+        epoch = getattr(trainer, "current_epoch", None)
+        if epoch is not None:
+            fields["epoch"] = epoch
+        # Read now: the metrics are those of this save, not of the hook
+        # that finds the file.
+        self._intents.append((gen, time.time_ns(), before, self._meta(fields, trainer, pl_module, checkpoint)))
 
     def on_train_batch_start(self, trainer, pl_module, *args, **kwargs):
         self._flush(trainer)
@@ -1137,7 +1214,7 @@ class SnapdLightningCallback(_CallbackBase):
 
     def teardown(self, trainer, pl_module, stage=None, *args, **kwargs):
         self._flush(trainer)
-        for gen, _, _ in self._intents:
+        for gen, _, _, _ in self._intents:
             warnings.warn(SnapshotWarning("snapd: no saved checkpoint file found for step %d: not requested" % gen), stacklevel=2)
         self._intents = []
         self.close()

@@ -86,6 +86,15 @@ func TestPythonTrainerUnit(t *testing.T) {
 			t.Errorf("%s: WAL requests\n got %v\nwant %v", dir, got, real)
 		}
 	}
+	// The callbacks' metadata reached the request lines, as snapd parses
+	// them (step, epoch and the newest logged values).
+	hfEntries, err := wal.List(filepath.Join(out, "hf", "state", "wal"), nil)
+	if err != nil || len(hfEntries) != 2 {
+		t.Fatalf("hf WAL: %d entries, %v", len(hfEntries), err)
+	}
+	if got, want := string(hfEntries[1].Meta.JSON()), `{"epoch":2,"eval_loss":0.5,"eval_runtime":1.25,"grad_norm":2,"learning_rate":0.0001,"loss":0.05,"step":20}`; got != want {
+		t.Errorf("hf gen 20 meta %s, want %s", got, want)
+	}
 	if _, err := os.Stat(filepath.Join(out, "lightning-rank1", "state", "wal")); err == nil {
 		if got := walRequests(t, filepath.Join(out, "lightning-rank1", "state")); len(got) != 0 {
 			t.Errorf("rank 1 requested: %v", got)

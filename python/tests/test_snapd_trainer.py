@@ -161,8 +161,15 @@ class HuggingFace(unittest.TestCase):
             os.makedirs(ck)
             with open(os.path.join(ck, "model.safetensors"), "wb") as f:
                 f.write(b"x")
-            state = types.SimpleNamespace(global_step=step, is_world_process_zero=True)
+            # log_history as the Trainer keeps it: training logs and an
+            # evaluation, each with its own step and epoch.
+            history = [{"loss": 0.9, "learning_rate": 1e-3, "grad_norm": 2.0, "epoch": 0.5, "step": step - 5},
+                       {"loss": 1.0 / step, "learning_rate": 1e-4, "epoch": step / 10.0, "step": step},
+                       {"eval_loss": 0.5, "eval_runtime": 1.25, "epoch": step / 10.0, "step": step}]
+            state = types.SimpleNamespace(global_step=step, epoch=step / 10.0, log_history=history, is_world_process_zero=True)
             self.assertIs(call_event("on_save", state, control), control)
+            self.assertEqual(cb.requested_meta[step], {"step": step, "epoch": step / 10.0, "loss": 1.0 / step, "learning_rate": 1e-4,
+                                                       "grad_norm": 2.0, "eval_loss": 0.5, "eval_runtime": 1.25})
         # Another rank: nothing. A step without its directory: a warning.
         call_event("on_save", types.SimpleNamespace(global_step=30, is_world_process_zero=False), control)
         with warnings.catch_warnings(record=True) as w:
@@ -172,6 +179,32 @@ class HuggingFace(unittest.TestCase):
         call_event("on_train_end", types.SimpleNamespace(global_step=40, is_world_process_zero=True), control)
         self.assertEqual(cb.requested, [(10, os.path.join(args.output_dir, "checkpoint-10")),
                                         (20, os.path.join(args.output_dir, "checkpoint-20"))])
+
+
+class AutoMeta(unittest.TestCase):
+    def test_limits(self):
+        m = st.auto_meta({"step": 3, "val/loss": 0.25, "bad key!": 1, "nan": float("nan"), "hist": [1, 2], "s": "x" * 300},
+                         {"run": "a", "step": 4})
+        self.assertEqual(m, {"step": 4, "val.loss": 0.25, "run": "a"})
+        many = st.auto_meta({"k%03d" % i: "v" * 40 for i in range(100)})
+        self.assertLessEqual(len(st.encode_meta(many)), st.MAX_META_SIZE)
+        self.assertIn("k000", many)
+
+    def test_callable_and_off(self):
+        state = types.SimpleNamespace(global_step=7, epoch=1.0, log_history=[{"loss": 0.5, "step": 7}], is_world_process_zero=True)
+        root = out_dir("hf-meta")
+        args = types.SimpleNamespace(output_dir=os.path.join(root, "out"))
+        os.makedirs(os.path.join(args.output_dir, "checkpoint-7"))
+        cb = st.SnapdTrainerCallback(os.path.join(root, "state"), meta=lambda a, s: {"lr_schedule": "cosine", "loss": 0.4})
+        cb.on_save(args, state, None)
+        self.assertEqual(cb.requested_meta[7], {"step": 7, "epoch": 1.0, "loss": 0.4, "lr_schedule": "cosine"})
+        off = st.SnapdTrainerCallback(os.path.join(root, "state-off"), meta=False)
+        off.on_save(args, state, None)
+        self.assertEqual(off.requested_meta[7], {})
+        cb.close()
+        off.close()
+        with self.assertRaises(ValueError):
+            st.SnapdTrainerCallback(root, meta={"a": 1})
 
 
 class LibraryBases(unittest.TestCase):
@@ -236,6 +269,8 @@ class FakeTrainer:
         self.checkpoint_callbacks = [mc]
         self.checkpoint_callback = mc
         self.global_step = 0
+        self.current_epoch = 0
+        self.callback_metrics = {}
         self.is_global_zero = True
         self.module = object()
 
@@ -290,6 +325,7 @@ class Lightning(unittest.TestCase):
         mc.on_train_batch_end = lambda *a: None
         for step, size in ((5, 100), (10, 200)):
             tr.global_step = step
+            tr.callback_metrics = {"train_loss": 1.0 / step, "val/loss": 2.0 / step, "hist": [1, 2]}
             tr.batch_end()
             tr.model_checkpoint_save(mc, "epoch=0-step=%d.ckpt" % step, size, link_last, topk)
         tr.batch_end()
@@ -310,6 +346,10 @@ class Lightning(unittest.TestCase):
         self.assertEqual(cb.requested, [(5, r(os.path.join(ckdir, "epoch=0-step=5.ckpt"))),
                                         (10, r(os.path.join(ckdir, "epoch=0-step=10.ckpt"))),
                                         (15, r(os.path.join(ckdir, "epoch=1-step=15.ckpt")))])
+        # The metrics of each save (read at on_save_checkpoint, not when
+        # a later hook found the file); the list is not a scalar.
+        self.assertEqual(cb.requested_meta[5], {"step": 5, "epoch": 0, "train_loss": 0.2, "val.loss": 0.4})
+        self.assertEqual(cb.requested_meta[10], {"step": 10, "epoch": 0, "train_loss": 0.1, "val.loss": 0.2})
 
     def test_public_attributes_only(self):
         # Without _last_checkpoint_saved (older Lightning): best_model_path.
