@@ -52,7 +52,7 @@ func (d *Daemon) prepare(ctx context.Context, it *item) error {
 	}
 	if it.rec.WorldSize > 0 {
 		// A sharded job: one rank's shard is not a generation of its own.
-		return permanent{fmt.Errorf("%w: gen %d: a rank request (rank %d of %d) needs a daemon configured with ranks: (store/oci/ranks)", ErrSource, gen, it.rec.Rank, it.rec.WorldSize)}
+		return permanent{fmt.Errorf("%w: gen %d: a rank request (rank %d of %d) needs a daemon configured with ranks: (docs/SHARDED.md)", ErrSource, gen, it.rec.Rank, it.rec.WorldSize)}
 	}
 	// A store entry, or a file inside a directory generation, is pinned.
 	if g, ok := d.gens.GenOf(src); ok {

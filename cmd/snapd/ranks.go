@@ -27,7 +27,6 @@ import (
 	"github.com/snapd-ml/snapd/gitops/verify"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/pipeline"
-	"github.com/snapd-ml/snapd/store/oci/ranks"
 )
 
 // ranksDir is the state of a ranks node inside STATE_DIR.
@@ -71,12 +70,12 @@ func runRanks(ctx context.Context, e *env, c *configs.Config, log *slog.Logger) 
 	}
 	chain := wranks.ChainID(rc.Job)
 	dir := filepath.Join(c.StateDir, ranksDir)
-	node, err := ranks.NewNode(ranks.NodeOptions{Repo: repo, Chain: chain, SignKey: sk, HMACKey: hk, Formats: newRegistry(),
+	node, err := pipeline.NewRankNode(pipeline.RankNodeOptions{Repo: repo, Chain: chain, SignKey: sk, HMACKey: hk, Formats: newRegistry(),
 		Dir: filepath.Join(dir, "parts"), SegmentSize: rc.SegmentSize, Build: c.Snapshot.Build, Log: log})
 	if err != nil {
 		return ioError{err}
 	}
-	var com *ranks.Committer
+	var com *pipeline.RankCommitter
 	if rc.Committer {
 		repoDir := c.Git.Repo
 		if repoDir == "" {
@@ -99,7 +98,7 @@ func runRanks(ctx context.Context, e *env, c *configs.Config, log *slog.Logger) 
 			}
 			pusher = gp
 		}
-		com, err = ranks.NewCommitter(ranks.CommitterOptions{Repo: repo, Chain: chain, WorldSize: rc.WorldSize,
+		com, err = pipeline.NewRankCommitter(pipeline.RankCommitterOptions{Repo: repo, Chain: chain, WorldSize: rc.WorldSize,
 			Timeout: time.Duration(rc.Timeout), OnTimeout: rc.OnTimeout, IndexKey: sk, Build: c.Snapshot.Build,
 			Ledger: ledger, Pusher: pusher, StateFile: ranksStatusFile(c.StateDir), Log: log})
 		if err != nil {
@@ -118,7 +117,7 @@ func runRanks(ctx context.Context, e *env, c *configs.Config, log *slog.Logger) 
 			com.Run(ctx, time.Duration(rc.PollInterval), nil)
 		}()
 	}
-	err = ranks.RunNode(ctx, stateWALDir(c.StateDir), node, time.Duration(c.WAL.PollInterval))
+	err = pipeline.RunRankNode(ctx, stateWALDir(c.StateDir), node, time.Duration(c.WAL.PollInterval))
 	stop()
 	wg.Wait()
 	if err != nil {
@@ -157,7 +156,7 @@ func newRanksStatusCommand(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := ranks.ReadStatus(ranksStatusFile(sd))
+			st, err := pipeline.ReadRankStatus(ranksStatusFile(sd))
 			if errors.Is(err, fs.ErrNotExist) {
 				return withHint(ioError{err}, "only the committer node (ranks.committer: true) keeps this status; on other nodes see snapd wal list")
 			}
@@ -342,7 +341,7 @@ rank by rank with snapd diff OUTDIR_A/rank-R.wtxt OUTDIR_B/rank-R.wtxt.`,
 			if gen != "" {
 				rev = gitops.DefaultTagPrefix + gen
 			}
-			files, err := ranks.AssembleGeneration(cmd.Context(), r, rev, o.path, repo, out)
+			files, err := gitops.AssembleRanks(cmd.Context(), r, rev, o.path, repo, out)
 			if err != nil {
 				return registryErr(err)
 			}
@@ -390,11 +389,11 @@ differs, 0 when none does. Both generations must have the same world size.`,
 				return ioError{err}
 			}
 			defer os.RemoveAll(tmp)
-			fa, err := ranks.AssembleGeneration(ctx, r, gitops.DefaultTagPrefix+from, o.path, repo, filepath.Join(tmp, "a"))
+			fa, err := gitops.AssembleRanks(ctx, r, gitops.DefaultTagPrefix+from, o.path, repo, filepath.Join(tmp, "a"))
 			if err != nil {
 				return registryErr(err)
 			}
-			fb, err := ranks.AssembleGeneration(ctx, r, gitops.DefaultTagPrefix+to, o.path, repo, filepath.Join(tmp, "b"))
+			fb, err := gitops.AssembleRanks(ctx, r, gitops.DefaultTagPrefix+to, o.path, repo, filepath.Join(tmp, "b"))
 			if err != nil {
 				return registryErr(err)
 			}
@@ -460,7 +459,7 @@ with snapd ranks verify-repo --since gen-NNNNNN (the oldest kept).`,
 			if err != nil {
 				return ioError{err}
 			}
-			removed, err := ranks.GC(ctx, repo, committed, keep, dryRun)
+			removed, err := oci.GCRanks(ctx, repo, committed, keep, dryRun)
 			for _, t := range removed {
 				verb := "deleted"
 				if dryRun {

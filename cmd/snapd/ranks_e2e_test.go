@@ -18,7 +18,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/internal/testutil"
-	"github.com/snapd-ml/snapd/store/oci/ranks"
+	"github.com/snapd-ml/snapd/pipeline"
 )
 
 // ranksNode is one `snapd run` process of a sharded job.
@@ -197,7 +197,7 @@ ranks:
 		t.Helper()
 		deadline := time.Now().Add(testutil.Guard)
 		for {
-			st, err := ranks.ReadStatus(statusFile)
+			st, err := pipeline.ReadRankStatus(statusFile)
 			if err == nil && st.LastCommitted >= uint64(g) {
 				return
 			}

@@ -50,4 +50,12 @@
 // No credential or token is ever logged or put in an error. Every request
 // is bounded (Timeouts: connect, TLS handshake, response headers, and a
 // stall timeout on bodies); one that runs out fails with ErrStalled.
+//
+// A node of a sharded job (ranks.go) pushes its rank part the same way,
+// as the manifest tagged gen-NNNNNN.rank-R (RankTag; artifactType
+// RankArtifactType, the rank's skeleton as its last layer, annotations
+// snapd.rank, snapd.world_size, snapd.chain, snapd.skeleton):
+// PushRankPart uploads it, FetchRankPart reads and checks it for the
+// committer, GCRanks deletes the rank manifests of old committed
+// generations (docs/FORMAT.md section 7).
 package oci

@@ -26,7 +26,7 @@ type ExtraBlob struct {
 
 // ManifestRef describes a manifest of a generation's segments under
 // another tag and artifact type than PushManifest's (e.g. one rank's part
-// of a multi-rank generation, store/oci/ranks).
+// of a multi-rank generation, ranks.go).
 type ManifestRef struct {
 	Tag          string
 	ArtifactType string

@@ -1,4 +1,4 @@
-package ranks
+package pipeline
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"log/slog"
 	"os"
 	"slices"
@@ -14,24 +13,25 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 )
 
 // OnTimeout says what a committer does with a generation that is still
-// missing ranks after CommitterOptions.Timeout.
+// missing ranks after RankCommitterOptions.Timeout.
 const (
-	// OnTimeoutWait keeps the generation pending; later generations wait
+	// RankOnTimeoutWait keeps the generation pending; later generations wait
 	// behind it (the default: nothing is ever skipped silently).
-	OnTimeoutWait = "wait"
-	// OnTimeoutSkip gives up on it once a later generation is complete,
+	RankOnTimeoutWait = "wait"
+	// RankOnTimeoutSkip gives up on it once a later generation is complete,
 	// and records the gap (Snapd-Skipped trailer of the next commit).
-	OnTimeoutSkip = "skip"
+	RankOnTimeoutSkip = "skip"
 )
 
-// CommitterOptions configure a Committer.
-type CommitterOptions struct {
+// RankCommitterOptions configure a Committer.
+type RankCommitterOptions struct {
 	Repo *oci.Repository
 	// Ledger is the local repository the generations are committed to
 	// (signed with its Config.SigningKey), and Pusher, when set, publishes
@@ -42,7 +42,7 @@ type CommitterOptions struct {
 	Chain     [32]byte
 	WorldSize int
 	Timeout   time.Duration // default 10m
-	OnTimeout string        // OnTimeoutWait (default) or OnTimeoutSkip
+	OnTimeout string        // RankOnTimeoutWait (default) or RankOnTimeoutSkip
 	IndexKey  ed25519.PrivateKey
 	Build     string // build token of the generation (default "snapd-ranks")
 	// StateFile keeps the pending generation's first-seen time and the
@@ -52,19 +52,19 @@ type CommitterOptions struct {
 	Log       *slog.Logger
 }
 
-// Committer is the one daemon of a job that commits generations: it lists
+// RankCommitter is the one daemon of a job that commits generations: it lists
 // the registry's rank tags, and when all W rank manifests of the next
 // generation are present and valid, makes the generation's one signed,
 // chained Git commit. Exactly one daemon per job is configured as the
 // committer (ranks.committer: true); see docs/FORMAT.md section 7 for why
 // not an election.
-type Committer struct {
-	o   CommitterOptions
+type RankCommitter struct {
+	o   RankCommitterOptions
 	log *slog.Logger
 }
 
-// Status is what the committer last saw; it is also its state file.
-type Status struct {
+// RankStatus is what the committer last saw; it is also its state file.
+type RankStatus struct {
 	LastCommitted uint64            `json:"last_committed"`
 	Pending       uint64            `json:"pending,omitempty"`
 	PendingSince  time.Time         `json:"pending_since,omitzero"`
@@ -77,8 +77,8 @@ type Status struct {
 	Updated       time.Time         `json:"updated"`
 }
 
-// NewCommitter returns a Committer.
-func NewCommitter(o CommitterOptions) (*Committer, error) {
+// NewRankCommitter returns a Committer.
+func NewRankCommitter(o RankCommitterOptions) (*RankCommitter, error) {
 	if o.Repo == nil || o.Ledger == nil || o.StateFile == "" {
 		return nil, errors.New("ranks committer: Repo, Ledger and StateFile are required")
 	}
@@ -87,8 +87,8 @@ func NewCommitter(o CommitterOptions) (*Committer, error) {
 	}
 	switch o.OnTimeout {
 	case "":
-		o.OnTimeout = OnTimeoutWait
-	case OnTimeoutWait, OnTimeoutSkip:
+		o.OnTimeout = RankOnTimeoutWait
+	case RankOnTimeoutWait, RankOnTimeoutSkip:
 	default:
 		return nil, fmt.Errorf("ranks committer: on_timeout %q: want wait or skip", o.OnTimeout)
 	}
@@ -105,23 +105,23 @@ func NewCommitter(o CommitterOptions) (*Committer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Committer{o: o, log: log}, nil
+	return &RankCommitter{o: o, log: log}, nil
 }
 
-// ReadStatus reads a committer's state file.
-func ReadStatus(path string) (*Status, error) {
+// ReadRankStatus reads a committer's state file.
+func ReadRankStatus(path string) (*RankStatus, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var st Status
+	var st RankStatus
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &st, nil
 }
 
-func (c *Committer) save(st *Status) error {
+func (c *RankCommitter) save(st *RankStatus) error {
 	st.Updated = c.o.Now().UTC()
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
@@ -134,10 +134,10 @@ func (c *Committer) save(st *Status) error {
 // commit every generation that is complete, in order (skipping timed-out
 // ones when configured). It returns the status after the round; an error
 // is a registry or Git failure (the round is retried by the caller).
-func (c *Committer) Step(ctx context.Context) (*Status, error) {
-	st, err := ReadStatus(c.o.StateFile)
+func (c *RankCommitter) Step(ctx context.Context) (*RankStatus, error) {
+	st, err := ReadRankStatus(c.o.StateFile)
 	if errors.Is(err, os.ErrNotExist) {
-		st, err = &Status{}, nil
+		st, err = &RankStatus{}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -153,7 +153,7 @@ func (c *Committer) Step(ctx context.Context) (*Status, error) {
 	return st, serr
 }
 
-func (c *Committer) step(ctx context.Context, st *Status) error {
+func (c *RankCommitter) step(ctx context.Context, st *RankStatus) error {
 	hc, err := c.o.Ledger.RanksHead()
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
@@ -179,7 +179,7 @@ func (c *Committer) step(ctx context.Context, st *Status) error {
 	gens := map[uint64]string{}
 	present := map[uint64]map[int]bool{} // ranks with a tag, per generation
 	for _, t := range tags {
-		g, r, ok := ParseRankTag(t)
+		g, r, ok := oci.ParseRankTag(t)
 		if !ok {
 			continue
 		}
@@ -236,7 +236,7 @@ func (c *Committer) step(ctx context.Context, st *Status) error {
 		if err := c.pending(st, n, missing, invalid, i+1 < len(order)); err != nil {
 			return err
 		}
-		if st.TimedOut && c.o.OnTimeout == OnTimeoutSkip && i+1 < len(order) {
+		if st.TimedOut && c.o.OnTimeout == RankOnTimeoutSkip && i+1 < len(order) {
 			c.log.Warn("multi-rank generation skipped after timeout", "gen", n, "missing", missing, "invalid", invalid)
 			st.Skipped = append(st.Skipped, n)
 			st.SkippedTotal = append(st.SkippedTotal, n)
@@ -250,7 +250,7 @@ func (c *Committer) step(ctx context.Context, st *Status) error {
 
 // push publishes commit (generation gen) and its tag; nil without a
 // Pusher. Pushing what the remote has is a no-op.
-func (c *Committer) push(ctx context.Context, commit plumbing.Hash, gen string) error {
+func (c *RankCommitter) push(ctx context.Context, commit plumbing.Hash, gen string) error {
 	if c.o.Pusher == nil {
 		return nil
 	}
@@ -261,7 +261,7 @@ func (c *Committer) push(ctx context.Context, commit plumbing.Hash, gen string) 
 }
 
 // pending records generation n as waiting for ranks.
-func (c *Committer) pending(st *Status, n uint64, missing []int, invalid map[string]string, later bool) error {
+func (c *RankCommitter) pending(st *RankStatus, n uint64, missing []int, invalid map[string]string, later bool) error {
 	now := c.o.Now().UTC()
 	if st.Pending != n {
 		st.Pending, st.PendingSince = n, now
@@ -277,15 +277,15 @@ func (c *Committer) pending(st *Status, n uint64, missing []int, invalid map[str
 // collect fetches and checks every rank of gen. A missing tag is listed in
 // missing, a refused one in invalid (rank -> located error); a registry
 // failure is returned as err.
-func (c *Committer) collect(ctx context.Context, gen string) (parts []wranks.Part, skels [][]byte, missing []int, invalid map[string]string, err error) {
+func (c *RankCommitter) collect(ctx context.Context, gen string) (parts []wranks.Part, skels [][]byte, missing []int, invalid map[string]string, err error) {
 	skels = make([][]byte, c.o.WorldSize)
 	for r := range c.o.WorldSize {
-		p, sk, ferr := FetchPart(ctx, c.o.Repo, gen, r, c.o.WorldSize, c.o.Chain)
+		p, sk, ferr := oci.FetchRankPart(ctx, c.o.Repo, gen, r, c.o.WorldSize, c.o.Chain)
 		switch {
 		case ferr == nil:
 			parts = append(parts, p)
 			skels[r] = sk
-		case errors.Is(ferr, ErrRankMissing):
+		case errors.Is(ferr, oci.ErrRankMissing):
 			missing = append(missing, r)
 		case wranks.IsCheck(ferr):
 			if invalid == nil {
@@ -301,7 +301,7 @@ func (c *Committer) collect(ctx context.Context, gen string) (parts []wranks.Par
 
 // Run calls Step every poll until ctx ends, logging failures (rate
 // limited by the poll interval).
-func (c *Committer) Run(ctx context.Context, poll time.Duration, after func(time.Duration) <-chan time.Time) {
+func (c *RankCommitter) Run(ctx context.Context, poll time.Duration, after func(time.Duration) <-chan time.Time) {
 	if after == nil {
 		after = time.After
 	}

@@ -1,4 +1,4 @@
-package ranks
+package oci
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"io"
 	"strconv"
 	"strings"
@@ -17,7 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
-	"github.com/snapd-ml/snapd/gitops/layout/oci"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 )
 
 // Registry types and annotation keys of a rank manifest (docs/FORMAT.md
@@ -30,9 +29,9 @@ const (
 	AnnChain          = "snapd.chain"
 	AnnSkeleton       = "snapd.skeleton"
 
-	rankTagInfix         = ".rank-"
-	headJobs             = 8 // parallel HEADs of a committer checking a rank's segments
-	defaultSegmentTarget = wtxt.DefaultSegmentSize
+	rankTagInfix       = ".rank-"
+	rankHeadJobs       = 8 // parallel HEADs of a committer checking a rank's segments
+	defaultRankSegment = wtxt.DefaultSegmentSize
 )
 
 // ErrRankMissing: the rank manifest's tag does not exist (yet).
@@ -62,30 +61,30 @@ func ParseRankTag(tag string) (gen string, rank int, ok bool) {
 	return gen, r, true
 }
 
-// Pushed is what PushPart uploaded.
-type Pushed struct {
+// RankPushed is what PushRankPart uploaded.
+type RankPushed struct {
 	Tag      string
 	Manifest ocispec.Descriptor
 	Part     wranks.Part
 	Skeleton []byte
-	Stats    oci.PushStats
+	Stats    PushStats
 }
 
-// PushPart uploads the rank part read from in (a WTXT written by
+// PushRankPart uploads the rank part read from in (a WTXT written by
 // wranks.EncodePart) as rank r of a world of size world: the segments the
 // registry lacks, then the config, the skeleton blob and the rank manifest
 // tagged gen-NNNNNN.rank-R. The part's gen and chain are checked first.
 // The push is idempotent (the same part gives the same manifest); a tag
-// that already names a different manifest is not moved (oci.ErrTagTaken:
+// that already names a different manifest is not moved (ErrTagTaken:
 // two shards claim one rank).
-func PushPart(ctx context.Context, repo *oci.Repository, in io.Reader, name string, r, world int, chain [32]byte, segSize int64) (*Pushed, error) {
+func PushRankPart(ctx context.Context, repo *Repository, in io.Reader, name string, r, world int, chain [32]byte, segSize int64) (*RankPushed, error) {
 	var skel bytes.Buffer
 	g, st, err := repo.UploadSegments(ctx, in, name, &skel, segSize)
 	if err != nil {
 		return nil, err
 	}
 	if segSize <= 0 {
-		segSize = defaultSegmentTarget
+		segSize = defaultRankSegment
 	}
 	g.SegmentSize = segSize
 	h, err := wranks.SkeletonHeader(skel.Bytes(), name)
@@ -100,7 +99,7 @@ func PushPart(ctx context.Context, repo *oci.Repository, in io.Reader, name stri
 	ref := rankRef(tag, r, world, chain, skel.Bytes())
 	desc, err := repo.PushManifestRef(ctx, g, ref, true)
 	if err != nil {
-		if errors.Is(err, oci.ErrTagTaken) {
+		if errors.Is(err, ErrTagTaken) {
 			return nil, wranks.Fail(tag, 0, r, wranks.CheckRank, "rank %d of generation %s is already claimed by another shard (%v)", r, h.Gen, err)
 		}
 		return nil, err
@@ -109,12 +108,12 @@ func PushPart(ctx context.Context, repo *oci.Repository, in io.Reader, name stri
 	p.SkeletonSHA256 = sha256.Sum256(skel.Bytes())
 	p.Manifest = desc.Digest.String()
 	st.Manifest, st.Tag = desc, tag
-	return &Pushed{Tag: tag, Manifest: desc, Part: p, Skeleton: skel.Bytes(), Stats: st}, nil
+	return &RankPushed{Tag: tag, Manifest: desc, Part: p, Skeleton: skel.Bytes(), Stats: st}, nil
 }
 
-func rankRef(tag string, r, world int, chain [32]byte, skel []byte) oci.ManifestRef {
-	sd := oci.Descriptor(SkeletonMediaType, skel)
-	return oci.ManifestRef{
+func rankRef(tag string, r, world int, chain [32]byte, skel []byte) ManifestRef {
+	sd := Descriptor(SkeletonMediaType, skel)
+	return ManifestRef{
 		Tag:          tag,
 		ArtifactType: RankArtifactType,
 		Annotations: map[string]string{
@@ -123,22 +122,22 @@ func rankRef(tag string, r, world int, chain [32]byte, skel []byte) oci.Manifest
 			AnnChain:     hex.EncodeToString(chain[:]),
 			AnnSkeleton:  sd.Digest.String(),
 		},
-		Extra: []oci.ExtraBlob{{MediaType: SkeletonMediaType, Title: wranks.SkeletonName(r), Data: skel}},
+		Extra: []ExtraBlob{{MediaType: SkeletonMediaType, Title: wranks.SkeletonName(r), Data: skel}},
 	}
 }
 
-// FetchPart reads and checks rank r's manifest of generation gen for a
+// FetchRankPart reads and checks rank r's manifest of generation gen for a
 // world of size world and the job's chain: artifact type, annotations
 // (rank, world size, chain, gen), the skeleton blob (digest, size bound)
 // and its header, and that the manifest is exactly the one its skeleton
 // and config produce (so layers, config and annotations all agree); every
-// segment blob must exist (HEAD). A missing tag wraps oci.ErrNotFound;
+// segment blob must exist (HEAD). A missing tag wraps ErrNotFound;
 // every other failure is an *Error naming the tag, the rank and the check.
-func FetchPart(ctx context.Context, repo *oci.Repository, gen string, r, world int, chain [32]byte) (wranks.Part, []byte, error) {
+func FetchRankPart(ctx context.Context, repo *Repository, gen string, r, world int, chain [32]byte) (wranks.Part, []byte, error) {
 	tag := RankTag(gen, r)
 	desc, m, raw, err := repo.FetchManifest(ctx, tag)
 	if err != nil {
-		if errors.Is(err, oci.ErrNotFound) {
+		if errors.Is(err, ErrNotFound) {
 			return wranks.Part{}, nil, fmt.Errorf("%w: %w", ErrRankMissing, err)
 		}
 		return wranks.Part{}, nil, err
@@ -158,8 +157,8 @@ func FetchPart(ctx context.Context, repo *oci.Repository, gen string, r, world i
 	if m.Annotations[AnnChain] != hex.EncodeToString(chain[:]) {
 		return bad(wranks.CheckChain, "manifest is of another chain (snapd.chain is not this job's chain id)")
 	}
-	if m.Annotations[oci.AnnGen] != gen {
-		return bad(wranks.CheckGen, "manifest is of another generation (snapd.gen %.24q)", m.Annotations[oci.AnnGen])
+	if m.Annotations[AnnGen] != gen {
+		return bad(wranks.CheckGen, "manifest is of another generation (snapd.gen %.24q)", m.Annotations[AnnGen])
 	}
 	if len(m.Layers) == 0 || m.Layers[len(m.Layers)-1].MediaType != SkeletonMediaType {
 		return bad(wranks.CheckManifest, "last layer is not a %s", SkeletonMediaType)
@@ -169,7 +168,7 @@ func FetchPart(ctx context.Context, repo *oci.Repository, gen string, r, world i
 		return bad(wranks.CheckManifest, "skeleton layer is not the snapd.skeleton annotation's digest")
 	}
 	skel, err := repo.FetchBlob(ctx, sl, wranks.MaxSkeletonBytes)
-	if errors.Is(err, oci.ErrNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		return bad(wranks.CheckManifest, "skeleton blob %s is missing", sl.Digest)
 	}
 	if err != nil {
@@ -187,35 +186,35 @@ func FetchPart(ctx context.Context, repo *oci.Repository, gen string, r, world i
 	if err != nil {
 		return wranks.Part{}, nil, err
 	}
-	if m.Config.MediaType != oci.ConfigMediaType {
-		return bad(wranks.CheckManifest, "config is not a %s", oci.ConfigMediaType)
+	if m.Config.MediaType != ConfigMediaType {
+		return bad(wranks.CheckManifest, "config is not a %s", ConfigMediaType)
 	}
 	cb, err := repo.FetchBlob(ctx, m.Config, 64<<20)
-	if errors.Is(err, oci.ErrNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		return bad(wranks.CheckManifest, "config blob %s is missing", m.Config.Digest)
 	}
 	if err != nil {
 		return wranks.Part{}, nil, fmt.Errorf("%s: rank %d: config: %w", tag, r, err)
 	}
-	cfg, err := oci.ParseConfig(cb)
+	cfg, err := ParseConfig(cb)
 	if err != nil {
 		return wranks.Part{}, nil, fmt.Errorf("%s: rank %d: %w", tag, r, err)
 	}
-	g := oci.GenerationFromHeader(h)
+	g := GenerationFromHeader(h)
 	g.SegmentSize, g.Segments = cfg.SegmentSize, segs
-	want, err := oci.BuildManifestRef(g, mustConfig(g), rankRef(tag, r, world, chain, skel))
+	want, err := BuildManifestRef(g, mustRankConfig(g), rankRef(tag, r, world, chain, skel))
 	if err != nil {
 		return wranks.Part{}, nil, err
 	}
 	if !bytes.Equal(want, raw) {
 		return bad(wranks.CheckManifest, "manifest is not the one its skeleton and config make (layers, config or annotations disagree with the skeleton)")
 	}
-	// Every segment blob must exist: HEADs, at most headJobs at once (the
+	// Every segment blob must exist: HEADs, at most rankHeadJobs at once (the
 	// sequential round trips would dominate the commit latency of a big
 	// model on a distant registry).
 	seen := map[[32]byte]bool{}
 	eg, gctx := errgroup.WithContext(ctx)
-	eg.SetLimit(headJobs)
+	eg.SetLimit(rankHeadJobs)
 	var missing atomic.Pointer[wtxt.Segment]
 	for _, s := range segs {
 		if s.Size == 0 || seen[s.Digest] {
@@ -223,7 +222,7 @@ func FetchPart(ctx context.Context, repo *oci.Repository, gen string, r, world i
 		}
 		seen[s.Digest] = true
 		eg.Go(func() error {
-			ok, err := repo.Exists(gctx, oci.SegmentDescriptor(s))
+			ok, err := repo.Exists(gctx, SegmentDescriptor(s))
 			if err != nil {
 				return fmt.Errorf("%s: rank %d: %w", tag, r, err)
 			}
@@ -245,12 +244,7 @@ func FetchPart(ctx context.Context, repo *oci.Repository, gen string, r, world i
 	return p, skel, nil
 }
 
-func mustConfig(g oci.Generation) []byte {
-	b, _ := oci.BuildConfig(g) // json.Marshal of plain strings and ints cannot fail
+func mustRankConfig(g Generation) []byte {
+	b, _ := BuildConfig(g) // json.Marshal of plain strings and ints cannot fail
 	return b
-}
-
-// wtxtAssemble rebuilds a part's WTXT from its skeleton and the registry.
-func wtxtAssemble(ctx context.Context, skel []byte, repo *oci.Repository, w io.Writer) (*wtxt.AssembleInfo, error) {
-	return wtxt.Assemble(ctx, bytes.NewReader(skel), repo, w)
 }

@@ -1,4 +1,4 @@
-package ranks
+package pipeline
 
 import (
 	"bytes"
@@ -13,18 +13,20 @@ import (
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
+	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
-var testChain = wranks.ChainID("test-job")
+var rankTestChain = wranks.ChainID("test-job")
 
-func testKey(seed byte) ed25519.PrivateKey {
+func rankTestKey(seed byte) ed25519.PrivateKey {
 	return ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, 32))
 }
 
-// shard returns rank r's shard of generation gen: two f32 arrays whose
+// rankShard returns rank r's shard of generation gen: two f32 arrays whose
 // values depend on gen and r.
-func shard(gen uint64, r int) *snapshot.Snapshot {
+func rankShard(gen uint64, r int) *snapshot.Snapshot {
 	mk := func(name string, rows, cols int64, salt uint32) *snapshot.Array {
 		b := make([]byte, rows*cols*4)
 		for i := range rows * cols {
@@ -41,12 +43,12 @@ func shard(gen uint64, r int) *snapshot.Snapshot {
 	}}
 }
 
-// testPart encodes rank r of gen, splits it, and returns its WTXT, its
+// rankTestPart encodes rank r of gen, splits it, and returns its WTXT, its
 // skeleton and its Part.
-func testPart(t testing.TB, gen uint64, r int, chain [32]byte, key ed25519.PrivateKey) (wt, skel []byte, p wranks.Part) {
+func rankTestPart(t testing.TB, gen uint64, r int, chain [32]byte, key ed25519.PrivateKey) (wt, skel []byte, p wranks.Part) {
 	t.Helper()
 	var w bytes.Buffer
-	if _, err := wranks.EncodePart(context.Background(), &w, shard(gen, r), wranks.PartOptions{Gen: gen, Chain: chain, SignKey: key}); err != nil {
+	if _, err := wranks.EncodePart(context.Background(), &w, rankShard(gen, r), wranks.PartOptions{Gen: gen, Chain: chain, SignKey: key}); err != nil {
 		t.Fatal(err)
 	}
 	var sk bytes.Buffer
@@ -64,7 +66,7 @@ func testPart(t testing.TB, gen uint64, r int, chain [32]byte, key ed25519.Priva
 	return w.Bytes(), sk.Bytes(), p
 }
 
-func wantCheck(t *testing.T, err error, check wtxt.Check, rank int) {
+func wantRankCheck(t *testing.T, err error, check wtxt.Check, rank int) {
 	t.Helper()
 	var e *wtxt.Error
 	if !errors.As(err, &e) {
@@ -80,4 +82,13 @@ func wantCheck(t *testing.T, err error, check wtxt.Check, rank int) {
 	if !errors.Is(err, wranks.ErrInvalid) {
 		t.Fatalf("%v does not wrap ErrInvalid", err)
 	}
+}
+
+func openRankRepo(t *testing.T, reg *registrytest.Registry, name string) *oci.Repository {
+	t.Helper()
+	repo, err := oci.Open(reg.Host+"/"+name, oci.Options{DockerConfig: t.TempDir() + "/none.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo
 }

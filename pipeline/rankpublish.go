@@ -1,11 +1,10 @@
-package ranks
+package pipeline
 
 import (
 	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/backoff"
@@ -20,8 +20,8 @@ import (
 	"github.com/snapd-ml/snapd/wal"
 )
 
-// NodeOptions configure a Node.
-type NodeOptions struct {
+// RankNodeOptions configure a Node.
+type RankNodeOptions struct {
 	Repo    *oci.Repository
 	Chain   [32]byte
 	SignKey ed25519.PrivateKey // signs each rank part (nil: unsigned)
@@ -41,18 +41,18 @@ type NodeOptions struct {
 	Log   *slog.Logger
 }
 
-// Node is one rank's side: it turns rank requests into rank manifests in
+// RankNode is one rank's side: it turns rank requests into rank manifests in
 // the registry. Handle is called by the WAL consumer (at least once per
 // request); it is idempotent: the same request gives the same part and
 // the same manifest, so a redelivery after kill -9 uploads only what is
 // missing and moves nothing.
-type Node struct {
-	o   NodeOptions
+type RankNode struct {
+	o   RankNodeOptions
 	log *slog.Logger
 }
 
-// NewNode returns a Node.
-func NewNode(o NodeOptions) (*Node, error) {
+// NewRankNode returns a Node.
+func NewRankNode(o RankNodeOptions) (*RankNode, error) {
 	if o.Repo == nil || o.Formats == nil || o.Dir == "" {
 		return nil, errors.New("ranks node: Repo, Formats and Dir are required")
 	}
@@ -78,7 +78,7 @@ func NewNode(o NodeOptions) (*Node, error) {
 	if _, err := atomicfile.Sweep(o.Dir); err != nil {
 		return nil, fmt.Errorf("ranks node: %w", err)
 	}
-	return &Node{o: o, log: log}, nil
+	return &RankNode{o: o, log: log}, nil
 }
 
 // ErrNotRank: a request without rank fields reached a ranks node.
@@ -90,7 +90,7 @@ var ErrNotRank = errors.New("not a rank request (no --rank/--world-size)")
 // ctx ends. A bad shard or a refused part
 // (wrong world size, rank already claimed by another shard, another
 // chain) fails at once with the error.
-func (n *Node) Handle(ctx context.Context, rec wal.Record) error {
+func (n *RankNode) Handle(ctx context.Context, rec wal.Record) error {
 	if rec.WorldSize == 0 {
 		return fmt.Errorf("gen %d: %s: %w", rec.Gen, rec.Source, ErrNotRank)
 	}
@@ -125,14 +125,14 @@ func (n *Node) Handle(ctx context.Context, rec wal.Record) error {
 					"suppressed", f.Suppressed, "err", f.Err)
 			}
 		}}
-	var p *Pushed
+	var p *oci.RankPushed
 	_, err := backoff.Retry(ctx, policy, func() error {
 		f, err := os.Open(path)
 		if err != nil {
 			return backoff.Permanent(err)
 		}
 		defer f.Close()
-		p, err = PushPart(ctx, n.o.Repo, f, name, rec.Rank, rec.WorldSize, n.o.Chain, n.o.SegmentSize)
+		p, err = oci.PushRankPart(ctx, n.o.Repo, f, name, rec.Rank, rec.WorldSize, n.o.Chain, n.o.SegmentSize)
 		return err
 	})
 	if err != nil {
@@ -149,7 +149,7 @@ func (n *Node) Handle(ctx context.Context, rec wal.Record) error {
 // convert decodes the shard and writes its rank part atomically. The
 // part's ts is the request's time (whole seconds), so a redelivered
 // request gives the same bytes.
-func (n *Node) convert(ctx context.Context, rec wal.Record, path string) error {
+func (n *RankNode) convert(ctx context.Context, rec wal.Record, path string) error {
 	m, err := snapshot.MapFile(rec.Source)
 	if err != nil {
 		return fmt.Errorf("gen %d rank %d: %w", rec.Gen, rec.Rank, err)
@@ -176,10 +176,10 @@ func (n *Node) convert(ctx context.Context, rec wal.Record, path string) error {
 	})
 }
 
-// RunNode consumes the WAL in walDir and hands every request to node, in
+// RunRankNode consumes the WAL in walDir and hands every request to node, in
 // log order, until ctx ends. Each request's outcome is recorded only
 // after Handle returns, so a kill -9 redelivers it.
-func RunNode(ctx context.Context, walDir string, node *Node, poll time.Duration) error {
+func RunRankNode(ctx context.Context, walDir string, node *RankNode, poll time.Duration) error {
 	cons, err := wal.OpenConsumer(walDir, wal.ConsumerOptions{})
 	if err != nil {
 		return err

@@ -1,16 +1,10 @@
-package ranks
+package pipeline
 
 import (
 	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	git "github.com/go-git/go-git/v5"
-	"github.com/snapd-ml/snapd/formats/wtxt"
-	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
-	"github.com/snapd-ml/snapd/gitops"
-	"github.com/snapd-ml/snapd/gitops/sshsig"
-	"github.com/snapd-ml/snapd/gitops/verify"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,21 +12,28 @@ import (
 	"testing"
 	"time"
 
+	git "github.com/go-git/go-git/v5"
+
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
+	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
+	"github.com/snapd-ml/snapd/gitops/sshsig"
+	"github.com/snapd-ml/snapd/gitops/verify"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/wal"
 )
 
-type fixture struct {
+type rankFixture struct {
 	t         *testing.T
 	reg       *registrytest.Registry
 	dir       string
 	repo      *oci.Repository
 	remote    string
-	nodes     []*Node
+	nodes     []*RankNode
 	nodeKeys  []ed25519.PrivateKey
 	committer *keys.Generated
 	signers   string
@@ -41,13 +42,13 @@ type fixture struct {
 	now       time.Time
 }
 
-func newFixture(t *testing.T, world int) *fixture {
+func newRankFixture(t *testing.T, world int) *rankFixture {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
 	reg := registrytest.Start(t, "", "")
-	f := &fixture{t: t, dir: t.TempDir(), world: world, now: time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC)}
-	f.repo = openRepo(t, reg, "job/ranks")
+	f := &rankFixture{t: t, dir: t.TempDir(), world: world, now: time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC)}
+	f.repo = openRankRepo(t, reg, "job/ranks")
 	f.reg = reg
 	f.remote = filepath.Join(f.dir, "ledger.git")
 	if out, err := exec.Command("git", "init", "-q", "--bare", f.remote).CombinedOutput(); err != nil {
@@ -63,10 +64,10 @@ func newFixture(t *testing.T, world int) *fixture {
 	os.WriteFile(f.signers, []byte("committer@test namespaces=\"git\" "+strings.TrimSpace(string(pub))+"\n"), 0o644)
 	f.trusted = []ed25519.PublicKey{g.PublicKey}
 	for r := range world {
-		k := testKey(byte(40 + r))
+		k := rankTestKey(byte(40 + r))
 		f.nodeKeys = append(f.nodeKeys, k)
 		f.trusted = append(f.trusted, k.Public().(ed25519.PublicKey))
-		n, err := NewNode(NodeOptions{Repo: f.repo, Chain: testChain, SignKey: k, Formats: formats.NewRegistry(safetensors.New()),
+		n, err := NewRankNode(RankNodeOptions{Repo: f.repo, Chain: rankTestChain, SignKey: k, Formats: formats.NewRegistry(safetensors.New()),
 			Dir: filepath.Join(f.dir, fmt.Sprintf("node%d", r)), SegmentSize: 2048, RetryMin: time.Millisecond, RetryMax: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -76,7 +77,7 @@ func newFixture(t *testing.T, world int) *fixture {
 	return f
 }
 
-func (f *fixture) committerFor(onTimeout string) *Committer {
+func (f *rankFixture) committerFor(onTimeout string) *RankCommitter {
 	sk, err := keys.LoadSigner(f.committer.SignKey)
 	if err != nil {
 		f.t.Fatal(err)
@@ -90,8 +91,8 @@ func (f *fixture) committerFor(onTimeout string) *Committer {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	c, err := NewCommitter(CommitterOptions{
-		Repo: f.repo, Chain: testChain, WorldSize: f.world, Timeout: time.Minute, OnTimeout: onTimeout, IndexKey: sk,
+	c, err := NewRankCommitter(RankCommitterOptions{
+		Repo: f.repo, Chain: rankTestChain, WorldSize: f.world, Timeout: time.Minute, OnTimeout: onTimeout, IndexKey: sk,
 		Ledger: ledger, Pusher: pusher,
 		StateFile: filepath.Join(f.dir, "committer.json"),
 		Now:       func() time.Time { return f.now },
@@ -103,14 +104,14 @@ func (f *fixture) committerFor(onTimeout string) *Committer {
 }
 
 // publish writes rank r's shard of gen as safetensors and runs the node.
-func (f *fixture) publish(gen uint64, r int) {
+func (f *rankFixture) publish(gen uint64, r int) {
 	f.t.Helper()
 	p := filepath.Join(f.dir, fmt.Sprintf("shard-%d-%d.safetensors", gen, r))
 	w, err := os.Create(p)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := safetensors.New().Encode(context.Background(), w, shard(gen, r), formats.EncodeOptions{}); err != nil {
+	if err := safetensors.New().Encode(context.Background(), w, rankShard(gen, r), formats.EncodeOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
 	w.Close()
@@ -122,7 +123,7 @@ func (f *fixture) publish(gen uint64, r int) {
 
 // clone clones the remote ledger and returns it with the options that
 // verify it (the committer's and nodes' keys, the registry).
-func (f *fixture) clone() (*git.Repository, verify.RanksOptions) {
+func (f *rankFixture) clone() (*git.Repository, verify.RanksOptions) {
 	f.t.Helper()
 	clone := filepath.Join(f.t.TempDir(), "clone")
 	if out, err := exec.Command("git", "clone", "-q", "--branch", "snapshots", f.remote, clone).CombinedOutput(); err != nil {
@@ -136,10 +137,10 @@ func (f *fixture) clone() (*git.Repository, verify.RanksOptions) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return r, verify.RanksOptions{Blobs: f.repo, Signers: signers, Trusted: f.trusted, Chain: testChain}
+	return r, verify.RanksOptions{Blobs: f.repo, Signers: signers, Trusted: f.trusted, Chain: rankTestChain}
 }
 
-func (f *fixture) verify() []verify.RanksGeneration {
+func (f *rankFixture) verify() []verify.RanksGeneration {
 	f.t.Helper()
 	r, o := f.clone()
 	gens, err := verify.VerifyRanks(context.Background(), r, o)
@@ -150,8 +151,8 @@ func (f *fixture) verify() []verify.RanksGeneration {
 }
 
 func TestCommitterCommitsInOrderOnce(t *testing.T) {
-	f := newFixture(t, 2)
-	c := f.committerFor(OnTimeoutWait)
+	f := newRankFixture(t, 2)
+	c := f.committerFor(RankOnTimeoutWait)
 	ctx := context.Background()
 	// Gen 1 rank 0 and gen 2 rank 1 only: nothing to commit.
 	f.publish(1, 0)
@@ -175,7 +176,7 @@ func TestCommitterCommitsInOrderOnce(t *testing.T) {
 		t.Fatalf("status %+v %v", st, err)
 	}
 	// A second round (and a restarted committer) commits nothing again.
-	if st, err = f.committerFor(OnTimeoutWait).Step(ctx); err != nil || st.LastCommitted != 3 {
+	if st, err = f.committerFor(RankOnTimeoutWait).Step(ctx); err != nil || st.LastCommitted != 3 {
 		t.Fatalf("status %+v %v", st, err)
 	}
 	gens := f.verify()
@@ -194,14 +195,14 @@ func TestCommitterCommitsInOrderOnce(t *testing.T) {
 }
 
 func TestCommitterTimeoutSkipAndWait(t *testing.T) {
-	f := newFixture(t, 2)
+	f := newRankFixture(t, 2)
 	ctx := context.Background()
 	f.publish(1, 0)
 	f.publish(1, 1)
 	f.publish(2, 0) // rank 1 of gen 2 never arrives
 	f.publish(3, 0)
 	f.publish(3, 1)
-	wait := f.committerFor(OnTimeoutWait)
+	wait := f.committerFor(RankOnTimeoutWait)
 	st, err := wait.Step(ctx)
 	if err != nil || st.LastCommitted != 1 || st.Pending != 2 || st.TimedOut {
 		t.Fatalf("%+v %v", st, err)
@@ -211,7 +212,7 @@ func TestCommitterTimeoutSkipAndWait(t *testing.T) {
 		t.Fatalf("wait: %+v", st)
 	}
 	// The same state, now with on_timeout: skip (config change + restart).
-	skip := f.committerFor(OnTimeoutSkip)
+	skip := f.committerFor(RankOnTimeoutSkip)
 	if st, err = skip.Step(ctx); err != nil || st.LastCommitted != 3 || len(st.SkippedTotal) != 1 {
 		t.Fatalf("skip: %+v %v", st, err)
 	}
@@ -227,19 +228,19 @@ func TestCommitterTimeoutSkipAndWait(t *testing.T) {
 }
 
 func TestCommitterRefusesBadRanks(t *testing.T) {
-	f := newFixture(t, 2)
+	f := newRankFixture(t, 2)
 	ctx := context.Background()
 	f.publish(1, 0)
 	// Rank 1 pushed by a node that believes the world has 3 ranks.
 	p := filepath.Join(f.dir, "bad.safetensors")
 	w, _ := os.Create(p)
-	safetensors.New().Encode(ctx, w, shard(1, 1), formats.EncodeOptions{})
+	safetensors.New().Encode(ctx, w, rankShard(1, 1), formats.EncodeOptions{})
 	w.Close()
 	rec := wal.Record{Request: wal.Request{Gen: 1, Time: f.now, Requester: "t", Source: p, Rank: 1, WorldSize: 3}}
 	if err := f.nodes[1].Handle(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	c := f.committerFor(OnTimeoutWait)
+	c := f.committerFor(RankOnTimeoutWait)
 	st, err := c.Step(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -265,9 +266,9 @@ func TestCommitterRefusesBadRanks(t *testing.T) {
 // fails (last_error), nothing is lost; once it is back the generation is
 // committed exactly once.
 func TestCommitterGitRemoteDown(t *testing.T) {
-	f := newFixture(t, 2)
+	f := newRankFixture(t, 2)
 	ctx := context.Background()
-	c := f.committerFor(OnTimeoutWait)
+	c := f.committerFor(RankOnTimeoutWait)
 	f.publish(1, 0)
 	f.publish(1, 1)
 	if st, err := c.Step(ctx); err != nil || st.LastCommitted != 1 {

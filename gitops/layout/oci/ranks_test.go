@@ -1,19 +1,20 @@
-package ranks
+package oci
 
 import (
 	"bytes"
 	"context"
 	"errors"
-	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
+	"io"
 	"testing"
 
-	"github.com/snapd-ml/snapd/gitops/layout/oci"
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 )
 
-func openRepo(t *testing.T, reg *registrytest.Registry, name string) *oci.Repository {
+func openRepo(t *testing.T, reg *registrytest.Registry, name string) *Repository {
 	t.Helper()
-	repo, err := oci.Open(reg.Host+"/"+name, oci.Options{DockerConfig: t.TempDir() + "/none.json"})
+	repo, err := Open(reg.Host+"/"+name, Options{DockerConfig: t.TempDir() + "/none.json"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func TestPushFetchPart(t *testing.T) {
 	repo := openRepo(t, reg, "job/ranks")
 	ctx := context.Background()
 	wt, skel, _ := testPart(t, 3, 1, testChain, testKey(2))
-	pushed, err := PushPart(ctx, repo, bytes.NewReader(wt), "rank1.wtxt", 1, 4, testChain, 1024)
+	pushed, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "rank1.wtxt", 1, 4, testChain, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,14 +34,14 @@ func TestPushFetchPart(t *testing.T) {
 		t.Fatalf("%+v", pushed.Stats)
 	}
 	// Again: idempotent, nothing uploaded.
-	again, err := PushPart(ctx, repo, bytes.NewReader(wt), "rank1.wtxt", 1, 4, testChain, 1024)
+	again, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "rank1.wtxt", 1, 4, testChain, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again.Stats.Uploaded != 0 || again.Manifest.Digest != pushed.Manifest.Digest {
 		t.Fatalf("re-push uploaded %d blobs, manifest %s vs %s", again.Stats.Uploaded, again.Manifest.Digest, pushed.Manifest.Digest)
 	}
-	p, gotSkel, err := FetchPart(ctx, repo, "000003", 1, 4, testChain)
+	p, gotSkel, err := FetchRankPart(ctx, repo, "000003", 1, 4, testChain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,36 +62,36 @@ func TestPushFetchPart(t *testing.T) {
 		t.Fatal("assembled part is not the WTXT pushed")
 	}
 	// Missing rank: ErrNotFound.
-	if _, _, err := FetchPart(ctx, repo, "000003", 2, 4, testChain); !errors.Is(err, oci.ErrNotFound) {
+	if _, _, err := FetchRankPart(ctx, repo, "000003", 2, 4, testChain); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("want ErrNotFound, got %v", err)
 	}
 
 	t.Run("wrong world size", func(t *testing.T) {
-		_, _, err := FetchPart(ctx, repo, "000003", 1, 3, testChain)
+		_, _, err := FetchRankPart(ctx, repo, "000003", 1, 3, testChain)
 		wantCheck(t, err, wranks.CheckWorldSize, 1)
-		_, err = PushPart(ctx, repo, bytes.NewReader(wt), "rank1.wtxt", 4, 4, testChain, 1024)
+		_, err = PushRankPart(ctx, repo, bytes.NewReader(wt), "rank1.wtxt", 4, 4, testChain, 1024)
 		wantCheck(t, err, wranks.CheckRank, -1)
 	})
 	t.Run("two shards claim one rank", func(t *testing.T) {
 		other, _, _ := testPart(t, 3, 2, testChain, testKey(3)) // rank 2's shard
-		_, err := PushPart(ctx, repo, bytes.NewReader(other), "rank2-as-1.wtxt", 1, 4, testChain, 1024)
+		_, err := PushRankPart(ctx, repo, bytes.NewReader(other), "rank2-as-1.wtxt", 1, 4, testChain, 1024)
 		wantCheck(t, err, wranks.CheckRank, 1)
 		// The first claim stands.
-		p2, _, err := FetchPart(ctx, repo, "000003", 1, 4, testChain)
+		p2, _, err := FetchRankPart(ctx, repo, "000003", 1, 4, testChain)
 		if err != nil || p2.Manifest != pushed.Manifest.Digest.String() {
 			t.Fatalf("rank 1 moved: %v", err)
 		}
 	})
 	t.Run("another chain", func(t *testing.T) {
 		foreign, _, _ := testPart(t, 3, 3, wranks.ChainID("other-job"), testKey(4))
-		_, err := PushPart(ctx, repo, bytes.NewReader(foreign), "foreign.wtxt", 3, 4, testChain, 1024)
+		_, err := PushRankPart(ctx, repo, bytes.NewReader(foreign), "foreign.wtxt", 3, 4, testChain, 1024)
 		wantCheck(t, err, wranks.CheckChain, 3)
-		// Pushed by the other job's node (its own chain), the committer of
+		// RankPushed by the other job's node (its own chain), the committer of
 		// this job refuses it.
-		if _, err := PushPart(ctx, repo, bytes.NewReader(foreign), "foreign.wtxt", 3, 4, wranks.ChainID("other-job"), 1024); err != nil {
+		if _, err := PushRankPart(ctx, repo, bytes.NewReader(foreign), "foreign.wtxt", 3, 4, wranks.ChainID("other-job"), 1024); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = FetchPart(ctx, repo, "000003", 3, 4, testChain)
+		_, _, err = FetchRankPart(ctx, repo, "000003", 3, 4, testChain)
 		wantCheck(t, err, wranks.CheckChain, 3)
 	})
 	t.Run("another generation under this tag", func(t *testing.T) {
@@ -105,7 +106,7 @@ func TestPushFetchPart(t *testing.T) {
 		if _, err := repo.PushManifestRef(ctx, g, rankRef(RankTag("000003", 0), 0, 4, testChain, sk.Bytes()), true); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = FetchPart(ctx, repo, "000003", 0, 4, testChain)
+		_, _, err = FetchRankPart(ctx, repo, "000003", 0, 4, testChain)
 		wantCheck(t, err, wranks.CheckGen, 0)
 	})
 }
@@ -127,3 +128,8 @@ func TestParseRankTag(t *testing.T) {
 }
 
 func startRegistry(t *testing.T) *registrytest.Registry { return registrytest.Start(t, "", "") }
+
+// wtxtAssemble rebuilds a part's WTXT from its skeleton and the registry.
+func wtxtAssemble(ctx context.Context, skel []byte, repo *Repository, w io.Writer) (*wtxt.AssembleInfo, error) {
+	return wtxt.Assemble(ctx, bytes.NewReader(skel), repo, w)
+}

@@ -1,4 +1,4 @@
-package ranks
+package gitops
 
 import (
 	"bytes"
@@ -12,18 +12,17 @@ import (
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
-	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 )
 
-// AssembleGeneration writes outDir/rank-R.wtxt for every rank of the
+// AssembleRanks writes outDir/rank-R.wtxt for every rank of the
 // multi-rank generation at rev (a commit, tag or branch) of the ledger
-// repo, under the snapshot path p ("" is gitops.DefaultPath): each
+// repo, under the snapshot path p ("" is DefaultPath): each
 // skeleton is checked against the generation's index, then assembled from
 // blobs (every chunk hash and blob digest checked) and written
 // atomically. It returns the files written, in rank order.
-func AssembleGeneration(ctx context.Context, repo *git.Repository, rev, p string, blobs wtxt.BlobSource, outDir string) ([]string, error) {
-	rc, err := gitops.ResolveRanks(repo, rev, p)
+func AssembleRanks(ctx context.Context, repo *git.Repository, rev, p string, blobs wtxt.BlobSource, outDir string) ([]string, error) {
+	rc, err := ResolveRanks(repo, rev, p)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +36,7 @@ func AssembleGeneration(ctx context.Context, repo *git.Repository, rev, p string
 		if err != nil {
 			return files, err
 		}
-		name := fmt.Sprintf("gen-%s:%s/%s", ix.Gen, gitops.RanksDir(p), wranks.SkeletonName(r))
+		name := fmt.Sprintf("gen-%s:%s/%s", ix.Gen, RanksDir(p), wranks.SkeletonName(r))
 		if err := ix.CheckSkeleton(r, skel, name); err != nil {
 			return files, err
 		}

@@ -1,15 +1,14 @@
-package ranks
+package oci
 
 import (
 	"context"
-	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"slices"
 	"sort"
 
-	"github.com/snapd-ml/snapd/gitops/layout/oci"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 )
 
-// GC deletes the rank manifests (tags gen-NNNNNN.rank-R) of every
+// GCRanks deletes the rank manifests (tags gen-NNNNNN.rank-R) of every
 // generation older than the oldest of the newest keep committed
 // generations (committed: the ledger's generation numbers). Rank tags of
 // that generation and newer — kept, pending or not yet committed — are
@@ -17,7 +16,7 @@ import (
 // registry's own garbage collection then frees the blobs. With dryRun
 // nothing is deleted. It returns the tags removed (or that would be),
 // oldest first.
-func GC(ctx context.Context, repo *oci.Repository, committed []uint64, keep int, dryRun bool) ([]string, error) {
+func GCRanks(ctx context.Context, repo *Repository, committed []uint64, keep int, dryRun bool) ([]string, error) {
 	if keep < 1 {
 		return nil, wranks.Fail("", 0, -1, wranks.CheckGen, "keep must be >= 1 (got %d)", keep)
 	}

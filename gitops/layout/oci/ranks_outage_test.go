@@ -1,16 +1,16 @@
-package ranks
+package oci
 
 import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 )
 
 // A push that fails during a registry outage succeeds once the registry
@@ -22,21 +22,21 @@ func TestPushPartAfterOutage(t *testing.T) {
 	ctx := context.Background()
 	wt, _, _ := testPart(t, 1, 0, testChain, testKey(1))
 	reg.Stop()
-	if _, err := PushPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 2, testChain, 1024); err == nil {
+	if _, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 2, testChain, 1024); err == nil {
 		t.Fatal("push with the registry down succeeded")
 	} else {
 		t.Log(err)
 	}
-	if _, err := PushPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 2, testChain, 1024); err == nil {
+	if _, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 2, testChain, 1024); err == nil {
 		t.Fatal("push with the registry down succeeded")
 	} else {
 		t.Log(err)
 	}
 	reg.Restart(t)
-	if _, err := PushPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 2, testChain, 1024); err != nil {
+	if _, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 2, testChain, 1024); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := FetchPart(ctx, repo, "000001", 0, 2, testChain); err != nil {
+	if _, _, err := FetchRankPart(ctx, repo, "000001", 0, 2, testChain); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -48,7 +48,7 @@ func TestFetchPartMissingBlob(t *testing.T) {
 	repo := openRepo(t, reg, "job/missing")
 	ctx := context.Background()
 	wt, _, _ := testPart(t, 1, 0, testChain, testKey(1))
-	p, err := PushPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 1, testChain, 1024)
+	p, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 1, testChain, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestFetchPartMissingBlob(t *testing.T) {
 	if err := os.RemoveAll(blob); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = FetchPart(ctx, repo, "000001", 0, 1, testChain)
+	_, _, err = FetchRankPart(ctx, repo, "000001", 0, 1, testChain)
 	wantCheck(t, err, wranks.CheckManifest, 0)
 	if !strings.Contains(err.Error(), "missing blob sha256:"+hexd) {
 		t.Fatalf("error does not name the blob: %v", err)

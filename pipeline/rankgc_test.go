@@ -1,19 +1,21 @@
-package ranks
+package pipeline
 
 import (
 	"context"
-	"github.com/snapd-ml/snapd/gitops/verify"
 	"slices"
 	"testing"
+
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
+	"github.com/snapd-ml/snapd/gitops/verify"
 )
 
 // Retention: rank manifests of generations older than the newest kept
 // committed ones are deleted; kept and pending ones stay; the ledger then
 // verifies from the oldest kept generation (Since).
 func TestGCRankTags(t *testing.T) {
-	f := newFixture(t, 2)
+	f := newRankFixture(t, 2)
 	ctx := context.Background()
-	c := f.committerFor(OnTimeoutWait)
+	c := f.committerFor(RankOnTimeoutWait)
 	for g := uint64(1); g <= 3; g++ {
 		f.publish(g, 0)
 		f.publish(g, 1)
@@ -22,14 +24,14 @@ func TestGCRankTags(t *testing.T) {
 		t.Fatalf("%+v %v", st, err)
 	}
 	f.publish(4, 0) // pending
-	if _, err := GC(ctx, f.repo, []uint64{1, 2, 3}, 0, false); err == nil {
+	if _, err := oci.GCRanks(ctx, f.repo, []uint64{1, 2, 3}, 0, false); err == nil {
 		t.Fatal("keep 0 accepted")
 	}
-	dry, err := GC(ctx, f.repo, []uint64{1, 2, 3}, 2, true)
+	dry, err := oci.GCRanks(ctx, f.repo, []uint64{1, 2, 3}, 2, true)
 	if err != nil || !slices.Equal(dry, []string{"gen-000001.rank-0", "gen-000001.rank-1"}) {
 		t.Fatalf("dry run: %v %v", dry, err)
 	}
-	removed, err := GC(ctx, f.repo, []uint64{3, 1, 2}, 1, false)
+	removed, err := oci.GCRanks(ctx, f.repo, []uint64{3, 1, 2}, 1, false)
 	want := []string{"gen-000001.rank-0", "gen-000001.rank-1", "gen-000002.rank-0", "gen-000002.rank-1"}
 	if err != nil || !slices.Equal(removed, want) {
 		t.Fatalf("removed %v %v", removed, err)
