@@ -141,7 +141,10 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 // only instead of re-verifying ~2 × the WTXT size of hashing; baseAll is
 // the base's sha256_all from the chain state. The target is g's plaintext
 // WTXT (read through g.PlainFile while its rename into place may still be
-// in progress).
+// in progress). The delta is planned first (wtxt.PlanDelta: the indexes
+// of both files, no chunk data): when it would be no smaller than the
+// target, as after a dense update, it is not written; the counts of
+// chunks and changed chunks are recorded either way.
 func (it *item) delta(ctx context.Context, log *slog.Logger, g *ring.Gen, base *os.File, baseAll string) error {
 	bst, err := base.Stat()
 	if err != nil {
@@ -158,26 +161,37 @@ func (it *item) delta(ctx context.Context, log *slog.Logger, g *ring.Gen, base *
 	if err != nil {
 		return err
 	}
-	var info *wtxt.DeltaInfo
-	dl, err := g.WriteDelta(func(w io.Writer) error {
-		var err error
-		opts := wtxt.DeltaOptions{Trusted: true}
-		if b, herr := hex.DecodeString(baseAll); herr == nil && len(b) == 32 {
-			opts.BaseSHA256All = (*[32]byte)(b)
-		}
-		info, err = wtxt.MakeDeltaWith(ctx, w, base, bst.Size(), tf, tst.Size(), opts)
+	opts := wtxt.DeltaOptions{Trusted: true}
+	if b, herr := hex.DecodeString(baseAll); herr == nil && len(b) == 32 {
+		opts.BaseSHA256All = (*[32]byte)(b)
+	}
+	wrap := func(err error) error {
 		if err != nil && ctx.Err() == nil && !transient(err) {
 			return permanent{fmt.Errorf("gen %d: delta against gen %d: %w", it.rec.Gen, it.res.BaseGen, err)}
 		}
 		return err
-	}, tst.Size())
+	}
+	plan, err := wtxt.PlanDelta(ctx, base, bst.Size(), tf, tst.Size(), opts)
+	if err != nil {
+		return wrap(err)
+	}
+	it.res.DeltaChunks, it.res.DeltaChanged = plan.Info.Chunks, plan.Info.Changed
+	if plan.Size >= tst.Size() {
+		// Dense change (nearly every chunk differs): the delta would be
+		// no smaller than the snapshot, so it earns nothing in the ring
+		// or in Git; its size is known from the two indexes, so it is
+		// not written at all.
+		log.Info("delta not smaller than the snapshot; not built", "gen", it.rec.Gen, "delta_bytes", plan.Size, "wtxt_bytes", tst.Size(),
+			"chunks", plan.Info.Chunks, "changed", plan.Info.Changed)
+		return nil
+	}
+	dl, err := g.WriteDelta(func(w io.Writer) error { return wrap(plan.Write(w)) }, tst.Size())
 	if err != nil {
 		return err
 	}
-	it.res.DeltaChunks, it.res.DeltaChanged = info.Chunks, info.Changed
 	if dl.Path == "" {
-		// Dense change (every chunk differs): the delta is no smaller than
-		// the snapshot, so it earns nothing in the ring or in Git.
+		// The safety net: the written delta (encrypted, when the ring
+		// is) is no smaller than the snapshot; WriteDelta removed it.
 		log.Info("delta not smaller than the snapshot; not kept", "gen", it.rec.Gen, "delta_bytes", dl.Bytes, "wtxt_bytes", tst.Size())
 		return nil
 	}

@@ -125,6 +125,39 @@ type DeltaOptions struct {
 
 // MakeDeltaWith is MakeDelta with options.
 func MakeDeltaWith(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize int64, target io.ReaderAt, targetSize int64, opts DeltaOptions) (*DeltaInfo, error) {
+	p, err := PlanDelta(ctx, base, baseSize, target, targetSize, opts)
+	if err != nil {
+		return nil, err
+	}
+	return p.Info, p.Write(w)
+}
+
+// DeltaPlan is a delta decided but not yet written: what MakeDeltaWith
+// checks and compares before the first byte goes out. It lets a caller
+// that keeps a delta only when it is smaller than the target skip writing
+// one that is not (Size is exact).
+type DeltaPlan struct {
+	// Info is what the delta will hold (the counts MakeDeltaWith returns).
+	Info *DeltaInfo
+	// Size is the exact byte count Write will write.
+	Size int64
+
+	target io.ReaderAt
+	trep   *Index
+	// keep[i][ix] is whether chunk ix of target array i is carried.
+	keep [][]bool
+}
+
+// deltaHead is the delta's first line.
+func deltaHead(all [32]byte) string {
+	return DeltaMagic + " base_sha256_all=" + hex.EncodeToString(all[:]) + "\n"
+}
+
+// PlanDelta indexes (and, unless opts.Trusted, verifies) base and target
+// as MakeDeltaWith does and decides which target chunks the delta
+// carries, reading no chunk data: the work before the delta's first byte.
+// The plan reads target again when written; it must not change meanwhile.
+func PlanDelta(ctx context.Context, base io.ReaderAt, baseSize int64, target io.ReaderAt, targetSize int64, opts DeltaOptions) (*DeltaPlan, error) {
 	index := verifiedIndexWSUM
 	if opts.Trusted {
 		if opts.BaseWSUM != nil || opts.TargetWSUM != nil {
@@ -155,37 +188,31 @@ func MakeDeltaWith(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize 
 		return nil, fmt.Errorf("delta target: %w", needWSUM("target", "its root values cannot be verified"))
 	}
 	info := &DeltaInfo{BaseSHA256All: ball, Arrays: len(trep.Arrays)}
+	p := &DeltaPlan{Info: info, target: target, trep: trep, keep: make([][]bool, len(trep.Arrays))}
+	// The sizes below are those of the ranges Write copies.
+	p.Size = int64(len(deltaHead(ball))) + trep.BodyStart - int64(len(magicLine)+1)
 	baseArr := brep.byName()
-	bw := bufio.NewWriterSize(w, 256<<10)
-	bw.WriteString(DeltaMagic + " base_sha256_all=" + hex.EncodeToString(ball[:]) + "\n")
-	// The target's header lines after "WTXT 1".
-	if err := copyRange(bw, target, int64(len(magicLine)+1), trep.BodyStart); err != nil {
-		return nil, err
-	}
 	inTarget := map[string]bool{}
 	for i := range trep.Arrays {
 		ta := &trep.Arrays[i]
 		inTarget[ta.Name] = true
-		// arr (+ idx) line(s): from the arr line to the first chunk.
-		if err := copyRange(bw, target, ta.Start, ta.Chunks[0].Start); err != nil {
-			return nil, err
-		}
+		p.Size += ta.Chunks[0].Start - ta.Start + int64(len("endarr\n"))
 		ba := baseArr[ta.Name]
 		same := ba != nil && ta.SameGeometry(ba)
 		if !same {
 			info.Added = append(info.Added, ta.Name)
 		}
+		keep := make([]bool, len(ta.Chunks))
 		for ix, c := range ta.Chunks {
 			info.Chunks++
 			if same && ba.Chunks[ix].SHA256 == c.SHA256 {
 				continue
 			}
 			info.Changed++
-			if err := copyRange(bw, target, c.Start, c.End); err != nil {
-				return nil, err
-			}
+			keep[ix] = true
+			p.Size += c.End - c.Start
 		}
-		bw.WriteString("endarr\n")
+		p.keep[i] = keep
 	}
 	for _, ba := range brep.Arrays {
 		if !inTarget[ba.Name] {
@@ -193,10 +220,42 @@ func MakeDeltaWith(ctx context.Context, w io.Writer, base io.ReaderAt, baseSize 
 		}
 	}
 	if trep.Audit != "" {
+		p.Size += int64(len(trep.Audit)) + 1
+	}
+	p.Size += int64(len("enddelta\n"))
+	return p, nil
+}
+
+// Write writes the planned delta (DeltaPlan.Size bytes) to w.
+func (p *DeltaPlan) Write(w io.Writer) error {
+	trep, target := p.trep, p.target
+	bw := bufio.NewWriterSize(w, 256<<10)
+	bw.WriteString(deltaHead(p.Info.BaseSHA256All))
+	// The target's header lines after "WTXT 1".
+	if err := copyRange(bw, target, int64(len(magicLine)+1), trep.BodyStart); err != nil {
+		return err
+	}
+	for i := range trep.Arrays {
+		ta := &trep.Arrays[i]
+		// arr (+ idx) line(s): from the arr line to the first chunk.
+		if err := copyRange(bw, target, ta.Start, ta.Chunks[0].Start); err != nil {
+			return err
+		}
+		for ix, c := range ta.Chunks {
+			if !p.keep[i][ix] {
+				continue
+			}
+			if err := copyRange(bw, target, c.Start, c.End); err != nil {
+				return err
+			}
+		}
+		bw.WriteString("endarr\n")
+	}
+	if trep.Audit != "" {
 		bw.WriteString(trep.Audit + "\n")
 	}
 	bw.WriteString("enddelta\n")
-	return info, bw.Flush()
+	return bw.Flush()
 }
 
 // deltaReader reads a delta's lines with their numbers: the one reader of

@@ -74,6 +74,14 @@ func TestDeltaRoundTrip(t *testing.T) {
 			if info.Changed != tc.changed {
 				t.Errorf("delta carries %d chunks, want %d", info.Changed, tc.changed)
 			}
+			// The plan knows the delta's exact size before writing it.
+			plan, err := PlanDelta(context.Background(), bytes.NewReader(bdata), int64(len(bdata)), bytes.NewReader(tdata), int64(len(tdata)), DeltaOptions{Trusted: true, BaseSHA256All: &bres.SHA256All})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plan.Size != int64(len(delta)) || plan.Info.Changed != info.Changed || plan.Info.Chunks != info.Chunks {
+				t.Errorf("plan: size %d, %d of %d chunks; delta: %d bytes, %d of %d chunks", plan.Size, plan.Info.Changed, plan.Info.Chunks, len(delta), info.Changed, info.Chunks)
+			}
 			out, ainfo, err := applyDelta(bdata, delta)
 			if err != nil {
 				t.Fatal(err)
