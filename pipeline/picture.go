@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/wtxt/chunkdiff"
@@ -14,6 +15,15 @@ import (
 // pictureBudget bounds the raw bytes of changed chunks drawPicture
 // decodes (on each side); a denser change gets no picture (logged).
 const pictureBudget = 256 << 20
+
+// An array with more changed bytes than the larger of pictureSampleMin
+// and 1/pictureSampleShare of the generation's WTXT is drawn from a
+// sample of that many bytes (diffsvg.Options.SampleBytes): a dense
+// update's picture costs a small share of its encode.
+const (
+	pictureSampleMin   = 256 << 10
+	pictureSampleShare = 128
+)
 
 // drawPicture writes the SVG of the change from the base generation (the
 // chain head, plaintext) to the generation just written into the ring
@@ -28,8 +38,7 @@ func (d *Daemon) drawPicture(ctx context.Context, it *item, base, target string,
 	}
 	t := d.now()
 	it.stageStart("picture")
-	p, err := chunkdiff.Picture(ctx, base, target, pictureBudget,
-		diffsvg.Options{Title: fmt.Sprintf("gen %s → %s", wtxt.FormatGen(baseGen), wtxt.FormatGen(gen))})
+	p, err := diffPicture(ctx, base, target, baseGen, gen)
 	if err == nil {
 		path := ringPath(d.ringDir, gen, ExtPicture)
 		if err = d.ring.WriteFile(path, 0o644, func(w io.Writer) error { return p.WriteSVG(w) }); err == nil {
@@ -43,4 +52,16 @@ func (d *Daemon) drawPicture(ctx context.Context, it *item, base, target string,
 		d.log.Warn("could not draw the diff picture", "gen", gen, "error", err)
 	}
 	it.stage1("picture", d.now().Sub(t))
+}
+
+// diffPicture computes the picture of the change from the plaintext WTXT
+// base (generation baseGen) to target (gen): the changed chunks' rows, or
+// a sample of them for arrays that changed densely (pictureSampleMin).
+func diffPicture(ctx context.Context, base, target string, baseGen, gen uint64) (*diffsvg.Picture, error) {
+	sample := int64(pictureSampleMin)
+	if st, err := os.Stat(target); err == nil {
+		sample = max(sample, st.Size()/pictureSampleShare)
+	}
+	return chunkdiff.Picture(ctx, base, target, pictureBudget,
+		diffsvg.Options{Title: fmt.Sprintf("gen %s → %s", wtxt.FormatGen(baseGen), wtxt.FormatGen(gen)), SampleBytes: sample})
 }

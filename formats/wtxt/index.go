@@ -439,3 +439,61 @@ func ReadChunk(r io.ReaderAt, name string, a *IndexArray, c *IndexChunk) ([]byte
 	}
 	return out, nil
 }
+
+// ReadChunkRange is ReadChunk for the n raw bytes at offset off of chunk
+// c (0 <= off, off+n <= c.Len): it reads and decodes only the base64
+// lines that hold them (every line but a chunk's last carries 57 bytes in
+// B64Width characters, a space, a parity digit and LF), each checked for
+// its width, parity and base64. The crc32c covers the whole chunk and is
+// not checked: a sampling reader's cheap look, not a verified read.
+func ReadChunkRange(r io.ReaderAt, name string, a *IndexArray, c *IndexChunk, off, n int64) ([]byte, error) {
+	fail := func(line int, check Check, format string, args ...any) error {
+		return &Error{File: name, Line: line, Array: a.Name, Chunk: c.IX, Check: check, Msg: fmt.Sprintf(format, args...)}
+	}
+	end := c.End - int64(len("endch\n"))
+	if c.Len < 0 || c.Lines != numLines(c.Len) || c.Data < 0 || end < c.Data || c.Len > end-c.Data {
+		return nil, fail(c.Line, CheckGeometry, "the index entry does not describe a chunk inside the file")
+	}
+	if off < 0 || n < 0 || off > c.Len-n {
+		return nil, fail(c.Line, CheckGeometry, "bytes %d+%d are not inside the chunk's %d bytes", off, n, c.Len)
+	}
+	if n == 0 {
+		return []byte{}, nil
+	}
+	const lineBytes = B64Width + 3 // characters, space, parity digit, LF
+	k0, k1 := off/rawPerLine, (off+n-1)/rawPerLine
+	from, to := c.Data+k0*lineBytes, min(end, c.Data+(k1+1)*lineBytes)
+	if from >= to {
+		return nil, fail(c.Line, CheckGeometry, "the index entry does not describe a chunk inside the file")
+	}
+	text := make([]byte, to-from)
+	if _, err := r.ReadAt(text, from); err != nil {
+		return nil, fmt.Errorf("%s: array %s: chunk %d: %w", name, a.Name, c.IX, err)
+	}
+	out := make([]byte, 0, (k1-k0+1)*rawPerLine)
+	var raw [rawPerLine]byte
+	for k := k0; k <= k1; k++ {
+		line := c.Line + 1 + int(k)
+		nl := bytes.IndexByte(text, '\n')
+		if nl < 0 {
+			return nil, fail(line, CheckTruncated, "the chunk ends inside its base64 lines")
+		}
+		l := text[:nl]
+		text = text[nl+1:]
+		want := min(c.Len-k*rawPerLine, rawPerLine)
+		wd := base64.StdEncoding.EncodedLen(int(want))
+		if len(l) != wd+2 || l[wd] != ' ' {
+			return nil, fail(line, CheckBase64, "base64 line %d of the chunk: want %d characters, a space and a parity digit", k+1, wd)
+		}
+		if l[wd+1] != parityNibble(l[:wd]) {
+			return nil, fail(line, CheckParity, "base64 line %d of the chunk: parity digit does not match", k+1)
+		}
+		m, err := base64.StdEncoding.Strict().Decode(raw[:], l[:wd])
+		if err != nil || int64(m) != want {
+			return nil, fail(line, CheckBase64, "base64 line %d of the chunk does not decode", k+1)
+		}
+		out = append(out, raw[:m]...)
+	}
+	skip := off - k0*rawPerLine
+	return out[skip : skip+n], nil
+}

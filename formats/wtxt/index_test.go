@@ -230,3 +230,51 @@ func TestReadChunk(t *testing.T) {
 		t.Errorf("damaged line: %v", err)
 	}
 }
+
+// ReadChunkRange returns any byte range of a chunk as ReadChunk does, and
+// refuses a damaged line it reads and a range outside the chunk.
+func TestReadChunkRange(t *testing.T) {
+	b := formatstest.ReadTestdata(t, "golden-widerow.wtxt")
+	r := snapshot.Bytes(b)
+	x, err := ReadIndex(context.Background(), "w", r, int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range x.Arrays {
+		a := &x.Arrays[i]
+		for j := range a.Chunks {
+			c := &a.Chunks[j]
+			whole, err := ReadChunk(r, "w", a, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, span := range [][2]int64{{0, c.Len}, {0, 0}, {0, 1}, {c.Len - 1, 1}, {56, 2}, {57, 57}, {3, 200}, {c.Len / 2, c.Len - c.Len/2}} {
+				off, n := span[0], min(span[1], c.Len-span[0])
+				if off < 0 || n < 0 {
+					continue
+				}
+				got, err := ReadChunkRange(r, "w", a, c, off, n)
+				if err != nil {
+					t.Fatalf("array %s chunk %d bytes %d+%d: %v", a.Name, c.IX, off, n, err)
+				}
+				if !bytes.Equal(got, whole[off:off+n]) {
+					t.Errorf("array %s chunk %d bytes %d+%d: other bytes than ReadChunk", a.Name, c.IX, off, n)
+				}
+			}
+		}
+	}
+	a := &x.Arrays[0]
+	c := &a.Chunks[0]
+	var e *Error
+	if _, err := ReadChunkRange(r, "w", a, c, c.Len, 1); !errors.As(err, &e) || e.Check != CheckGeometry || e.Chunk != 0 {
+		t.Errorf("range past the chunk: %v", err)
+	}
+	d := append([]byte(nil), b...)
+	d[c.Data+79] ^= 'A' ^ 'B' // the second line
+	if _, err := ReadChunkRange(snapshot.Bytes(d), "w", a, c, 60, 4); !errors.As(err, &e) || e.Check != CheckParity || e.Line != c.Line+2 {
+		t.Errorf("damaged line: %v", err)
+	}
+	if _, err := ReadChunkRange(snapshot.Bytes(d), "w", a, c, 0, 4); err != nil {
+		t.Errorf("a line before the damaged one: %v", err)
+	}
+}

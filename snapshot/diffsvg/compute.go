@@ -58,6 +58,15 @@ type Options struct {
 	Candidates func(name string) (rows []snapshot.RowRange, ok bool)
 	// MaxStrips bounds the arrays drawn; 0 = DefaultMaxStrips.
 	MaxStrips int
+	// SampleBytes, when > 0, bounds what is read of an array whose
+	// candidate rows hold more bytes than that (a dense change): each
+	// bin is then judged by one piece of about SampleBytes/bins bytes
+	// of one of its candidate rows (at a column that moves from bin to
+	// bin) on each side, instead of every row. Such a strip counts its
+	// candidate rows as changed (for WTXT chunks: the rows of chunks that
+	// differ) and its statistics are those of the sample (Strip.Sampled).
+	// 0: every candidate row is read.
+	SampleBytes int64
 }
 
 // ErrOptions reports an Options field out of range.
@@ -98,8 +107,13 @@ type Strip struct {
 	OldShape []int64
 	Rows     int64 // rows along the first dimension (0: nothing to draw)
 	Bins     int   // bins across the strip: min(Rows, Width)
-	// ChangedRows counts the rows that changed.
+	// ChangedRows counts the rows that changed (sampled: the candidate
+	// rows, which may have changed).
 	ChangedRows int64
+	// Sampled is the number of element pairs a sampled strip's
+	// statistics come from (Options.SampleBytes); 0 when every candidate
+	// row was read.
+	Sampled int64
 	// Changed lists the bins with a changed row, ascending by Index.
 	Changed []Bin
 }
@@ -222,6 +236,19 @@ func strip(ctx context.Context, a, b *snapshot.Array, opts Options) (Strip, erro
 		}
 	}
 	w := binWalker{s: &s, rowSize: rowSize, rows: rows, dt: b.DType, esz: esz, lastRow: -1}
+	if opts.SampleBytes > 0 {
+		var cand int64 // <= rows×rowSize, which fits an int64
+		for _, r := range ranges {
+			cand += (r.End - r.Start) * rowSize
+		}
+		if cand > opts.SampleBytes {
+			err := w.sample(ctx, a, b, ranges, opts.SampleBytes)
+			if s.ChangedRows > 0 {
+				s.Change = snapshot.Modified
+			}
+			return s, err
+		}
+	}
 	bufA := make([]byte, min(pieceBytes, rowSize*min(rows, max(1, pieceBytes/rowSize))))
 	bufA = bufA[:len(bufA)-len(bufA)%int(esz)]
 	if len(bufA) == 0 {
@@ -345,32 +372,92 @@ func (w *binWalker) piece(a, b []byte, off int64) {
 			w.s.ChangedRows++
 			w.lastRow = row
 		}
-		var d, mo float64
-		if w.dt.IsComplex() {
-			// Complex: the modulus of the difference; non-finite when
-			// either part of either side is.
-			or, oi := snapshot.ElementComplex(w.dt, x)
-			nr, ni := snapshot.ElementComplex(w.dt, y)
-			if !finite(or) || !finite(oi) || !finite(nr) || !finite(ni) {
-				w.cur.NonFinite = true
-				continue
-			}
-			d, mo = math.Hypot(nr-or, ni-oi), math.Hypot(or, oi)
-		} else {
-			xo, xn := value(w.dt, x), value(w.dt, y)
-			if !finite(xo) || !finite(xn) {
-				w.cur.NonFinite = true
-				continue
-			}
-			d, mo = math.Abs(xn-xo), math.Abs(xo)
-		}
-		if math.IsInf(d, 0) { // two huge finite values of opposite sign
+		w.element(x, y)
+	}
+}
+
+// element adds the change of one element from x to y (which differ) to
+// the current bin.
+func (w *binWalker) element(x, y []byte) {
+	var d, mo float64
+	if w.dt.IsComplex() {
+		// Complex: the modulus of the difference; non-finite when
+		// either part of either side is.
+		or, oi := snapshot.ElementComplex(w.dt, x)
+		nr, ni := snapshot.ElementComplex(w.dt, y)
+		if !finite(or) || !finite(oi) || !finite(nr) || !finite(ni) {
 			w.cur.NonFinite = true
+			return
+		}
+		d, mo = math.Hypot(nr-or, ni-oi), math.Hypot(or, oi)
+	} else {
+		xo, xn := value(w.dt, x), value(w.dt, y)
+		if !finite(xo) || !finite(xn) {
+			w.cur.NonFinite = true
+			return
+		}
+		d, mo = math.Abs(xn-xo), math.Abs(xo)
+	}
+	if math.IsInf(d, 0) { // two huge finite values of opposite sign
+		w.cur.NonFinite = true
+		return
+	}
+	w.cur.MaxAbs = max(w.cur.MaxAbs, d)
+	w.cur.MaxOld = max(w.cur.MaxOld, mo)
+}
+
+// sample fills the strip from a bounded sample (Options.SampleBytes):
+// every bin holding candidate rows (ranges: sorted, merged, within the
+// array) counts them as changed and compares one piece of per bytes of
+// one of them, at a column that moves from bin to bin so that the
+// samples cover the rows' width.
+func (w *binWalker) sample(ctx context.Context, a, b *snapshot.Array, ranges []snapshot.RowRange, budget int64) error {
+	s := w.s
+	per := max(w.esz, budget/int64(s.Bins)/w.esz*w.esz)
+	per = min(per, w.rowSize) // rowSize is a multiple of esz
+	pa, pb := make([]byte, per), make([]byte, per)
+	ri := 0
+	for bin := 0; bin < s.Bins; bin++ {
+		if bin%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		r0, r1 := binStart(bin, w.rows, s.Bins), binStart(bin+1, w.rows, s.Bins)
+		for ri < len(ranges) && ranges[ri].End <= r0 {
+			ri++
+		}
+		var n, first int64 = 0, -1
+		for j := ri; j < len(ranges) && ranges[j].Start < r1; j++ {
+			lo, hi := max(ranges[j].Start, r0), min(ranges[j].End, r1)
+			if first < 0 {
+				first = lo
+			}
+			n += hi - lo
+		}
+		if n == 0 {
 			continue
 		}
-		w.cur.MaxAbs = max(w.cur.MaxAbs, d)
-		w.cur.MaxOld = max(w.cur.MaxOld, mo)
+		span := w.rowSize - per + 1 // columns where a piece may start
+		col := int64(bin) % max(1, span/per) * per
+		off := first*w.rowSize + col
+		if err := readAt(a.Data, pa, off); err != nil {
+			return fmt.Errorf("array %q (old): row %d: %w", a.Name, first, err)
+		}
+		if err := readAt(b.Data, pb, off); err != nil {
+			return fmt.Errorf("array %q (new): row %d: %w", b.Name, first, err)
+		}
+		w.cur = &Bin{Index: bin, Row0: r0, Row1: r1, Changed: n}
+		for i := int64(0); i < per; i += w.esz {
+			if x, y := pa[i:i+w.esz], pb[i:i+w.esz]; string(x) != string(y) {
+				w.element(x, y)
+			}
+		}
+		s.ChangedRows += n
+		s.Sampled += per / w.esz
+		w.flush()
 	}
+	return nil
 }
 
 func (w *binWalker) flush() {

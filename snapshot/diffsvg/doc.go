@@ -37,7 +37,10 @@
 //
 // Compute reads only the rows Options.Candidates names (the changed rows a
 // snapshot.Diff found, or the rows of changed WTXT chunks), in pieces of
-// at most 1 MiB; bins are counted, never allocated per row, and
+// at most 1 MiB; with Options.SampleBytes an array whose candidate rows
+// hold more than that (a dense change) is judged from one small piece per
+// bin instead, and its text line says so (Strip.Sampled); bins are
+// counted, never allocated per row, and
 // bin/row arithmetic is done in 128 bits (rows up to 2^63-1 work). At most
 // MaxStrips arrays are drawn (unchanged ones are dropped first, then a
 // note says how many more changed); names are XML-escaped, invalid UTF-8

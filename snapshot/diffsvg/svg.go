@@ -196,6 +196,9 @@ func (p *Picture) strip(w stringWriter, i int) {
 		x0 := first.Index * p.Width / s.Bins
 		x1 := (last.Index + 1) * p.Width / s.Bins
 		tip := fmt.Sprintf("rows %s: %d changed, max |Δ| %s", rowSpan(first.Row0, last.Row1), changed, fmtNum(maxAbs))
+		if s.Sampled > 0 {
+			tip = fmt.Sprintf("rows %s: %d in changed chunks, max |Δ| of a sample %s", rowSpan(first.Row0, last.Row1), changed, fmtNum(maxAbs))
+		}
 		if p.Scale == ScaleRel {
 			tip += ", relative " + fmtNum(metric)
 		}
@@ -229,6 +232,9 @@ func describe(s *Strip) string {
 	per := ""
 	if s.Rows > int64(s.Bins) {
 		per = fmt.Sprintf(", ~%s rows per pixel", fmtNum(float64(s.Rows)/float64(s.Bins)))
+	}
+	if s.Sampled > 0 {
+		return fmt.Sprintf("%s%s — %d of %d rows in changed chunks%s; dense change: statistics of a sample of %d elements", s.DType, shape, s.ChangedRows, s.Rows, per, s.Sampled)
 	}
 	return fmt.Sprintf("%s%s — changed %d of %d rows%s", s.DType, shape, s.ChangedRows, s.Rows, per)
 }

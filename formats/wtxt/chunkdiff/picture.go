@@ -26,8 +26,11 @@ var ErrPictureBudget = errors.New("chunkdiff: picture: changed chunks exceed the
 // (wtxt.ReadIndex: one look per chunk); only the rows of chunks whose ch
 // line sha256 differs are decoded (each checked against its crc32c) and
 // compared (an array whose type, shape or chunk geometry changed is
-// compared whole). When those chunks hold more than maxBytes raw bytes
-// (<= 0: no limit) nothing is decoded and ErrPictureBudget is returned.
+// compared whole). With opts.SampleBytes, an array with more changed bytes
+// than that is sampled (diffsvg.Options.SampleBytes): only the base64
+// lines holding the sampled bytes are decoded (wtxt.ReadChunkRange).
+// When what is read holds more than maxBytes raw bytes (<= 0: no limit)
+// nothing is decoded and ErrPictureBudget is returned.
 // The files are not verified (wtxt.Verify's job); a chunk that does not
 // decode is an error naming the file.
 func Picture(ctx context.Context, basePath, headPath string, maxBytes int64, opts diffsvg.Options) (*diffsvg.Picture, error) {
@@ -72,16 +75,21 @@ func Picture(ctx context.Context, basePath, headPath string, maxBytes int64, opt
 		}
 		rowSize, _ := snapshot.RowGeometry(a)
 		rs, ok := changedChunkRows(b, h, rowSize)
+		var n int64 // the bytes of h read
 		if !ok {
-			changed = satAdd(changed, h.Bytes)
-			continue // compared whole
-		}
-		for i, c := range h.Chunks { // same geometry: b.Chunks[i] is c's counterpart
-			if b.Chunks[i].SHA256 != c.SHA256 {
-				changed = satAdd(changed, c.Len)
+			n = h.Bytes // compared whole
+		} else {
+			for i, c := range h.Chunks { // same geometry: b.Chunks[i] is c's counterpart
+				if b.Chunks[i].SHA256 != c.SHA256 {
+					n = satAdd(n, c.Len)
+				}
 			}
+			cand[h.Name] = rs
 		}
-		cand[h.Name] = rs
+		if opts.SampleBytes > 0 && n > opts.SampleBytes {
+			n = opts.SampleBytes // sampled (about that much)
+		}
+		changed = satAdd(changed, n)
 	}
 	if maxBytes > 0 && changed > maxBytes {
 		return nil, fmt.Errorf("%w: %d bytes changed, budget %d", ErrPictureBudget, changed, maxBytes)
@@ -124,8 +132,9 @@ func satAdd(a, b int64) int64 {
 	return a + b
 }
 
-// chunkSource reads an array of a mapped WTXT file by decoding the chunks
-// that hold the requested bytes (the last one is cached).
+// chunkSource reads an array of a WTXT file by decoding the chunks that
+// hold the requested bytes (the last one is cached); a small read inside
+// one chunk decodes only the lines that hold it.
 type chunkSource struct {
 	path string
 	file io.ReaderAt
@@ -136,6 +145,10 @@ type chunkSource struct {
 	last     int
 	lastData []byte
 }
+
+// smallRead: a read of at most 1/smallRead of a chunk that is not the
+// cached one decodes only its lines.
+const smallRead = 8
 
 func (s *chunkSource) Size() int64 { return s.size }
 
@@ -151,6 +164,14 @@ func (s *chunkSource) ReadAt(p []byte, off int64) (int, error) {
 		i := sort.Search(len(cs), func(i int) bool { return cs[i].Off+cs[i].Len > off })
 		if i == len(cs) || cs[i].Off > off {
 			return n, fmt.Errorf("%s: array %q: no chunk holds byte %d", s.path, s.a.Name, off)
+		}
+		if s.last != i && off+int64(len(p)-n) <= cs[i].Off+cs[i].Len && int64(len(p)-n) <= cs[i].Len/smallRead {
+			d, err := wtxt.ReadChunkRange(s.file, s.path, s.a, &cs[i], off-cs[i].Off, int64(len(p)-n))
+			if err != nil {
+				return n, err
+			}
+			n += copy(p[n:], d)
+			break
 		}
 		if s.last != i {
 			d, err := wtxt.ReadChunk(s.file, s.path, s.a, &cs[i])

@@ -1,0 +1,89 @@
+package chunkdiff
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/snapshot"
+	"github.com/snapd-ml/snapd/snapshot/diffsvg"
+)
+
+// TestPictureSampledDense: with SampleBytes, a densely changed array is
+// drawn from a sample (every bin of changed chunks shown, its max |Δ| a
+// lower bound of the exact one, the text saying so) while a sparsely
+// changed one is still read whole, as without sampling.
+func TestPictureSampledDense(t *testing.T) {
+	ctx := context.Background()
+	f32 := func(rows, cols int, f func(i int) float32) []byte {
+		b := make([]byte, 4*rows*cols)
+		for i := 0; i < rows*cols; i++ {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f(i)))
+		}
+		return b
+	}
+	mk := func(step float32) *snapshot.Snapshot {
+		s := &snapshot.Snapshot{Meta: snapshot.DefaultMeta()}
+		s.Meta.TS = s.Meta.TS.AddDate(2026, 0, 0)
+		s.Arrays = []*snapshot.Array{
+			{Name: "dense.w", DType: snapshot.F32, Shape: []int64{2048, 64},
+				Data: snapshot.Bytes(f32(2048, 64, func(i int) float32 { return float32(math.Sin(float64(i))) + step*float32(i%7+1)*1e-3 }))},
+			{Name: "sparse.w", DType: snapshot.F32, Shape: []int64{64, 16},
+				Data: snapshot.Bytes(f32(64, 16, func(i int) float32 {
+					if i/16 == 5 {
+						return step
+					}
+					return float32(i)
+				}))},
+		}
+		return s
+	}
+	dir := t.TempDir()
+	base, head := filepath.Join(dir, "1.wtxt"), filepath.Join(dir, "2.wtxt")
+	for p, s := range map[string]*snapshot.Snapshot{base: mk(1), head: mk(2)} {
+		if err := os.WriteFile(p, encode(t, s, wtxt.EncodeOptions{RowsPerChunk: 8}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exact, err := Picture(ctx, base, head, 0, diffsvg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sample = 16 << 10 // of the dense array's 512 KiB
+	sampled, err := Picture(ctx, base, head, 0, diffsvg.Options{SampleBytes: sample})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exact.Strips) != 2 || len(sampled.Strips) != 2 {
+		t.Fatalf("strips: %d exact, %d sampled", len(exact.Strips), len(sampled.Strips))
+	}
+	// Natural order: dense.w, then sparse.w.
+	e, s := exact.Strips[0], sampled.Strips[0]
+	if e.Sampled != 0 || s.Sampled == 0 || s.Sampled*4 > sample || s.Change != snapshot.Modified {
+		t.Fatalf("dense strip: exact sampled %d, sampled %d elements (budget %d bytes), change %v", e.Sampled, s.Sampled, sample, s.Change)
+	}
+	if s.ChangedRows != 2048 || e.ChangedRows != 2048 || len(s.Changed) != len(e.Changed) || s.Bins != e.Bins {
+		t.Fatalf("dense strip: sampled %d rows in %d bins, exact %d rows in %d bins", s.ChangedRows, len(s.Changed), e.ChangedRows, len(e.Changed))
+	}
+	for i := range s.Changed {
+		sb, eb := s.Changed[i], e.Changed[i]
+		if sb.Index != eb.Index || sb.Row0 != eb.Row0 || sb.Row1 != eb.Row1 || sb.Changed != eb.Changed {
+			t.Fatalf("bin %d: sampled %+v, exact %+v", i, sb, eb)
+		}
+		if sb.MaxAbs <= 0 || sb.MaxAbs > eb.MaxAbs || sb.MaxOld > eb.MaxOld {
+			t.Fatalf("bin %d: sampled max |Δ| %g (old %g), exact %g (old %g)", i, sb.MaxAbs, sb.MaxOld, eb.MaxAbs, eb.MaxOld)
+		}
+	}
+	if svg := string(sampled.SVG()); !strings.Contains(svg, "statistics of a sample of") || !strings.Contains(svg, "in changed chunks, max |Δ| of a sample") {
+		t.Error("the sampled strip's text does not say it is a sample")
+	}
+	// The sparse array is read whole either way.
+	if e, s := exact.Strips[1], sampled.Strips[1]; s.Sampled != 0 || s.ChangedRows != 1 || len(s.Changed) != 1 || s.Changed[0] != e.Changed[0] {
+		t.Fatalf("sparse strip: sampled %+v, exact %+v", s, e)
+	}
+}

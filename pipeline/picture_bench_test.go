@@ -1,0 +1,132 @@
+//go:build unix
+
+package pipeline
+
+import (
+	"context"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/snapshot"
+)
+
+// denseMiB is the size of the dense benchmarks' model:
+// PIPELINE_DENSE_MIB, default 40.
+func denseMiB() int {
+	if n, err := strconv.Atoi(os.Getenv("PIPELINE_DENSE_MIB")); err == nil && n > 0 {
+		return n
+	}
+	return 40
+}
+
+// denseModel is about mib MiB of f32 in 4 arrays of 4 KiB rows whose
+// every element moves at every step, as with an Adam-like optimizer.
+func denseModel(mib, step int) *snapshot.Snapshot {
+	s := &snapshot.Snapshot{}
+	per := mib << 20 / 4
+	for a := 0; a < 4; a++ {
+		rng := rand.New(rand.NewPCG(uint64(a), 7))
+		b := make([]byte, per)
+		for i := 0; i+4 <= len(b); i += 4 {
+			v := float32(rng.NormFloat64()*0.02) + float32(step)*1e-3*float32(rng.NormFloat64())
+			u := math.Float32bits(v)
+			b[i], b[i+1], b[i+2], b[i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+		}
+		s.Arrays = append(s.Arrays, &snapshot.Array{Name: "layer" + strconv.Itoa(a) + ".weight", DType: snapshot.F32,
+			Shape: []int64{int64(per / 4096), 1024}, Data: snapshot.Bytes(b)})
+	}
+	return s
+}
+
+func denseMeta(gen uint64) snapshot.Meta {
+	m := snapshot.DefaultMeta()
+	m.Gen, m.TS = gen, time.Date(2026, 11, 28, 0, 0, int(gen), 0, time.UTC)
+	return m
+}
+
+// denseFiles writes generations 1 and 2 of denseModel as signed WTXT
+// files (the ring's plaintext form) and returns their paths.
+func denseFiles(b *testing.B, mib int) (base, target string, opts wtxt.EncodeOptions) {
+	dir := b.TempDir()
+	k := loadTestKeys(b, filepath.Join(dir, "keys"))
+	opts = wtxt.EncodeOptions{SignKey: k.sign, HMACKey: k.hmac, Workers: DefaultWorkers()}
+	write := func(step int) string {
+		p := filepath.Join(dir, "gen-"+strconv.Itoa(step)+".wtxt")
+		f, err := os.Create(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := denseModel(mib, step)
+		s.Meta = denseMeta(uint64(step))
+		if _, err := wtxt.Encode(context.Background(), f, s, opts); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+		return p
+	}
+	return write(1), write(2), opts
+}
+
+// BenchmarkEncodeDense is the daemon's encode of a dense update
+// (PIPELINE_DENSE_MIB, default 40 MiB of f32, every element changed) to a
+// file: the yardstick of BenchmarkPictureDense. Both report cpu-ms/op
+// beside the wall time; compare them in one run:
+//
+//	go test -run XXX -bench 'EncodeDense|PictureDense' -benchtime 5x ./pipeline
+func BenchmarkEncodeDense(b *testing.B) {
+	mib := denseMiB()
+	_, _, opts := denseFiles(b, 1)
+	s := denseModel(mib, 2)
+	s.Meta = denseMeta(2)
+	p := filepath.Join(b.TempDir(), "out.wtxt")
+	b.SetBytes(int64(mib) << 20)
+	b.ResetTimer()
+	cpu := processCPU(b)
+	defer func() { reportCPU(b, cpu) }()
+	for range b.N {
+		f, err := os.Create(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := wtxt.Encode(context.Background(), f, s, opts); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
+// BenchmarkPictureDense is the daemon's diff picture (drawPicture's work
+// without the ring) of the same dense update between two generations'
+// WTXT files; it should cost at most a tenth of BenchmarkEncodeDense.
+func BenchmarkPictureDense(b *testing.B) {
+	mib := denseMiB()
+	base, target, _ := denseFiles(b, mib)
+	b.SetBytes(int64(mib) << 20)
+	b.ResetTimer()
+	cpu := processCPU(b)
+	defer func() { reportCPU(b, cpu) }()
+	for range b.N {
+		p, err := diffPicture(context.Background(), base, target, 1, 2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.WriteSVG(io.Discard); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// reportCPU reports the process CPU time (user + system) per operation
+// since start: steadier than wall time on a loaded machine.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric((processCPU(b)-start).Seconds()*1e3/float64(b.N), "cpu-ms/op")
+}
