@@ -3,7 +3,9 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
@@ -98,6 +101,106 @@ func TestDenseUpdateSkipsDelta(t *testing.T) {
 	if !bytes.Equal(got, want.Bytes()) || info.Changed != r.DeltaChanged || info.Chunks != r.DeltaChunks || int64(len(got)) != r.DeltaBytes {
 		t.Errorf("gen 3 (sparse): ring delta (%d bytes, %d of %d chunks) is not MakeDelta's (%d bytes, %d of %d)",
 			len(got), r.DeltaChanged, r.DeltaChunks, want.Len(), info.Changed, info.Chunks)
+	}
+	f.stop(t)
+}
+
+// stageEvents is a slog.Handler that reports every "stage started"
+// record's stage and generation on a channel (while it has room), and
+// passes records on.
+type stageEvents struct {
+	slog.Handler
+	ch chan<- string
+}
+
+func (h stageEvents) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "stage started" {
+		var stage string
+		var gen int64
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "stage":
+				stage = a.Value.String()
+			case "gen":
+				gen = int64(a.Value.Uint64())
+			}
+			return true
+		})
+		select {
+		case h.ch <- fmt.Sprintf("%s %d", stage, gen):
+		default: // more than the test waits for: dropped, never blocking the daemon
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h stageEvents) WithAttrs(as []slog.Attr) slog.Handler {
+	return stageEvents{h.Handler.WithAttrs(as), h.ch}
+}
+
+func (h stageEvents) WithGroup(name string) slog.Handler {
+	return stageEvents{h.Handler.WithGroup(name), h.ch}
+}
+
+// slowPublisher holds the Publish of generation hold until release is
+// closed, telling held when it starts.
+type slowPublisher struct {
+	Publisher
+	hold          uint64
+	held, release chan struct{}
+}
+
+func (p *slowPublisher) Publish(ctx context.Context, g Generation) (Published, error) {
+	if g.Gen == p.hold {
+		close(p.held)
+		select {
+		case <-p.release:
+		case <-ctx.Done():
+			return Published{}, ctx.Err()
+		}
+	}
+	return p.Publisher.Publish(ctx, g)
+}
+
+// TestEncodeOverlapsPublish: while generation 1's publish (commit) is
+// slow, generations 2 and 3 are encoded: the build stage runs ahead of
+// the finish stage by the built channel's depth.
+func TestEncodeOverlapsPublish(t *testing.T) {
+	f := newFixture(t)
+	events := make(chan string, 256)
+	pub := &slowPublisher{hold: 1, held: make(chan struct{}), release: make(chan struct{})}
+	f.start(t, func(c *Config, d *Deps) {
+		d.Logger = slog.New(stageEvents{d.Logger.Handler(), events})
+		pub.Publisher = NewGitPublisher(d.Repo)
+		d.Publisher = pub
+	})
+	for g := uint64(1); g <= 3; g++ {
+		request(t, f.dir, g, publish(t, f.dir, g))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Guard) // failure guard
+	defer cancel()
+	select {
+	case <-pub.held:
+	case <-ctx.Done():
+		t.Fatal("generation 1 was never published")
+	}
+	want := map[string]bool{"encode 2": true, "encode 3": true}
+	for len(want) > 0 {
+		select {
+		case e := <-events:
+			if e == "git 1" {
+				continue
+			}
+			delete(want, e)
+		case <-ctx.Done():
+			t.Fatalf("while generation 1's publish is held, these never started: %v", want)
+		}
+	}
+	close(pub.release)
+	for g := uint64(1); g <= 3; g++ {
+		if r := f.wait(t, g); r.State != wal.Done || r.Commit == "" {
+			t.Fatalf("gen %d: %s %s, commit %q", g, r.StateName, r.Error, r.Commit)
+		}
 	}
 	f.stop(t)
 }
