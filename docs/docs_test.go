@@ -50,6 +50,7 @@ var norunCovered = map[string]string{
 	"scripts/test.sh":         ".ci/run (this suite)",
 	"go install ./cmd/snapd":  "scripts/installtest TestWorkflowBuildsPinnedSnapd",
 	"scripts/release.sh":      "scripts/installtest TestReleaseScript",
+	"scripts/dense-bench.sh":  "scripts/densebench TestDenseBenchScript (1 MiB, 2 generations, no trainer)",
 	"python3 -m venv .venv && .venv/bin/pip install --no-index ./python": "cmd/snapd TestTrainerModuleInstalls",
 	// docs/OPERATING.md, trainer and daemon as different users.
 	"groupadd snapd-ml; usermod -aG snapd-ml alice":          groupShared,
