@@ -28,7 +28,10 @@ chunk's sha256 and crc32c checked.
 With --oci-repository the first argument is a skeleton (snapd oci push):
 the WTXT is rebuilt from it and the registry's segment blobs, streaming,
 checking every chunk's sha256 and crc32c and every blob's digest; on any
-failure nothing is written to OUT.`,
+failure nothing is written to OUT. A skeleton whose generation's tensor
+bytes retention removed (a blob and the gen-NNNNNN manifest not found)
+fails with "content collected: ..." after the skeleton was checked alone,
+exit status 1.`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.repository != "" {

@@ -52,7 +52,14 @@ A skeleton-layout generation (current.wtxt.skel[.parts]; tensor bytes in an
 OCI registry, docs/FORMAT.md §6) is rebuilt from the skeleton and the
 registry's segment blobs, read only, streaming, with every chunk's sha256
 and crc32c and every blob's digest checked against the skeleton; on any
-failure nothing is written to OUT. The registry is --oci-repository, by
+failure nothing is written to OUT. A generation whose tensor bytes
+retention removed (snapd gc --remote, then the registry's garbage
+collection: a blob and its gen-NNNNNN manifest are gone) fails with
+"content collected: generation N's tensor bytes were removed from
+REGISTRY by retention ...", after its skeleton was checked alone (every
+line and ch hash, the header's Merkle value), exit status 1; a blob
+missing under a manifest that is still there is damage and fails as
+such. The registry is --oci-repository, by
 default generation.txt's oci_repository (printed). A defaulted registry
 gets no credentials but the Docker config's entry for its own host (never
 --oci-username, --oci-password-file or SNAPD_OCI_*), and plain HTTP only
@@ -216,6 +223,12 @@ func (o *checkoutOptions) skeletonWriter(ctx context.Context, e *env, repo *gito
 		if serr := <-done; serr != nil && err != nil && !errors.Is(err, serr) {
 			// The skeleton could not be read from Git: that is the cause.
 			return ioError{serr}
+		}
+		if errors.Is(err, wtxt.ErrBlobNotFound) {
+			// Retention may have collected the generation's content.
+			if sum, serr := repo.Summary(rev); serr == nil {
+				err = explainCollected(ctx, src, sum["gen"], func(w io.Writer) error { return repo.WriteSkeleton(rev, w) }, name, err)
+			}
 		}
 		return registryErr(err)
 	}, nil

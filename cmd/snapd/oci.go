@@ -427,7 +427,38 @@ func runAssembleOCI(ctx context.Context, e *env, o *ociReadFlags, skel, out stri
 		return endMeter(m, err)
 	}
 	_, err = oci.AssembleFileCounting(ctx, skel, repo, out, m.Add)
+	if errors.Is(err, wtxt.ErrBlobNotFound) {
+		// Retention may have collected the generation's content.
+		if h, herr := skeletonHeader(skel); herr == nil {
+			err = explainCollected(ctx, repo, h.Gen, func(w io.Writer) error { return copyFile(skel, w) }, filepath.Base(skel), err)
+		}
+	}
 	return endMeter(m, registryErr(err))
+}
+
+// skeletonHeader reads the WTXT header of the skeleton file skel.
+func skeletonHeader(skel string) (*wtxt.Header, error) {
+	f, err := os.OpenFile(skel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	if l, err := br.ReadString('\n'); err != nil || l != wtxt.SkeletonMagic+"\n" {
+		return nil, fmt.Errorf("%s: not a skeleton", skel)
+	}
+	return wtxt.ReadHeader(br)
+}
+
+// copyFile copies the file at p to w.
+func copyFile(p string, w io.Writer) error {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
 }
 
 // skeletonSize estimates the WTXT a skeleton assembles to, for the

@@ -27,6 +27,7 @@ type verifyRepoOptions struct {
 	sample         float64
 	seed           uint64
 	seedSet        bool
+	requireContent bool
 }
 
 func newVerifyRepoCommand(e *env) *cobra.Command {
@@ -64,7 +65,17 @@ Git repository and check, with public keys only and without decrypting:
     generation's segments (reproducible with --seed; the report lists the
     segment indexes checked) plus every skeleton line, the manifest, every
     blob's presence, the header's Merkle value and signature; array hashes
-    and sha256_all need every byte and are then not recomputed.
+    and sha256_all need every byte and are then not recomputed;
+  - after retention (snapd gc --remote --keep K, then the registry's garbage
+    collection), a skeleton-layout generation whose gen-NNNNNN manifest the
+    registry answers 404 for, while a later generation's content is there,
+    is "content collected": its signed skeleton is checked alone (every
+    line, every ch hash present and well-formed, the header's Merkle value
+    and signature) with the commit, tag, trailers, generation.txt and the
+    chain, and it passes; the summary counts present and collected
+    generations. A 404 with no later generation's content present, a blob
+    missing under a manifest that is there, and any other registry answer
+    are failures. --require-content makes collected a failure too.
 
 A multi-rank ledger (a sharded job's: ranks/index.ranks under --path at the branch
 tip) is verified as snapd ranks verify-repo does, and needs
@@ -108,6 +119,7 @@ reached at all is one).`,
 	o.oci.register(f)
 	f.Float64Var(&o.sample, "sample", 0, "skeleton layout: check only this fraction (0 < F < 1) of each generation's segment blobs, plus every header and skeleton line (default: all)")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of the --sample choice (default: random, printed for reproduction)")
+	f.BoolVar(&o.requireContent, "require-content", false, "skeleton layout: a generation whose tensor bytes retention removed from the registry (content collected) fails instead of passing on its signed skeleton")
 	return cmd
 }
 
@@ -157,7 +169,7 @@ func runVerifyRepo(ctx context.Context, e *env, o *verifyRepoOptions) error {
 		}
 		return verifyRanksLedger(ctx, e, repo, reg, signers, &ranksRepoOptions{branch: o.branch, path: o.path, since: o.since, json: o.json})
 	}
-	vo := verify.Options{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix, Since: o.since, AllowedSigners: signers, MaxObjectBytes: o.maxObjectBytes}
+	vo := verify.Options{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix, Since: o.since, AllowedSigners: signers, MaxObjectBytes: o.maxObjectBytes, RequireContent: o.requireContent}
 	if o.oci.repository != "" {
 		reg, err := o.oci.open(e)
 		if err != nil {
@@ -256,12 +268,19 @@ func printGeneration(w io.Writer, g *verify.Generation) {
 		fmt.Fprintf(w, "  registry: full, %d of %d segment blob(s) read, %d bytes\n", g.SegmentsRead, g.Segments, g.BlobBytes)
 	case verify.VerifySample:
 		fmt.Fprintf(w, "  registry: sampled %d of %d segment(s): %v\n", len(g.SampledSegments), g.Segments, g.SampledSegments)
+	case verify.VerifySkeleton:
+		what := "collected (retention removed its tensor bytes: manifest gen-" + g.Gen + " not in the registry)"
+		if g.Content == verify.ContentMissing {
+			what = "MISSING (manifest gen-" + g.Gen + " not in the registry, and no later generation's content is)"
+		}
+		fmt.Fprintf(w, "  registry: content %s; skeleton checked alone: %d segment(s), no tensor byte read\n", what, g.Segments)
 	}
 	for _, f := range g.Failures {
 		fmt.Fprintf(w, "  FAIL %v\n", f)
 	}
 	for _, n := range g.Notes {
-		if !strings.HasPrefix(n, "delta applied") {
+		// The registry line above says what a collected generation's note does.
+		if !strings.HasPrefix(n, "delta applied") && !strings.HasPrefix(n, "content collected") {
 			fmt.Fprintf(w, "  note: %s\n", n)
 		}
 	}
@@ -296,7 +315,25 @@ func printRepoSummary(w io.Writer, rep *verify.Report) {
 	fmt.Fprintf(w, "summary: %d generation(s) %s..%s (head %.12s): %s\n", n, first.Gen, last.Gen, rep.Head, result)
 	fmt.Fprintf(w, "  chain: %s at %s, %d link(s) checked; deltas: %d applied, %d skipped; sealed (encrypted): %d\n",
 		first.Chain, first.Gen, n-1, applied, skipped, sealed)
+	if missing := missingGens(rep); rep.ContentCollected > 0 || len(missing) > 0 {
+		fmt.Fprintf(w, "  content: %d present, %d collected (retention removed their tensor bytes from the registry; their signed skeletons, chain and tags were checked)", rep.ContentPresent, rep.ContentCollected)
+		if len(missing) > 0 {
+			fmt.Fprintf(w, ", missing (a failure) in %s", strings.Join(missing, ", "))
+		}
+		fmt.Fprintln(w)
+	}
 	for _, gp := range rep.Gaps {
 		fmt.Fprintf(w, "  gap: %d generation number(s) missing between %s and %s (reported, not a failure: the chain check decides whether a committed generation was removed)\n", gp.Missing, gp.After, gp.Before)
 	}
+}
+
+// missingGens lists the generations whose content is ContentMissing.
+func missingGens(rep *verify.Report) []string {
+	var out []string
+	for _, g := range rep.Generations {
+		if g.Content == verify.ContentMissing {
+			out = append(out, g.Gen)
+		}
+	}
+	return out
 }

@@ -151,8 +151,9 @@ func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
 // TestVerifyRepoAfterRemoteGC: `snapd gc --remote --keep 2`, then the
 // registry's garbage-collect --delete-untagged (read-only meanwhile): the
 // kept generations still verify in full (--since the oldest kept one); a
-// walk from the root fails exactly at the removed generations, naming the
-// missing manifest.
+// walk from the root passes, reporting the removed generations as content
+// collected; with --require-content it fails exactly at the removed
+// generations, naming the missing manifest.
 func TestVerifyRepoAfterRemoteGC(t *testing.T) {
 	reg := registrytest.Start(t, "", "")
 	repo, err := oci.Open(reg.Host+"/snapd/model", oci.Options{})
@@ -172,10 +173,15 @@ func TestVerifyRepoAfterRemoteGC(t *testing.T) {
 		t.Fatalf("kept generations: exit %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = snapd(t, env, "verify-repo", f.Dir, "--pubkey", f.Key.AllowedSigners, "--oci-repository", ref)
+	if code != 0 || !strings.Contains(out, "summary: 4 generation(s) 000001..000004") || !strings.Contains(out, "content: 2 present, 2 collected") ||
+		!strings.Contains(out, "registry: content collected (retention removed its tensor bytes: manifest gen-000002 not in the registry)") {
+		t.Fatalf("whole history: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = snapd(t, env, "verify-repo", f.Dir, "--pubkey", f.Key.AllowedSigners, "--oci-repository", ref, "--require-content")
 	if code != 1 || !strings.Contains(out, "FAILED: ") || !strings.Contains(out, "gen 000001 snapshots/current.wtxt.skel: registry: ") ||
 		!strings.Contains(out, "manifest gen-000001") || !strings.Contains(out, "gen 000002 snapshots/current.wtxt.skel: registry: ") ||
 		strings.Contains(out, "gen 000003 snapshots/") || strings.Contains(out, "gen 000004 snapshots/") {
-		t.Fatalf("whole history: exit %d\n%s%s", code, out, errs)
+		t.Fatalf("whole history, --require-content: exit %d\n%s%s", code, out, errs)
 	}
 }
 

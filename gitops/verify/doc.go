@@ -79,7 +79,16 @@
 //     line is checked, and the header's Merkle value and signature are
 //     checked on their own; array hashes, sha256_all and fastxor are not
 //     recomputed (noted). Without a Registry the generation fails with
-//     "registry" (its header is still checked).
+//     "registry" (its header is still checked). After retention (collected.go):
+//     a manifest the registry answers 404 for (oci.ErrManifestNotFound)
+//     makes the generation ContentCollected when a later generation of the
+//     walk is ContentPresent, and its skeleton is checked alone
+//     (VerifySkeleton: every line, every ch hash present and well-formed,
+//     the header's Merkle value and signature; no tensor byte is read) —
+//     not a failure unless Options.RequireContent; with no later present
+//     generation it is ContentMissing, a "registry" failure. Any other
+//     registry answer, and a blob missing under a manifest that is there,
+//     stay failures.
 //   - "trailer": the commit trailers (Snapd-Gen, -Ts, -Build,
 //     -Sha256-All, -Merkle-Prev, -Merkle-This, -Layout) are present and
 //     equal the values in the WTXT header (or seal) and the stored layout.
@@ -142,6 +151,16 @@
 //     the generation's meta ts); cert-authority lines never allow them.
 //     A line ssh-keygen would skip (an unknown option, an unquoted value,
 //     a bad time) makes the file fail to load instead.
+//   - Content collected is inferred, not recorded: snapd gc --remote
+//     writes nothing to the ledger, so a 404 for a generation's manifest
+//     is taken as retention only below a generation whose content is
+//     present (retention always keeps the newest). Someone who can delete
+//     manifests can thus make older generations look collected; their
+//     skeletons, signatures and chain still verify, and
+//     Options.RequireContent (verify-repo --require-content) turns
+//     collected into a failure where the bytes must be there. A
+//     collected generation is held back from Options.OnGeneration until a
+//     later present generation (or the end of the walk) decides it.
 //   - Encrypted generations never need a secret: the seal is the
 //     verify-only evidence; a plaintext seal beside a plaintext WTXT is
 //     ignored (noted), an armored WSUM is not used (noted).

@@ -166,7 +166,15 @@ func (v *verifier) skeletonGeneration(x *gv, c *object.Commit, tr map[string]str
 			v.checkHeaderOnly(x, name, h)
 			return v.finish(x, c, tr, prev, anchor, ct, st, entries, dir, files)
 		}
+		if errors.Is(err, oci.ErrManifestNotFound) {
+			// Retention's mark (collected.go): the skeleton alone.
+			v.collectedSkeleton(x, name, sf.path, h, err)
+			return v.finish(x, c, tr, prev, anchor, ct, st, entries, dir, files)
+		}
 		x.fail(name, 0, CheckRegistry, "%v", err)
+	}
+	if x.ociManifest != "" {
+		g.Content = ContentPresent
 	}
 	g.Segments = len(og.Segments)
 	skel = nil

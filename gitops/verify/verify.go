@@ -130,6 +130,10 @@ type Options struct {
 	// signature. 0 or >= 1: full verification (the default).
 	Sample float64
 	Seed   uint64
+	// RequireContent makes a skeleton-layout generation whose content
+	// retention collected (ContentCollected) a failure (CheckRegistry):
+	// for a check that promises the tensor bytes are still there.
+	RequireContent bool
 }
 
 // Failure is one failed check, naming where it happened.
@@ -212,10 +216,16 @@ type Generation struct {
 	Chain           string `json:"chain"`
 	// Delta: "none", "applied", "skipped" (see Notes) or "failed".
 	Delta string `json:"delta"`
-	// Skeleton layout: Verification is VerifyFull or VerifySample;
-	// Segments the skeleton's segment count, SegmentsRead the blobs read
-	// (and checked), SampledSegments their indexes in file order when
-	// sampled, BlobBytes the raw bytes read from the registry.
+	// Content says whether the generation's tensor bytes are there:
+	// ContentPresent, ContentCollected or ContentMissing ("" when it was
+	// not established: an untrusted commit, no registry given, a
+	// skeleton that does not parse).
+	Content string `json:"content,omitempty"`
+	// Skeleton layout: Verification is VerifyFull, VerifySample or, for
+	// a collected generation, VerifySkeleton; Segments the skeleton's
+	// segment count, SegmentsRead the blobs read (and checked),
+	// SampledSegments their indexes in file order when sampled, BlobBytes
+	// the raw bytes read from the registry.
 	Verification    string    `json:"verification,omitempty"`
 	Segments        int       `json:"segments,omitempty"`
 	SegmentsRead    int       `json:"segments_read,omitempty"`
@@ -228,6 +238,11 @@ type Generation struct {
 	Abandoned bool `json:"abandoned,omitempty"`
 	// Resume is set on a resume record's entry (resume.go).
 	Resume *ResumeInfo `json:"resume,omitempty"`
+
+	// collected is the registry's answer for a ContentCollected
+	// generation and the skeleton's path, for the failure should no later
+	// generation's content be present (collected.go).
+	collected *collectedInfo
 }
 
 // OK reports whether every check of the generation passed.
@@ -251,6 +266,10 @@ type Report struct {
 	Gaps     []Gap `json:"gaps"`
 	Failures int   `json:"failures"`
 	OK       bool  `json:"ok"`
+	// ContentPresent and ContentCollected count the generations of each
+	// Generation.Content (collected.go).
+	ContentPresent   int `json:"content_present"`
+	ContentCollected int `json:"content_collected"`
 }
 
 // AllFailures returns the failures of every generation, oldest first.
@@ -385,6 +404,7 @@ func Verify(ctx context.Context, r *git.Repository, opts Options) (*Report, erro
 	defer os.RemoveAll(tmp)
 	v := &verifier{ctx: ctx, r: r, plain: plain, gitDir: repoDir(plain), o: opts, tmp: tmp, signers: signers, now: time.Now()}
 	rep := &Report{Branch: opts.Branch, Path: opts.Path, Head: head.String(), Since: opts.Since, Gaps: []Gap{}, Generations: []*Generation{}}
+	hold := &holder{rep: rep, on: opts.OnGeneration}
 	var prev *genState
 	for i, c := range chain {
 		if err := ctx.Err(); err != nil {
@@ -406,12 +426,9 @@ func Verify(ctx context.Context, r *git.Repository, opts Options) (*Report, erro
 		if st != nil {
 			prev = st
 		}
-		rep.Generations = append(rep.Generations, g)
-		rep.Failures += len(g.Failures)
-		if opts.OnGeneration != nil {
-			opts.OnGeneration(g)
-		}
+		hold.add(g)
 	}
+	hold.end()
 	rep.OK = rep.Failures == 0
 	return rep, nil
 }
@@ -465,10 +482,16 @@ type gv struct {
 }
 
 func (x *gv) fail(file string, line int, check, format string, a ...any) {
+	x.g.Failures = append(x.g.Failures, Failure{Commit: x.g.Commit, Gen: x.g.Gen, File: x.fileOf(file), Line: line, Check: check, Message: fmt.Sprintf(format, a...)})
+}
+
+// fileOf returns the repository path of file: a bare name is in the
+// generation directory.
+func (x *gv) fileOf(file string) string {
 	if file != "" && !strings.Contains(file, "/") {
-		file = path.Join(x.dir, file)
+		return path.Join(x.dir, file)
 	}
-	x.g.Failures = append(x.g.Failures, Failure{Commit: x.g.Commit, Gen: x.g.Gen, File: file, Line: line, Check: check, Message: fmt.Sprintf(format, a...)})
+	return file
 }
 
 func (x *gv) note(format string, a ...any) { x.g.Notes = append(x.g.Notes, fmt.Sprintf(format, a...)) }
@@ -579,6 +602,7 @@ func (v *verifier) generation(c *object.Commit, prev *genState, anchor bool) (*G
 	if wf == nil {
 		return v.finish(x, c, tr, prev, anchor, content{}, nil, entries, dir, nil)
 	}
+	g.Content = ContentPresent
 	g.WTXTBytes = wf.size
 	if lname == string(layout.Segments) && v.o.Sample > 0 && v.o.Sample < 1 {
 		x.note("segments layout: verified in full (--sample applies to segments held in a registry; these are in the Git clone already)")

@@ -22,7 +22,10 @@ const maxConfigBytes = 64 << 20
 // has ArtifactType and annotations equal to the skeleton's header (gen,
 // ts, merkle_this, sha256_all, keyid); its config lists exactly the
 // skeleton's segments; its layers are exactly the distinct non-empty
-// segments; and every layer blob exists (HEAD). Errors name the tag and,
+// segments; and every layer blob exists (HEAD). A manifest the registry
+// answers 404 for wraps ErrManifestNotFound (what retention leaves: see
+// Collected); a 404 for the config or a blob of a manifest that is there
+// does not. Errors name the tag and,
 // for a blob, its digest, array and first chunk. The returned
 // Generation's Manifest is the digest the tag resolved to whenever the
 // manifest was fetched, also when a later check failed.
@@ -40,6 +43,9 @@ func (r *Repository) CheckGeneration(ctx context.Context, skeleton []byte, name 
 	tag := Tag(g.Gen)
 	desc, rc, err := r.repo.FetchReference(ctx, tag)
 	if err != nil {
+		if isNotFound(err) {
+			return g, fmt.Errorf("oci %s: manifest %s: %w", r.name, tag, ErrManifestNotFound)
+		}
 		return g, fmt.Errorf("oci %s: manifest %s: %w", r.name, tag, err)
 	}
 	g.Manifest = desc.Digest.String()

@@ -39,6 +39,14 @@
 // PushSnapshotFile wraps it with the skeleton file, the automatic segment
 // size and the segment cache file that push keeps between generations.
 //
+// Retention: GC deletes the manifests of all but the newest generations;
+// the registry's own garbage collection then frees the blobs only they
+// referenced. A generation whose manifest answers 404 is what retention
+// leaves (ErrManifestNotFound, Collected); ExplainMissing turns an
+// assembly that stopped at a missing blob of such a generation into a
+// *CollectedError ("content collected"), never a blob missing under a
+// manifest that is still there.
+//
 // Transport: HTTPS, or plain HTTP only for loopback hosts (localhost,
 // 127.0.0.0/8, ::1) or with Options.Insecure. Credentials come from
 // Options (user + password or token, e.g. from SNAPD_OCI_USERNAME /

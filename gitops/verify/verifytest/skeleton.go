@@ -51,14 +51,7 @@ func BuildSkeleton(t testing.TB, repo *oci.Repository, gens []uint64, segSize in
 		t.Fatal(err)
 	}
 	Git(t, f.Dir, "init", "-q", "-b", gitops.DefaultBranch)
-	for _, n := range gens {
-		var pm [32]byte
-		if len(f.Gens) > 0 {
-			pm = f.Gens[len(f.Gens)-1].Result.MerkleThis
-		}
-		data, res := Encode(t, Snapshot(n), f.Key.Priv, pm)
-		f.Add(t, n, data, res)
-	}
+	f.Extend(t, gens...)
 	return f
 }
 
@@ -101,4 +94,44 @@ func (f *SkeletonFixture) CommitSkeleton(t testing.TB, n uint64, skel, data []by
 	tag = gitops.DefaultTagPrefix + genText
 	Git(t, f.Dir, append(signArgs(f.Key.PrivFile), "tag", "-f", "-s", "-a", "--cleanup=verbatim", "-F", msgFile, tag, commit)...)
 	return commit, tag
+}
+
+// AddTampered is Add with the committed skeleton replaced by
+// tamper(skeleton): the registry gets the true segments and manifest,
+// Git a skeleton changed by a trusted signer (the commit and tag are
+// signed as usual).
+func (f *SkeletonFixture) AddTampered(t testing.TB, n uint64, tamper func([]byte) []byte) *SkelGen {
+	t.Helper()
+	var pm [32]byte
+	if len(f.Gens) > 0 {
+		pm = f.Gens[len(f.Gens)-1].Result.MerkleThis
+	}
+	data, res := Encode(t, Snapshot(n), f.Key.Priv, pm)
+	var skel bytes.Buffer
+	pr, err := f.Repo.PushWTXT(context.Background(), bytes.NewReader(data), gitops.FileWTXT, &skel, f.seg)
+	if err != nil {
+		t.Fatalf("push gen %d: %v", n, err)
+	}
+	bad := tamper(bytes.Clone(skel.Bytes()))
+	if bytes.Equal(bad, skel.Bytes()) {
+		t.Fatalf("gen %d: the tamper function changed nothing", n)
+	}
+	g := &SkelGen{Number: n, WTXT: data, Skeleton: bad, Result: res, Push: pr}
+	g.Commit, g.Tag = f.CommitSkeleton(t, n, bad, data, res)
+	f.Gens = append(f.Gens, g)
+	return g
+}
+
+// Extend adds generations gens (Snapshot(n), signed, chained to the last
+// one) as BuildSkeleton does.
+func (f *SkeletonFixture) Extend(t testing.TB, gens ...uint64) {
+	t.Helper()
+	for _, n := range gens {
+		var pm [32]byte
+		if len(f.Gens) > 0 {
+			pm = f.Gens[len(f.Gens)-1].Result.MerkleThis
+		}
+		data, res := Encode(t, Snapshot(n), f.Key.Priv, pm)
+		f.Add(t, n, data, res)
+	}
 }
