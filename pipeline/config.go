@@ -119,7 +119,8 @@ type Deps struct {
 	// Queue whose Options.Publisher runs its Jobs) leaves it to a queue
 	// job that uploads to a registry and then commits the skeleton. Nil
 	// with Repo set: NewGitPublisher(Repo); nil without Repo: nothing is
-	// published.
+	// published. A RankPublisher (no Repo needed) makes the daemon a node
+	// of a sharded job: it takes only rank requests (rankstage.go).
 	Publisher Publisher
 }
 

@@ -166,7 +166,7 @@ func New(cfg Config, deps Deps) (_ *Daemon, err error) {
 		d.Publisher = NewGitPublisher(d.Repo)
 		dm.deps.Publisher = d.Publisher
 	}
-	if d.Publisher != nil && d.Repo == nil {
+	if _, ranks := d.Publisher.(*RankPublisher); d.Publisher != nil && d.Repo == nil && !ranks {
 		return nil, errors.New("pipeline: Deps.Publisher needs Deps.Repo")
 	}
 	dm.out = &outbox{pub: d.Publisher, repo: d.Repo, queue: d.Queue, log: d.Logger, now: d.Now, enqueued: m.pushEnqueued, fail: dm.fail}

@@ -135,6 +135,23 @@
 // RetryMax), each attempt logged (rate-limited), counted and written to
 // last_error. The failing request holds the line: later ones wait.
 //
+// # Sharded jobs
+//
+// With a RankPublisher as Deps.Publisher the daemon is one node of a
+// sharded job (rankstage.go): every request must be one rank's shard
+// (wal.Request Rank, WorldSize). admit never coalesces (a full queue
+// holds requests in the WAL); prepare decodes the shard, or skips it
+// when its rank part is already in STATE_DIR/ranks/parts (a redelivery);
+// build converts it to the rank part (formats/wtxt/ranks EncodePart; no
+// chain, no ring); finish pushes the part to the registry
+// (RankPublisher.Publish: retried with capped backoff until it is in or
+// the daemon stops) and only then records the outcome, so a kill -9
+// redelivers the request and the re-push uploads only what is missing.
+// A part the registry refuses (wrong world size, a rank claimed by
+// another shard, another chain) fails the request (stage "publish").
+// The committer (RankCommitter) commits each generation once all W rank
+// manifests are in the registry.
+//
 // # State directory
 //
 //	STATE_DIR/
@@ -156,6 +173,9 @@
 //	  pull-request    pull-request step (JSON, atomic): newest push, newest
 //	                  review, last failure (Deps.PullRequest only)
 //	  review-tmp/     versions fetched for a review (emptied at start)
+//	  ranks/          a node of a sharded job: parts/ (rank parts converted
+//	                  and not yet in the registry), committer.json (the
+//	                  committer's RankStatus, atomic)
 //
 // # Ring
 //

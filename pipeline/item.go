@@ -33,6 +33,10 @@ type item struct {
 	snap  *snapshot.Snapshot
 	res   GenResult
 	head  *ChainState // the chain head after this generation (done items)
+	// A rank request on a ranks node (rankstage.go): its part, and
+	// whether prepare found it converted already.
+	rank      *RankPart
+	partReady bool
 }
 
 func (it *item) release() {

@@ -31,7 +31,7 @@ type metrics struct {
 // its first event and alerts on rate() or absence work from the start.
 var (
 	requestResults = []string{"done", "failed", "duplicate", "coalesced"}
-	failureStages  = []string{"admit", "prepare", "build", "ring", "state", "wal", "git", "github"}
+	failureStages  = []string{"admit", "prepare", "build", "ring", "state", "wal", "git", "github", "publish"}
 	retryStages    = []string{"prepare", "build"}
 	byteKinds      = []string{"source", "wtxt", "delta"}
 	reviewEvents   = []string{"APPROVE", "REQUEST_CHANGES", "COMMENT"}
@@ -54,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		lastGen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "snapd_last_generation",
 			Help: "Newest generation in the chain."}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "snapd_failures_total",
-			Help: "Failures by stage (prepare, build, ring, state, wal, git)."}, []string{"stage"}),
+			Help: "Failures by stage (prepare, build, ring, state, wal, git, github, publish: a rank part the registry refused)."}, []string{"stage"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "snapd_retries_total",
 			Help: "Retried attempts after transient (I/O) errors, by stage."}, []string{"stage"}),
 		gaps: prometheus.NewCounter(prometheus.CounterOpts{Name: "snapd_chain_gaps_total",

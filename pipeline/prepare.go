@@ -50,9 +50,8 @@ func (d *Daemon) prepare(ctx context.Context, it *item) error {
 		// or that the WTXT parser rejects.
 		return permanent{fmt.Errorf("request: %w", err)}
 	}
-	if it.rec.WorldSize > 0 {
-		// A sharded job: one rank's shard is not a generation of its own.
-		return permanent{fmt.Errorf("%w: gen %d: a rank request (rank %d of %d) needs a daemon configured with ranks: (docs/SHARDED.md)", ErrSource, gen, it.rec.Rank, it.rec.WorldSize)}
+	if done, err := d.prepareRank(it); done || err != nil {
+		return err
 	}
 	// A store entry, or a file inside a directory generation, is pinned.
 	if g, ok := d.gens.GenOf(src); ok {

@@ -38,12 +38,14 @@ import (
 //
 // GitPublisher commits the ring files. OCIPublisher leaves a job that
 // uploads the tensor bytes to an OCI registry and then commits the
-// skeleton. A node of a sharded job has the same shape: its Publish
-// sends the rank's shard on (itself, or as a queue job) and records its
-// part, committing nothing (Published.Pending names what the generation
-// waits for); the committer, which sees every rank's part, commits the
-// generation through the same ledger writer and hands the commit to the
-// queue.
+// skeleton. RankPublisher (rankpublish.go), a node of a sharded job,
+// pushes the rank part its build stage converted and commits nothing
+// (Published.Pending names what the generation waits for); its requests
+// never reach the ring or the chain, and a failed push fails the request
+// in the WAL instead of being published again at start. The committer
+// (RankCommitter, a stage of the daemon that has Deps.RankCommitter),
+// which sees every rank's part, commits the generation through the same
+// ledger (gitops.Repo.CommitRanks) and pushes it through the same pusher.
 //
 // Errors: a failed Publish is logged and recorded in last_error (stage
 // "git") by the daemon, and the generation is published again by Recover
@@ -74,6 +76,9 @@ type Generation struct {
 	// Requested is when the generation was requested (zero: unknown, as
 	// for a generation recovered at start).
 	Requested time.Time
+	// Rank is the rank part of a request on a node of a sharded job
+	// (RankPublisher); nil for a chained generation.
+	Rank *RankPart
 }
 
 // ledger returns g as the ledger commits it whole (every ring file).

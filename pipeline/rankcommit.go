@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -315,4 +316,19 @@ func (c *RankCommitter) Run(ctx context.Context, poll time.Duration, after func(
 		case <-after(poll):
 		}
 	}
+}
+
+// RanksDir holds a ranks node's state inside the state directory:
+// parts/ (rank parts converted and not yet in the registry) and, on the
+// committer, committer.json (its RankStatus).
+const RanksDir = "ranks"
+
+// RankPartsDir is where a ranks node keeps its rank parts until they are
+// pushed (RankOptions.Dir).
+func RankPartsDir(stateDir string) string { return filepath.Join(stateDir, RanksDir, "parts") }
+
+// RankStatusFile is the committer's state file
+// (RankCommitterOptions.StateFile; snapd ranks status, snapd status).
+func RankStatusFile(stateDir string) string {
+	return filepath.Join(stateDir, RanksDir, "committer.json")
 }

@@ -33,7 +33,7 @@ type rankFixture struct {
 	dir       string
 	repo      *oci.Repository
 	remote    string
-	nodes     []*RankNode
+	nodes     []*RankPublisher
 	nodeKeys  []ed25519.PrivateKey
 	committer *keys.Generated
 	signers   string
@@ -67,7 +67,7 @@ func newRankFixture(t *testing.T, world int) *rankFixture {
 		k := rankTestKey(byte(40 + r))
 		f.nodeKeys = append(f.nodeKeys, k)
 		f.trusted = append(f.trusted, k.Public().(ed25519.PublicKey))
-		n, err := NewRankNode(RankNodeOptions{Repo: f.repo, Chain: rankTestChain, SignKey: k, Formats: formats.NewRegistry(safetensors.New()),
+		n, err := NewRankPublisher(RankOptions{Repo: f.repo, Chain: rankTestChain, SignKey: k,
 			Dir: filepath.Join(f.dir, fmt.Sprintf("node%d", r)), SegmentSize: 2048, RetryMin: time.Millisecond, RetryMax: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -116,7 +116,7 @@ func (f *rankFixture) publish(gen uint64, r int) {
 	}
 	w.Close()
 	rec := wal.Record{Request: wal.Request{Gen: gen, Time: f.now, Requester: "test", Source: p, Rank: r, WorldSize: f.world}}
-	if err := f.nodes[r].Handle(context.Background(), rec); err != nil {
+	if err := handleRank(context.Background(), f.nodes[r], rec); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -237,7 +237,7 @@ func TestCommitterRefusesBadRanks(t *testing.T) {
 	safetensors.New().Encode(ctx, w, rankShard(1, 1), formats.EncodeOptions{})
 	w.Close()
 	rec := wal.Record{Request: wal.Request{Gen: 1, Time: f.now, Requester: "t", Source: p, Rank: 1, WorldSize: 3}}
-	if err := f.nodes[1].Handle(ctx, rec); err != nil {
+	if err := handleRank(ctx, f.nodes[1], rec); err != nil {
 		t.Fatal(err)
 	}
 	c := f.committerFor(RankOnTimeoutWait)
@@ -255,7 +255,7 @@ func TestCommitterRefusesBadRanks(t *testing.T) {
 	// The same rank re-requested with the right world size is refused by
 	// the node (the tag is taken by the wrong part): an operator decides.
 	rec.WorldSize = 2
-	err = f.nodes[1].Handle(ctx, rec)
+	err = handleRank(ctx, f.nodes[1], rec)
 	var re *wtxt.Error
 	if !errors.As(err, &re) || re.Check != wranks.CheckRank {
 		t.Fatalf("want rank conflict, got %v", err)

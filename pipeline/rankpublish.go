@@ -11,22 +11,21 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/snapd-ml/snapd/formats"
+	"github.com/prometheus/client_golang/prometheus"
+
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/backoff"
 	"github.com/snapd-ml/snapd/snapshot"
-	"github.com/snapd-ml/snapd/wal"
 )
 
-// RankNodeOptions configure a Node.
-type RankNodeOptions struct {
+// RankOptions configure a RankPublisher.
+type RankOptions struct {
 	Repo    *oci.Repository
 	Chain   [32]byte
 	SignKey ed25519.PrivateKey // signs each rank part (nil: unsigned)
 	HMACKey []byte
-	Formats *formats.Registry // codecs that read shards
 	// Dir keeps rank parts between conversion and upload
 	// (STATE_DIR/ranks/parts); created when missing.
 	Dir         string
@@ -41,20 +40,32 @@ type RankNodeOptions struct {
 	Log   *slog.Logger
 }
 
-// RankNode is one rank's side: it turns rank requests into rank manifests in
-// the registry. Handle is called by the WAL consumer (at least once per
-// request); it is idempotent: the same request gives the same part and
-// the same manifest, so a redelivery after kill -9 uploads only what is
-// missing and moves nothing.
-type RankNode struct {
-	o   RankNodeOptions
-	log *slog.Logger
+// RankPublisher is the Publisher of one node of a sharded job: the daemon
+// it is given to (Deps.Publisher) takes only rank requests (request-
+// snapshot --rank R --world-size W). Its stages read each request from
+// the WAL, admit it, decode the shard (prepare) and convert it to a rank
+// part in Dir (the build stage, writePart: no chain, no ring); the finish
+// stage hands the part to Publish, which pushes it to the registry as the
+// rank manifest gen-NNNNNN.rank-R, and only then records the request's
+// outcome in the WAL. Nothing is committed here: the committer
+// (RankCommitter, a stage of the committer node's daemon) commits the
+// generation once all W rank manifests are in.
+//
+// It is idempotent across kill -9: the same request gives the same part
+// (its ts is the request's time) and the same manifest, a part already in
+// Dir is pushed without converting the shard again, and a redelivered
+// request re-pushes only what the registry lacks and moves no tag.
+type RankPublisher struct {
+	o      RankOptions
+	log    *slog.Logger
+	pushed prometheus.Counter // set by attach
 }
 
-// NewRankNode returns a Node.
-func NewRankNode(o RankNodeOptions) (*RankNode, error) {
-	if o.Repo == nil || o.Formats == nil || o.Dir == "" {
-		return nil, errors.New("ranks node: Repo, Formats and Dir are required")
+// NewRankPublisher returns a RankPublisher; it creates Dir and sweeps
+// stale temp files from it.
+func NewRankPublisher(o RankOptions) (*RankPublisher, error) {
+	if o.Repo == nil || o.Dir == "" {
+		return nil, errors.New("ranks node: Repo and Dir are required")
 	}
 	if o.Build == "" {
 		o.Build = "snapd"
@@ -78,134 +89,114 @@ func NewRankNode(o RankNodeOptions) (*RankNode, error) {
 	if _, err := atomicfile.Sweep(o.Dir); err != nil {
 		return nil, fmt.Errorf("ranks node: %w", err)
 	}
-	return &RankNode{o: o, log: log}, nil
+	return &RankPublisher{o: o, log: log}, nil
 }
 
 // ErrNotRank: a request without rank fields reached a ranks node.
 var ErrNotRank = errors.New("not a rank request (no --rank/--world-size)")
 
-// Handle converts rec's shard to a rank part (kept in Dir until it is in
-// the registry) and pushes it, retrying registry failures with capped
-// backoff (backoff.Retry; its logs rate limited) until it succeeds or
-// ctx ends. A bad shard or a refused part
-// (wrong world size, rank already claimed by another shard, another
-// chain) fails at once with the error.
-func (n *RankNode) Handle(ctx context.Context, rec wal.Record) error {
-	if rec.WorldSize == 0 {
-		return fmt.Errorf("gen %d: %s: %w", rec.Gen, rec.Source, ErrNotRank)
+// RankPart is the rank part of one request of a sharded job, as the build
+// stage left it: Generation.Rank.
+type RankPart struct {
+	Rank, WorldSize int
+	// Path is the part file in RankOptions.Dir.
+	Path string
+}
+
+func (p *RankPublisher) attach(d *Daemon, reg prometheus.Registerer) error {
+	p.pushed = prometheus.NewCounter(prometheus.CounterOpts{Name: "snapd_rank_parts_pushed_total",
+		Help: "Rank parts of a sharded job pushed to the registry as rank manifests (redeliveries included)."})
+	return reg.Register(p.pushed)
+}
+
+// partName is the file name of rank r's part of gen.
+func partName(gen uint64, r int) string { return fmt.Sprintf("gen-%06d.rank-%d.wtxt", gen, r) }
+
+// partPath is where rank r's part of gen waits for its upload.
+func (p *RankPublisher) partPath(gen uint64, r int) string {
+	return filepath.Join(p.o.Dir, partName(gen, r))
+}
+
+// writePart converts the decoded shard s of the request for gen (rank r,
+// requested at ts) to its rank part, written atomically to path. The
+// part's ts is the request's time (whole seconds), so a redelivered
+// request gives the same bytes.
+func (p *RankPublisher) writePart(ctx context.Context, gen uint64, r int, ts time.Time, s *snapshot.Snapshot, path string) error {
+	s.Meta.TS = ts.UTC().Truncate(time.Second)
+	s.Meta.Build = p.o.Build
+	if s.Meta.Schema == "" {
+		d := snapshot.DefaultMeta()
+		s.Meta.Schema, s.Meta.Host, s.Meta.Cuda = d.Schema, d.Host, d.Cuda
 	}
-	if err := snapshot.CheckGen(rec.Gen); err != nil {
+	err := atomicfile.WriteFrom(path, 0o644, func(w io.Writer) error {
+		_, err := wranks.EncodePart(ctx, w, s, wranks.PartOptions{Gen: gen, Chain: p.o.Chain, SignKey: p.o.SignKey, HMACKey: p.o.HMACKey})
 		return err
+	})
+	if err != nil {
+		return fmt.Errorf("gen %d rank %d: rank part: %w", gen, r, err)
 	}
-	name := fmt.Sprintf("gen-%06d.rank-%d.wtxt", rec.Gen, rec.Rank)
-	path := filepath.Join(n.o.Dir, name)
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		if err := n.convert(ctx, rec, path); err != nil {
-			return err
-		}
-	} else if err != nil {
-		return err
+	return nil
+}
+
+// Publish implements Publisher: it pushes g's rank part (g.Rank) to the
+// registry, retrying registry failures with capped backoff (backoff.Retry,
+// its logs rate limited) until it succeeds or ctx ends, then removes the
+// part file. A refused part (wrong world size, rank already claimed by
+// another shard, another chain: a *wtxt.Error with a ranks/ check) fails
+// at once. Nothing is committed: Published.Tag is the rank manifest's tag
+// and Published.Pending says the committer commits the generation.
+func (p *RankPublisher) Publish(ctx context.Context, g Generation) (Published, error) {
+	rp := g.Rank
+	if rp == nil {
+		return Published{}, fmt.Errorf("gen %d: %w", g.Gen, ErrNotRank)
 	}
+	name := partName(g.Gen, rp.Rank)
 	// Registry failures are retried with capped backoff, their logs rate
 	// limited; a refused part (a failed check) is not retried.
 	lim := &backoff.LogLimiter{Every: backoff.DefaultLogInterval}
-	policy := backoff.Policy{Base: n.o.RetryMin, Max: n.o.RetryMax, Limiter: lim,
+	policy := backoff.Policy{Base: p.o.RetryMin, Max: p.o.RetryMax, Limiter: lim,
 		Retryable: func(err error) bool { return !wranks.IsCheck(err) },
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-n.o.After(d):
+			case <-p.o.After(d):
 				return nil
 			}
 		},
 		OnRetry: func(f backoff.Failure) {
 			if f.Log {
-				n.log.Warn("rank part push failed; retrying", "gen", rec.Gen, "rank", rec.Rank, "attempt", f.Attempt, "retry_in", f.Delay,
+				p.log.Warn("rank part push failed; retrying", "gen", g.Gen, "rank", rp.Rank, "attempt", f.Attempt, "retry_in", f.Delay,
 					"suppressed", f.Suppressed, "err", f.Err)
 			}
 		}}
-	var p *oci.RankPushed
+	var pushed *oci.RankPushed
 	_, err := backoff.Retry(ctx, policy, func() error {
-		f, err := os.Open(path)
+		f, err := os.Open(rp.Path)
 		if err != nil {
 			return backoff.Permanent(err)
 		}
 		defer f.Close()
-		p, err = oci.PushRankPart(ctx, n.o.Repo, f, name, rec.Rank, rec.WorldSize, n.o.Chain, n.o.SegmentSize)
+		pushed, err = oci.PushRankPart(ctx, p.o.Repo, f, name, rp.Rank, rp.WorldSize, p.o.Chain, p.o.SegmentSize)
 		return err
 	})
 	if err != nil {
-		return err
+		return Published{}, err
 	}
-	n.log.Info("rank part pushed", "gen", rec.Gen, "rank", rec.Rank, "world_size", rec.WorldSize, "tag", p.Tag,
-		"uploaded", p.Stats.Uploaded, "uploaded_bytes", p.Stats.UploadedBytes, "skipped", p.Stats.Skipped, "skipped_bytes", p.Stats.SkippedBytes)
-	if err := os.Remove(path); err != nil {
-		n.log.Warn("rank part: remove after push", "path", path, "err", err)
+	if p.pushed != nil {
+		p.pushed.Inc()
 	}
-	return nil
+	p.log.Info("rank part pushed", "gen", g.Gen, "rank", rp.Rank, "world_size", rp.WorldSize, "tag", pushed.Tag,
+		"uploaded", pushed.Stats.Uploaded, "uploaded_bytes", pushed.Stats.UploadedBytes, "skipped", pushed.Stats.Skipped, "skipped_bytes", pushed.Stats.SkippedBytes)
+	if err := os.Remove(rp.Path); err != nil {
+		p.log.Warn("rank part: remove after push", "path", rp.Path, "err", err)
+	}
+	return Published{Tag: pushed.Tag, Pending: "the job's committer (" + pushed.Tag + " pushed)"}, nil
 }
 
-// convert decodes the shard and writes its rank part atomically. The
-// part's ts is the request's time (whole seconds), so a redelivered
-// request gives the same bytes.
-func (n *RankNode) convert(ctx context.Context, rec wal.Record, path string) error {
-	m, err := snapshot.MapFile(rec.Source)
-	if err != nil {
-		return fmt.Errorf("gen %d rank %d: %w", rec.Gen, rec.Rank, err)
-	}
-	defer m.Close()
-	gm := m.Guarded()
-	c, err := n.o.Formats.Detect(rec.Source, gm, gm.Size())
-	if err != nil {
-		return fmt.Errorf("gen %d rank %d: %s: %w", rec.Gen, rec.Rank, rec.Source, err)
-	}
-	s, err := c.Decode(ctx, gm, gm.Size(), formats.DecodeOptions{Name: rec.Source})
-	if err != nil {
-		return fmt.Errorf("gen %d rank %d: %s: %s: %w", rec.Gen, rec.Rank, rec.Source, c.Name(), err)
-	}
-	s.Meta.TS = rec.Time.UTC().Truncate(time.Second)
-	s.Meta.Build = n.o.Build
-	if s.Meta.Schema == "" {
-		d := snapshot.DefaultMeta()
-		s.Meta.Schema, s.Meta.Host, s.Meta.Cuda = d.Schema, d.Host, d.Cuda
-	}
-	return atomicfile.WriteFrom(path, 0o644, func(w io.Writer) error {
-		_, err := wranks.EncodePart(ctx, w, s, wranks.PartOptions{Gen: rec.Gen, Chain: n.o.Chain, SignKey: n.o.SignKey, HMACKey: n.o.HMACKey})
-		return err
-	})
-}
-
-// RunRankNode consumes the WAL in walDir and hands every request to node, in
-// log order, until ctx ends. Each request's outcome is recorded only
-// after Handle returns, so a kill -9 redelivers it.
-func RunRankNode(ctx context.Context, walDir string, node *RankNode, poll time.Duration) error {
-	cons, err := wal.OpenConsumer(walDir, wal.ConsumerOptions{})
-	if err != nil {
-		return err
-	}
-	defer cons.Close()
-	l := wal.NewListener(walDir, cons.Cursor(), wal.ListenerOptions{PollInterval: poll})
-	recs := make(chan wal.Record)
-	if err := l.Start(ctx, recs); err != nil {
-		return err
-	}
-	defer l.Close(context.Background())
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case rec := <-recs:
-			o, ran, err := cons.Handle(ctx, rec, node.Handle)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-			if ran && o.State == wal.Failed {
-				node.log.Error("rank request failed", "gen", rec.Gen, "rank", rec.Rank, "err", o.Message)
-			}
-		}
-	}
+// Recover implements Publisher: a ranks node keeps nothing in the ring
+// (its requests stay in the WAL until pushed), so there is nothing to
+// recover.
+func (p *RankPublisher) Recover(ctx context.Context, g Generation) (Published, error) {
+	return Published{}, fmt.Errorf("%w: gen %d: a ranks node redoes unpushed requests from the WAL", ErrPublished, g.Gen)
 }

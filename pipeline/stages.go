@@ -25,7 +25,10 @@ func (d *Daemon) admitStage(ctx context.Context, in <-chan wal.Record, out chan<
 			next, head = out, buf[0]
 		}
 		src := in
-		if (cfg.Policy == PolicyBlock && jobs >= cfg.QueueMax) || len(buf)-jobs >= maxSkipped {
+		// A ranks node never coalesces (every rank of every generation is
+		// needed): a full queue holds requests in the WAL.
+		block := cfg.Policy == PolicyBlock || d.rankNode() != nil
+		if (block && jobs >= cfg.QueueMax) || len(buf)-jobs >= maxSkipped {
 			src = nil // back-pressure: requests stay in the WAL
 		}
 		select {
@@ -105,7 +108,11 @@ func (d *Daemon) buildStage(ctx context.Context, in <-chan *item, out chan<- *it
 		case <-ctx.Done():
 			return
 		case it := <-in:
-			if !it.skip && it.coalesced == 0 && it.err == nil && !it.aborted {
+			switch {
+			case it.skip || it.coalesced != 0 || it.err != nil || it.aborted:
+			case it.rank != nil:
+				d.buildRank(ctx, it)
+			default:
 				d.build(ctx, it)
 			}
 			it.release()
@@ -202,7 +209,7 @@ func (d *Daemon) finishStage(ctx context.Context, in <-chan *item) {
 		case <-ctx.Done():
 			return
 		case it := <-in:
-			if it.aborted {
+			if it.aborted || !d.publishRank(ctx, it) {
 				it.release()
 				return
 			}
@@ -244,7 +251,7 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 		// its failure is in last_error). A commit in progress is
 		// finished even when the daemon is stopping.
 		// (A redelivered generation was published again at Start.)
-		if !r.Redelivered {
+		if !r.Redelivered && it.rank == nil {
 			t := d.now()
 			it.stageStart("git")
 			// Bounded, but scaled with the size: 5 minutes plus 1 s
@@ -276,10 +283,18 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 	}
 	d.m.requests.WithLabelValues("done").Inc()
 	if !r.Redelivered {
-		d.m.snapshots.Inc()
+		if it.rank == nil {
+			d.m.snapshots.Inc()
+		}
 		for st, dt := range r.Stages {
 			d.m.stage.WithLabelValues(st).Observe(dt.Seconds())
 		}
+	}
+	if it.rank != nil {
+		// Pushed (rankpublish.go logged it); nothing in the ring.
+		d.m.lastSuccess.Set(float64(d.now().Unix()))
+		d.record(r)
+		return
 	}
 	d.m.lastSuccess.Set(float64(d.now().Unix()))
 	// Trim the ring beyond RingKeep, never the chain head nor entries

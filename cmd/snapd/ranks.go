@@ -9,10 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
@@ -29,102 +26,66 @@ import (
 	"github.com/snapd-ml/snapd/pipeline"
 )
 
-// ranksDir is the state of a ranks node inside STATE_DIR.
-const ranksDir = "ranks"
+// ranksStatusFile is the committer's state file (snapd ranks status).
+func ranksStatusFile(stateDir string) string { return pipeline.RankStatusFile(stateDir) }
 
-func ranksStatusFile(stateDir string) string {
-	return filepath.Join(stateDir, ranksDir, "committer.json")
-}
-
-// runRanks is `snapd run` with a ranks section (a sharded job): this node
-// converts and pushes its rank of every requested generation; with
-// ranks.committer it also commits complete generations to git.remote.
-// It stops on SIGTERM/SIGINT or when ctx ends; everything in flight is
-// redone after a restart (the WAL outcome is written after the push).
-func runRanks(ctx context.Context, e *env, c *configs.Config, log *slog.Logger) error {
+// ranksDeps wires a node of a sharded job (`snapd run` with a ranks
+// section): the daemon's Publisher pushes each request's rank part to
+// ranks.repository; with ranks.committer the committer commits complete
+// generations to the ledger (git.repo, default STATE_DIR/repo) and pushes
+// them through gp (git.remote; nil: made here when git.remote is set).
+func ranksDeps(e *env, c *configs.Config, pc *pipeline.Config, gp *gitops.GitPusher, repoDir string, log *slog.Logger) (*pipeline.RankPublisher, *pipeline.RankCommitter, error) {
 	rc := c.Ranks.WithDefaults()
-	signPath, hmacPath, err := daemonKeys(c, log)
-	if err != nil {
-		return err
-	}
-	sk, err := keys.LoadSigner(signPath)
-	if err != nil {
-		return keyError(err)
-	}
-	hk, err := keys.LoadHMACKey(hmacPath)
-	if err != nil {
-		return keyError(err)
-	}
-	principal := c.Keys.Principal
-	if principal == "" {
-		principal = defaultPrincipal()
-	}
-	if _, err := sshsig.WriteAllowedSigners(filepath.Join(c.StateDir, pipeline.KeysDir), principal, sk.Public().(ed25519.PublicKey)); err != nil {
-		return ioError{fmt.Errorf("allowed_signers: %w", err)}
-	}
 	of := ociWriteFlags{ociReadFlags: ociReadFlags{ociTargetFlags: ociTargetFlags{repository: rc.Repository, insecure: rc.Insecure},
 		timeout: time.Duration(c.Store.OCI.Timeout), stall: time.Duration(c.Store.OCI.StallTimeout)}, jobs: 4}
 	repo, err := of.open(e)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	chain := wranks.ChainID(rc.Job)
-	dir := filepath.Join(c.StateDir, ranksDir)
-	node, err := pipeline.NewRankNode(pipeline.RankNodeOptions{Repo: repo, Chain: chain, SignKey: sk, HMACKey: hk, Formats: newRegistry(),
-		Dir: filepath.Join(dir, "parts"), SegmentSize: rc.SegmentSize, Build: c.Snapshot.Build, Log: log})
+	node, err := pipeline.NewRankPublisher(pipeline.RankOptions{Repo: repo, Chain: chain, SignKey: pc.SignKey, HMACKey: pc.HMACKey,
+		Dir: pipeline.RankPartsDir(c.StateDir), SegmentSize: rc.SegmentSize, Build: c.Snapshot.Build, Log: log})
 	if err != nil {
-		return ioError{err}
+		return nil, nil, ioError{err}
 	}
-	var com *pipeline.RankCommitter
-	if rc.Committer {
-		repoDir := c.Git.Repo
-		if repoDir == "" {
-			repoDir = filepath.Join(c.StateDir, pipeline.RepoDir)
-		}
-		email := c.Git.AuthorEmail
+	if !rc.Committer {
+		return node, nil, nil
+	}
+	email := c.Git.AuthorEmail
+	if email == "" {
+		email = c.Keys.Principal
 		if email == "" {
-			email = principal
-		}
-		ledger, err := gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path,
-			AuthorName: c.Git.AuthorName, AuthorEmail: email, SigningKey: sk})
-		if err != nil {
-			return usageError{err}
-		}
-		var pusher gitops.Pusher
-		if c.Git.Remote != "" {
-			gp, err := newGitPusher(c, repoDir, log)
-			if err != nil {
-				return err
-			}
-			pusher = gp
-		}
-		com, err = pipeline.NewRankCommitter(pipeline.RankCommitterOptions{Repo: repo, Chain: chain, WorldSize: rc.WorldSize,
-			Timeout: time.Duration(rc.Timeout), OnTimeout: rc.OnTimeout, IndexKey: sk, Build: c.Snapshot.Build,
-			Ledger: ledger, Pusher: pusher, StateFile: ranksStatusFile(c.StateDir), Log: log})
-		if err != nil {
-			return usageError{err}
+			email = defaultPrincipal()
 		}
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	log.Info("ranks node running", "job", rc.Job, "world_size", rc.WorldSize, "repository", repo.Name(), "committer", rc.Committer,
-		"chain", fmt.Sprintf("%x", chain), "keyid", keys.KeyID(sk.Public().(ed25519.PublicKey)))
-	var wg sync.WaitGroup
-	if com != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			com.Run(ctx, time.Duration(rc.PollInterval), nil)
-		}()
-	}
-	err = pipeline.RunRankNode(ctx, stateWALDir(c.StateDir), node, time.Duration(c.WAL.PollInterval))
-	stop()
-	wg.Wait()
+	ledger, err := gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path,
+		AuthorName: c.Git.AuthorName, AuthorEmail: email, SigningKey: pc.SignKey})
 	if err != nil {
-		return ioError{err}
+		return nil, nil, usageError{err}
 	}
-	log.Info("ranks node stopped")
-	return nil
+	var pusher gitops.Pusher
+	if gp == nil && c.Git.Remote != "" {
+		if gp, err = newGitPusher(c, repoDir, log); err != nil {
+			return nil, nil, err
+		}
+	}
+	if gp != nil {
+		pusher = gp
+	}
+	com, err := pipeline.NewRankCommitter(pipeline.RankCommitterOptions{Repo: repo, Chain: chain, WorldSize: rc.WorldSize,
+		Timeout: time.Duration(rc.Timeout), OnTimeout: rc.OnTimeout, IndexKey: pc.SignKey, Build: c.Snapshot.Build,
+		Ledger: ledger, Pusher: pusher, StateFile: ranksStatusFile(c.StateDir), Log: log})
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	return node, com, nil
+}
+
+// logRanksNode logs what a started ranks node does.
+func logRanksNode(c *configs.Config, pc *pipeline.Config, log *slog.Logger) {
+	rc := c.Ranks
+	log.Info("ranks node running", "job", rc.Job, "world_size", rc.WorldSize, "repository", rc.Repository, "committer", rc.Committer,
+		"chain", fmt.Sprintf("%x", wranks.ChainID(rc.Job)), "keyid", keys.KeyID(pc.SignKey.Public().(ed25519.PublicKey)))
 }
 
 func newRanksCommand(e *env) *cobra.Command {

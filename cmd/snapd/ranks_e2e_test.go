@@ -190,7 +190,7 @@ ranks:
 		}
 	}
 	last := nodes[world-1]
-	statusFile := filepath.Join(states[0], ranksDir, "committer.json")
+	statusFile := pipeline.RankStatusFile(states[0])
 	// waitCommitted waits (polling the committer's state file, bounded)
 	// until generation g is committed.
 	waitCommitted := func(g int) {

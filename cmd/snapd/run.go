@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -365,9 +366,6 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			lock.Release()
 		}
 	}()
-	if c.Ranks.Enabled() {
-		return runRanks(ctx, e, c, log) // a node of a sharded job (cmd/snapd/ranks.go)
-	}
 	pc, err := pipelineConfig(c, log)
 	if err != nil {
 		return err
@@ -375,7 +373,16 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
 	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock, MetricsListener: ln, Progress: progOut}
-	if c.Git.Enabled {
+	var committer *pipeline.RankCommitter
+	if c.Ranks.Enabled() {
+		// A node of a sharded job (cmd/snapd/ranks.go): rank requests,
+		// pushed to the registry; the committer commits generations.
+		var node *pipeline.RankPublisher
+		if node, committer, err = ranksDeps(e, c, &pc, gp, repoDir, log); err != nil {
+			return err
+		}
+		deps.Publisher = node
+	} else if c.Git.Enabled {
 		layout, err := gitops.ParseLayout(c.Git.Layout)
 		if err != nil {
 			return usageError{err}
@@ -446,7 +453,21 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 		d.Close(context.Background())
 		return err
 	}
-	log.Info("destinations", destinations(c)...)
+	if c.Ranks.Enabled() {
+		logRanksNode(c, &pc, log)
+		if committer != nil {
+			cctx, stopCommitter := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				committer.Run(cctx, time.Duration(c.Ranks.WithDefaults().PollInterval), nil)
+			}()
+			defer func() { stopCommitter(); wg.Wait() }()
+		}
+	} else {
+		log.Info("destinations", destinations(c)...)
+	}
 	if a := d.Addr(); a != nil {
 		log.Info("metrics", "url", "http://"+a.String()+"/metrics")
 	}
