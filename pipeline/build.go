@@ -77,7 +77,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 			// The NaN/Inf check reads the WTXT by name: it runs as soon as
 			// the WTXT's commit is done, beside the delta.
 			nf := d.checkNonFiniteAsync(ctx, it, g, base)
-			err = it.delta(ctx, d.log, g, bf, head.SHA256All)
+			plan, err := it.delta(ctx, d.log, g, bf, head.SHA256All)
 			bf.Close()
 			if werr := g.Wait(); err == nil {
 				err = werr
@@ -90,7 +90,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 				return nil, err
 			}
 			it.stage1("delta", d.now().Sub(t))
-			d.drawPicture(ctx, it, base, g.PlainPath(), head.Gen, gen, &cfg)
+			d.drawPicture(ctx, it, base, g.PlainPath(), plan.Base, plan.Target, head.Gen, gen, &cfg)
 		} else {
 			d.log.Warn("no delta: the previous generation is not in the ring", "gen", gen, "base_gen", head.Gen, "error", err)
 		}
@@ -144,22 +144,23 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 // in progress). The delta is planned first (wtxt.PlanDelta: the indexes
 // of both files, no chunk data): when it would be no smaller than the
 // target, as after a dense update, it is not written; the counts of
-// chunks and changed chunks are recorded either way.
-func (it *item) delta(ctx context.Context, log *slog.Logger, g *ring.Gen, base *os.File, baseAll string) error {
+// chunks and changed chunks are recorded either way. The plan (its two
+// indexes) is returned when err is nil.
+func (it *item) delta(ctx context.Context, log *slog.Logger, g *ring.Gen, base *os.File, baseAll string) (*wtxt.DeltaPlan, error) {
 	bst, err := base.Stat()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tf := g.PlainFile()
 	if tf == nil {
 		if tf, err = os.Open(g.PlainPath()); err != nil {
-			return err
+			return nil, err
 		}
 		defer tf.Close()
 	}
 	tst, err := tf.Stat()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	opts := wtxt.DeltaOptions{Trusted: true}
 	if b, herr := hex.DecodeString(baseAll); herr == nil && len(b) == 32 {
@@ -173,7 +174,7 @@ func (it *item) delta(ctx context.Context, log *slog.Logger, g *ring.Gen, base *
 	}
 	plan, err := wtxt.PlanDelta(ctx, base, bst.Size(), tf, tst.Size(), opts)
 	if err != nil {
-		return wrap(err)
+		return nil, wrap(err)
 	}
 	it.res.DeltaChunks, it.res.DeltaChanged = plan.Info.Chunks, plan.Info.Changed
 	if plan.Size >= tst.Size() {
@@ -183,18 +184,18 @@ func (it *item) delta(ctx context.Context, log *slog.Logger, g *ring.Gen, base *
 		// not written at all.
 		log.Info("delta not smaller than the snapshot; not built", "gen", it.rec.Gen, "delta_bytes", plan.Size, "wtxt_bytes", tst.Size(),
 			"chunks", plan.Info.Chunks, "changed", plan.Info.Changed)
-		return nil
+		return plan, nil
 	}
 	dl, err := g.WriteDelta(func(w io.Writer) error { return wrap(plan.Write(w)) }, tst.Size())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if dl.Path == "" {
 		// The safety net: the written delta (encrypted, when the ring
 		// is) is no smaller than the snapshot; WriteDelta removed it.
 		log.Info("delta not smaller than the snapshot; not kept", "gen", it.rec.Gen, "delta_bytes", dl.Bytes, "wtxt_bytes", tst.Size())
-		return nil
+		return plan, nil
 	}
 	it.res.Delta, it.res.DeltaBytes = dl.Path, dl.Bytes
-	return nil
+	return plan, nil
 }

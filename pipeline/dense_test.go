@@ -67,6 +67,9 @@ func TestDenseUpdateSkipsDelta(t *testing.T) {
 	if _, err := os.Stat(ringPath(ring, 2, ExtDelta)); !os.IsNotExist(err) {
 		t.Errorf("gen 2 (dense): a delta file is in the ring (%v)", err)
 	}
+	if r.Picture == "" {
+		t.Error("gen 2 (dense): no diff picture")
+	}
 	if r.DeltaChunks == 0 || r.DeltaChanged != r.DeltaChunks {
 		t.Errorf("gen 2 (dense): %d of %d chunks changed", r.DeltaChanged, r.DeltaChunks)
 	}

@@ -32,13 +32,13 @@ const (
 // (the picture would show in plaintext which rows changed and by how
 // much). A failure is logged, never fatal: the generation is fine
 // without its picture.
-func (d *Daemon) drawPicture(ctx context.Context, it *item, base, target string, baseGen, gen uint64, cfg *Config) {
+func (d *Daemon) drawPicture(ctx context.Context, it *item, base, target string, baseIndex, targetIndex *wtxt.Index, baseGen, gen uint64, cfg *Config) {
 	if cfg.NoPicture || len(cfg.Recipients) > 0 {
 		return
 	}
 	t := d.now()
 	it.stageStart("picture")
-	p, err := diffPicture(ctx, base, target, baseGen, gen)
+	p, err := diffPicture(ctx, base, target, baseIndex, targetIndex, baseGen, gen)
 	if err == nil {
 		path := ringPath(d.ringDir, gen, ExtPicture)
 		if err = d.ring.WriteFile(path, 0o644, func(w io.Writer) error { return p.WriteSVG(w) }); err == nil {
@@ -55,13 +55,14 @@ func (d *Daemon) drawPicture(ctx context.Context, it *item, base, target string,
 }
 
 // diffPicture computes the picture of the change from the plaintext WTXT
-// base (generation baseGen) to target (gen): the changed chunks' rows, or
-// a sample of them for arrays that changed densely (pictureSampleMin).
-func diffPicture(ctx context.Context, base, target string, baseGen, gen uint64) (*diffsvg.Picture, error) {
+// base (generation baseGen) to target (gen), with their indexes when the
+// delta read them already (nil: read here): the changed chunks' rows, or a
+// sample of them for arrays that changed densely (pictureSampleMin).
+func diffPicture(ctx context.Context, base, target string, baseIndex, targetIndex *wtxt.Index, baseGen, gen uint64) (*diffsvg.Picture, error) {
 	sample := int64(pictureSampleMin)
 	if st, err := os.Stat(target); err == nil {
 		sample = max(sample, st.Size()/pictureSampleShare)
 	}
-	return chunkdiff.Picture(ctx, base, target, pictureBudget,
+	return chunkdiff.PictureIndexed(ctx, base, baseIndex, target, targetIndex, pictureBudget,
 		diffsvg.Options{Title: fmt.Sprintf("gen %s → %s", wtxt.FormatGen(baseGen), wtxt.FormatGen(gen)), SampleBytes: sample})
 }

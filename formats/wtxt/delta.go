@@ -141,6 +141,10 @@ type DeltaPlan struct {
 	Info *DeltaInfo
 	// Size is the exact byte count Write will write.
 	Size int64
+	// Base and Target are the two files' indexes (ReadIndex, or the
+	// verifier's when not Trusted), for a caller that reads the files
+	// further.
+	Base, Target *Index
 
 	target io.ReaderAt
 	trep   *Index
@@ -188,7 +192,7 @@ func PlanDelta(ctx context.Context, base io.ReaderAt, baseSize int64, target io.
 		return nil, fmt.Errorf("delta target: %w", needWSUM("target", "its root values cannot be verified"))
 	}
 	info := &DeltaInfo{BaseSHA256All: ball, Arrays: len(trep.Arrays)}
-	p := &DeltaPlan{Info: info, target: target, trep: trep, keep: make([][]bool, len(trep.Arrays))}
+	p := &DeltaPlan{Info: info, Base: brep, Target: trep, target: target, trep: trep, keep: make([][]bool, len(trep.Arrays))}
 	// The sizes below are those of the ranges Write copies.
 	p.Size = int64(len(deltaHead(ball))) + trep.BodyStart - int64(len(magicLine)+1)
 	baseArr := brep.byName()

@@ -41,6 +41,8 @@ const (
 	MaxNameRunes = 160
 	// pieceBytes bounds one read of each side.
 	pieceBytes = 1 << 20
+	// sampleBinWidth is the width in pixels of a sampled strip's bins.
+	sampleBinWidth = 4
 )
 
 // Options tune Compute.
@@ -59,10 +61,11 @@ type Options struct {
 	// MaxStrips bounds the arrays drawn; 0 = DefaultMaxStrips.
 	MaxStrips int
 	// SampleBytes, when > 0, bounds what is read of an array whose
-	// candidate rows hold more bytes than that (a dense change): each
-	// bin is then judged by one piece of about SampleBytes/bins bytes
-	// of one of its candidate rows (at a column that moves from bin to
-	// bin) on each side, instead of every row. Such a strip counts its
+	// candidate rows hold more bytes than that (a dense change): its
+	// strip then has bins 4 pixels wide (Width/4 of them, at least
+	// MinWidth, at most one per row), each judged by one piece of about
+	// SampleBytes/bins bytes of one of its candidate rows (at a column
+	// that moves from bin to bin) on each side, instead of every row. Such a strip counts its
 	// candidate rows as changed (for WTXT chunks: the rows of chunks that
 	// differ) and its statistics are those of the sample (Strip.Sampled).
 	// 0: every candidate row is read.
@@ -242,6 +245,8 @@ func strip(ctx context.Context, a, b *snapshot.Array, opts Options) (Strip, erro
 			cand += (r.End - r.Start) * rowSize
 		}
 		if cand > opts.SampleBytes {
+			// A quarter of the bins: each costs a read on each side.
+			s.Bins = int(min(rows, int64(max(MinWidth, opts.Width/sampleBinWidth))))
 			err := w.sample(ctx, a, b, ranges, opts.SampleBytes)
 			if s.ChangedRows > 0 {
 				s.Change = snapshot.Modified

@@ -232,6 +232,9 @@ func describe(s *Strip) string {
 	per := ""
 	if s.Rows > int64(s.Bins) {
 		per = fmt.Sprintf(", ~%s rows per pixel", fmtNum(float64(s.Rows)/float64(s.Bins)))
+		if s.Sampled > 0 {
+			per = fmt.Sprintf(", ~%s rows per bin", fmtNum(float64(s.Rows)/float64(s.Bins)))
+		}
 	}
 	if s.Sampled > 0 {
 		return fmt.Sprintf("%s%s — %d of %d rows in changed chunks%s; dense change: statistics of a sample of %d elements", s.DType, shape, s.ChangedRows, s.Rows, per, s.Sampled)

@@ -34,12 +34,23 @@ var ErrPictureBudget = errors.New("chunkdiff: picture: changed chunks exceed the
 // The files are not verified (wtxt.Verify's job); a chunk that does not
 // decode is an error naming the file.
 func Picture(ctx context.Context, basePath, headPath string, maxBytes int64, opts diffsvg.Options) (*diffsvg.Picture, error) {
-	open := func(path string) (*os.File, *wtxt.Index, *snapshot.Snapshot, error) {
+	return PictureIndexed(ctx, basePath, nil, headPath, nil, maxBytes, opts)
+}
+
+// PictureIndexed is Picture with the files' indexes when the caller has
+// them already (wtxt.ReadIndex of the same, unchanged files, e.g. a
+// wtxt.DeltaPlan's); a nil index is read.
+func PictureIndexed(ctx context.Context, basePath string, baseIndex *wtxt.Index, headPath string, headIndex *wtxt.Index, maxBytes int64, opts diffsvg.Options) (*diffsvg.Picture, error) {
+	open := func(path string, wx *wtxt.Index) (*os.File, *wtxt.Index, *snapshot.Snapshot, error) {
 		m, size, err := openRegular(path)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		wx, err := wtxt.ReadIndex(ctx, path, m, size)
+		if wx == nil {
+			wx, err = wtxt.ReadIndex(ctx, path, m, size)
+		} else if wx.Size != size {
+			err = fmt.Errorf("chunkdiff: %s: %d bytes, its index was read at %d", path, size, wx.Size)
+		}
 		if err != nil {
 			m.Close()
 			return nil, nil, nil, err
@@ -54,12 +65,12 @@ func Picture(ctx context.Context, basePath, headPath string, maxBytes int64, opt
 		}
 		return m, wx, s, nil
 	}
-	bm, bidx, bs, err := open(basePath)
+	bm, bidx, bs, err := open(basePath, baseIndex)
 	if err != nil {
 		return nil, err
 	}
 	defer bm.Close()
-	hm, hidx, hs, err := open(headPath)
+	hm, hidx, hs, err := open(headPath, headIndex)
 	if err != nil {
 		return nil, err
 	}
