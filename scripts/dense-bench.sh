@@ -23,7 +23,8 @@
 # the daemon (run at nice 10, as the systemd unit runs it) snapshotting
 # every EVERY-th step and windows without; it prints the median step
 # times and their ratio.
-# Environment: GENS (default 6), SIZES (bytes, space-separated; default
+# Environment: GENS (default 6; BIG_GENS, default 4, for sizes of 1 GiB and
+# more: each generation there stores ~7 GB in the work dir), SIZES (bytes, space-separated; default
 # 41943040, plus 1073741824 with DENSE_BENCH_BIG=1), ROUNDS/STEPS/EVERY for
 # the trainer (3/30/5), PYTHON (/usr/bin/python3), BENCH_DIR (work dir
 # parent), KEEP=1 keeps the work dir. Installs git-lfs with apt-get when it
@@ -72,7 +73,7 @@ YAML
 }
 
 run_size() {
-  local size=$1 d=$W/size-$1
+  local size=$1 GENS=$2 d=$W/size-$1
   mkdir -p "$d"
   start_daemon "$d"
   git init -q --bare "$d/lfs-remote.git"
@@ -98,7 +99,7 @@ run_size() {
     t0=$(now)
     git -C "$d/lfs" add model.safetensors
     git -C "$d/lfs" commit -qm "gen $g"
-    git -C "$d/lfs" push -q origin HEAD:main 2>/dev/null
+    git -C "$d/lfs" push -q origin HEAD:main >/dev/null 2>&1
     tl=$(secs "$t0" "$(now)")
     printf '%4d | %8s | %8s | %6s | %s\n' "$g" "$ts" "$tl" "$(awk -v a="$ts" -v b="$tl" 'BEGIN{printf "%.2f", a/b}')" "$(cut -d' ' -f1 /proc/loadavg)"
     if [ "$g" -ge 2 ]; then ts_all="$ts_all $ts"; tl_all="$tl_all $tl"; fi
@@ -108,11 +109,11 @@ run_size() {
   echo "median over gens 2..$GENS: snapd request->pushed $ms s, git-lfs commit+push $ml s: $(awk -v a="$ms" -v b="$ml" 'BEGIN{printf "%.2f", a/b}')x"
   echo "daemon stages of gen $GENS: $(grep 'msg="stage finished"' "$d/daemon.log" | grep " gen=$GENS " | sed -E 's/.*stage=([a-z]+) .*duration=([^ ]+).*/\1 \2/' | paste -sd, -)"
   stop_daemon
-  rm -rf "$d/state/gens" "$d/lfs" # keep the disk use bounded for the next size
+  [ "${KEEP:-0}" = 1 ] || rm -rf "$d" # keep the disk use bounded for the next size
 }
 
 for size in $SIZES; do
-  run_size "$size"
+  if [ "$size" -ge 1073741824 ]; then run_size "$size" "${BIG_GENS:-4}"; else run_size "$size" "$GENS"; fi
 done
 
 if [ "${TRAINER:-1}" != 0 ]; then
