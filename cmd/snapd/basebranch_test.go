@@ -16,6 +16,7 @@ import (
 // generations branch starts from it, so on the remote `git merge-base main
 // snapshots` is main's tip; verify-repo (stopping at the base) passes.
 func TestRunBaseBranch(t *testing.T) {
+	t.Parallel()
 	remote := newRemote(t)
 	dir := t.TempDir()
 	work := filepath.Join(dir, "work")

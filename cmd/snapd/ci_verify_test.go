@@ -49,6 +49,7 @@ func runCIVerify(t *testing.T, bin, repo string, env ...string) (int, string) {
 // in pull-request mode must pass the honest PR and fail a tampered,
 // unsigned generation and one signed by a key that only the PR trusts.
 func TestCIVerifyPullRequest(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"git", "bash", "ssh-keygen"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not installed", tool)

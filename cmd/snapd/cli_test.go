@@ -254,6 +254,7 @@ func TestEncryptVerifyOnly(t *testing.T) {
 // TestDemo runs the newcomer's first command end to end (the run
 // TestDemoPrintedCommandsWork shares: shared.demo).
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	out, dir := shared.demo(t)
 	if strings.Count(out, "OK (signature, HMAC, chain)") != 3 || strings.Contains(out, "FAILED") {
 		t.Fatalf("demo output:\n%s", out)

@@ -139,6 +139,7 @@ func checkAgainstSpec(t *testing.T, name string, doc map[string]any, spec map[st
 // damaged file and a repository with a gap and a broken chain) and checks
 // each document against docs/JSON.md.
 func TestJSONOutputMatchesDocs(t *testing.T) {
+	t.Parallel()
 	specs := jsonDocSpecs(t)
 	ctx := context.Background()
 	d := filepath.Join(t.TempDir(), "demo")

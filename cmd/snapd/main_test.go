@@ -18,6 +18,11 @@ import (
 // index-pack --strict before it is installed, or that Commit fails. It
 // also owns the package's shared fixtures (see sharedFixtures), made at most
 // once per test binary and removed after the last test.
+//
+// Tests that drive a real daemon, registry, git server or Python process
+// call t.Parallel: most of their time is waiting on those processes, and
+// go test runs them after every sequential test (those that change the
+// process environment with t.Setenv stay sequential), -parallel at a time.
 func TestMain(m *testing.M) {
 	os.Setenv(gitops.EnvCheckPacks, "1")
 	dir, err := os.MkdirTemp("", "snapd-cmd-test-")

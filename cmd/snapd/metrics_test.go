@@ -84,6 +84,7 @@ func promtoolCheck(t *testing.T, text string) {
 // down (the queue retries: with stuck_after exceeded /healthz turns 503)
 // and asks for credentials (needs attention: 503, gauge 1).
 func TestRunMetricsAndHealth(t *testing.T) {
+	t.Parallel()
 	remote := newRemote(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")

@@ -17,6 +17,7 @@ import (
 // publishes a generation and requests its snapshot, and snapd reads both:
 // the request in the WAL, the checkpoint file.
 func TestTrainerModuleInstalls(t *testing.T) {
+	t.Parallel()
 	base := "/usr/bin/python3"
 	if err := exec.Command(base, "-c", "import venv, ensurepip").Run(); err != nil {
 		t.Skipf("no venv/ensurepip for %s (apt-get install python3-venv): %v", base, err)

@@ -168,6 +168,7 @@ print("ok")
 // request_snapshot's on_failure) against a real daemon, real git and a
 // real remote, through the snapd binary ($SNAPD_BIN), with torch.
 func TestPythonAPIEndToEnd(t *testing.T) {
+	t.Parallel()
 	py := torchPython(t)
 	bin := buildSnapd(t)
 	remote := newRemote(t)

@@ -125,6 +125,7 @@ func (n *ranksNode) stop() {
 // fresh clone. Short by default (2 ranks x 3 generations);
 // SNAPD_RANKS_LONG=1 runs 4 ranks x 10 generations.
 func TestRanksProcesses(t *testing.T) {
+	t.Parallel()
 	world, gens, outageGen, killGen := 2, 3, 2, 3
 	if os.Getenv("SNAPD_RANKS_LONG") != "" {
 		world, gens, outageGen, killGen = 4, 10, 4, 7

@@ -54,6 +54,7 @@ log.close()
 // with 3 and 4. The daemon chains the new 3 to 2, verify-repo passes with
 // public keys only, and the history shows the abandoned 3.
 func TestTorchResumedRun(t *testing.T) {
+	t.Parallel()
 	py := torchPython(t)
 	dir := t.TempDir()
 	state, ckpts := filepath.Join(dir, "state"), filepath.Join(dir, "ckpts")

@@ -234,6 +234,7 @@ func pushedAll(t *testing.T, r *gittest.HTTPRemote, state string, n uint64) func
 // (keys generated, everything else defaulted) pushes every generation:
 // signed commits and tags gen-NNNNNN arrive on the remote, fsck clean.
 func TestRunGitPushesToHTTPRemote(t *testing.T) {
+	t.Parallel()
 	remote := newRemote(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
@@ -280,6 +281,7 @@ func TestRunGitPushesToHTTPRemote(t *testing.T) {
 // daemon keeps snapshotting, `snapd status` shows the retrying queue, and
 // in the end each of the 20 generations arrived once, in order.
 func TestRunGitRemoteDownThenUp(t *testing.T) {
+	t.Parallel()
 	remote := newRemote(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
@@ -342,6 +344,7 @@ func TestDaemonChildProcess(t *testing.T) {
 // more generations queued behind it; a restarted daemon finishes the job:
 // each generation arrives once, in order, nothing is pushed twice.
 func TestRunGitKilledMidPush(t *testing.T) {
+	t.Parallel()
 	remote := newRemote(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
@@ -412,6 +415,7 @@ func TestRunGitKilledMidPush(t *testing.T) {
 // (git.auth_recheck) and every generation arrives. No token is ever
 // printed.
 func TestRunGitAuthFailureAndFix(t *testing.T) {
+	t.Parallel()
 	const good, wrong = "tok-good-5b0c7e1f", "tok-wrong-93aa2d40"
 	remote := newRemote(t)
 	remote.RequireToken(good)
@@ -458,6 +462,7 @@ func TestRunGitAuthFailureAndFix(t *testing.T) {
 // generations branch. The queue stops with "remote diverged" in `snapd
 // status`; nothing on the remote is overwritten and later generations wait.
 func TestRunGitRemoteDiverged(t *testing.T) {
+	t.Parallel()
 	remote := newRemote(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")

@@ -112,6 +112,7 @@ func (f *fakeGitHub) sync() error {
 // whose review was not yet posted when the daemon stopped is reviewed at
 // the next start, a failed API call is retried, and no token is printed.
 func TestRunGitHubPullRequest(t *testing.T) {
+	t.Parallel()
 	const good, wrong = "ghs_good1c2a9e", "ghs_wrong77b1f0"
 	remote := newRemote(t)
 	// The repository's main branch exists before snapd pushes anything.
@@ -260,6 +261,7 @@ func checkRemoteGens(t *testing.T, r *gittest.HTTPRemote, n uint64) {
 // because the base already contains the pushed generation, nothing is
 // posted and nothing is retried; the next generation opens it.
 func TestRunGitHubAppAndMergedBase(t *testing.T) {
+	t.Parallel()
 	remote := newRemote(t)
 	work := filepath.Join(t.TempDir(), "work")
 	gittest.Git(t, filepath.Dir(work), "init", "-q", "-b", "main", work)

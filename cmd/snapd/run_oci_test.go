@@ -207,6 +207,7 @@ func ringWTXT(t *testing.T, state string, gen uint64) []byte {
 // daemon publishing the same model into another repository with mount_from
 // mounts every blob instead of uploading it.
 func TestRunOCIThreeGenerations(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t, "", "")
 	remote := newRemote(t)
 	dir := t.TempDir()
@@ -394,6 +395,7 @@ func assembleEqualsRingEnv(t *testing.T, env map[string]string, remoteDir, repoR
 // Git, not even the local repository; the registry is started again on
 // the same port and storage and the job finishes by itself.
 func TestRunOCIRegistryOutage(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t, "", "")
 	remote := newRemote(t)
 	dir := t.TempDir()
@@ -622,6 +624,7 @@ func TestRunOCIFlagsRefused(t *testing.T) {
 // upload) through the same queue, while a larger one goes the skeleton
 // layout; both land in order.
 func TestRunOCIThreshold(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t, "", "")
 	remote := newRemote(t)
 	dir := t.TempDir()
@@ -657,6 +660,7 @@ func TestRunOCIThreshold(t *testing.T) {
 // the failure is visible in status, nothing reaches Git, and the next
 // start enqueues the generation from the ring, so it lands once.
 func TestRunOCIEnqueueFailureRecovered(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t, "", "")
 	remote := newRemote(t)
 	dir := t.TempDir()
@@ -699,6 +703,7 @@ func TestRunOCIEnqueueFailureRecovered(t *testing.T) {
 // (re-read at every authentication) the stopped job is re-checked
 // (git.auth_recheck) and lands, without a restart.
 func TestRunOCIRegistryAuth(t *testing.T) {
+	t.Parallel()
 	const user, right, wrong = "ci", "s3cret-RIGHT-pw", "s3cret-WRONG-pw"
 	reg := registrytest.Start(t, user, right)
 	remote := newRemote(t)

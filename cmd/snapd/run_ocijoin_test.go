@@ -260,6 +260,7 @@ func testRunOCICheckoutClone(t *testing.T, j *ociJoin) {
 // their numbers (max |Δ|, rel L2) on the same lines; a registry answering
 // a damaged blob makes the review request changes (exit 1).
 func TestRunOCIReviewSkeleton(t *testing.T) {
+	t.Parallel()
 	j := runOCIJoinDaemon(t, 3, 0)
 	dir := t.TempDir()
 	// The single-file skeleton checks out too (clone, registry from
@@ -357,6 +358,7 @@ func TestRunOCIReviewSkeleton(t *testing.T) {
 // lines (the daemon does not download from the registry for it), with
 // line comments on the changed chunks of w.
 func TestRunOCIGitHubReview(t *testing.T) {
+	t.Parallel()
 	const token = "ghs_ocijoin5e1f"
 	reg := registrytest.Start(t, "", "")
 	remote := newRemote(t)

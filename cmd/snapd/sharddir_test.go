@@ -248,6 +248,7 @@ assert all(torch.equal(x[k], y[k]) for k in x)
 // with the torch codec, torch loads the result, and DIR -> WTXT -> DIR ->
 // WTXT is a fixed point. It runs once a "torch" codec is registered.
 func TestTorchShardedDir(t *testing.T) {
+	t.Parallel()
 	if _, err := newRegistry().ByName("torch"); err != nil {
 		t.Skip("no torch codec registered")
 	}

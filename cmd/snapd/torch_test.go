@@ -201,6 +201,7 @@ log.close()
 // and the WTXT of generation 2 converts back to a .pt that torch loads
 // (weights_only=True) equal to what the trainer saved.
 func TestTrainerTorchLoop(t *testing.T) {
+	t.Parallel()
 	py := torchPython(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")

@@ -23,6 +23,7 @@ const trainerFixture = "/work/shared/fixtures/hf-trainer/checkpoint-3"
 // the file and the key path; when Debian's torch is there, it loads the
 // restored optimizer.pt and rng_state.pth.
 func TestTrainerDirectory(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(trainerFixture); err != nil {
 		t.Skip("no Trainer fixture:", err)
 	}

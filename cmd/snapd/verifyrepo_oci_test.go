@@ -21,6 +21,7 @@ import (
 // truncated or missing blobs makes verify-repo and assemble exit 1 with
 // located errors, and assemble leaves no output.
 func TestVerifyRepoSkeletonLayout(t *testing.T) {
+	t.Parallel()
 	const user, pass = "ci-reader", "pull-only-secret-42"
 	reg := registrytest.Start(t, user, pass)
 	repo, err := oci.Open(reg.Host+"/snapd/model", oci.Options{Username: user, Password: pass})
@@ -155,6 +156,7 @@ func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
 // collected; with --require-content it fails exactly at the removed
 // generations, naming the missing manifest.
 func TestVerifyRepoAfterRemoteGC(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t, "", "")
 	repo, err := oci.Open(reg.Host+"/snapd/model", oci.Options{})
 	if err != nil {
@@ -188,6 +190,7 @@ func TestVerifyRepoAfterRemoteGC(t *testing.T) {
 // TestCIVerifyScriptSkeletonLayout: scripts/ci-verify.sh passes
 // SNAPD_OCI_REPOSITORY, SNAPD_SAMPLE and SNAPD_SEED to verify-repo.
 func TestCIVerifyScriptSkeletonLayout(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Dir(buildSnapd(t)) // holds only snapd
 	script, err := filepath.Abs("../../scripts/ci-verify.sh")
 	if err != nil {

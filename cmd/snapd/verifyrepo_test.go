@@ -85,6 +85,7 @@ func TestVerifyRepoCommand(t *testing.T) {
 // TestCIVerifyScript runs scripts/ci-verify.sh with bash against real
 // repositories, with snapd built into a temp dir and put on PATH.
 func TestCIVerifyScript(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("bash not available")
 	}
