@@ -60,4 +60,6 @@ for t in darwin/amd64 darwin/arm64 windows/amd64; do
   GOOS=${t%/*} GOARCH=${t#*/} go build -o /dev/null ./cmd/snapd
   GOOS=${t%/*} GOARCH=${t#*/} go vet "$@"
 done
-exec go test -race -count=1 -timeout 15m "$@"
+# -parallel 4: the tests that mostly wait on real daemons, registries and
+# git servers (t.Parallel) overlap their waits, beyond the 2 cores.
+exec go test -race -count=1 -parallel 4 -timeout 15m "$@"
