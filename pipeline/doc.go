@@ -60,8 +60,10 @@
 // the same bytes; schema/build/host/cuda from Config; signature, HMAC and
 // merkle_prev = the chain head's merkle_this), optionally armors it with
 // age (Config.Recipients) and writes a WSEAL seal, writes the WSUM when
-// streaming, makes the DELTA v2 against the chain head's plaintext and
-// persists the new chain head. build is the only writer of the chain
+// streaming, makes the DELTA v2 against the chain head's plaintext (only
+// when it is smaller than the WTXT: wtxt.PlanDelta knows its size from
+// the two chunk indexes, so a dense update writes none) and persists the
+// new chain head. build is the only writer of the chain
 // head; the pin is released and the mapping closed right after it. The
 // ring's files (layout, armor and seals, the WTXT's commit in the
 // background while the delta is built, removal, trim) are package
@@ -69,6 +71,10 @@
 // check for NaN/±Inf the generation introduces (changed chunks only,
 // nonfinite.go) runs beside the delta once the WTXT is committed; its
 // result goes into the chain state, and its time into the "delta" stage.
+// The diff picture (picture.go) reuses the delta plan's indexes and draws
+// densely changed arrays from a bounded sample. The build stage runs one
+// generation ahead of finish (the built channel's depth), so generation
+// N+1 is encoded while N is committed.
 //
 // finish hands the generation to the Publisher (Deps.Publisher;
 // publish.go) and enqueues what it leaves (Deps.Queue): GitPublisher
@@ -182,6 +188,7 @@
 //	ring/gen-NNNNNN.wtxt               the WTXT (age armor when encrypting)
 //	ring/gen-NNNNNN.wtxt.wseal         its seal (encrypting only)
 //	ring/gen-NNNNNN.wtxtdelta          DELTA v2 from the previous chained generation
+//	                                   (absent when not smaller than the WTXT)
 //	ring/gen-NNNNNN.wtxtdelta.wseal    (encrypting only)
 //	ring/gen-NNNNNN.wsum               WSUM (streaming only; + .wseal when encrypting)
 //	ring/gen-NNNNNN.diff.svg           picture of the change from the chain head (picture.go;
