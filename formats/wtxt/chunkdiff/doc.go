@@ -4,12 +4,15 @@
 //
 //	NonFiniteIntroduced(ctx, base, head, budget)   NaN/±Inf a generation introduces (the daemon's warning)
 //	Picture(ctx, base, head, budget, opts)         the diff picture (snapshot/diffsvg) of two generations (the daemon's current.diff.svg)
+//	PictureIndexed(ctx, base, bx, head, hx, ...)   the same with the indexes a caller has (the daemon's delta plan)
 //
 // Both read the files with pread (not mapped: their pages would count in
 // the daemon's RSS), index them with wtxt.ReadIndex (one look per chunk)
 // and decode only the changed chunks, each checked against its crc32c; an
 // array whose type, shape or chunk geometry changed is compared whole.
-// A budget bounds the raw bytes decoded. The files are not verified
+// A budget bounds the raw bytes decoded; a picture with
+// diffsvg.Options.SampleBytes decodes of a densely changed array only the
+// base64 lines of its sample (wtxt.ReadChunkRange). The files are not verified
 // otherwise (wtxt.Verify's job).
 //
 // The daemon (pipeline) uses the package whether or not GitHub reviews
