@@ -107,7 +107,7 @@ run_size() {
   local ms ml
   ms=$(median <<<"$ts_all"); ml=$(median <<<"$tl_all")
   echo "median over gens 2..$GENS: snapd request->pushed $ms s, git-lfs commit+push $ml s: $(awk -v a="$ms" -v b="$ml" 'BEGIN{printf "%.2f", a/b}')x"
-  echo "daemon stages of gen $GENS: $(grep 'msg="stage finished"' "$d/daemon.log" | grep " gen=$GENS " | sed -E 's/.*stage=([a-z]+) .*duration=([^ ]+).*/\1 \2/' | paste -sd, -)"
+  echo "daemon stages of gen $GENS: $(grep 'msg="stage finished"' "$d/daemon.log" | grep " gen=$GENS " | sed -E 's/.*stage=([a-z]+) .*duration=([^ ]+).*/\1 \2/' | paste -sd, -), push $(grep 'msg=pushed' "$d/daemon.log" | grep "tag=gen-$(printf %06d "$GENS") " | sed -E 's/.* duration=([^ ]+).*/\1/')"
   stop_daemon
   [ "${KEEP:-0}" = 1 ] || rm -rf "$d" # keep the disk use bounded for the next size
 }
