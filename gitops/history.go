@@ -34,7 +34,7 @@ type LogEntry struct {
 // first, following first parents from the branch head down to the first
 // generation (or the base branch's tip, which is not listed); at most
 // max entries when max > 0. It reads commit messages only, so it works on
-// any clone. A commit on the way that is neither a generation nor a
+// any clone; in a shallow repository (Retain) it ends at the boundary. A commit on the way that is neither a generation nor a
 // resume record ends the listing.
 func (r *Repo) Log(ctx context.Context, max int) ([]LogEntry, error) {
 	r.mu.Lock()
@@ -47,6 +47,7 @@ func (r *Repo) Log(ctx context.Context, max int) ([]LogEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	shallow := r.shallowSet()
 	var out []LogEntry
 	seen := map[plumbing.Hash]bool{}
 	for c := head.commit; c != nil && !seen[c.Hash] && (max <= 0 || len(out) < max); {
@@ -71,7 +72,7 @@ func (r *Repo) Log(ctx context.Context, max int) ([]LogEntry, error) {
 			e.Meta, e.MetaErr = MetaOfTrailers(tr)
 		}
 		out = append(out, e)
-		if len(c.ParentHashes) == 0 {
+		if len(c.ParentHashes) == 0 || shallow[c.Hash] {
 			break
 		}
 		if _, ok := BaseOf(c); ok {
@@ -87,6 +88,7 @@ func (r *Repo) Log(ctx context.Context, max int) ([]LogEntry, error) {
 // liveSet returns the generation commits of the live chain from c (first
 // parents; a resume record continues at the commit it resumed from).
 func (r *Repo) liveSet(ctx context.Context, c *object.Commit) (map[plumbing.Hash]bool, error) {
+	shallow := r.shallowSet()
 	live := map[plumbing.Hash]bool{}
 	seen := map[plumbing.Hash]bool{}
 	for c != nil && !seen[c.Hash] {
@@ -100,16 +102,21 @@ func (r *Repo) liveSet(ctx context.Context, c *object.Commit) (map[plumbing.Hash
 			return nil, fmt.Errorf("commit %s: %w", c.Hash, err)
 		}
 		if isRec {
-			if c, err = r.r.CommitObject(rec.FromCommit); err != nil {
+			from, err := r.r.CommitObject(rec.FromCommit)
+			if err != nil && len(shallow) > 0 {
+				break // resumed from below the boundary Retain left
+			}
+			if err != nil {
 				return nil, fmt.Errorf("%w: resume record names commit %s: %v", ErrResume, rec.FromCommit, err)
 			}
+			c = from
 			continue
 		}
 		if _, err := parseGenTrailer(tr[TrailerGen]); err != nil {
 			break
 		}
 		live[c.Hash] = true
-		if len(c.ParentHashes) == 0 {
+		if len(c.ParentHashes) == 0 || shallow[c.Hash] {
 			break
 		}
 		if _, ok := BaseOf(c); ok {

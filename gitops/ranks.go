@@ -286,11 +286,18 @@ func (rc *RanksCommit) read(name string, limit int64, rank int, check wtxt.Check
 }
 
 // RanksGenerations returns the generation numbers (TrailerGen) of the
-// first-parent history of branch in repo, newest first.
+// first-parent history of branch in repo, newest first (down to a
+// shallow boundary).
 func RanksGenerations(repo *git.Repository, branch string) ([]uint64, error) {
 	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
 	if err != nil {
 		return nil, fmt.Errorf("gitops: branch %s: %w", branch, err)
+	}
+	shallow := map[plumbing.Hash]bool{}
+	if hs, err := repo.Storer.Shallow(); err == nil {
+		for _, h := range hs {
+			shallow[h] = true
+		}
 	}
 	var out []uint64
 	for h := ref.Hash(); ; {
@@ -301,7 +308,7 @@ func RanksGenerations(repo *git.Repository, branch string) ([]uint64, error) {
 		if n, err := parseGenTrailer(ParseTrailers(c.Message)[TrailerGen]); err == nil {
 			out = append(out, n)
 		}
-		if len(c.ParentHashes) == 0 {
+		if len(c.ParentHashes) == 0 || shallow[c.Hash] {
 			return out, nil
 		}
 		h = c.ParentHashes[0]

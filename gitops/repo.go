@@ -35,6 +35,9 @@ type Repo struct {
 	// checkPacks: every pack Commit writes is checked by git before it
 	// is installed (EnvCheckPacks).
 	checkPacks bool
+	// retainHook, when set (tests), runs before each step of Retain and
+	// fails it with its error, as a crash there would stop it.
+	retainHook func(step string) error
 }
 
 // packCompression is the zlib level of objects the git CLI packs from
@@ -575,7 +578,7 @@ func (r *Repo) existing(head *headInfo, h *Header, tagName string) (*Result, err
 // number), else the newest commit on the branch whose Snapd-Gen trailer
 // names it (first parents from the head, as far as a shallow clone goes;
 // a resume record, which reads as the generation it resumed from, is
-// passed over).
+// passed over). A generation below the boundary Retain left is ErrPruned.
 func (r *Repo) ResolveGen(gen uint64) (string, error) {
 	// Commit may reindex the object store's packs (go-git's storage is
 	// not safe for concurrent use); the daemon's OCI publisher resolves
@@ -603,13 +606,22 @@ func (r *Repo) ResolveGen(gen uint64) (string, error) {
 		}
 	}
 	h := ref.Hash()
+	shallow := r.shallowSet()
 	for {
 		c, err := r.r.CommitObject(h)
 		if err != nil {
 			break // the shallow boundary (or a broken history)
 		}
-		if tr := ParseTrailers(c.Message); tr[TrailerGen] == text && tr[TrailerResumedFrom] == "" {
+		tr := ParseTrailers(c.Message)
+		if tr[TrailerGen] == text && tr[TrailerResumedFrom] == "" {
 			return c.Hash.String(), nil
+		}
+		if shallow[c.Hash] {
+			// The boundary Retain left: older generations were pushed.
+			if g, err := parseGenTrailer(tr[TrailerGen]); err == nil && gen < g {
+				return "", fmt.Errorf("gitops: generation %s: %w (the oldest generation kept is %s)", text, ErrPruned, tr[TrailerGen])
+			}
+			break
 		}
 		if len(c.ParentHashes) == 0 {
 			break

@@ -114,6 +114,7 @@ func resumeMessage(fromTrail map[string]string, rec *ResumeRecord) string {
 // generation gen with the generations above it it passed (their meta
 // text, newest first), or nil when gen is not on the live chain.
 func (r *Repo) liveGen(c *object.Commit, gen uint64) (*object.Commit, []string, error) {
+	shallow := r.shallowSet()
 	var above []string
 	seen := map[plumbing.Hash]bool{}
 	for c != nil && !seen[c.Hash] {
@@ -140,7 +141,7 @@ func (r *Repo) liveGen(c *object.Commit, gen uint64) (*object.Commit, []string, 
 			return nil, nil, nil
 		}
 		above = append(above, tr[TrailerGen])
-		if len(c.ParentHashes) == 0 {
+		if len(c.ParentHashes) == 0 || shallow[c.Hash] {
 			return nil, nil, nil
 		}
 		if _, ok := BaseOf(c); ok {

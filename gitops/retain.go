@@ -1,0 +1,382 @@
+package gitops
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/gitexec"
+)
+
+// ErrPruned is returned for a generation older than the history the
+// local repository holds: Repo.Retain cut it after it was pushed, so the
+// remote has it (read it from a clone of the remote).
+var ErrPruned = errors.New("pruned from the local repository after it was pushed (the remote has it)")
+
+// shallowName is git's file of shallow boundary commits in the git
+// directory; retainPendingName marks a Retain whose cleanup (tags,
+// repack, prune) is not finished yet.
+const (
+	shallowName       = "shallow"
+	retainPendingName = "snapd-retain-pending"
+)
+
+// Pending is a push the resend queue has not done yet: Retain keeps its
+// commit (and all history above it) and its tag.
+type Pending struct {
+	Commit plumbing.Hash
+	Tag    string // "" = none
+}
+
+// RetainResult says what Retain did.
+type RetainResult struct {
+	// Boundary is the oldest commit the repository keeps (written to
+	// the git directory's shallow file); zero when there is no boundary.
+	Boundary    plumbing.Hash
+	BoundaryGen uint64
+	Cut         bool // the boundary moved in this call
+	TagsDeleted int
+	Repacked    bool // git repack -a -d and git prune ran (and succeeded)
+	// Skipped says why nothing was cut although history is old enough
+	// (a pending push outside the kept history); "" otherwise.
+	Skipped string
+	Elapsed time.Duration
+}
+
+// Retain bounds the local repository's history once the remote has it.
+// pushed is a commit the remote branch now holds (so the remote has it
+// and every ancestor); keep >= 1 is how many generations at or below it,
+// counted along the live chain (a resume record continues at the
+// generation it resumed from), stay. The keep-th of them becomes the
+// shallow boundary B: the repository keeps B's tree and everything above
+// it, including every commit not yet pushed (pending: the resend queue's
+// jobs; a pending commit below B, or a pending tag on one, means nothing
+// is cut this time). Steps, each safe to be interrupted:
+//
+//  1. write snapd-retain-pending (a cleanup is due);
+//  2. write B to the git directory's shallow file (atomically): git and
+//     this package's history walks stop there; older objects are just
+//     unreachable from now on;
+//  3. delete the generation tags (Config.TagPrefix) of commits below B,
+//     except pending ones (the remote has them all);
+//  4. git reflog expire --expire=now --all, git repack -a -d and
+//     git prune --expire=now, which delete the unreachable objects;
+//  5. remove snapd-retain-pending.
+//
+// A crash or failure at any step leaves a repository that commits,
+// pushes and reads as before (git repack deletes old packs only after the
+// new one is installed), and the next call (with any pushed commit)
+// finishes the cleanup. It takes the lock Commit takes, so nothing of
+// this Repo writes objects meanwhile; callers run it where no push of
+// theirs reads the repository (the daemon: after a push, in the resend
+// queue's goroutine). keep < 1 does nothing. Git runs as in Maintain.
+func (r *Repo) Retain(ctx context.Context, pushed plumbing.Hash, keep int, pending []Pending) (RetainResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	start := time.Now()
+	var res RetainResult
+	objs := objectsDir(r.dir)
+	if keep < 1 || objs == "" {
+		return res, nil
+	}
+	gitDir := filepath.Dir(objs)
+	r.reindex() // git (another Retain, a repack by hand) may have moved objects
+	shallow, err := readShallow(gitDir)
+	if err != nil {
+		return res, fmt.Errorf("gitops: retain: %w", err)
+	}
+	_, perr := os.Stat(filepath.Join(gitDir, retainPendingName))
+	due := perr == nil
+
+	b, bgen, err := r.retainBoundary(ctx, pushed, keep, shallow)
+	if err != nil {
+		return res, fmt.Errorf("gitops: retain: %w", err)
+	}
+	cut := b != nil && !shallow[b.Hash] && len(b.ParentHashes) > 0
+	if cut {
+		if _, isBase := BaseOf(b); isBase {
+			cut = false // nothing of ours below it
+		}
+	}
+	if !cut && !due {
+		if len(shallow) == 1 {
+			for h := range shallow {
+				res.Boundary = h
+			}
+		}
+		return res, nil
+	}
+	// The history kept: first parents from the branch tip down to the
+	// boundary (the new one, else the current one).
+	bound := shallow
+	if cut {
+		bound = map[plumbing.Hash]bool{b.Hash: true}
+	}
+	tip, err := r.head()
+	if err != nil {
+		return res, fmt.Errorf("gitops: retain: %w", err)
+	}
+	if tip == nil {
+		return res, nil
+	}
+	kept, reached := firstParentsTo(r, tip.commit, bound)
+	if cut && !reached {
+		res.Skipped = fmt.Sprintf("commit %s (generation %d) is not in the first-parent history of branch %s", b.Hash, bgen, r.cfg.Branch)
+		cut = false
+		if !due {
+			return res, nil
+		}
+		kept, _ = firstParentsTo(r, tip.commit, shallow)
+	}
+	keepTag := map[string]bool{}
+	for _, p := range pending {
+		if p.Tag != "" {
+			keepTag[p.Tag] = true
+		}
+		if cut && !kept[p.Commit] {
+			res.Skipped = fmt.Sprintf("commit %s is waiting to be pushed and is not above the boundary %s", p.Commit, b.Hash)
+			return res, nil // not due here: nothing changed yet
+		}
+	}
+	if cut {
+		res.Boundary, res.BoundaryGen, res.Cut = b.Hash, bgen, true
+		if err := r.retainStep("pending", func() error {
+			return atomicfile.WriteFile(filepath.Join(gitDir, retainPendingName), []byte(b.Hash.String()+"\n"), 0o644)
+		}); err != nil {
+			return res, err
+		}
+		if err := r.retainStep("shallow", func() error {
+			return atomicfile.WriteFile(filepath.Join(gitDir, shallowName), []byte(b.Hash.String()+"\n"), 0o644)
+		}); err != nil {
+			return res, err
+		}
+	} else if len(shallow) == 1 {
+		for h := range shallow {
+			res.Boundary = h
+		}
+	}
+	if err := r.retainStep("tags", func() error {
+		n, err := r.deleteTagsOutside(kept, keepTag)
+		res.TagsDeleted = n
+		return err
+	}); err != nil {
+		return res, err
+	}
+	if err := r.retainStep("repack", func() error { return r.repackAll(ctx) }); err != nil {
+		return res, err
+	}
+	res.Repacked = true
+	if err := r.retainStep("done", func() error {
+		err := os.Remove(filepath.Join(gitDir, retainPendingName))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		return res, err
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// retainStep runs step name of Retain, after the test hook (which may
+// fail it, as a crash there would).
+func (r *Repo) retainStep(name string, f func() error) error {
+	if r.retainHook != nil {
+		if err := r.retainHook(name); err != nil {
+			return fmt.Errorf("gitops: retain: before step %s: %w", name, err)
+		}
+	}
+	if err := f(); err != nil {
+		return fmt.Errorf("gitops: retain: %s: %w", name, err)
+	}
+	return nil
+}
+
+// retainBoundary walks the live chain from pushed and returns the
+// keep-th generation commit, or nil when the history (as far as it goes)
+// holds fewer.
+func (r *Repo) retainBoundary(ctx context.Context, pushed plumbing.Hash, keep int, shallow map[plumbing.Hash]bool) (*object.Commit, uint64, error) {
+	c, err := r.r.CommitObject(pushed)
+	if err != nil {
+		return nil, 0, fmt.Errorf("pushed commit %s: %w", pushed, err)
+	}
+	n := 0
+	seen := map[plumbing.Hash]bool{}
+	for c != nil && !seen[c.Hash] {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		seen[c.Hash] = true
+		tr := ParseTrailers(c.Message)
+		rec, isRec, err := parseResumeTrailers(tr)
+		if err != nil {
+			return nil, 0, fmt.Errorf("commit %s: %w", c.Hash, err)
+		}
+		if isRec {
+			if c, err = r.r.CommitObject(rec.FromCommit); err != nil {
+				return nil, 0, nil // resumed from below the boundary: nothing more to cut
+			}
+			continue
+		}
+		gen, err := parseGenTrailer(tr[TrailerGen])
+		if err != nil {
+			return nil, 0, nil // a base branch's commit
+		}
+		if n++; n == keep {
+			return c, gen, nil
+		}
+		if c, err = parentOf(r, c, shallow); err != nil || c == nil {
+			return nil, 0, nil
+		}
+		if _, isBase := BaseOf(c); isBase {
+			return nil, 0, nil
+		}
+	}
+	return nil, 0, nil
+}
+
+// firstParentsTo returns the commits from c down its first parents to
+// the first commit in bound (included), and whether one was reached.
+func firstParentsTo(r *Repo, c *object.Commit, bound map[plumbing.Hash]bool) (map[plumbing.Hash]bool, bool) {
+	m := map[plumbing.Hash]bool{}
+	for c != nil && !m[c.Hash] {
+		m[c.Hash] = true
+		if bound[c.Hash] {
+			return m, true
+		}
+		if len(c.ParentHashes) == 0 {
+			break
+		}
+		p, err := r.r.CommitObject(c.ParentHashes[0])
+		if err != nil {
+			break
+		}
+		c = p
+	}
+	return m, false
+}
+
+// deleteTagsOutside deletes the generation tags (Config.TagPrefix) whose
+// commit is not in kept, except those in keepTag.
+func (r *Repo) deleteTagsOutside(kept map[plumbing.Hash]bool, keepTag map[string]bool) (int, error) {
+	refs, err := r.r.Storer.IterReferences()
+	if err != nil {
+		return 0, err
+	}
+	var drop []plumbing.ReferenceName
+	err = refs.ForEach(func(ref *plumbing.Reference) error {
+		n := ref.Name()
+		if !n.IsTag() || !strings.HasPrefix(n.Short(), r.cfg.TagPrefix) || keepTag[n.Short()] {
+			return nil
+		}
+		target, ok := r.tagTarget(n.Short())
+		if ok && !kept[target] {
+			drop = append(drop, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for i, n := range drop {
+		if err := r.r.Storer.RemoveReference(n); err != nil {
+			return i, fmt.Errorf("delete tag %s: %w", n.Short(), err)
+		}
+	}
+	return len(drop), nil
+}
+
+// repackAll expires the reflogs, repacks everything reachable into one
+// pack and prunes the rest; go-git then re-reads the pack list.
+func (r *Repo) repackAll(ctx context.Context) error {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return err
+	}
+	base := append([]string{"-C", r.dir}, pushMemoryLimits...)
+	defer r.reindex()
+	for _, args := range [][]string{
+		{"reflog", "expire", "--expire=now", "--all"},
+		{"repack", "-a", "-d", "-q", "--no-write-bitmap-index"},
+		{"prune", "--expire=now"},
+	} {
+		if err := gitexec.Run(ctx, localGit(git), append(append([]string{}, base...), args...)...); err != nil {
+			cause, stderr := gitexec.Split(err)
+			return fmt.Errorf("git %s: %w: %s", args[0], cause, gitexec.LastLine(stderr))
+		}
+	}
+	return nil
+}
+
+// readShallow returns the commits the git directory's shallow file names
+// (empty when there is none).
+func readShallow(gitDir string) (map[plumbing.Hash]bool, error) {
+	b, err := os.ReadFile(filepath.Join(gitDir, shallowName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[plumbing.Hash]bool{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := map[plumbing.Hash]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for line := 1; sc.Scan(); line++ {
+		s := strings.TrimSpace(sc.Text())
+		if s == "" {
+			continue
+		}
+		if !plumbing.IsHash(s) {
+			return nil, fmt.Errorf("%s line %d: not a commit hash", filepath.Join(gitDir, shallowName), line)
+		}
+		m[plumbing.NewHash(s)] = true
+	}
+	return m, sc.Err()
+}
+
+// shallowSet returns the repository's shallow boundary commits; an
+// unreadable shallow file reads as none (the walks then stop where an
+// object is missing, as before).
+func (r *Repo) shallowSet() map[plumbing.Hash]bool {
+	objs := objectsDir(r.dir)
+	if objs == "" {
+		return nil
+	}
+	m, err := readShallow(filepath.Dir(objs))
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// parentOf returns c's first parent, or nil when c is a root commit or a
+// shallow boundary (its parents are not in this repository).
+func parentOf(r *Repo, c *object.Commit, shallow map[plumbing.Hash]bool) (*object.Commit, error) {
+	if len(c.ParentHashes) == 0 || shallow[c.Hash] {
+		return nil, nil
+	}
+	p, err := r.r.CommitObject(c.ParentHashes[0])
+	if err != nil {
+		return nil, fmt.Errorf("gitops: parent of %s: %w", c.Hash, err)
+	}
+	return p, nil
+}
+
+// reindex makes go-git re-read the pack list (it lists packs once).
+func (r *Repo) reindex() {
+	if s, ok := r.r.Storer.(interface{ Reindex() }); ok {
+		s.Reindex()
+	}
+}

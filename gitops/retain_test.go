@@ -1,0 +1,266 @@
+package gitops
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/snapd-ml/snapd/internal/gittest"
+)
+
+// retainChain writes n generations of one array whose every chunk
+// changes each generation (dense: every generation adds its full size to
+// the repository).
+func retainChain(t *testing.T, dir string, n int) genFiles {
+	t.Helper()
+	return genChain(t, dir, n, []testArray{{name: "w", data: pseudo(5, 60_000), chunk: 1024}}, func(g int, a []testArray) {
+		if g > 1 {
+			copy(a[0].data, pseudo(100+g, len(a[0].data)))
+		}
+	})
+}
+
+// objectBytes is the size of the repository's object store.
+func objectBytes(t *testing.T, repoDir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.Walk(filepath.Join(repoDir, "objects"), func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			n += fi.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestRetainShallowWithRealGit: after each push (to a file and an HTTP
+// remote) Retain keeps the newest K pushed generations plus everything
+// not pushed: the boundary is in the shallow file, older tags are gone,
+// the object store stays bounded, git fsck is clean, commits and pushes
+// (branch and tags) go on, and what snapd reads from the local
+// repository (Log, ResolveGen, LiveGeneration, WriteWTXT, the chain head)
+// works on the kept history; an older generation is ErrPruned. A
+// generation whose push is pending is never cut.
+func TestRetainShallowWithRealGit(t *testing.T) {
+	const keep, n = 2, 9
+	dir := t.TempDir()
+	chain := retainChain(t, dir, n)
+	repoDir := filepath.Join(dir, "local.git")
+	key, _ := testKey(t)
+	r, err := OpenRepo(repoDir, Config{SigningKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileRemote := filepath.Join(t.TempDir(), "r.git")
+	gitCmd(t, filepath.Dir(fileRemote), "init", "-q", "--bare", fileRemote)
+	httpRemote := gittest.NewHTTPRemote(t)
+	var pushers []Pusher
+	for _, u := range []string{"file://" + fileRemote, httpRemote.URL} {
+		p, err := NewPusher(repoDir, Remote{URL: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pushers = append(pushers, p)
+	}
+	ctx := context.Background()
+	var res []*Result
+	commit := func(g int) {
+		t.Helper()
+		x, err := r.Commit(ctx, Generation{WTXT: chain.paths[g-1]})
+		if err != nil {
+			t.Fatalf("commit gen %d: %v", g, err)
+		}
+		res = append(res, x)
+	}
+	push := func(g int) {
+		t.Helper()
+		for _, p := range pushers {
+			if err := p.Push(ctx, req(r, res[g-1])); err != nil {
+				t.Fatalf("push gen %d: %v", g, err)
+			}
+		}
+	}
+	var perGen int64
+	for g := 1; g <= 6; g++ {
+		commit(g)
+		push(g)
+		if g == 1 {
+			gitCmd(t, repoDir, "repack", "-a", "-d", "-q")
+			perGen = objectBytes(t, repoDir)
+		}
+		m, err := r.Retain(ctx, res[g-1].Commit, keep, []Pending{{Commit: res[g-1].Commit, Tag: res[g-1].Tag}})
+		if err != nil {
+			t.Fatalf("retain after gen %d: %v", g, err)
+		}
+		if g > keep && (!m.Cut || m.BoundaryGen != uint64(g-keep+1) || m.Boundary != res[g-keep].Commit || !m.Repacked) {
+			t.Fatalf("gen %d: %+v, want the boundary at gen %d", g, m, g-keep+1)
+		}
+		if g <= keep && m.Cut {
+			t.Fatalf("gen %d: cut with only %d generations: %+v", g, g, m)
+		}
+		gitCmd(t, repoDir, "fsck", "--strict", "--no-dangling")
+	}
+	if b := objectBytes(t, repoDir); b > int64(keep+1)*perGen {
+		t.Fatalf("object store %d bytes after 6 generations, one generation is %d, keep %d", b, perGen, keep)
+	}
+	if got := strings.TrimSpace(gitCmd(t, repoDir, "rev-list", "--count", "snapshots")); got != fmt.Sprint(keep) {
+		t.Fatalf("rev-list --count: %s commits, want %d", got, keep)
+	}
+	tags := strings.Fields(gitCmd(t, repoDir, "tag", "-l"))
+	if len(tags) != keep || tags[0] != res[4].Tag || tags[1] != res[5].Tag {
+		t.Fatalf("tags left %q, want %s %s", tags, res[4].Tag, res[5].Tag)
+	}
+
+	// Remote down: gens 7, 8 committed, not pushed. A Retain for gen 6
+	// keeps them (and cuts nothing new); a pending push below the
+	// boundary a Retain would set stops the cut.
+	commit(7)
+	commit(8)
+	pending := []Pending{{Commit: res[6].Commit, Tag: res[6].Tag}, {Commit: res[7].Commit, Tag: res[7].Tag}}
+	if m, err := r.Retain(ctx, res[5].Commit, keep, pending); err != nil || m.Cut {
+		t.Fatalf("retain with pending pushes: %+v, %v", m, err)
+	}
+	if m, err := r.Retain(ctx, res[7].Commit, 1, append(pending, Pending{Commit: res[5].Commit})); err != nil || m.Cut || m.Skipped == "" {
+		t.Fatalf("retain with a pending push below the boundary: %+v, %v", m, err)
+	}
+	for g := 7; g <= 8; g++ {
+		if _, err := r.ResolveGen(uint64(g)); err != nil {
+			t.Fatalf("pending gen %d: %v", g, err)
+		}
+	}
+	push(7)
+	push(8)
+	commit(9)
+	push(9)
+	if _, err := r.Retain(ctx, res[8].Commit, keep, nil); err != nil {
+		t.Fatal(err)
+	}
+	gitCmd(t, repoDir, "fsck", "--strict", "--no-dangling")
+
+	// The remotes have all of it.
+	for _, rd := range []string{fileRemote, httpRemote.Dir} {
+		gitCmd(t, rd, "fsck", "--strict", "--no-dangling")
+		if got := strings.TrimSpace(gitCmd(t, rd, "rev-list", "--count", "snapshots")); got != fmt.Sprint(n) {
+			t.Fatalf("remote %s: %s commits, want %d", rd, got, n)
+		}
+		for _, x := range res {
+			if got := remoteHead(t, rd, "refs/tags/"+x.Tag+"^{commit}"); got != x.Commit.String() {
+				t.Fatalf("remote %s: tag %s → %q", rd, x.Tag, got)
+			}
+		}
+	}
+	// What snapd reads from the local repository.
+	for _, rr := range []*Repo{r, reopen(t, repoDir, key)} {
+		log, err := rr.Log(ctx, 0)
+		if err != nil || len(log) != keep || log[0].Gen != n || log[1].Gen != n-1 {
+			t.Fatalf("Log: %+v, %v", log, err)
+		}
+		if _, err := rr.ResolveGen(2); !errors.Is(err, ErrPruned) {
+			t.Fatalf("ResolveGen of a pruned generation: %v", err)
+		}
+		for g := n - keep + 1; g <= n; g++ {
+			c, err := rr.ResolveGen(uint64(g))
+			if err != nil || c != res[g-1].Commit.String() {
+				t.Fatalf("ResolveGen %d: %s, %v", g, c, err)
+			}
+			var out bytes.Buffer
+			if err := rr.WriteWTXT(res[g-1].Tag, &out); err != nil || !bytes.Equal(out.Bytes(), chain.data[g-1]) {
+				t.Fatalf("WriteWTXT gen %d: %v", g, err)
+			}
+		}
+		if h, err := rr.LiveGeneration(n - 1); err != nil || h.Gen != n-1 {
+			t.Fatalf("LiveGeneration: %+v, %v", h, err)
+		}
+	}
+}
+
+func reopen(t *testing.T, dir string, key ed25519.PrivateKey) *Repo {
+	t.Helper()
+	r, err := OpenRepo(dir, Config{SigningKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestRetainCrashBetweenSteps: Retain stopped before any of its steps (as
+// kill -9 there would) leaves a repository that git fsck finds clean and
+// that a fresh Repo reads, commits to and pushes from; the next Retain
+// finishes the cleanup (the pending mark is gone, the old tags and
+// objects too).
+func TestRetainCrashBetweenSteps(t *testing.T) {
+	const keep = 2
+	dir := t.TempDir()
+	chain := retainChain(t, dir, 6)
+	key, _ := testKey(t)
+	ctx := context.Background()
+	for _, step := range []string{"pending", "shallow", "tags", "repack", "done"} {
+		t.Run(step, func(t *testing.T) {
+			repoDir := filepath.Join(t.TempDir(), "local.git")
+			r := reopen(t, repoDir, key)
+			remote := filepath.Join(t.TempDir(), "r.git")
+			gitCmd(t, filepath.Dir(remote), "init", "-q", "--bare", remote)
+			p, err := NewPusher(repoDir, Remote{URL: remote})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last *Result
+			for _, path := range chain.paths[:5] {
+				if last, err = r.Commit(ctx, Generation{WTXT: path}); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.Push(ctx, req(r, last)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			crash := errors.New("injected crash")
+			r.retainHook = func(s string) error {
+				if s == step {
+					return crash
+				}
+				return nil
+			}
+			if _, err := r.Retain(ctx, last.Commit, keep, nil); !errors.Is(err, crash) {
+				t.Fatalf("Retain with a crash before %s: %v", step, err)
+			}
+			gitCmd(t, repoDir, "fsck", "--strict", "--no-dangling")
+			r2 := reopen(t, repoDir, key)
+			if log, err := r2.Log(ctx, 0); err != nil || len(log) < keep || log[0].Gen != 5 {
+				t.Fatalf("Log after the crash: %d entries, %v", len(log), err)
+			}
+			next, err := r2.Commit(ctx, Generation{WTXT: chain.paths[5]})
+			if err != nil {
+				t.Fatalf("commit after the crash: %v", err)
+			}
+			if err := p.Push(ctx, req(r2, next)); err != nil {
+				t.Fatalf("push after the crash: %v", err)
+			}
+			m, err := r2.Retain(ctx, next.Commit, keep, nil)
+			if err != nil || !m.Repacked || m.BoundaryGen != 5 {
+				t.Fatalf("Retain after the crash: %+v, %v", m, err)
+			}
+			if _, err := os.Stat(filepath.Join(repoDir, retainPendingName)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("pending mark left: %v", err)
+			}
+			gitCmd(t, repoDir, "fsck", "--strict", "--no-dangling")
+			if got := strings.TrimSpace(gitCmd(t, repoDir, "rev-list", "--count", "snapshots")); got != fmt.Sprint(keep) {
+				t.Fatalf("%s commits kept, want %d", got, keep)
+			}
+			if tags := strings.Fields(gitCmd(t, repoDir, "tag", "-l")); len(tags) != keep {
+				t.Fatalf("tags left %q", tags)
+			}
+			if got := strings.TrimSpace(gitCmd(t, remote, "rev-list", "--count", "snapshots")); got != "6" {
+				t.Fatalf("remote has %s commits", got)
+			}
+		})
+	}
+}
