@@ -40,12 +40,15 @@ type Config struct {
 	Snapshot Snap   `yaml:"snapshot"`
 	Keys     Keys   `yaml:"keys"`
 	Ring     Ring   `yaml:"ring"`
-	Queue    Queue  `yaml:"queue"`
-	Git      Git    `yaml:"git"`
-	Metrics  Metric `yaml:"metrics"`
-	WAL      WAL    `yaml:"wal"`
-	GitHub   GitHub `yaml:"github"`
-	Store    Store  `yaml:"store"`
+	// Retention bounds the host's disk: STATE_DIR/gens and the local
+	// repository (the ring's bound is ring.keep).
+	Retention Retention `yaml:"retention"`
+	Queue     Queue     `yaml:"queue"`
+	Git       Git       `yaml:"git"`
+	Metrics   Metric    `yaml:"metrics"`
+	WAL       WAL       `yaml:"wal"`
+	GitHub    GitHub    `yaml:"github"`
+	Store     Store     `yaml:"store"`
 }
 
 // Log configures log/slog output.
@@ -82,7 +85,23 @@ type Keys struct {
 
 // Ring is the local ring of finished generations.
 type Ring struct {
-	Keep int `yaml:"keep"` // generations kept, default 8
+	Keep int `yaml:"keep"` // generations kept, default 3 (pipeline.DefaultRingKeep)
+}
+
+// Retention is how many generations each store on the training host
+// keeps (pipeline.Retention); 0 turns a rule off. With the defaults
+// (pipeline.DefaultRetainKeep = 3, as ring.keep) the host's disk stays
+// bounded after any number of generations (docs/OPERATING.md "Disk").
+type Retention struct {
+	// Gens: after every done generation STATE_DIR/gens is reclaimed as by
+	// `snapd gc --keep Gens` (never the newest snapshotted, a pinned, a
+	// pending or a failed generation); default 3, 0 never.
+	Gens int `yaml:"gens"`
+	// Repo: after every push the local repository keeps the history of the
+	// newest Repo pushed generations plus everything not yet pushed (a
+	// shallow repository; older generations are read from the remote);
+	// only with git.remote; default 3, 0 keeps all history.
+	Repo int `yaml:"repo"`
 }
 
 // Queue is the request queue between the WAL and the pipeline.
@@ -247,11 +266,12 @@ func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(),
 func Default() *Config {
 	meta := snapshot.DefaultMeta()
 	return &Config{
-		StateDir: ".snapd",
-		Log:      Log{Format: "text", Level: "info"},
-		Snapshot: Snap{Schema: meta.Schema, Build: meta.Build, Host: meta.Host, Cuda: meta.Cuda},
-		Ring:     Ring{Keep: pipeline.DefaultRingKeep},
-		Queue:    Queue{Max: pipeline.DefaultQueueMax, Policy: string(pipeline.DefaultPolicy)},
+		StateDir:  ".snapd",
+		Log:       Log{Format: "text", Level: "info"},
+		Snapshot:  Snap{Schema: meta.Schema, Build: meta.Build, Host: meta.Host, Cuda: meta.Cuda},
+		Ring:      Ring{Keep: pipeline.DefaultRingKeep},
+		Retention: Retention{Gens: pipeline.DefaultRetainKeep, Repo: pipeline.DefaultRetainKeep},
+		Queue:     Queue{Max: pipeline.DefaultQueueMax, Policy: string(pipeline.DefaultPolicy)},
 		Git: Git{Enabled: true, Branch: gitops.DefaultBranch, Path: gitops.DefaultPath, Layout: string(gitops.LayoutAuto), CommitDelta: string(gitops.DeltaAuto), Picture: true,
 			SplitAbove: 64 << 20, PartLimit: gitops.DefaultPartLimit, MaxPacks: gitops.DefaultMaxPacks, RetryBase: Duration(queue.DefaultBaseDelay), RetryMax: Duration(queue.DefaultMaxDelay),
 			AuthRecheck: Duration(queue.DefaultAuthRecheck), PushTimeout: Duration(gitops.DefaultPushTimeout), PushMinRate: gitops.DefaultPushMinRate,
@@ -381,6 +401,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Ring.Keep < 1 {
 		return bad("ring.keep", "%d: must be >= 1", c.Ring.Keep)
+	}
+	if c.Retention.Gens < 0 {
+		return bad("retention.gens", "%d: must be >= 0 (0 = never reclaim)", c.Retention.Gens)
+	}
+	if c.Retention.Repo < 0 {
+		return bad("retention.repo", "%d: must be >= 0 (0 = keep all history)", c.Retention.Repo)
 	}
 	if c.Metrics.StuckAfter <= 0 {
 		return bad("metrics.stuck_after", "%s: must be > 0", time.Duration(c.Metrics.StuckAfter))

@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -51,6 +52,9 @@ func TestStrictErrors(t *testing.T) {
 		"queue:\n  policy: drop\n":                "queue.policy",
 		"snapshot:\n  build: \"a b\"\n":           "snapshot.build",
 		"ring:\n  keep: 0\n":                      "ring.keep",
+		"retention:\n  gens: -1\n":                "retention.gens",
+		"retention:\n  repo: -3\n":                "retention.repo",
+		"retention:\n  ring: 3\n":                 `unknown key "ring"`,
 		"git:\n  part_limit: 200000000\n":         "git.part_limit",
 		"git:\n  max_packs: -1\n":                 "git.max_packs",
 		"wal:\n  poll_interval: fast\n":           "line 2",
@@ -208,6 +212,9 @@ func TestReadmeStatesDefaults(t *testing.T) {
 		"(`--state-dir`, default `./" + d.StateDir + "`)",
 		"(`--metrics-addr`, default `" + d.Metrics.Addr + "`)",
 		"`metrics.stuck_after` (default " + strings.TrimSuffix(time.Duration(d.Metrics.StuckAfter).String(), "0s") + ")",
+		fmt.Sprintf("`ring.keep` (default %d)", d.Ring.Keep),
+		fmt.Sprintf("`retention.gens` (default %d)", d.Retention.Gens),
+		fmt.Sprintf("`retention.repo` (default %d)", d.Retention.Repo),
 	} {
 		if !strings.Contains(readme, want) {
 			t.Errorf("README.md and docs/ do not state %s", want)
@@ -219,7 +226,7 @@ func TestReadmeStatesDefaults(t *testing.T) {
 	if s := d.Snapshot; s.Schema != meta.Schema || s.Build != meta.Build || s.Host != meta.Host || s.Cuda != meta.Cuda {
 		t.Errorf("snapshot defaults %+v, snapshot.DefaultMeta %+v", s, meta)
 	}
-	if d.Ring.Keep != pipeline.DefaultRingKeep || d.Queue.Max != pipeline.DefaultQueueMax || d.Queue.Policy != string(pipeline.DefaultPolicy) ||
+	if d.Ring.Keep != pipeline.DefaultRingKeep || d.Retention.Gens != pipeline.DefaultRetainKeep || d.Retention.Repo != pipeline.DefaultRetainKeep || d.Queue.Max != pipeline.DefaultQueueMax || d.Queue.Policy != string(pipeline.DefaultPolicy) ||
 		d.Git.Branch != gitops.DefaultBranch || d.Git.PartLimit != gitops.DefaultPartLimit || d.Git.MaxPacks != gitops.DefaultMaxPacks || d.GitHub.APIURL != review.DefaultAPIURL {
 		t.Errorf("defaults differ from the components': %+v", d)
 	}

@@ -54,6 +54,9 @@ type Config struct {
 	Recipients []age.Recipient
 	// RingKeep is how many generations the ring keeps (>= 1).
 	RingKeep int
+	// Retention bounds what the daemon keeps on the host besides the
+	// ring (retention.go); the zero value keeps everything.
+	Retention Retention
 	// QueueMax bounds requests waiting for the pipeline (>= 1); Policy
 	// applies beyond it.
 	QueueMax int
@@ -127,11 +130,16 @@ type Deps struct {
 // Defaults of Config and PullRequest, for their zero values; configs.Default
 // states the same values by these names (one statement of each default).
 const (
-	DefaultRingKeep  = 8
-	DefaultQueueMax  = 16
-	DefaultPolicy    = PolicyCoalesce
-	DefaultRetryBase = 200 * time.Millisecond
-	DefaultRetryMax  = 30 * time.Second
+	// DefaultRetainKeep is K, the generations each store on the host
+	// keeps by default: the ring (DefaultRingKeep), STATE_DIR/gens and
+	// the local repository's pushed history (the config's retention
+	// section; Retention's zero value is off).
+	DefaultRetainKeep = 3
+	DefaultRingKeep   = DefaultRetainKeep
+	DefaultQueueMax   = 16
+	DefaultPolicy     = PolicyCoalesce
+	DefaultRetryBase  = 200 * time.Millisecond
+	DefaultRetryMax   = 30 * time.Second
 	// DefaultPRRetryBase and DefaultPRRetryMax bound the pull-request
 	// publisher's backoff.
 	DefaultPRRetryBase = 2 * time.Second
@@ -193,6 +201,10 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("pipeline: config: policy %q: want block or coalesce", c.Policy)
 	case c.RingKeep < 1:
 		return fmt.Errorf("pipeline: config: ring keep %d: must be >= 1", c.RingKeep)
+	case c.Retention.Gens < 0:
+		return fmt.Errorf("pipeline: config: retention gens %d: must be >= 0 (0 = off)", c.Retention.Gens)
+	case c.Retention.Repo < 0:
+		return fmt.Errorf("pipeline: config: retention repo %d: must be >= 0 (0 = off)", c.Retention.Repo)
 	case c.QueueMax < 1:
 		return fmt.Errorf("pipeline: config: queue max %d: must be >= 1", c.QueueMax)
 	case c.Workers < 0:

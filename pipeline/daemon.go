@@ -268,7 +268,7 @@ func (d *Daemon) config() Config {
 }
 
 // Reload replaces the configuration used from the next request on (keys,
-// meta, writer options, ring size, queue bound and policy). StateDir,
+// meta, writer options, ring size, retention, queue bound and policy). StateDir,
 // the WAL listener settings and MetricsAddr need a restart; a change is an
 // error.
 func (d *Daemon) Reload(cfg Config) error {

@@ -89,6 +89,7 @@ func (o *PushObserver) Push(ctx context.Context, req gitops.PushRequest) error {
 		args = append(args, "request_to_pushed", lat)
 	}
 	d.log.Info("pushed", args...)
+	d.retainRepo(ctx, req.Commit)
 	d.out.maintain(ctx, req.Branch)
 	return nil
 }

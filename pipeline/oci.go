@@ -251,10 +251,10 @@ func (p *OCIPublisher) Publish(ctx context.Context, g Generation) (Published, er
 }
 
 // Recover implements Publisher: a generation not in Git is queued again
-// (ErrPublished when it is in Git; the queue refuses a second job for one
-// it holds).
+// (ErrPublished when it is in Git, or was pushed and then pruned from the
+// local repository; the queue refuses a second job for one it holds).
 func (p *OCIPublisher) Recover(ctx context.Context, g Generation) (Published, error) {
-	if _, err := p.repo.ResolveGen(g.Gen); err == nil {
+	if _, err := p.repo.ResolveGen(g.Gen); err == nil || errors.Is(err, gitops.ErrPruned) {
 		return Published{}, fmt.Errorf("%w: gen %d is committed", ErrPublished, g.Gen)
 	}
 	return p.Publish(ctx, g)

@@ -202,7 +202,7 @@ func (d *Daemon) build(ctx context.Context, it *item) {
 
 // finishStage completes every record in the WAL in log order, hands
 // finished generations to the Publisher (and what it leaves to the resend
-// queue) and trims the ring.
+// queue), trims the ring and reclaims STATE_DIR/gens (Retention.Gens).
 func (d *Daemon) finishStage(ctx context.Context, in <-chan *item) {
 	for {
 		select {
@@ -301,6 +301,7 @@ func (d *Daemon) finish(ctx context.Context, it *item) {
 	// built ahead of their acknowledgement (newer than this one).
 	head := d.Head().Gen
 	d.ring.Trim(d.config().RingKeep, func(gen uint64) bool { return gen == head || gen >= rec.Gen })
+	d.retainGens(ctx)
 	args := []any{"gen", rec.Gen, "format", r.Format, "source_bytes", r.SourceBytes, "wtxt_bytes", r.WTXTBytes,
 		"delta_bytes", r.DeltaBytes, "base_gen", r.BaseGen, "merkle_this", r.MerkleThis}
 	switch {

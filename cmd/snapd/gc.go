@@ -85,10 +85,6 @@ func runGC(ctx context.Context, e *env, o *gcOptions) error {
 	if _, err := os.Stat(gensDir); err != nil {
 		return withHint(ioError{fmt.Errorf("no generations directory: %w", err)}, "pass the daemon's --state-dir")
 	}
-	outcomes, err := wal.LoadOutcomes(stateWALDir(o.stateDir))
-	if err != nil {
-		return ioError{err}
-	}
 	store, err := snapshot.OpenGenStore(gensDir)
 	if err != nil {
 		return ioError{err}
@@ -107,11 +103,10 @@ func runGC(ctx context.Context, e *env, o *gcOptions) error {
 	for _, g := range o.abandon {
 		abandoned[uint64(g)] = true
 	}
-	rep, err := store.Reclaim(ctx, snapshot.ReclaimOptions{
-		Keep:        o.keep,
-		Snapshotted: func(gen uint64) bool { return outcomes[gen].State == wal.Done },
-		Abandoned:   func(gen uint64) bool { return abandoned[gen] },
-		DryRun:      o.dryRun,
+	rep, err := wal.ReclaimGenerations(ctx, store, stateWALDir(o.stateDir), snapshot.ReclaimOptions{
+		Keep:      o.keep,
+		Abandoned: func(gen uint64) bool { return abandoned[gen] },
+		DryRun:    o.dryRun,
 	})
 	if err != nil {
 		return ioError{err}

@@ -41,6 +41,8 @@ type runOptions struct {
 	branch       string
 	baseBranch   string
 	ringKeep     int
+	retainGens   int
+	retainRepo   int
 	queueMax     int
 	policy       string
 	workers      int
@@ -130,6 +132,8 @@ jobs", docs/FORMAT.md section 7; snapd ranks status).`,
 	f.StringVar(&o.baseBranch, "base-branch", "", "start the generations branch from this branch of the remote (e.g. main), not an orphan (git.base_branch)")
 	f.BoolVar(&o.noGit, "no-git", false, "do not commit to a local Git repository")
 	f.IntVar(&o.ringKeep, "ring-keep", 0, "generations kept in the local ring")
+	f.IntVar(&o.retainGens, "retain-gens", 0, "generations kept in STATE_DIR/gens, reclaimed after each generation as by snapd gc --keep (retention.gens; 0: never)")
+	f.IntVar(&o.retainRepo, "retain-repo", 0, "pushed generations whose history the local repository keeps, plus all not yet pushed (retention.repo; 0: all)")
 	f.IntVar(&o.queueMax, "queue-max", 0, "requests waiting for the pipeline before the queue policy applies")
 	f.StringVar(&o.policy, "queue-policy", "", "block or coalesce")
 	f.IntVar(&o.workers, "workers", 0, "encoder threads (0 = half the CPUs)")
@@ -177,6 +181,8 @@ func loadRunConfig(o *runOptions) (*configs.Config, error) {
 	set("base-branch", func() { c.Git.BaseBranch = o.baseBranch })
 	set("no-git", func() { c.Git.Enabled = !o.noGit })
 	set("ring-keep", func() { c.Ring.Keep = o.ringKeep })
+	set("retain-gens", func() { c.Retention.Gens = o.retainGens })
+	set("retain-repo", func() { c.Retention.Repo = o.retainRepo })
 	set("queue-max", func() { c.Queue.Max = o.queueMax })
 	set("queue-policy", func() { c.Queue.Policy = o.policy })
 	set("workers", func() { c.Snapshot.Workers = o.workers })
@@ -285,7 +291,7 @@ func pipelineConfig(c *configs.Config, log *slog.Logger) (pipeline.Config, error
 	pc := pipeline.Config{
 		StateDir: c.StateDir, Schema: c.Snapshot.Schema, Build: c.Snapshot.Build, Host: c.Snapshot.Host, Cuda: c.Snapshot.Cuda,
 		RowsPerChunk: c.Snapshot.RowsPerChunk, Stream: c.Snapshot.Streaming, Workers: c.Snapshot.Workers,
-		SignKey: sk, HMACKey: hk, RingKeep: c.Ring.Keep, QueueMax: c.Queue.Max, Policy: pipeline.Policy(c.Queue.Policy),
+		SignKey: sk, HMACKey: hk, RingKeep: c.Ring.Keep, Retention: pipeline.Retention{Gens: c.Retention.Gens, Repo: c.Retention.Repo}, QueueMax: c.Queue.Max, Policy: pipeline.Policy(c.Queue.Policy),
 		PollInterval: time.Duration(c.WAL.PollInterval), NoNotify: c.WAL.DisableFsnotify,
 		StuckAfter: time.Duration(c.Metrics.StuckAfter), NoPicture: !c.Git.Picture,
 	}

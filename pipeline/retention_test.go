@@ -1,0 +1,311 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapd-ml/snapd/formats"
+	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/internal/gittest"
+	"github.com/snapd-ml/snapd/snapshot"
+	"github.com/snapd-ml/snapd/wal"
+)
+
+// retentionModel is a checkpoint of one f32 array of about size bytes whose
+// every element changes from one generation to the next (as with Adam):
+// every generation costs each store its full size.
+func retentionModel(gen uint64, size int) *snapshot.Snapshot {
+	const cols = 256
+	rows := max(size/(4*cols), 1)
+	b := make([]byte, rows*cols*4)
+	rng := rand.New(rand.NewPCG(gen, 0x5eed))
+	for i := 0; i < len(b); i += 4 {
+		binary.LittleEndian.PutUint32(b[i:], math.Float32bits(float32(rng.Uint32()>>8)/(1<<24)-0.5))
+	}
+	return &snapshot.Snapshot{Arrays: []*snapshot.Array{{Name: "model.weight", DType: snapshot.F32, Shape: []int64{int64(rows), cols}, Data: snapshot.Bytes(b)}}}
+}
+
+func publishRetention(t testing.TB, stateDir string, gen uint64, size int) string {
+	t.Helper()
+	st, err := snapshot.OpenGenStore(filepath.Join(stateDir, GensDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := st.Publish(gen, ".safetensors", func(w io.Writer) error {
+		return safetensors.New().Encode(context.Background(), w, retentionModel(gen, size), formats.EncodeOptions{})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g.Path
+}
+
+// treeBytes sums the sizes of the regular files under dir whose base name
+// has prefix ("" = all).
+func treeBytes(t testing.TB, dir, prefix string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.Type().IsRegular() && strings.HasPrefix(e.Name(), prefix) {
+			fi, err := e.Info()
+			if err != nil {
+				return err
+			}
+			n += fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// diskUse is what the three stores on the host hold.
+type diskUse struct{ gens, ring, repo int64 }
+
+func (u diskUse) total() int64 { return u.gens + u.ring + u.repo }
+
+func measure(t testing.TB, stateDir string) diskUse {
+	return diskUse{gens: treeBytes(t, filepath.Join(stateDir, GensDir), ""), ring: treeBytes(t, filepath.Join(stateDir, RingDir), ""),
+		repo: treeBytes(t, filepath.Join(stateDir, RepoDir), "")}
+}
+
+// retentionRun drives n generations of size bytes each through a daemon
+// that pushes to an HTTP remote with the default retention (K =
+// DefaultRetainKeep for the ring, gens and the local repository), and
+// returns the stores' use after the last push and one generation's bytes
+// in each store: gens, the largest published checkpoint; ring, the
+// largest generation's ring files; repo, the local repository holding
+// generation 1 alone (pushed).
+func retentionRun(t *testing.T, n, size int) (after, one diskUse, remote *gittest.HTTPRemote) {
+	f := newFixture(t)
+	remote = gittest.NewHTTPRemote(t)
+	repoDir := filepath.Join(f.dir, RepoDir)
+	f.start(t, func(c *Config, d *Deps) {
+		c.RingKeep = DefaultRingKeep
+		c.Retention = Retention{Gens: DefaultRetainKeep, Repo: DefaultRetainKeep}
+		c.RowsPerChunk = 0
+		p, err := gitops.NewPusher(repoDir, gitops.Remote{URL: remote.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Pushes = ObservePushes(p)
+		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: d.Pushes, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for g := uint64(1); g <= uint64(n); g++ {
+		request(t, f.dir, g, publishRetention(t, f.dir, g, size))
+		r := f.wait(t, g)
+		if r.State != wal.Done {
+			t.Fatalf("gen %d: %+v", g, r)
+		}
+		one.gens = max(one.gens, r.SourceBytes)
+		one.ring = max(one.ring, treeBytes(t, filepath.Join(f.dir, RingDir), snapshot.GenName(g, ".")))
+		if g == 1 {
+			waitPushed(t, f)
+			one.repo = treeBytes(t, repoDir, "")
+		}
+	}
+	waitPushed(t, f)
+	f.stop(t)
+	after = measure(t, f.dir)
+	logs := f.logs.String()
+	for _, bad := range []string{"level=WARN", "level=ERROR"} {
+		if i := strings.Index(logs, bad); i >= 0 {
+			t.Fatalf("logged %q: %s", bad, logs[i:min(len(logs), i+600)])
+		}
+	}
+	// The local repository is shallow at the K-th newest generation and
+	// sound; the remote has every generation, chained and tagged.
+	gittest.Git(t, repoDir, "fsck", "--strict", "--no-dangling")
+	if got := strings.TrimSpace(gittest.Git(t, repoDir, "rev-list", "--count", "snapshots")); got != strconv.Itoa(DefaultRetainKeep) {
+		t.Fatalf("local repository: %s commits, want %d", got, DefaultRetainKeep)
+	}
+	gittest.Git(t, remote.Dir, "fsck", "--strict", "--no-dangling")
+	if got := strings.TrimSpace(gittest.Git(t, remote.Dir, "rev-list", "--count", "snapshots")); got != strconv.Itoa(n) {
+		t.Fatalf("remote: %s commits, want %d", got, n)
+	}
+	if got := len(strings.Fields(gittest.Git(t, remote.Dir, "tag", "-l"))); got != n {
+		t.Fatalf("remote: %d tags, want %d", got, n)
+	}
+	// What the daemon reads from the local repository after a restart:
+	// the chain head (the next generation chains and pushes), the log.
+	f.repo = nil
+	f.start(t, func(c *Config, d *Deps) {
+		c.Retention = Retention{Gens: DefaultRetainKeep, Repo: DefaultRetainKeep}
+		p, err := gitops.NewPusher(repoDir, gitops.Remote{URL: remote.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Pushes = ObservePushes(p)
+		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: d.Pushes, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	next := uint64(n + 1)
+	request(t, f.dir, next, publishRetention(t, f.dir, next, size))
+	if r := f.wait(t, next); r.State != wal.Done || r.Redelivered {
+		t.Fatalf("gen %d after the restart: %+v", next, r)
+	}
+	waitPushed(t, f)
+	f.stop(t)
+	if log, err := f.repo.Log(context.Background(), 0); err != nil || len(log) != DefaultRetainKeep || log[0].Gen != next {
+		t.Fatalf("Log: %d entries, %v", len(log), err)
+	}
+	gittest.Git(t, remote.Dir, "fsck", "--strict", "--no-dangling")
+	return after, one, remote
+}
+
+// checkBound asserts each store <= (K+2) x one generation's bytes in it,
+// and the total <= (K+2) x the sum of those.
+func checkBound(t *testing.T, n int, after, one diskUse) {
+	t.Helper()
+	k := int64(DefaultRetainKeep + 2)
+	t.Logf("after %d generations (K=%d): gens %d B (one %d), ring %d B (one %d), repo %d B (one %d), total %d B (bound %d)",
+		n, DefaultRetainKeep, after.gens, one.gens, after.ring, one.ring, after.repo, one.repo, after.total(), k*one.total())
+	for _, s := range []struct {
+		name       string
+		after, one int64
+	}{{"gens", after.gens, one.gens}, {"ring", after.ring, one.ring}, {"repo", after.repo, one.repo}, {"total", after.total(), one.total()}} {
+		if s.after > k*s.one {
+			t.Errorf("%s: %d bytes after %d generations, more than (K+2) x %d", s.name, s.after, n, s.one)
+		}
+	}
+}
+
+// TestRetentionBoundsHostDisk: 50 dense generations (every element
+// changes) through the daemon with the default retention and a real git
+// remote over HTTP: afterwards each store on the host (gens, ring, local
+// repository) is at most (K+2) times one generation's bytes in that store
+// and the total at most (K+2) times their sum, while the remote has
+// every generation; the local repository (shallow) passes git fsck and
+// the daemon, restarted on it, chains and pushes the next generation.
+func TestRetentionBoundsHostDisk(t *testing.T) {
+	const n, size = 50, 256 << 10
+	after, one, _ := retentionRun(t, n, size)
+	checkBound(t, n, after, one)
+}
+
+// TestRetentionMeasure is the realistic measurement behind an env flag:
+// SNAPD_RETENTION_MB=40 [SNAPD_RETENTION_GENS=50] go test -run
+// TestRetentionMeasure ./pipeline prints the per-store bytes (docs/OPERATING.md
+// "Disk on the training host" quotes it).
+func TestRetentionMeasure(t *testing.T) {
+	mb, _ := strconv.Atoi(os.Getenv("SNAPD_RETENTION_MB"))
+	if mb <= 0 {
+		t.Skip("set SNAPD_RETENTION_MB (and SNAPD_RETENTION_GENS, default 50) to measure")
+	}
+	n := 50
+	if v, err := strconv.Atoi(os.Getenv("SNAPD_RETENTION_GENS")); err == nil && v > 0 {
+		n = v
+	}
+	start := time.Now()
+	after, one, remote := retentionRun(t, n, mb<<20)
+	checkBound(t, n, after, one)
+	fmt.Printf("retention: %d generations of %d MiB, K=%d, GOMAXPROCS=%d, %s: gens %.1f MiB, ring %.1f MiB, repo %.1f MiB, total %.1f MiB; one generation: gens %.1f, ring %.1f, repo %.1f MiB; remote %.1f MiB; bound (K+2) x one = %.1f MiB\n",
+		n, mb, DefaultRetainKeep, runtime.GOMAXPROCS(0), time.Since(start).Round(time.Second),
+		mib(after.gens), mib(after.ring), mib(after.repo), mib(after.total()), mib(one.gens), mib(one.ring), mib(one.repo),
+		mib(treeBytes(t, remote.Dir, "")), mib(int64(DefaultRetainKeep+2)*one.total()))
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// TestRetentionNeverPrunesUnpushed: while the remote is down, the
+// generations the daemon committed wait in the resend queue and the local
+// repository keeps every one of them (commits, tags, content) whatever
+// retention.repo says; once the remote is back the queue pushes them all,
+// tags included, and only then does the local history shrink to K.
+func TestRetentionNeverPrunesUnpushed(t *testing.T) {
+	const keep, size = 2, 64 << 10
+	f := newFixture(t)
+	remote := gittest.NewHTTPRemote(t)
+	repoDir := filepath.Join(f.dir, RepoDir)
+	f.start(t, func(c *Config, d *Deps) {
+		c.Retention = Retention{Gens: keep, Repo: keep}
+		p, err := gitops.NewPusher(repoDir, gitops.Remote{URL: remote.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Pushes = ObservePushes(p)
+		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: d.Pushes, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	git := func(args ...string) string { t.Helper(); return strings.TrimSpace(gittest.Git(t, repoDir, args...)) }
+	gen := func(g uint64) {
+		t.Helper()
+		request(t, f.dir, g, publishRetention(t, f.dir, g, size))
+		if r := f.wait(t, g); r.State != wal.Done {
+			t.Fatalf("gen %d: %+v", g, r)
+		}
+	}
+	for g := uint64(1); g <= 4; g++ {
+		gen(g)
+	}
+	waitPushed(t, f)
+	if got := git("rev-list", "--count", "snapshots"); got != strconv.Itoa(keep) {
+		t.Fatalf("after 4 pushed generations: %s commits, want %d", got, keep)
+	}
+	remote.SetMode(gittest.Down)
+	for g := uint64(5); g <= 8; g++ {
+		gen(g)
+	}
+	st, err := ReadStatus(f.dir)
+	if err != nil || st.Queue == nil || st.Queue.Pending != 4 {
+		t.Fatalf("remote down: queue %+v, %v", st.Queue, err)
+	}
+	// Nothing unpushed is gone: gens 3..8 (the boundary at 3, K=2 below
+	// the last push) with their tags and contents.
+	if got := git("rev-list", "--count", "snapshots"); got != "6" {
+		t.Fatalf("remote down: %s commits, want 6", got)
+	}
+	for g := uint64(5); g <= 8; g++ {
+		tag := f.repo.TagName(fmt.Sprintf("%06d", g))
+		git("cat-file", "-e", tag+"^{tree}")
+		if _, err := f.repo.ResolveGen(g); err != nil {
+			t.Fatalf("unpushed gen %d: %v", g, err)
+		}
+	}
+	git("fsck", "--strict", "--no-dangling")
+	remote.SetMode(gittest.Up)
+	waitPushed(t, f)
+	f.stop(t)
+	if got := git("rev-list", "--count", "snapshots"); got != strconv.Itoa(keep) {
+		t.Fatalf("after the remote came back: %s commits, want %d", got, keep)
+	}
+	git("fsck", "--strict", "--no-dangling")
+	gittest.Git(t, remote.Dir, "fsck", "--strict", "--no-dangling")
+	if got := strings.TrimSpace(gittest.Git(t, remote.Dir, "rev-list", "--count", "snapshots")); got != "8" {
+		t.Fatalf("remote: %s commits, want 8", got)
+	}
+	if got := len(strings.Fields(gittest.Git(t, remote.Dir, "tag", "-l"))); got != 8 {
+		t.Fatalf("remote: %d tags, want 8", got)
+	}
+	// The generations directory kept the newest K (all done in the WAL).
+	st2, err := snapshot.OpenGenStore(filepath.Join(f.dir, GensDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gs, err := st2.List(); err != nil || len(gs) != keep || gs[0].Gen != 7 {
+		t.Fatalf("gens: %+v, %v", gs, err)
+	}
+}
