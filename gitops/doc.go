@@ -114,8 +114,14 @@
 // daemon runs after each successful push (after each commit when there is
 // no remote), rolls the smaller packs and the loose objects up with `git
 // repack -d -l --geometric=2` once there are more than Config.MaxPacks
-// (default 50; the config's git.max_packs), keeping the big first pack and the literal deltas. snapd
-// never garbage-collects (nothing it writes becomes unreachable).
+// (default 50; the config's git.max_packs), keeping the big first pack and the literal deltas.
+// Nothing snapd writes becomes unreachable, except by Repo.Retain
+// (retain.go), which the daemon runs after each successful push when the
+// config's retention.repo is set: the newest K pushed generations (and
+// everything not pushed) stay, the K-th becomes the shallow boundary,
+// older generation tags are deleted and git repack -a -d / git prune drop
+// the rest. History walks (Log, ResolveGen, a resume) stop at the
+// boundary; a generation below it is ErrPruned.
 //
 // # Split ("git-scale") layout
 //

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -42,8 +43,9 @@ type Pending struct {
 
 // RetainResult says what Retain did.
 type RetainResult struct {
-	// Boundary is the oldest commit the repository keeps (written to
-	// the git directory's shallow file); zero when there is no boundary.
+	// Boundary is the oldest commit of the branch the repository keeps
+	// from now on (added to the git directory's shallow file); zero when
+	// this call did not move it.
 	Boundary    plumbing.Hash
 	BoundaryGen uint64
 	Cut         bool // the boundary moved in this call
@@ -66,7 +68,8 @@ type RetainResult struct {
 // is cut this time). Steps, each safe to be interrupted:
 //
 //  1. write snapd-retain-pending (a cleanup is due);
-//  2. write B to the git directory's shallow file (atomically): git and
+//  2. add B to the git directory's shallow file (atomically; entries
+//     there stay until git prune drops them with their commits): git and
 //     this package's history walks stop there; older objects are just
 //     unreachable from now on;
 //  3. delete the generation tags (Config.TagPrefix) of commits below B,
@@ -111,11 +114,6 @@ func (r *Repo) Retain(ctx context.Context, pushed plumbing.Hash, keep int, pendi
 		}
 	}
 	if !cut && !due {
-		if len(shallow) == 1 {
-			for h := range shallow {
-				res.Boundary = h
-			}
-		}
 		return res, nil
 	}
 	// The history kept: first parents from the branch tip down to the
@@ -158,13 +156,17 @@ func (r *Repo) Retain(ctx context.Context, pushed plumbing.Hash, keep int, pendi
 			return res, err
 		}
 		if err := r.retainStep("shallow", func() error {
-			return atomicfile.WriteFile(filepath.Join(gitDir, shallowName), []byte(b.Hash.String()+"\n"), 0o644)
+			// Entries already there stay (a base branch fetched with
+			// --depth 1, an older boundary another ref still reaches);
+			// git prune drops those whose commits it deletes.
+			lines := []string{b.Hash.String()}
+			for h := range shallow {
+				lines = append(lines, h.String())
+			}
+			sort.Strings(lines)
+			return atomicfile.WriteFile(filepath.Join(gitDir, shallowName), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 		}); err != nil {
 			return res, err
-		}
-	} else if len(shallow) == 1 {
-		for h := range shallow {
-			res.Boundary = h
 		}
 	}
 	if err := r.retainStep("tags", func() error {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/snapd-ml/snapd/internal/gittest"
 )
 
@@ -263,4 +265,56 @@ func TestRetainCrashBetweenSteps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRetainKeepsBaseBranchShallow: with a base branch fetched with
+// --depth 1 (already a shallow entry), Retain adds its boundary beside it
+// and the repository stays sound (git fsck) and pushes on.
+func TestRetainKeepsBaseBranchShallow(t *testing.T) {
+	const keep = 2
+	dir := t.TempDir()
+	chain := retainChain(t, dir, 5)
+	remote := filepath.Join(t.TempDir(), "r.git")
+	gitCmd(t, filepath.Dir(remote), "init", "-q", "--bare", remote)
+	// main: three commits on the remote.
+	work := t.TempDir()
+	gitCmd(t, work, "init", "-q", "-b", "main")
+	for i := 1; i <= 3; i++ {
+		writeFile(t, work, "README", []byte(fmt.Sprintf("v%d\n", i)))
+		gitCmd(t, work, "add", "README")
+		gitCmd(t, work, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-m", fmt.Sprintf("main %d", i))
+	}
+	gitCmd(t, work, "push", "-q", remote, "main")
+	parent := strings.TrimSpace(gitCmd(t, work, "rev-parse", "HEAD"))
+	repoDir := filepath.Join(dir, "local.git")
+	p, err := NewPusher(repoDir, Remote{URL: "file://" + remote})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenRepo(repoDir, Config{BaseBranch: "main", FetchBase: p.FetchBase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for g, path := range chain.paths {
+		res, err := r.Commit(ctx, Generation{WTXT: path})
+		if err != nil {
+			t.Fatalf("gen %d: %v", g+1, err)
+		}
+		if err := p.Push(ctx, req(r, res)); err != nil {
+			t.Fatalf("push gen %d: %v", g+1, err)
+		}
+		if _, err := r.Retain(ctx, res.Commit, keep, nil); err != nil {
+			t.Fatalf("retain gen %d: %v", g+1, err)
+		}
+		gitCmd(t, repoDir, "fsck", "--strict", "--no-dangling")
+	}
+	sh, err := readShallow(repoDir)
+	if err != nil || !sh[plumbing.NewHash(parent)] || len(sh) != 2 {
+		t.Fatalf("shallow file %v (%v), want the base tip %s and the boundary", sh, err, parent)
+	}
+	if got := strings.TrimSpace(gitCmd(t, remote, "rev-list", "--count", "snapshots")); got != "8" {
+		t.Fatalf("remote: %s commits on snapshots, want 5 generations on main's 3", got)
+	}
+	gitCmd(t, remote, "fsck", "--strict", "--no-dangling")
 }

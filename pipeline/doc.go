@@ -94,7 +94,11 @@
 // it after every successful push, in the queue's goroutine, so no push
 // of this daemon reads the packs while they are replaced; without a
 // queue the finish stage runs it after each commit. A failed repack is
-// logged as a warning and leaves the repository as it was.
+// logged as a warning and leaves the repository as it was. Before it,
+// with Config.Retention.Repo, the observer trims the local history to
+// the newest pushed generations plus the queue's pending pushes (gitops
+// Repo.Retain; retention.go), and the finish stage reclaims STATE_DIR/gens
+// after each done generation by `snapd gc`'s rule (Retention.Gens).
 //
 // # Pull requests
 //
@@ -167,10 +171,14 @@
 //	                  merkle_this, updated, generations
 //	  last_error      the last failure (JSON, atomic): time, gen, stage, message
 //	  wal/            request log, cursor, outcomes (package wal)
-//	  gens/           the generation store the trainer publishes into
+//	  gens/           the generation store the trainer publishes into;
+//	                  reclaimed after every done generation when
+//	                  Config.Retention.Gens is set (retention.go)
 //	  keys/           generated key set (private files 0600) unless configured
 //	  ring/           finished generations (below)
-//	  repo/           local bare Git repository (gitops)
+//	  repo/           local bare Git repository (gitops); with a resend
+//	                  queue and Config.Retention.Repo, shallow: the newest
+//	                  pushed generations plus all not yet pushed
 //	  push-queue/     resend queue (gitops/queue), when a remote (or
 //	                  store.oci) is configured; hold/ keeps a hard link to
 //	                  the WTXT of each generation still to be uploaded

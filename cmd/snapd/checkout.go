@@ -92,6 +92,9 @@ func (o *checkoutOptions) revision(repo *gitops.Repo) (string, error) {
 	}
 	if n, err := strconv.ParseUint(o.gen, 10, 64); err == nil {
 		rev, err := repo.ResolveGen(n)
+		if errors.Is(err, gitops.ErrPruned) {
+			return "", withHint(err, "the daemon's repository keeps only the newest pushed generations (retention.repo): snapd clone REMOTE DIR --gen N, then --repo DIR")
+		}
 		if err != nil {
 			return "", withHint(err, "a shallow clone holds only the generations it fetched: snapd clone --gen N, or git fetch --deepen")
 		}

@@ -34,7 +34,8 @@ func newGCCommand(e *env) *cobra.Command {
   - and snapshotted (done in STATE_DIR/wal) or explicitly abandoned
     (--abandon N marks generation N reclaimable although it was never
     snapshotted, e.g. after it failed; the mark is durable).
-Safe while the daemon and the trainer run.`,
+Safe while the daemon and the trainer run. The daemon applies the same
+rule after every generation when retention.gens is set (default 3).`,
 		Example: `  snapd gc --keep 3
   snapd gc --state-dir /var/lib/snapd-ml --keep 10 --dry-run`,
 		Args: exactArgs(0),

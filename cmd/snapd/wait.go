@@ -209,8 +209,8 @@ func waitCheck(o *waitOptions) (waitResult, bool, error) {
 	if err != nil {
 		return r, false, nil
 	}
-	if _, err := repo.ResolveGen(o.gen); err != nil {
-		return r, false, nil
+	if _, err := repo.ResolveGen(o.gen); err != nil && !errors.Is(err, gitops.ErrPruned) {
+		return r, false, nil // (a pruned generation was pushed before retention.repo cut it)
 	}
 	r.State = "pushed"
 	return r, true, nil
