@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,15 +19,31 @@ import (
 // Git trailer "000010" once parsed as octal 8) recommitted generation 9,
 // logged a merkle chain break and left it in last_error although Git was
 // intact. Recovery must recognise work that is already done.
+//
+// With retention.repo the local repository holds only the newest pushed
+// generations while the ring holds all twelve: recovery still recognises
+// the older ones as published.
 func TestCleanRestartRecognisesCommittedGenerations(t *testing.T) {
+	for _, keep := range []int{0, 3} {
+		t.Run(fmt.Sprintf("retain-repo-%d", keep), func(t *testing.T) { testCleanRestart(t, keep) })
+	}
+}
+
+func testCleanRestart(t *testing.T, keep int) {
 	f := newFixture(t)
 	remote := gittest.NewHTTPRemote(t)
 	withRemote := func(c *Config, d *Deps) {
+		c.Retention.Repo = keep
 		p, err := gitops.NewPusher(filepath.Join(f.dir, RepoDir), gitops.Remote{URL: remote.URL})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: p, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
+		var pusher gitops.Pusher = p
+		if keep > 0 { // the push observer trims the repository
+			d.Pushes = ObservePushes(p)
+			pusher = d.Pushes
+		}
+		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: pusher, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,6 +86,11 @@ func TestCleanRestartRecognisesCommittedGenerations(t *testing.T) {
 		t.Fatalf("remote head gen %q", got)
 	}
 	remote.Fsck(t)
+	if keep > 0 {
+		if got := strings.TrimSpace(gittest.Git(t, filepath.Join(f.dir, RepoDir), "rev-list", "--count", "refs/heads/snapshots")); got != fmt.Sprint(keep) {
+			t.Fatalf("local repository: %s commits, want %d", got, keep)
+		}
+	}
 }
 
 // waitPushed waits until the daemon's resend queue is empty (an event the
