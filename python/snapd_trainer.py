@@ -905,7 +905,9 @@ def load(gen, repo=None, state_dir=".snapd", map_location="cpu", trusted=False, 
     """Generation gen restored from the snapshot repository, via torch.load.
 
     Runs `snapd checkout GEN TMP.pt --repo REPO` (REPO: default
-    STATE_DIR/repo, the daemon's repository; or any clone) into a
+    STATE_DIR/repo, the daemon's repository, which with a remote keeps
+    only the newest retention.repo pushed generations; or any clone of the
+    remote, for older ones) into a
     temporary directory, then torch.load(TMP.pt, map_location,
     weights_only=True): what snapd writes holds only tensors and plain
     containers. trusted=True loads with weights_only=False (needed only by
