@@ -125,6 +125,10 @@ type Deps struct {
 	// published. A RankPublisher (no Repo needed) makes the daemon a node
 	// of a sharded job: it takes only rank requests (rankstage.go).
 	Publisher Publisher
+	// RankCommitter, when set, is run as a stage of the daemon (the one
+	// node of a sharded job that commits its generations, rankcommit.go);
+	// its metrics are registered on Metrics.
+	RankCommitter *RankCommitter
 }
 
 // Defaults of Config and PullRequest, for their zero values; configs.Default

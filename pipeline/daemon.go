@@ -178,6 +178,11 @@ func New(cfg Config, deps Deps) (_ *Daemon, err error) {
 	if d.Pushes != nil {
 		d.Pushes.attach(dm)
 	}
+	if c := d.RankCommitter; c != nil {
+		if err := c.attach(reg); err != nil {
+			return nil, fmt.Errorf("pipeline: metrics: %w", err)
+		}
+	}
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
@@ -366,6 +371,13 @@ func (d *Daemon) Start(ctx context.Context) error {
 			if err := d.deps.Queue.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 				d.log.Error("resend queue stopped", "error", err)
 			}
+		}()
+	}
+	if c := d.deps.RankCommitter; c != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			c.run(ctx)
 		}()
 	}
 	if d.deps.PullRequest != nil {

@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/prometheus/client_golang/prometheus"
 
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
+	"github.com/snapd-ml/snapd/internal/backoff"
 )
 
 // OnTimeout says what a committer does with a generation that is still
@@ -49,19 +51,27 @@ type RankCommitterOptions struct {
 	// StateFile keeps the pending generation's first-seen time and the
 	// skipped generations across restarts (atomic writes).
 	StateFile string
-	Now       func() time.Time
-	Log       *slog.Logger
+	// Poll is the time between rounds (default DefaultRankPoll), and the
+	// first delay after a failed round; RetryMax caps the backoff of
+	// failed rounds (default DefaultRankRetryMax).
+	Poll, RetryMax time.Duration
+	// After is the clock the stage waits on (default time.After).
+	After func(time.Duration) <-chan time.Time
+	Now   func() time.Time
+	Log   *slog.Logger
 }
 
-// RankCommitter is the one daemon of a job that commits generations: it lists
-// the registry's rank tags, and when all W rank manifests of the next
+// RankCommitter commits the generations of a sharded job: it lists the
+// registry's rank tags, and when all W rank manifests of the next
 // generation are present and valid, makes the generation's one signed,
-// chained Git commit. Exactly one daemon per job is configured as the
-// committer (ranks.committer: true); see docs/FORMAT.md section 7 for why
-// not an election.
+// chained Git commit (gitops.Repo.CommitRanks) and pushes it through the
+// ledger's pusher. It is a stage of the daemon of exactly one node per job
+// (Deps.RankCommitter; ranks.committer: true); see docs/FORMAT.md section
+// 7 for why not an election.
 type RankCommitter struct {
 	o   RankCommitterOptions
 	log *slog.Logger
+	m   *rankMetrics // set by attach
 }
 
 // RankStatus is what the committer last saw; it is also its state file.
@@ -83,6 +93,9 @@ func NewRankCommitter(o RankCommitterOptions) (*RankCommitter, error) {
 	if o.Repo == nil || o.Ledger == nil || o.StateFile == "" {
 		return nil, errors.New("ranks committer: Repo, Ledger and StateFile are required")
 	}
+	if err := os.MkdirAll(filepath.Dir(o.StateFile), 0o755); err != nil {
+		return nil, fmt.Errorf("ranks committer: %w", err)
+	}
 	if o.WorldSize < 1 || o.WorldSize > wranks.MaxWorldSize {
 		return nil, fmt.Errorf("ranks committer: world_size %d out of range 1..%d", o.WorldSize, wranks.MaxWorldSize)
 	}
@@ -101,6 +114,15 @@ func NewRankCommitter(o RankCommitterOptions) (*RankCommitter, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultRankPoll
+	}
+	if o.RetryMax < o.Poll {
+		o.RetryMax = max(DefaultRankRetryMax, o.Poll)
+	}
+	if o.After == nil {
+		o.After = time.After
 	}
 	log := o.Log
 	if log == nil {
@@ -148,6 +170,7 @@ func (c *RankCommitter) Step(ctx context.Context) (*RankStatus, error) {
 	if serr != nil {
 		st.LastError = serr.Error()
 	}
+	c.observe(st, serr) // before the state file shows the round
 	if err := c.save(st); err != nil {
 		return st, err
 	}
@@ -300,20 +323,89 @@ func (c *RankCommitter) collect(ctx context.Context, gen string) (parts []wranks
 	return parts, skels, missing, invalid, nil
 }
 
-// Run calls Step every poll until ctx ends, logging failures (rate
-// limited by the poll interval).
-func (c *RankCommitter) Run(ctx context.Context, poll time.Duration, after func(time.Duration) <-chan time.Time) {
-	if after == nil {
-		after = time.After
+// Default values of RankCommitterOptions.
+const (
+	DefaultRankPoll     = 2 * time.Second
+	DefaultRankRetryMax = 30 * time.Second
+)
+
+// rankMetrics are the committer's collectors (promtool-clean names).
+type rankMetrics struct {
+	failures      prometheus.Counter
+	lastCommitted prometheus.Gauge
+	pending       prometheus.Gauge
+	timedOut      prometheus.Gauge
+}
+
+// attach registers the committer's metrics on the daemon's registry
+// (New, with Deps.RankCommitter).
+func (c *RankCommitter) attach(reg prometheus.Registerer) error {
+	m := &rankMetrics{
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "snapd_ranks_commit_failures_total",
+			Help: "Failed rounds of the sharded job's committer (registry or Git; each retried with backoff)."}),
+		lastCommitted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "snapd_ranks_last_committed_generation",
+			Help: "Newest multi-rank generation the committer committed."}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "snapd_ranks_pending_generation",
+			Help: "Multi-rank generation waiting for ranks (0: none)."}),
+		timedOut: prometheus.NewGauge(prometheus.GaugeOpts{Name: "snapd_ranks_pending_timed_out",
+			Help: "1 when the pending multi-rank generation is missing ranks past ranks.timeout."}),
 	}
-	for {
-		if _, err := c.Step(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn("ranks committer: round failed; retrying", "err", err)
+	for _, col := range []prometheus.Collector{m.failures, m.lastCommitted, m.pending, m.timedOut} {
+		if err := reg.Register(col); err != nil {
+			return err
 		}
+	}
+	c.m = m
+	return nil
+}
+
+// observe records a round in the metrics: its status, and err when it
+// failed.
+func (c *RankCommitter) observe(st *RankStatus, err error) {
+	if c.m == nil {
+		return
+	}
+	if err != nil {
+		c.m.failures.Inc()
+	}
+	c.m.lastCommitted.Set(float64(st.LastCommitted))
+	c.m.pending.Set(float64(st.Pending))
+	t := 0.0
+	if st.TimedOut {
+		t = 1
+	}
+	c.m.timedOut.Set(t)
+}
+
+// run is the committer's stage of the daemon (Deps.RankCommitter; Start
+// starts it, Close ends it): a round (Step) every Poll. A failed round (a
+// registry or Git failure) is retried through backoff.Retry, from Poll
+// doubling up to RetryMax; each failure is counted by Step
+// (snapd_ranks_commit_failures_total), logged by backoff.LogLimiter's rule
+// and kept in the state file's last_error (snapd status shows it as
+// needing attention, snapd ranks status names it) until a round succeeds.
+func (c *RankCommitter) run(ctx context.Context) {
+	sleep := func(ctx context.Context, d time.Duration) error {
 		select {
 		case <-ctx.Done():
-			return
-		case <-after(poll):
+			return ctx.Err()
+		case <-c.o.After(d):
+			return nil
+		}
+	}
+	policy := backoff.Policy{Base: c.o.Poll, Max: c.o.RetryMax, Limiter: &backoff.LogLimiter{}, Sleep: sleep,
+		OnRetry: func(f backoff.Failure) {
+			if f.Log {
+				c.log.Warn("ranks committer: round failed; retrying", "attempt", f.Attempt, "retry_in", f.Delay, "suppressed", f.Suppressed, "err", f.Err)
+			}
+		}}
+	for {
+		_, err := backoff.Retry(ctx, policy, func() error {
+			_, err := c.Step(ctx)
+			return err
+		})
+		if err != nil || sleep(ctx, c.o.Poll) != nil {
+			return // ctx ended
 		}
 	}
 }

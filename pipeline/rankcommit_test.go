@@ -78,6 +78,11 @@ func newRankFixture(t *testing.T, world int) *rankFixture {
 }
 
 func (f *rankFixture) committerFor(onTimeout string) *RankCommitter {
+	return f.committerWith(onTimeout, nil)
+}
+
+// committerWith is committerFor with the options changed by mod.
+func (f *rankFixture) committerWith(onTimeout string, mod func(*RankCommitterOptions)) *RankCommitter {
 	sk, err := keys.LoadSigner(f.committer.SignKey)
 	if err != nil {
 		f.t.Fatal(err)
@@ -91,12 +96,16 @@ func (f *rankFixture) committerFor(onTimeout string) *RankCommitter {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	c, err := NewRankCommitter(RankCommitterOptions{
+	o := RankCommitterOptions{
 		Repo: f.repo, Chain: rankTestChain, WorldSize: f.world, Timeout: time.Minute, OnTimeout: onTimeout, IndexKey: sk,
 		Ledger: ledger, Pusher: pusher,
 		StateFile: filepath.Join(f.dir, "committer.json"),
 		Now:       func() time.Time { return f.now },
-	})
+	}
+	if mod != nil {
+		mod(&o)
+	}
+	c, err := NewRankCommitter(o)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -38,7 +38,11 @@ type Status struct {
 	OCI *OCIStats `json:"oci,omitempty"`
 	// PullRequest is the pull-request step's state (nil when it never ran).
 	PullRequest *PullRequestState `json:"pull_request,omitempty"`
-	LastError   *LastError        `json:"last_error,omitempty"`
+	// Ranks is the committer's state on the committer node of a sharded
+	// job (nil elsewhere): last committed and pending generation, missing
+	// or refused ranks, timeout, the last failed round.
+	Ranks     *RankStatus `json:"ranks,omitempty"`
+	LastError *LastError  `json:"last_error,omitempty"`
 	// Warnings are problems met while reading (corrupt WAL lines, ...).
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -117,6 +121,11 @@ func ReadStatus(stateDir string) (*Status, error) {
 		st.OCI.PendingBytes, st.OCI.Publishing = q.PublishPendingBytes, q.Publishing
 	}
 	if st.PullRequest, err = ReadPullRequestState(stateDir); err != nil {
+		st.Warnings = append(st.Warnings, err.Error())
+	}
+	if rs, err := ReadRankStatus(RankStatusFile(stateDir)); err == nil {
+		st.Ranks = rs
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		st.Warnings = append(st.Warnings, err.Error())
 	}
 	if c := st.Chain; c != nil && len(c.NonFinite) > 0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -73,7 +74,7 @@ func ranksDeps(e *env, c *configs.Config, pc *pipeline.Config, gp *gitops.GitPus
 		pusher = gp
 	}
 	com, err := pipeline.NewRankCommitter(pipeline.RankCommitterOptions{Repo: repo, Chain: chain, WorldSize: rc.WorldSize,
-		Timeout: time.Duration(rc.Timeout), OnTimeout: rc.OnTimeout, IndexKey: pc.SignKey, Build: c.Snapshot.Build,
+		Timeout: time.Duration(rc.Timeout), OnTimeout: rc.OnTimeout, IndexKey: pc.SignKey, Build: c.Snapshot.Build, Poll: time.Duration(rc.PollInterval),
 		Ledger: ledger, Pusher: pusher, StateFile: ranksStatusFile(c.StateDir), Log: log})
 	if err != nil {
 		return nil, nil, usageError{err}
@@ -129,23 +130,7 @@ func newRanksStatusCommand(e *env) *cobra.Command {
 				fmt.Fprintf(e.stdout, "%s\n", b)
 				return nil
 			}
-			fmt.Fprintf(e.stdout, "last committed generation: %d\n", st.LastCommitted)
-			if st.Pending != 0 {
-				state := "waiting"
-				if st.TimedOut {
-					state = "TIMED OUT"
-				}
-				fmt.Fprintf(e.stdout, "pending generation %d (%s since %s): missing ranks %v\n", st.Pending, state, st.PendingSince.Format(time.RFC3339), st.Missing)
-				for r, msg := range st.Invalid {
-					fmt.Fprintf(e.stdout, "  rank %s refused: %s\n", r, msg)
-				}
-			}
-			if len(st.SkippedTotal) > 0 {
-				fmt.Fprintf(e.stdout, "skipped generations (recorded in the ledger): %v\n", st.SkippedTotal)
-			}
-			if st.LastError != "" {
-				fmt.Fprintf(e.stdout, "last error: %s\n", st.LastError)
-			}
+			writeRanksStatus(e.stdout, st, "")
 			return nil
 		},
 	}
@@ -436,4 +421,26 @@ with snapd ranks verify-repo --since gen-NNNNNN (the oldest kept).`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, usageDryRunGC)
 	addRanksLedgerFlags(cmd.Flags(), &o)
 	return cmd
+}
+
+// writeRanksStatus prints the committer's status, each line after indent
+// (snapd ranks status, and snapd status on the committer node).
+func writeRanksStatus(w io.Writer, st *pipeline.RankStatus, indent string) {
+	fmt.Fprintf(w, "%slast committed generation: %d\n", indent, st.LastCommitted)
+	if st.Pending != 0 {
+		state := "waiting"
+		if st.TimedOut {
+			state = "TIMED OUT"
+		}
+		fmt.Fprintf(w, "%spending generation %d (%s since %s): missing ranks %v\n", indent, st.Pending, state, st.PendingSince.Format(time.RFC3339), st.Missing)
+		for r, msg := range st.Invalid {
+			fmt.Fprintf(w, "%s  rank %s refused: %s\n", indent, r, msg)
+		}
+	}
+	if len(st.SkippedTotal) > 0 {
+		fmt.Fprintf(w, "%sskipped generations (recorded in the ledger): %v\n", indent, st.SkippedTotal)
+	}
+	if st.LastError != "" {
+		fmt.Fprintf(w, "%slast error: %s\n", indent, st.LastError)
+	}
 }

@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -379,12 +378,11 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
 	deps := pipeline.Deps{Registry: newRegistry(), Logger: log, Metrics: reg, Lock: lock, MetricsListener: ln, Progress: progOut}
-	var committer *pipeline.RankCommitter
 	if c.Ranks.Enabled() {
 		// A node of a sharded job (cmd/snapd/ranks.go): rank requests,
 		// pushed to the registry; the committer commits generations.
 		var node *pipeline.RankPublisher
-		if node, committer, err = ranksDeps(e, c, &pc, gp, repoDir, log); err != nil {
+		if node, deps.RankCommitter, err = ranksDeps(e, c, &pc, gp, repoDir, log); err != nil {
 			return err
 		}
 		deps.Publisher = node
@@ -461,16 +459,6 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	}
 	if c.Ranks.Enabled() {
 		logRanksNode(c, &pc, log)
-		if committer != nil {
-			cctx, stopCommitter := context.WithCancel(ctx)
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				committer.Run(cctx, time.Duration(c.Ranks.WithDefaults().PollInterval), nil)
-			}()
-			defer func() { stopCommitter(); wg.Wait() }()
-		}
 	} else {
 		log.Info("destinations", destinations(c)...)
 	}

@@ -42,9 +42,11 @@ readable and needs nobody; 1 when it needs a person: a damaged WAL
 cursor, a push-queue job file that does not parse (status names the
 file, says what is wrong with it and how to fix it; the queue shows as
 CORRUPT, never as absent), a push queue stopped as needs-attention
-(fix the cause, then snapd queue retry), or a newest generation that
-failed (no later generation snapshotted since); 2 when the state
-directory cannot be read.`,
+(fix the cause, then snapd queue retry), a ranks committer whose last
+round failed or whose pending generation is missing ranks past
+ranks.timeout (the committer node of a sharded job), or a newest
+generation that failed (no later generation snapshotted since); 2 when
+the state directory cannot be read.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -97,6 +99,14 @@ func statusDamage(cursorErr error, st *pipeline.Status) error {
 			msg = fmt.Sprintf("push queue needs attention: gen %d: %s: %s", h.Gen, h.Kind, h.Error)
 		}
 		return withHint(errors.New(msg), "fix the cause, then resume at once with: snapd queue retry")
+	}
+	if rs := st.Ranks; rs != nil && rs.LastError != "" {
+		return withHint(fmt.Errorf("ranks committer needs attention: %s", rs.LastError),
+			"the committer retries by itself with backoff; fix the registry or Git remote it names (snapd ranks status)")
+	}
+	if rs := st.Ranks; rs != nil && rs.TimedOut {
+		return withHint(fmt.Errorf("ranks committer needs attention: generation %d is missing ranks %v past ranks.timeout", rs.Pending, rs.Missing),
+			"check the nodes of the missing ranks (snapd wal list there), or set ranks.on_timeout: skip (snapd ranks status)")
 	}
 	if f := lastFailed(st); f != nil {
 		return withHint(fmt.Errorf("the newest generation failed: gen %d (%s): %s", f.Gen, f.Source, f.Message),
@@ -216,6 +226,10 @@ func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
 		if pr.LastError != "" {
 			fmt.Fprintf(w, "  last pull-request error: %s\n", pr.LastError)
 		}
+	}
+	if rs := st.Ranks; rs != nil {
+		fmt.Fprintf(w, "ranks:       committer of a sharded job\n")
+		writeRanksStatus(w, rs, "  ")
 	}
 	if le := st.LastError; le != nil {
 		fmt.Fprintf(w, "last error:  %s gen %d [%s]: %s\n", le.Time.Format(time.RFC3339), le.Gen, le.Stage, le.Message)
