@@ -107,7 +107,7 @@ func NewRankCommitter(o RankCommitterOptions) (*RankCommitter, error) {
 		return nil, fmt.Errorf("ranks committer: on_timeout %q: want wait or skip", o.OnTimeout)
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 10 * time.Minute
+		o.Timeout = DefaultRankTimeout
 	}
 	if o.Build == "" {
 		o.Build = "snapd-ranks"
@@ -324,9 +324,11 @@ func (c *RankCommitter) collect(ctx context.Context, gen string) (parts []wranks
 }
 
 // Default values of RankCommitterOptions.
+// configs.Ranks.WithDefaults states the same values by these names.
 const (
 	DefaultRankPoll     = 2 * time.Second
 	DefaultRankRetryMax = 30 * time.Second
+	DefaultRankTimeout  = 10 * time.Minute
 )
 
 // rankMetrics are the committer's collectors (promtool-clean names).
