@@ -27,7 +27,8 @@ func TestMessagesNameYAMLKeys(t *testing.T) {
 		{"github: {token_env: T}", "github.repo: must be set (OWNER/NAME) when github.token_env is"},
 		{"store: {oci: {username: u}}", "store.oci.repository: must be set when store.oci.mount_from, store.oci.username, store.oci.password_file or store.oci.threshold is"},
 		{"store: {oci: {repository: r.example/x, password_file: /p}}", "store.oci.username: must be set with store.oci.password_file"},
-		{"ranks: {world_size: 2, job: j, repository: r.example/x, timeout: -1s}", "ranks.timeout: ranks.timeout and ranks.poll_interval must not be negative"},
+		{"ranks: {world_size: 2, job: j, repository: r.example/x, timeout: -1s}", "ranks.timeout: must not be negative"},
+		{"ranks: {world_size: 2, job: j, repository: r.example/x, poll_interval: -1s}", "ranks.poll_interval: must not be negative"},
 		{"ranks: {world_size: 2, job: j, repository: r.example/x, committer: true}", "ranks.committer: needs git.remote"},
 	} {
 		_, err := Parse([]byte(c.yaml))

@@ -3,7 +3,8 @@ package configs
 import (
 	"fmt"
 	"regexp"
-	"time"
+
+	"github.com/snapd-ml/snapd/pipeline"
 )
 
 // Ranks makes `snapd run` one node of a sharded training job:
@@ -63,12 +64,15 @@ func (c *Config) ValidateRanks() error {
 		return bad("segment_size", "must not be negative")
 	}
 	switch r.OnTimeout {
-	case "", "wait", "skip":
+	case "", pipeline.RankOnTimeoutWait, pipeline.RankOnTimeoutSkip:
 	default:
 		return bad("on_timeout", "%q: want wait or skip", r.OnTimeout)
 	}
-	if r.Timeout < 0 || r.PollInterval < 0 {
-		return bad("timeout", "ranks.timeout and ranks.poll_interval must not be negative")
+	if r.Timeout < 0 {
+		return bad("timeout", "must not be negative")
+	}
+	if r.PollInterval < 0 {
+		return bad("poll_interval", "must not be negative")
 	}
 	if r.Committer && c.Git.Remote == "" {
 		return bad("committer", "needs git.remote (the ledger every generation is committed to)")
@@ -79,13 +83,13 @@ func (c *Config) ValidateRanks() error {
 // WithDefaults returns r with its defaults filled in.
 func (r Ranks) WithDefaults() Ranks {
 	if r.Timeout == 0 {
-		r.Timeout = Duration(10 * time.Minute)
+		r.Timeout = Duration(pipeline.DefaultRankTimeout)
 	}
 	if r.PollInterval == 0 {
-		r.PollInterval = Duration(2 * time.Second)
+		r.PollInterval = Duration(pipeline.DefaultRankPoll)
 	}
 	if r.OnTimeout == "" {
-		r.OnTimeout = "wait"
+		r.OnTimeout = pipeline.RankOnTimeoutWait
 	}
 	return r
 }
