@@ -31,26 +31,39 @@ import (
 func ranksStatusFile(stateDir string) string { return pipeline.RankStatusFile(stateDir) }
 
 // ranksDeps wires a node of a sharded job (`snapd run` with a ranks
-// section): the daemon's Publisher pushes each request's rank part to
-// ranks.repository; with ranks.committer the committer commits complete
-// generations to the ledger (git.repo, default STATE_DIR/repo) and pushes
-// them through gp (git.remote; nil: made here when git.remote is set).
-func ranksDeps(e *env, c *configs.Config, pc *pipeline.Config, gp *gitops.GitPusher, repoDir string, log *slog.Logger) (*pipeline.RankPublisher, *pipeline.RankCommitter, error) {
+// section) into deps: the daemon's Publisher pushes each request's rank
+// part to ranks.repository; with ranks.committer the committer
+// (deps.RankCommitter) commits complete generations to the ledger
+// (git.repo, default STATE_DIR/repo) and pushes them through gp
+// (git.remote; nil: made here when git.remote is set), observed by
+// deps.Pushes (the daemon's push metrics and log).
+func ranksDeps(e *env, c *configs.Config, pc *pipeline.Config, gp *gitops.GitPusher, repoDir string, log *slog.Logger, deps *pipeline.Deps) error {
+	node, com, pushes, err := ranksParts(e, c, pc, gp, repoDir, log)
+	if err != nil {
+		return err
+	}
+	deps.Publisher, deps.RankCommitter, deps.Pushes = node, com, pushes
+	return nil
+}
+
+// ranksParts builds ranksDeps' parts: the node's publisher and, on the
+// committer node, the committer and its observed pusher.
+func ranksParts(e *env, c *configs.Config, pc *pipeline.Config, gp *gitops.GitPusher, repoDir string, log *slog.Logger) (*pipeline.RankPublisher, *pipeline.RankCommitter, *pipeline.PushObserver, error) {
 	rc := c.Ranks.WithDefaults()
 	of := ociWriteFlags{ociReadFlags: ociReadFlags{ociTargetFlags: ociTargetFlags{repository: rc.Repository, insecure: rc.Insecure},
 		timeout: time.Duration(c.Store.OCI.Timeout), stall: time.Duration(c.Store.OCI.StallTimeout)}, jobs: 4}
 	repo, err := of.open(e)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	chain := wranks.ChainID(rc.Job)
 	node, err := pipeline.NewRankPublisher(pipeline.RankOptions{Repo: repo, Chain: chain, SignKey: pc.SignKey, HMACKey: pc.HMACKey,
 		Dir: pipeline.RankPartsDir(c.StateDir), SegmentSize: rc.SegmentSize, Build: c.Snapshot.Build, Log: log})
 	if err != nil {
-		return nil, nil, ioError{err}
+		return nil, nil, nil, ioError{err}
 	}
 	if !rc.Committer {
-		return node, nil, nil
+		return node, nil, nil, nil
 	}
 	email := c.Git.AuthorEmail
 	if email == "" {
@@ -62,24 +75,26 @@ func ranksDeps(e *env, c *configs.Config, pc *pipeline.Config, gp *gitops.GitPus
 	ledger, err := gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path,
 		AuthorName: c.Git.AuthorName, AuthorEmail: email, SigningKey: pc.SignKey})
 	if err != nil {
-		return nil, nil, usageError{err}
+		return nil, nil, nil, usageError{err}
 	}
 	var pusher gitops.Pusher
+	var pushes *pipeline.PushObserver
 	if gp == nil && c.Git.Remote != "" {
 		if gp, err = newGitPusher(c, repoDir, log); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	if gp != nil {
-		pusher = gp
+		pushes = pipeline.ObservePushes(gp)
+		pusher = pushes
 	}
 	com, err := pipeline.NewRankCommitter(pipeline.RankCommitterOptions{Repo: repo, Chain: chain, WorldSize: rc.WorldSize,
 		Timeout: time.Duration(rc.Timeout), OnTimeout: rc.OnTimeout, IndexKey: pc.SignKey, Build: c.Snapshot.Build, Poll: time.Duration(rc.PollInterval),
 		Ledger: ledger, Pusher: pusher, StateFile: ranksStatusFile(c.StateDir), Log: log})
 	if err != nil {
-		return nil, nil, usageError{err}
+		return nil, nil, nil, usageError{err}
 	}
-	return node, com, nil
+	return node, com, pushes, nil
 }
 
 // logRanksNode logs what a started ranks node does.

@@ -381,11 +381,9 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	if c.Ranks.Enabled() {
 		// A node of a sharded job (cmd/snapd/ranks.go): rank requests,
 		// pushed to the registry; the committer commits generations.
-		var node *pipeline.RankPublisher
-		if node, deps.RankCommitter, err = ranksDeps(e, c, &pc, gp, repoDir, log); err != nil {
+		if err := ranksDeps(e, c, &pc, gp, repoDir, log, &deps); err != nil {
 			return err
 		}
-		deps.Publisher = node
 	} else if c.Git.Enabled {
 		layout, err := gitops.ParseLayout(c.Git.Layout)
 		if err != nil {
