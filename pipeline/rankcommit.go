@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -18,6 +19,7 @@ import (
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
+	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/backoff"
 )
@@ -40,8 +42,13 @@ type RankCommitterOptions struct {
 	// (signed with its Config.SigningKey), and Pusher, when set, publishes
 	// each commit and its tag to the remote; a round first publishes a
 	// head the remote lacks (a push that failed before).
-	Ledger    *gitops.Repo
-	Pusher    gitops.Pusher
+	Ledger *gitops.Repo
+	Pusher gitops.Pusher
+	// Queue, when set, takes each commit as a push job instead of Pusher
+	// (the daemon's resend queue: pushed in order with its retries, its
+	// needs-attention state and snapd queue commands; a commit whose
+	// enqueue a crash lost is enqueued again by the next round).
+	Queue     Enqueuer
 	Chain     [32]byte
 	WorldSize int
 	Timeout   time.Duration // default 10m
@@ -72,6 +79,9 @@ type RankCommitter struct {
 	o   RankCommitterOptions
 	log *slog.Logger
 	m   *rankMetrics // set by attach
+	// queued is the last commit handed to Queue (the stage's goroutine
+	// alone uses it).
+	queued plumbing.Hash
 }
 
 // RankStatus is what the committer last saw; it is also its state file.
@@ -272,9 +282,32 @@ func (c *RankCommitter) step(ctx context.Context, st *RankStatus) error {
 	return nil
 }
 
-// push publishes commit (generation gen) and its tag; nil without a
-// Pusher. Pushing what the remote has is a no-op.
+// Enqueuer takes push jobs (a *queue.Queue). Enqueueing a job the queue
+// holds already, for the same commit and tag, is a no-op; one it pushed
+// and removed is pushed again, which for what the remote has is a no-op.
+type Enqueuer interface {
+	Enqueue(queue.Job) error
+}
+
+// push publishes commit (generation gen) and its tag: a job for Queue, or
+// through Pusher; nil without either. Pushing what the remote has is a
+// no-op.
 func (c *RankCommitter) push(ctx context.Context, commit plumbing.Hash, gen string) error {
+	if c.o.Queue != nil {
+		if commit == c.queued {
+			return nil // each round sees the head: enqueued once per process
+		}
+		n, err := strconv.ParseUint(gen, 10, 64)
+		if err != nil {
+			return fmt.Errorf("ledger: generation %q: %w", gen, err)
+		}
+		j := queue.Job{Branch: c.o.Ledger.Config().Branch, Gen: n, Commit: commit.String(), Tag: c.o.Ledger.TagName(gen), Enqueued: c.o.Now().UTC()}
+		if err := c.o.Queue.Enqueue(j); err != nil {
+			return fmt.Errorf("ledger: generation %s: resend queue: %w", gen, err)
+		}
+		c.queued = commit
+		return nil
+	}
 	if c.o.Pusher == nil {
 		return nil
 	}

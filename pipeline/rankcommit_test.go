@@ -20,9 +20,11 @@ import (
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
+	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/gitops/sshsig"
 	"github.com/snapd-ml/snapd/gitops/verify"
 	"github.com/snapd-ml/snapd/internal/registrytest"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/wal"
 )
@@ -316,5 +318,60 @@ func TestCommitterGitRemoteDown(t *testing.T) {
 	}
 	if gens := f.verify(); len(gens) != 3 || gens[1].Gen != 2 || gens[2].Gen != 3 {
 		t.Fatalf("ledger %+v", gens)
+	}
+}
+
+// TestCommitterThroughQueue: with the daemon's resend queue the committer
+// does not wait for the remote: generations are committed while it is
+// away, each commit becomes one push job (the head is not enqueued again
+// every round), and the queue pushes them once the remote is back.
+func TestCommitterThroughQueue(t *testing.T) {
+	f := newRankFixture(t, 2)
+	ctx := context.Background()
+	pusher, err := gitops.NewPusher(filepath.Join(f.dir, "committer-git"), gitops.Remote{URL: f.remote})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.Open(filepath.Join(f.dir, "queue"), queue.Options{Pusher: pusher, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.committerWith(RankOnTimeoutWait, func(o *RankCommitterOptions) { o.Queue = q; o.Pusher = nil })
+	away := f.remote + ".away"
+	if err := os.Rename(f.remote, away); err != nil {
+		t.Fatal(err)
+	}
+	for g := uint64(1); g <= 2; g++ {
+		f.publish(g, 0)
+		f.publish(g, 1)
+		if st, err := c.Step(ctx); err != nil || st.LastCommitted != g || st.LastError != "" {
+			t.Fatalf("gen %d with the remote away: %+v %v", g, st, err)
+		}
+	}
+	if _, err := c.Step(ctx); err != nil { // a round with nothing new
+		t.Fatal(err)
+	}
+	jobs, err := q.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 || jobs[0].Gen != 1 || jobs[1].Gen != 2 || jobs[1].Tag != "gen-000002" || len(jobs[1].Commit) != 40 {
+		t.Fatalf("queue jobs %+v", jobs)
+	}
+	if err := os.Rename(away, f.remote); err != nil {
+		t.Fatal(err)
+	}
+	qctx, cancel := context.WithTimeout(ctx, testutil.Guard) // failure guard
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- q.Run(qctx) }()
+	testutil.Poll(t, "the queue pushes the committed generations", func() (bool, string) {
+		jobs, err := q.List()
+		return err == nil && len(jobs) == 0, fmt.Sprintf("%d jobs left, %v", len(jobs), err)
+	})
+	cancel()
+	<-done
+	if gens := f.verify(); len(gens) != 2 || gens[1].Gen != 2 {
+		t.Fatalf("remote ledger %+v", gens)
 	}
 }

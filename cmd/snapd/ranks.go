@@ -21,6 +21,7 @@ import (
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
+	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/gitops/sshsig"
 	"github.com/snapd-ml/snapd/gitops/verify"
 	"github.com/snapd-ml/snapd/keys"
@@ -38,32 +39,33 @@ func ranksStatusFile(stateDir string) string { return pipeline.RankStatusFile(st
 // (git.remote; nil: made here when git.remote is set), observed by
 // deps.Pushes (the daemon's push metrics and log).
 func ranksDeps(e *env, c *configs.Config, pc *pipeline.Config, gp *gitops.GitPusher, repoDir string, log *slog.Logger, deps *pipeline.Deps) error {
-	node, com, pushes, err := ranksParts(e, c, pc, gp, repoDir, log)
+	node, com, pushes, q, err := ranksParts(e, c, pc, gp, repoDir, log)
 	if err != nil {
 		return err
 	}
-	deps.Publisher, deps.RankCommitter, deps.Pushes = node, com, pushes
+	deps.Publisher, deps.RankCommitter, deps.Pushes, deps.Queue = node, com, pushes, q
 	return nil
 }
 
 // ranksParts builds ranksDeps' parts: the node's publisher and, on the
-// committer node, the committer and its observed pusher.
-func ranksParts(e *env, c *configs.Config, pc *pipeline.Config, gp *gitops.GitPusher, repoDir string, log *slog.Logger) (*pipeline.RankPublisher, *pipeline.RankCommitter, *pipeline.PushObserver, error) {
+// committer node, the committer, its observed pusher and (with a remote)
+// the resend queue the committer's commits are pushed through.
+func ranksParts(e *env, c *configs.Config, pc *pipeline.Config, gp *gitops.GitPusher, repoDir string, log *slog.Logger) (*pipeline.RankPublisher, *pipeline.RankCommitter, *pipeline.PushObserver, *queue.Queue, error) {
 	rc := c.Ranks.WithDefaults()
 	of := ociWriteFlags{ociReadFlags: ociReadFlags{ociTargetFlags: ociTargetFlags{repository: rc.Repository, insecure: rc.Insecure},
 		timeout: time.Duration(c.Store.OCI.Timeout), stall: time.Duration(c.Store.OCI.StallTimeout)}, jobs: 4}
 	repo, err := of.open(e)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	chain := wranks.ChainID(rc.Job)
 	node, err := pipeline.NewRankPublisher(pipeline.RankOptions{Repo: repo, Chain: chain, SignKey: pc.SignKey, HMACKey: pc.HMACKey,
 		Dir: pipeline.RankPartsDir(c.StateDir), SegmentSize: rc.SegmentSize, Build: c.Snapshot.Build, Log: log})
 	if err != nil {
-		return nil, nil, nil, ioError{err}
+		return nil, nil, nil, nil, ioError{err}
 	}
 	if !rc.Committer {
-		return node, nil, nil, nil
+		return node, nil, nil, nil, nil
 	}
 	email := c.Git.AuthorEmail
 	if email == "" {
@@ -75,26 +77,36 @@ func ranksParts(e *env, c *configs.Config, pc *pipeline.Config, gp *gitops.GitPu
 	ledger, err := gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path,
 		AuthorName: c.Git.AuthorName, AuthorEmail: email, SigningKey: pc.SignKey})
 	if err != nil {
-		return nil, nil, nil, usageError{err}
+		return nil, nil, nil, nil, usageError{err}
 	}
 	var pusher gitops.Pusher
 	var pushes *pipeline.PushObserver
 	if gp == nil && c.Git.Remote != "" {
 		if gp, err = newGitPusher(c, repoDir, log); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
+	var q *queue.Queue
 	if gp != nil {
 		pushes = pipeline.ObservePushes(gp)
 		pusher = pushes
+		if q, err = queue.Open(filepath.Join(c.StateDir, pipeline.QueueDir), queue.Options{Pusher: pushes, Logger: log,
+			BaseDelay: time.Duration(c.Git.RetryBase), MaxDelay: time.Duration(c.Git.RetryMax),
+			AuthRecheck: time.Duration(c.Git.AuthRecheck), MaxTimeouts: c.Git.PushMaxTimeouts}); err != nil {
+			return nil, nil, nil, nil, ioError{err}
+		}
 	}
-	com, err := pipeline.NewRankCommitter(pipeline.RankCommitterOptions{Repo: repo, Chain: chain, WorldSize: rc.WorldSize,
+	opts := pipeline.RankCommitterOptions{Repo: repo, Chain: chain, WorldSize: rc.WorldSize,
 		Timeout: time.Duration(rc.Timeout), OnTimeout: rc.OnTimeout, IndexKey: pc.SignKey, Build: c.Snapshot.Build, Poll: time.Duration(rc.PollInterval),
-		Ledger: ledger, Pusher: pusher, StateFile: ranksStatusFile(c.StateDir), Log: log})
-	if err != nil {
-		return nil, nil, nil, usageError{err}
+		Ledger: ledger, Pusher: pusher, StateFile: ranksStatusFile(c.StateDir), Log: log}
+	if q != nil {
+		opts.Queue = q
 	}
-	return node, com, pushes, nil
+	com, err := pipeline.NewRankCommitter(opts)
+	if err != nil {
+		return nil, nil, nil, nil, usageError{err}
+	}
+	return node, com, pushes, q, nil
 }
 
 // logRanksNode logs what a started ranks node does.

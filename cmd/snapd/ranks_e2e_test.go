@@ -198,8 +198,10 @@ ranks:
 		t.Helper()
 		deadline := time.Now().Add(testutil.Guard)
 		for {
+			// Committed, and pushed by the committer's resend queue.
 			st, err := pipeline.ReadRankStatus(statusFile)
-			if err == nil && st.LastCommitted >= uint64(g) {
+			if err == nil && st.LastCommitted >= uint64(g) &&
+				exec.Command("git", "-C", remote, "rev-parse", "-q", "--verify", fmt.Sprintf("refs/tags/gen-%06d", g)).Run() == nil {
 				return
 			}
 			if time.Now().After(deadline) {
