@@ -95,9 +95,8 @@ func measure(t testing.TB, stateDir string) diskUse {
 // in each store: gens, the largest published checkpoint; ring, the
 // largest generation's ring files; repo, the local repository holding
 // generation 1 alone (pushed).
-func retentionRun(t *testing.T, n, size int) (after, one diskUse, remote *gittest.HTTPRemote) {
+func retentionRun(t *testing.T, n, size int, remote remoteRepo) (after, one diskUse) {
 	f := newFixture(t)
-	remote = gittest.NewHTTPRemote(t)
 	repoDir := filepath.Join(f.dir, RepoDir)
 	f.start(t, func(c *Config, d *Deps) {
 		c.RingKeep = DefaultRingKeep
@@ -172,7 +171,17 @@ func retentionRun(t *testing.T, n, size int) (after, one diskUse, remote *gittes
 		t.Fatalf("Log: %d entries, %v", len(log), err)
 	}
 	gittest.Git(t, remote.Dir, "fsck", "--strict", "--no-dangling")
-	return after, one, remote
+	return after, one
+}
+
+// remoteRepo is a bare repository the daemon pushes to, at URL.
+type remoteRepo struct{ Dir, URL string }
+
+// fileRemote is an empty bare repository pushed to over file://.
+func fileRemote(t *testing.T) remoteRepo {
+	dir := filepath.Join(t.TempDir(), "remote.git")
+	gittest.Git(t, filepath.Dir(dir), "init", "-q", "--bare", dir)
+	return remoteRepo{Dir: dir, URL: "file://" + dir}
 }
 
 // checkBound asserts each store <= (K+2) x one generation's bytes in it,
@@ -201,14 +210,15 @@ func checkBound(t *testing.T, n int, after, one diskUse) {
 // the daemon, restarted on it, chains and pushes the next generation.
 func TestRetentionBoundsHostDisk(t *testing.T) {
 	const n, size = 50, 256 << 10
-	after, one, _ := retentionRun(t, n, size)
+	remote := gittest.NewHTTPRemote(t)
+	after, one := retentionRun(t, n, size, remoteRepo{Dir: remote.Dir, URL: remote.URL})
 	checkBound(t, n, after, one)
 }
 
 // TestRetentionMeasure is the realistic measurement behind an env flag:
 // SNAPD_RETENTION_MB=40 [SNAPD_RETENTION_GENS=50] go test -run
 // TestRetentionMeasure ./pipeline prints the per-store bytes (docs/OPERATING.md
-// "Disk on the training host" quotes it).
+// "Disk on the training host" quotes it); the remote is a file:// one.
 func TestRetentionMeasure(t *testing.T) {
 	mb, _ := strconv.Atoi(os.Getenv("SNAPD_RETENTION_MB"))
 	if mb <= 0 {
@@ -219,7 +229,8 @@ func TestRetentionMeasure(t *testing.T) {
 		n = v
 	}
 	start := time.Now()
-	after, one, remote := retentionRun(t, n, mb<<20)
+	remote := fileRemote(t)
+	after, one := retentionRun(t, n, mb<<20, remote)
 	checkBound(t, n, after, one)
 	fmt.Printf("retention: %d generations of %d MiB, K=%d, GOMAXPROCS=%d, %s: gens %.1f MiB, ring %.1f MiB, repo %.1f MiB, total %.1f MiB; one generation: gens %.1f, ring %.1f, repo %.1f MiB; remote %.1f MiB; bound (K+2) x one = %.1f MiB\n",
 		n, mb, DefaultRetainKeep, runtime.GOMAXPROCS(0), time.Since(start).Round(time.Second),
