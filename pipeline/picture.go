@@ -22,7 +22,7 @@ const pictureBudget = 256 << 20
 // update's picture costs a small share of its encode.
 const (
 	pictureSampleMin   = 256 << 10
-	pictureSampleShare = 128
+	pictureSampleShare = 512
 )
 
 // drawPicture writes the SVG of the change from the base generation (the
