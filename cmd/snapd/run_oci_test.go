@@ -515,7 +515,9 @@ func TestRunOCIKilledDuringUpload(t *testing.T) {
 	state := filepath.Join(dir, "state")
 	repoRef := proxy.Addr + "/snapd/model"
 	maddr := freeAddr(t)
-	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%squeue: {policy: block}\nmetrics: {addr: %q}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n",
+	// ring.keep 4: every generation's WTXT stays in the ring, the bytes the
+	// registry's copies are compared with at the end.
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%squeue: {policy: block}\nring: {keep: 4}\nmetrics: {addr: %q}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n",
 		remote.URL, fastGit, maddr, repoRef, ociSegSize))
 
 	var childErr testutil.SyncBuffer
