@@ -153,6 +153,18 @@ var shellLike = map[string]bool{"bash": true, "shell": true, "console": true, "z
 
 // TestFencesNameTheirLanguage: every fenced block says what it holds, so
 // that no command hides in an unlabelled block the docs test never runs.
+// TestReadmeStaysShort: the README is for a newcomer's first hour; the
+// rest belongs in docs/ (benchmark tables too).
+func TestReadmeStaysShort(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n > 250 {
+		t.Fatalf("README.md has %d lines, at most 250: move detail to docs/", n)
+	}
+}
+
 func TestFencesNameTheirLanguage(t *testing.T) {
 	for _, md := range markdownFiles(t) {
 		for _, b := range blocks(t, md) {
