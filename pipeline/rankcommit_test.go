@@ -18,6 +18,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/safetensors"
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
+	"github.com/snapd-ml/snapd/formats/wtxt/ranks/rankstest"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/gitops/queue"
@@ -66,10 +67,10 @@ func newRankFixture(t *testing.T, world int) *rankFixture {
 	os.WriteFile(f.signers, []byte("committer@test namespaces=\"git\" "+strings.TrimSpace(string(pub))+"\n"), 0o644)
 	f.trusted = []ed25519.PublicKey{g.PublicKey}
 	for r := range world {
-		k := rankTestKey(byte(40 + r))
+		k := rankstest.Key(byte(40 + r))
 		f.nodeKeys = append(f.nodeKeys, k)
 		f.trusted = append(f.trusted, k.Public().(ed25519.PublicKey))
-		n, err := NewRankPublisher(RankOptions{Repo: f.repo, Chain: rankTestChain, SignKey: k,
+		n, err := NewRankPublisher(RankOptions{Repo: f.repo, Chain: rankstest.Chain, SignKey: k,
 			Dir: filepath.Join(f.dir, fmt.Sprintf("node%d", r)), SegmentSize: 2048, RetryMin: time.Millisecond, RetryMax: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +100,7 @@ func (f *rankFixture) committerWith(onTimeout string, mod func(*RankCommitterOpt
 		f.t.Fatal(err)
 	}
 	o := RankCommitterOptions{
-		Repo: f.repo, Chain: rankTestChain, WorldSize: f.world, Timeout: time.Minute, OnTimeout: onTimeout, IndexKey: sk,
+		Repo: f.repo, Chain: rankstest.Chain, WorldSize: f.world, Timeout: time.Minute, OnTimeout: onTimeout, IndexKey: sk,
 		Ledger: ledger, Pusher: pusher,
 		StateFile: filepath.Join(f.dir, "committer.json"),
 		Now:       func() time.Time { return f.now },
@@ -122,7 +123,7 @@ func (f *rankFixture) publish(gen uint64, r int) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := safetensors.New().Encode(context.Background(), w, rankShard(gen, r), formats.EncodeOptions{}); err != nil {
+	if err := safetensors.New().Encode(context.Background(), w, rankstest.Shard(gen, r), formats.EncodeOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
 	w.Close()
@@ -148,7 +149,7 @@ func (f *rankFixture) clone() (*git.Repository, verify.RanksOptions) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return r, verify.RanksOptions{Blobs: f.repo, Signers: signers, Trusted: f.trusted, Chain: rankTestChain}
+	return r, verify.RanksOptions{Blobs: f.repo, Signers: signers, Trusted: f.trusted, Chain: rankstest.Chain}
 }
 
 func (f *rankFixture) verify() []verify.RanksGeneration {
@@ -245,7 +246,7 @@ func TestCommitterRefusesBadRanks(t *testing.T) {
 	// Rank 1 pushed by a node that believes the world has 3 ranks.
 	p := filepath.Join(f.dir, "bad.safetensors")
 	w, _ := os.Create(p)
-	safetensors.New().Encode(ctx, w, rankShard(1, 1), formats.EncodeOptions{})
+	safetensors.New().Encode(ctx, w, rankstest.Shard(1, 1), formats.EncodeOptions{})
 	w.Close()
 	rec := wal.Record{Request: wal.Request{Gen: 1, Time: f.now, Requester: "t", Source: p, Rank: 1, WorldSize: 3}}
 	if err := handleRank(ctx, f.nodes[1], rec); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/formats/wtxt/ranks/rankstest"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/wal"
@@ -23,7 +24,7 @@ func writeShard(t *testing.T, dir string, gen uint64, r int) string {
 	t.Helper()
 	p := filepath.Join(dir, fmt.Sprintf("shard-%d-%d.safetensors", gen, r))
 	var b bytes.Buffer
-	if err := safetensors.New().Encode(context.Background(), &b, rankShard(gen, r), formats.EncodeOptions{}); err != nil {
+	if err := safetensors.New().Encode(context.Background(), &b, rankstest.Shard(gen, r), formats.EncodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
@@ -55,7 +56,7 @@ func TestRankNodeDaemon(t *testing.T) {
 	reg := registrytest.Start(t, "", "")
 	repo := openRankRepo(t, reg, "job/node")
 	f := newFixture(t)
-	node, err := NewRankPublisher(RankOptions{Repo: repo, Chain: rankTestChain, SignKey: f.keys.sign, Dir: RankPartsDir(f.dir),
+	node, err := NewRankPublisher(RankOptions{Repo: repo, Chain: rankstest.Chain, SignKey: f.keys.sign, Dir: RankPartsDir(f.dir),
 		SegmentSize: 2048, RetryMin: time.Millisecond, RetryMax: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +71,7 @@ func TestRankNodeDaemon(t *testing.T) {
 	if r.State != wal.Done || r.Tag != "gen-000001.rank-0" || r.WTXTBytes == 0 {
 		t.Fatalf("rank request: %+v", r)
 	}
-	if _, _, err := oci.FetchRankPart(context.Background(), repo, "000001", 0, 2, rankTestChain); err != nil {
+	if _, _, err := oci.FetchRankPart(context.Background(), repo, "000001", 0, 2, rankstest.Chain); err != nil {
 		t.Fatalf("rank manifest after a done request: %v", err)
 	}
 	if _, err := os.Stat(node.partPath(1, 0)); !errors.Is(err, os.ErrNotExist) {
@@ -104,7 +105,7 @@ func TestRankNodeRedelivery(t *testing.T) {
 	reg := registrytest.Start(t, "", "")
 	repo := openRankRepo(t, reg, "job/redeliver")
 	f := newFixture(t)
-	node, err := NewRankPublisher(RankOptions{Repo: repo, Chain: rankTestChain, SignKey: f.keys.sign, Dir: RankPartsDir(f.dir),
+	node, err := NewRankPublisher(RankOptions{Repo: repo, Chain: rankstest.Chain, SignKey: f.keys.sign, Dir: RankPartsDir(f.dir),
 		SegmentSize: 2048, RetryMin: time.Millisecond, RetryMax: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
+	"github.com/snapd-ml/snapd/formats/wtxt/ranks/rankstest"
 )
 
 // A push that fails during a registry outage succeeds once the registry
@@ -20,23 +21,23 @@ func TestPushPartAfterOutage(t *testing.T) {
 	reg := startRegistry(t)
 	repo := openRepo(t, reg, "job/outage")
 	ctx := context.Background()
-	wt, _, _ := testPart(t, 1, 0, testChain, testKey(1))
+	wt, _, _ := rankstest.Part(t, 1, 0, rankstest.Chain, rankstest.Key(1))
 	reg.Stop()
-	if _, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 2, testChain, 1024); err == nil {
+	if _, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 2, rankstest.Chain, 1024); err == nil {
 		t.Fatal("push with the registry down succeeded")
 	} else {
 		t.Log(err)
 	}
-	if _, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 2, testChain, 1024); err == nil {
+	if _, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 2, rankstest.Chain, 1024); err == nil {
 		t.Fatal("push with the registry down succeeded")
 	} else {
 		t.Log(err)
 	}
 	reg.Restart(t)
-	if _, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 2, testChain, 1024); err != nil {
+	if _, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 2, rankstest.Chain, 1024); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := FetchRankPart(ctx, repo, "000001", 0, 2, testChain); err != nil {
+	if _, _, err := FetchRankPart(ctx, repo, "000001", 0, 2, rankstest.Chain); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -47,8 +48,8 @@ func TestFetchPartMissingBlob(t *testing.T) {
 	reg := startRegistry(t)
 	repo := openRepo(t, reg, "job/missing")
 	ctx := context.Background()
-	wt, _, _ := testPart(t, 1, 0, testChain, testKey(1))
-	p, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 1, testChain, 1024)
+	wt, _, _ := rankstest.Part(t, 1, 0, rankstest.Chain, rankstest.Key(1))
+	p, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "p.wtxt", 0, 1, rankstest.Chain, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +62,8 @@ func TestFetchPartMissingBlob(t *testing.T) {
 	if err := os.RemoveAll(blob); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = FetchRankPart(ctx, repo, "000001", 0, 1, testChain)
-	wantCheck(t, err, wranks.CheckManifest, 0)
+	_, _, err = FetchRankPart(ctx, repo, "000001", 0, 1, rankstest.Chain)
+	rankstest.WantCheck(t, err, wranks.CheckManifest, 0)
 	if !strings.Contains(err.Error(), "missing blob sha256:"+hexd) {
 		t.Fatalf("error does not name the blob: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
+	"github.com/snapd-ml/snapd/formats/wtxt/ranks/rankstest"
 	"github.com/snapd-ml/snapd/internal/registrytest"
 )
 
@@ -25,8 +26,8 @@ func TestPushFetchPart(t *testing.T) {
 	reg := registrytest.Start(t, "", "")
 	repo := openRepo(t, reg, "job/ranks")
 	ctx := context.Background()
-	wt, skel, _ := testPart(t, 3, 1, testChain, testKey(2))
-	pushed, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "rank1.wtxt", 1, 4, testChain, 1024)
+	wt, skel, _ := rankstest.Part(t, 3, 1, rankstest.Chain, rankstest.Key(2))
+	pushed, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "rank1.wtxt", 1, 4, rankstest.Chain, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,14 +35,14 @@ func TestPushFetchPart(t *testing.T) {
 		t.Fatalf("%+v", pushed.Stats)
 	}
 	// Again: idempotent, nothing uploaded.
-	again, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "rank1.wtxt", 1, 4, testChain, 1024)
+	again, err := PushRankPart(ctx, repo, bytes.NewReader(wt), "rank1.wtxt", 1, 4, rankstest.Chain, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again.Stats.Uploaded != 0 || again.Manifest.Digest != pushed.Manifest.Digest {
 		t.Fatalf("re-push uploaded %d blobs, manifest %s vs %s", again.Stats.Uploaded, again.Manifest.Digest, pushed.Manifest.Digest)
 	}
-	p, gotSkel, err := FetchRankPart(ctx, repo, "000003", 1, 4, testChain)
+	p, gotSkel, err := FetchRankPart(ctx, repo, "000003", 1, 4, rankstest.Chain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,52 +63,52 @@ func TestPushFetchPart(t *testing.T) {
 		t.Fatal("assembled part is not the WTXT pushed")
 	}
 	// Missing rank: ErrNotFound.
-	if _, _, err := FetchRankPart(ctx, repo, "000003", 2, 4, testChain); !errors.Is(err, ErrNotFound) {
+	if _, _, err := FetchRankPart(ctx, repo, "000003", 2, 4, rankstest.Chain); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("want ErrNotFound, got %v", err)
 	}
 
 	t.Run("wrong world size", func(t *testing.T) {
-		_, _, err := FetchRankPart(ctx, repo, "000003", 1, 3, testChain)
-		wantCheck(t, err, wranks.CheckWorldSize, 1)
-		_, err = PushRankPart(ctx, repo, bytes.NewReader(wt), "rank1.wtxt", 4, 4, testChain, 1024)
-		wantCheck(t, err, wranks.CheckRank, -1)
+		_, _, err := FetchRankPart(ctx, repo, "000003", 1, 3, rankstest.Chain)
+		rankstest.WantCheck(t, err, wranks.CheckWorldSize, 1)
+		_, err = PushRankPart(ctx, repo, bytes.NewReader(wt), "rank1.wtxt", 4, 4, rankstest.Chain, 1024)
+		rankstest.WantCheck(t, err, wranks.CheckRank, -1)
 	})
 	t.Run("two shards claim one rank", func(t *testing.T) {
-		other, _, _ := testPart(t, 3, 2, testChain, testKey(3)) // rank 2's shard
-		_, err := PushRankPart(ctx, repo, bytes.NewReader(other), "rank2-as-1.wtxt", 1, 4, testChain, 1024)
-		wantCheck(t, err, wranks.CheckRank, 1)
+		other, _, _ := rankstest.Part(t, 3, 2, rankstest.Chain, rankstest.Key(3)) // rank 2's shard
+		_, err := PushRankPart(ctx, repo, bytes.NewReader(other), "rank2-as-1.wtxt", 1, 4, rankstest.Chain, 1024)
+		rankstest.WantCheck(t, err, wranks.CheckRank, 1)
 		// The first claim stands.
-		p2, _, err := FetchRankPart(ctx, repo, "000003", 1, 4, testChain)
+		p2, _, err := FetchRankPart(ctx, repo, "000003", 1, 4, rankstest.Chain)
 		if err != nil || p2.Manifest != pushed.Manifest.Digest.String() {
 			t.Fatalf("rank 1 moved: %v", err)
 		}
 	})
 	t.Run("another chain", func(t *testing.T) {
-		foreign, _, _ := testPart(t, 3, 3, wranks.ChainID("other-job"), testKey(4))
-		_, err := PushRankPart(ctx, repo, bytes.NewReader(foreign), "foreign.wtxt", 3, 4, testChain, 1024)
-		wantCheck(t, err, wranks.CheckChain, 3)
+		foreign, _, _ := rankstest.Part(t, 3, 3, wranks.ChainID("other-job"), rankstest.Key(4))
+		_, err := PushRankPart(ctx, repo, bytes.NewReader(foreign), "foreign.wtxt", 3, 4, rankstest.Chain, 1024)
+		rankstest.WantCheck(t, err, wranks.CheckChain, 3)
 		// RankPushed by the other job's node (its own chain), the committer of
 		// this job refuses it.
 		if _, err := PushRankPart(ctx, repo, bytes.NewReader(foreign), "foreign.wtxt", 3, 4, wranks.ChainID("other-job"), 1024); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = FetchRankPart(ctx, repo, "000003", 3, 4, testChain)
-		wantCheck(t, err, wranks.CheckChain, 3)
+		_, _, err = FetchRankPart(ctx, repo, "000003", 3, 4, rankstest.Chain)
+		rankstest.WantCheck(t, err, wranks.CheckChain, 3)
 	})
 	t.Run("another generation under this tag", func(t *testing.T) {
 		// A hostile or buggy writer tags generation 2's part as gen 3 rank 0.
-		old, _, _ := testPart(t, 2, 0, testChain, testKey(1))
+		old, _, _ := rankstest.Part(t, 2, 0, rankstest.Chain, rankstest.Key(1))
 		var sk bytes.Buffer
 		g, _, err := repo.UploadSegments(ctx, bytes.NewReader(old), "old.wtxt", &sk, 1024)
 		if err != nil {
 			t.Fatal(err)
 		}
 		g.SegmentSize = 1024
-		if _, err := repo.PushManifestRef(ctx, g, rankRef(RankTag("000003", 0), 0, 4, testChain, sk.Bytes()), true); err != nil {
+		if _, err := repo.PushManifestRef(ctx, g, rankRef(RankTag("000003", 0), 0, 4, rankstest.Chain, sk.Bytes()), true); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = FetchRankPart(ctx, repo, "000003", 0, 4, testChain)
-		wantCheck(t, err, wranks.CheckGen, 0)
+		_, _, err = FetchRankPart(ctx, repo, "000003", 0, 4, rankstest.Chain)
+		rankstest.WantCheck(t, err, wranks.CheckGen, 0)
 	})
 }
 

@@ -1,4 +1,9 @@
-package oci
+// Package rankstest holds the rank-part fixtures the tests of the
+// registry client (gitops/layout/oci) and of the daemon's rank stages
+// (pipeline) share: a job's chain id, keys, a rank's shard and its
+// encoded, split part. (The ranks package's own tests keep their copy: an
+// internal test cannot import this package without a cycle.)
+package rankstest
 
 import (
 	"bytes"
@@ -16,15 +21,17 @@ import (
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
-var testChain = wranks.ChainID("test-job")
+// Chain is the chain id of the test job "test-job".
+var Chain = wranks.ChainID("test-job")
 
-func testKey(seed byte) ed25519.PrivateKey {
+// Key returns the Ed25519 key derived from 32 bytes of seed.
+func Key(seed byte) ed25519.PrivateKey {
 	return ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, 32))
 }
 
-// shard returns rank r's shard of generation gen: two f32 arrays whose
+// Shard returns rank r's shard of generation gen: two f32 arrays whose
 // values depend on gen and r.
-func shard(gen uint64, r int) *snapshot.Snapshot {
+func Shard(gen uint64, r int) *snapshot.Snapshot {
 	mk := func(name string, rows, cols int64, salt uint32) *snapshot.Array {
 		b := make([]byte, rows*cols*4)
 		for i := range rows * cols {
@@ -41,12 +48,12 @@ func shard(gen uint64, r int) *snapshot.Snapshot {
 	}}
 }
 
-// testPart encodes rank r of gen, splits it, and returns its WTXT, its
+// Part encodes rank r of gen, splits it, and returns its WTXT, its
 // skeleton and its Part.
-func testPart(t testing.TB, gen uint64, r int, chain [32]byte, key ed25519.PrivateKey) (wt, skel []byte, p wranks.Part) {
+func Part(t testing.TB, gen uint64, r int, chain [32]byte, key ed25519.PrivateKey) (wt, skel []byte, p wranks.Part) {
 	t.Helper()
 	var w bytes.Buffer
-	if _, err := wranks.EncodePart(context.Background(), &w, shard(gen, r), wranks.PartOptions{Gen: gen, Chain: chain, SignKey: key}); err != nil {
+	if _, err := wranks.EncodePart(context.Background(), &w, Shard(gen, r), wranks.PartOptions{Gen: gen, Chain: chain, SignKey: key}); err != nil {
 		t.Fatal(err)
 	}
 	var sk bytes.Buffer
@@ -64,7 +71,9 @@ func testPart(t testing.TB, gen uint64, r int, chain [32]byte, key ed25519.Priva
 	return w.Bytes(), sk.Bytes(), p
 }
 
-func wantCheck(t *testing.T, err error, check wtxt.Check, rank int) {
+// WantCheck fails t unless err is a ranks *wtxt.Error of check about rank
+// (-1: none) that wraps wranks.ErrInvalid.
+func WantCheck(t testing.TB, err error, check wtxt.Check, rank int) {
 	t.Helper()
 	var e *wtxt.Error
 	if !errors.As(err, &e) {
