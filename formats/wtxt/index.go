@@ -406,30 +406,9 @@ func ReadChunk(r io.ReaderAt, name string, a *IndexArray, c *IndexChunk) ([]byte
 	if _, err := r.ReadAt(text, c.Data); err != nil {
 		return nil, fmt.Errorf("%s: array %s: chunk %d: %w", name, a.Name, c.IX, err)
 	}
-	out := make([]byte, 0, c.Len)
-	var raw [rawPerLine]byte
-	rem := c.Len
-	for k := int64(0); k < c.Lines; k++ {
-		line := c.Line + 1 + int(k)
-		nl := bytes.IndexByte(text, '\n')
-		if nl < 0 {
-			return nil, fail(line, CheckTruncated, "the chunk ends inside its base64 lines")
-		}
-		l := text[:nl]
-		text = text[nl+1:]
-		wd := base64.StdEncoding.EncodedLen(int(min(rem, rawPerLine)))
-		if len(l) != wd+2 || l[wd] != ' ' {
-			return nil, fail(line, CheckBase64, "base64 line %d of the chunk: want %d characters, a space and a parity digit", k+1, wd)
-		}
-		if l[wd+1] != parityNibble(l[:wd]) {
-			return nil, fail(line, CheckParity, "base64 line %d of the chunk: parity digit does not match", k+1)
-		}
-		m, err := base64.StdEncoding.Strict().Decode(raw[:], l[:wd])
-		if err != nil || int64(m) != min(rem, rawPerLine) {
-			return nil, fail(line, CheckBase64, "base64 line %d of the chunk does not decode", k+1)
-		}
-		out = append(out, raw[:m]...)
-		rem -= int64(m)
+	out, text, err := decodeChunkLines(make([]byte, 0, c.Len), text, c, 0, c.Lines-1, fail)
+	if err != nil {
+		return nil, err
 	}
 	if len(text) != 0 {
 		return nil, fail(c.Line, CheckGeometry, "more base64 lines than lines=%d", c.Lines)
@@ -470,30 +449,41 @@ func ReadChunkRange(r io.ReaderAt, name string, a *IndexArray, c *IndexChunk, of
 	if _, err := r.ReadAt(text, from); err != nil {
 		return nil, fmt.Errorf("%s: array %s: chunk %d: %w", name, a.Name, c.IX, err)
 	}
-	out := make([]byte, 0, (k1-k0+1)*rawPerLine)
+	out, _, err := decodeChunkLines(make([]byte, 0, (k1-k0+1)*rawPerLine), text, c, k0, k1, fail)
+	if err != nil {
+		return nil, err
+	}
+	skip := off - k0*rawPerLine
+	return out[skip : skip+n], nil
+}
+
+// decodeChunkLines decodes base64 lines k0..k1 (0-based) of chunk c from
+// text, which starts at line k0, appending the raw bytes to out; each
+// line's width, parity digit and base64 are checked. It returns out and
+// the text after line k1.
+func decodeChunkLines(out, text []byte, c *IndexChunk, k0, k1 int64, fail func(line int, check Check, format string, args ...any) error) ([]byte, []byte, error) {
 	var raw [rawPerLine]byte
 	for k := k0; k <= k1; k++ {
 		line := c.Line + 1 + int(k)
 		nl := bytes.IndexByte(text, '\n')
 		if nl < 0 {
-			return nil, fail(line, CheckTruncated, "the chunk ends inside its base64 lines")
+			return nil, nil, fail(line, CheckTruncated, "the chunk ends inside its base64 lines")
 		}
 		l := text[:nl]
 		text = text[nl+1:]
 		want := min(c.Len-k*rawPerLine, rawPerLine)
 		wd := base64.StdEncoding.EncodedLen(int(want))
 		if len(l) != wd+2 || l[wd] != ' ' {
-			return nil, fail(line, CheckBase64, "base64 line %d of the chunk: want %d characters, a space and a parity digit", k+1, wd)
+			return nil, nil, fail(line, CheckBase64, "base64 line %d of the chunk: want %d characters, a space and a parity digit", k+1, wd)
 		}
 		if l[wd+1] != parityNibble(l[:wd]) {
-			return nil, fail(line, CheckParity, "base64 line %d of the chunk: parity digit does not match", k+1)
+			return nil, nil, fail(line, CheckParity, "base64 line %d of the chunk: parity digit does not match", k+1)
 		}
 		m, err := base64.StdEncoding.Strict().Decode(raw[:], l[:wd])
 		if err != nil || int64(m) != want {
-			return nil, fail(line, CheckBase64, "base64 line %d of the chunk does not decode", k+1)
+			return nil, nil, fail(line, CheckBase64, "base64 line %d of the chunk does not decode", k+1)
 		}
 		out = append(out, raw[:m]...)
 	}
-	skip := off - k0*rawPerLine
-	return out[skip : skip+n], nil
+	return out, text, nil
 }
