@@ -419,6 +419,12 @@ type assembler struct {
 	chLeft   int64 // chunks of the open segment still to come
 	segOpen  bool
 	raw, out []byte
+
+	// keep names the array whose chunks' raw bytes (of picked segments)
+	// are appended to kept, at most keepMax bytes (ReadSkeletonUserMeta).
+	keep    string
+	keepMax int64
+	kept    []byte
 }
 
 func (a *assembler) fail(check Check, chunk int64, format string, args ...any) error {
@@ -577,6 +583,12 @@ func (a *assembler) chunk(line []byte) error {
 		}
 		sh.Write(p)
 		crc = crc32.Update(crc, castagnoli, p)
+		if a.keep != "" && a.arr == a.keep {
+			if int64(len(a.kept))+n > a.keepMax {
+				return a.fail(CheckGeometry, ch.ix, "array %s holds more than %d bytes", a.keep, a.keepMax)
+			}
+			a.kept = append(a.kept, p...)
+		}
 		a.out = appendLines(a.out[:0], p)
 		a.w.Write(a.out)
 		done += n

@@ -91,7 +91,16 @@
 //     stay failures.
 //   - "trailer": the commit trailers (Snapd-Gen, -Ts, -Build,
 //     -Sha256-All, -Merkle-Prev, -Merkle-This, -Layout) are present and
-//     equal the values in the WTXT header (or seal) and the stored layout.
+//     equal the values in the WTXT header (or seal) and the stored layout;
+//     the Snapd-Meta trailer, when present, parses, and equals the
+//     metadata inside the generation (meta.go): a plaintext WTXT's (any
+//     layout but the skeleton's), or the one read through the skeleton
+//     (wtxt.ReadSkeletonUserMeta: no attributes array means none, else
+//     that array's blobs from the registry). A difference names the keys,
+//     never a value. A collected generation whose document's blob the
+//     registry no longer has gets a note ("metadata not checked"), not a
+//     failure. An age-armored generation's metadata is encrypted (gitops
+//     commits no Snapd-Meta trailer for it) and is not compared.
 //   - "summary": generation.txt has exactly the values gitops.Repo writes:
 //     header values, layout, wtxt_bytes/wtxt_sha256 of the stored (possibly
 //     armored) WTXT (the segments layout may omit wtxt_sha256; when

@@ -169,6 +169,7 @@ func (v *verifier) skeletonGeneration(x *gv, c *object.Commit, tr map[string]str
 		if errors.Is(err, oci.ErrManifestNotFound) {
 			// Retention's mark (collected.go): the skeleton alone.
 			v.collectedSkeleton(x, name, sf.path, h, err)
+			v.checkSkeletonMeta(x, name, sf.path, tr, true)
 			return v.finish(x, c, tr, prev, anchor, ct, st, entries, dir, files)
 		}
 		x.fail(name, 0, CheckRegistry, "%v", err)
@@ -180,12 +181,14 @@ func (v *verifier) skeletonGeneration(x *gv, c *object.Commit, tr map[string]str
 	skel = nil
 	if v.o.Sample > 0 && v.o.Sample < 1 {
 		v.sampleSkeleton(x, name, sf.path, h, og.Segments)
+		v.checkSkeletonMeta(x, name, sf.path, tr, false)
 		return v.finish(x, c, tr, prev, anchor, ct, st, entries, dir, files)
 	}
 	if wm := v.fullSkeleton(x, name, sf.path, h); wm != nil {
 		files["wtxt"] = wm
 		g.WTXTBytes = wm.size
 	}
+	v.checkSkeletonMeta(x, name, sf.path, tr, false)
 	return v.finish(x, c, tr, prev, anchor, ct, st, entries, dir, files)
 }
 

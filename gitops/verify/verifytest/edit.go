@@ -20,6 +20,23 @@ import (
 // content checks exist for.
 func EditHead(t testing.TB, repo, tag string, edits map[string][]byte, signKey string) string {
 	t.Helper()
+	return rewriteHead(t, repo, tag, edits, nil, signKey)
+}
+
+// RewordHead rewrites the message of the branch head of repo (bare or
+// not) to reword(message), keeping its tree and parent, and moves the
+// branch and the annotated tag tag (which carries the new message) to
+// the new commit, both signed with signKey's private key file as EditHead
+// does. A trusted signer committing a wrong trailer is what the trailer
+// checks exist for.
+func RewordHead(t testing.TB, repo, tag string, reword func(msg string) string, signKey string) string {
+	t.Helper()
+	return rewriteHead(t, repo, tag, nil, reword, signKey)
+}
+
+// rewriteHead is EditHead with the message changed by reword (nil: kept).
+func rewriteHead(t testing.TB, repo, tag string, edits map[string][]byte, reword func(string) string, signKey string) string {
+	t.Helper()
 	head := strings.TrimSpace(Git(t, repo, "rev-parse", "refs/heads/"+gitops.DefaultBranch))
 	env := []string{"GIT_INDEX_FILE=" + filepath.Join(t.TempDir(), "index")}
 	gitEnv := func(args ...string) string {
@@ -49,6 +66,11 @@ func EditHead(t testing.TB, repo, tag string, edits map[string][]byte, signKey s
 	tree := strings.TrimSpace(gitEnv("write-tree"))
 	raw := Git(t, repo, "cat-file", "commit", head)
 	_, msg, _ := strings.Cut(raw, "\n\n")
+	if reword != nil {
+		if msg = reword(msg); msg == "" {
+			t.Fatal("RewordHead: empty message")
+		}
+	}
 	msgFile := WriteFile(t, filepath.Join(t.TempDir(), "msg"), []byte(msg))
 	args := append(signArgs(signKey), "commit-tree", tree, "-F", msgFile)
 	if parent, err := GitRun(repo, nil, "rev-parse", "--verify", "-q", head+"^"); err == nil {

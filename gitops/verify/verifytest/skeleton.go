@@ -15,6 +15,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // SkelGen is one skeleton-layout generation as built.
@@ -36,6 +37,10 @@ type SkeletonFixture struct {
 	Key  *Key
 	Repo *oci.Repository
 	Gens []*SkelGen
+	// Meta, when set, gives generation n's metadata (snapshot.UserMeta)
+	// for the generations Extend and AddTampered encode; CommitSkeleton
+	// commits the metadata inside the WTXT as the Snapd-Meta trailer.
+	Meta func(n uint64) snapshot.UserMeta
 	seg  int64
 }
 
@@ -87,6 +92,14 @@ func (f *SkeletonFixture) CommitSkeleton(t testing.TB, n uint64, skel, data []by
 		genText, gitops.TrailerGen, genText, gitops.TrailerTS, ts, gitops.TrailerBuild, s.Meta.Build,
 		gitops.TrailerSHA256All, hx(res.SHA256All), gitops.TrailerMerklePrev, hx(res.MerklePrev), gitops.TrailerMerkleThis, hx(res.MerkleThis),
 		gitops.TrailerLayout, layout.Skeleton)
+	// The metadata inside the WTXT, as gitops commits it.
+	meta, err := wtxt.ReadUserMeta(context.Background(), "data", bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatalf("gen %d: metadata: %v", n, err)
+	}
+	if len(meta) > 0 {
+		msg += gitops.TrailerMeta + ": " + meta.String() + "\n"
+	}
 	msgFile := WriteFile(t, filepath.Join(t.TempDir(), "msg"), []byte(msg))
 	Git(t, f.Dir, "add", "-A")
 	Git(t, f.Dir, append(signArgs(f.Key.PrivFile), "commit", "-q", "-S", "--cleanup=verbatim", "-F", msgFile)...)
@@ -106,7 +119,7 @@ func (f *SkeletonFixture) AddTampered(t testing.TB, n uint64, tamper func([]byte
 	if len(f.Gens) > 0 {
 		pm = f.Gens[len(f.Gens)-1].Result.MerkleThis
 	}
-	data, res := Encode(t, Snapshot(n), f.Key.Priv, pm)
+	data, res := Encode(t, SnapshotWith(n, f.Meta), f.Key.Priv, pm)
 	var skel bytes.Buffer
 	pr, err := f.Repo.PushWTXT(context.Background(), bytes.NewReader(data), gitops.FileWTXT, &skel, f.seg)
 	if err != nil {
@@ -131,7 +144,7 @@ func (f *SkeletonFixture) Extend(t testing.TB, gens ...uint64) {
 		if len(f.Gens) > 0 {
 			pm = f.Gens[len(f.Gens)-1].Result.MerkleThis
 		}
-		data, res := Encode(t, Snapshot(n), f.Key.Priv, pm)
+		data, res := Encode(t, SnapshotWith(n, f.Meta), f.Key.Priv, pm)
 		f.Add(t, n, data, res)
 	}
 }

@@ -96,6 +96,26 @@ func Snapshot(gen uint64) *snapshot.Snapshot {
 	return s
 }
 
+// SnapshotWith is Snapshot(gen) with the metadata meta(gen) (none when
+// meta is nil).
+func SnapshotWith(gen uint64, meta func(uint64) snapshot.UserMeta) *snapshot.Snapshot {
+	s := Snapshot(gen)
+	if meta != nil {
+		s.UserMeta = meta(gen)
+	}
+	return s
+}
+
+// StepMeta is a trainer's metadata for generation n: step n×100, a loss
+// that falls, and the optimizer's name.
+func StepMeta(n uint64) snapshot.UserMeta {
+	m, err := snapshot.ParseUserMeta([]byte(fmt.Sprintf(`{"step":%d,"loss":%g,"opt":"adamw"}`, n*100, 1/float64(n+1))))
+	if err != nil {
+		panic(err) // the literal above is valid metadata
+	}
+	return m
+}
+
 // Encode writes s as a signed WTXT chained to prev (zero for the first).
 func Encode(t testing.TB, s *snapshot.Snapshot, key ed25519.PrivateKey, prev [32]byte) ([]byte, *wtxt.Result) {
 	t.Helper()
@@ -126,6 +146,9 @@ type Options struct {
 	SegmentSize int64
 	// Encrypt lists generation numbers stored age-armored with a seal.
 	Encrypt []uint64
+	// Meta, when set, gives generation n's metadata (snapshot.UserMeta,
+	// stored in its WTXT and committed as the Snapd-Meta trailer).
+	Meta func(n uint64) snapshot.UserMeta
 }
 
 // Gen is one generation as built.
@@ -148,6 +171,8 @@ type Fixture struct {
 	Key      *Key
 	Identity *age.X25519Identity
 	Gens     []*Gen
+	// Meta is Options.Meta: Make gives Snapshot(n) this metadata.
+	Meta func(n uint64) snapshot.UserMeta
 }
 
 // Build encodes and commits the generations (signed commits and tags).
@@ -160,7 +185,7 @@ func Build(t testing.TB, o Options) *Fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &Fixture{Dir: filepath.Join(t.TempDir(), "repo.git"), Work: t.TempDir(), Key: NewKey(t), Identity: id}
+	f := &Fixture{Dir: filepath.Join(t.TempDir(), "repo.git"), Work: t.TempDir(), Key: NewKey(t), Identity: id, Meta: o.Meta}
 	r, err := gitops.OpenRepo(f.Dir, gitops.Config{Delta: gitops.DeltaAlways, SigningKey: f.Key.Priv, Layout: o.Layout, PartLimit: o.PartLimit, SplitThreshold: o.PartLimit, SegmentSize: o.SegmentSize})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +222,7 @@ func (f *Fixture) Make(t testing.TB, n uint64, prev *Gen, encrypt bool) *Gen {
 	if prev != nil {
 		pm = prev.Result.MerkleThis
 	}
-	return f.MakeWith(t, Snapshot(n), pm, prev, encrypt)
+	return f.MakeWith(t, SnapshotWith(n, f.Meta), pm, prev, encrypt)
 }
 
 // MakeWith is Make for a given snapshot and merkle_prev.
