@@ -335,8 +335,12 @@
 // pack.deltaCacheSize=16m, core.deltaBaseCacheLimit=16m,
 // core.bigFileThreshold=16m, core.packedGitWindowSize=16m and
 // core.packedGitLimit=128m (pushMemoryLimits), so its memory does not
-// grow with the generation; git does not pass them to a local remote's
-// receive-pack, which, like a server, follows its own configuration.
+// grow with the generation. git does not pass them to a local remote's
+// receive-pack, which the daemon runs itself: it gets them on its
+// command line (--receive-pack), with receive.unpackLimit=1 (the pack
+// is kept as sent, not deflated again into loose objects) and
+// receive.autogc=false (localReceiveOptions). A server's receiving side
+// follows its own configuration.
 //
 // Errors are *PushError with Kind ErrRetryable (network, timeouts, HTTP
 // 5xx/408/429, unknown errors) or one that needs a person: ErrAuth (HTTP

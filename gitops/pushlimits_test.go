@@ -42,6 +42,11 @@ func TestPushBoundsPackMemory(t *testing.T) {
 		t.Fatalf("remote head %s, want %s", got, res[1].Commit)
 	}
 	gitCmd(t, remote, "fsck", "--strict", "--no-dangling")
+	// The local remote kept each push's pack (receive.unpackLimit=1): no
+	// loose object was written there.
+	if loose := gitCmd(t, remote, "count-objects"); !strings.HasPrefix(loose, "0 objects") {
+		t.Errorf("the local remote has loose objects after the pushes: %s", loose)
+	}
 	data, err := os.ReadFile(argLog)
 	if err != nil {
 		t.Fatal(err)
@@ -50,9 +55,10 @@ func TestPushBoundsPackMemory(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		if strings.HasSuffix(l, " receive-pack "+remote) {
 			receives++ // the wrapper, run as the local remote's receive-pack
-			for i := 1; i < len(pushMemoryLimits); i += 2 {
-				if !strings.Contains(l, "-c "+pushMemoryLimits[i]+" ") {
-					t.Errorf("receive-pack runs without -c %s: %s", pushMemoryLimits[i], l)
+			want := append(append([]string{}, pushMemoryLimits...), localReceiveOptions...)
+			for i := 1; i < len(want); i += 2 {
+				if !strings.Contains(l, "-c "+want[i]+" ") {
+					t.Errorf("receive-pack runs without -c %s: %s", want[i], l)
 				}
 			}
 		}
