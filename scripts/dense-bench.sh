@@ -15,6 +15,10 @@
 #   git-lfs  the same file, copied into a git-lfs work tree (not timed),
 #            is added, committed and pushed (file:// remote, standalone
 #            transfer agent); time = add + commit + push
+#   snapd-oci the daemon in the registry layout (store.oci: the tensor
+#            bytes as segment blobs in a local `docker-registry`, the signed
+#            skeleton in Git, file:// bare remote), timed the same way:
+#            git-lfs's own split (pointer in Git, bytes in LFS storage)
 # one after the other for each generation; medians over generations 2..GENS
 # (generation 1 has nothing to compare with). The daemon's stage times for
 # the last generation are printed from its log.
@@ -26,9 +30,11 @@
 # Environment: GENS (default 6; BIG_GENS, default 4, for sizes of 1 GiB and
 # more: each generation there stores ~7 GB in the work dir), SIZES (bytes, space-separated; default
 # 41943040, plus 1073741824 with DENSE_BENCH_BIG=1), ROUNDS/STEPS/EVERY for
-# the trainer (3/30/5), PYTHON (/usr/bin/python3), BENCH_DIR (work dir
-# parent), KEEP=1 keeps the work dir. Installs git-lfs with apt-get when it
-# is missing.
+# the trainer (3/30/5), TRAINER_STORE (git, or oci: the daemon beside the
+# trainer in the registry layout), PYTHON (/usr/bin/python3), BENCH_DIR (work dir
+# parent), KEEP=1 keeps the work dir, STORES ("git oci" by default; "git"
+# skips the registry). Installs git-lfs (and docker-registry for oci) with
+# apt-get when missing.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 GENS=${GENS:-6}
@@ -37,12 +43,19 @@ SIZES=${SIZES:-41943040${DENSE_BENCH_BIG:+ 1073741824}}
 PYTHON=${PYTHON:-/usr/bin/python3}
 W=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/dense-bench.XXXXXX")
 DAEMON=
-stop_daemon() { if [ -n "$DAEMON" ]; then kill "$DAEMON" 2>/dev/null || true; wait "$DAEMON" 2>/dev/null || true; DAEMON=; fi; }
+DAEMONS=
+REGISTRY=
+stop_daemon() {
+  for p in $DAEMON $DAEMONS $REGISTRY; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  DAEMON= DAEMONS= REGISTRY=
+}
 cleanup() { stop_daemon; if [ "${KEEP:-0}" = 1 ]; then echo "kept $W" >&2; else rm -rf "$W"; fi; }
 trap cleanup EXIT
+STORES=${STORES:-git oci}
 if ! git lfs version >/dev/null 2>&1; then
   apt-get install -y git-lfs >/dev/null
 fi
+case " $STORES " in *" oci "*) command -v docker-registry >/dev/null || apt-get install -y docker-registry >/dev/null ;; esac
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$W/gitconfig
 git config --file "$W/gitconfig" user.name bench
 git config --file "$W/gitconfig" user.email bench@localhost
@@ -55,7 +68,8 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$0} END {if (NR%2) print
 
 echo "dense-bench: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg); $(go version | cut -d' ' -f3); git $(git --version | cut -d' ' -f3), $(git lfs version | cut -d' ' -f1)"
 
-# start_daemon DIR [NICE]: snapd run on DIR/state with a file:// remote.
+# start_daemon DIR [NICE [REGISTRY]]: snapd run on DIR/state with a
+# file:// remote; with REGISTRY (HOST:PORT) in the registry layout.
 start_daemon() {
   local d=$1
   git init -q --bare "$d/snapd-remote.git"
@@ -68,14 +82,55 @@ git:
 metrics:
   addr: "off"
 YAML
+  if [ -n "${3:-}" ]; then printf 'store:\n  oci:\n    repository: %s/bench\n' "$3" >> "$d/snapd.yaml"; fi
   nice -n "${2:-0}" "$W/snapd" run --config "$d/snapd.yaml" 2>"$d/daemon.log" &
   DAEMON=$!
+  DAEMONS="$DAEMONS $DAEMON"
+}
+
+# start_registry DIR: docker-registry (filesystem storage in DIR) on a free
+# loopback port; sets REG_ADDR to HOST:PORT.
+start_registry() {
+  local d=$1 port
+  port=$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  mkdir -p "$d"
+  cat > "$d/config.yml" <<YAML
+version: 0.1
+log: {level: error, accesslog: {disabled: true}}
+storage: {filesystem: {rootdirectory: $d/storage}, delete: {enabled: true}}
+http: {addr: 127.0.0.1:$port}
+YAML
+  docker-registry serve "$d/config.yml" >"$d/registry.log" 2>&1 &
+  REGISTRY="$REGISTRY $!"
+  for _ in $(seq 1 300); do curl -fso /dev/null "http://127.0.0.1:$port/v2/" && break; sleep 0.1; done
+  REG_ADDR=127.0.0.1:$port
+}
+
+# snap_time DIR GEN SRC: request GEN from the daemon on DIR/state, wait
+# until it is pushed; prints the seconds.
+snap_time() {
+  local t0
+  t0=$(now)
+  "$W/snapd" request-snapshot --state-dir "$1/state" --gen "$2" --source "$3" >/dev/null
+  "$W/snapd" wait "$2" --pushed --state-dir "$1/state" --timeout 60m >/dev/null || { echo "snapd: generation $2 failed in $1" >&2; tail -20 "$1/daemon.log" >&2; exit 1; }
+  secs "$t0" "$(now)"
+}
+
+# stages DIR GEN: the daemon's stage times of GEN and its push.
+stages() {
+  echo "$(grep 'msg="stage finished"' "$1/daemon.log" | grep " gen=$2 " | sed -E 's/.*stage=([a-z]+) .*duration=([^ ]+).*/\1 \2/' | paste -sd, -), push $(grep 'msg=pushed' "$1/daemon.log" | grep "tag=gen-$(printf %06d "$2") " | sed -E 's/.* duration=([^ ]+).*/\1/')"
 }
 
 run_size() {
-  local size=$1 GENS=$2 d=$W/size-$1
+  local size=$1 GENS=$2 d=$W/size-$1 st
   mkdir -p "$d"
-  start_daemon "$d"
+  for st in $STORES; do
+    case $st in
+      git) start_daemon "$d/git" ;;
+      oci) start_registry "$d/registry"; start_daemon "$d/oci" 0 "$REG_ADDR" ;;
+      *) echo "dense-bench: unknown store $st (git, oci)" >&2; exit 2 ;;
+    esac
+  done
   git init -q --bare "$d/lfs-remote.git"
   git init -q "$d/lfs"
   git -C "$d/lfs" remote add origin "file://$d/lfs-remote.git"
@@ -85,29 +140,35 @@ run_size() {
   git -C "$d/lfs" add .gitattributes && git -C "$d/lfs" commit -qm attrs
   echo
   echo "size $size bytes ($(awk -v n="$size" 'BEGIN{printf "%.0f", n/1048576}') MiB), $GENS generations, every element changing:"
-  printf '%4s | %8s | %8s | %6s | %s\n' gen snapd_s lfs_s ratio load
-  local ts_all="" tl_all=""
+  printf '%4s |' gen; for st in $STORES; do printf ' %9s |' "snapd-$st"; done; printf ' %8s | %s\n' lfs_s load
+  local -A all=()
   for g in $(seq 1 "$GENS"); do
-    local src=$d/state/gens/gen-$(printf %06d "$g").safetensors
-    "$W/densebench" -size "$size" -gen "$g" "$src"
-    cp "$src" "$d/lfs/model.safetensors"
-    local t0 ts tl
-    t0=$(now)
-    "$W/snapd" request-snapshot --state-dir "$d/state" --gen "$g" --source "$src" >/dev/null
-    "$W/snapd" wait "$g" --pushed --state-dir "$d/state" --timeout 60m >/dev/null || { echo "snapd: generation $g failed"; tail -20 "$d/daemon.log"; exit 1; }
-    ts=$(secs "$t0" "$(now)")
+    local name=gen-$(printf %06d "$g").safetensors t0 tl row=""
+    "$W/densebench" -size "$size" -gen "$g" "$d/$name"
+    cp "$d/$name" "$d/lfs/model.safetensors"
+    for st in $STORES; do
+      cp "$d/$name" "$d/$st/state/gens/$name" # not timed, as the copy into the LFS work tree
+      local ts
+      ts=$(snap_time "$d/$st" "$g" "$d/$st/state/gens/$name")
+      row="$row $(printf ' %9s |' "$ts")"
+      [ "$g" -ge 2 ] && all[$st]="${all[$st]:-} $ts"
+    done
+    rm -f "$d/$name"
     t0=$(now)
     git -C "$d/lfs" add model.safetensors
     git -C "$d/lfs" commit -qm "gen $g"
     git -C "$d/lfs" push -q origin HEAD:main >/dev/null 2>&1
     tl=$(secs "$t0" "$(now)")
-    printf '%4d | %8s | %8s | %6s | %s\n' "$g" "$ts" "$tl" "$(awk -v a="$ts" -v b="$tl" 'BEGIN{printf "%.2f", a/b}')" "$(cut -d' ' -f1 /proc/loadavg)"
-    if [ "$g" -ge 2 ]; then ts_all="$ts_all $ts"; tl_all="$tl_all $tl"; fi
+    [ "$g" -ge 2 ] && all[lfs]="${all[lfs]:-} $tl"
+    printf '%4d |%s %8s | %s\n' "$g" "$row" "$tl" "$(cut -d' ' -f1 /proc/loadavg)"
   done
-  local ms ml
-  ms=$(median <<<"$ts_all"); ml=$(median <<<"$tl_all")
-  echo "median over gens 2..$GENS: snapd request->pushed $ms s, git-lfs commit+push $ml s: $(awk -v a="$ms" -v b="$ml" 'BEGIN{printf "%.2f", a/b}')x"
-  echo "daemon stages of gen $GENS: $(grep 'msg="stage finished"' "$d/daemon.log" | grep " gen=$GENS " | sed -E 's/.*stage=([a-z]+) .*duration=([^ ]+).*/\1 \2/' | paste -sd, -), push $(grep 'msg=pushed' "$d/daemon.log" | grep "tag=gen-$(printf %06d "$GENS") " | sed -E 's/.* duration=([^ ]+).*/\1/')"
+  local ml ms
+  ml=$(median <<<"${all[lfs]}")
+  for st in $STORES; do
+    ms=$(median <<<"${all[$st]}")
+    echo "median over gens 2..$GENS: snapd ($st) request->pushed $ms s, git-lfs commit+push $ml s: $(awk -v a="$ms" -v b="$ml" 'BEGIN{printf "%.2f", a/b}')x"
+    echo "  daemon ($st) stages of gen $GENS: $(stages "$d/$st" "$GENS")"
+  done
   stop_daemon
   [ "${KEEP:-0}" = 1 ] || rm -rf "$d" # keep the disk use bounded for the next size
 }
@@ -118,10 +179,10 @@ done
 
 if [ "${TRAINER:-1}" != 0 ]; then
   echo
-  echo "trainer step (PyTorch $("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null), $(nproc) cores), daemon at nice 10:"
+  echo "trainer step (PyTorch $("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null), $(nproc) cores), daemon at nice 10, store ${TRAINER_STORE:-git}:"
   d=$W/trainer
   mkdir -p "$d"
-  start_daemon "$d" 10
+  if [ "${TRAINER_STORE:-git}" = oci ]; then start_registry "$d/registry"; start_daemon "$d" 10 "$REG_ADDR"; else start_daemon "$d" 10; fi
   "$PYTHON" "$ROOT/scripts/densebench/trainer.py" --state-dir "$d/state" --snapd "$W/snapd" \
     --rounds "${ROUNDS:-3}" --steps "${STEPS:-30}" --every "${EVERY:-5}"
   echo "daemon stages of the last generation: $(grep 'msg="stage finished"' "$d/daemon.log" | tail -8 | sed -E 's/.*stage=([a-z]+) gen=([0-9]+) .*duration=([^ ]+).*/\1(\2) \3/' | paste -sd, -)"

@@ -44,7 +44,8 @@ func TestEveryElementMoves(t *testing.T) {
 }
 
 // TestDenseBenchScript runs scripts/dense-bench.sh at 1 MiB for two
-// generations without the trainer part: snapd and git-lfs both time
+// generations without the trainer part: snapd (Git only, and in the
+// registry layout when docker-registry is installed) and git-lfs all time
 // every generation and the medians are printed. Skipped with -short (it
 // builds snapd) and without git-lfs.
 func TestDenseBenchScript(t *testing.T) {
@@ -54,14 +55,22 @@ func TestDenseBenchScript(t *testing.T) {
 	if err := exec.Command("git", "lfs", "version").Run(); err != nil {
 		t.Skip("git-lfs is not installed")
 	}
+	stores := []string{"git"}
+	if _, err := exec.LookPath("docker-registry"); err == nil {
+		stores = append(stores, "oci")
+	}
 	cmd := exec.Command("scripts/dense-bench.sh")
 	cmd.Dir = filepath.Join("..", "..")
-	cmd.Env = append(os.Environ(), "SIZES=1048576", "GENS=2", "TRAINER=0", "BENCH_DIR="+t.TempDir())
+	cmd.Env = append(os.Environ(), "SIZES=1048576", "GENS=2", "TRAINER=0", "BENCH_DIR="+t.TempDir(), "STORES="+strings.Join(stores, " "))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("dense-bench.sh: %v\n%s", err, out)
 	}
-	for _, want := range []string{"dense-bench: ", "size 1048576 bytes", "median over gens 2..2: snapd request->pushed ", "git-lfs commit+push", "daemon stages of gen 2: prepare "} {
+	want := []string{"dense-bench: ", "size 1048576 bytes", "git-lfs commit+push"}
+	for _, st := range stores {
+		want = append(want, "median over gens 2..2: snapd ("+st+") request->pushed ", "daemon ("+st+") stages of gen 2: prepare ")
+	}
+	for _, want := range want {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("no %q in the output:\n%s", want, out)
 		}
