@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
 
 	"github.com/snapd-ml/snapd/configs"
@@ -26,8 +27,10 @@ type waitOptions struct {
 	pushed   bool
 	once     bool // print the current state and exit 0 whatever it is
 	timeout  time.Duration
-	interval time.Duration
 	json     bool
+	// interval is the polling period without file notifications;
+	// notifiedInterval the safety-net period with them.
+	interval, notifiedInterval time.Duration
 }
 
 // waitResult is what `snapd wait --json` prints.
@@ -39,7 +42,7 @@ type waitResult struct {
 }
 
 func newWaitCommand(e *env) *cobra.Command {
-	o := waitOptions{interval: 200 * time.Millisecond}
+	o := waitOptions{interval: 200 * time.Millisecond, notifiedInterval: time.Second}
 	cmd := &cobra.Command{
 		Use:   "wait GEN",
 		Short: "Wait until a requested generation is done (or pushed), exit 1 if it failed",
@@ -99,8 +102,11 @@ func runWait(ctx context.Context, e *env, o *waitOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
+	w := newWaitWatcher(o)
+	defer w.close()
 	var last waitResult
 	for {
+		w.add() // directories that appeared since the last check
 		r, final, err := waitCheck(o)
 		if err != nil {
 			return err
@@ -116,7 +122,8 @@ func runWait(ctx context.Context, e *env, o *waitOptions) error {
 					"the daemon may still be working on it: snapd status; run snapd wait again")
 			}
 			return ctx.Err()
-		case <-time.After(o.interval):
+		case <-w.changed:
+		case <-time.After(w.interval):
 		}
 	}
 	if o.json {
@@ -214,4 +221,73 @@ func waitCheck(o *waitOptions) (waitResult, bool, error) {
 	}
 	r.State = "pushed"
 	return r, true, nil
+}
+
+// waitWatcher wakes a wait when the request log, the push queue or its
+// jobs change (fsnotify), so a generation's outcome is seen when it is
+// written rather than up to a polling period later; it polls at
+// o.interval when notifications are unavailable.
+type waitWatcher struct {
+	w        *fsnotify.Watcher
+	dirs     []string
+	added    map[string]bool
+	changed  chan struct{}
+	done     chan struct{}
+	interval time.Duration
+}
+
+func newWaitWatcher(o *waitOptions) *waitWatcher {
+	x := &waitWatcher{interval: o.interval, changed: make(chan struct{}, 1), done: make(chan struct{}), added: map[string]bool{}}
+	qdir := filepath.Join(o.stateDir, pipeline.QueueDir)
+	x.dirs = []string{filepath.Join(o.stateDir, pipeline.WALDir)}
+	if o.pushed {
+		jd := queue.JobDirs(qdir, o.branch)
+		x.dirs = append(x.dirs, qdir, jd[0], jd[1])
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return x
+	}
+	x.w = w
+	x.interval = o.notifiedInterval
+	go func() {
+		for {
+			select {
+			case _, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				select {
+				case x.changed <- struct{}{}:
+				default:
+				}
+			case _, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+			case <-x.done:
+				return
+			}
+		}
+	}()
+	return x
+}
+
+// add watches the directories that exist and are not watched yet.
+func (x *waitWatcher) add() {
+	if x.w == nil {
+		return
+	}
+	for _, d := range x.dirs {
+		if !x.added[d] && x.w.Add(d) == nil {
+			x.added[d] = true
+		}
+	}
+}
+
+func (x *waitWatcher) close() {
+	if x.w != nil {
+		close(x.done)
+		x.w.Close()
+	}
 }

@@ -1,15 +1,22 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/snapd-ml/snapd/configs"
 	"github.com/snapd-ml/snapd/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/wal"
 )
 
@@ -59,5 +66,41 @@ func TestWaitDoneFailedPushed(t *testing.T) {
 	d.stop(t)
 	if code, out, _ := runCLI("wait", "1", "--state-dir", state); code != 0 || out != "generation 1 done\n" {
 		t.Fatalf("done: exit %d %q", code, out)
+	}
+}
+
+// TestWaitWakesOnChange: a wait whose polling periods are an hour still
+// ends when the daemon records the outcome and the push queue empties:
+// it is woken by the change of the request log and of the queue's jobs,
+// not by a poll.
+func TestWaitWakesOnChange(t *testing.T) {
+	t.Parallel()
+	if w, err := fsnotify.NewWatcher(); err != nil {
+		t.Skipf("no file notifications here: %v", err)
+	} else {
+		w.Close()
+	}
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	remote := filepath.Join(dir, "remote.git")
+	gittest.Git(t, dir, "init", "-q", "--bare", remote)
+	requestTiny(t, state, 1)
+	var out bytes.Buffer
+	e := newEnv(&out, io.Discard)
+	o := waitOptions{stateDir: state, branch: configs.Default().Git.Branch, gen: 1, pushed: true, interval: time.Hour, notifiedInterval: time.Hour}
+	done := make(chan error, 1)
+	go func() { done <- runWait(context.Background(), e, &o) }()
+	cfg := writeConfig(t, dir, fmt.Sprintf("git: {remote: %s}\n", "file://"+remote))
+	startDaemon(t, "--state-dir", state, "--config", cfg, "--metrics-addr", "off")
+	select {
+	case err := <-done:
+		if err != nil || out.String() != "generation 1 pushed\n" {
+			t.Fatalf("wait: %v %q", err, out.String())
+		}
+	case <-time.After(testutil.Guard):
+		t.Fatal("wait was not woken by the outcome and the push")
+	}
+	if got := strings.TrimSpace(gittest.Git(t, remote, "tag", "--list", "gen-*")); got != "gen-000001" {
+		t.Fatalf("remote tags: %q", got)
 	}
 }

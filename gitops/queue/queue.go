@@ -262,8 +262,13 @@ func Open(dir string, opts Options) (*Queue, error) {
 // Dir returns the queue directory.
 func (q *Queue) Dir() string { return q.dir }
 
-func (q *Queue) branchDir(branch string) string {
-	return filepath.Join(q.dir, jobsDir, url.PathEscape(branch))
+func (q *Queue) branchDir(branch string) string { return JobDirs(q.dir, branch)[1] }
+
+// JobDirs returns the directories of queue directory dir that change
+// when a job of branch is added or removed: the jobs directory and the
+// branch's own (a reader may watch them; either may not exist yet).
+func JobDirs(dir, branch string) [2]string {
+	return [2]string{filepath.Join(dir, jobsDir), filepath.Join(dir, jobsDir, url.PathEscape(branch))}
 }
 
 func (q *Queue) jobPath(branch string, gen uint64) string {
