@@ -18,7 +18,8 @@ import (
 // verify-repo passes (full, sampled, --json) reporting generations 1 and 2
 // as content collected, --require-content fails them, checkout and
 // assemble of a collected generation say "content collected" (exit 1)
-// while the kept one checks out, and a ledger whose collected generation's
+// while the kept one checks out, a review of a collected base (and head)
+// is a COMMENT saying so, and a ledger whose collected generation's
 // skeleton was tampered with still fails.
 func TestContentCollected(t *testing.T) {
 	reg := registrytest.Start(t, "", "")
@@ -126,6 +127,22 @@ func TestContentCollected(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dst, "g3.wtxt")); code != 0 || !bytes.Equal(b, f.Gens[2].WTXT) {
 		t.Fatalf("checkout 3: exit %d\n%s%s", code, out, errs)
 	}
+
+	// review of a collected base, and of a collected base and head: a
+	// COMMENT that says why, exit 0, never "blob not found".
+	dir := t.TempDir()
+	skel2 := verifytest.WriteFile(t, filepath.Join(dir, "g2.wtxt.skel"), f.Gens[1].Skeleton)
+	skel3 := verifytest.WriteFile(t, filepath.Join(dir, "g3.wtxt.skel"), f.Gens[2].Skeleton)
+	for _, c := range []struct{ base, head, gens string }{{skel1, skel3, "000001"}, {skel1, skel2, "000001, 000002"}} {
+		code, out, errs = snapd(t, env, "review", "--dry-run", "--base", c.base, "--head", c.head, "--oci-repository", ref, "--pubkey", f.Key.AllowedSigners, "--approve")
+		if code != 0 || !strings.Contains(out, "snapd review: ℹ️ reviewed") || strings.Contains(out+errs, "blob not found") ||
+			!strings.Contains(out, "A comment, neither an approval nor a request for changes: retention collected the content of generation(s) "+c.gens+" from the registry") ||
+			!strings.Contains(out, "content collected: retention deleted manifest") || !strings.Contains(out, "- Rows not compared (the content of generation "+c.gens+" was collected) in ") ||
+			!strings.Contains(out, "the metadata where its document survives.") {
+			t.Fatalf("review %s: exit %d\n%s%s", c.gens, code, out, errs)
+		}
+	}
+	t.Logf("review of a collected base:\n%s", out)
 
 	// The tampered skeleton of a collected generation still fails.
 	code, out, errs = snapd(t, env, "verify-repo", tf.Dir, "--pubkey", tf.Key.AllowedSigners, "--oci-repository", tref)

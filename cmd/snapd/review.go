@@ -103,7 +103,12 @@ per array, and the header (signature by a trusted key, merkle_this, chain);
 a note says that the element numbers and thresholds need the registry. With
 --oci-repository (read only) both versions are assembled from the registry,
 every chunk hash and blob digest checked, and reviewed in full; comments
-stay on the skeleton's ch lines.
+stay on the skeleton's ch lines. A version whose content retention
+collected (snapd gc --remote, then the registry's garbage collection: a
+blob and its generation's manifest are gone) is reviewed from the
+skeletons, the head verified in full when its content is there, the
+metadata compared where its document survives; the review says per
+array that that generation's rows cannot be compared and is a COMMENT.
 
 Multi-rank generations (snapshots/ranks/, docs/FORMAT.md §7): index.ranks is
 checked as ` + "`snapd ranks verify-repo`" + ` checks it (grammar and root, signature

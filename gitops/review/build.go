@@ -199,12 +199,24 @@ type FileResult struct {
 	// Diffs (Thresholds.Scope).
 	Scopes map[string]ArrayScope
 	Chunks []ChunkChange
+	// Collected lists the generations (as written) of this file's
+	// versions whose content retention collected from the registry
+	// (skeleton layout, collected.go): their rows could not be compared.
+	Collected []string
 	// Problems make the review REQUEST_CHANGES.
 	Problems []string
 	// Notes are facts that keep a review from approving without being
 	// the change's fault (e.g. the base version does not decode).
 	Notes    []string
 	HasPatch bool
+
+	// metaUnknown: a version's metadata could not be read (its document
+	// was collected), so BaseMeta and HeadMeta are not shown as a table.
+	metaUnknown bool
+	// arrayChanges are a skeleton reviewed from its lines' changed
+	// arrays, one "`name`: what changed" each (the body lists them when
+	// a version's content was collected).
+	arrayChanges []string
 }
 
 // Build verifies and compares every file and renders the review. Content

@@ -44,8 +44,10 @@
 //	APPROVE          only with Options.Approve, at least one file reviewed,
 //	                 no problem and no note (a base that does not decode, a
 //	                 chain that could not be checked, a generation number
-//	                 that does not increase, an unparsable diff)
-//	COMMENT          otherwise
+//	                 that does not increase, an unparsable diff, a
+//	                 version whose content retention collected)
+//	COMMENT          otherwise; a review of a collected version
+//	                 (collected.go) says so under the verdict
 //
 // # Scope
 //
@@ -95,6 +97,7 @@
 //	<!-- snapd-review head=SHA -->                 hidden marker, always first
 //	## snapd review: ✅ / ❌ / ℹ️ verdict
 //	Head `sha12`, N WTXT file(s), M line comment(s).
+//	A comment, neither an approval nor …           when retention collected a version's content
 //	### Which rows moved                           when the PR adds/changes *.diff.svg files (the
 //	![…](…/blob/HEAD/path?raw=true) + page link    daemon's pictures, snapshot/diffsvg): each as an
 //	                                               image from the head commit (review bodies

@@ -164,6 +164,13 @@ func renderLevel(rv *Review, opts Options, level int) string {
 		}
 	}
 	fmt.Fprintf(&b, "%d WTXT file(s), %d line comment(s).\n", len(rv.Files), nc)
+	var collected []string
+	for _, f := range rv.Files {
+		collected = append(collected, f.Collected...)
+	}
+	if len(collected) > 0 && rv.Event == EventComment {
+		fmt.Fprintf(&b, "\nA comment, neither an approval nor a request for changes: retention collected the content of generation(s) %s from the registry, so their rows could not be compared; every check that could still be done passed.\n", strings.Join(collected, ", "))
+	}
 	if len(rv.Files) == 0 {
 		b.WriteString("\nNo `*.wtxt` file changed.\n")
 	}
@@ -221,13 +228,14 @@ func renderFile(b *strings.Builder, f *FileResult, opts Options, level int) {
 	for _, n := range f.Notes {
 		fmt.Fprintf(b, "- ⚠️ %s\n", mdLine(n))
 	}
+	renderCollected(b, f, level)
 	if line := notThresholdedLine(f); line != "" {
 		fmt.Fprintf(b, "- %s\n", line)
 	}
 	if !f.HasPatch && f.Status != StatusRemoved {
 		b.WriteString("- ⚠️ GitHub shows no diff for this file (too large or binary), so every change is listed here.\n")
 	}
-	if t := MetaTable(f.BaseMeta, f.HeadMeta); t != "" {
+	if t := MetaTable(f.BaseMeta, f.HeadMeta); t != "" && !f.metaUnknown {
 		b.WriteString("\n" + t)
 	}
 	if f.Diffs == nil {
@@ -265,6 +273,34 @@ func renderFile(b *strings.Builder, f *FileResult, opts Options, level int) {
 		b.WriteString("\n(Per-array detail omitted to fit GitHub's size limit; run `snapd diff` on the two versions.)\n")
 	}
 	renderFolded(b, f, level)
+}
+
+// renderCollected lists, per changed array, that its rows were not
+// compared because retention collected a version's content (at level 1
+// at most 200 arrays, at level 2 their count).
+func renderCollected(b *strings.Builder, f *FileResult, level int) {
+	if len(f.Collected) == 0 || len(f.arrayChanges) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "- Rows not compared (the content of generation %s was collected) in %d changed array(s)", strings.Join(f.Collected, ", "), len(f.arrayChanges))
+	limit := len(f.arrayChanges)
+	switch level {
+	case 1:
+		limit = min(limit, 200)
+	case 2:
+		limit = 0
+	}
+	if limit == 0 {
+		b.WriteString(".\n")
+		return
+	}
+	b.WriteString(":\n")
+	for _, a := range f.arrayChanges[:limit] {
+		fmt.Fprintf(b, "  - %s\n", a)
+	}
+	if limit < len(f.arrayChanges) {
+		fmt.Fprintf(b, "  - … %d more\n", len(f.arrayChanges)-limit)
+	}
 }
 
 func renderFolded(b *strings.Builder, f *FileResult, level int) {

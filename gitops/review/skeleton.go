@@ -54,28 +54,9 @@ func readSkeletonIndex(ctx context.Context, local, name string) (*wtxt.Index, er
 
 // reviewSkeleton reviews a changed skeleton file.
 func reviewSkeleton(ctx context.Context, in FileInput, opts Options) (*FileResult, error) {
-	if opts.Registry != nil {
-		fr, ok, err := reviewSkeletonAssembled(ctx, in, opts)
-		if err != nil || ok {
-			return fr, err
-		}
-		// Not assembled: fr carries the reason; review the structure.
-		st, err := reviewSkeletonStructure(ctx, in, opts)
-		if err != nil {
-			return nil, err
-		}
-		st.Problems = append(fr.Problems, st.Problems...)
-		st.Notes = append(fr.Notes, st.Notes...)
-		return st, nil
+	if opts.Registry == nil {
+		return reviewSkeletonStructure(ctx, in, opts, structureWhy{noStats: noBytes, tail: noBytesTail})
 	}
-	return reviewSkeletonStructure(ctx, in, opts)
-}
-
-// reviewSkeletonAssembled assembles both versions from opts.Registry and
-// reviews them as WTXT files. ok is false when a version does not
-// assemble: fr then holds only the problem (head) or note (base) saying
-// why.
-func reviewSkeletonAssembled(ctx context.Context, in FileInput, opts Options) (fr *FileResult, ok bool, err error) {
 	// Beside the fetched versions (the caller's temporary directory),
 	// not in the system's: the assembled files are model-sized.
 	near := in.Head
@@ -85,41 +66,97 @@ func reviewSkeletonAssembled(ctx context.Context, in FileInput, opts Options) (f
 	dir, err := os.MkdirTemp(filepath.Dir(near), ".snapd-review-skel-")
 	if err != nil {
 		if dir, err = os.MkdirTemp("", "snapd-review-skel-"); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
 	defer os.RemoveAll(dir)
-	asm := in
-	asm.HasPatch, asm.Parsed, asm.Patch = false, nil, ""
-	fr = &FileResult{}
+	a, err := assembleSides(ctx, in, opts, dir)
+	if err != nil {
+		return nil, err
+	}
+	if a.complete() {
+		return reviewSkeletonAssembled(ctx, in, a.asm, opts)
+	}
+	// Not assembled: review the structure, saying why.
+	why := structureWhy{noStats: noBytesFailed, tail: noBytesFailedTail}
+	if len(a.collected) > 0 {
+		why = collectedWhy(a)
+	}
+	st, err := reviewSkeletonStructure(ctx, in, opts, why)
+	if err != nil {
+		return nil, err
+	}
+	st.Problems = append(a.problems, st.Problems...)
+	st.Notes = append(a.notes, st.Notes...)
+	if len(a.collected) > 0 {
+		if err := collectedMeta(ctx, st, in, a, opts); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// assembled is what assembleSides made of a skeleton's two versions.
+type assembled struct {
+	// asm is the FileInput with Base and Head replaced by the WTXT files
+	// assembled from the registry ("" for a side that was not).
+	asm FileInput
+	// problems (head) and notes (base) say why a side did not assemble,
+	// unless retention explains it (collected).
+	problems, notes []string
+	// collected holds the sides ("base", "head") whose content retention
+	// collected, with their generations as written (collected.go).
+	collected []collectedSide
+}
+
+// complete reports whether every version there is was assembled.
+func (a *assembled) complete() bool { return len(a.problems)+len(a.notes)+len(a.collected) == 0 }
+
+// assembleSides assembles both versions of in from opts.Registry into
+// dir. A version that does not assemble is a problem (head) or a note
+// (base) saying why — or, when the registry says retention collected its
+// generation (collected.go), a collected side.
+func assembleSides(ctx context.Context, in FileInput, opts Options, dir string) (*assembled, error) {
+	a := &assembled{asm: in}
+	a.asm.HasPatch, a.asm.Parsed, a.asm.Patch = false, nil, ""
 	for _, side := range []struct {
 		src  string
 		dst  *string
 		name string
-	}{{in.Base, &asm.Base, "base"}, {in.Head, &asm.Head, "head"}} {
+	}{{in.Base, &a.asm.Base, "base"}, {in.Head, &a.asm.Head, "head"}} {
+		*side.dst = ""
 		if side.src == "" {
 			continue
 		}
 		out := filepath.Join(dir, side.name+".wtxt")
-		if err := assembleTo(ctx, side.src, in.Path+"@"+side.name, opts.Registry, out); err != nil {
-			if ctx.Err() != nil {
-				return nil, false, ctx.Err()
-			}
-			if side.name == "head" {
-				fr.Problems = append(fr.Problems, "head skeleton does not assemble from the registry: "+err.Error())
-			} else {
-				fr.Notes = append(fr.Notes, "base skeleton does not assemble from the registry, so only the skeletons are compared: "+err.Error())
-			}
+		err := assembleTo(ctx, side.src, in.Path+"@"+side.name, opts.Registry, out)
+		if err == nil {
+			*side.dst = out
 			continue
 		}
-		*side.dst = out
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if c, ok := collectedOf(ctx, opts.Registry, in.Path, side.src, side.name, err); ok {
+			a.collected = append(a.collected, c)
+			continue
+		}
+		if side.name == "head" {
+			a.problems = append(a.problems, "head skeleton does not assemble from the registry: "+err.Error())
+		} else {
+			a.notes = append(a.notes, "base skeleton does not assemble from the registry, so only the skeletons are compared: "+err.Error())
+		}
 	}
-	if len(fr.Problems)+len(fr.Notes) > 0 {
-		return fr, false, nil
-	}
-	fr, err = reviewFile(ctx, asm, opts)
+	return a, nil
+}
+
+// reviewSkeletonAssembled reviews asm, both versions of in assembled
+// from the registry, as WTXT files, with the comments on the skeleton's
+// lines.
+func reviewSkeletonAssembled(ctx context.Context, in, asm FileInput, opts Options) (*FileResult, error) {
+	fr, err := reviewFile(ctx, asm, opts)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	fr.HasPatch = in.HasPatch
 	// The chunk lines are the assembled WTXT's: move them to the skeleton's.
@@ -143,7 +180,7 @@ func reviewSkeletonAssembled(ctx context.Context, in FileInput, opts Options) (f
 		}
 	}
 	anchor(fr, in)
-	return fr, true, nil
+	return fr, nil
 }
 
 // assembleTo rebuilds the WTXT of the local skeleton src from reg into
@@ -192,14 +229,27 @@ func anchor(fr *FileResult, in FileInput) {
 }
 
 // noBytes is what a chunk comment says without the registry, and
-// noBytesFailed when the registry could not serve the bytes.
+// noBytesFailed when the registry could not serve the bytes; the tails
+// end the summary note in each case.
 const (
-	noBytes       = "sha256 changed (skeleton layout: the element numbers need the tensor bytes from the OCI registry; run snapd review with --oci-repository)"
-	noBytesFailed = "sha256 changed (skeleton layout: no element numbers, the registry did not serve the tensor bytes)"
+	noBytes           = "sha256 changed (skeleton layout: the element numbers need the tensor bytes from the OCI registry; run snapd review with --oci-repository)"
+	noBytesFailed     = "sha256 changed (skeleton layout: no element numbers, the registry did not serve the tensor bytes)"
+	noBytesTail       = "Changed elements, max |Δ|, mean |Δ|, rel L2, new NaN/Inf and the thresholds need the tensor bytes: run snapd review with --oci-repository (snapd verify-repo --oci-repository checks every blob)."
+	noBytesFailedTail = "No element numbers and no thresholds: the registry did not serve the tensor bytes (see above)."
 )
 
-// reviewSkeletonStructure reviews a skeleton from its lines alone.
-func reviewSkeletonStructure(ctx context.Context, in FileInput, opts Options) (*FileResult, error) {
+// structureWhy says why a skeleton is reviewed from its lines: what a
+// changed chunk says instead of numbers (ChunkChange.NoStats) and how the
+// summary note ends. head, when set, is the head version assembled from
+// the registry: it is verified in full (collected.go).
+type structureWhy struct {
+	noStats, tail string
+	head          string
+}
+
+// reviewSkeletonStructure reviews a skeleton from its lines alone (and
+// the assembled head, when why has one).
+func reviewSkeletonStructure(ctx context.Context, in FileInput, opts Options, why structureWhy) (*FileResult, error) {
 	fr, err := newFileResult(in)
 	if err != nil {
 		return nil, err
@@ -227,6 +277,13 @@ func reviewSkeletonStructure(ctx context.Context, in FileInput, opts Options) (*
 		}
 		fr.HeadGen = hidx.Header.Gen
 		fr.Report = skeletonReport(in.Path, hidx.Header, bidx, opts)
+		if why.head != "" {
+			rep, err := verifyAssembledHead(ctx, why.head, in.Path, opts, fr.Report)
+			if err != nil {
+				return nil, err
+			}
+			fr.Report = rep
+		}
 		for _, fl := range fr.Report.Failures {
 			fr.Problems = append(fr.Problems, "verification failed: "+fl.Error())
 		}
@@ -247,10 +304,7 @@ func reviewSkeletonStructure(ctx context.Context, in FileInput, opts Options) (*
 		if c.Chunk < 0 {
 			continue
 		}
-		c.NoStats = noBytes
-		if opts.Registry != nil {
-			c.NoStats = noBytesFailed
-		}
+		c.NoStats = why.noStats
 		perArray[c.Array]++
 		// Rows as chunkChanges computes them (the index checked that the
 		// chunk lies inside the array's bytes).
@@ -269,6 +323,7 @@ func reviewSkeletonStructure(ctx context.Context, in FileInput, opts Options) (*
 	for _, a := range hidx.Arrays {
 		if n := perArray[a.Name]; n > 0 {
 			parts = append(parts, fmt.Sprintf("`%s` %d of %d", a.Name, n, len(a.Chunks)))
+			fr.arrayChanges = append(fr.arrayChanges, fmt.Sprintf("`%s`: %d of %d chunk(s) changed", a.Name, n, len(a.Chunks)))
 		}
 	}
 	var arrays []string
@@ -285,17 +340,17 @@ func reviewSkeletonStructure(ctx context.Context, in FileInput, opts Options) (*
 		}
 	}
 	sort.Strings(arrays)
+	for _, a := range arrays {
+		name, change, _ := strings.Cut(a, " ")
+		fr.arrayChanges = append(fr.arrayChanges, name+": "+change)
+	}
 	summary := "skeleton layout (tensor bytes in an OCI registry), reviewed from the skeletons' ch lines: "
 	if len(parts) == 0 && len(arrays) == 0 {
 		summary += "no chunk changed"
 	} else {
 		summary += "changed chunks per array: " + strings.Join(append(parts, arrays...), ", ")
 	}
-	if opts.Registry != nil {
-		summary += ". No element numbers and no thresholds: the registry did not serve the tensor bytes (see above)."
-	} else {
-		summary += ". Changed elements, max |Δ|, mean |Δ|, rel L2, new NaN/Inf and the thresholds need the tensor bytes: run snapd review with --oci-repository (snapd verify-repo --oci-repository checks every blob)."
-	}
+	summary += ". " + why.tail
 	fr.Notes = append(fr.Notes, summary)
 	return fr, nil
 }
