@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"encoding/binary"
 	"fmt"
 	"strings"
 )
@@ -101,65 +100,4 @@ func AllDTypes() []DType {
 		out = append(out, DType(i))
 	}
 	return out
-}
-
-// AnyNonFinite reports whether the little-endian elements of type d in b
-// hold a NaN or ±Inf: an exponent field of all ones, tested on the bits
-// without converting (f8e4m3: S.1111.111, its only NaN, no Inf; f8e8m0:
-// 0xff; a complex element when either part is). It is false for
-// non-float types and ignores a trailing partial element. A scan this
-// cheap lets callers skip the comparison with a base when nothing
-// non-finite is there (the usual case).
-func AnyNonFinite(d DType, b []byte) bool {
-	switch d {
-	case C128:
-		b = b[:len(b)/16*16]
-		return AnyNonFinite(F64, b)
-	case C64:
-		b = b[:len(b)/8*8]
-		return AnyNonFinite(F32, b)
-	case F8E4M3:
-		for _, c := range b {
-			if c&0x7f == 0x7f {
-				return true
-			}
-		}
-	case F8E5M2:
-		for _, c := range b {
-			if c&0x7c == 0x7c {
-				return true
-			}
-		}
-	case F8E8M0:
-		for _, c := range b {
-			if c == 0xff {
-				return true
-			}
-		}
-	case F64:
-		for i := 0; i+8 <= len(b); i += 8 {
-			if binary.LittleEndian.Uint64(b[i:])>>52&0x7ff == 0x7ff {
-				return true
-			}
-		}
-	case F32:
-		for i := 0; i+4 <= len(b); i += 4 {
-			if binary.LittleEndian.Uint32(b[i:])>>23&0xff == 0xff {
-				return true
-			}
-		}
-	case F16:
-		for i := 0; i+2 <= len(b); i += 2 {
-			if binary.LittleEndian.Uint16(b[i:])>>10&0x1f == 0x1f {
-				return true
-			}
-		}
-	case BF16:
-		for i := 0; i+2 <= len(b); i += 2 {
-			if binary.LittleEndian.Uint16(b[i:])>>7&0xff == 0xff {
-				return true
-			}
-		}
-	}
-	return false
 }

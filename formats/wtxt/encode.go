@@ -60,6 +60,12 @@ type ArrayInfo struct {
 	Chunks  int64
 	Bytes   int64
 	Blocked bool
+	// NaN and Inf count the array's elements that are NaN and ±Inf
+	// (snapshot.CountNonFinite; 0 for types other than floats), from the
+	// bytes as they were hashed for its sha256. They are not written
+	// into the WTXT: a caller keeps them to compare the next generation
+	// without reading this one back.
+	NaN, Inf int64
 }
 
 // Result reports what Encode wrote.
@@ -94,6 +100,8 @@ type arrPlan struct {
 	sha     [32]byte
 	mac     [32]byte
 	fastxor uint64
+	nan     int64  // NaN elements (floats), counted beside the sha256
+	inf     int64  // ±Inf elements
 	line    string // arr line
 	idx     string // idx line or ""
 	// gate, when not nil, is taken (high priority) around each block
@@ -291,7 +299,7 @@ func newResult(s *snapshot.Snapshot, opts EncodeOptions, plans []*arrPlan, ext b
 		p.setLines()
 		res.Fastxor ^= p.fastxor
 		res.Arrays = append(res.Arrays, ArrayInfo{Name: p.name, Line: p.line, SHA256: p.sha, HMAC: p.mac,
-			Chunks: p.geo.numChunks(), Bytes: p.nbytes, Blocked: p.geo.blocked})
+			Chunks: p.geo.numChunks(), Bytes: p.nbytes, Blocked: p.geo.blocked, NaN: p.nan, Inf: p.inf})
 	}
 	caps := baseCaps
 	if ext {
@@ -479,8 +487,8 @@ func readAt(p *arrPlan, b []byte, off int64) error {
 	return fmt.Errorf("wtxt: array %q: read %d bytes at %d: %w", p.name, len(b), off, err)
 }
 
-// hashArrays computes every array's sha256 (with fastxor) and, with a key,
-// salt and hmac. The sequential hashes of one array run as separate tasks
+// hashArrays computes every array's sha256 (with fastxor and, for float
+// arrays, the NaN and ±Inf counts) and, with a key, salt and hmac. The sequential hashes of one array run as separate tasks
 // so two cores share even a single large array.
 //
 // withSums also runs sumChunks alongside, stopped when the hashes are done.
@@ -506,9 +514,11 @@ func hashArrays(ctx context.Context, plans []*arrPlan, key []byte, gen string, w
 		g.Go(func() error {
 			h := sha256.New()
 			var fx uint64
+			var nf nonFinite
 			err := eachBlock(gctx, p, func(b []byte, off int64) {
 				h.Write(b)
 				fx ^= fastxorAt(b, p.start+off)
+				nf.add(p.dt, b)
 			})
 			if err != nil {
 				// A fault inside Write (a mapped file that shrank)
@@ -517,6 +527,7 @@ func hashArrays(ctx context.Context, plans []*arrPlan, key []byte, gen string, w
 			}
 			h.Sum(p.sha[:0])
 			p.fastxor = fx
+			p.nan, p.inf = nf.nan, nf.inf
 			return nil
 		})
 		if key != nil {
@@ -548,6 +559,7 @@ func hashShaMAC(ctx context.Context, p *arrPlan, key []byte, gen string) error {
 	m.Write(p.salt[:])
 	h := sha256.New()
 	var fx uint64
+	var nf nonFinite
 	const nbuf = 3
 	free := make(chan []byte, nbuf)
 	for range nbuf {
@@ -574,6 +586,7 @@ func hashShaMAC(ctx context.Context, p *arrPlan, key []byte, gen string) error {
 		if err = readAt(p, b, off); err == nil {
 			h.Write(b)
 			fx ^= fastxorAt(b, p.start+off)
+			nf.add(p.dt, b)
 		}
 		p.gate.release()
 		if err != nil {
@@ -589,7 +602,20 @@ func hashShaMAC(ctx context.Context, p *arrPlan, key []byte, gen string) error {
 	h.Sum(p.sha[:0])
 	m.Sum(p.mac[:0])
 	p.fastxor = fx
+	p.nan, p.inf = nf.nan, nf.inf
 	return nil
+}
+
+// nonFinite sums snapshot.CountNonFinite over an array's blocks, which
+// hold whole elements (every block starts at a multiple of copyPiece or
+// blockSize, multiples of every element size).
+type nonFinite struct{ nan, inf int64 }
+
+func (n *nonFinite) add(dt snapshot.DType, b []byte) {
+	if dt.IsFloat() {
+		nan, inf := snapshot.CountNonFinite(dt, b)
+		n.nan, n.inf = n.nan+nan, n.inf+inf
+	}
 }
 
 // maxChunkSums bounds the chunk sums computed ahead of the body (36 bytes
