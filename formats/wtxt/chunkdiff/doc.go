@@ -3,10 +3,13 @@
 // differ), and from those chunks alone what changed in numbers.
 //
 //	NonFiniteIntroduced(ctx, base, head, budget)   NaN/±Inf a generation introduces (the daemon's warning)
+//	NonFiniteFromCounts(base, head)                the same from the per-array NaN/±Inf counts wtxt.Encode reports
+//	                                               (HeldNonFinite), reading nothing; the arrays holding some in
+//	                                               both go to NonFiniteIntroducedIn(ctx, base, head, arrays, budget)
 //	Picture(ctx, base, head, budget, opts)         the diff picture (snapshot/diffsvg) of two generations (the daemon's current.diff.svg)
 //	PictureIndexed(ctx, base, bx, head, hx, ...)   the same with the indexes a caller has (the daemon's delta plan)
 //
-// Both read the files with pread (not mapped: their pages would count in
+// The comparisons read the files with pread (not mapped: their pages would count in
 // the daemon's RSS), index them with wtxt.ReadIndex (one look per chunk)
 // and decode only the changed chunks, each checked against its crc32c; an
 // array whose type, shape or chunk geometry changed is compared whole.

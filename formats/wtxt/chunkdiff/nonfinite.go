@@ -47,7 +47,19 @@ func (r *NonFiniteReport) Partial() bool { return r.CheckedBytes < r.ChangedByte
 // large model is then checked in part (Partial). The files are not
 // verified otherwise (wtxt.Verify's job). basePath "" stands for no base
 // (a first generation): every NaN/±Inf of head is new.
+//
+// A writer that still has the counts of NaN and ±Inf of both generations
+// (wtxt.Result.Arrays) reads neither file for most arrays:
+// NonFiniteFromCounts, then NonFiniteIntroducedIn for the arrays it
+// leaves.
 func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxBytes int64) (*NonFiniteReport, error) {
+	return NonFiniteIntroducedIn(ctx, basePath, headPath, nil, maxBytes)
+}
+
+// NonFiniteIntroducedIn is NonFiniteIntroduced for the head's arrays
+// named in arrays only (nil: every array); the budget and the bytes
+// counted in the report are those of these arrays.
+func NonFiniteIntroducedIn(ctx context.Context, basePath, headPath string, arrays []string, maxBytes int64) (*NonFiniteReport, error) {
 	var bb io.ReaderAt = snapshot.Bytes(nil)
 	bidx := &wtxt.Index{}
 	if basePath != "" {
@@ -71,6 +83,13 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxByte
 	if err != nil {
 		return nil, err
 	}
+	var only map[string]struct{}
+	if arrays != nil {
+		only = make(map[string]struct{}, len(arrays))
+		for _, a := range arrays {
+			only[a] = struct{}{}
+		}
+	}
 	rep := &NonFiniteReport{}
 	budget := func(n int64) bool {
 		rep.ChangedBytes += n
@@ -86,7 +105,7 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxByte
 			return nil, err
 		}
 		dt := h.DType
-		if !dt.IsFloat() {
+		if _, in := only[h.Name]; !dt.IsFloat() || only != nil && !in {
 			continue
 		}
 		b := bidx.Array(h.Name)
@@ -134,6 +153,59 @@ func NonFiniteIntroduced(ctx context.Context, basePath, headPath string, maxByte
 		}
 	}
 	return rep, nil
+}
+
+// NonFiniteCount is how many elements of one float array are NaN and
+// how many ±Inf (snapshot.CountNonFinite's counts; wtxt.Encode reports
+// them per array).
+type NonFiniteCount struct {
+	Array string `json:"array"`
+	NaN   int64  `json:"nan"`
+	Inf   int64  `json:"inf"`
+}
+
+// NonFiniteFromCounts is NonFiniteIntroduced decided from the counts of
+// NaN and ±Inf each generation holds per float array, without reading
+// either file: base lists the base's arrays holding any (nil: none, or
+// no base), head the head's (arrays holding none may be listed, with
+// zero counts). Where the base's array of that name held none — or
+// there is none — every NaN/±Inf of the head's array is new, which is
+// what the element-by-element comparison finds too; where the head's
+// holds none, nothing is new. Only an array holding some in both
+// generations needs the comparison (a NaN may have stayed, moved or
+// been joined by others): its name is returned in recheck, for
+// NonFiniteIntroducedIn, and it is not in found. found is in head's
+// order.
+func NonFiniteFromCounts(base, head []NonFiniteCount) (found []NonFiniteArray, recheck []string) {
+	held := make(map[string]bool, len(base))
+	for _, b := range base {
+		if b.NaN+b.Inf > 0 {
+			held[b.Array] = true
+		}
+	}
+	for _, h := range head {
+		switch {
+		case h.NaN+h.Inf == 0:
+		case held[h.Array]:
+			recheck = append(recheck, h.Array)
+		default:
+			found = append(found, NonFiniteArray{Array: h.Array, NewNaN: h.NaN, NewInf: h.Inf})
+		}
+	}
+	return found, recheck
+}
+
+// HeldNonFinite lists the arrays of an encode's result holding NaN or
+// ±Inf elements (wtxt.ArrayInfo's counts), in its (WTXT) order; nil
+// when none does.
+func HeldNonFinite(arrays []wtxt.ArrayInfo) []NonFiniteCount {
+	var out []NonFiniteCount
+	for _, a := range arrays {
+		if a.NaN+a.Inf > 0 {
+			out = append(out, NonFiniteCount{Array: a.Name, NaN: a.NaN, Inf: a.Inf})
+		}
+	}
+	return out
 }
 
 func sameOffsets(b, h *wtxt.IndexArray) bool {

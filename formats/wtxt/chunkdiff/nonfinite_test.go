@@ -1,11 +1,14 @@
 package chunkdiff
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -180,5 +183,84 @@ func TestNonFiniteIntroducedNoBase(t *testing.T) {
 	rep, err := NonFiniteIntroduced(context.Background(), "", head, 0)
 	if err != nil || len(rep.Arrays) != 1 || rep.Arrays[0].Array != "layer.0/b" || rep.Arrays[0].NewNaN != 1 || rep.Partial() {
 		t.Fatalf("%v %+v", err, rep)
+	}
+}
+
+// TestNonFiniteFromCounts: deciding from the encoder's counts, and
+// comparing only the arrays it leaves (NonFiniteIntroducedIn), reports
+// what the comparison of the two files reports, for NaN/Inf that are
+// new, that stay where they were, that move (the counts alone would say
+// "nothing new": the array is left to the comparison), in several
+// arrays, and with no base; arrays holding NaN/Inf only in the head are
+// decided without reading anything.
+func TestNonFiniteFromCounts(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	s := decodeFile(t, filepath.Join("testdata", "gen2.wtxt"))
+	for _, c := range []struct {
+		name       string
+		base, head func(*snapshot.Snapshot) *snapshot.Snapshot // nil base: no base file
+		recheck    string
+		want       string
+	}{
+		{"new NaN", func(s *snapshot.Snapshot) *snapshot.Snapshot { return s },
+			func(s *snapshot.Snapshot) *snapshot.Snapshot { return setF32(s, "layer.0/b", 5, nan) }, "[]", "[{layer.0/b 1 0}]"},
+		{"NaN stays", func(s *snapshot.Snapshot) *snapshot.Snapshot { return setF32(s, "layer.0/b", 5, nan) },
+			func(s *snapshot.Snapshot) *snapshot.Snapshot { return setF32(s, "layer.0/b", 5, nan) }, "[layer.0/b]", "[]"},
+		{"NaN moves", func(s *snapshot.Snapshot) *snapshot.Snapshot { return setF32(s, "layer.0/b", 5, nan) },
+			func(s *snapshot.Snapshot) *snapshot.Snapshot { return setF32(s, "layer.0/b", 6, nan) }, "[layer.0/b]", "[{layer.0/b 1 0}]"},
+		{"Inf held, NaN elsewhere", func(s *snapshot.Snapshot) *snapshot.Snapshot { return setF32(s, "layer.0/w", 3, inf) },
+			func(s *snapshot.Snapshot) *snapshot.Snapshot {
+				return setF32(setF32(setF32(s, "layer.0/w", 3, inf), "layer.0/w", 400, nan), "layer.0/b", 63, inf)
+			}, "[layer.0/w]", "[{layer.0/b 0 1} {layer.0/w 1 0}]"},
+		{"NaN gone", func(s *snapshot.Snapshot) *snapshot.Snapshot { return setF32(s, "layer.0/b", 5, nan) },
+			func(s *snapshot.Snapshot) *snapshot.Snapshot { return s }, "[]", "[]"},
+		{"no base", nil,
+			func(s *snapshot.Snapshot) *snapshot.Snapshot {
+				return setF32(setF32(s, "layer.0/b", 5, nan), "layer.0/w", 1, inf)
+			}, "[]", "[{layer.0/b 1 0} {layer.0/w 0 1}]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write := func(name string, s *snapshot.Snapshot) (string, []NonFiniteCount) {
+				var buf bytes.Buffer
+				res, err := wtxt.Encode(context.Background(), &buf, s, wtxt.EncodeOptions{RowsPerChunk: 8})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := filepath.Join(dir, name)
+				if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				return p, HeldNonFinite(res.Arrays)
+			}
+			var base string
+			var baseCounts []NonFiniteCount
+			if c.base != nil {
+				base, baseCounts = write("1.wtxt", c.base(s))
+			}
+			head, headCounts := write("2.wtxt", c.head(s))
+			want, err := NonFiniteIntroduced(context.Background(), base, head, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found, recheck := NonFiniteFromCounts(baseCounts, headCounts)
+			if got := fmt.Sprint(recheck); got != c.recheck && !(c.recheck == "[]" && recheck == nil) {
+				t.Fatalf("recheck %v, want %s", recheck, c.recheck)
+			}
+			if recheck != nil {
+				rep, err := NonFiniteIntroducedIn(context.Background(), base, head, recheck, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				found = append(found, rep.Arrays...)
+				slices.SortFunc(found, func(a, b NonFiniteArray) int { return strings.Compare(a.Array, b.Array) })
+			}
+			if !slices.Equal(found, want.Arrays) {
+				t.Fatalf("from counts %v, the comparison of the files %v", found, want.Arrays)
+			}
+			if got := fmt.Sprint(want.Arrays); got != c.want {
+				t.Fatalf("the comparison of the files found %s, want %s", got, c.want)
+			}
+		})
 	}
 }
