@@ -51,6 +51,9 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 		return nil, err
 	}
 	it.stage1("encode", d.now().Sub(t))
+	// NaN/Inf the generation introduces, from the encoder's counts
+	// (nonfinite.go); what they leave is compared beside the delta.
+	recheck, counted := nonFiniteFromCounts(it, head, res)
 	g.SetSeal(armor.Seal{Root: res.Root})
 	if g.Encrypted() {
 		t = d.now()
@@ -74,9 +77,13 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 		base := g.BasePath(head.Gen)
 		if bf, err := os.Open(base); err == nil {
 			t = d.now()
-			// The NaN/Inf check reads the WTXT by name: it runs as soon as
-			// the WTXT's commit is done, beside the delta.
-			nf := d.checkNonFiniteAsync(ctx, it, g, base)
+			// The NaN/Inf comparison of the files reads the WTXT by name:
+			// it runs as soon as the WTXT's commit is done, beside the
+			// delta.
+			nf := func() {}
+			if !counted || recheck != nil {
+				nf = d.checkNonFiniteAsync(ctx, it, g, base, recheck)
+			}
 			plan, err := it.delta(ctx, d.log, g, bf, head.SHA256All)
 			bf.Close()
 			if werr := g.Wait(); err == nil {
@@ -99,13 +106,11 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if head.Gen == 0 {
-		d.checkNonFinite(ctx, it, "", g.PlainPath()) // the first generation: against nothing
-	}
 	// Commit point: the chain state.
 	t = d.now()
 	next := newChainState(gen, res.Root, head, d.now().UTC())
 	next.NonFinite = it.res.NonFinite
+	next.Held = heldNonFinite(res.Arrays)
 	next.Meta = it.rec.Meta
 	next.Resume = rs
 	var from uint64

@@ -129,6 +129,10 @@ type Deps struct {
 	// node of a sharded job that commits its generations, rankcommit.go);
 	// its metrics are registered on Metrics.
 	RankCommitter *RankCommitter
+
+	// rereadNonFinite (tests) replaces the NaN/Inf check that reads the
+	// WTXT files (nonfinite.go); nil: chunkdiff.NonFiniteIntroducedIn.
+	rereadNonFinite rereadNonFinite
 }
 
 // Defaults of Config and PullRequest, for their zero values; configs.Default

@@ -68,9 +68,14 @@
 // ring's files (layout, armor and seals, the WTXT's commit in the
 // background while the delta is built, removal, trim) are package
 // pipeline/ring's (ring.Writer); build.go only orders the steps. The
-// check for NaN/±Inf the generation introduces (changed chunks only,
-// nonfinite.go) runs beside the delta once the WTXT is committed; its
-// result goes into the chain state, and its time into the "delta" stage.
+// check for NaN/±Inf the generation introduces (nonfinite.go) is decided
+// from the NaN/±Inf counts the encoder takes of every float array and
+// the chain state keeps of the head's (no file is read for an array
+// that holds some in one generation only); an array holding some in
+// both, or every array when the head's counts are not known (a state
+// file from before they were kept), is compared on the changed chunks of
+// the two files beside the delta once the WTXT is committed (its time
+// goes into the "delta" stage). The result goes into the chain state.
 // The diff picture (picture.go) reuses the delta plan's indexes and draws
 // densely changed arrays from a bounded sample. The build stage runs one
 // generation ahead of finish (the built channel's depth), so generation

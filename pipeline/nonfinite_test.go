@@ -1,16 +1,23 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/formats/wtxt/chunkdiff"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -78,4 +85,109 @@ func TestNonFiniteGenerationWarns(t *testing.T) {
 	if st, _ := ReadStatus(f.dir); strings.Contains(strings.Join(st.Warnings, "\n"), "NaN") {
 		t.Fatalf("status still warns: %v", st.Warnings)
 	}
+}
+
+// rereads records the calls of the NaN/Inf check that reads the WTXT
+// files (Deps.rereadNonFinite) and passes them on.
+type rereads struct {
+	mu    sync.Mutex
+	calls [][]string // each call's arrays ("*": every array)
+}
+
+func (r *rereads) reread(ctx context.Context, base, head string, arrays []string, maxBytes int64) (*chunkdiff.NonFiniteReport, error) {
+	r.mu.Lock()
+	if arrays == nil {
+		r.calls = append(r.calls, []string{"*"})
+	} else {
+		r.calls = append(r.calls, slices.Clone(arrays))
+	}
+	r.mu.Unlock()
+	return chunkdiff.NonFiniteIntroducedIn(ctx, base, head, arrays, maxBytes)
+}
+
+// take returns the calls so far and forgets them.
+func (r *rereads) take() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := fmt.Sprint(r.calls)
+	r.calls = nil
+	return s
+}
+
+// TestNonFiniteFromEncoderCounts: the NaN/Inf check decides from the
+// counts the encoder took and the chain state kept, reading no WTXT:
+// a dense generation (every element changed) introducing a NaN and an
+// Inf is reported without any read, whatever the budget; an array that
+// holds NaN in both generations is the only one compared by reading the
+// files; and a chain state without counts (written before they were
+// kept) falls back to comparing every array, and keeps counts again.
+func TestNonFiniteFromEncoderCounts(t *testing.T) {
+	f := newFixture(t)
+	rr := &rereads{}
+	mod := func(c *Config, d *Deps) { d.rereadNonFinite = rr.reread }
+	f.start(t, mod)
+	nanAt := func(s *snapshot.Snapshot, arr int, nan, inf []int) *snapshot.Snapshot {
+		b := bytes.Clone(s.Arrays[arr].Data.(snapshot.Bytes))
+		for _, i := range nan {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(math.NaN())))
+		}
+		for _, i := range inf {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(math.Inf(-1))))
+		}
+		s.Arrays[arr].Data = snapshot.Bytes(b)
+		return s
+	}
+	const mib = 2 // four f32 arrays of 512 KiB
+	last := mib<<20/16 - 1
+	step := func(gen uint64, s *snapshot.Snapshot, want, wantCalls string) {
+		t.Helper()
+		request(t, f.dir, gen, publishSnap(t, f.dir, gen, s))
+		r := f.wait(t, gen)
+		if r.Error != "" {
+			t.Fatalf("gen %d: %s", gen, r.Error)
+		}
+		if got := fmt.Sprint(r.NonFinite); got != want {
+			t.Errorf("gen %d: NaN/Inf introduced %s, want %s", gen, got, want)
+		}
+		if got := rr.take(); got != wantCalls {
+			t.Errorf("gen %d: the check read the WTXT files for %s, want %s", gen, got, wantCalls)
+		}
+	}
+	step(1, denseModel(mib, 1), "[]", "[]")
+	step(2, nanAt(nanAt(denseModel(mib, 2), 2, []int{12345}, nil), 3, nil, []int{last}),
+		"[{layer2.weight 1 0} {layer3.weight 0 1}]", "[]")
+	if r := f.wait(t, 2); r.DeltaChanged != r.DeltaChunks || r.Delta != "" {
+		t.Fatalf("gen 2 is not dense: %d of %d chunks changed, delta %q", r.DeltaChanged, r.DeltaChunks, r.Delta)
+	}
+	c, err := ReadChainState(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Held == nil || fmt.Sprint(c.Held.Arrays) != "[{layer2.weight 1 0} {layer3.weight 0 1}]" {
+		t.Fatalf("chain state after gen 2 holds %+v", c.Held)
+	}
+	// The NaN of layer2 stays and another joins it: only layer2 is read.
+	step(3, nanAt(denseModel(mib, 3), 2, []int{12345, 99}, nil), "[{layer2.weight 1 0}]", "[[layer2.weight]]")
+
+	// A chain state from before the counts were kept: every array is
+	// compared by reading, with the same result.
+	f.stop(t)
+	c, err = ReadChainState(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Held = nil
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.dir, StateFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.start(t, mod)
+	step(4, nanAt(nanAt(denseModel(mib, 4), 2, []int{12345, 99}, nil), 0, []int{7}, nil), "[{layer0.weight 1 0}]", "[[*]]")
+	if c, err = ReadChainState(f.dir); err != nil || c.Held == nil || fmt.Sprint(c.Held.Arrays) != "[{layer0.weight 1 0} {layer2.weight 2 0}]" {
+		t.Fatalf("chain state after gen 4 holds %+v (%v)", c.Held, err)
+	}
+	f.stop(t)
 }

@@ -72,6 +72,13 @@ type ChainState struct {
 	// NonFinite: the arrays in which Gen introduced NaN/±Inf (against
 	// PrevGen); `snapd status` warns about them.
 	NonFinite []chunkdiff.NonFiniteArray `json:"nonfinite,omitempty"`
+	// Held counts the NaN and ±Inf elements Gen holds, per float array
+	// holding any, as Gen's encode counted them; nil when they are not
+	// known (a state file from before they were kept, a resume's base,
+	// or a list too long to keep: see heldNonFinite). The next
+	// generation's NaN/Inf check compares against them instead of
+	// reading Gen's WTXT (nonfinite.go).
+	Held *HeldNonFinite `json:"nonfinite_held,omitempty"`
 	// Resume is the last resume of the run that reached Gen (carried
 	// from generation to generation): the trainer restarted from
 	// generation From's checkpoint, generation AtGen chained to From, and
@@ -86,6 +93,12 @@ type ChainState struct {
 	// generation): the Snapd-Meta trailer of its commit, shown by `snapd
 	// status`.
 	Meta snapshot.UserMeta `json:"meta,omitempty"`
+}
+
+// HeldNonFinite is the NaN/±Inf a generation holds: the arrays holding
+// any (none: an empty list, which is not the same as no HeldNonFinite).
+type HeldNonFinite struct {
+	Arrays []chunkdiff.NonFiniteCount `json:"arrays,omitempty"`
 }
 
 // ResumeState is a declared resume (see docs/FORMAT.md "Resumed runs").
