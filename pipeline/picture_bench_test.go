@@ -14,6 +14,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/snapshot"
+	"github.com/snapd-ml/snapd/wal"
 )
 
 // denseMiB is the size of the dense benchmarks' model:
@@ -129,4 +130,73 @@ func BenchmarkPictureDense(b *testing.B) {
 // since start: steadier than wall time on a loaded machine.
 func reportCPU(b *testing.B, start time.Duration) {
 	b.ReportMetric((processCPU(b)-start).Seconds()*1e3/float64(b.N), "cpu-ms/op")
+}
+
+// BenchmarkBuildDense is the daemon's work for one dense generation
+// (PIPELINE_DENSE_MIB, default 40 MiB of f32, every element changed
+// against the previous generation; Git off), from the request to the
+// generation in the ring: prepare, encode, the delta plan (no delta is
+// written: dense), the NaN/Inf check and the diff picture. It reports
+// the process CPU per generation (cpu-ms/op, the request's window only)
+// and the last generation's stage times (encode-s, delta-s: the delta
+// plan and the NaN/Inf check beside it, picture-s).
+//
+//	go test -run XXX -bench 'EncodeDense|BuildDense' -benchtime 5x -count 3 ./pipeline
+func BenchmarkBuildDense(b *testing.B) {
+	mib := denseMiB()
+	dir := b.TempDir()
+	k := loadTestKeys(b, filepath.Join(dir, KeysDir))
+	cfg := testConfig(dir, k)
+	cfg.RowsPerChunk, cfg.Workers, cfg.RingKeep = 0, DefaultWorkers(), 3
+	d, err := New(cfg, Deps{Registry: testRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	w, err := wal.OpenWriter(filepath.Join(dir, WALDir))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	first := func(gen uint64) {
+		if err := w.Append(wal.Request{Gen: gen, Time: time.Unix(1_700_000_000+int64(gen), 0), Requester: "bench", Source: publishSnap(b, dir, gen, denseModel(mib, int(gen)))}); err != nil {
+			b.Fatal(err)
+		}
+		if r, err := d.Wait(context.Background(), gen); err != nil || r.Error != "" {
+			b.Fatalf("gen %d: %v %s", gen, err, r.Error)
+		}
+	}
+	first(1)
+	b.SetBytes(int64(mib) << 20)
+	var cpu time.Duration
+	var last *GenResult
+	b.ResetTimer()
+	for i := range b.N {
+		gen := uint64(i + 2)
+		b.StopTimer()
+		src := publishSnap(b, dir, gen, denseModel(mib, int(gen)))
+		runtime.GC() // the set-up's garbage is not the benchmark's
+		b.StartTimer()
+		c0 := processCPU(b)
+		if err := w.Append(wal.Request{Gen: gen, Time: time.Unix(1_700_000_000+int64(gen), 0), Requester: "bench", Source: src}); err != nil {
+			b.Fatal(err)
+		}
+		r, err := d.Wait(context.Background(), gen)
+		if err != nil || r.Error != "" {
+			b.Fatalf("gen %d: %v %s", gen, err, r.Error)
+		}
+		cpu += processCPU(b) - c0
+		last = r
+	}
+	b.StopTimer()
+	b.ReportMetric(cpu.Seconds()*1e3/float64(b.N), "cpu-ms/op")
+	for _, st := range []string{"encode", "delta", "picture"} {
+		b.ReportMetric(last.Stages[st].Seconds(), st+"-s")
+	}
+	if last.DeltaChanged != last.DeltaChunks || last.Delta != "" {
+		b.Fatalf("not dense: %d of %d chunks changed, delta %q", last.DeltaChanged, last.DeltaChunks, last.Delta)
+	}
 }
