@@ -15,9 +15,12 @@ import (
 	"sync"
 	"testing"
 
+	"filippo.io/age"
+
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
 	"github.com/snapd-ml/snapd/formats/wtxt/chunkdiff"
+	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -121,10 +124,26 @@ func (r *rereads) take() string {
 // holds NaN in both generations is the only one compared by reading the
 // files; and a chain state without counts (written before they were
 // kept) falls back to comparing every array, and keeps counts again.
+// An encrypted ring works the same (the counts are the plaintext's).
 func TestNonFiniteFromEncoderCounts(t *testing.T) {
+	for _, encrypted := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "encrypted"}[encrypted], func(t *testing.T) {
+			testNonFiniteFromEncoderCounts(t, encrypted)
+		})
+	}
+}
+
+func testNonFiniteFromEncoderCounts(t *testing.T, encrypted bool) {
 	f := newFixture(t)
 	rr := &rereads{}
-	mod := func(c *Config, d *Deps) { d.rereadNonFinite = rr.reread }
+	var rcp []age.Recipient
+	if encrypted {
+		var err error
+		if rcp, err = keys.LoadAgeRecipients(f.keys.gen.AgePub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mod := func(c *Config, d *Deps) { c.Recipients, d.rereadNonFinite = rcp, rr.reread }
 	f.start(t, mod)
 	nanAt := func(s *snapshot.Snapshot, arr int, nan, inf []int) *snapshot.Snapshot {
 		b := bytes.Clone(s.Arrays[arr].Data.(snapshot.Bytes))
