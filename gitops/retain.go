@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,7 +51,10 @@ type RetainResult struct {
 	BoundaryGen uint64
 	Cut         bool // the boundary moved in this call
 	TagsDeleted int
-	Repacked    bool // git repack -a -d and git prune ran (and succeeded)
+	// Repacked: git repack -a -d ran (and succeeded); git prune runs
+	// every time, the repack only once the packs hold more unreachable
+	// bytes than one kept generation's average.
+	Repacked bool
 	// Skipped says why nothing was cut although history is old enough
 	// (a pending push outside the kept history); "" otherwise.
 	Skipped string
@@ -74,8 +78,10 @@ type RetainResult struct {
 //     unreachable from now on;
 //  3. delete the generation tags (Config.TagPrefix) of commits below B,
 //     except pending ones (the remote has them all);
-//  4. git reflog expire --expire=now --all, git repack -a -d and
-//     git prune --expire=now, which delete the unreachable objects;
+//  4. git reflog expire --expire=now --all and git prune --expire=now,
+//     which delete the unreachable loose objects, and git repack -a -d
+//     once the packs hold more unreachable bytes than one kept
+//     generation's average (repackAll);
 //  5. remove snapd-retain-pending.
 //
 // A crash or failure at any step leaves a repository that commits,
@@ -176,10 +182,13 @@ func (r *Repo) Retain(ctx context.Context, pushed plumbing.Hash, keep int, pendi
 	}); err != nil {
 		return res, err
 	}
-	if err := r.retainStep("repack", func() error { return r.repackAll(ctx) }); err != nil {
+	if err := r.retainStep("repack", func() error {
+		var err error
+		res.Repacked, err = r.repackAll(ctx, keep)
+		return err
+	}); err != nil {
 		return res, err
 	}
-	res.Repacked = true
 	if err := r.retainStep("done", func() error {
 		err := os.Remove(filepath.Join(gitDir, retainPendingName))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -301,26 +310,79 @@ func (r *Repo) deleteTagsOutside(kept map[plumbing.Hash]bool, keepTag map[string
 	return len(drop), nil
 }
 
-// repackAll expires the reflogs, repacks everything reachable into one
-// pack and prunes the rest; go-git then re-reads the pack list.
-func (r *Repo) repackAll(ctx context.Context) error {
+// repackAll expires the reflogs and prunes the unreachable loose
+// objects (a dense single-file generation's WTXT blob is one), then
+// repacks everything reachable into one pack when the packs hold more
+// unreachable bytes than one kept generation's average (reachable bytes
+// / keep): rewriting the kept generations after every push was most of a
+// dense generation's retention cost, and waiting for that much garbage
+// keeps the repository within keep + 2 generations. go-git then re-reads
+// the pack list.
+func (r *Repo) repackAll(ctx context.Context, keep int) (repacked bool, err error) {
 	git, err := exec.LookPath("git")
 	if err != nil {
-		return err
+		return false, err
 	}
 	base := append([]string{"-C", r.dir}, pushMemoryLimits...)
 	defer r.reindex()
+	run := func(args ...string) (string, error) {
+		out, err := gitexec.Output(ctx, localGit(git), append(append([]string{}, base...), args...)...)
+		if err != nil {
+			cause, stderr := gitexec.Split(err)
+			return "", fmt.Errorf("git %s: %w: %s", args[0], cause, gitexec.LastLine(stderr))
+		}
+		return string(out), nil
+	}
 	for _, args := range [][]string{
 		{"reflog", "expire", "--expire=now", "--all"},
-		{"repack", "-a", "-d", "-q", "--no-write-bitmap-index"},
 		{"prune", "--expire=now"},
 	} {
-		if err := gitexec.Run(ctx, localGit(git), append(append([]string{}, base...), args...)...); err != nil {
-			cause, stderr := gitexec.Split(err)
-			return fmt.Errorf("git %s: %w: %s", args[0], cause, gitexec.LastLine(stderr))
+		if _, err := run(args...); err != nil {
+			return false, err
 		}
 	}
-	return nil
+	garbage, reachable, err := r.packGarbage(run)
+	if err != nil {
+		return false, err
+	}
+	if keep < 1 {
+		keep = 1
+	}
+	if garbage <= reachable/int64(keep) {
+		return false, nil
+	}
+	_, err = run("repack", "-a", "-d", "-q", "--no-write-bitmap-index")
+	return err == nil, err
+}
+
+// packGarbage returns the bytes of objects in packs that no ref (nor the
+// index, nor HEAD) reaches, and the on-disk bytes of the reachable ones;
+// called right after git prune, so no unreachable object is loose.
+func (r *Repo) packGarbage(run func(args ...string) (string, error)) (garbage, reachable int64, err error) {
+	out, err := run("rev-list", "--objects", "--all", "--indexed-objects", "--disk-usage")
+	if err != nil {
+		return 0, 0, err
+	}
+	if reachable, err = strconv.ParseInt(strings.TrimSpace(out), 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("git rev-list --disk-usage: %q: %w", strings.TrimSpace(out), err)
+	}
+	out, err = run("count-objects", "-v")
+	if err != nil {
+		return 0, 0, err
+	}
+	var onDisk int64
+	for _, l := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(l, ": ")
+		if !ok || (k != "size" && k != "size-pack") {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("git count-objects: %s: %w", k, err)
+		}
+		onDisk += n << 10 // KiB
+	}
+	return max(0, onDisk-reachable), reachable, nil
 }
 
 // readShallow returns the commits the git directory's shallow file names
