@@ -30,7 +30,9 @@
 # Environment: GENS (default 6; BIG_GENS, default 4, for sizes of 1 GiB and
 # more: each generation there stores ~7 GB in the work dir), SIZES (bytes, space-separated; default
 # 41943040, plus 1073741824 with DENSE_BENCH_BIG=1), ROUNDS/STEPS/EVERY for
-# the trainer (3/30/5), TRAINER_STORE (git, or oci: the daemon beside the
+# the trainer (3/30/5), TRAINER_SCHED (idle: the daemon beside the
+# trainer at nice 10 and SCHED_IDLE, as configs/snapd-ml.service and
+# snapd-ml.slice run it; nice: nice 10 only), TRAINER_STORE (git, or oci: the daemon beside the
 # trainer in the registry layout), PYTHON (/usr/bin/python3), BENCH_DIR (work dir
 # parent), KEEP=1 keeps the work dir, STORES ("git oci" by default; "git"
 # skips the registry). Installs git-lfs (and docker-registry for oci) with
@@ -83,7 +85,9 @@ metrics:
   addr: "off"
 YAML
   if [ -n "${3:-}" ]; then printf 'store:\n  oci:\n    repository: %s/bench\n' "$3" >> "$d/snapd.yaml"; fi
-  nice -n "${2:-0}" "$W/snapd" run --config "$d/snapd.yaml" 2>"$d/daemon.log" &
+  local idle=()
+  if [ "${2:-0}" != 0 ] && [ "${TRAINER_SCHED:-idle}" = idle ]; then idle=(chrt --idle 0); fi
+  nice -n "${2:-0}" "${idle[@]}" "$W/snapd" run --config "$d/snapd.yaml" 2>"$d/daemon.log" &
   DAEMON=$!
   DAEMONS="$DAEMONS $DAEMON"
 }
@@ -179,7 +183,7 @@ done
 
 if [ "${TRAINER:-1}" != 0 ]; then
   echo
-  echo "trainer step (PyTorch $("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null), $(nproc) cores), daemon at nice 10, store ${TRAINER_STORE:-git}:"
+  echo "trainer step (PyTorch $("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null), $(nproc) cores), daemon at nice 10 (scheduling ${TRAINER_SCHED:-idle}), store ${TRAINER_STORE:-git}:"
   d=$W/trainer
   mkdir -p "$d"
   if [ "${TRAINER_STORE:-git}" = oci ]; then start_registry "$d/registry"; start_daemon "$d" 10 "$REG_ADDR"; else start_daemon "$d" 10; fi
