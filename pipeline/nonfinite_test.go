@@ -19,6 +19,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/wtxt/chunkdiff"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -209,4 +210,27 @@ func testNonFiniteFromEncoderCounts(t *testing.T, encrypted bool) {
 		t.Fatalf("chain state after gen 4 holds %+v (%v)", c.Held, err)
 	}
 	f.stop(t)
+}
+
+// TestHeldNonFiniteBounded: the chain state keeps the counts of the
+// arrays holding NaN/Inf (an empty list when none does: known, not
+// unknown), and nothing (unknown: the next check reads the files) when
+// their list would crowd the state file.
+func TestHeldNonFiniteBounded(t *testing.T) {
+	if h := heldNonFinite([]wtxt.ArrayInfo{{Name: "a"}, {Name: "b"}}); h == nil || h.Arrays != nil {
+		t.Fatalf("no NaN/Inf: %+v", h)
+	}
+	if h := heldNonFinite([]wtxt.ArrayInfo{{Name: "a"}, {Name: "b", NaN: 2, Inf: 1}}); h == nil || fmt.Sprint(h.Arrays) != "[{b 2 1}]" {
+		t.Fatalf("one array: %+v", h)
+	}
+	var many []wtxt.ArrayInfo
+	for i := range 300 {
+		many = append(many, wtxt.ArrayInfo{Name: fmt.Sprintf("%04d", i) + strings.Repeat("x", 1000), NaN: 1})
+	}
+	if h := heldNonFinite(many); h != nil {
+		t.Fatalf("300 arrays of 1 KiB names kept: %d", len(h.Arrays))
+	}
+	if h := heldNonFinite(many[:100]); h == nil || len(h.Arrays) != 100 {
+		t.Fatalf("100 arrays of 1 KiB names: %+v", h)
+	}
 }
