@@ -10,7 +10,10 @@ import (
 	"testing"
 )
 
-const unitFile = "snapd-ml.service"
+const (
+	unitFile  = "snapd-ml.service"
+	sliceFile = "snapd-ml.slice" // the unit's Slice=
+)
 
 // maxExposure is the highest `systemd-analyze security` exposure the unit
 // may have: at most 3.0, the hardening target for the unit.
@@ -56,7 +59,15 @@ func unitWithBinary(t *testing.T) string {
 func TestSystemdUnitVerifies(t *testing.T) {
 	sa := systemdAnalyze(t)
 	p := unitWithBinary(t)
-	out, err := exec.Command(sa, "verify", "--man=no", p).CombinedOutput()
+	slice, err := os.ReadFile(sliceFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := filepath.Join(filepath.Dir(p), sliceFile)
+	if err := os.WriteFile(sp, slice, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(sa, "verify", "--man=no", sp, p).CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) != 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
@@ -90,10 +101,14 @@ func TestSystemdUnitNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := string(b)
-	for _, want := range []string{"Type=notify", "StateDirectory=snapd-ml\n", "--state-dir /var/lib/snapd-ml", "User=snapd-ml", "MemoryMax=", "CPUWeight="} {
+	for _, want := range []string{"Type=notify", "StateDirectory=snapd-ml\n", "--state-dir /var/lib/snapd-ml", "User=snapd-ml", "MemoryMax=", "CPUWeight=",
+		"Slice=" + sliceFile + "\n", "CPUSchedulingPolicy=idle\n"} {
 		if !strings.Contains(u, want) {
 			t.Errorf("unit lacks %q", want)
 		}
+	}
+	if sb, err := os.ReadFile(sliceFile); err != nil || !strings.Contains(string(sb), "\nCPUWeight=idle\n") {
+		t.Errorf("%s: no CPUWeight=idle (%v)", sliceFile, err)
 	}
 	if regexp.MustCompile(`/var/lib/snapd(\s|/|$)`).MatchString(u) || regexp.MustCompile(`(?m)^[^#].*/etc/snapd/`).MatchString(u) {
 		t.Error("unit uses Canonical snapd's paths")
