@@ -84,19 +84,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	if n, err := strconv.Atoi(os.Getenv("PIPELINE_BENCH_WORKERS")); err == nil {
 		cfg.Workers = n
 	}
-	d, err := New(cfg, Deps{Registry: testRegistry()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close(context.Background())
-	w, err := wal.OpenWriter(filepath.Join(dir, WALDir))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
+	d, w := startBenchDaemon(b, cfg)
 	var e2eCPU, encCPU time.Duration
 	req := func(gen uint64, src string) time.Duration {
 		c0 := processCPU(b)
@@ -298,4 +286,24 @@ func BenchmarkTrainerImpactProcess(b *testing.B) {
 				c.name, alone, beside, len(srcs), mib, dt.Seconds(), 100*(1-beside/alone))
 		})
 	}
+}
+
+// startBenchDaemon starts a daemon on cfg and opens its request log
+// (cfg.StateDir/wal); both are closed when b ends.
+func startBenchDaemon(b *testing.B, cfg Config) (*Daemon, *wal.Writer) {
+	b.Helper()
+	d, err := New(cfg, Deps{Registry: testRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Close(context.Background()) })
+	w, err := wal.OpenWriter(filepath.Join(cfg.StateDir, WALDir))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { w.Close() })
+	return d, w
 }

@@ -148,19 +148,7 @@ func BenchmarkBuildDense(b *testing.B) {
 	k := loadTestKeys(b, filepath.Join(dir, KeysDir))
 	cfg := testConfig(dir, k)
 	cfg.RowsPerChunk, cfg.Workers, cfg.RingKeep = 0, DefaultWorkers(), 3
-	d, err := New(cfg, Deps{Registry: testRegistry()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close(context.Background())
-	w, err := wal.OpenWriter(filepath.Join(dir, WALDir))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
+	d, w := startBenchDaemon(b, cfg)
 	first := func(gen uint64) {
 		if err := w.Append(wal.Request{Gen: gen, Time: time.Unix(1_700_000_000+int64(gen), 0), Requester: "bench", Source: publishSnap(b, dir, gen, denseModel(mib, int(gen)))}); err != nil {
 			b.Fatal(err)
