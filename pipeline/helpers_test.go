@@ -22,6 +22,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/ztensor"
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/keys"
 	"github.com/snapd-ml/snapd/snapshot"
@@ -148,6 +149,21 @@ func (f *fixture) start(t testing.TB, mod func(*Config, *Deps)) {
 	}
 	if err := f.d.Start(context.Background()); err != nil {
 		f.d.Close(context.Background())
+		t.Fatal(err)
+	}
+}
+
+// pushTo gives f's daemon a resend queue (retried every 10-50 ms) that
+// pushes to url through the push observer, so retention trims the local
+// repository after each push. Call it from f.start's mod.
+func (f *fixture) pushTo(t testing.TB, d *Deps, url string) {
+	t.Helper()
+	p, err := gitops.NewPusher(filepath.Join(f.dir, RepoDir), gitops.Remote{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Pushes = ObservePushes(p)
+	if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: d.Pushes, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -4,10 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/snapd-ml/snapd/gitops"
-	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/gittest"
 	"github.com/snapd-ml/snapd/wal"
 )
@@ -37,14 +35,7 @@ func testRepack(t *testing.T, withQueue bool) {
 		if !withQueue {
 			return
 		}
-		p, err := gitops.NewPusher(repoDir, gitops.Remote{URL: remote.URL})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Pushes = ObservePushes(p)
-		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: d.Pushes, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
-			t.Fatal(err)
-		}
+		f.pushTo(t, d, remote.URL)
 	}
 	git := func(args ...string) string { t.Helper(); return gittest.Git(t, repoDir, args...) }
 	packs := func() int {

@@ -18,8 +18,6 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
-	"github.com/snapd-ml/snapd/gitops"
-	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/gittest"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
@@ -102,14 +100,7 @@ func retentionRun(t *testing.T, n, size int, remote remoteRepo) (after, one disk
 		c.RingKeep = DefaultRingKeep
 		c.Retention = Retention{Gens: DefaultRetainKeep, Repo: DefaultRetainKeep}
 		c.RowsPerChunk = 0
-		p, err := gitops.NewPusher(repoDir, gitops.Remote{URL: remote.URL})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Pushes = ObservePushes(p)
-		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: d.Pushes, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
-			t.Fatal(err)
-		}
+		f.pushTo(t, d, remote.URL)
 	})
 	for g := uint64(1); g <= uint64(n); g++ {
 		request(t, f.dir, g, publishRetention(t, f.dir, g, size))
@@ -151,14 +142,7 @@ func retentionRun(t *testing.T, n, size int, remote remoteRepo) (after, one disk
 	f.repo = nil
 	f.start(t, func(c *Config, d *Deps) {
 		c.Retention = Retention{Gens: DefaultRetainKeep, Repo: DefaultRetainKeep}
-		p, err := gitops.NewPusher(repoDir, gitops.Remote{URL: remote.URL})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Pushes = ObservePushes(p)
-		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: d.Pushes, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
-			t.Fatal(err)
-		}
+		f.pushTo(t, d, remote.URL)
 	})
 	next := uint64(n + 1)
 	request(t, f.dir, next, publishRetention(t, f.dir, next, size))
@@ -252,14 +236,7 @@ func TestRetentionNeverPrunesUnpushed(t *testing.T) {
 	repoDir := filepath.Join(f.dir, RepoDir)
 	f.start(t, func(c *Config, d *Deps) {
 		c.Retention = Retention{Gens: keep, Repo: keep}
-		p, err := gitops.NewPusher(repoDir, gitops.Remote{URL: remote.URL})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Pushes = ObservePushes(p)
-		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: d.Pushes, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
-			t.Fatal(err)
-		}
+		f.pushTo(t, d, remote.URL)
 	})
 	git := func(args ...string) string { t.Helper(); return strings.TrimSpace(gittest.Git(t, repoDir, args...)) }
 	gen := func(g uint64) {
