@@ -356,8 +356,12 @@ func (r *Repo) repackAll(ctx context.Context, keep int) (repacked bool, err erro
 }
 
 // packGarbage returns the bytes of objects in packs that no ref (nor the
-// index, nor HEAD) reaches, and the on-disk bytes of the reachable ones;
-// called right after git prune, so no unreachable object is loose.
+// index, nor HEAD) reaches, and the on-disk bytes of the reachable ones
+// (git rev-list --disk-usage: a packed object's bytes in its pack, a
+// loose object's file size); called right after git prune, so every
+// loose object is reachable and not packed, and the garbage is the
+// object bytes the store holds (objectStoreBytes) less the reachable
+// ones.
 func (r *Repo) packGarbage(run func(args ...string) (string, error)) (garbage, reachable int64, err error) {
 	out, err := run("rev-list", "--objects", "--all", "--indexed-objects", "--disk-usage")
 	if err != nil {
@@ -366,23 +370,81 @@ func (r *Repo) packGarbage(run func(args ...string) (string, error)) (garbage, r
 	if reachable, err = strconv.ParseInt(strings.TrimSpace(out), 10, 64); err != nil {
 		return 0, 0, fmt.Errorf("git rev-list --disk-usage: %q: %w", strings.TrimSpace(out), err)
 	}
-	out, err = run("count-objects", "-v")
+	stored, err := objectStoreBytes(objectsDir(r.dir))
 	if err != nil {
 		return 0, 0, err
 	}
-	var onDisk int64
-	for _, l := range strings.Split(out, "\n") {
-		k, v, ok := strings.Cut(l, ": ")
-		if !ok || (k != "size" && k != "size-pack") {
+	return max(0, stored-reachable), reachable, nil
+}
+
+// packFraming is the bytes of a pack file that belong to no object: the
+// 12-byte header and the 20-byte SHA-1 trailer.
+const packFraming = 12 + 20
+
+// objectStoreBytes returns the object bytes an objects directory holds,
+// counted as git rev-list --disk-usage counts them: each pack-*.pack file
+// less its header and trailer (not the .idx, .rev or bitmap beside it,
+// which git count-objects' size-pack includes), and each loose object's
+// file size (not the blocks it occupies, which count-objects' size
+// counts). So a small repository's index files and block rounding do not
+// read as garbage.
+func objectStoreBytes(objs string) (int64, error) {
+	var n int64
+	packs, err := filepath.Glob(filepath.Join(objs, "pack", "pack-*.pack"))
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range packs {
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // a concurrent git repack deleted it
+		}
+		if err != nil {
+			return 0, fmt.Errorf("object store: %w", err)
+		}
+		n += max(0, fi.Size()-packFraming)
+	}
+	dirs, err := os.ReadDir(objs)
+	if err != nil {
+		return 0, fmt.Errorf("object store: %w", err)
+	}
+	for _, d := range dirs {
+		if !d.IsDir() || !isLooseFanout(d.Name()) {
 			continue
 		}
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		files, err := os.ReadDir(filepath.Join(objs, d.Name()))
 		if err != nil {
-			return 0, 0, fmt.Errorf("git count-objects: %s: %w", k, err)
+			return 0, fmt.Errorf("object store: %w", err)
 		}
-		onDisk += n << 10 // KiB
+		for _, f := range files {
+			if !f.Type().IsRegular() || len(f.Name()) != 38 { // not tmp_obj_*
+				continue
+			}
+			fi, err := f.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return 0, fmt.Errorf("object store: %w", err)
+			}
+			n += fi.Size()
+		}
 	}
-	return max(0, onDisk-reachable), reachable, nil
+	return n, nil
+}
+
+// isLooseFanout says whether name is one of the 256 two-hex-digit
+// directories loose objects live in.
+func isLooseFanout(name string) bool {
+	if len(name) != 2 {
+		return false
+	}
+	for _, c := range name {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // readShallow returns the commits the git directory's shallow file names

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -322,4 +324,141 @@ func TestRetainKeepsBaseBranchShallow(t *testing.T) {
 		t.Fatalf("remote: %s commits on snapshots, want 5 generations on main's 3", got)
 	}
 	gitCmd(t, remote, "fsck", "--strict", "--no-dangling")
+}
+
+// TestRetainRepackRule: Retain's cleanup prunes unreachable loose
+// objects however many bytes they hold, and repacks only once the packs
+// hold more unreachable object bytes than one kept generation's average
+// (the reachable bytes / keep). The pack index files and the blocks loose
+// objects occupy are not garbage: packed garbage just below the rule,
+// whose pack with its index is above it, is left in place.
+func TestRetainRepackRule(t *testing.T) {
+	const keep = 3
+	dir := t.TempDir()
+	chain := retainChain(t, dir, keep)
+	repoDir := filepath.Join(dir, "local.git")
+	key, _ := testKey(t)
+	r := reopen(t, repoDir, key)
+	ctx := context.Background()
+	var last *Result
+	for g, path := range chain.paths {
+		var err error
+		if last, err = r.Commit(ctx, Generation{WTXT: path}); err != nil {
+			t.Fatalf("commit gen %d: %v", g+1, err)
+		}
+	}
+	// keep generations of keep: nothing to cut, so Retain does only the
+	// cleanup a crashed Retain left due (its pending mark).
+	retain := func() RetainResult {
+		t.Helper()
+		writeFile(t, repoDir, retainPendingName, []byte(last.Commit.String()+"\n"))
+		m, err := r.Retain(ctx, last.Commit, keep, nil)
+		if err != nil || m.Cut {
+			t.Fatalf("Retain: %+v, %v", m, err)
+		}
+		if _, err := os.Stat(filepath.Join(repoDir, retainPendingName)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("pending mark left: %v", err)
+		}
+		gitCmd(t, repoDir, "fsck", "--strict", "--no-dangling")
+		return m
+	}
+	packs := func() []string {
+		t.Helper()
+		m, err := filepath.Glob(filepath.Join(repoDir, "objects", "pack", "pack-*.pack"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	present := func(oid string) bool {
+		_, err := gitRun(repoDir, "cat-file", "-e", oid)
+		return err == nil
+	}
+	blob := func(seed, n int) string {
+		t.Helper()
+		p := writeFile(t, t.TempDir(), "blob", pseudo(seed, n))
+		return strings.TrimSpace(gitCmd(t, repoDir, "hash-object", "-w", p))
+	}
+	// packBlob writes an unreachable blob of n pseudo-random bytes into
+	// a pack of its own and returns its id and its bytes in the pack.
+	packBlob := func(seed, n int) (string, int64) {
+		t.Helper()
+		oid := blob(seed, n)
+		cmd := exec.Command("git", "pack-objects", "-q", filepath.Join("objects", "pack", "pack"))
+		cmd.Dir = repoDir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")
+		cmd.Stdin = strings.NewReader(oid + "\n")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git pack-objects: %v\n%s", err, out)
+		}
+		fi, err := os.Stat(filepath.Join(repoDir, "objects", "pack", "pack-"+strings.TrimSpace(string(out))+".pack"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gitCmd(t, repoDir, "prune-packed")
+		return oid, fi.Size() - packFraming
+	}
+
+	diskUsage := func() int64 {
+		t.Helper()
+		out := strings.TrimSpace(gitCmd(t, repoDir, "rev-list", "--objects", "--all", "--indexed-objects", "--disk-usage"))
+		n, err := strconv.ParseInt(out, 10, 64)
+		if err != nil {
+			t.Fatalf("git rev-list --disk-usage: %q: %v", out, err)
+		}
+		return n
+	}
+
+	if m := retain(); m.Repacked {
+		t.Fatalf("repacked a repository without garbage: %+v", m)
+	}
+	reachable := diskUsage()
+	rule := reachable / keep
+	before := packs()
+
+	// Loose garbage of many generations and packed garbage just below
+	// one generation: pruned, not repacked.
+	var loose []string
+	for i := 0; i < 4; i++ {
+		loose = append(loose, blob(1000+i, int(rule)))
+	}
+	packed1, n1 := packBlob(2000, int(rule)-300)
+	if n1 >= rule || n1 < rule-400 {
+		t.Fatalf("setup: the garbage pack holds %d object bytes, want a little below %d", n1, rule)
+	}
+	withGarbage := packs()
+	if m := retain(); m.Repacked {
+		t.Fatalf("repacked with %d bytes of packed garbage, the rule is %d (reachable %d / keep %d): %+v", n1, rule, reachable, keep, m)
+	}
+	for _, oid := range loose {
+		if present(oid) {
+			t.Fatalf("unreachable loose object %s left after Retain", oid)
+		}
+	}
+	if got := packs(); len(got) != len(before)+1 || !present(packed1) || fmt.Sprint(got) != fmt.Sprint(withGarbage) {
+		t.Fatalf("packs after Retain below the rule: %q, want %q", got, withGarbage)
+	}
+
+	// More packed garbage, past the rule: one pack of the reachable
+	// objects, the garbage gone.
+	packed2, n2 := packBlob(3000, 500)
+	if n1+n2 <= rule {
+		t.Fatalf("setup: %d + %d bytes of packed garbage are not past %d", n1, n2, rule)
+	}
+	if m := retain(); !m.Repacked {
+		t.Fatalf("not repacked with %d bytes of packed garbage, the rule is %d: %+v", n1+n2, rule, m)
+	}
+	if got := packs(); len(got) != 1 || present(packed1) || present(packed2) {
+		t.Fatalf("packs after the repack: %q (garbage present: %v %v)", got, present(packed1), present(packed2))
+	}
+	// One pack of reachable objects: the store's object bytes are what
+	// git rev-list --disk-usage counts, no garbage.
+	after := diskUsage()
+	if stored, err := objectStoreBytes(filepath.Join(repoDir, "objects")); err != nil || stored != after {
+		t.Fatalf("object bytes after the repack %d (%v), reachable %d", stored, err, after)
+	}
+	if log, err := r.Log(ctx, 0); err != nil || len(log) != keep {
+		t.Fatalf("Log after the repack: %d entries, %v", len(log), err)
+	}
 }
