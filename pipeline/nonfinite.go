@@ -37,6 +37,28 @@ const nonFiniteBudget = 64 << 20
 // their JSON size: the state file is read whole, at most maxStateBytes).
 const maxHeldBytes = 256 << 10
 
+// maxNonFiniteBytes bounds the list of arrays in which the chain head
+// introduced NaN/Inf kept in the chain state (ChainState.NonFinite, about
+// its indented JSON size), as maxHeldBytes bounds the counts: together
+// they stay well within maxStateBytes.
+const maxNonFiniteBytes = 256 << 10
+
+// nonFiniteEntryBytes is the most an entry of ChainState.NonFinite takes
+// in the state file besides its array name (indented JSON, two int64s).
+const nonFiniteEntryBytes = 112
+
+// capNonFinite returns the first arrays of nf that fit maxNonFiniteBytes
+// and how many were left out.
+func capNonFinite(nf []chunkdiff.NonFiniteArray) (kept []chunkdiff.NonFiniteArray, more int) {
+	n := 0
+	for i, a := range nf {
+		if n += len(a.Array) + nonFiniteEntryBytes; n > maxNonFiniteBytes {
+			return nf[:i:i], len(nf) - i
+		}
+	}
+	return nf, 0
+}
+
 // rereadNonFinite is chunkdiff.NonFiniteIntroducedIn's signature: the
 // NaN/Inf check that reads both WTXT files. Deps.rereadNonFinite (tests)
 // replaces it to see whether, and for which arrays, it ran.
@@ -127,13 +149,28 @@ func (d *Daemon) checkNonFiniteAsync(ctx context.Context, it *item, g *ring.Gen,
 // nonFiniteSummary is "w (3 NaN, 0 Inf), b (0 NaN, 1 Inf)", at most 8
 // arrays.
 func nonFiniteSummary(nf []chunkdiff.NonFiniteArray) string {
+	return nonFiniteSummaryMore(nf, 0)
+}
+
+// nonFiniteSummary is the summary of the arrays in which the chain head
+// introduced NaN/Inf, counting those the state file left out.
+func (c *ChainState) nonFiniteSummary() string {
+	return nonFiniteSummaryMore(c.NonFinite, c.NonFiniteMore)
+}
+
+// nonFiniteSummaryMore is nonFiniteSummary of nf and more arrays not
+// listed: "w (3 NaN, 0 Inf), … and 12 more (13 arrays in all)".
+func nonFiniteSummaryMore(nf []chunkdiff.NonFiniteArray, more int) string {
+	const shown = 8
 	var parts []string
 	for i, a := range nf {
-		if i == 8 {
-			parts = append(parts, fmt.Sprintf("… %d arrays in all", len(nf)))
+		if i == shown {
 			break
 		}
 		parts = append(parts, fmt.Sprintf("%s (%d NaN, %d Inf)", a.Array, a.NewNaN, a.NewInf))
+	}
+	if all := len(nf) + max(more, 0); all > len(parts) {
+		parts = append(parts, fmt.Sprintf("… and %d more (%d arrays in all)", all-len(parts), all))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -234,3 +234,105 @@ func TestHeldNonFiniteBounded(t *testing.T) {
 		t.Fatalf("100 arrays of 1 KiB names: %+v", h)
 	}
 }
+
+// TestNonFiniteListBounded: a generation introducing NaN in very many
+// arrays (more than the state file could hold by their names) is
+// reported whole in its result, while the chain state keeps the first
+// arrays within maxNonFiniteBytes and counts the rest, so the state file
+// stays readable (the daemon restarts on it) and `snapd status` says how
+// many more there are.
+func TestNonFiniteListBounded(t *testing.T) {
+	const arrays = 1100
+	name := func(i int) string { return fmt.Sprintf("layer%05d.", i) + strings.Repeat("w", 1000) }
+	s := &snapshot.Snapshot{}
+	for i := range arrays {
+		b := make([]byte, 4*4)
+		binary.LittleEndian.PutUint32(b[4*(i%4):], math.Float32bits(float32(math.NaN())))
+		s.Arrays = append(s.Arrays, &snapshot.Array{Name: name(i), DType: snapshot.F32, Shape: []int64{4}, Data: snapshot.Bytes(b)})
+	}
+	f := newFixture(t)
+	f.start(t, nil)
+	st, err := snapshot.OpenGenStore(filepath.Join(f.dir, GensDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := st.Publish(1, ".safetensors", func(w io.Writer) error {
+		return safetensors.New().Encode(context.Background(), w, s, formats.EncodeOptions{})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	request(t, f.dir, 1, g.Path)
+	if r := f.wait(t, 1); r.Error != "" || len(r.NonFinite) != arrays {
+		t.Fatalf("gen 1: %d arrays with NaN reported (%s), want %d", len(r.NonFinite), r.Error, arrays)
+	}
+	f.stop(t)
+
+	fi, err := os.Stat(filepath.Join(f.dir, StateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > maxNonFiniteBytes+maxHeldBytes+64<<10 {
+		t.Fatalf("state file %d bytes", fi.Size())
+	}
+	c, err := ReadChainState(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := len(c.NonFinite)
+	if kept == 0 || c.NonFiniteMore == 0 || kept+c.NonFiniteMore != arrays {
+		t.Fatalf("chain state: %d arrays listed, %d more; want %d in all, some left out", kept, c.NonFiniteMore, arrays)
+	}
+	for i, a := range c.NonFinite {
+		if a.Array != name(i) || a.NewNaN != 1 || a.NewInf != 0 {
+			t.Fatalf("chain state's array %d: %s (%d NaN, %d Inf), want the first ones in order", i, a.Array[:12], a.NewNaN, a.NewInf)
+		}
+	}
+	status, err := ReadStatus(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("… and %d more (%d arrays in all)", arrays-8, arrays)
+	if w := strings.Join(status.Warnings, "\n"); !strings.Contains(w, "generation 1 introduced NaN/Inf (the first of the chain): "+name(0)+" (1 NaN, 0 Inf)") || !strings.Contains(w, want) {
+		t.Fatalf("status warnings lack %q:\n%.600s", want, w)
+	}
+
+	// The daemon restarts on that state file and chains on; a clean
+	// generation clears the list and its count.
+	f.start(t, nil)
+	request(t, f.dir, 2, publish(t, f.dir, 2))
+	if r := f.wait(t, 2); r.Error != "" || r.BaseGen != 1 {
+		t.Fatalf("gen 2: %+v", r)
+	}
+	f.stop(t)
+	if c, err := ReadChainState(f.dir); err != nil || c.Gen != 2 || c.NonFinite != nil || c.NonFiniteMore != 0 {
+		t.Fatalf("chain state after gen 2: %v, %v", c, err)
+	}
+}
+
+// TestCapNonFinite: the list is kept whole within maxNonFiniteBytes and
+// cut at the first array past it; the summary counts what is not shown.
+func TestCapNonFinite(t *testing.T) {
+	var nf []chunkdiff.NonFiniteArray
+	for i := 0; len(nf) < 10 || len(nf)*(1000+nonFiniteEntryBytes) <= maxNonFiniteBytes; i++ {
+		nf = append(nf, chunkdiff.NonFiniteArray{Array: fmt.Sprintf("%04d", i) + strings.Repeat("x", 996), NewNaN: 1})
+	}
+	fit := maxNonFiniteBytes / (1000 + nonFiniteEntryBytes)
+	if kept, more := capNonFinite(nf[:fit]); len(kept) != fit || more != 0 {
+		t.Fatalf("%d arrays that fit: %d kept, %d more", fit, len(kept), more)
+	}
+	kept, more := capNonFinite(nf)
+	if len(kept) != fit || more != len(nf)-fit || kept[fit-1].Array != nf[fit-1].Array {
+		t.Fatalf("%d arrays: %d kept, %d more; want %d kept", len(nf), len(kept), more, fit)
+	}
+	if got := nonFiniteSummary(nf[:2]); got != nf[0].Array+" (1 NaN, 0 Inf), "+nf[1].Array+" (1 NaN, 0 Inf)" {
+		t.Fatalf("summary of 2: %q", got)
+	}
+	c := &ChainState{NonFinite: nf[:3], NonFiniteMore: 5}
+	if got := c.nonFiniteSummary(); !strings.HasSuffix(got, nf[2].Array+" (1 NaN, 0 Inf), … and 5 more (8 arrays in all)") {
+		t.Fatalf("summary of 3 and 5 more: %q", got)
+	}
+	if got := nonFiniteSummary(nf[:10]); !strings.HasSuffix(got, nf[7].Array+" (1 NaN, 0 Inf), … and 2 more (10 arrays in all)") {
+		t.Fatalf("summary of 10: %q", got)
+	}
+}

@@ -70,8 +70,11 @@ type ChainState struct {
 	// Generations counts the generations chained by this state directory.
 	Generations uint64 `json:"generations"`
 	// NonFinite: the arrays in which Gen introduced NaN/±Inf (against
-	// PrevGen); `snapd status` warns about them.
-	NonFinite []chunkdiff.NonFiniteArray `json:"nonfinite,omitempty"`
+	// PrevGen); `snapd status` warns about them. The state file keeps
+	// the first of them, at most maxNonFiniteBytes (capNonFinite), and
+	// NonFiniteMore counts the arrays left out.
+	NonFinite     []chunkdiff.NonFiniteArray `json:"nonfinite,omitempty"`
+	NonFiniteMore int                        `json:"nonfinite_more,omitempty"`
 	// Held counts the NaN and ±Inf elements Gen holds, per float array
 	// holding any, as Gen's encode counted them; nil when they are not
 	// known (a state file from before they were kept, a resume's base,
@@ -201,7 +204,13 @@ func ReadChainState(stateDir string) (*ChainState, error) {
 
 // writeChainState persists c atomically (temp, fsync, rename, fsync dir)
 // through the ring's FS, so injected disk faults cover it too.
+// Its NonFinite list is capped there (capNonFinite); c is not changed.
 func writeChainState(w *ring.Writer, stateDir string, c *ChainState) error {
+	if kept, more := capNonFinite(c.NonFinite); more > 0 {
+		capped := *c
+		capped.NonFinite, capped.NonFiniteMore = kept, c.NonFiniteMore+more
+		c = &capped
+	}
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return err

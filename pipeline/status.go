@@ -133,7 +133,7 @@ func ReadStatus(stateDir string) (*Status, error) {
 		if c.PrevGen == 0 {
 			against = "the first of the chain"
 		}
-		st.Warnings = append(st.Warnings, fmt.Sprintf("generation %d introduced NaN/Inf (%s): %s", c.Gen, against, nonFiniteSummary(c.NonFinite)))
+		st.Warnings = append(st.Warnings, fmt.Sprintf("generation %d introduced NaN/Inf (%s): %s", c.Gen, against, c.nonFiniteSummary()))
 	}
 	if st.LastError, err = ReadLastError(stateDir); err != nil {
 		st.Warnings = append(st.Warnings, err.Error())
