@@ -97,10 +97,11 @@ type Retention struct {
 	// `snapd gc --keep Gens` (never the newest snapshotted, a pinned, a
 	// pending or a failed generation); default 3, 0 never.
 	Gens int `yaml:"gens"`
-	// Repo: after every push the local repository keeps the history of the
-	// newest Repo pushed generations plus everything not yet pushed (a
-	// shallow repository; older generations are read from the remote);
-	// only with git.remote; default 3, 0 keeps all history.
+	// Repo: after every push the local repository (on a sharded job's
+	// committer node, its ledger) keeps the history of the newest Repo
+	// pushed generations plus everything not yet pushed (a shallow
+	// repository; older generations are read from the remote); only
+	// with git.remote; default 3, 0 keeps all history.
 	Repo int `yaml:"repo"`
 }
 

@@ -90,7 +90,7 @@ func (o *PushObserver) Push(ctx context.Context, req gitops.PushRequest) error {
 	}
 	d.log.Info("pushed", args...)
 	d.retainRepo(ctx, req.Commit)
-	d.out.maintain(ctx, req.Branch)
+	maintainRepo(ctx, d.log, d.ledger(), req.Branch)
 	return nil
 }
 

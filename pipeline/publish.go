@@ -193,7 +193,7 @@ func (o *outbox) publish(ctx context.Context, r *GenResult, head *ChainState, re
 	r.Commit, r.Tag = p.Commit, p.Tag
 	o.enqueue(r.Gen, p, false)
 	if o.queue == nil && p.Commit != "" && o.repo != nil {
-		o.maintain(ctx, o.repo.Config().Branch) // nothing pushes concurrently (with a queue: after each push, observe.go)
+		maintainRepo(ctx, o.log, o.repo, o.repo.Config().Branch) // nothing pushes concurrently (with a queue: after each push, observe.go)
 	}
 	return p
 }
@@ -293,21 +293,22 @@ func ringGeneration(ringDir string, e RingEntry, head *ChainState) (Generation, 
 	return g, true
 }
 
-// maintain bounds the local repository's pack count (gitops Repo.Maintain)
-// after a push, in the queue's goroutine, so that no push of this daemon
-// reads the packs while git repack replaces them (Maintain holds the lock
-// Commit takes). A failure is logged; the repository is as it was and the
-// next push tries again.
-func (o *outbox) maintain(ctx context.Context, branch string) {
-	if o.repo == nil {
+// maintainRepo bounds repo's pack count (gitops Repo.Maintain) after a
+// push, in the queue's goroutine, so that no push of this daemon reads
+// the packs while git repack replaces them (Maintain holds the lock
+// Commit takes); or after a commit when nothing pushes. A failure is
+// logged; the repository is as it was and the next push tries again. A
+// nil repo does nothing.
+func maintainRepo(ctx context.Context, log *slog.Logger, repo *gitops.Repo, branch string) {
+	if repo == nil {
 		return
 	}
-	m, err := o.repo.Maintain(ctx)
+	m, err := repo.Maintain(ctx)
 	switch {
 	case err != nil && ctx.Err() == nil:
-		o.log.Warn("git repack of the local repository failed (tried again after the next push)", "branch", branch, "packs", m.PacksBefore, "error", err)
+		log.Warn("git repack of the local repository failed (tried again after the next push)", "branch", branch, "packs", m.PacksBefore, "error", err)
 	case m.Repacked:
-		o.log.Info("git repack of the local repository", "branch", branch, "packs_before", m.PacksBefore, "packs_after", m.PacksAfter,
+		log.Info("git repack of the local repository", "branch", branch, "packs_before", m.PacksBefore, "packs_after", m.PacksAfter,
 			"elapsed", m.Elapsed.Round(time.Millisecond))
 	}
 }

@@ -41,7 +41,11 @@ type RankCommitterOptions struct {
 	// Ledger is the local repository the generations are committed to
 	// (signed with its Config.SigningKey), and Pusher, when set, publishes
 	// each commit and its tag to the remote; a round first publishes a
-	// head the remote lacks (a push that failed before).
+	// head the remote lacks (a push that failed before). The daemon
+	// bounds the ledger after each push through its resend queue (Queue,
+	// with the daemon's PushObserver as the queue's Pusher: retention.repo
+	// and gitops Repo.Maintain, as for Deps.Repo); without a remote (no
+	// Queue, no Pusher) the committer runs Maintain after each commit.
 	Ledger *gitops.Repo
 	Pusher gitops.Pusher
 	// Queue, when set, takes each commit as a push job instead of Pusher
@@ -262,6 +266,9 @@ func (c *RankCommitter) step(ctx context.Context, st *RankStatus) error {
 				return err
 			}
 			c.log.Info("multi-rank generation committed", "gen", n, "world_size", c.o.WorldSize, "merkle_this", fmt.Sprintf("%x", ix.MerkleThis), "skipped", st.Skipped)
+			if c.o.Queue == nil && c.o.Pusher == nil {
+				maintainRepo(ctx, c.log, c.o.Ledger, c.o.Ledger.Config().Branch) // nothing pushes
+			}
 			head, prev, last = ix, ix.MerkleThis, n
 			st.LastCommitted, st.Skipped = n, nil
 			st.Pending, st.PendingSince, st.Missing, st.Invalid, st.TimedOut = 0, time.Time{}, nil, nil, false

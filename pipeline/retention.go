@@ -23,12 +23,13 @@ type Retention struct {
 	// the newest snapshotted one, not pinned, and done in the WAL (or
 	// marked abandoned); a pending or failed request's file stays.
 	Gens int
-	// Repo: after every successful push the local repository keeps the
-	// history of the newest Repo pushed generations plus every commit the
-	// resend queue has not pushed (gitops Repo.Retain: a shallow boundary,
-	// older tags deleted, git repack -a -d and prune). Only with a remote
-	// (a resend queue): without one the local repository is the only copy
-	// of the ledger and keeps everything.
+	// Repo: after every successful push the local repository (Deps.Repo,
+	// or a sharded job's committer's ledger) keeps the history of the
+	// newest Repo pushed generations plus every commit the resend queue
+	// has not pushed (gitops Repo.Retain: a shallow boundary, older tags
+	// deleted, git repack -a -d and prune). Only with a remote (a resend
+	// queue): without one the local repository is the only copy of the
+	// ledger and keeps everything.
 	Repo int
 }
 
@@ -60,6 +61,21 @@ func (d *Daemon) retainGens(ctx context.Context) {
 	}
 }
 
+// ledger is the local repository this daemon's pushes publish from:
+// Deps.Repo, or on a sharded job's committer node (Deps.RankCommitter)
+// the committer's ledger; nil when there is none. Retention and
+// maintenance after a push work on it, through the Repo object that
+// commits to it (whose lock they take).
+func (d *Daemon) ledger() *gitops.Repo {
+	if d.deps.Repo != nil {
+		return d.deps.Repo
+	}
+	if c := d.deps.RankCommitter; c != nil {
+		return c.o.Ledger
+	}
+	return nil
+}
+
 // retainRepo bounds the local repository's history after commit was
 // pushed (PushObserver, in the resend queue's goroutine, so no push of
 // this daemon reads the repository meanwhile). The queue's jobs are the
@@ -68,7 +84,7 @@ func (d *Daemon) retainGens(ctx context.Context) {
 // an interrupted cleanup).
 func (d *Daemon) retainRepo(ctx context.Context, commit plumbing.Hash) {
 	keep := d.config().Retention.Repo
-	repo, q := d.deps.Repo, d.deps.Queue
+	repo, q := d.ledger(), d.deps.Queue
 	if keep <= 0 || repo == nil || q == nil || ctx.Err() != nil {
 		return
 	}

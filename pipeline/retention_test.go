@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -18,7 +19,9 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/testutil"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
@@ -295,5 +298,156 @@ func TestRetentionNeverPrunesUnpushed(t *testing.T) {
 	}
 	if gs, err := st2.List(); err != nil || len(gs) != keep || gs[0].Gen != 7 {
 		t.Fatalf("gens: %+v, %v", gs, err)
+	}
+}
+
+// TestRetentionRanksCommitter: on a sharded job's committer node (no
+// Deps.Repo: the committer's ledger is the local repository) the push
+// observer maintains and retains the committer's ledger after each push
+// through the resend queue as it does Deps.Repo: with more packs than
+// MaxPacks the push is followed by git repack (retention off); with
+// retention.repo K the ledger keeps K generations (shallow, K tags, git
+// fsck clean) while the remote ledger has every one of them and
+// verifies; the committer commits and pushes on the trimmed ledger after
+// a restart.
+func TestRetentionRanksCommitter(t *testing.T) {
+	const keep = 2
+	rf := newRankFixture(t, 2)
+	f := newFixture(t)
+	repoDir := filepath.Join(f.dir, RepoDir)
+	git := func(args ...string) string { t.Helper(); return strings.TrimSpace(gittest.Git(t, repoDir, args...)) }
+	start := func(retain int) {
+		t.Helper()
+		f.start(t, func(c *Config, d *Deps) {
+			c.Retention = Retention{Repo: retain}
+			f.pushTo(t, d, rf.remote)
+			com := rf.committerWith(RankOnTimeoutWait, func(o *RankCommitterOptions) {
+				ledger, err := gitops.OpenRepo(repoDir, gitops.Config{SigningKey: o.IndexKey, AuthorName: "snapd", AuthorEmail: "committer@test", MaxPacks: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				o.Ledger, o.Queue, o.Pusher = ledger, d.Queue, nil
+				o.StateFile, o.Poll, o.RetryMax = RankStatusFile(f.dir), 5*time.Millisecond, 20*time.Millisecond
+			})
+			d.Repo, d.Publisher, d.RankCommitter = nil, rf.nodes[0], com
+		})
+	}
+	gen := func(g uint64) {
+		t.Helper()
+		rf.publish(g, 0)
+		rf.publish(g, 1)
+		waitRanks(t, f.dir, fmt.Sprintf("gen %d committed", g), func(st *RankStatus) bool { return st.LastCommitted == g })
+		waitPushed(t, f)
+	}
+	packs := func() int {
+		m, _ := filepath.Glob(filepath.Join(repoDir, "objects", "pack", "pack-*.pack"))
+		return len(m)
+	}
+	noWarnings := func(logs string) {
+		t.Helper()
+		for _, bad := range []string{"level=WARN", "level=ERROR"} {
+			if i := strings.Index(logs, bad); i >= 0 {
+				t.Fatalf("logged %q: %s", bad, logs[i:min(len(logs), i+600)])
+			}
+		}
+	}
+
+	// Maintenance: two packs (each generation packed by hand while the
+	// daemon is stopped), then a push: one pack.
+	for g := uint64(1); g <= 2; g++ {
+		start(0)
+		gen(g)
+		f.stop(t)
+		git("repack", "-q")
+	}
+	if n := packs(); n != 2 {
+		t.Fatalf("%d packs before the push, want 2", n)
+	}
+	before := f.logs.String()
+	start(0)
+	gen(3)
+	f.stop(t)
+	logs := strings.TrimPrefix(f.logs.String(), before)
+	if !strings.Contains(logs, `msg="git repack of the local repository" branch=snapshots packs_before=2 packs_after=1`) {
+		t.Fatalf("no repack of the committer's ledger logged after the push:\n%s", logs)
+	}
+	if strings.Contains(logs, "retention:") || git("rev-list", "--count", "snapshots") != "3" {
+		t.Fatalf("retention off, yet the ledger was trimmed:\n%s", logs)
+	}
+	noWarnings(logs)
+
+	// Retention: K generations kept after each push.
+	before = f.logs.String()
+	start(keep)
+	for g := uint64(4); g <= 6; g++ {
+		gen(g)
+		if got := git("rev-list", "--count", "snapshots"); got != strconv.Itoa(keep) {
+			t.Fatalf("after gen %d was pushed: %s commits in the ledger, want %d", g, got, keep)
+		}
+	}
+	f.stop(t)
+	logs = strings.TrimPrefix(f.logs.String(), before)
+	if !strings.Contains(logs, `msg="retention: local repository history trimmed" keep=2 oldest_gen=5`) {
+		t.Fatalf("no trim of the committer's ledger logged:\n%s", logs)
+	}
+	noWarnings(logs)
+	git("fsck", "--strict", "--no-dangling")
+	if tags := strings.Fields(git("tag", "-l")); len(tags) != keep || tags[0] != "gen-000005" || tags[1] != "gen-000006" {
+		t.Fatalf("ledger tags %q, want gen-000005 gen-000006", tags)
+	}
+	if _, err := os.Stat(filepath.Join(repoDir, "shallow")); err != nil {
+		t.Fatalf("no shallow boundary: %v", err)
+	}
+
+	// The committer chains on the trimmed ledger after a restart.
+	start(keep)
+	gen(7)
+	f.stop(t)
+	git("fsck", "--strict", "--no-dangling")
+	if got := git("rev-list", "--count", "snapshots"); got != strconv.Itoa(keep) {
+		t.Fatalf("after gen 7: %s commits, want %d", got, keep)
+	}
+	gittest.Git(t, rf.remote, "fsck", "--strict", "--no-dangling")
+	if gens := rf.verify(); len(gens) != 7 || gens[6].Gen != 7 {
+		t.Fatalf("remote ledger: %d generations verified, want 7", len(gens))
+	}
+}
+
+// TestRanksCommitterMaintainsWithoutRemote: a committer without a remote
+// (no Queue, no Pusher) runs gitops Repo.Maintain after each commit, as
+// the daemon does for Deps.Repo without a resend queue.
+func TestRanksCommitterMaintainsWithoutRemote(t *testing.T) {
+	rf := newRankFixture(t, 2)
+	ledgerDir := filepath.Join(t.TempDir(), "ledger.git")
+	logs := &testutil.SyncBuffer{}
+	c := rf.committerWith(RankOnTimeoutWait, func(o *RankCommitterOptions) {
+		ledger, err := gitops.OpenRepo(ledgerDir, gitops.Config{SigningKey: o.IndexKey, AuthorName: "snapd", AuthorEmail: "committer@test", MaxPacks: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Ledger, o.Pusher = ledger, nil
+		o.Log = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	ctx := context.Background()
+	packs := func() int {
+		m, _ := filepath.Glob(filepath.Join(ledgerDir, "objects", "pack", "pack-*.pack"))
+		return len(m)
+	}
+	for g := uint64(1); g <= 3; g++ {
+		rf.publish(g, 0)
+		rf.publish(g, 1)
+		if st, err := c.Step(ctx); err != nil || st.LastCommitted != g {
+			t.Fatalf("gen %d: %+v, %v", g, st, err)
+		}
+		if g < 3 {
+			gittest.Git(t, ledgerDir, "repack", "-q")
+		}
+	}
+	if n := packs(); n != 1 || !strings.Contains(logs.String(), `msg="git repack of the local repository" branch=snapshots packs_before=2 packs_after=1`) {
+		t.Fatalf("%d packs after gen 3; log:\n%s", n, logs.String())
+	}
+	gittest.Git(t, ledgerDir, "fsck", "--strict", "--no-dangling")
+	if got := strings.TrimSpace(gittest.Git(t, ledgerDir, "rev-list", "--count", "snapshots")); got != "3" {
+		t.Fatalf("%s commits, want 3 (no remote: nothing retained)", got)
 	}
 }
