@@ -460,10 +460,22 @@ func ReadChunkRange(r io.ReaderAt, name string, a *IndexArray, c *IndexChunk, of
 // decodeChunkLines decodes base64 lines k0..k1 (0-based) of chunk c from
 // text, which starts at line k0, appending the raw bytes to out; each
 // line's width, parity digit and base64 are checked. It returns out and
-// the text after line k1.
+// the text after line k1. A line of the full shape (57 bytes as 76
+// characters of the standard alphabet, a space, the right parity digit,
+// LF) is decoded with the pair tables (decodeFullLine); any other line
+// takes the checked path below, which reports what is wrong with it.
 func decodeChunkLines(out, text []byte, c *IndexChunk, k0, k1 int64, fail func(line int, check Check, format string, args ...any) error) ([]byte, []byte, error) {
 	var raw [rawPerLine]byte
 	for k := k0; k <= k1; k++ {
+		if c.Len-k*rawPerLine >= rawPerLine && len(text) >= lineOut && text[B64Width] == ' ' && text[lineOut-1] == '\n' {
+			n := len(out)
+			out = append(out, raw[:]...)
+			if p, ok := decodeFullLine(out[n:], text); ok && p == text[B64Width+1] {
+				text = text[lineOut:]
+				continue
+			}
+			out = out[:n]
+		}
 		line := c.Line + 1 + int(k)
 		nl := bytes.IndexByte(text, '\n')
 		if nl < 0 {
