@@ -426,35 +426,128 @@ func ReadChunk(r io.ReaderAt, name string, a *IndexArray, c *IndexChunk) ([]byte
 // its width, parity and base64. The crc32c covers the whole chunk and is
 // not checked: a sampling reader's cheap look, not a verified read.
 func ReadChunkRange(r io.ReaderAt, name string, a *IndexArray, c *IndexChunk, off, n int64) ([]byte, error) {
-	fail := func(line int, check Check, format string, args ...any) error {
-		return &Error{File: name, Line: line, Array: a.Name, Chunk: c.IX, Check: check, Msg: fmt.Sprintf(format, args...)}
-	}
-	end := c.End - int64(len("endch\n"))
-	if c.Len < 0 || c.Lines != numLines(c.Len) || c.Data < 0 || end < c.Data || c.Len > end-c.Data {
-		return nil, fail(c.Line, CheckGeometry, "the index entry does not describe a chunk inside the file")
-	}
-	if off < 0 || n < 0 || off > c.Len-n {
-		return nil, fail(c.Line, CheckGeometry, "bytes %d+%d are not inside the chunk's %d bytes", off, n, c.Len)
+	if _, err := chunkLines(name, a, c, off, n); err != nil {
+		return nil, err
 	}
 	if n == 0 {
 		return []byte{}, nil
+	}
+	d := make([]byte, n)
+	if _, err := ReadChunkPieces(r, name, a, []ChunkPiece{{Chunk: c, Off: off, Dst: d}}, 0, nil); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// ChunkPiece is one request of ReadChunkPieces: the len(Dst) raw bytes at
+// offset Off of Chunk, a chunk of the array the call names.
+type ChunkPiece struct {
+	Chunk *IndexChunk
+	Off   int64
+	Dst   []byte
+}
+
+// maxPiecesRead bounds one read of ReadChunkPieces that serves several
+// pieces (a single piece's lines are read whole however long).
+const maxPiecesRead = 1 << 20
+
+// ReadChunkPieces is ReadChunkRange for several pieces of array a's
+// chunks at once, filling each piece's Dst: the base64 lines of
+// consecutive pieces (in ascending file order) at most gap bytes apart in
+// the file are read with one ReadAt (a pread: its cost is mostly the
+// call, not the bytes), and only the lines holding the pieces are
+// decoded, each checked as ReadChunkRange checks it. buf is scratch
+// space for the text (nil: allocated); it is returned, possibly grown,
+// for the next call. Errors are ReadChunkRange's: a *Error naming the
+// line, array, chunk and check, or the ReaderAt's error naming the file,
+// array and chunk.
+func ReadChunkPieces(r io.ReaderAt, name string, a *IndexArray, ps []ChunkPiece, gap int64, buf []byte) ([]byte, error) {
+	spans := make([]lineSpan, len(ps))
+	var most int64 // the most lines a piece needs
+	for i, p := range ps {
+		sp, err := chunkLines(name, a, p.Chunk, p.Off, int64(len(p.Dst)))
+		if err != nil {
+			return buf, err
+		}
+		spans[i] = sp
+		most = max(most, sp.k1-sp.k0+1)
+	}
+	raw := make([]byte, 0, most*rawPerLine)
+	for i := 0; i < len(ps); {
+		if len(ps[i].Dst) == 0 {
+			i++
+			continue
+		}
+		lo, hi := spans[i].from, spans[i].to
+		j := i + 1
+		for ; j < len(ps); j++ {
+			if len(ps[j].Dst) == 0 {
+				continue
+			}
+			sp := spans[j]
+			if sp.from < lo || sp.from-hi > gap || sp.to-lo > maxPiecesRead {
+				break
+			}
+			hi = max(hi, sp.to)
+		}
+		if int64(cap(buf)) < hi-lo {
+			buf = make([]byte, hi-lo)
+		}
+		text := buf[:hi-lo]
+		if _, err := r.ReadAt(text, lo); err != nil {
+			return buf, fmt.Errorf("%s: array %s: chunk %d: %w", name, a.Name, ps[i].Chunk.IX, err)
+		}
+		for k := i; k < j; k++ {
+			p, sp := &ps[k], &spans[k]
+			if len(p.Dst) == 0 {
+				continue
+			}
+			out, _, err := decodeChunkLines(raw[:0], text[sp.from-lo:sp.to-lo], p.Chunk, sp.k0, sp.k1, chunkFail(name, a, p.Chunk))
+			if err != nil {
+				return buf, err
+			}
+			skip := p.Off - sp.k0*rawPerLine
+			copy(p.Dst, out[skip:])
+		}
+		i = j
+	}
+	return buf, nil
+}
+
+// lineSpan is where the base64 lines k0..k1 (0-based) of a chunk lie in
+// the file: [from, to).
+type lineSpan struct{ from, to, k0, k1 int64 }
+
+// chunkFail returns the constructor of *Error values about chunk c of
+// array a of file name.
+func chunkFail(name string, a *IndexArray, c *IndexChunk) func(line int, check Check, format string, args ...any) error {
+	return func(line int, check Check, format string, args ...any) error {
+		return &Error{File: name, Line: line, Array: a.Name, Chunk: c.IX, Check: check, Msg: fmt.Sprintf(format, args...)}
+	}
+}
+
+// chunkLines returns the lines holding the n raw bytes at offset off of
+// chunk c (the zero lineSpan for n = 0), after checking that c's index
+// entry describes a chunk inside the file and the bytes lie inside it.
+func chunkLines(name string, a *IndexArray, c *IndexChunk, off, n int64) (lineSpan, error) {
+	fail := chunkFail(name, a, c)
+	end := c.End - int64(len("endch\n"))
+	if c.Len < 0 || c.Lines != numLines(c.Len) || c.Data < 0 || end < c.Data || c.Len > end-c.Data {
+		return lineSpan{}, fail(c.Line, CheckGeometry, "the index entry does not describe a chunk inside the file")
+	}
+	if off < 0 || n < 0 || off > c.Len-n {
+		return lineSpan{}, fail(c.Line, CheckGeometry, "bytes %d+%d are not inside the chunk's %d bytes", off, n, c.Len)
+	}
+	if n == 0 {
+		return lineSpan{}, nil
 	}
 	const lineBytes = B64Width + 3 // characters, space, parity digit, LF
 	k0, k1 := off/rawPerLine, (off+n-1)/rawPerLine
 	from, to := c.Data+k0*lineBytes, min(end, c.Data+(k1+1)*lineBytes)
 	if from >= to {
-		return nil, fail(c.Line, CheckGeometry, "the index entry does not describe a chunk inside the file")
+		return lineSpan{}, fail(c.Line, CheckGeometry, "the index entry does not describe a chunk inside the file")
 	}
-	text := make([]byte, to-from)
-	if _, err := r.ReadAt(text, from); err != nil {
-		return nil, fmt.Errorf("%s: array %s: chunk %d: %w", name, a.Name, c.IX, err)
-	}
-	out, _, err := decodeChunkLines(make([]byte, 0, (k1-k0+1)*rawPerLine), text, c, k0, k1, fail)
-	if err != nil {
-		return nil, err
-	}
-	skip := off - k0*rawPerLine
-	return out[skip : skip+n], nil
+	return lineSpan{from: from, to: to, k0: k0, k1: k1}, nil
 }
 
 // decodeChunkLines decodes base64 lines k0..k1 (0-based) of chunk c from

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -276,5 +277,85 @@ func TestReadChunkRange(t *testing.T) {
 	}
 	if _, err := ReadChunkRange(snapshot.Bytes(d), "w", a, c, 0, 4); err != nil {
 		t.Errorf("a line before the damaged one: %v", err)
+	}
+}
+
+// countReader counts its ReadAt calls.
+type countReader struct {
+	r     io.ReaderAt
+	reads int
+}
+
+func (c *countReader) ReadAt(p []byte, off int64) (int, error) {
+	c.reads++
+	return c.r.ReadAt(p, off)
+}
+
+// ReadChunkPieces fills every piece as ReadChunkRange would, reads pieces
+// close together in the file with one ReadAt and far ones with their own,
+// and names the chunk and line of a damaged line it reads.
+func TestReadChunkPieces(t *testing.T) {
+	b := formatstest.ReadTestdata(t, "golden-widerow.wtxt")
+	r := snapshot.Bytes(b)
+	x, err := ReadIndex(context.Background(), "w", r, int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a *IndexArray
+	for i := range x.Arrays {
+		if len(x.Arrays[i].Chunks) >= 3 && x.Arrays[i].Chunks[0].Len > 120 {
+			a = &x.Arrays[i]
+			break
+		}
+	}
+	if a == nil {
+		t.Fatal("the golden file has no array of three chunks over 120 bytes")
+	}
+	var ps []ChunkPiece
+	var want [][]byte
+	for j := range a.Chunks {
+		c := &a.Chunks[j]
+		whole, err := ReadChunk(r, "w", a, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, span := range [][2]int64{{0, 3}, {50, 10}, {0, 0}, {c.Len - 5, 5}} {
+			off, n := max(0, min(span[0], c.Len-1)), min(span[1], c.Len-max(0, min(span[0], c.Len-1)))
+			ps = append(ps, ChunkPiece{Chunk: c, Off: off, Dst: make([]byte, n)})
+			want = append(want, whole[off:off+n])
+		}
+	}
+	var buf []byte
+	for _, gap := range []int64{0, 1 << 20} {
+		cr := &countReader{r: r}
+		buf, err = ReadChunkPieces(cr, "w", a, ps, gap, buf)
+		if err != nil {
+			t.Fatalf("gap %d: %v", gap, err)
+		}
+		for i, p := range ps {
+			if !bytes.Equal(p.Dst, want[i]) {
+				t.Fatalf("gap %d: piece %d (chunk %d bytes %d+%d): other bytes than ReadChunk", gap, i, p.Chunk.IX, p.Off, len(p.Dst))
+			}
+			clear(p.Dst)
+		}
+		if gap > 0 && cr.reads != 1 || gap == 0 && cr.reads <= len(a.Chunks) {
+			t.Errorf("gap %d: %d reads for %d pieces in %d chunks", gap, cr.reads, len(ps), len(a.Chunks))
+		}
+	}
+	// Out of file order: each piece read on its own, same bytes.
+	rev := []ChunkPiece{ps[len(ps)-1], ps[0]}
+	if _, err := ReadChunkPieces(r, "w", a, rev, 1<<20, nil); err != nil || !bytes.Equal(rev[0].Dst, want[len(ps)-1]) || !bytes.Equal(rev[1].Dst, want[0]) {
+		t.Errorf("pieces out of order: %v", err)
+	}
+	var e *Error
+	c := &a.Chunks[1]
+	d := append([]byte(nil), b...)
+	d[c.Data] ^= 'A' ^ 'B' // chunk 1's first line
+	if _, err := ReadChunkPieces(snapshot.Bytes(d), "w", a, ps, 1<<20, nil); !errors.As(err, &e) || e.Check != CheckParity || e.Line != c.Line+1 || e.Chunk != c.IX || e.Array != a.Name || e.File != "w" {
+		t.Errorf("damaged line: %v", err)
+	}
+	bad := []ChunkPiece{{Chunk: c, Off: c.Len, Dst: make([]byte, 1)}}
+	if _, err := ReadChunkPieces(r, "w", a, bad, 0, nil); !errors.As(err, &e) || e.Check != CheckGeometry || e.Chunk != c.IX {
+		t.Errorf("piece past the chunk: %v", err)
 	}
 }

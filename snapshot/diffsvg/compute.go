@@ -64,8 +64,10 @@ type Options struct {
 	// candidate rows hold more bytes than that (a dense change): its
 	// strip then has bins 4 pixels wide (Width/4 of them, at least
 	// MinWidth, at most one per row), each judged by one piece of about
-	// SampleBytes/bins bytes of one of its candidate rows (at a column
-	// that moves from bin to bin) on each side, instead of every row. Such a strip counts its
+	// SampleBytes/bins bytes of one of its candidate rows (an even bin's
+	// last, an odd bin's first, so that neighbours' pieces lie close
+	// together; at a column that moves from bin to bin) on each side,
+	// instead of every row. Such a strip counts its
 	// candidate rows as changed (for WTXT chunks: the rows of chunks that
 	// differ) and its statistics are those of the sample (Strip.Sampled).
 	// 0: every candidate row is read.
@@ -411,56 +413,128 @@ func (w *binWalker) element(x, y []byte) {
 	w.cur.MaxOld = max(w.cur.MaxOld, mo)
 }
 
+// Piece is one request of PieceReader.ReadPieces: the len(Buf) bytes at
+// offset Off.
+type Piece struct {
+	Off int64
+	Buf []byte
+}
+
+// PieceReader is implemented by a snapshot.Source that reads several
+// small pieces at once more cheaply than with one ReadAt each (chunkdiff's
+// WTXT arrays: pieces close together in the file share one pread). The
+// sampler (Options.SampleBytes) reads its pieces through it when the
+// Source has it, in batches of at most sampleBatch.
+type PieceReader interface {
+	// ReadPieces fills every piece's Buf with the bytes at its Off. The
+	// pieces come in ascending Off order and do not overlap; one that is
+	// not inside the Source is an error.
+	ReadPieces(ps []Piece) error
+}
+
+// sampleBatch is the number of bins whose pieces the sampler reads
+// together (and how often it checks its context).
+const sampleBatch = 64
+
 // sample fills the strip from a bounded sample (Options.SampleBytes):
 // every bin holding candidate rows (ranges: sorted, merged, within the
 // array) counts them as changed and compares one piece of per bytes of
 // one of them, at a column that moves from bin to bin so that the
-// samples cover the rows' width.
+// samples cover the rows' width. An even bin's piece is in its last
+// candidate row, an odd bin's in its first, so that for a dense change
+// the pieces of bins 2j and 2j+1 lie in adjacent rows, close together in
+// the source (a PieceReader reads them with one read).
 func (w *binWalker) sample(ctx context.Context, a, b *snapshot.Array, ranges []snapshot.RowRange, budget int64) error {
 	s := w.s
 	per := max(w.esz, budget/int64(s.Bins)/w.esz*w.esz)
-	per = min(per, w.rowSize) // rowSize is a multiple of esz
-	pa, pb := make([]byte, per), make([]byte, per)
+	per = min(per, w.rowSize)   // rowSize is a multiple of esz
+	span := w.rowSize - per + 1 // columns where a piece may start
+	// One batch of bins: bins with their rows, and their pieces of each
+	// side in bufA and bufB.
+	type pick struct {
+		bin       int
+		r0, r1, n int64 // the bin's rows, n of them candidates
+		row       int64 // the row of the piece
+	}
+	k := min(sampleBatch, s.Bins)
+	picks := make([]pick, 0, k)
+	bufA, bufB := make([]byte, int64(k)*per), make([]byte, int64(k)*per)
+	pa, pb := make([]Piece, 0, k), make([]Piece, 0, k)
+	judge := func() error {
+		if len(picks) == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rows := func() string { return fmt.Sprintf("rows %d to %d sampled", picks[0].row, picks[len(picks)-1].row) }
+		if err := readPieces(a.Data, pa); err != nil {
+			return fmt.Errorf("array %q (old): %s: %w", a.Name, rows(), err)
+		}
+		if err := readPieces(b.Data, pb); err != nil {
+			return fmt.Errorf("array %q (new): %s: %w", b.Name, rows(), err)
+		}
+		for i, p := range picks {
+			x, y := pa[i].Buf, pb[i].Buf
+			w.cur = &Bin{Index: p.bin, Row0: p.r0, Row1: p.r1, Changed: p.n}
+			for j := int64(0); j < per; j += w.esz {
+				if u, v := x[j:j+w.esz], y[j:j+w.esz]; string(u) != string(v) {
+					w.element(u, v)
+				}
+			}
+			s.ChangedRows += p.n
+			s.Sampled += per / w.esz
+			w.flush()
+		}
+		picks, pa, pb = picks[:0], pa[:0], pb[:0]
+		return nil
+	}
 	ri := 0
 	for bin := 0; bin < s.Bins; bin++ {
-		if bin%64 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
 		r0, r1 := binStart(bin, w.rows, s.Bins), binStart(bin+1, w.rows, s.Bins)
 		for ri < len(ranges) && ranges[ri].End <= r0 {
 			ri++
 		}
-		var n, first int64 = 0, -1
+		var n, first, last int64 = 0, -1, -1
 		for j := ri; j < len(ranges) && ranges[j].Start < r1; j++ {
 			lo, hi := max(ranges[j].Start, r0), min(ranges[j].End, r1)
 			if first < 0 {
 				first = lo
 			}
+			last = hi - 1
 			n += hi - lo
 		}
 		if n == 0 {
 			continue
 		}
-		span := w.rowSize - per + 1 // columns where a piece may start
+		row := first
+		if bin%2 == 0 {
+			row = last
+		}
 		col := int64(bin) % max(1, span/per) * per
-		off := first*w.rowSize + col
-		if err := readAt(a.Data, pa, off); err != nil {
-			return fmt.Errorf("array %q (old): row %d: %w", a.Name, first, err)
-		}
-		if err := readAt(b.Data, pb, off); err != nil {
-			return fmt.Errorf("array %q (new): row %d: %w", b.Name, first, err)
-		}
-		w.cur = &Bin{Index: bin, Row0: r0, Row1: r1, Changed: n}
-		for i := int64(0); i < per; i += w.esz {
-			if x, y := pa[i:i+w.esz], pb[i:i+w.esz]; string(x) != string(y) {
-				w.element(x, y)
+		off, i := row*w.rowSize+col, int64(len(picks))
+		picks = append(picks, pick{bin: bin, r0: r0, r1: r1, n: n, row: row})
+		pa = append(pa, Piece{Off: off, Buf: bufA[i*per : (i+1)*per]})
+		pb = append(pb, Piece{Off: off, Buf: bufB[i*per : (i+1)*per]})
+		if len(picks) == k {
+			if err := judge(); err != nil {
+				return err
 			}
 		}
-		s.ChangedRows += n
-		s.Sampled += per / w.esz
-		w.flush()
+	}
+	return judge()
+}
+
+// readPieces fills ps from src: with one ReadPieces when src is a
+// PieceReader, else with a ReadAt each.
+func readPieces(src snapshot.Source, ps []Piece) error {
+	if pr, ok := src.(PieceReader); ok {
+		return pr.ReadPieces(ps)
+	}
+	for _, p := range ps {
+		if err := readAt(src, p.Buf, p.Off); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -15,7 +15,8 @@
 // array whose type, shape or chunk geometry changed is compared whole.
 // A budget bounds the raw bytes decoded; a picture with
 // diffsvg.Options.SampleBytes decodes of a densely changed array only the
-// base64 lines of its sample (wtxt.ReadChunkRange). The files are not verified
+// base64 lines of its sample (wtxt.ReadChunkPieces: pieces close together
+// in the file share one pread). The files are not verified
 // otherwise (wtxt.Verify's job).
 //
 // The daemon (pipeline) uses the package whether or not GitHub reviews

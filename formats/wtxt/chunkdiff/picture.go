@@ -28,7 +28,8 @@ var ErrPictureBudget = errors.New("chunkdiff: picture: changed chunks exceed the
 // compared (an array whose type, shape or chunk geometry changed is
 // compared whole). With opts.SampleBytes, an array with more changed bytes
 // than that is sampled (diffsvg.Options.SampleBytes): only the base64
-// lines holding the sampled bytes are decoded (wtxt.ReadChunkRange).
+// lines holding the sampled bytes are decoded, pieces close together in
+// the file read with one pread (wtxt.ReadChunkPieces).
 // When what is read holds more than maxBytes raw bytes (<= 0: no limit)
 // nothing is decoded and ErrPictureBudget is returned.
 // The files are not verified (wtxt.Verify's job); a chunk that does not
@@ -155,13 +156,54 @@ type chunkSource struct {
 	mu       sync.Mutex
 	last     int
 	lastData []byte
+	pieces   []wtxt.ChunkPiece // ReadPieces' requests, reused
+	text     []byte            // ReadPieces' read buffer, reused
 }
+
+// pieceGap is how far apart (in the file) the base64 lines of two pieces
+// of ReadPieces may lie and still be read with one pread: a pread costs
+// about 3 µs a call on the machines measured and about 0.25 µs a KiB
+// copied, so reading up to 8 KiB between two pieces is cheaper than a
+// second call.
+const pieceGap = 8 << 10
+
+var _ diffsvg.PieceReader = (*chunkSource)(nil)
 
 // smallRead: a read of at most 1/smallRead of a chunk that is not the
 // cached one decodes only its lines.
 const smallRead = 8
 
 func (s *chunkSource) Size() int64 { return s.size }
+
+// ReadPieces implements diffsvg.PieceReader: it decodes only the base64
+// lines holding the pieces, read with wtxt.ReadChunkPieces (pieces within
+// pieceGap of each other share one pread), and leaves the cached chunk
+// alone.
+func (s *chunkSource) ReadPieces(ps []diffsvg.Piece) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := s.a.Chunks
+	req := s.pieces[:0]
+	for _, p := range ps {
+		off, rest := p.Off, p.Buf
+		if off < 0 || off > s.size-int64(len(rest)) {
+			return fmt.Errorf("%s: array %q: bytes %d+%d are not inside its %d bytes", s.path, s.a.Name, off, len(rest), s.size)
+		}
+		for len(rest) > 0 {
+			i := sort.Search(len(cs), func(i int) bool { return cs[i].Off+cs[i].Len > off })
+			if i == len(cs) || cs[i].Off > off {
+				return fmt.Errorf("%s: array %q: no chunk holds byte %d", s.path, s.a.Name, off)
+			}
+			n := min(int64(len(rest)), cs[i].Off+cs[i].Len-off)
+			req = append(req, wtxt.ChunkPiece{Chunk: &cs[i], Off: off - cs[i].Off, Dst: rest[:n]})
+			rest, off = rest[n:], off+n
+		}
+	}
+	s.pieces = req
+	var err error
+	s.text, err = wtxt.ReadChunkPieces(s.file, s.path, s.a, req, pieceGap, s.text)
+	return err
+}
 
 func (s *chunkSource) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 || off >= s.size {
