@@ -477,11 +477,7 @@ func (w *binWalker) sample(ctx context.Context, a, b *snapshot.Array, ranges []s
 		for i, p := range picks {
 			x, y := pa[i].Buf, pb[i].Buf
 			w.cur = &Bin{Index: p.bin, Row0: p.r0, Row1: p.r1, Changed: p.n}
-			for j := int64(0); j < per; j += w.esz {
-				if u, v := x[j:j+w.esz], y[j:j+w.esz]; string(u) != string(v) {
-					w.element(u, v)
-				}
-			}
+			w.elements(x, y)
 			s.ChangedRows += p.n
 			s.Sampled += per / w.esz
 			w.flush()
@@ -523,6 +519,35 @@ func (w *binWalker) sample(ctx context.Context, a, b *snapshot.Array, ranges []s
 		}
 	}
 	return judge()
+}
+
+// elements adds the changed elements of the pieces x and y (of equal
+// length, a multiple of esz) to the current bin, as element does one by
+// one; f32, what most weights are, is decoded in line.
+func (w *binWalker) elements(x, y []byte) {
+	if w.dt != snapshot.F32 {
+		for j := int64(0); j < int64(len(x)); j += w.esz {
+			if u, v := x[j:j+w.esz], y[j:j+w.esz]; string(u) != string(v) {
+				w.element(u, v)
+			}
+		}
+		return
+	}
+	const exp = 0x7f800000 // all ones: ±Inf or NaN
+	b := w.cur
+	for j := 0; j+4 <= len(x) && j+4 <= len(y); j += 4 {
+		u, v := binary.LittleEndian.Uint32(x[j:]), binary.LittleEndian.Uint32(y[j:])
+		switch {
+		case u == v:
+		case u&exp == exp || v&exp == exp:
+			b.NonFinite = true
+		default:
+			// Two finite f32 differ by less than the f64 range: no +Inf.
+			xo, xn := float64(math.Float32frombits(u)), float64(math.Float32frombits(v))
+			b.MaxAbs = max(b.MaxAbs, math.Abs(xn-xo))
+			b.MaxOld = max(b.MaxOld, math.Abs(xo))
+		}
+	}
 }
 
 // readPieces fills ps from src: with one ReadPieces when src is a
