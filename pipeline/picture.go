@@ -19,10 +19,12 @@ const pictureBudget = 256 << 20
 // An array with more changed bytes than the larger of pictureSampleMin
 // and 1/pictureSampleShare of the generation's WTXT is drawn from a
 // sample of that many bytes (diffsvg.Options.SampleBytes): a dense
-// update's picture costs a small share of its encode.
+// update's picture costs a small share of its encode (40 MiB of f32: 180
+// bins of 91 elements per array, about 0.05× the encode's CPU; what it
+// costs is mostly one pread per two bins on each side).
 const (
-	pictureSampleMin   = 256 << 10
-	pictureSampleShare = 512
+	pictureSampleMin   = 64 << 10
+	pictureSampleShare = 1024
 )
 
 // drawPicture writes the SVG of the change from the base generation (the

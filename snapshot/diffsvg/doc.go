@@ -40,7 +40,9 @@
 // at most 1 MiB; with Options.SampleBytes an array whose candidate rows
 // hold more than that (a dense change) is judged from one small piece per
 // bin instead, with bins 4 pixels wide, and its text line says so
-// (Strip.Sampled); bins are
+// (Strip.Sampled); neighbouring bins take their pieces from adjacent
+// rows, and a Source that is a PieceReader gets them in batches (a WTXT
+// source reads two neighbours' pieces with one pread); bins are
 // counted, never allocated per row, and
 // bin/row arithmetic is done in 128 bits (rows up to 2^63-1 work). At most
 // MaxStrips arrays are drawn (unchanged ones are dropped first, then a
