@@ -108,11 +108,17 @@ func compareMeta(x *gv, trailer, inside snapshot.UserMeta, what string) {
 	if trailer.Equal(inside) {
 		return
 	}
+	x.fail("", 0, CheckTrailer, "trailer %s disagrees with %s (keys %s)", gitops.TrailerMeta, what, metaDiffKeys(trailer, inside))
+}
+
+// metaDiffKeys lists the keys in which the trailer's metadata and
+// inside's differ ("a, b"), never a value.
+func metaDiffKeys(trailer, inside snapshot.UserMeta) string {
 	var keys []string
 	for _, c := range snapshot.DiffUserMeta(inside, trailer) {
 		keys = append(keys, c.Key)
 	}
-	x.fail("", 0, CheckTrailer, "trailer %s disagrees with %s (keys %s)", gitops.TrailerMeta, what, strings.Join(keys, ", "))
+	return strings.Join(keys, ", ")
 }
 
 // reported reports whether one of the first n failures has f's file,

@@ -21,6 +21,7 @@ import (
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/sshsig"
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // RanksOptions configure VerifyRanks.
@@ -204,6 +205,10 @@ func verifyRanksCommit(ctx context.Context, r *git.Repository, o RanksOptions, c
 	if err != nil {
 		return nil, wranks.Fail(name, 0, -1, wranks.CheckGrammar, "%v", err)
 	}
+	meta, err := gitops.MetaOfTrailers(gitops.ParseTrailers(c.Message))
+	if err != nil {
+		return nil, wranks.Fail(name, 0, -1, wtxt.Check(CheckTrailer), "%v", err)
+	}
 	if gen <= last {
 		return nil, wranks.Fail(name, 0, -1, wranks.CheckGen, "generation %d does not follow generation %d", gen, last)
 	}
@@ -250,12 +255,38 @@ func verifyRanksCommit(ctx context.Context, r *git.Repository, o RanksOptions, c
 		if err != nil {
 			return nil, withPolicy(err)
 		}
+		if meta != nil {
+			if err := checkRankMeta(ctx, meta, skel, sname, i, o.Blobs); err != nil {
+				return nil, err
+			}
+		}
 		g.Arrays += len(rep.Arrays)
 		for _, a := range rep.Arrays {
 			g.Bytes += a.Bytes
 		}
 	}
 	return g, nil
+}
+
+// checkRankMeta checks the Snapd-Meta trailer of a multi-rank
+// generation's commit (trailer, present) against rank's part, whose
+// skeleton skel (file name) verifyRankPart verified: the metadata inside
+// the part (its attributes document, read through the skeleton from
+// blobs: wtxt.ReadSkeletonUserMeta) must equal the trailer's. A
+// difference fails CheckTrailer naming the rank and the keys, never a
+// value. A trailer must equal every rank's metadata; without one nothing
+// is compared: the committer commits none (each part's metadata is
+// covered by the part's own hashes and signature).
+func checkRankMeta(ctx context.Context, trailer snapshot.UserMeta, skel []byte, name string, rank int, blobs wtxt.BlobSource) error {
+	inside, err := wtxt.ReadSkeletonUserMeta(ctx, name, bytes.NewReader(skel), int64(len(skel)), blobs)
+	if err != nil {
+		return err
+	}
+	if trailer.Equal(inside) {
+		return nil
+	}
+	return wranks.Fail(name, 0, rank, wtxt.Check(CheckTrailer), "commit trailer %s disagrees with the metadata inside the rank's part (keys %s)",
+		gitops.TrailerMeta, metaDiffKeys(trailer, inside))
 }
 
 // verifyRankPart assembles a rank part from its skeleton and the blobs and

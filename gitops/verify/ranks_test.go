@@ -6,6 +6,8 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +24,7 @@ import (
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/sshsig"
+	"github.com/snapd-ml/snapd/gitops/verify/verifytest"
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
@@ -47,6 +50,8 @@ type rankLedger struct {
 	committer ed25519.PrivateKey
 	nodes     []ed25519.PrivateKey
 	prev      [32]byte
+	// meta, when set, is the metadata rank r's part carries.
+	meta func(r int) snapshot.UserMeta
 }
 
 func newRankLedger(t *testing.T, world int) *rankLedger {
@@ -77,6 +82,9 @@ func (l *rankLedger) commit(t *testing.T, gen uint64, ts time.Time) *gitops.Resu
 		m := snapshot.DefaultMeta()
 		m.TS, m.Build = ts, "test"
 		s := &snapshot.Snapshot{Meta: m, Arrays: []*snapshot.Array{{Name: fmt.Sprintf("layers.%d.w", r), DType: snapshot.F32, Shape: []int64{64, 16}, Data: snapshot.Bytes(b)}}}
+		if l.meta != nil {
+			s.UserMeta = l.meta(r)
+		}
 		var w, sk bytes.Buffer
 		if _, err := wranks.EncodePart(ctx, &w, s, wranks.PartOptions{Gen: gen, Chain: rankTestChain, SignKey: key}); err != nil {
 			t.Fatal(err)
@@ -218,5 +226,78 @@ func TestVerifyRanksChainAndSince(t *testing.T) {
 	}
 	if _, err := l.verify(t, signers, RanksOptions{Trusted: trusted}); err == nil {
 		t.Fatal("a missing blob verified")
+	}
+}
+
+// TestVerifyRanksMetaTrailer: a Snapd-Meta trailer on a multi-rank
+// generation's commit (the committer writes none; here the commit and tag
+// are reworded and re-signed by the committer's key) is checked against
+// the metadata inside every rank's part, read through its skeleton: equal
+// passes; a changed value, a trailer on parts without metadata, a rank
+// whose part disagrees and a malformed trailer fail "trailer", naming the
+// rank and the keys, never a value. Without a trailer nothing is compared.
+func TestVerifyRanksMetaTrailer(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	step := func(n int) snapshot.UserMeta {
+		m, err := snapshot.ParseUserMeta([]byte(fmt.Sprintf(`{"step":%d,"loss":0.41}`, n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	blk, err := ssh.MarshalPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "committer_ed25519")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(blk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		meta    func(r int) snapshot.UserMeta // the parts'
+		trailer string                        // "": none
+		wantErr string                        // "": passes
+	}{
+		{"parts with metadata, no trailer", func(int) snapshot.UserMeta { return step(300) }, "", ""},
+		{"equal", func(int) snapshot.UserMeta { return step(300) }, step(300).String(), ""},
+		{"a value changed", func(int) snapshot.UserMeta { return step(300) }, step(301).String(), "rank 0: trailer: commit trailer Snapd-Meta disagrees with the metadata inside the rank's part (keys step)"},
+		{"parts without metadata", nil, step(300).String(), "rank 0: trailer: commit trailer Snapd-Meta disagrees with the metadata inside the rank's part (keys loss, step)"},
+		{"rank 1 disagrees", func(r int) snapshot.UserMeta { return step(300 + r) }, step(300).String(), "rank-00001.skel: rank 1: trailer: commit trailer Snapd-Meta disagrees with the metadata inside the rank's part (keys step)"},
+		{"malformed", func(int) snapshot.UserMeta { return step(300) }, "step=", gitops.TrailerMeta},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newRankLedger(t, 2)
+			l.meta = tc.meta
+			for g := uint64(1); g <= 2; g++ {
+				l.commit(t, g, time.Date(2026, 11, 24, 8, 0, int(g), 0, time.UTC))
+			}
+			if tc.trailer != "" {
+				verifytest.RewordHead(t, l.dir, "gen-000002", func(msg string) string {
+					return strings.TrimRight(msg, "\n") + "\n" + gitops.TrailerMeta + ": " + tc.trailer + "\n"
+				}, keyFile)
+			}
+			signers, err := sshsig.Unrestricted(l.committer.Public().(ed25519.PublicKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			trusted := []ed25519.PublicKey{l.committer.Public().(ed25519.PublicKey), l.nodes[0].Public().(ed25519.PublicKey), l.nodes[1].Public().(ed25519.PublicKey)}
+			gens, err := l.verify(t, signers, RanksOptions{Trusted: trusted})
+			if tc.wantErr == "" {
+				if err != nil || len(gens) != 2 {
+					t.Fatalf("%d generations verified, %v", len(gens), err)
+				}
+				return
+			}
+			var we *wtxt.Error
+			if err == nil || !errors.As(err, &we) || string(we.Check) != CheckTrailer || !strings.Contains(err.Error(), tc.wantErr) || len(gens) != 1 {
+				t.Fatalf("%d generations verified, %v; want generation 2 failing %s with %q", len(gens), err, CheckTrailer, tc.wantErr)
+			}
+			if strings.Contains(err.Error(), "0.41") || strings.Contains(err.Error(), "301") {
+				t.Fatalf("the failure quotes a value: %v", err)
+			}
+		})
 	}
 }
