@@ -31,6 +31,14 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 		return nil, permanent{err}
 	}
 	opts := wtxt.EncodeOptions{RowsPerChunk: cfg.RowsPerChunk, SignKey: cfg.SignKey, HMACKey: cfg.HMACKey, PrevMerkle: headRoot.MerkleThis, Stream: cfg.Stream, Workers: cfg.Workers}
+	if p := d.directOCI(&cfg); p != nil {
+		// Straight to the registry layout (ocidirect.go); when the
+		// registry does not take it, the generation is built below.
+		next, ok, err := d.buildDirect(ctx, it, head, rs, fp, &cfg, opts, p)
+		if ok || err != nil {
+			return next, err
+		}
+	}
 	g := d.ring.Begin(gen, ring.Options{Recipients: cfg.Recipients, SignKey: cfg.SignKey})
 	defer g.Close() // no goroutine outlives build
 

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/snapd-ml/snapd/formats/wtxt/chunkdiff"
+	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/pipeline/ring"
@@ -56,7 +57,11 @@ type GenResult struct {
 	NonFinite []chunkdiff.NonFiniteArray `json:"nonfinite,omitempty"`
 	// Ring file paths.
 	WTXT, Delta, WSUM, Seal string `json:"-"`
-	Picture                 string `json:"-"` // ring path of the diff picture (picture.go), "" when none
+	// Skeleton and OCI: the generation was pushed to the registry by the
+	// build (ocidirect.go): its ring skeleton and manifest; WTXT is "".
+	Skeleton string         `json:"-"`
+	OCI      *gitops.OCIRef `json:"-"`
+	Picture  string         `json:"-"` // ring path of the diff picture (picture.go), "" when none
 	// Git.
 	Commit string `json:"commit,omitempty"`
 	Tag    string `json:"tag,omitempty"`
@@ -253,7 +258,7 @@ func (d *Daemon) recover() error {
 		limit = r.From
 	}
 	for _, e := range entries {
-		if e.Gen > limit || e.WTXT == "" {
+		if e.Gen > limit || !e.Complete() {
 			d.log.Info("recovery: removing half-written ring entry", "gen", e.Gen, "chain_head", d.head.Gen, "files", e.Files)
 			if err := d.ring.Remove(e.Gen); err != nil {
 				return fmt.Errorf("pipeline: recovery: %w", err)

@@ -208,9 +208,12 @@ func (p *OCIPublisher) record(g OCIGenStats) {
 // counts. Its keys are those the job file's format before State had in
 // publish itself (the queue reads such files into this state).
 type ociState struct {
-	Repository    string `json:"repository,omitempty"`
-	Manifest      string `json:"manifest,omitempty"`
-	Skeleton      string `json:"skeleton,omitempty"`
+	Repository string `json:"repository,omitempty"`
+	Manifest   string `json:"manifest,omitempty"`
+	Skeleton   string `json:"skeleton,omitempty"`
+	// Direct: the build pushed the generation (ocidirect.go); the job's
+	// held file is its skeleton, and only the commit is left.
+	Direct        bool  `json:"direct,omitempty"`
 	UploadedBytes int64  `json:"uploaded_bytes,omitempty"`
 	SkippedBytes  int64  `json:"skipped_bytes,omitempty"`
 }
@@ -219,6 +222,9 @@ type ociState struct {
 // job (whose queue.Publisher is Jobs). g.Header nil is read from the
 // WTXT.
 func (p *OCIPublisher) Publish(ctx context.Context, g Generation) (Published, error) {
+	if g.OCI != nil {
+		return p.publishDirect(g)
+	}
 	h := g.Header
 	if h == nil {
 		f, err := os.Open(g.WTXT)
@@ -248,6 +254,65 @@ func (p *OCIPublisher) Publish(ctx context.Context, g Generation) (Published, er
 	// latency, which then covers the upload too and survives a restart.
 	return Published{Pending: "pending (registry job)",
 		Job: &queue.Publish{Kind: KindOCIGeneration, WTXT: g.WTXT, Bytes: st.Size(), Header: h, Requested: g.Requested.UTC(), ResumedFrom: g.ResumedFrom}}, nil
+}
+
+// publishDirect leaves the commit of a generation the build pushed
+// (g.Skeleton, g.OCI, g.Header) to a KindOCIGeneration job whose held file
+// is the skeleton.
+func (p *OCIPublisher) publishDirect(g Generation) (Published, error) {
+	if g.Header == nil || g.Skeleton == "" {
+		return Published{}, fmt.Errorf("ring generation %d: a pushed generation needs its header and skeleton", g.Gen)
+	}
+	st, err := os.Stat(g.Skeleton)
+	if err != nil {
+		return Published{}, err
+	}
+	b, err := json.Marshal(ociState{Repository: g.OCI.Repository, Manifest: g.OCI.Manifest, Direct: true})
+	if err != nil {
+		return Published{}, err
+	}
+	return Published{Pending: "pending (registry job: commit)",
+		Job: &queue.Publish{Kind: KindOCIGeneration, WTXT: g.Skeleton, Bytes: st.Size(), Header: g.Header, Requested: g.Requested.UTC(),
+			ResumedFrom: g.ResumedFrom, Sent: true, State: b}}, nil
+}
+
+// segmentSize is the target segment size of both paths (the split's
+// default when not configured), so that they cut the same segments.
+func (p *OCIPublisher) segmentSize() int64 {
+	if p.cfg.SegmentSize > 0 {
+		return p.cfg.SegmentSize
+	}
+	return wtxt.DefaultSegmentSize
+}
+
+// previous returns the segments of the last generation this process
+// pushed.
+func (p *OCIPublisher) previous() oci.Previous {
+	p.prevMu.Lock()
+	defer p.prevMu.Unlock()
+	return p.prevKeys
+}
+
+// forgetPrevious drops them (a blob was deleted from under the previous
+// manifest: the next push HEADs every blob).
+func (p *OCIPublisher) forgetPrevious() {
+	p.prevMu.Lock()
+	p.prevKeys = oci.Previous{}
+	p.prevMu.Unlock()
+}
+
+// pushed records generation gen's push: its segments for the next one,
+// the metrics and OCIStatsFile.
+func (p *OCIPublisher) pushed(gen uint64, res *oci.PushResult) {
+	p.prevMu.Lock()
+	p.prevKeys = res.Keys
+	p.prevMu.Unlock()
+	p.uploaded.Add(float64(res.UploadedBytes))
+	p.skipped.Add(float64(res.SkippedBytes))
+	p.mounted.Add(float64(res.MountedBytes))
+	p.generations.Inc()
+	p.record(OCIGenStats{Gen: gen, Tag: res.Tag, Manifest: res.Manifest.Digest.String(), Segments: res.Segments,
+		UploadedBytes: res.UploadedBytes, SkippedBytes: res.SkippedBytes, MountedBytes: res.MountedBytes, Time: time.Now().UTC()})
 }
 
 // Recover implements Publisher: a generation not in Git is queued again
@@ -281,7 +346,9 @@ func (w ociJobs) Publish(ctx context.Context, j queue.Job, save func(queue.Job) 
 			return j, localErr(j, fmt.Errorf("job %s: state: %w", j.ID(), err))
 		}
 	}
-	skeleton := pub.Bytes > p.cfg.Threshold
+	// A generation the build pushed (state.Direct) or the split below
+	// pushed before a restart has its manifest already.
+	skeleton := state.Manifest != "" || pub.Bytes > p.cfg.Threshold
 	if skeleton && state.Manifest == "" {
 		f, err := safeopen.Open(pub.WTXT, safeopen.NoFollow)
 		if err != nil {
@@ -299,33 +366,20 @@ func (w ociJobs) Publish(ctx context.Context, j queue.Job, save func(queue.Job) 
 			return j, localErr(j, fmt.Errorf("held WTXT of gen %d: %w", j.Gen, err))
 		}
 		p.read.Store(0)
-		p.prevMu.Lock()
-		prev := p.prevKeys
-		p.prevMu.Unlock()
-		res, err := p.reg.PushWTXTAt(ctx, &countingReaderAt{r: f, n: &p.read}, st.Size(), fmt.Sprintf("gen %s", h.Root.Gen), out, p.cfg.SegmentSize, prev)
+		res, err := p.reg.PushWTXTAt(ctx, &countingReaderAt{r: f, n: &p.read}, st.Size(), fmt.Sprintf("gen %s", h.Root.Gen), out, p.cfg.SegmentSize, p.previous())
 		defer p.read.Store(0)
 		if err != nil {
 			if errors.Is(err, oci.ErrManifestBlobUnknown) {
 				// A blob was deleted from under the previous manifest:
 				// the retry HEADs every blob and uploads what is gone.
-				p.prevMu.Lock()
-				p.prevKeys = oci.Previous{}
-				p.prevMu.Unlock()
+				p.forgetPrevious()
 			}
 			return j, registryErr(j, err)
 		}
-		p.prevMu.Lock()
-		p.prevKeys = res.Keys
-		p.prevMu.Unlock()
 		if err := out.Commit(); err != nil {
 			return j, err
 		}
-		p.uploaded.Add(float64(res.UploadedBytes))
-		p.skipped.Add(float64(res.SkippedBytes))
-		p.mounted.Add(float64(res.MountedBytes))
-		p.generations.Inc()
-		p.record(OCIGenStats{Gen: j.Gen, Tag: res.Tag, Manifest: res.Manifest.Digest.String(), Segments: res.Segments,
-			UploadedBytes: res.UploadedBytes, SkippedBytes: res.SkippedBytes, MountedBytes: res.MountedBytes, Time: time.Now().UTC()})
+		p.pushed(j.Gen, res)
 		state = ociState{Repository: p.reg.Name(), Manifest: res.Manifest.Digest.String(), Skeleton: skel,
 			UploadedBytes: res.UploadedBytes, SkippedBytes: res.SkippedBytes}
 		b, err := json.Marshal(state)
@@ -343,6 +397,9 @@ func (w ociJobs) Publish(ctx context.Context, j queue.Job, save func(queue.Job) 
 	g := Generation{Gen: j.Gen, WTXT: pub.WTXT, Header: h, ResumedFrom: pub.ResumedFrom}.ledger()
 	if skeleton {
 		g.Skeleton = state.Skeleton
+		if state.Direct {
+			g.WTXT, g.Skeleton = "", pub.WTXT // the held file is the skeleton
+		}
 		g.OCI = &gitops.OCIRef{Repository: state.Repository, Manifest: state.Manifest}
 	}
 	res, err := commitGeneration(ctx, p.repo, p.pushes.Load(), g, pub.Requested)

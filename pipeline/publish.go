@@ -67,6 +67,11 @@ type Generation struct {
 	// Ring files ("" when absent): the WTXT (age armor when encrypting),
 	// its delta, WSUM and seal, and the picture of its change.
 	WTXT, Delta, WSUM, Seal, Picture string
+	// Skeleton and OCI: a generation the build pushed to the registry
+	// (ocidirect.go) has its skeleton in the ring instead of a WTXT, and
+	// OCI names its manifest.
+	Skeleton string
+	OCI      *gitops.OCIRef
 	// Header holds the values the ledger records (from the chain state or
 	// the seal); nil: read from the WTXT.
 	Header *gitops.Header
@@ -183,7 +188,7 @@ func (o *outbox) publish(ctx context.Context, r *GenResult, head *ChainState, re
 	var p Published
 	if err == nil {
 		p, err = o.pub.Publish(ctx, Generation{Gen: r.Gen, WTXT: r.WTXT, Delta: r.Delta, WSUM: r.WSUM, Seal: r.Seal, Picture: r.Picture,
-			Header: h, ResumedFrom: r.ResumedFrom, Requested: requested})
+			Skeleton: r.Skeleton, OCI: r.OCI, Header: h, ResumedFrom: r.ResumedFrom, Requested: requested})
 	}
 	if err != nil {
 		o.log.Error("publish failed (published again at the next start)", "gen", r.Gen, "error", err)
@@ -234,7 +239,7 @@ func (o *outbox) recover(ctx context.Context, ringDir string, head ChainState) {
 		return
 	}
 	for _, e := range entries {
-		if e.Gen > head.Gen || e.WTXT == "" {
+		if e.Gen > head.Gen || !e.Complete() {
 			continue
 		}
 		g, ok := ringGeneration(ringDir, e, &head)
@@ -263,6 +268,18 @@ func (o *outbox) recover(ctx context.Context, ringDir string, head ChainState) {
 // WTXT). It reports false for a generation whose header cannot be had.
 func ringGeneration(ringDir string, e RingEntry, head *ChainState) (Generation, bool) {
 	g := Generation{Gen: e.Gen, WTXT: e.WTXT, Delta: e.Delta, WSUM: e.WSUM}
+	if e.WTXT == "" {
+		// Pushed by the build: the skeleton and its record.
+		rec, err := readOCIRecord(e.OCI)
+		if err != nil {
+			return g, false
+		}
+		g.Skeleton, g.OCI, g.Header = e.Skeleton, rec.ref(), rec.Header
+		if req, err := readGenRequest(ringPath(ringDir, e.Gen, ring.ExtRequest)); err == nil {
+			g.ResumedFrom = req.ResumedFrom
+		}
+		return g, true
+	}
 	if s := e.WTXT + ExtSeal; fileExists(s) {
 		g.Seal = s
 	}

@@ -25,8 +25,7 @@ import (
 // generation was made from.
 func (d *Daemon) repeated(ctx context.Context, it *item, head *ChainState) (done bool, err error) {
 	gen := it.rec.Gen
-	p := ringPath(d.ringDir, gen, ExtWTXT)
-	if _, err := os.Stat(p); err != nil {
+	if !fileExists(ringPath(d.ringDir, gen, ExtWTXT)) && !fileExists(ringPath(d.ringDir, gen, ring.ExtOCI)) {
 		return false, nil
 	}
 	req, rerr := readGenRequest(ringPath(d.ringDir, gen, ring.ExtRequest))
@@ -86,9 +85,13 @@ func short(h string) string {
 	return h
 }
 
-// ringTS returns the meta ts of generation gen's plaintext WTXT in the
-// ring in ringDir ("" when unreadable).
+// ringTS returns the meta ts of generation gen's plaintext WTXT (or of
+// its ExtOCI record's header) in the ring in ringDir ("" when
+// unreadable).
 func ringTS(ringDir string, gen uint64) string {
+	if rec := ringOCIRecord(ringDir, gen); rec != nil {
+		return rec.Header.Root.TS
+	}
 	f, err := os.Open(ringPath(ringDir, gen, ExtWTXT))
 	if err != nil {
 		return ""
@@ -105,12 +108,22 @@ func ringTS(ringDir string, gen uint64) string {
 // ring (a redelivery or duplicate) from the ring; nothing is rewritten.
 func (it *item) fromRing(rw *ring.Writer, head *ChainState) {
 	gen := it.rec.Gen
+	r := &it.res
+	if rec := ringOCIRecord(rw.Dir(), gen); rec != nil {
+		// Pushed by the build (ocidirect.go).
+		r.Redelivered, r.Skeleton, r.OCI, r.WTXTBytes = true, rw.Path(gen, ring.ExtSkeleton), rec.ref(), rec.WTXTBytes
+		root := rec.Header.Root
+		r.SHA256All, r.MerklePrev, r.MerkleThis = hexs(root.SHA256All), hexs(root.MerklePrev), hexs(root.MerkleThis)
+		if gen == head.Gen {
+			r.BaseGen = head.PrevGen
+		}
+		return
+	}
 	p := rw.Path(gen, ExtWTXT)
 	st, err := os.Stat(p)
 	if err != nil {
 		return
 	}
-	r := &it.res
 	r.Redelivered, r.WTXT, r.WTXTBytes = true, p, st.Size()
 	if gen == head.Gen {
 		r.SHA256All, r.MerklePrev, r.MerkleThis, r.BaseGen = head.SHA256All, head.MerklePrev, head.MerkleThis, head.PrevGen

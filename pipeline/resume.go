@@ -141,8 +141,12 @@ func (it *item) writeRequest(rw *ring.Writer, res *wtxt.Result, fingerprint stri
 }
 
 // ringRoot returns generation gen's root values from the ring in ringDir:
-// its seal (encrypted), or its WTXT header, or its WSUM (streamed).
+// its seal (encrypted), or its WTXT header, or its WSUM (streamed), or
+// the ExtOCI record of a generation the build pushed.
 func ringRoot(ringDir string, gen uint64) (wtxt.Root, bool) {
+	if rec := ringOCIRecord(ringDir, gen); rec != nil {
+		return rec.Header.Root, true
+	}
 	p := ringPath(ringDir, gen, ExtWTXT)
 	if sb, err := os.ReadFile(armor.SealPath(p)); err == nil {
 		if s, err := armor.ParseSeal(sb); err == nil {

@@ -37,7 +37,7 @@ func ringPath(ringDir string, gen uint64, ext string) string {
 }
 
 // ListRing returns the ring's entries, ascending by generation. An entry
-// without its WTXT (a crash between files) is listed with WTXT "".
+// a crash left half-written is listed too (RingEntry.Complete).
 func ListRing(ringDir string) ([]RingEntry, error) {
 	ents, err := ring.List(ringDir)
 	if err != nil {

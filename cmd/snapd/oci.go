@@ -300,7 +300,7 @@ func pushCheckpoint(ctx context.Context, e *env, repo *oci.Repository, in string
 	if skel == "" {
 		skel = strings.TrimSuffix(in, "/") + ".wtxt.skel"
 	}
-	res, segSize, err := repo.PushSnapshotFile(ctx, s, opts, oci.FilePush{Skeleton: skel, SegmentSize: o.segSize, Previous: prev,
+	res, _, segSize, err := repo.PushSnapshotFile(ctx, s, opts, oci.FilePush{Skeleton: skel, SegmentSize: o.segSize, Previous: prev,
 		SegmentCache: o.segCache, PrevSkeleton: o.prevSkeleton, Logger: e.logger})
 	var fe *oci.FileError
 	switch {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/snapd-ml/snapd/formats"
 	"github.com/snapd-ml/snapd/formats/safetensors"
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/internal/gittest"
 	"github.com/snapd-ml/snapd/internal/registrytest"
@@ -177,24 +179,54 @@ func scrape(t *testing.T, addr string) string {
 	return string(b)
 }
 
-// ringWTXT returns the ring's WTXT of gen.
-func ringWTXT(t *testing.T, state string, gen uint64) []byte {
+// isRingGen reports whether got is the WTXT of the daemon's generation
+// gen: byte-identical to the ring's WTXT or, for a generation the build
+// pushed straight to the registry (the ring holds its skeleton and the
+// record of its manifest, no WTXT), split into the very skeleton the
+// ring holds (wtxt.Split checks every chunk's sha256 and crc32c against
+// its ch line, and the skeleton holds the header, every arr and ch line).
+func isRingGen(t *testing.T, state string, gen uint64, got []byte) bool {
 	t.Helper()
 	es, err := pipeline.ListRing(filepath.Join(state, pipeline.RingDir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range es {
-		if e.Gen == gen && e.WTXT != "" {
+		if e.Gen != gen {
+			continue
+		}
+		switch {
+		case e.WTXT != "":
 			b, err := os.ReadFile(e.WTXT)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return b
+			return bytes.Equal(got, b)
+		case e.Complete():
+			skel, err := os.ReadFile(e.Skeleton)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rb, err := os.ReadFile(e.OCI)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec struct {
+				SegmentSize int64 `json:"segment_size"`
+			}
+			if err := json.Unmarshal(rb, &rec); err != nil || rec.SegmentSize <= 0 {
+				t.Fatalf("gen %d: ring record %s: %v", gen, rb, err)
+			}
+			var split bytes.Buffer
+			if _, err := wtxt.Split(context.Background(), bytes.NewReader(got), &split, nil, wtxt.SplitOptions{SegmentSize: rec.SegmentSize}); err != nil {
+				t.Logf("gen %d: split: %v", gen, err)
+				return false
+			}
+			return bytes.Equal(split.Bytes(), skel)
 		}
 	}
 	t.Fatalf("gen %d not in the ring", gen)
-	return nil
+	return false
 }
 
 // TestRunOCIThreeGenerations: `snapd run --oci-repository` publishes three
@@ -297,7 +329,7 @@ func TestRunOCIThreeGenerations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, ringWTXT(t, state, 3)) {
+	if !isRingGen(t, state, 3, got) {
 		t.Fatal("assembled WTXT differs from the daemon's")
 	}
 	mustRun(t, "verify", out)
@@ -384,13 +416,34 @@ func assembleEqualsRingEnv(t *testing.T, env map[string]string, remoteDir, repoR
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, ringWTXT(t, state, gen)) {
+	if !isRingGen(t, state, gen, got) {
 		t.Fatalf("gen %d: assembled WTXT differs from the daemon's", gen)
 	}
 }
 
+// ringHolds fails unless the ring entry of gen is a WTXT (what "wtxt")
+// or a skeleton with the record of its manifest ("skeleton").
+func ringHolds(t *testing.T, state string, gen uint64, what string) {
+	t.Helper()
+	es, err := pipeline.ListRing(filepath.Join(state, pipeline.RingDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if e.Gen != gen {
+			continue
+		}
+		if got := map[bool]string{true: "wtxt", false: "skeleton"}[e.WTXT != ""]; got != what || !e.Complete() {
+			t.Fatalf("gen %d: ring entry %+v, want a %s", gen, e, what)
+		}
+		return
+	}
+	t.Fatalf("gen %d not in the ring", gen)
+}
+
 // TestRunOCIRegistryOutage: the registry process is stopped while the
-// daemon runs; the next generation's job stays pending (status: retrying,
+// daemon runs (the build of the next generation cannot push it, so it is
+// written to the ring and left to the queue); the next generation's job stays pending (status: retrying,
 // one generation publishing, its bytes pending) and nothing of it reaches
 // Git, not even the local repository; the registry is started again on
 // the same port and storage and the job finishes by itself.
@@ -407,6 +460,7 @@ func TestRunOCIRegistryOutage(t *testing.T) {
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestOCI(t, state, 1)
 	waitFor(t, "generation 1 on the remote", pushedAll(t, remote, state, 1))
+	ringHolds(t, state, 1, "skeleton") // pushed by the build
 
 	reg.Stop()
 	requestOCI(t, state, 2)
@@ -432,6 +486,10 @@ func TestRunOCIRegistryOutage(t *testing.T) {
 	if v := metricValue(t, scrape(t, maddr), "snapd_request_to_pushed_seconds_count"); v != 1 {
 		t.Fatalf("snapd_request_to_pushed_seconds_count %v during the outage, want 1 (generation 2 is not pushed)", v)
 	}
+
+	// The build could not push it: the ring holds its WTXT, which the
+	// queue job uploads.
+	ringHolds(t, state, 2, "wtxt")
 
 	reg.Restart(t)
 	waitFor(t, "generation 2 on the remote", pushedAll(t, remote, state, 2))
@@ -644,7 +702,7 @@ func TestRunOCIThreshold(t *testing.T) {
 	if s := gitShow(t, remote.Dir, "gen-000001", "snapshots/generation.txt"); !strings.Contains(s, "layout=single\n") || strings.Contains(s, "oci_") {
 		t.Fatalf("gen 1 generation.txt:\n%s", s)
 	}
-	if s := gitShow(t, remote.Dir, "gen-000001", "snapshots/current.wtxt"); s != string(ringWTXT(t, state, 1)) {
+	if s := gitShow(t, remote.Dir, "gen-000001", "snapshots/current.wtxt"); !isRingGen(t, state, 1, []byte(s)) {
 		t.Fatal("gen 1: the committed WTXT differs from the ring's")
 	}
 	if s := gitShow(t, remote.Dir, "gen-000002", "snapshots/generation.txt"); !strings.Contains(s, "layout=skeleton\n") {

@@ -203,7 +203,7 @@ func testRunOCICheckoutClone(t *testing.T, j *ociJoin) {
 	if code != 0 || !strings.Contains(errs, "registry "+j.repoRef+" (from generation.txt; read only)") {
 		t.Fatalf("checkout latest: exit %d\n%s%s", code, o, errs)
 	}
-	if got, _ := os.ReadFile(out); string(got) != string(ringWTXT(t, j.state, 3)) {
+	if got, _ := os.ReadFile(out); !isRingGen(t, j.state, 3, got) {
 		t.Fatal("checked-out WTXT differs from the daemon's generation 3")
 	}
 
@@ -270,7 +270,7 @@ func TestRunOCIReviewSkeleton(t *testing.T) {
 	if code, o, e := snapd(t, map[string]string{"HOME": t.TempDir()}, "checkout", "1", wtxtOut, "--repo", clone); code != 0 {
 		t.Fatalf("checkout 1: exit %d\n%s%s", code, o, e)
 	}
-	if got, _ := os.ReadFile(wtxtOut); !bytes.Equal(got, ringWTXT(t, j.state, 1)) {
+	if got, _ := os.ReadFile(wtxtOut); !isRingGen(t, j.state, 1, got) {
 		t.Fatal("checked-out WTXT differs from the daemon's generation 1")
 	}
 	base, head := filepath.Join(dir, "base", "current.wtxt.skel"), filepath.Join(dir, "head", "current.wtxt.skel")

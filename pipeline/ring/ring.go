@@ -89,6 +89,12 @@ const (
 	// ExtRequest: the request a generation was made from (the pipeline's
 	// JSON record of source, position and content identity).
 	ExtRequest = ".request"
+	// ExtSkeleton: a generation encoded straight to the registry layout
+	// (skeleton here, segments in the registry; no WTXT in the ring), and
+	// ExtOCI its record (where its manifest is), written once the
+	// manifest is in the registry.
+	ExtSkeleton = ".wtxt.skel"
+	ExtOCI      = ".oci"
 )
 
 // Entry is one generation in the ring.
@@ -100,7 +106,15 @@ type Entry struct {
 	WTXT  string `json:"wtxt"`
 	Delta string `json:"delta,omitempty"`
 	WSUM  string `json:"wsum,omitempty"`
+	// Skeleton and OCI: a generation in the registry layout (ExtSkeleton,
+	// ExtOCI); it has no WTXT.
+	Skeleton string `json:"skeleton,omitempty"`
+	OCI      string `json:"oci,omitempty"`
 }
+
+// Complete reports whether e holds a whole generation: its WTXT, or its
+// skeleton with the record of its manifest.
+func (e Entry) Complete() bool { return e.WTXT != "" || (e.Skeleton != "" && e.OCI != "") }
 
 // Path returns the path of generation gen's file with extension ext in the
 // ring directory dir.
@@ -123,7 +137,7 @@ func parseName(name string) (uint64, bool) {
 	}
 	suffix = strings.TrimSuffix(suffix, ExtSeal)
 	switch suffix {
-	case ExtWTXT, ExtDelta, ExtWSUM, ExtPicture, ExtRequest:
+	case ExtWTXT, ExtDelta, ExtWSUM, ExtPicture, ExtRequest, ExtSkeleton, ExtOCI:
 		return gen, true
 	}
 	return 0, false
@@ -131,8 +145,8 @@ func parseName(name string) (uint64, bool) {
 
 // List returns the entries of the ring directory dir, ascending by
 // generation; a missing directory is an empty ring. An entry without its
-// WTXT (a crash between files) is listed with WTXT "". The error is
-// os.ReadDir's, unwrapped.
+// WTXT or its skeleton's record (a crash between files) is listed too:
+// see Entry.Complete. The error is os.ReadDir's, unwrapped.
 func List(dir string) ([]Entry, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -164,6 +178,10 @@ func List(dir string) ([]Entry, error) {
 			r.Delta = p
 		case snapshot.GenName(gen, ExtWSUM):
 			r.WSUM = p
+		case snapshot.GenName(gen, ExtSkeleton):
+			r.Skeleton = p
+		case snapshot.GenName(gen, ExtOCI):
+			r.OCI = p
 		}
 	}
 	out := make([]Entry, 0, len(byGen))
@@ -179,7 +197,7 @@ func List(dir string) ([]Entry, error) {
 // (and its plaintext copy); files already absent are not an error.
 func Remove(dir string, gen uint64) error {
 	var errs []error
-	for _, ext := range []string{ExtRequest, ExtPicture, ExtDelta, ExtDelta + ExtSeal, ExtWSUM, ExtWSUM + ExtSeal, ExtWTXT + ExtSeal, ExtWTXT} {
+	for _, ext := range []string{ExtRequest, ExtPicture, ExtDelta, ExtDelta + ExtSeal, ExtWSUM, ExtWSUM + ExtSeal, ExtWTXT + ExtSeal, ExtOCI, ExtSkeleton, ExtWTXT} {
 		if err := os.Remove(Path(dir, gen, ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}

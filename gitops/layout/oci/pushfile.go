@@ -61,13 +61,14 @@ type FilePush struct {
 // blobs and manifest are those of "convert to WTXT, then push it". It
 // returns the push's result and the segment size used. A local file that
 // cannot be written is a *FileError; nothing is written to p.Skeleton
-// when the push fails.
-func (r *Repository) PushSnapshotFile(ctx context.Context, s *snapshot.Snapshot, opts wtxt.EncodeOptions, p FilePush) (*PushResult, int64, error) {
+// when the push fails. The WTXT's Result (root values, array hashes and
+// NaN/Inf counts) comes back beside the push's.
+func (r *Repository) PushSnapshotFile(ctx context.Context, s *snapshot.Snapshot, opts wtxt.EncodeOptions, p FilePush) (*PushResult, *wtxt.Result, int64, error) {
 	segSize := p.SegmentSize
 	if segSize == 0 {
 		n, err := wtxt.EncodedSize(s, opts)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		segSize = AutoSegmentSize(n)
 	}
@@ -75,27 +76,27 @@ func (r *Repository) PushSnapshotFile(ctx context.Context, s *snapshot.Snapshot,
 	if p.SegmentCache != "" {
 		var err error
 		if prev.Cache, err = openSegmentCache(p, opts); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 	}
 	out, err := atomicfile.Create(p.Skeleton, 0o644)
 	if err != nil {
-		return nil, 0, &FileError{err}
+		return nil, nil, 0, &FileError{err}
 	}
 	defer out.Abort()
-	res, _, err := r.PushSnapshot(ctx, s, opts, filepath.Base(strings.TrimSuffix(p.Skeleton, ".skel")), out, segSize, prev)
+	res, enc, err := r.PushSnapshot(ctx, s, opts, filepath.Base(strings.TrimSuffix(p.Skeleton, ".skel")), out, segSize, prev)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	if err := out.Commit(); err != nil {
-		return nil, 0, &FileError{err}
+		return nil, nil, 0, &FileError{err}
 	}
 	if prev.Cache != nil {
 		if err := writeSegmentCache(p.SegmentCache, prev.Cache); err != nil {
-			return nil, 0, &FileError{err}
+			return nil, nil, 0, &FileError{err}
 		}
 	}
-	return res, segSize, nil
+	return res, enc, segSize, nil
 }
 
 // openSegmentCache builds p.SegmentCache's cache: keyed from the HMAC key

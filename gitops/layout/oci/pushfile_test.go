@@ -40,14 +40,18 @@ func TestPushSnapshotFile(t *testing.T) {
 	}
 	s := fileSnapshot(1)
 	var enc bytes.Buffer
-	if _, err := wtxt.Encode(ctx, &enc, s, wtxt.EncodeOptions{}); err != nil {
+	want, err := wtxt.Encode(ctx, &enc, s, wtxt.EncodeOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	skel := filepath.Join(dir, "gen.wtxt.skel")
-	res, segSize, err := repo.PushSnapshotFile(ctx, s, wtxt.EncodeOptions{}, FilePush{Skeleton: skel})
+	res, got, segSize, err := repo.PushSnapshotFile(ctx, s, wtxt.EncodeOptions{}, FilePush{Skeleton: skel})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got == nil || got.Root != want.Root {
+		t.Errorf("the push's encode result %+v, want the root %+v wtxt.Encode reports", got, want.Root)
 	}
 	if want := AutoSegmentSize(int64(enc.Len())); segSize != want {
 		t.Errorf("segment size %d, want AutoSegmentSize %d", segSize, want)
@@ -59,14 +63,14 @@ func TestPushSnapshotFile(t *testing.T) {
 
 	cache := filepath.Join(dir, "segcache")
 	noKey := filepath.Join(dir, "nokey.wtxt.skel")
-	if _, _, err := repo.PushSnapshotFile(ctx, s, wtxt.EncodeOptions{}, FilePush{Skeleton: noKey, SegmentCache: cache}); !errors.Is(err, ErrNoCacheKey) {
+	if _, _, _, err := repo.PushSnapshotFile(ctx, s, wtxt.EncodeOptions{}, FilePush{Skeleton: noKey, SegmentCache: cache}); !errors.Is(err, ErrNoCacheKey) {
 		t.Errorf("cache without a key: %v", err)
 	}
 	if _, err := os.Stat(noKey); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a refused push wrote its skeleton: %v", err)
 	}
 	opts := wtxt.EncodeOptions{HMACKey: bytes.Repeat([]byte{7}, 32)}
-	if _, _, err := repo.PushSnapshotFile(ctx, s, opts, FilePush{Skeleton: filepath.Join(dir, "hmac.wtxt.skel"), SegmentCache: cache}); err != nil {
+	if _, _, _, err := repo.PushSnapshotFile(ctx, s, opts, FilePush{Skeleton: filepath.Join(dir, "hmac.wtxt.skel"), SegmentCache: cache}); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(cache); err != nil || fi.Mode().Perm() != 0o600 || fi.Size() == 0 {
@@ -74,7 +78,7 @@ func TestPushSnapshotFile(t *testing.T) {
 	}
 
 	var fe *FileError
-	if _, _, err := repo.PushSnapshotFile(ctx, s, wtxt.EncodeOptions{}, FilePush{Skeleton: filepath.Join(dir, "missing", "x.skel")}); !errors.As(err, &fe) {
+	if _, _, _, err := repo.PushSnapshotFile(ctx, s, wtxt.EncodeOptions{}, FilePush{Skeleton: filepath.Join(dir, "missing", "x.skel")}); !errors.As(err, &fe) {
 		t.Errorf("skeleton in a missing directory: %v, want a *FileError", err)
 	}
 }

@@ -1,0 +1,166 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/formats/wtxt/chunkdiff"
+	"github.com/snapd-ml/snapd/gitops/layout/oci"
+	"github.com/snapd-ml/snapd/gitops/queue"
+	"github.com/snapd-ml/snapd/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/registrytest"
+	"github.com/snapd-ml/snapd/internal/testutil"
+	"github.com/snapd-ml/snapd/pipeline/ring"
+	"github.com/snapd-ml/snapd/wal"
+)
+
+// startDirect starts f's daemon publishing through an OCIPublisher to a
+// real registry (8 KiB segments), its queue committing locally.
+func startDirect(t *testing.T, f *fixture, r *oci.Repository) *OCIPublisher {
+	t.Helper()
+	var p *OCIPublisher
+	f.start(t, func(c *Config, d *Deps) {
+		var err error
+		if p, err = NewOCIPublisher(r, f.repo, OCIConfig{StateDir: f.dir, SegmentSize: 8 << 10}); err != nil {
+			t.Fatal(err)
+		}
+		d.Publisher = p
+		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: LocalOnly{}, Publisher: p.Jobs(),
+			BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return p
+}
+
+// TestOCIDirectBuild: with an OCIPublisher the build encodes each
+// generation straight to the skeleton and the segments and pushes them:
+// the ring holds the skeleton and the record of the manifest, never a
+// WTXT; the queue job only commits the skeleton. The skeleton and the
+// registry's blobs give back a WTXT that verifies with the public keys,
+// chained; from the second generation the segment cache and the previous
+// manifest keep unchanged segments from being hashed and uploaded again.
+// A request repeated for the same source is recognised from the ring
+// record, and a run resumed from generation 1 chains to the root the
+// record holds.
+func TestOCIDirectBuild(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	f := newFixture(t)
+	r, err := oci.Open(reg.Host+"/snapd/direct", oci.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startDirect(t, f, r)
+	ringDir := filepath.Join(f.dir, RingDir)
+	ctx := context.Background()
+	srcs := map[uint64]string{}
+	var total int64
+	var res3 *GenResult
+	for g := uint64(1); g <= 3; g++ {
+		srcs[g] = publish(t, f.dir, g)
+		request(t, f.dir, g, srcs[g])
+		res := f.wait(t, g)
+		res3 = res
+		if res.State != wal.Done || res.WTXT != "" || res.Skeleton != ringPath(ringDir, g, ring.ExtSkeleton) || res.OCI == nil || res.WTXTBytes <= 0 {
+			t.Fatalf("gen %d: %+v, want done from the direct path", g, res)
+		}
+		if fileExists(ringPath(ringDir, g, ExtWTXT)) || !fileExists(ringPath(ringDir, g, ring.ExtOCI)) {
+			t.Fatalf("gen %d: the ring holds a WTXT, or no record of the manifest", g)
+		}
+		waitPushed(t, f)
+		if _, err := f.repo.ResolveGen(g); err != nil {
+			t.Fatalf("gen %d not committed: %v", g, err)
+		}
+		txt := gittest.Git(t, f.repo.Dir(), "show", f.repo.TagName(wtxt.FormatGen(g))+":snapshots/generation.txt")
+		if !strings.Contains(txt, "layout=skeleton\n") || !strings.Contains(txt, "oci_manifest="+res.OCI.Manifest) {
+			t.Fatalf("gen %d generation.txt:\n%s", g, txt)
+		}
+		st, err := ReadOCIStats(f.dir)
+		if err != nil || st == nil || st.Last == nil || st.Last.Gen != g {
+			t.Fatalf("gen %d: oci stats %+v %v", g, st, err)
+		}
+		if g == 1 {
+			total = st.Last.UploadedBytes
+		} else if st.Last.UploadedBytes*3 > total {
+			// model(step) changes two rows of each array per step.
+			t.Fatalf("gen %d: uploaded %d of %d bytes: unchanged segments were uploaded again", g, st.Last.UploadedBytes, total)
+		}
+	}
+	if !strings.Contains(f.logs.String(), "generation snapshotted") {
+		t.Fatalf("daemon log:\n%s", f.logs.String())
+	}
+	if !fileExists(filepath.Join(f.dir, OCISegmentCacheFile)) {
+		t.Fatal("no segment cache written (the fixture has an HMAC key)")
+	}
+
+	// Each skeleton, with the registry's blobs, is the signed WTXT,
+	// chained to the one before.
+	var prev *[32]byte
+	for g := uint64(1); g <= 3; g++ {
+		out := filepath.Join(t.TempDir(), "gen.wtxt")
+		if _, err := oci.AssembleFile(ctx, ringPath(ringDir, g, ring.ExtSkeleton), r, out); err != nil {
+			t.Fatalf("gen %d: assemble: %v", g, err)
+		}
+		fh, err := os.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := wtxt.Verify(ctx, fh, wtxt.VerifyOptions{File: out, TrustedKeys: []ed25519.PublicKey{f.keys.pub}, HMACKey: f.keys.hmac, PrevMerkle: prev, RequireSignature: true})
+		fh.Close()
+		if err != nil {
+			t.Fatalf("gen %d: verify: %v", g, err)
+		}
+		var mt [32]byte
+		if b, err := hex.DecodeString(rep.MerkleThis); err != nil || copy(mt[:], b) != 32 {
+			t.Fatalf("gen %d: merkle_this %q", g, rep.MerkleThis)
+		}
+		prev = &mt
+	}
+
+	// The same source again: recognised from the ring record.
+	requestAt(t, f.dir, 3, srcs[3], 1_800_000_000, 0)
+	wctx, cancel := context.WithTimeout(ctx, testutil.Guard) // failure guard
+	defer cancel()
+	if r, err := f.d.WaitFor(wctx, 3, func(r *GenResult) bool { return r.Redelivered }); err != nil || r.State != wal.Done || r.OCI == nil || r.MerkleThis != res3.MerkleThis {
+		t.Fatalf("repeated request: %+v %v", r, err)
+	}
+
+	// A run resumed from generation 1: generation 2 again, chained to the
+	// root of generation 1's record.
+	rec1 := ringOCIRecord(ringDir, 1)
+	src := writeModel(t, filepath.Join(t.TempDir(), "resumed-2.safetensors"), 22)
+	requestAt(t, f.dir, 2, src, 1_800_000_100, 1)
+	r2 := f.waitSource(t, 2, src)
+	if r2.State != wal.Done || r2.ResumedFrom != 1 || r2.MerklePrev != hexs(rec1.Header.Root.MerkleThis) || r2.OCI == nil {
+		t.Fatalf("resumed generation: %+v, want chained to gen 1's merkle_this %s", r2, hexs(rec1.Header.Root.MerkleThis))
+	}
+	if fileExists(ringPath(ringDir, 3, ring.ExtSkeleton)) || fileExists(ringPath(ringDir, 3, ring.ExtOCI)) {
+		t.Fatal("the abandoned generation 3 is still in the ring")
+	}
+	waitPushed(t, f)
+	f.stop(t)
+	noLeftovers(t, f.dir)
+}
+
+// TestOCIDirectNonFinite: the direct path reports NaN/±Inf from the
+// encoder's counts: an array that gains some is listed; one that keeps
+// the same count is not, one whose count grows is, with the growth.
+func TestOCIDirectNonFinite(t *testing.T) {
+	head := &ChainState{Gen: 1, Held: &HeldNonFinite{Arrays: []chunkdiff.NonFiniteCount{{Array: "a", NaN: 2}, {Array: "b", NaN: 1, Inf: 1}}}}
+	enc := &wtxt.Result{Arrays: []wtxt.ArrayInfo{{Name: "a", NaN: 2}, {Name: "b", NaN: 3, Inf: 1}, {Name: "c", Inf: 4}, {Name: "d"}}}
+	it := &item{rec: wal.Record{Request: wal.Request{Gen: 2}}}
+	d := &Daemon{log: slog.New(slog.DiscardHandler)}
+	d.nonFiniteDirect(it, head, enc)
+	got := nonFiniteSummary(it.res.NonFinite)
+	if want := "b (2 NaN, 0 Inf), c (0 NaN, 4 Inf)"; got != want {
+		t.Fatalf("non-finite %q, want %q", got, want)
+	}
+}
