@@ -214,8 +214,8 @@ type ociState struct {
 	// Direct: the build pushed the generation (ocidirect.go); the job's
 	// held file is its skeleton, and only the commit is left.
 	Direct        bool  `json:"direct,omitempty"`
-	UploadedBytes int64  `json:"uploaded_bytes,omitempty"`
-	SkippedBytes  int64  `json:"skipped_bytes,omitempty"`
+	UploadedBytes int64 `json:"uploaded_bytes,omitempty"`
+	SkippedBytes  int64 `json:"skipped_bytes,omitempty"`
 }
 
 // Publish implements Publisher: it leaves g to a KindOCIGeneration queue
