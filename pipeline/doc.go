@@ -86,7 +86,10 @@
 // commits the ring files to Git (Deps.Repo; the Header is passed
 // explicitly, so armored files commit too) and the commit's push is
 // queued; OCIPublisher leaves one queue job (kind "oci-generation") that
-// uploads the tensor bytes to the registry and then commits the skeleton.
+// commits the skeleton once the tensor bytes are in the registry: the
+// build pushed them (ocidirect.go: encoded straight to the skeleton and
+// segments, no ring WTXT), or, when the registry did not take that push,
+// the job uploads the ring WTXT's segments first.
 // Both commits go through one function (commitGeneration, i.e.
 // gitops.Repo.Commit). finish then records the outcome in the WAL (done or
 // failed with the error) and trims the ring. A publish failure does not
@@ -186,7 +189,10 @@
 //	                  pushed generations plus all not yet pushed
 //	  push-queue/     resend queue (gitops/queue), when a remote (or
 //	                  store.oci) is configured; hold/ keeps a hard link to
-//	                  the WTXT of each generation still to be uploaded
+//	                  the WTXT (or skeleton) of each generation still to be
+//	                  uploaded or committed
+//	  oci-segments.cache  the registry layout's segment cache (0600;
+//	                  ocidirect.go), rewritten after every push
 //	  oci-stats.json  registry upload totals and the last generation's
 //	                  upload (OCIPublisher; JSON, atomic)
 //	  pull-request    pull-request step (JSON, atomic): newest push, newest
@@ -210,6 +216,10 @@
 //	ring/.plain/gen-NNNNNN.wtxt        encrypting only: plaintext of the chain head,
 //	                                   0600 in a 0700 directory, the base of the next
 //	                                   delta; removed when the next head is persisted
+//	ring/gen-NNNNNN.wtxt.skel          instead of all of the above, a generation the
+//	ring/gen-NNNNNN.oci                build pushed to the registry (OCIPublisher above
+//	                                   its threshold, ocidirect.go): its skeleton, and
+//	                                   the record of its manifest and header (JSON)
 //
 // Every file — WTXT, armored copy, WSUM, delta, seals, and the chain
 // state — is written through FS (= ring.FS; default OSFS: temp file,
