@@ -3,6 +3,7 @@ package chunkdiff
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -111,6 +112,25 @@ func TestPictureSampledDense(t *testing.T) {
 	other.Size++
 	if _, err := PictureIndexed(ctx, base, bx, head, &other, 0, diffsvg.Options{}); err == nil || !strings.Contains(err.Error(), head) {
 		t.Errorf("an index read at another size: %v", err)
+	}
+	// A sample of damaged lines: an error naming the file, array, chunk
+	// and check (every base64 line of the dense array is damaged).
+	hb, err := os.ReadFile(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range hx.Array("dense.w").Chunks {
+		for k := int64(0); k < c.Lines; k++ {
+			hb[c.Data+k*(wtxt.B64Width+3)] ^= 'A' ^ 'B'
+		}
+	}
+	bad := filepath.Join(dir, "bad.wtxt")
+	if err := os.WriteFile(bad, hb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var we *wtxt.Error
+	if _, err := Picture(ctx, base, bad, 0, diffsvg.Options{SampleBytes: sample}); !errors.As(err, &we) || we.File != bad || we.Array != "dense.w" || we.Check != wtxt.CheckParity || !strings.Contains(err.Error(), "sampled") {
+		t.Fatalf("sampled damaged lines: %v", err)
 	}
 	// The sparse array is read whole either way.
 	if e, s := exact.Strips[1], sampled.Strips[1]; s.Sampled != 0 || s.ChangedRows != 1 || len(s.Changed) != 1 || s.Changed[0] != e.Changed[0] {
