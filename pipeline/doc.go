@@ -218,8 +218,10 @@
 //	                                   delta; removed when the next head is persisted
 //	ring/gen-NNNNNN.wtxt.skel          instead of all of the above, a generation the
 //	ring/gen-NNNNNN.oci                build pushed to the registry (OCIPublisher above
-//	                                   its threshold, ocidirect.go): its skeleton, and
-//	                                   the record of its manifest and header (JSON)
+//	                                   its threshold, ocidirect.go): its skeleton
+//	                                   (written by oci.PushSnapshotFile through
+//	                                   internal/atomicfile, not FS) and the record of
+//	                                   its manifest and header (JSON)
 //
 // Every file — WTXT, armored copy, WSUM, delta, seals, and the chain
 // state — is written through FS (= ring.FS; default OSFS: temp file,

@@ -137,10 +137,19 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 	t := d.now()
 	it.stageStart("encode")
 	skel := ringPath(d.ringDir, gen, ring.ExtSkeleton)
-	push := oci.FilePush{Skeleton: skel, SegmentSize: p.segmentSize(), Previous: p.previous(), Logger: d.log}
+	prevSkel := ringPrevSkeleton(ctx, d.ringDir, head.Gen)
+	prev := p.previous()
+	if len(prev.Segments) == 0 && prevSkel != nil {
+		// The first push since a start: the head's ring skeleton, its
+		// segments claims that the head's manifest must confirm.
+		if rec := ringOCIRecord(d.ringDir, head.Gen); rec != nil && rec.Repository == p.reg.Name() {
+			prev = oci.Previous{Segments: prevSkel.Keys(), Manifest: rec.Manifest}
+		}
+	}
+	push := oci.FilePush{Skeleton: skel, SegmentSize: p.segmentSize(), Previous: prev, Logger: d.log}
 	if len(opts.HMACKey) > 0 || opts.SignKey != nil {
 		push.SegmentCache = filepath.Join(cfg.StateDir, OCISegmentCacheFile)
-		push.PrevSkeleton = ringPrevSkeleton(ctx, d.ringDir, head.Gen)
+		push.PrevSkeleton = prevSkel
 	}
 	res, enc, segSize, err := p.reg.PushSnapshotFile(ctx, it.snap, opts, push)
 	if err != nil {
@@ -194,7 +203,7 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 }
 
 // ringPrevSkeleton returns generation gen's ring skeleton, parsed for the
-// segment cache; nil when there is none (gen 0, a WTXT generation) or it
+// segment cache and the previous segments; nil when there is none (gen 0, a WTXT generation) or it
 // does not parse (the cache then only learns).
 func ringPrevSkeleton(ctx context.Context, ringDir string, gen uint64) *wtxt.PrevSkeleton {
 	if gen == 0 {
