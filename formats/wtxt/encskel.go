@@ -81,7 +81,7 @@ func EncodeSkeleton(ctx context.Context, skel io.Writer, s *snapshot.Snapshot, o
 	if opts.maxSums > 0 {
 		maxSums = opts.maxSums
 	}
-	gate := newCPUGate(workers)
+	gate := newCPUGate(workers, sopts.SegmentsFirst)
 	for _, p := range plans {
 		p.gate = gate
 	}
@@ -543,25 +543,31 @@ func EncodedSize(s *snapshot.Snapshot, opts EncodeOptions) (int64, error) {
 // segments start as soon as a worker reaches them. Each hold is one
 // read-and-hash of at most blockSize (header) or one chunk (worker), so
 // cancellation waits at most that long. A nil gate does nothing.
+//
+// With segmentsFirst (SplitOptions.SegmentsFirst) the order is reversed:
+// the workers before the header's hashes.
 type cpuGate struct {
-	mu       sync.Mutex
-	cond     sync.Cond
-	free     int // tokens not held
-	highWait int // header tasks waiting for a token
-	lowWait  int // workers waiting for a token
+	mu            sync.Mutex
+	cond          sync.Cond
+	free          int  // tokens not held
+	highWait      int  // first-served tasks waiting for a token
+	lowWait       int  // the others waiting for a token
+	segmentsFirst bool // the workers are served first
 }
 
-func newCPUGate(n int) *cpuGate {
-	g := &cpuGate{free: max(n, 1)}
+func newCPUGate(n int, segmentsFirst bool) *cpuGate {
+	g := &cpuGate{free: max(n, 1), segmentsFirst: segmentsFirst}
 	g.cond.L = &g.mu
 	return g
 }
 
-// acquire takes a token: high (header) before any low (worker) waiter.
-func (g *cpuGate) acquire(high bool) {
+// acquire takes a token: a header task (header true) before any worker
+// waiter, or the reverse with segmentsFirst.
+func (g *cpuGate) acquire(header bool) {
 	if g == nil {
 		return
 	}
+	high := header != g.segmentsFirst
 	g.mu.Lock()
 	if high {
 		g.highWait++

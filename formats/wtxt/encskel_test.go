@@ -239,8 +239,9 @@ func segmentKeyOf(t *testing.T, r *skelRun, s Segment) SegmentKey {
 }
 
 // TestEncodeSkeletonDeterminism: the output does not depend on Workers,
-// GOMAXPROCS, or how many chunk sums may wait for the header (maxSums:
-// the segment pipeline then stalls until sha256_all is known).
+// GOMAXPROCS, which work is served first (SegmentsFirst), or how many
+// chunk sums may wait for the header (maxSums: the segment pipeline then
+// stalls until sha256_all is known).
 func TestEncodeSkeletonDeterminism(t *testing.T) {
 	mk := skelSnapshots(false)["mixed"]
 	opts := EncodeOptions{SignKey: testKey(1), HMACKey: []byte("k"), PrevMerkle: [32]byte{1}}
@@ -252,10 +253,13 @@ func TestEncodeSkeletonDeterminism(t *testing.T) {
 		runtime.GOMAXPROCS(procs)
 		for _, workers := range []int{0, 1, 5} {
 			for _, maxSums := range []int64{0, 1, 3} {
-				o := opts
-				o.Workers, o.maxSums = workers, maxSums
-				gres, got := encSkeleton(t, mk(), o, sopts, nil)
-				sameRun(t, fmt.Sprintf("GOMAXPROCS=%d workers=%d maxSums=%d", procs, workers, maxSums), wres, gres, want, got)
+				for _, first := range []bool{false, true} {
+					o, so := opts, sopts
+					o.Workers, o.maxSums = workers, maxSums
+					so.SegmentsFirst = first
+					gres, got := encSkeleton(t, mk(), o, so, nil)
+					sameRun(t, fmt.Sprintf("GOMAXPROCS=%d workers=%d maxSums=%d segmentsFirst=%v", procs, workers, maxSums, first), wres, gres, want, got)
+				}
 			}
 		}
 	}
@@ -464,38 +468,48 @@ func TestEncodeReadSourcesMatchMemory(t *testing.T) {
 }
 
 // TestCPUGatePriority: a freed token goes to a waiting header task before
-// a waiting worker, whichever came first; a worker gets one when no header
-// task waits; a nil gate does nothing.
+// a waiting worker, whichever came first (with segmentsFirst, to the
+// worker); one gets it at once when nothing else waits; a nil gate does
+// nothing.
 func TestCPUGatePriority(t *testing.T) {
 	var nilGate *cpuGate
 	nilGate.acquire(true)
 	nilGate.release()
 
-	g := newCPUGate(1)
-	g.acquire(true)
-	waiting := func(high, low int) {
-		t.Helper()
-		for {
-			g.mu.Lock()
-			h, l := g.highWait, g.lowWait
-			g.mu.Unlock()
-			if h == high && l == low {
-				return
+	for _, segmentsFirst := range []bool{false, true} {
+		g := newCPUGate(1, segmentsFirst)
+		g.acquire(true)
+		waiting := func(high, low int) {
+			t.Helper()
+			for {
+				g.mu.Lock()
+				h, l := g.highWait, g.lowWait
+				g.mu.Unlock()
+				if h == high && l == low {
+					return
+				}
+				runtime.Gosched()
 			}
-			runtime.Gosched()
 		}
+		// The one served second waits first.
+		first, second := "header", "worker"
+		if segmentsFirst {
+			first, second = second, first
+		}
+		order := make(chan string, 2)
+		go func() { g.acquire(second == "header"); order <- second; g.release() }()
+		waiting(0, 1)
+		go func() { g.acquire(first == "header"); order <- first; g.release() }()
+		waiting(1, 1)
+		g.release()
+		if a, b := <-order, <-order; a != first || b != second {
+			t.Fatalf("segmentsFirst %v: tokens went to %s then %s", segmentsFirst, a, b)
+		}
+		g.acquire(false) // nothing waits: a worker gets it at once
+		g.release()
+		g.acquire(true)
+		g.release()
 	}
-	order := make(chan string, 2)
-	go func() { g.acquire(false); order <- "worker"; g.release() }()
-	waiting(0, 1)
-	go func() { g.acquire(true); order <- "header"; g.release() }()
-	waiting(1, 1)
-	g.release()
-	if first, second := <-order, <-order; first != "header" || second != "worker" {
-		t.Fatalf("tokens went to %s then %s", first, second)
-	}
-	g.acquire(false) // nothing waits: a worker gets it at once
-	g.release()
 }
 
 // TestEncodeGuardedViews: arrays that are Sections of a Guarded mapping

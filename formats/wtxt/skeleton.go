@@ -88,6 +88,14 @@ type SplitOptions struct {
 	// skips the SHA-256 of the chunks of segments whose bytes the
 	// previous generation had at the same place (see SegmentCache).
 	Cache *SegmentCache
+	// SegmentsFirst, for EncodeSkeleton only, gives its segment workers
+	// the cores before the header's hashes (the reverse of its default,
+	// see cpuGate): for a sink whose work runs elsewhere, such as an
+	// upload to a registry that hashes and stores what it receives, the
+	// sink's work then starts at once and runs beside the header's
+	// hashes, which fill the time after the last segment. The output does
+	// not depend on it.
+	SegmentsFirst bool
 }
 
 // SegmentSink receives each segment in file order with its raw bytes; b is
