@@ -274,12 +274,41 @@ type uploader struct {
 	up, skip, mnt      atomic.Int64
 	upBytes, skipBytes atomic.Int64
 	mntBytes           atomic.Int64
+
+	// free holds the copies of finished uploads for the next segments:
+	// a push of many new segments then reuses a few buffers (already
+	// faulted in) instead of allocating one per segment.
+	free chan []byte
 }
 
 func (r *Repository) newUploader(ctx context.Context) *uploader {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.jobs)
-	return &uploader{r: r, g: g, gctx: gctx, seen: map[[32]byte]bool{}}
+	return &uploader{r: r, g: g, gctx: gctx, seen: map[[32]byte]bool{}, free: make(chan []byte, r.jobs+1)}
+}
+
+// copyOf returns a copy of b in a free buffer when one is large enough.
+func (u *uploader) copyOf(b []byte) []byte {
+	select {
+	case buf := <-u.free:
+		if cap(buf) >= len(b) {
+			return append(buf[:0], b...)
+		}
+	default:
+	}
+	return bytes.Clone(b)
+}
+
+// release returns a copy made by copyOf once nothing reads it: after a
+// HEAD found the blob, or an upload the registry accepted (it answers
+// only once it has read the whole body). After a failure the HTTP
+// transport may still hold the body, so such a copy is left to the
+// garbage collector.
+func (u *uploader) release(buf []byte) {
+	select {
+	case u.free <- buf:
+	default:
+	}
 }
 
 // wait waits for the uploads and returns the stats; splitErr is the
@@ -315,7 +344,7 @@ func (u *uploader) sink(_ context.Context, s wtxt.Segment, b []byte) error {
 		u.skipBytes.Add(s.Size)
 		return nil
 	}
-	data := bytes.Clone(b)
+	data := u.copyOf(b)
 	u.g.Go(func() error {
 		desc := SegmentDescriptor(s)
 		ok, err := r.repo.Exists(gctx, desc)
@@ -323,6 +352,7 @@ func (u *uploader) sink(_ context.Context, s wtxt.Segment, b []byte) error {
 			return fmt.Errorf("oci %s: HEAD blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
 		}
 		if ok {
+			u.release(data)
 			u.skip.Add(1)
 			u.skipBytes.Add(s.Size)
 			return nil
@@ -346,8 +376,12 @@ func (u *uploader) sink(_ context.Context, s wtxt.Segment, b []byte) error {
 				return nil
 			}
 		}
-		if err := r.repo.Push(gctx, desc, bytes.NewReader(data)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+		err = r.repo.Push(gctx, desc, bytes.NewReader(data))
+		if err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
 			return fmt.Errorf("oci %s: upload blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
+		}
+		if err == nil {
+			u.release(data)
 		}
 		u.up.Add(1)
 		u.upBytes.Add(s.Size)

@@ -114,9 +114,15 @@ func (r *Repository) UploadSegmentsAt(ctx context.Context, in io.ReaderAt, size 
 // holds) are not read or hashed again. The WTXT's Result (root values,
 // array hashes) comes back beside the push's.
 func (r *Repository) PushSnapshot(ctx context.Context, s *snapshot.Snapshot, opts wtxt.EncodeOptions, name string, skel io.Writer, segSize int64, prev Previous) (*PushResult, *wtxt.Result, error) {
+	return r.pushSnapshot(ctx, s, opts, name, skel, segSize, prev, false)
+}
+
+// pushSnapshot is PushSnapshot; segmentsFirst is
+// wtxt.SplitOptions.SegmentsFirst.
+func (r *Repository) pushSnapshot(ctx context.Context, s *snapshot.Snapshot, opts wtxt.EncodeOptions, name string, skel io.Writer, segSize int64, prev Previous, segmentsFirst bool) (*PushResult, *wtxt.Result, error) {
 	var enc *wtxt.Result
 	gen, st, keys, err := r.uploadKnown(ctx, name, skel, segSize, prev, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, sopts wtxt.SplitOptions) (segs []wtxt.Segment, keys []wtxt.SegmentKey, err error) {
-		sopts.Cache = prev.Cache
+		sopts.Cache, sopts.SegmentsFirst = prev.Cache, segmentsFirst
 		enc, segs, keys, err = wtxt.EncodeSkeleton(ctx, skel, s, opts, sopts, known, sink)
 		return segs, keys, err
 	})

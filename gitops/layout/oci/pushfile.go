@@ -54,6 +54,12 @@ type FilePush struct {
 	PrevSkeleton *wtxt.PrevSkeleton
 	// Logger receives the cache warnings; nil discards them.
 	Logger *slog.Logger
+	// SegmentsFirst: the encoder serves the segments (and so the uploads)
+	// before the header's hashes (wtxt.SplitOptions.SegmentsFirst): for a
+	// push whose new segments are many, the registry then stores them
+	// while the header is hashed. The default, header first, suits a push
+	// of few changed segments on several workers.
+	SegmentsFirst bool
 }
 
 // PushSnapshotFile is PushSnapshot with its skeleton written to the file
@@ -84,7 +90,7 @@ func (r *Repository) PushSnapshotFile(ctx context.Context, s *snapshot.Snapshot,
 		return nil, nil, 0, &FileError{err}
 	}
 	defer out.Abort()
-	res, enc, err := r.PushSnapshot(ctx, s, opts, filepath.Base(strings.TrimSuffix(p.Skeleton, ".skel")), out, segSize, prev)
+	res, enc, err := r.pushSnapshot(ctx, s, opts, filepath.Base(strings.TrimSuffix(p.Skeleton, ".skel")), out, segSize, prev, p.SegmentsFirst)
 	if err != nil {
 		return nil, nil, 0, err
 	}
