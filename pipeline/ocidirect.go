@@ -146,7 +146,9 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 			prev = oci.Previous{Segments: prevSkel.Keys(), Manifest: rec.Manifest}
 		}
 	}
-	push := oci.FilePush{Skeleton: skel, SegmentSize: p.segmentSize(), Previous: prev, Logger: d.log}
+	// Segments first: the registry stores (and hashes) what it receives
+	// on the other cores while the header is hashed here.
+	push := oci.FilePush{Skeleton: skel, SegmentSize: p.segmentSize(), Previous: prev, Logger: d.log, SegmentsFirst: true}
 	if len(opts.HMACKey) > 0 || opts.SignKey != nil {
 		push.SegmentCache = filepath.Join(cfg.StateDir, OCISegmentCacheFile)
 		push.PrevSkeleton = prevSkel

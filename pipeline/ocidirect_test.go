@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,8 +54,9 @@ func startDirect(t *testing.T, f *fixture, r *oci.Repository) *OCIPublisher {
 // record holds.
 func TestOCIDirectBuild(t *testing.T) {
 	reg := registrytest.Start(t, "", "")
+	px := registrytest.StartProxy(t, reg.Host)
 	f := newFixture(t)
-	r, err := oci.Open(reg.Host+"/snapd/direct", oci.Options{})
+	r, err := oci.Open(px.Host+"/snapd/direct", oci.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,12 +65,21 @@ func TestOCIDirectBuild(t *testing.T) {
 	ctx := context.Background()
 	srcs := map[uint64]string{}
 	var total int64
-	var res3 *GenResult
-	for g := uint64(1); g <= 3; g++ {
+	var res4 *GenResult
+	var heads int
+	for g := uint64(1); g <= 4; g++ {
+		if g == 4 {
+			// After a restart the previous segments come from the ring's
+			// skeleton, confirmed by its manifest: unchanged segments
+			// are not HEADed (before: every one was).
+			f.stop(t)
+			startDirect(t, f, r)
+			heads = px.Methods()[http.MethodHead]
+		}
 		srcs[g] = publish(t, f.dir, g)
 		request(t, f.dir, g, srcs[g])
 		res := f.wait(t, g)
-		res3 = res
+		res4 = res
 		if res.State != wal.Done || res.WTXT != "" || res.Skeleton != ringPath(ringDir, g, ring.ExtSkeleton) || res.OCI == nil || res.WTXTBytes <= 0 {
 			t.Fatalf("gen %d: %+v, want done from the direct path", g, res)
 		}
@@ -94,6 +105,11 @@ func TestOCIDirectBuild(t *testing.T) {
 			t.Fatalf("gen %d: uploaded %d of %d bytes: unchanged segments were uploaded again", g, st.Last.UploadedBytes, total)
 		}
 	}
+	rec4 := ringOCIRecord(ringDir, 4)
+	if n := px.Methods()[http.MethodHead] - heads; rec4 == nil || n >= rec4.Segments {
+		t.Fatalf("gen 4 after a restart: %d HEAD requests for %+v", n, rec4)
+	}
+	t.Logf("gen 4 after a restart: %d HEAD requests, %d segments", px.Methods()[http.MethodHead]-heads, rec4.Segments)
 	if !strings.Contains(f.logs.String(), "generation snapshotted") {
 		t.Fatalf("daemon log:\n%s", f.logs.String())
 	}
@@ -104,7 +120,7 @@ func TestOCIDirectBuild(t *testing.T) {
 	// Each skeleton, with the registry's blobs, is the signed WTXT,
 	// chained to the one before.
 	var prev *[32]byte
-	for g := uint64(1); g <= 3; g++ {
+	for g := uint64(1); g <= 4; g++ {
 		out := filepath.Join(t.TempDir(), "gen.wtxt")
 		if _, err := oci.AssembleFile(ctx, ringPath(ringDir, g, ring.ExtSkeleton), r, out); err != nil {
 			t.Fatalf("gen %d: assemble: %v", g, err)
@@ -126,10 +142,10 @@ func TestOCIDirectBuild(t *testing.T) {
 	}
 
 	// The same source again: recognised from the ring record.
-	requestAt(t, f.dir, 3, srcs[3], 1_800_000_000, 0)
+	requestAt(t, f.dir, 4, srcs[4], 1_800_000_000, 0)
 	wctx, cancel := context.WithTimeout(ctx, testutil.Guard) // failure guard
 	defer cancel()
-	if r, err := f.d.WaitFor(wctx, 3, func(r *GenResult) bool { return r.Redelivered }); err != nil || r.State != wal.Done || r.OCI == nil || r.MerkleThis != res3.MerkleThis {
+	if r, err := f.d.WaitFor(wctx, 4, func(r *GenResult) bool { return r.Redelivered }); err != nil || r.State != wal.Done || r.OCI == nil || r.MerkleThis != res4.MerkleThis {
 		t.Fatalf("repeated request: %+v %v", r, err)
 	}
 
@@ -142,8 +158,10 @@ func TestOCIDirectBuild(t *testing.T) {
 	if r2.State != wal.Done || r2.ResumedFrom != 1 || r2.MerklePrev != hexs(rec1.Header.Root.MerkleThis) || r2.OCI == nil {
 		t.Fatalf("resumed generation: %+v, want chained to gen 1's merkle_this %s", r2, hexs(rec1.Header.Root.MerkleThis))
 	}
-	if fileExists(ringPath(ringDir, 3, ring.ExtSkeleton)) || fileExists(ringPath(ringDir, 3, ring.ExtOCI)) {
-		t.Fatal("the abandoned generation 3 is still in the ring")
+	for _, g := range []uint64{3, 4} {
+		if fileExists(ringPath(ringDir, g, ring.ExtSkeleton)) || fileExists(ringPath(ringDir, g, ring.ExtOCI)) {
+			t.Fatalf("the abandoned generation %d is still in the ring", g)
+		}
 	}
 	waitPushed(t, f)
 	f.stop(t)
