@@ -73,6 +73,10 @@ type OCIPublisher struct {
 	// restart, when every segment is checked again).
 	prevMu   sync.Mutex
 	prevKeys oci.Previous
+	// cacheIdle counts the direct pushes in a row whose segment cache
+	// recognised no segment (a dense update: every segment changes);
+	// guarded by prevMu (useSegmentCache).
+	cacheIdle int
 
 	// read counts the bytes of the WTXT being uploaded that the split has
 	// read (snapd_oci_pending_bytes subtracts them; segments known from
@@ -291,6 +295,33 @@ func (p *OCIPublisher) previous() oci.Previous {
 	p.prevMu.Lock()
 	defer p.prevMu.Unlock()
 	return p.prevKeys
+}
+
+// cacheRetry: while dense updates leave the segment cache idle, it is
+// used again (to notice the updates getting sparse) every cacheRetry-th
+// generation.
+const cacheRetry = 8
+
+// useSegmentCache reports whether the direct push of generation gen
+// uses the segment cache: not while it recognised nothing in the
+// previous push (its keyed BLAKE3 of every byte would be wasted on a
+// dense update), except every cacheRetry-th generation.
+func (p *OCIPublisher) useSegmentCache(gen uint64) bool {
+	p.prevMu.Lock()
+	defer p.prevMu.Unlock()
+	return p.cacheIdle == 0 || gen%cacheRetry == 0
+}
+
+// cacheUsed records what the segment cache did in a direct push that
+// used it (with a previous skeleton to recognise segments by).
+func (p *OCIPublisher) cacheUsed(res *oci.PushResult) {
+	p.prevMu.Lock()
+	defer p.prevMu.Unlock()
+	if res.CacheHits == 0 && res.Segments > 0 {
+		p.cacheIdle++
+	} else {
+		p.cacheIdle = 0
+	}
 }
 
 // forgetPrevious drops them (a blob was deleted from under the previous

@@ -40,8 +40,11 @@ import (
 // the queue job, which retries), so an outage loses nothing and keeps the
 // order.
 //
-// What the direct path does not make: a DELTA and a diff picture (the
-// skeleton layout commits neither), and the element-by-element NaN/Inf
+// What the direct path leaves out: a DELTA and a diff picture (the
+// skeleton layout commits neither), the segment cache while dense updates
+// leave it idle (OCIPublisher.useSegmentCache), a HEAD before uploading a
+// segment the previous manifest does not confirm (oci.FilePush.
+// UploadChanged), and the element-by-element NaN/Inf
 // comparison of arrays holding NaN/Inf in both generations (there is no
 // local copy of the previous generation's tensor bytes): such an array is
 // reported when its counts grew (nonFiniteDirect).
@@ -148,8 +151,11 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 	}
 	// Segments first: the registry stores (and hashes) what it receives
 	// on the other cores while the header is hashed here.
-	push := oci.FilePush{Skeleton: skel, SegmentSize: p.segmentSize(), Previous: prev, Logger: d.log, SegmentsFirst: true}
-	if len(opts.HMACKey) > 0 || opts.SignKey != nil {
+	// Changed segments are uploaded without a HEAD first (a training run
+	// rarely changes a segment back to older bytes).
+	push := oci.FilePush{Skeleton: skel, SegmentSize: p.segmentSize(), Previous: prev, Logger: d.log, SegmentsFirst: true, UploadChanged: true}
+	cache := (len(opts.HMACKey) > 0 || opts.SignKey != nil) && p.useSegmentCache(gen)
+	if cache {
 		push.SegmentCache = filepath.Join(cfg.StateDir, OCISegmentCacheFile)
 		push.PrevSkeleton = prevSkel
 	}
@@ -165,6 +171,9 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 		return nil, false, nil
 	}
 	p.pushed(gen, res)
+	if cache && prevSkel != nil {
+		p.cacheUsed(res)
+	}
 	it.stage1("encode", d.now().Sub(t))
 
 	t = d.now()

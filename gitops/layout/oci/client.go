@@ -275,6 +275,8 @@ type uploader struct {
 	upBytes, skipBytes atomic.Int64
 	mntBytes           atomic.Int64
 
+	// noHead: upload without a HEAD first (uploadKnown's uploadChanged).
+	noHead bool
 	// free holds the copies of finished uploads for the next segments:
 	// a push of many new segments then reuses a few buffers (already
 	// faulted in) instead of allocating one per segment.
@@ -347,7 +349,11 @@ func (u *uploader) sink(_ context.Context, s wtxt.Segment, b []byte) error {
 	data := u.copyOf(b)
 	u.g.Go(func() error {
 		desc := SegmentDescriptor(s)
-		ok, err := r.repo.Exists(gctx, desc)
+		var ok bool
+		var err error
+		if !u.noHead {
+			ok, err = r.repo.Exists(gctx, desc)
+		}
 		if err != nil {
 			return fmt.Errorf("oci %s: HEAD blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
 		}

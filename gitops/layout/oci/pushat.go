@@ -100,7 +100,7 @@ func (r *Repository) PushStreamedWTXTAt(ctx context.Context, in io.ReaderAt, siz
 
 // UploadSegmentsAt is PushWTXTAt without the manifest (see UploadSegments).
 func (r *Repository) UploadSegmentsAt(ctx context.Context, in io.ReaderAt, size int64, name string, skel io.Writer, segSize int64, prev Previous) (Generation, PushStats, Previous, error) {
-	return r.uploadKnown(ctx, name, skel, segSize, prev, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, opts wtxt.SplitOptions) ([]wtxt.Segment, []wtxt.SegmentKey, error) {
+	return r.uploadKnown(ctx, name, skel, segSize, prev, false, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, opts wtxt.SplitOptions) ([]wtxt.Segment, []wtxt.SegmentKey, error) {
 		return wtxt.SplitIndexed(ctx, in, size, skel, sink, known, opts)
 	})
 }
@@ -114,15 +114,17 @@ func (r *Repository) UploadSegmentsAt(ctx context.Context, in io.ReaderAt, size 
 // holds) are not read or hashed again. The WTXT's Result (root values,
 // array hashes) comes back beside the push's.
 func (r *Repository) PushSnapshot(ctx context.Context, s *snapshot.Snapshot, opts wtxt.EncodeOptions, name string, skel io.Writer, segSize int64, prev Previous) (*PushResult, *wtxt.Result, error) {
-	return r.pushSnapshot(ctx, s, opts, name, skel, segSize, prev, false)
+	return r.pushSnapshot(ctx, s, opts, name, skel, segSize, prev, pushOptions{})
 }
 
-// pushSnapshot is PushSnapshot; segmentsFirst is
-// wtxt.SplitOptions.SegmentsFirst.
-func (r *Repository) pushSnapshot(ctx context.Context, s *snapshot.Snapshot, opts wtxt.EncodeOptions, name string, skel io.Writer, segSize int64, prev Previous, segmentsFirst bool) (*PushResult, *wtxt.Result, error) {
+// pushOptions are FilePush's SegmentsFirst and UploadChanged.
+type pushOptions struct{ segmentsFirst, uploadChanged bool }
+
+// pushSnapshot is PushSnapshot with po.
+func (r *Repository) pushSnapshot(ctx context.Context, s *snapshot.Snapshot, opts wtxt.EncodeOptions, name string, skel io.Writer, segSize int64, prev Previous, po pushOptions) (*PushResult, *wtxt.Result, error) {
 	var enc *wtxt.Result
-	gen, st, keys, err := r.uploadKnown(ctx, name, skel, segSize, prev, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, sopts wtxt.SplitOptions) (segs []wtxt.Segment, keys []wtxt.SegmentKey, err error) {
-		sopts.Cache, sopts.SegmentsFirst = prev.Cache, segmentsFirst
+	gen, st, keys, err := r.uploadKnown(ctx, name, skel, segSize, prev, po.uploadChanged, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, sopts wtxt.SplitOptions) (segs []wtxt.Segment, keys []wtxt.SegmentKey, err error) {
+		sopts.Cache, sopts.SegmentsFirst = prev.Cache, po.segmentsFirst
 		enc, segs, keys, err = wtxt.EncodeSkeleton(ctx, skel, s, opts, sopts, known, sink)
 		return segs, keys, err
 	})
@@ -148,8 +150,9 @@ type skeletonSplit func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSi
 
 // uploadKnown runs split with prev's segments as the known ones (those
 // the registry confirms holding) and uploads the others the registry
-// lacks.
-func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Writer, segSize int64, prev Previous, split skeletonSplit) (Generation, PushStats, Previous, error) {
+// lacks; with uploadChanged and prev.Manifest, those are uploaded without
+// a HEAD first (FilePush.UploadChanged).
+func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Writer, segSize int64, prev Previous, uploadChanged bool, split skeletonSplit) (Generation, PushStats, Previous, error) {
 	if segSize <= 0 {
 		segSize = wtxt.DefaultSegmentSize
 	}
@@ -173,6 +176,7 @@ func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Write
 	}
 	head := &headCapture{max: 64 << 10}
 	u := r.newUploader(ctx)
+	u.noHead = uploadChanged && prev.Manifest != ""
 	segs, keys, serr := split(u.gctx, io.MultiWriter(skel, head), u.sink, known, wtxt.SplitOptions{SegmentSize: segSize, File: name})
 	st, err := u.wait(ctx, serr)
 	if err != nil {

@@ -60,6 +60,13 @@ type FilePush struct {
 	// while the header is hashed. The default, header first, suits a push
 	// of few changed segments on several workers.
 	SegmentsFirst bool
+	// UploadChanged: with Previous.Manifest, a segment that manifest does
+	// not confirm (it changed since the previous generation) is uploaded
+	// without asking the registry first (HEAD) whether it has the blob. A
+	// registry stores a blob it has already as that same blob, so only a
+	// change back to older bytes costs an upload it could have skipped;
+	// a dense update saves a HEAD per segment.
+	UploadChanged bool
 }
 
 // PushSnapshotFile is PushSnapshot with its skeleton written to the file
@@ -90,7 +97,7 @@ func (r *Repository) PushSnapshotFile(ctx context.Context, s *snapshot.Snapshot,
 		return nil, nil, 0, &FileError{err}
 	}
 	defer out.Abort()
-	res, enc, err := r.pushSnapshot(ctx, s, opts, filepath.Base(strings.TrimSuffix(p.Skeleton, ".skel")), out, segSize, prev, p.SegmentsFirst)
+	res, enc, err := r.pushSnapshot(ctx, s, opts, filepath.Base(strings.TrimSuffix(p.Skeleton, ".skel")), out, segSize, prev, pushOptions{segmentsFirst: p.SegmentsFirst, uploadChanged: p.UploadChanged})
 	if err != nil {
 		return nil, nil, 0, err
 	}
