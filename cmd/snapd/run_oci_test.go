@@ -187,46 +187,54 @@ func scrape(t *testing.T, addr string) string {
 // its ch line, and the skeleton holds the header, every arr and ch line).
 func isRingGen(t *testing.T, state string, gen uint64, got []byte) bool {
 	t.Helper()
+	e := ringEntry(t, state, gen)
+	switch {
+	case e.WTXT != "":
+		b, err := os.ReadFile(e.WTXT)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Equal(got, b)
+	case e.Complete():
+		skel, err := os.ReadFile(e.Skeleton)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := os.ReadFile(e.OCI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			SegmentSize int64 `json:"segment_size"`
+		}
+		if err := json.Unmarshal(rb, &rec); err != nil || rec.SegmentSize <= 0 {
+			t.Fatalf("gen %d: ring record %s: %v", gen, rb, err)
+		}
+		var split bytes.Buffer
+		if _, err := wtxt.Split(context.Background(), bytes.NewReader(got), &split, nil, wtxt.SplitOptions{SegmentSize: rec.SegmentSize}); err != nil {
+			t.Logf("gen %d: split: %v", gen, err)
+			return false
+		}
+		return bytes.Equal(split.Bytes(), skel)
+	}
+	t.Fatalf("gen %d: ring entry %+v is half-written", gen, e)
+	return false
+}
+
+// ringEntry returns the ring entry of gen (failing when there is none).
+func ringEntry(t *testing.T, state string, gen uint64) pipeline.RingEntry {
+	t.Helper()
 	es, err := pipeline.ListRing(filepath.Join(state, pipeline.RingDir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range es {
-		if e.Gen != gen {
-			continue
-		}
-		switch {
-		case e.WTXT != "":
-			b, err := os.ReadFile(e.WTXT)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return bytes.Equal(got, b)
-		case e.Complete():
-			skel, err := os.ReadFile(e.Skeleton)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rb, err := os.ReadFile(e.OCI)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rec struct {
-				SegmentSize int64 `json:"segment_size"`
-			}
-			if err := json.Unmarshal(rb, &rec); err != nil || rec.SegmentSize <= 0 {
-				t.Fatalf("gen %d: ring record %s: %v", gen, rb, err)
-			}
-			var split bytes.Buffer
-			if _, err := wtxt.Split(context.Background(), bytes.NewReader(got), &split, nil, wtxt.SplitOptions{SegmentSize: rec.SegmentSize}); err != nil {
-				t.Logf("gen %d: split: %v", gen, err)
-				return false
-			}
-			return bytes.Equal(split.Bytes(), skel)
+		if e.Gen == gen {
+			return e
 		}
 	}
 	t.Fatalf("gen %d not in the ring", gen)
-	return false
+	return pipeline.RingEntry{}
 }
 
 // TestRunOCIThreeGenerations: `snapd run --oci-repository` publishes three
@@ -425,20 +433,10 @@ func assembleEqualsRingEnv(t *testing.T, env map[string]string, remoteDir, repoR
 // or a skeleton with the record of its manifest ("skeleton").
 func ringHolds(t *testing.T, state string, gen uint64, what string) {
 	t.Helper()
-	es, err := pipeline.ListRing(filepath.Join(state, pipeline.RingDir))
-	if err != nil {
-		t.Fatal(err)
+	e := ringEntry(t, state, gen)
+	if got := map[bool]string{true: "wtxt", false: "skeleton"}[e.WTXT != ""]; got != what || !e.Complete() {
+		t.Fatalf("gen %d: ring entry %+v, want a %s", gen, e, what)
 	}
-	for _, e := range es {
-		if e.Gen != gen {
-			continue
-		}
-		if got := map[bool]string{true: "wtxt", false: "skeleton"}[e.WTXT != ""]; got != what || !e.Complete() {
-			t.Fatalf("gen %d: ring entry %+v, want a %s", gen, e, what)
-		}
-		return
-	}
-	t.Fatalf("gen %d not in the ring", gen)
 }
 
 // TestRunOCIRegistryOutage: the registry process is stopped while the
