@@ -18,6 +18,7 @@ import (
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/progress"
 	"github.com/snapd-ml/snapd/internal/safeopen"
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // ActivityFile (in the state directory) lists the stages running now, one
@@ -60,13 +61,7 @@ func (a *activity) start(it *item, stage string) {
 	}
 	ac := Activity{Gen: it.rec.Gen, GenText: wtxt.FormatGen(it.rec.Gen), Stage: stage, Started: a.now().UTC()}
 	if stage == "encode" && it.snap != nil {
-		var raw int64
-		for _, arr := range it.snap.Arrays {
-			if n, err := arr.NumBytes(); err == nil && raw+n >= raw {
-				raw += n
-			}
-		}
-		ac.Total = progress.WTXTEstimate(raw)
+		ac.Total = progress.WTXTEstimate(rawBytes(it.snap))
 		it.meter = progress.Start(progress.Options{Out: a.out, Label: "gen " + ac.GenText + " encode", Total: ac.Total, Now: a.now})
 	}
 	a.mu.Lock()
@@ -159,4 +154,16 @@ func ReadActivity(stateDir string) ([]Activity, error) {
 		list = []Activity{}
 	}
 	return list, nil
+}
+
+// rawBytes is the sum of s's arrays' sizes (an array whose size cannot be
+// had counts 0).
+func rawBytes(s *snapshot.Snapshot) int64 {
+	var n int64
+	for _, a := range s.Arrays {
+		if b, err := a.NumBytes(); err == nil && n+b >= n {
+			n += b
+		}
+	}
+	return n
 }

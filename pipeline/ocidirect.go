@@ -154,6 +154,12 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 	// Changed segments are uploaded without a HEAD first (a training run
 	// rarely changes a segment back to older bytes).
 	push := oci.FilePush{Skeleton: skel, SegmentSize: p.segmentSize(), Previous: prev, Logger: d.log, SegmentsFirst: true, UploadChanged: true}
+	if it.meter != nil {
+		// The progress line counts the tensors' raw bytes here (no WTXT
+		// is written).
+		it.meter.SetTotal(rawBytes(it.snap))
+		push.Progress = it.meter.Add
+	}
 	cache := (len(opts.HMACKey) > 0 || opts.SignKey != nil) && p.useSegmentCache(gen)
 	if cache {
 		push.SegmentCache = filepath.Join(cfg.StateDir, OCISegmentCacheFile)

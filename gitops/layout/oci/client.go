@@ -275,8 +275,10 @@ type uploader struct {
 	upBytes, skipBytes atomic.Int64
 	mntBytes           atomic.Int64
 
-	// noHead: upload without a HEAD first (uploadKnown's uploadChanged).
+	// noHead: upload without a HEAD first (FilePush.UploadChanged).
 	noHead bool
+	// progress is told of each segment the sink gets (FilePush.Progress).
+	progress func(n int64)
 	// free holds the copies of finished uploads for the next segments:
 	// a push of many new segments then reuses a few buffers (already
 	// faulted in) instead of allocating one per segment.
@@ -336,6 +338,9 @@ func (u *uploader) sink(_ context.Context, s wtxt.Segment, b []byte) error {
 	r, gctx := u.r, u.gctx
 	if s.Size == 0 {
 		return nil
+	}
+	if u.progress != nil {
+		u.progress(s.Size)
 	}
 	u.mu.Lock()
 	dup := u.seen[s.Digest]

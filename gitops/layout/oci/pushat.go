@@ -100,7 +100,7 @@ func (r *Repository) PushStreamedWTXTAt(ctx context.Context, in io.ReaderAt, siz
 
 // UploadSegmentsAt is PushWTXTAt without the manifest (see UploadSegments).
 func (r *Repository) UploadSegmentsAt(ctx context.Context, in io.ReaderAt, size int64, name string, skel io.Writer, segSize int64, prev Previous) (Generation, PushStats, Previous, error) {
-	return r.uploadKnown(ctx, name, skel, segSize, prev, false, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, opts wtxt.SplitOptions) ([]wtxt.Segment, []wtxt.SegmentKey, error) {
+	return r.uploadKnown(ctx, name, skel, segSize, prev, pushOptions{}, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, opts wtxt.SplitOptions) ([]wtxt.Segment, []wtxt.SegmentKey, error) {
 		return wtxt.SplitIndexed(ctx, in, size, skel, sink, known, opts)
 	})
 }
@@ -117,13 +117,16 @@ func (r *Repository) PushSnapshot(ctx context.Context, s *snapshot.Snapshot, opt
 	return r.pushSnapshot(ctx, s, opts, name, skel, segSize, prev, pushOptions{})
 }
 
-// pushOptions are FilePush's SegmentsFirst and UploadChanged.
-type pushOptions struct{ segmentsFirst, uploadChanged bool }
+// pushOptions are FilePush's SegmentsFirst, UploadChanged and Progress.
+type pushOptions struct {
+	segmentsFirst, uploadChanged bool
+	progress                     func(n int64)
+}
 
 // pushSnapshot is PushSnapshot with po.
 func (r *Repository) pushSnapshot(ctx context.Context, s *snapshot.Snapshot, opts wtxt.EncodeOptions, name string, skel io.Writer, segSize int64, prev Previous, po pushOptions) (*PushResult, *wtxt.Result, error) {
 	var enc *wtxt.Result
-	gen, st, keys, err := r.uploadKnown(ctx, name, skel, segSize, prev, po.uploadChanged, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, sopts wtxt.SplitOptions) (segs []wtxt.Segment, keys []wtxt.SegmentKey, err error) {
+	gen, st, keys, err := r.uploadKnown(ctx, name, skel, segSize, prev, po, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, sopts wtxt.SplitOptions) (segs []wtxt.Segment, keys []wtxt.SegmentKey, err error) {
 		sopts.Cache, sopts.SegmentsFirst = prev.Cache, po.segmentsFirst
 		enc, segs, keys, err = wtxt.EncodeSkeleton(ctx, skel, s, opts, sopts, known, sink)
 		return segs, keys, err
@@ -150,9 +153,10 @@ type skeletonSplit func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSi
 
 // uploadKnown runs split with prev's segments as the known ones (those
 // the registry confirms holding) and uploads the others the registry
-// lacks; with uploadChanged and prev.Manifest, those are uploaded without
-// a HEAD first (FilePush.UploadChanged).
-func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Writer, segSize int64, prev Previous, uploadChanged bool, split skeletonSplit) (Generation, PushStats, Previous, error) {
+// lacks; with po.uploadChanged and prev.Manifest, those are uploaded
+// without a HEAD first (FilePush.UploadChanged); po.progress is told of
+// every segment (FilePush.Progress).
+func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Writer, segSize int64, prev Previous, po pushOptions, split skeletonSplit) (Generation, PushStats, Previous, error) {
 	if segSize <= 0 {
 		segSize = wtxt.DefaultSegmentSize
 	}
@@ -172,11 +176,15 @@ func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Write
 		}
 		reused++
 		reusedBytes += s.Size
+		if po.progress != nil {
+			po.progress(s.Size)
+		}
 		return s.Digest, true
 	}
 	head := &headCapture{max: 64 << 10}
 	u := r.newUploader(ctx)
-	u.noHead = uploadChanged && prev.Manifest != ""
+	u.noHead = po.uploadChanged && prev.Manifest != ""
+	u.progress = po.progress
 	segs, keys, serr := split(u.gctx, io.MultiWriter(skel, head), u.sink, known, wtxt.SplitOptions{SegmentSize: segSize, File: name})
 	st, err := u.wait(ctx, serr)
 	if err != nil {

@@ -67,6 +67,10 @@ type FilePush struct {
 	// change back to older bytes costs an upload it could have skipped;
 	// a dense update saves a HEAD per segment.
 	UploadChanged bool
+	// Progress, when set, is called with the raw bytes of each segment
+	// as the encoder gets past it (known or new: their sum is the
+	// snapshot's raw size), from the encoder's goroutines.
+	Progress func(n int64)
 }
 
 // PushSnapshotFile is PushSnapshot with its skeleton written to the file
@@ -97,7 +101,7 @@ func (r *Repository) PushSnapshotFile(ctx context.Context, s *snapshot.Snapshot,
 		return nil, nil, 0, &FileError{err}
 	}
 	defer out.Abort()
-	res, enc, err := r.pushSnapshot(ctx, s, opts, filepath.Base(strings.TrimSuffix(p.Skeleton, ".skel")), out, segSize, prev, pushOptions{segmentsFirst: p.SegmentsFirst, uploadChanged: p.UploadChanged})
+	res, enc, err := r.pushSnapshot(ctx, s, opts, filepath.Base(strings.TrimSuffix(p.Skeleton, ".skel")), out, segSize, prev, pushOptions{segmentsFirst: p.SegmentsFirst, uploadChanged: p.UploadChanged, progress: p.Progress})
 	if err != nil {
 		return nil, nil, 0, err
 	}

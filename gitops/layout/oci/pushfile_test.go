@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,5 +82,55 @@ func TestPushSnapshotFile(t *testing.T) {
 	var fe *FileError
 	if _, _, _, err := repo.PushSnapshotFile(ctx, s, wtxt.EncodeOptions{}, FilePush{Skeleton: filepath.Join(dir, "missing", "x.skel")}); !errors.As(err, &fe) {
 		t.Errorf("skeleton in a missing directory: %v, want a *FileError", err)
+	}
+}
+
+// FilePush.Progress hears of every segment once, new or known from the
+// previous push (their sum is the raw size), and UploadChanged uploads
+// the changed segments without a HEAD: the second push asks the
+// registry about the config blob only.
+func TestPushSnapshotFileProgress(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	px := registrytest.StartProxy(t, reg.Host)
+	repo, err := Open(px.Host+"/snapd/progress", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := fileSnapshot(1)
+	raw, err := s.Arrays[0].NumBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen atomic.Int64
+	push := FilePush{Skeleton: filepath.Join(dir, "g1.wtxt.skel"), SegmentSize: 64 << 10, Progress: func(n int64) { seen.Add(n) }}
+	res, _, _, err := repo.PushSnapshotFile(ctx, s, wtxt.EncodeOptions{}, push)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen.Load() != raw {
+		t.Fatalf("first push: progress %d bytes, want %d", seen.Load(), raw)
+	}
+	// The next generation changes the first row only.
+	s2 := fileSnapshot(2)
+	b := bytes.Clone(s2.Arrays[0].Data.(snapshot.Bytes))
+	b[0] ^= 1
+	s2.Arrays[0].Data = snapshot.Bytes(b)
+	seen.Store(0)
+	heads := px.Methods()[http.MethodHead]
+	push.Skeleton, push.Previous, push.UploadChanged = filepath.Join(dir, "g2.wtxt.skel"), res.Keys, true
+	res2, _, _, err := repo.PushSnapshotFile(ctx, s2, wtxt.EncodeOptions{}, push)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen.Load() != raw {
+		t.Fatalf("second push: progress %d bytes, want %d", seen.Load(), raw)
+	}
+	if res2.Uploaded != 1 || res2.Reused == 0 {
+		t.Fatalf("second push: %+v, want one segment uploaded and the others reused", res2.PushStats)
+	}
+	if n := px.Methods()[http.MethodHead] - heads; n > 1 {
+		t.Fatalf("second push: %d HEAD requests, want at most the config blob's", n)
 	}
 }
