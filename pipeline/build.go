@@ -114,21 +114,9 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	// Commit point: the chain state.
 	t = d.now()
-	next := newChainState(gen, res.Root, head, d.now().UTC())
-	next.NonFinite = it.res.NonFinite
-	next.Held = heldNonFinite(res.Arrays)
-	next.Meta = it.rec.Meta
-	next.Resume = rs
-	var from uint64
-	if rs != nil && rs.AtGen == gen {
-		from = rs.From
-	}
-	if err := it.writeRequest(d.ring, res, fp, from); err != nil {
-		return nil, err
-	}
-	if err := writeChainState(d.ring, cfg.StateDir, next); err != nil {
+	next, from, err := d.persistHead(it, head, rs, fp, &cfg, res)
+	if err != nil {
 		return nil, err
 	}
 	g.Committed(head.Gen)
@@ -145,6 +133,31 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 	d.m.bytes.WithLabelValues("wtxt").Add(float64(it.res.WTXTBytes))
 	d.m.bytes.WithLabelValues("delta").Add(float64(it.res.DeltaBytes))
 	return next, nil
+}
+
+// persistHead is a build's commit point: generation it.rec.Gen's request
+// record, then the new chain head (res's root and NaN/Inf counts, the
+// request's metadata, the resume rs carries) in the state file. It
+// returns the new head and the generation a declared resume chained it
+// to (0: none).
+func (d *Daemon) persistHead(it *item, head *ChainState, rs *ResumeState, fp string, cfg *Config, res *wtxt.Result) (*ChainState, uint64, error) {
+	gen := it.rec.Gen
+	next := newChainState(gen, res.Root, head, d.now().UTC())
+	next.NonFinite = it.res.NonFinite
+	next.Held = heldNonFinite(res.Arrays)
+	next.Meta = it.rec.Meta
+	next.Resume = rs
+	var from uint64
+	if rs != nil && rs.AtGen == gen {
+		from = rs.From
+	}
+	if err := it.writeRequest(d.ring, res, fp, from); err != nil {
+		return nil, 0, err
+	}
+	if err := writeChainState(d.ring, cfg.StateDir, next); err != nil {
+		return nil, 0, err
+	}
+	return next, from, nil
 }
 
 // delta writes the item's DELTA v2 against the plaintext base.

@@ -194,20 +194,8 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 		return nil, false, err
 	}
 	d.nonFiniteDirect(it, head, enc)
-	// Commit point: the chain state.
-	next = newChainState(gen, enc.Root, head, d.now().UTC())
-	next.NonFinite = it.res.NonFinite
-	next.Held = heldNonFinite(enc.Arrays)
-	next.Meta = it.rec.Meta
-	next.Resume = rs
-	var from uint64
-	if rs != nil && rs.AtGen == gen {
-		from = rs.From
-	}
-	if err := it.writeRequest(d.ring, enc, fp, from); err != nil {
-		return nil, false, err
-	}
-	if err := writeChainState(d.ring, cfg.StateDir, next); err != nil {
+	next, from, err := d.persistHead(it, head, rs, fp, cfg, enc)
+	if err != nil {
 		return nil, false, err
 	}
 	it.stage1("state", d.now().Sub(t))
