@@ -65,13 +65,10 @@ type ociRecord struct {
 	// Header holds the values the ledger records (root, metadata).
 	Header *gitops.Header `json:"header"`
 	// WTXTBytes is the size of the WTXT the skeleton and segments stand
-	// for.
-	WTXTBytes     int64 `json:"wtxt_bytes"`
-	SegmentSize   int64 `json:"segment_size"`
-	Segments      int   `json:"segments"`
-	UploadedBytes int64 `json:"uploaded_bytes"`
-	SkippedBytes  int64 `json:"skipped_bytes"`
-	MountedBytes  int64 `json:"mounted_bytes"`
+	// for; SegmentSize the size they were cut at. (The upload's byte
+	// counts are OCIStatsFile's.)
+	WTXTBytes   int64 `json:"wtxt_bytes"`
+	SegmentSize int64 `json:"segment_size"`
 }
 
 // ref returns where the generation's blobs are.
@@ -184,8 +181,7 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 
 	t = d.now()
 	h := &gitops.Header{Gen: gen, Root: enc.Root, Meta: it.rec.Meta}
-	rec := ociRecord{Repository: p.reg.Name(), Manifest: res.Manifest.Digest.String(), Header: h, WTXTBytes: enc.Written, SegmentSize: segSize,
-		Segments: res.Segments, UploadedBytes: res.UploadedBytes, SkippedBytes: res.SkippedBytes, MountedBytes: res.MountedBytes}
+	rec := ociRecord{Repository: p.reg.Name(), Manifest: res.Manifest.Digest.String(), Header: h, WTXTBytes: enc.Written, SegmentSize: segSize}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return nil, false, permanent{err}
@@ -247,18 +243,19 @@ func (d *Daemon) nonFiniteDirect(it *item, head *ChainState, enc *wtxt.Result) {
 	if len(recheck) == 0 {
 		return
 	}
-	base := map[string]chunkdiff.NonFiniteCount{}
-	for _, b := range head.Held.Arrays {
-		base[b.Array] = b
-	}
-	nf := it.res.NonFinite
-	for _, h := range chunkdiff.HeldNonFinite(enc.Arrays) {
-		if !slices.Contains(recheck, h.Array) {
-			continue
+	counts := func(held []chunkdiff.NonFiniteCount) map[string]chunkdiff.NonFiniteCount {
+		m := make(map[string]chunkdiff.NonFiniteCount, len(held))
+		for _, c := range held {
+			m[c.Array] = c
 		}
-		b := base[h.Array]
+		return m
+	}
+	base, cur := counts(head.Held.Arrays), counts(chunkdiff.HeldNonFinite(enc.Arrays))
+	nf := it.res.NonFinite
+	for _, name := range recheck {
+		b, h := base[name], cur[name]
 		if h.NaN > b.NaN || h.Inf > b.Inf {
-			nf = append(nf, chunkdiff.NonFiniteArray{Array: h.Array, NewNaN: max(0, h.NaN-b.NaN), NewInf: max(0, h.Inf-b.Inf)})
+			nf = append(nf, chunkdiff.NonFiniteArray{Array: name, NewNaN: max(0, h.NaN-b.NaN), NewInf: max(0, h.Inf-b.Inf)})
 		}
 	}
 	slices.SortFunc(nf, func(a, b chunkdiff.NonFiniteArray) int { return strings.Compare(a.Array, b.Array) })
