@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -210,4 +211,46 @@ func TestSegmentCacheIdle(t *testing.T) {
 	if !p.useSegmentCache(cacheRetry + 1) {
 		t.Fatal("the cache is not used after a push it helped")
 	}
+}
+
+// TestOCIDirectWaitsBehindQueue: a registry that cannot be reached makes
+// the build fall back (the ring WTXT, left to the queue job, which
+// retries); the next generation does not try the registry at all while
+// the earlier one still waits for it in the queue, so generations reach
+// the registry in order.
+func TestOCIDirectWaitsBehindQueue(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there: every request is refused
+	r, err := oci.Open(addr+"/snapd/down", oci.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t)
+	startDirect(t, f, r)
+	ringDir := filepath.Join(f.dir, RingDir)
+	for g := uint64(1); g <= 2; g++ {
+		request(t, f.dir, g, publish(t, f.dir, g))
+		if res := f.wait(t, g); res.State != wal.Done || res.WTXT == "" || res.OCI != nil {
+			t.Fatalf("gen %d: %+v, want done through the ring WTXT", g, res)
+		}
+		if !fileExists(ringPath(ringDir, g, ExtWTXT)) || fileExists(ringPath(ringDir, g, ring.ExtSkeleton)) {
+			t.Fatalf("gen %d: the ring holds no WTXT, or a skeleton", g)
+		}
+	}
+	logs := f.logs.String()
+	if n := strings.Count(logs, "registry push from the build failed"); n != 1 {
+		t.Fatalf("%d failed pushes from the build, want 1 (generation 1's):\n%s", n, logs)
+	}
+	if !strings.Contains(logs, `msg="earlier generations wait for the registry: this one is uploaded by the resend queue after them" gen=2`) {
+		t.Fatalf("generation 2 did not wait behind generation 1:\n%s", logs)
+	}
+	st, err := ReadStatus(f.dir)
+	if err != nil || st.Queue == nil || st.Queue.Publishing != 2 || st.Queue.PublishPendingBytes <= 0 {
+		t.Fatalf("queue %+v %v: want both generations waiting for the registry", st.Queue, err)
+	}
+	f.stop(t)
 }
