@@ -74,8 +74,10 @@ generation into the local ring (STATE_DIR/ring), commits it to the local Git
 repository (STATE_DIR/repo) and, with a remote, pushes through a durable
 resend queue. With --oci-repository (store.oci; --oci-insecure is
 store.oci.insecure) tensor bytes go to an OCI
-registry and Git gets the skeleton: one queue job per generation uploads the
-missing segment blobs and the manifest, then commits and pushes (README "Big
+registry and Git gets the skeleton: the build encodes each generation
+straight to the skeleton and segment blobs and uploads the missing ones and
+the manifest (when the registry cannot take them, the queue job uploads them
+later), then one queue job per generation commits and pushes (README "Big
 models: OCI registry"). With a github section it then opens (or updates) a pull
 request from the generations branch to github.base and posts a review of the
 newest generation (verification, changed rows, thresholds).

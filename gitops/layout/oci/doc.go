@@ -27,7 +27,8 @@
 // Push order: every missing segment (HEAD first, upload only what the
 // registry lacks, bounded parallelism), then the config, then the manifest
 // by tag. A manifest is therefore never visible before all its blobs.
-// PushWTXTAt (`snapd oci push --prev-skeleton`, the daemon) also takes the
+// PushWTXTAt (`snapd oci push --prev-skeleton`, the daemon's queue when
+// the build could not push) and PushSnapshotFile also take the
 // previous generation's segments by key (wtxt.SkeletonKeys): a segment
 // whose ch lines are a previous segment's, and which the previous
 // generation's manifest and config (one GET each, asked while the split
