@@ -2,14 +2,12 @@ package pipeline
 
 import (
 	"context"
-	"path/filepath"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/snapshot"
-	"github.com/snapd-ml/snapd/wal"
 )
 
 // Retention bounds the disk the daemon uses on the training host beside
@@ -18,7 +16,8 @@ import (
 // Reload changes it from the next generation (or push) on.
 type Retention struct {
 	// Gens: after every done generation the daemon reclaims STATE_DIR/gens
-	// by `snapd gc --keep Gens`'s rule (wal.ReclaimGenerations): it
+	// by `snapd gc --keep Gens`'s rule (wal.ReclaimGenerations, judged by
+	// the outcomes its WAL consumer holds: nothing is re-read): it
 	// deletes only generations that are not among the newest Gens, not
 	// the newest snapshotted one, not pinned, and done in the WAL (or
 	// marked abandoned); a pending or failed request's file stays.
@@ -41,7 +40,7 @@ func (d *Daemon) retainGens(ctx context.Context) {
 	if keep <= 0 || d.gens == nil || ctx.Err() != nil {
 		return
 	}
-	rep, err := wal.ReclaimGenerations(ctx, d.gens, filepath.Join(cfg.StateDir, WALDir), snapshot.ReclaimOptions{Keep: keep})
+	rep, err := d.consumer.ReclaimGenerations(ctx, d.gens, snapshot.ReclaimOptions{Keep: keep})
 	switch {
 	case err != nil && ctx.Err() == nil:
 		d.log.Warn("retention: reclaiming the generations directory failed (tried again after the next generation)", "keep", keep, "error", err)

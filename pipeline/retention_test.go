@@ -451,3 +451,57 @@ func TestRanksCommitterMaintainsWithoutRemote(t *testing.T) {
 		t.Fatalf("%s commits, want 3 (no remote: nothing retained)", got)
 	}
 }
+
+// TestRetentionGensFromConsumer: the daemon's reclaim of the generations
+// directory after each generation judges "done" by the outcomes its WAL
+// consumer holds, not by reading the outcomes log again (a cost that grew
+// with the log): with the log's path replaced by an empty file (the
+// consumer keeps appending to the file it opened), the directory is still
+// trimmed to the newest Gens, with no warning, so retention read nothing
+// from that path.
+func TestRetentionGensFromConsumer(t *testing.T) {
+	const keep, size = 2, 4 << 10
+	f := newFixture(t)
+	f.start(t, func(c *Config, d *Deps) {
+		c.Retention = Retention{Gens: keep}
+	})
+	gen := func(g uint64) {
+		t.Helper()
+		request(t, f.dir, g, publishRetention(t, f.dir, g, size))
+		if r := f.wait(t, g); r.State != wal.Done {
+			t.Fatalf("gen %d: %+v", g, r)
+		}
+	}
+	for g := uint64(1); g <= 3; g++ {
+		gen(g)
+	}
+	outcomes := filepath.Join(f.dir, WALDir, wal.OutcomesFile)
+	if err := os.Rename(outcomes, outcomes+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(outcomes, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for g := uint64(4); g <= 6; g++ {
+		gen(g)
+	}
+	f.stop(t)
+	st, err := snapshot.OpenGenStore(filepath.Join(f.dir, GensDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gs, err := st.List(); err != nil || len(gs) != keep || gs[0].Gen != 5 {
+		t.Fatalf("gens: %+v, %v; want the newest %d (5, 6)", gs, err, keep)
+	}
+	if logs := f.logs.String(); strings.Contains(logs, "retention:") && strings.Contains(logs, "level=WARN") {
+		t.Fatalf("retention warned:\n%s", logs)
+	}
+	// The log the consumer wrote holds every generation's outcome.
+	if err := os.Rename(outcomes+".moved", outcomes); err != nil {
+		t.Fatal(err)
+	}
+	got, err := wal.LoadOutcomes(filepath.Join(f.dir, WALDir))
+	if err != nil || len(got) != 6 || got[6].State != wal.Done {
+		t.Fatalf("outcomes log: %d outcomes, %v", len(got), err)
+	}
+}
