@@ -335,7 +335,10 @@
 // pack.deltaCacheSize=16m, core.deltaBaseCacheLimit=16m,
 // core.bigFileThreshold=16m, core.packedGitWindowSize=16m and
 // core.packedGitLimit=128m (pushMemoryLimits), so its memory does not
-// grow with the generation. git does not pass them to a local remote's
+// grow with the generation beyond the packs it maps: a push raises
+// core.packedGitLimit to the bytes it sends plus 128 MiB (pushLimits),
+// since it reads a generation's objects in tree order, not pack order,
+// and a smaller bound remapped a window for nearly every object. git does not pass them to a local remote's
 // receive-pack, which the daemon runs itself: it gets them on its
 // command line (--receive-pack), with receive.unpackLimit=1 (the pack
 // is kept as sent, not deflated again into loose objects) and

@@ -4,6 +4,7 @@ import (
 	"compress/zlib"
 	"context"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,7 +58,10 @@ func TestPushBoundsPackMemory(t *testing.T) {
 			receives++ // the wrapper, run as the local remote's receive-pack
 			want := append(append([]string{}, pushMemoryLimits...), localReceiveOptions...)
 			for i := 1; i < len(want); i += 2 {
-				if !strings.Contains(l, "-c "+want[i]+" ") {
+				if strings.HasPrefix(want[i], "core.packedGitLimit=") {
+					want[i] = "core.packedGitLimit=" // raised to the send size: TestPushLimitsScale
+				}
+				if !strings.Contains(l, "-c "+want[i]) {
 					t.Errorf("receive-pack runs without -c %s: %s", want[i], l)
 				}
 			}
@@ -67,11 +71,15 @@ func TestPushBoundsPackMemory(t *testing.T) {
 		}
 		pushes++
 		for i := 1; i < len(pushMemoryLimits); i += 2 {
-			if !strings.Contains(l, "-c "+pushMemoryLimits[i]+" ") {
-				t.Errorf("push command lacks -c %s: %s", pushMemoryLimits[i], l)
+			a, sep := pushMemoryLimits[i], " "
+			if strings.HasPrefix(a, "core.packedGitLimit=") {
+				a, sep = "core.packedGitLimit=", "" // raised to the send size: TestPushLimitsScale
 			}
-			if !strings.Contains(l, "'-c' '"+pushMemoryLimits[i]+"'") {
-				t.Errorf("the local receive-pack lacks -c %s: %s", pushMemoryLimits[i], l)
+			if !strings.Contains(l, "-c "+a+sep) {
+				t.Errorf("push command lacks -c %s: %s", a, l)
+			}
+			if !strings.Contains(l, "'-c' '"+a) {
+				t.Errorf("the local receive-pack lacks -c %s: %s", a, l)
 			}
 		}
 	}
@@ -121,5 +129,40 @@ func TestLooseObjectsStored(t *testing.T) {
 	gitCmd(t, r.Dir(), "fsck", "--strict")
 	if out := gitCmd(t, r.Dir(), "cat-file", "-t", res[0].Commit.String()); strings.TrimSpace(out) != "commit" {
 		t.Fatalf("cat-file: %q", out)
+	}
+}
+
+// TestPushLimitsScale: a push may map the packs up to what it sends
+// plus pushMappedSlack (at least the base 128 MiB), whatever send is;
+// every other limit is pushMemoryLimits'.
+func TestPushLimitsScale(t *testing.T) {
+	for _, c := range []struct {
+		send int64
+		want string
+	}{
+		{0, "128m"},
+		{-1, "128m"},
+		{1, "129m"},
+		{40 << 20, "168m"},
+		{1 << 30, "1152m"},
+		{1<<30 + 1, "1153m"},
+		{math.MaxInt64, "128m"},
+	} {
+		got := pushLimits(c.send)
+		if len(got) != len(pushMemoryLimits) {
+			t.Fatalf("send %d: %d arguments, want %d", c.send, len(got), len(pushMemoryLimits))
+		}
+		for i, a := range got {
+			want := pushMemoryLimits[i]
+			if strings.HasPrefix(want, "core.packedGitLimit=") {
+				want = "core.packedGitLimit=" + c.want
+			}
+			if a != want {
+				t.Errorf("send %d: argument %d is %q, want %q", c.send, i, a, want)
+			}
+		}
+	}
+	if pushMemoryLimits[len(pushMemoryLimits)-1] != "core.packedGitLimit=128m" {
+		t.Fatalf("pushMemoryLimits changed: %v", pushMemoryLimits)
 	}
 }
