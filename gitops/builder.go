@@ -33,6 +33,17 @@ type builder struct {
 	// knownSegs are the previous generation's segment keys (Repo.segKeys);
 	// newSegKeys this generation's.
 	knownSegs, newSegKeys map[wtxt.SegmentKey][32]byte
+	// idx, when set, answers has before go-git does (objindex.go).
+	idx *objIndex
+}
+
+// has reports whether the repository has object h (not counting this
+// commit's pending pack, whose add reports repeats).
+func (b *builder) has(h plumbing.Hash) bool {
+	if found, ok := b.idx.has(h); ok {
+		return found
+	}
+	return b.st.HasEncodedObject(h) == nil
 }
 
 func (b *builder) encode(enc func(plumbing.EncodedObject) error) (plumbing.Hash, error) {
@@ -65,7 +76,7 @@ func (b *builder) blobAs(data []byte, r repr) (plumbing.Hash, error) {
 
 // blobHashed is blobAs for data whose blob ID h the caller computed.
 func (b *builder) blobHashed(h plumbing.Hash, data []byte, r repr) error {
-	if b.st.HasEncodedObject(h) == nil {
+	if b.has(h) {
 		return nil
 	}
 	if b.objects != "" {

@@ -140,7 +140,7 @@ func (t *genTree) WriteFrom(ctx context.Context, name string, src io.ReaderAt, s
 		return fmt.Errorf("gitops: %s changed size while read (%d, then %d or more bytes)", t.file, size, n)
 	}
 	obj := &fileObject{src: src, size: n, hash: hasher.Sum()}
-	if b.st.HasEncodedObject(obj.hash) != nil && b.objects != "" {
+	if !b.has(obj.hash) && b.objects != "" {
 		got, err := writeLoose(b.objects, n, formats.ContextReader(ctx, io.NewSectionReader(src, 0, n)))
 		if err != nil {
 			return fmt.Errorf("gitops: write blob %s: %w", t.file, err)
@@ -150,7 +150,7 @@ func (t *genTree) WriteFrom(ctx context.Context, name string, src io.ReaderAt, s
 		}
 		b.blobs++
 		b.bytes += n
-	} else if b.st.HasEncodedObject(obj.hash) != nil {
+	} else if !b.has(obj.hash) {
 		if _, err := b.st.SetEncodedObject(obj); err != nil {
 			return fmt.Errorf("gitops: write blob %s: %w", t.file, err)
 		}

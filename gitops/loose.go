@@ -198,7 +198,7 @@ func (b *builder) looseObject(enc func(plumbing.EncodedObject) error) (plumbing.
 		return plumbing.ZeroHash, fmt.Errorf("gitops: encode object: %w", err)
 	}
 	h := o.Hash()
-	if b.st.HasEncodedObject(h) == nil {
+	if b.has(h) {
 		return h, nil
 	}
 	if b.pack != nil {

@@ -32,6 +32,9 @@ type Repo struct {
 	// reads, decodes and hashes only the segments whose chunks changed.
 	// Empty after a restart: the first Commit then decodes everything.
 	segKeys map[wtxt.SegmentKey][32]byte
+	// objIdx answers Commit's existence checks (objindex.go); nil
+	// without an objects directory.
+	objIdx *objIndex
 	// checkPacks: every pack Commit writes is checked by git before it
 	// is installed (EnvCheckPacks).
 	checkPacks bool
@@ -269,6 +272,17 @@ func (r *Repo) newBuilder(ctx context.Context, head *headInfo) (*builder, []byte
 		return nil, nil, err
 	}
 	b := &builder{st: r.r.Storer, ctx: ctx, objects: objectsDir(r.dir), knownSegs: r.segKeys}
+	if b.objects != "" {
+		if r.objIdx == nil || r.objIdx.objects != b.objects {
+			r.objIdx = newObjIndex(b.objects)
+		}
+		// A pack index that cannot be read leaves the checks to go-git.
+		if err := r.objIdx.refresh(); err == nil {
+			b.idx = r.objIdx
+		} else {
+			r.objIdx = nil
+		}
+	}
 	if b.objects != "" {
 		b.pack = newPackWriter(b.objects)
 		b.pack.setDeltaBase(plumbing.ComputeHash(plumbing.BlobObject, attrText), attrText)
