@@ -21,6 +21,7 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"github.com/snapd-ml/snapd/gitops/layout"
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // LayoutRanks is recorded (never configured) for a multi-rank generation
@@ -49,15 +50,22 @@ type RanksGeneration struct {
 	// Skipped lists the generations the committer gave up on since the
 	// previous commit (a TrailerSkipped line each).
 	Skipped []uint64
+	// Meta is the generation's metadata, the one every rank's part
+	// carries (the committer checks that they agree): the commit's
+	// TrailerMeta line; none when empty.
+	Meta snapshot.UserMeta
 }
 
 // ranksMessage is a multi-rank generation's commit message.
-func ranksMessage(ix *wranks.Index, skipped []uint64) string {
+func ranksMessage(ix *wranks.Index, skipped []uint64, meta snapshot.UserMeta) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "snapd: generation %s (%d ranks)\n\n%s: %d\n%s: %d\n%s: %x\n", ix.Gen, ix.WorldSize,
 		TrailerGen, ix.GenNumber(), TrailerWorldSize, ix.WorldSize, TrailerMerkleThis, ix.MerkleThis)
 	for _, s := range skipped {
 		fmt.Fprintf(&b, "%s: %d\n", TrailerSkipped, s)
+	}
+	if len(meta) > 0 {
+		b.WriteString(TrailerMeta + ": " + meta.String() + "\n")
 	}
 	return b.String()
 }
@@ -84,7 +92,8 @@ func ParseSkipped(msg string) ([]uint64, error) {
 // branch: Config.Path/ranks/ holds exactly its index and its W skeletons
 // (rank-RRRRR.skel), the rest of the previous tree is kept, and the
 // commit and its annotated tag (TagPrefix + gen) are signed as Commit's
-// are. The commit time is the index's ts. The generation must be newer
+// are; the commit carries g.Meta as its TrailerMeta line (the caller
+// checked it is every part's metadata). The commit time is the index's ts. The generation must be newer
 // than the branch head's and its merkle_prev the head's merkle_this
 // (ErrGenOrder, ErrChainBreak); committing the generation that already is
 // the head (same gen and merkle_this) returns it with Existing set.
@@ -171,7 +180,7 @@ func (r *Repo) CommitRanks(ctx context.Context, g RanksGeneration) (*Result, err
 		when = ts
 	}
 	sig := object.Signature{Name: r.cfg.AuthorName, Email: r.cfg.AuthorEmail, When: when}
-	c := &object.Commit{Author: sig, Committer: sig, Message: ranksMessage(ix, g.Skipped), TreeHash: rootHash}
+	c := &object.Commit{Author: sig, Committer: sig, Message: ranksMessage(ix, g.Skipped, g.Meta), TreeHash: rootHash}
 	var oldRef *plumbing.Reference
 	if head != nil {
 		c.ParentHashes = []plumbing.Hash{head.commit.Hash}

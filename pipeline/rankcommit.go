@@ -1,27 +1,32 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/snapd-ml/snapd/formats/wtxt"
 	wranks "github.com/snapd-ml/snapd/formats/wtxt/ranks"
 	"github.com/snapd-ml/snapd/gitops"
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/backoff"
+	"github.com/snapd-ml/snapd/snapshot"
 )
 
 // OnTimeout says what a committer does with a generation that is still
@@ -74,9 +79,10 @@ type RankCommitterOptions struct {
 
 // RankCommitter commits the generations of a sharded job: it lists the
 // registry's rank tags, and when all W rank manifests of the next
-// generation are present and valid, makes the generation's one signed,
-// chained Git commit (gitops.Repo.CommitRanks) and pushes it through the
-// ledger's pusher. It is a stage of the daemon of exactly one node per job
+// generation are present and valid and their parts carry the same
+// metadata (rankMeta), makes the generation's one signed, chained Git
+// commit (gitops.Repo.CommitRanks, the metadata its Snapd-Meta trailer)
+// and pushes it through the ledger's pusher. It is a stage of the daemon of exactly one node per job
 // (Deps.RankCommitter; ranks.committer: true); see docs/FORMAT.md section
 // 7 for why not an election.
 type RankCommitter struct {
@@ -252,12 +258,21 @@ func (c *RankCommitter) step(ctx context.Context, st *RankStatus) error {
 				return err
 			}
 		}
+		var meta snapshot.UserMeta
+		if len(missing) == 0 && len(invalid) == 0 {
+			if meta, invalid, err = c.rankMeta(ctx, gen, skels); err != nil {
+				return err
+			}
+			if len(invalid) > 0 && !maps.Equal(invalid, st.Invalid) {
+				c.log.Warn("multi-rank generation refused: its ranks' parts disagree (each rank must request it with the same metadata)", "gen", n, "invalid", invalid)
+			}
+		}
 		if len(missing) == 0 && len(invalid) == 0 {
 			ix, err := wranks.New(gen, c.o.WorldSize, c.o.Chain, parts, prev, c.o.Build, c.o.IndexKey)
 			if err != nil {
 				return c.pending(st, n, nil, map[string]string{"*": err.Error()}, i+1 < len(order))
 			}
-			res, err := c.o.Ledger.CommitRanks(ctx, gitops.RanksGeneration{Index: ix, Skeletons: skels, Skipped: st.Skipped})
+			res, err := c.o.Ledger.CommitRanks(ctx, gitops.RanksGeneration{Index: ix, Skeletons: skels, Skipped: st.Skipped, Meta: meta})
 			if err != nil {
 				return fmt.Errorf("ledger: commit generation %s: %w", gen, err)
 			}
@@ -361,6 +376,72 @@ func (c *RankCommitter) collect(ctx context.Context, gen string) (parts []wranks
 		}
 	}
 	return parts, skels, missing, invalid, nil
+}
+
+// rankMeta reads the metadata inside every rank's part of gen (the
+// attributes document, through the rank's skeleton skels[r], its blobs
+// from the registry, every chunk checked: wtxt.ReadSkeletonUserMeta) and
+// returns the generation's metadata, which every rank must give (each
+// rank's request carries its own copy; the commit's Snapd-Meta trailer
+// states it once). When ranks differ the generation is refused: every
+// rank outside the largest group of ranks giving the same metadata (on a
+// tie, the group of the lowest rank) is listed in invalid (rank ->
+// message naming the rank it differs from and the keys, never a value),
+// and the generation stays pending like one with a refused part. A part
+// whose metadata fails a check is listed in invalid too; a registry
+// failure is err.
+func (c *RankCommitter) rankMeta(ctx context.Context, gen string, skels [][]byte) (meta snapshot.UserMeta, invalid map[string]string, err error) {
+	refuse := func(r int, msg string) {
+		if invalid == nil {
+			invalid = map[string]string{}
+		}
+		invalid[fmt.Sprint(r)] = msg
+	}
+	metas := make([]snapshot.UserMeta, len(skels))
+	for r, sk := range skels {
+		m, merr := wtxt.ReadSkeletonUserMeta(ctx, oci.RankTag(gen, r), bytes.NewReader(sk), int64(len(sk)), c.o.Repo)
+		var we *wtxt.Error
+		switch {
+		case merr == nil:
+			metas[r] = m
+		case errors.As(merr, &we):
+			refuse(r, merr.Error())
+		default:
+			return nil, nil, merr
+		}
+	}
+	if invalid != nil {
+		return nil, invalid, nil
+	}
+	// Group the ranks by their metadata: group[r] is the lowest rank
+	// giving the same as rank r.
+	group, size := make([]int, len(metas)), map[int]int{}
+	for r, m := range metas {
+		group[r] = r
+		for q := range r {
+			if group[q] == q && metas[q].Equal(m) {
+				group[r] = q
+				break
+			}
+		}
+		size[group[r]]++
+	}
+	ref := 0
+	for q, n := range size {
+		if n > size[ref] || n == size[ref] && q < ref {
+			ref = q
+		}
+	}
+	if size[ref] == len(metas) {
+		return metas[ref], nil, nil
+	}
+	for r, m := range metas {
+		if group[r] != ref {
+			refuse(r, fmt.Sprintf("%s: the generation metadata its request gave differs from rank %d's, which %d of %d ranks give (keys %s)",
+				oci.RankTag(gen, r), ref, size[ref], len(metas), strings.Join(snapshot.DiffUserMetaKeys(metas[ref], m), ", ")))
+		}
+	}
+	return nil, invalid, nil
 }
 
 // Default values of RankCommitterOptions.

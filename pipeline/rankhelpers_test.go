@@ -42,7 +42,7 @@ func handleRank(ctx context.Context, p *RankPublisher, rec wal.Record) error {
 		if err != nil {
 			return err
 		}
-		if err := p.writePart(ctx, rec.Gen, rec.Rank, rec.Time, s, rp.Path); err != nil {
+		if err := p.writePart(ctx, rec.Request, s, rp.Path); err != nil {
 			return err
 		}
 	}

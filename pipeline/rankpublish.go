@@ -18,6 +18,7 @@ import (
 	"github.com/snapd-ml/snapd/internal/atomicfile"
 	"github.com/snapd-ml/snapd/internal/backoff"
 	"github.com/snapd-ml/snapd/snapshot"
+	"github.com/snapd-ml/snapd/wal"
 )
 
 // RankOptions configure a RankPublisher.
@@ -117,12 +118,16 @@ func (p *RankPublisher) partPath(gen uint64, r int) string {
 	return filepath.Join(p.o.Dir, partName(gen, r))
 }
 
-// writePart converts the decoded shard s of the request for gen (rank r,
-// requested at ts) to its rank part, written atomically to path. The
+// writePart converts the decoded shard s of the request rec (gen, rank,
+// time, metadata) to its rank part, written atomically to path. The
 // part's ts is the request's time (whole seconds), so a redelivered
-// request gives the same bytes.
-func (p *RankPublisher) writePart(ctx context.Context, gen uint64, r int, ts time.Time, s *snapshot.Snapshot, path string) error {
-	s.Meta.TS = ts.UTC().Truncate(time.Second)
+// request gives the same bytes; the part carries the request's metadata
+// (rec.Meta; none without), which the committer requires to be every
+// rank's of the generation.
+func (p *RankPublisher) writePart(ctx context.Context, rec wal.Request, s *snapshot.Snapshot, path string) error {
+	gen, r := rec.Gen, rec.Rank
+	s.Meta.TS = rec.Time.UTC().Truncate(time.Second)
+	s.UserMeta = rec.Meta
 	s.Meta.Build = p.o.Build
 	if s.Meta.Schema == "" {
 		d := snapshot.DefaultMeta()

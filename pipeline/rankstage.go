@@ -63,7 +63,7 @@ func (d *Daemon) buildRank(ctx context.Context, it *item) {
 		t := d.now()
 		it.stageStart("build")
 		err := d.retry(ctx, "build", it.rec.Gen, func() error {
-			return rn.writePart(ctx, it.rec.Gen, rp.Rank, it.rec.Time, it.snap, rp.Path)
+			return rn.writePart(ctx, it.rec.Request, it.snap, rp.Path)
 		})
 		it.stage1("build", d.now().Sub(t))
 		switch {

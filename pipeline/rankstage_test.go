@@ -118,7 +118,7 @@ func TestRankNodeRedelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := node.writePart(context.Background(), 3, 1, ts, m, node.partPath(3, 1)); err != nil {
+	if err := node.writePart(context.Background(), rec.Request, m, node.partPath(3, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(src); err != nil { // the shard is gone: only the part can be pushed

@@ -269,13 +269,13 @@ def encode_meta(meta):
     return text
 
 
-def _meta_field(meta, world_size=None):
-    """The " meta=..." field of a request ("" for no metadata)."""
+def _meta_field(meta):
+    """The " meta=..." field of a request ("" for no metadata); on a rank
+    request the metadata of that rank's part (every rank of a generation
+    must give the same)."""
     text = encode_meta(meta)
     if not text:
         return ""
-    if world_size is not None:
-        raise ValueError("snapd: meta is attached to ordinary requests only, not to a rank's shard")
     return " meta=" + _escape(text)
 
 
@@ -301,7 +301,7 @@ def encode_request(gen, source, requester, ts_ns, rank=None, world_size=None, re
     src = _escape(source)
     if not src:
         raise ValueError("snapd: empty source path")
-    rk = _rank_fields(rank, world_size) + _resume_field(gen, resumed_from, world_size) + _meta_field(meta, world_size)
+    rk = _rank_fields(rank, world_size) + _resume_field(gen, resumed_from, world_size) + _meta_field(meta)
     body = ("%s gen=%d ts=%d by=%s%s src=%s" % (MAGIC, gen, ts_ns, requester, rk, src)).encode("ascii")
     line = b"%s crc=%08x\n" % (body, crc32c(body))
     if len(line) > MAX_LINE_SIZE:
@@ -448,7 +448,7 @@ class RequestLog:
         _check_gen(gen)
         if ts_ns < 0 or ts_ns >= 1 << 63:
             raise ValueError("snapd: ts %d out of range" % ts_ns)
-        rk = _rank_fields(rank, world_size) + _resume_field(gen, resumed_from, world_size) + _meta_field(meta, world_size)
+        rk = _rank_fields(rank, world_size) + _resume_field(gen, resumed_from, world_size) + _meta_field(meta)
         body = ("%s gen=%d ts=%d by=%s%s src=%s" % (MAGIC, gen, ts_ns, self.requester, rk, src)).encode("ascii")
         line = b"%s crc=%08x\n" % (body, crc32c(body))
         if len(line) > MAX_LINE_SIZE:
@@ -506,7 +506,10 @@ def request_snapshot(gen, path, state_dir=".snapd", requester=None, ts_ns=None, 
     of [A-Za-z0-9_.-]{1,64}, strings of at most 256 bytes, 2048 bytes of
     canonical JSON (ValueError otherwise). snapd stores it inside the
     generation (signed with it) and shows it in wal list, status, the
-    commit's Snapd-Meta trailer, diff, the review and snapd log.
+    commit's Snapd-Meta trailer, diff, the review and snapd log. With
+    rank=R it is stored in rank R's part; every rank of the generation
+    must give the same metadata (the committer refuses the generation
+    otherwise, naming the ranks that differ).
 
     on_failure ("warn", "raise" or "ignore") says what to do, before
     appending, when an earlier generation (a lower number) that this

@@ -152,6 +152,17 @@ func DiffUserMeta(old, new UserMeta) []MetaChange {
 	return out
 }
 
+// DiffUserMetaKeys lists the keys whose values differ between a and b
+// (DiffUserMeta's keys, in key order): what a message about two versions
+// of the metadata names instead of their values.
+func DiffUserMetaKeys(a, b UserMeta) []string {
+	var keys []string
+	for _, c := range DiffUserMeta(a, b) {
+		keys = append(keys, c.Key)
+	}
+	return keys
+}
+
 // MarshalJSON writes the canonical JSON object (null for no metadata).
 func (m UserMeta) MarshalJSON() ([]byte, error) {
 	if len(m) == 0 {

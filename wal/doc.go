@@ -52,13 +52,15 @@
 //	   (Request.ResumedFrom; docs/FORMAT.md "Resumed runs"). A reader
 //	   older than the field skips such a line as corrupt, never as an
 //	   ordinary request.
-//	M  (optional, ordinary requests only) the generation's metadata
-//	   (Request.Meta, snapshot.UserMeta): its canonical JSON (at most
-//	   2048 bytes, keys sorted, no white space, printable ASCII;
-//	   docs/FORMAT.md "Generation metadata"), percent-encoded as S is
-//	   (so a space is %20 and '%' is %25). The parser refuses a value that
-//	   is not canonical. A reader older than the field (snapd before
-//	   metadata) skips such a line as corrupt: upgrade the daemon before
+//	M  (optional) the generation's metadata (Request.Meta,
+//	   snapshot.UserMeta; on a rank request that rank's part's, which
+//	   the committer requires to be every rank's of the generation): its
+//	   canonical JSON (at most 2048 bytes, keys sorted, no white space,
+//	   printable ASCII; docs/FORMAT.md "Generation metadata"),
+//	   percent-encoded as S is (so a space is %20 and '%' is %25). The
+//	   parser refuses a value that is not canonical. A reader older than
+//	   the field (snapd before metadata), or older than metadata on rank
+//	   requests, skips such a line as corrupt: upgrade the daemons before
 //	   the trainer attaches metadata.
 //
 // Example:

@@ -179,17 +179,16 @@ func (r Request) validateFields() error {
 	if err := checkResume(r.Gen, r.ResumedFrom, r.WorldSize); err != nil {
 		return err
 	}
-	return checkMeta(r.Meta, r.WorldSize)
+	return checkMeta(r.Meta)
 }
 
-// checkMeta checks a request's metadata: canonical, within the limits of
-// snapshot.UserMeta, and not on a rank request.
-func checkMeta(m snapshot.UserMeta, world int) error {
+// checkMeta checks a request's metadata: canonical and within the limits
+// of snapshot.UserMeta. A rank request may carry it too: the metadata of
+// that rank's part (the committer requires every rank of a generation to
+// give the same).
+func checkMeta(m snapshot.UserMeta) error {
 	if len(m) == 0 {
 		return nil
-	}
-	if world > 0 {
-		return fmt.Errorf("%w: meta is attached to ordinary requests only, not to a rank's shard", ErrInvalidRequest)
 	}
 	if _, err := snapshot.BuildUserMeta(m); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
@@ -392,9 +391,6 @@ func ParseLine(line []byte) (Request, error) {
 		text, perr := unescapeField(v, at, "meta")
 		if perr != nil {
 			return r, perr
-		}
-		if r.WorldSize > 0 {
-			return r, &ParseError{at, "meta on a rank request (ordinary requests only)"}
 		}
 		m, err := snapshot.ParseUserMetaCanonical(text)
 		if err != nil {

@@ -164,3 +164,22 @@ func rewriteAttrs(t *testing.T, wtxt []byte, old, new string) []byte {
 	t.Fatalf("%q not found in the attributes array", old)
 	return nil
 }
+
+// TestRankMetaRequest: --meta with --rank is written into the rank's
+// request (the daemon stores it in that rank's part; the committer checks
+// every rank gave the same: pipeline TestRankMetaReachesCommit), and wal
+// list shows it.
+func TestRankMetaRequest(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	src := filepath.Join(t.TempDir(), "rank-1.safetensors")
+	if err := os.WriteFile(src, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, "request-snapshot", "--state-dir", state, "--gen", "5", "--source", src, "--rank", "1", "--world-size", "2", "--meta", "step=300")
+	if !strings.Contains(out, `requested gen=5 rank=1 world_size=2 meta={"step":300} src=`) {
+		t.Fatalf("request-snapshot:\n%s", out)
+	}
+	if out := mustRun(t, "wal", "list", "--state-dir", state); !strings.Contains(out, "step=300") {
+		t.Fatalf("wal list:\n%s", out)
+	}
+}

@@ -70,7 +70,9 @@ VALUE is read as JSON when it is a JSON scalar (1200, 0.41, 3e-4, true,
 null, "quoted") and taken as a string otherwise. The daemon stores it
 inside the generation, covered by its hashes and signature; wal list,
 status, snapd log, diff, the review and the commit's Snapd-Meta trailer
-show it.`,
+show it. With --rank it is stored in that rank's part, and every rank of
+the generation must give the same metadata: the job's committer refuses
+a generation whose ranks differ (snapd ranks status names them).`,
 		Example: `  snapd request-snapshot --gen 123 --source .snapd/gens/gen-000123.safetensors
   snapd request-snapshot --gen 124 --source .snapd/gens/gen-000124/
   snapd request-snapshot --gen 125 --source /data/ckpt/step-125/rank-3.safetensors --rank 3 --world-size 8
@@ -141,18 +143,20 @@ func runRequestSnapshot(ctx context.Context, e *env, o *requestOptions) error {
 		}
 		return ioError{err}
 	}
-	if r.WorldSize > 0 {
-		fmt.Fprintf(e.stdout, "requested gen=%d rank=%d world_size=%d src=%s wal=%s\n", o.gen, r.Rank, r.WorldSize, src, dir)
-		return nil
-	}
 	extra := ""
+	if r.WorldSize > 0 {
+		extra = fmt.Sprintf(" rank=%d world_size=%d", r.Rank, r.WorldSize)
+	}
 	if r.ResumedFrom != 0 {
-		extra = fmt.Sprintf(" resumed_from=%d", r.ResumedFrom)
+		extra += fmt.Sprintf(" resumed_from=%d", r.ResumedFrom)
 	}
 	if len(r.Meta) > 0 {
 		extra += " meta=" + string(r.Meta.JSON())
 	}
 	fmt.Fprintf(e.stdout, "requested gen=%d%s src=%s wal=%s\n", o.gen, extra, src, dir)
+	if r.WorldSize > 0 {
+		return nil
+	}
 	if isDCP, _ := dcp.IsDCP(src); isDCP {
 		if _, err := os.Stat(filepath.Join(src, ".metadata")); err != nil {
 			fmt.Fprintf(e.stderr, "snapd: note: %s has no .metadata yet (torch.distributed.checkpoint.save still running?): the daemon retries it until it is complete\n", src)

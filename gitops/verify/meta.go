@@ -114,11 +114,7 @@ func compareMeta(x *gv, trailer, inside snapshot.UserMeta, what string) {
 // metaDiffKeys lists the keys in which the trailer's metadata and
 // inside's differ ("a, b"), never a value.
 func metaDiffKeys(trailer, inside snapshot.UserMeta) string {
-	var keys []string
-	for _, c := range snapshot.DiffUserMeta(inside, trailer) {
-		keys = append(keys, c.Key)
-	}
-	return strings.Join(keys, ", ")
+	return strings.Join(snapshot.DiffUserMetaKeys(inside, trailer), ", ")
 }
 
 // reported reports whether one of the first n failures has f's file,

@@ -274,9 +274,10 @@ func verifyRanksCommit(ctx context.Context, r *git.Repository, o RanksOptions, c
 // the part (its attributes document, read through the skeleton from
 // blobs: wtxt.ReadSkeletonUserMeta) must equal the trailer's. A
 // difference fails CheckTrailer naming the rank and the keys, never a
-// value. A trailer must equal every rank's metadata; without one nothing
-// is compared: the committer commits none (each part's metadata is
-// covered by the part's own hashes and signature).
+// value. A trailer must equal every rank's metadata (the committer writes
+// one when every rank's request gave the same); without one nothing is
+// compared (each part's metadata is covered by the part's own hashes and
+// signature).
 func checkRankMeta(ctx context.Context, trailer snapshot.UserMeta, skel []byte, name string, rank int, blobs wtxt.BlobSource) error {
 	inside, err := wtxt.ReadSkeletonUserMeta(ctx, name, bytes.NewReader(skel), int64(len(skel)), blobs)
 	if err != nil {

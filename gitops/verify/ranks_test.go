@@ -230,8 +230,8 @@ func TestVerifyRanksChainAndSince(t *testing.T) {
 }
 
 // TestVerifyRanksMetaTrailer: a Snapd-Meta trailer on a multi-rank
-// generation's commit (the committer writes none; here the commit and tag
-// are reworded and re-signed by the committer's key) is checked against
+// generation's commit (here the commit and tag are reworded and
+// re-signed by the committer's key) is checked against
 // the metadata inside every rank's part, read through its skeleton: equal
 // passes; a changed value, a trailer on parts without metadata, a rank
 // whose part disagrees and a malformed trailer fail "trailer", naming the
