@@ -22,7 +22,9 @@ import (
 	"github.com/snapd-ml/snapd/formats/wtxt"
 	"github.com/snapd-ml/snapd/formats/wtxt/chunkdiff"
 	"github.com/snapd-ml/snapd/keys"
+	"github.com/snapd-ml/snapd/pipeline/ring"
 	"github.com/snapd-ml/snapd/snapshot"
+	"github.com/snapd-ml/snapd/wal"
 )
 
 // TestNonFiniteGenerationWarns: a generation that makes elements NaN or
@@ -267,6 +269,28 @@ func TestNonFiniteListBounded(t *testing.T) {
 		t.Fatalf("gen 1: %d arrays with NaN reported (%s), want %d", len(r.NonFinite), r.Error, arrays)
 	}
 	f.stop(t)
+
+	// The chain state is the only file that keeps the list: the WAL's
+	// outcome line and the ring's request record do not carry it (they
+	// stay small and read back), and the log's warning names 8 arrays
+	// and counts the rest.
+	outcomes, err := wal.LoadOutcomes(filepath.Join(f.dir, WALDir))
+	if err != nil || outcomes[1].State != wal.Done {
+		t.Fatalf("WAL outcome of gen 1: %+v, %v", outcomes[1], err)
+	}
+	for _, p := range []string{filepath.Join(f.dir, WALDir, wal.OutcomesFile), ringPath(filepath.Join(f.dir, RingDir), 1, ring.ExtRequest)} {
+		if fi, err := os.Stat(p); err != nil || fi.Size() > 4<<10 {
+			t.Fatalf("%s: %v, %v (the NaN list persisted?)", p, fi, err)
+		}
+	}
+	if req, err := readGenRequest(ringPath(filepath.Join(f.dir, RingDir), 1, ring.ExtRequest)); err != nil || req.Gen != 1 {
+		t.Fatalf("ring request record of gen 1: %+v, %v", req, err)
+	}
+	for _, line := range strings.Split(f.logs.String(), "\n") {
+		if strings.Contains(line, "introduces NaN/Inf") && (len(line) > 16<<10 || !strings.Contains(line, fmt.Sprintf("… and %d more (%d arrays in all)", arrays-8, arrays))) {
+			t.Fatalf("NaN/Inf warning of %d bytes: %.300s", len(line), line)
+		}
+	}
 
 	fi, err := os.Stat(filepath.Join(f.dir, StateFile))
 	if err != nil {
