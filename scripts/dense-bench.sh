@@ -34,7 +34,9 @@
 # trainer at nice 10 and SCHED_IDLE, as configs/snapd-ml.service and
 # snapd-ml.slice run it; nice: nice 10 only), TRAINER_STORE (git, or oci: the daemon beside the
 # trainer in the registry layout), PYTHON (/usr/bin/python3), BENCH_DIR (work dir
-# parent), KEEP=1 keeps the work dir, STORES ("git oci" by default; "git"
+# parent), KEEP=1 keeps the work dir, SPLIT_ABOVE (bytes: the daemons'
+# git.split_above, above which a WTXT goes into Git in the segments
+# layout; default the configuration's 64 MiB), STORES ("git oci" by default; "git"
 # skips the registry). Installs git-lfs (and docker-registry for oci) with
 # apt-get when missing.
 set -euo pipefail
@@ -81,6 +83,7 @@ state_dir: $d/state
 log: {level: info}
 git:
   remote: file://$d/snapd-remote.git
+${SPLIT_ABOVE:+  split_above: $SPLIT_ABOVE}
 metrics:
   addr: "off"
 YAML
