@@ -29,6 +29,12 @@ type PushRequest struct {
 	Branch string        // branch name, the same locally and on the remote
 	Commit plumbing.Hash // the generation's commit (a descendant of the remote branch)
 	Tag    string        // optional: refs/tags/<Tag> of the local repository, pushed too
+	// Added, when > 0, is what Repo.Commit wrote for Commit over its
+	// parent (Result.BytesWritten). When the remote branch is at that
+	// parent, Push takes it (plus the trees' share) as the bytes to
+	// send instead of walking both histories with git rev-list (a dense
+	// 1 GiB generation's 300k objects: 1.5-3 s before every push).
+	Added int64
 	// Progress, if set, is called (from the goroutine running Push, which
 	// it must not block for long) at the start of each phase and at each
 	// new state of git push's progress (PushProgress).
@@ -429,7 +435,12 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 
 	// The time allowed grows with what has to be sent.
 	rep.phase(PhaseCount, p.remote.Timeout, p.remote.Stall)
-	send := p.sendBytes(ctx, req.Commit, remoteRefs, env)
+	var send int64
+	if req.Added > 0 && has && len(commit.ParentHashes) > 0 && commit.ParentHashes[0] == head {
+		send = addedSendBytes(req.Added)
+	} else {
+		send = p.sendBytes(ctx, req.Commit, remoteRefs, env)
+	}
 	timeout := p.remote.Timeout + time.Duration(float64(send)/float64(p.remote.MinRate)*float64(time.Second))
 	rep.cur.SendBytes = send
 	sweep := p.quarantineSweeper()
@@ -529,6 +540,17 @@ var localReceiveOptions = []string{
 // 14.8 MiB instead of about 4). The full walk marks every object of the
 // remote's tree as present.
 var pushPackOptions = []string{"-c", "pack.useSparse=false"}
+
+// addedSendBytes is the send estimate of a commit that added blobs of
+// added bytes over the remote's head: its trees, commit and tag, and the
+// pack entries' headers come to about 1% more (a dense 1 GiB generation
+// of 16 KiB pieces: 16.6k trees of 6.4 MB beside 1.09 GB of blobs).
+func addedSendBytes(added int64) int64 {
+	if added > math.MaxInt64/2 {
+		return math.MaxInt64 / 2
+	}
+	return added + added/50 + 1<<20
+}
 
 // sendBytes estimates the bytes a push sends: the on-disk size of the
 // objects reachable from commit and not from the remote's refs we have

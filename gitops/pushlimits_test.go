@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -165,4 +166,82 @@ func TestPushLimitsScale(t *testing.T) {
 	if pushMemoryLimits[len(pushMemoryLimits)-1] != "core.packedGitLimit=128m" {
 		t.Fatalf("pushMemoryLimits changed: %v", pushMemoryLimits)
 	}
+}
+
+// TestPushAddedSkipsCount: with PushRequest.Added and the remote branch
+// at the commit's parent, Push takes the send size from Added (it shows
+// in core.packedGitLimit) and runs no git rev-list; without Added, or
+// with the remote behind the parent, it counts with rev-list as before.
+// Every push delivers the history.
+func TestPushAddedSkipsCount(t *testing.T) {
+	realGit, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git not installed")
+	}
+	r, res := chainRepo(t, 5)
+	dir := t.TempDir()
+	remote := filepath.Join(dir, "r.git")
+	gitCmd(t, dir, "init", "-q", "--bare", remote)
+	argLog := filepath.Join(dir, "args")
+	wrapper := filepath.Join(dir, "git-wrapper")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + argLog + "'\nexec '" + realGit + "' \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPusher(r.Dir(), Remote{URL: "file://" + remote, Git: wrapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const added = 300 << 20 // pretend: a large generation
+	wantLimit := "core.packedGitLimit=" + strconv.FormatInt((addedSendBytes(added)+pushMappedSlack+(1<<20)-1)>>20, 10) + "m"
+	for i, c := range []struct {
+		x         *Result
+		added     int64
+		wantCount bool // a rev-list runs
+	}{
+		{res[0], added, true}, // the remote has no branch yet
+		{res[2], added, true}, // the remote is at res[0], not the parent res[1]
+		{res[3], 0, true},     // no Added
+	} {
+		if err := os.Remove(argLog); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		q := req(r, c.x)
+		q.Added = c.added
+		if err := p.Push(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(argLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(data), " rev-list "); got != c.wantCount {
+			t.Errorf("push %d: rev-list ran %v, want %v:\n%s", i, got, c.wantCount, data)
+		}
+	}
+	// The remote at res[3], the parent of res[4], pushed with Added: no
+	// count.
+	more := res[4]
+	if err := os.Remove(argLog); err != nil {
+		t.Fatal(err)
+	}
+	q := req(r, more)
+	q.Added = added
+	if err := p.Push(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(argLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), " rev-list ") {
+		t.Errorf("rev-list ran although the remote was at the parent and Added was given:\n%s", data)
+	}
+	if !strings.Contains(string(data), "-c "+wantLimit+" ") {
+		t.Errorf("push did not map up to Added's estimate (%s):\n%s", wantLimit, data)
+	}
+	if got := remoteHead(t, remote, "refs/heads/snapshots"); got != more.Commit.String() {
+		t.Fatalf("remote head %s, want %s", got, more.Commit)
+	}
+	gitCmd(t, remote, "fsck", "--strict", "--no-dangling")
 }

@@ -446,7 +446,7 @@ func (w ociJobs) Publish(ctx context.Context, j queue.Job, save func(queue.Job) 
 	if err != nil {
 		return j, localErr(j, fmt.Errorf("commit gen %d: %w", j.Gen, err))
 	}
-	j.Commit, j.Tag = res.Commit.String(), res.Tag
+	j.Commit, j.Tag, j.Added = res.Commit.String(), res.Tag, res.BytesWritten
 	p.log.Info("oci generation committed", "gen", j.Gen, "layout", res.Layout, "commit", j.Commit, "manifest", state.Manifest)
 	return j, nil
 }

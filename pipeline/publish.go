@@ -103,6 +103,9 @@ type Published struct {
 	Commit, Tag string
 	// Existing (Recover): the commit was in the ledger already.
 	Existing bool
+	// Added is what the commit wrote over its parent (bytes of new
+	// blobs; 0: unknown), the push's send estimate (queue.Job.Added).
+	Added int64
 	// Job is work the daemon enqueues for the queue's queue.Publisher
 	// (nil: none).
 	Job *queue.Publish
@@ -152,7 +155,7 @@ func (p *GitPublisher) Publish(ctx context.Context, g Generation) (Published, er
 	if err != nil {
 		return Published{}, err
 	}
-	return Published{Commit: res.Commit.String(), Tag: res.Tag, Existing: res.Existing}, nil
+	return Published{Commit: res.Commit.String(), Tag: res.Tag, Existing: res.Existing, Added: res.BytesWritten}, nil
 }
 
 // Recover implements Publisher: it commits g unless the ledger has it or
@@ -209,7 +212,7 @@ func (o *outbox) enqueue(gen uint64, p Published, recovering bool) {
 	if o.queue == nil || (p.Commit == "" && p.Job == nil) {
 		return
 	}
-	j := queue.Job{Branch: o.repo.Config().Branch, Gen: gen, Commit: p.Commit, Tag: p.Tag, Enqueued: o.now().UTC(), Publish: p.Job}
+	j := queue.Job{Branch: o.repo.Config().Branch, Gen: gen, Commit: p.Commit, Tag: p.Tag, Added: p.Added, Enqueued: o.now().UTC(), Publish: p.Job}
 	err := o.queue.Enqueue(j)
 	switch {
 	case err == nil:

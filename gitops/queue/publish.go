@@ -269,7 +269,7 @@ func (q *Queue) attempt(ctx context.Context, j *Job) error {
 		}
 	}
 	tr.p.Commit = j.Commit
-	return q.opts.Pusher.Push(ctx, gitops.PushRequest{Branch: j.Branch, Commit: plumbing.NewHash(j.Commit), Tag: j.Tag, Progress: tr.progress})
+	return q.opts.Pusher.Push(ctx, gitops.PushRequest{Branch: j.Branch, Commit: plumbing.NewHash(j.Commit), Tag: j.Tag, Added: j.Added, Progress: tr.progress})
 }
 
 // Publishers dispatches to a Publisher by Publish.Kind, for a queue that

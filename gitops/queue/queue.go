@@ -60,10 +60,13 @@ type CorruptJob struct {
 
 // Job is one queued push: a generation's commit and tag for a branch.
 type Job struct {
-	Branch   string    `json:"branch"`
-	Gen      uint64    `json:"gen"`
-	Commit   string    `json:"commit"`        // 40 hex digits
-	Tag      string    `json:"tag,omitempty"` // local tag to push with it
+	Branch string `json:"branch"`
+	Gen    uint64 `json:"gen"`
+	Commit string `json:"commit"`        // 40 hex digits
+	Tag    string `json:"tag,omitempty"` // local tag to push with it
+	// Added is what the commit added over its parent, in bytes
+	// (gitops.PushRequest.Added; 0: unknown).
+	Added    int64     `json:"added,omitempty"`
 	Enqueued time.Time `json:"enqueued"`
 	Attempts int       `json:"attempts"` // failed attempts so far
 	// Timeouts counts the consecutive attempts killed by the push timeout

@@ -512,6 +512,7 @@ func TestLostAck(t *testing.T) {
 type fakePusher struct {
 	mu    sync.Mutex
 	calls []string
+	added []int64 // each call's PushRequest.Added
 	err   error
 }
 
@@ -519,7 +520,35 @@ func (f *fakePusher) Push(_ context.Context, r gitops.PushRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, r.Branch+"@"+r.Commit.String()[:4])
+	f.added = append(f.added, r.Added)
 	return f.err
+}
+
+// TestJobAddedReachesPush: a job's Added (what its commit added, the
+// push's send estimate) is kept in its file and handed to the Pusher.
+func TestJobAddedReachesPush(t *testing.T) {
+	dir := t.TempDir()
+	q, err := Open(dir, Options{Clock: newFakeClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(Job{Branch: "a", Gen: 1, Commit: commitOf(1), Added: 123 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(Job{Branch: "a", Gen: 2, Commit: commitOf(2)}); err != nil {
+		t.Fatal(err)
+	}
+	fp := &fakePusher{}
+	q, err = Open(dir, Options{Pusher: fp, Clock: newFakeClock(), PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(fp.added) != 2 || fp.added[0] != 123<<20 || fp.added[1] != 0 {
+		t.Fatalf("pushes got Added %v, want [%d 0]", fp.added, 123<<20)
+	}
 }
 
 func commitOf(i int) string { return fmt.Sprintf("%040x", i) }
