@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/snapd-ml/snapd/gitops/layout"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +12,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/snapd-ml/snapd/gitops/layout"
+	"github.com/snapd-ml/snapd/internal/testutil"
 
 	"github.com/go-git/go-git/v5/plumbing"
 )
@@ -375,12 +378,15 @@ func TestCatFileHintThenClose(t *testing.T) {
 		t.Fatal("open after Close succeeded")
 	}
 	fx.cf.hint(fx.ids[2]) // ignored
-	// exec's context watcher may still be returning: let it run.
-	for i := 0; runtime.NumGoroutine() > before; i++ {
-		if i == 1000 {
+	// exec's context watcher may still be returning (on a loaded
+	// machine, for longer than a thousand yields): wait for it, up to the
+	// failure guard.
+	guard := time.Now().Add(testutil.Guard)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(guard) {
 			t.Fatalf("%d goroutines after Close, %d before", runtime.NumGoroutine(), before)
 		}
-		runtime.Gosched()
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -55,6 +55,10 @@ type RetainResult struct {
 	// every time, the repack only once the packs hold more unreachable
 	// bytes than one kept generation's average.
 	Repacked bool
+	// PacksDropped counts the packs deleted whole because nothing the
+	// kept history reaches needed them (a dense generation's pack once
+	// the boundary passes it), before the repack rule was applied again.
+	PacksDropped int
 	// Skipped says why nothing was cut although history is old enough
 	// (a pending push outside the kept history); "" otherwise.
 	Skipped string
@@ -184,7 +188,7 @@ func (r *Repo) Retain(ctx context.Context, pushed plumbing.Hash, keep int, pendi
 	}
 	if err := r.retainStep("repack", func() error {
 		var err error
-		res.Repacked, err = r.repackAll(ctx, keep)
+		res.Repacked, res.PacksDropped, err = r.repackAll(ctx, keep)
 		return err
 	}); err != nil {
 		return res, err
@@ -318,41 +322,190 @@ func (r *Repo) deleteTagsOutside(kept map[plumbing.Hash]bool, keepTag map[string
 // dense generation's retention cost, and waiting for that much garbage
 // keeps the repository within keep + 2 generations. go-git then re-reads
 // the pack list.
-func (r *Repo) repackAll(ctx context.Context, keep int) (repacked bool, err error) {
+func (r *Repo) repackAll(ctx context.Context, keep int) (repacked bool, dropped int, err error) {
 	git, err := exec.LookPath("git")
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
-	base := append([]string{"-C", r.dir}, pushMemoryLimits...)
 	defer r.reindex()
-	run := func(args ...string) (string, error) {
-		out, err := gitexec.Output(ctx, localGit(git), append(append([]string{}, base...), args...)...)
-		if err != nil {
-			cause, stderr := gitexec.Split(err)
-			return "", fmt.Errorf("git %s: %w: %s", args[0], cause, gitexec.LastLine(stderr))
+	runWith := func(limits []string) func(args ...string) (string, error) {
+		base := append([]string{"-C", r.dir}, limits...)
+		return func(args ...string) (string, error) {
+			out, err := gitexec.Output(ctx, localGit(git), append(append([]string{}, base...), args...)...)
+			if err != nil {
+				cause, stderr := gitexec.Split(err)
+				return "", fmt.Errorf("git %s: %w: %s", args[0], cause, gitexec.LastLine(stderr))
+			}
+			return string(out), nil
 		}
-		return string(out), nil
 	}
+	run := runWith(pushMemoryLimits)
+	// The walks of the kept history read trees spread over every pack:
+	// they may map the packs whole (pushLimits), as a push maps what it
+	// sends; the repack keeps the 128 MiB bound.
+	stored, err := objectStoreBytes(objectsDir(r.dir))
+	if err != nil {
+		return false, 0, err
+	}
+	walkLimits := pushLimits(stored)
+	walk := runWith(walkLimits)
 	for _, args := range [][]string{
 		{"reflog", "expire", "--expire=now", "--all"},
 		{"prune", "--expire=now"},
 	} {
 		if _, err := run(args...); err != nil {
-			return false, err
+			return false, 0, err
 		}
 	}
-	garbage, reachable, err := r.packGarbage(run)
+	garbage, reachable, err := r.packGarbage(walk)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if keep < 1 {
 		keep = 1
 	}
 	if garbage <= reachable/int64(keep) {
-		return false, nil
+		return false, 0, nil
+	}
+	// A dense generation's pack (packw.go: one per commit) holds nothing
+	// the kept history reaches once the boundary passes it: dropping
+	// such packs costs a walk of the kept history, where the repack
+	// rewrote every kept generation (a 1 GiB model, three kept: 40-60
+	// CPU-s, holding the repository's lock).
+	dropped, droppedBytes, err := r.dropDeadPacks(ctx, git, walkLimits)
+	if err != nil {
+		return false, dropped, err
+	}
+	if garbage-droppedBytes <= reachable/int64(keep) {
+		return false, dropped, nil
 	}
 	_, err = run("repack", "-a", "-d", "-q", "--no-write-bitmap-index")
-	return err == nil, err
+	return err == nil, dropped, err
+}
+
+// dropDeadPacks deletes the packs no reachable object needs and returns
+// how many, and the object bytes they held. Reachable is what git rev-list --objects
+// --all --indexed-objects lists (the refs, HEAD, the index; the reflogs
+// were expired). An object found in several packs needs one of them:
+// the newest pack that holds it, unless an older holder is needed
+// already. Every local pack is complete (git writes none thin, packw
+// deltas only against bases in the same pack), so deleting one breaks
+// none of the others. Called with the lock held, after git prune.
+func (r *Repo) dropDeadPacks(ctx context.Context, git string, limits []string) (int, int64, error) {
+	objs := objectsDir(r.dir)
+	if r.objIdx == nil || r.objIdx.objects != objs {
+		r.objIdx = newObjIndex(objs)
+	}
+	x := r.objIdx
+	if err := x.refresh(); err != nil {
+		return 0, 0, err
+	}
+	if x.off || len(x.packs) < 2 {
+		return 0, 0, nil // alternates, or nothing to drop that a repack would not
+	}
+	type pk struct {
+		name string
+		idx  interface {
+			Contains(plumbing.Hash) (bool, error)
+		}
+		mtime  time.Time
+		needed bool
+	}
+	var packs []*pk
+	for name, idx := range x.packs {
+		st, err := os.Stat(filepath.Join(objs, "pack", strings.TrimSuffix(name, ".idx")+".pack"))
+		if err != nil {
+			return 0, 0, fmt.Errorf("pack %s: %w", name, err)
+		}
+		// A .keep pack stays, as git repack leaves it.
+		_, kerr := os.Stat(filepath.Join(objs, "pack", strings.TrimSuffix(name, ".idx")+".keep"))
+		packs = append(packs, &pk{name: name, idx: idx, mtime: st.ModTime(), needed: kerr == nil})
+	}
+	// Newest first, so a blob every pack carries (the literal deltas'
+	// base) keeps a new pack, not an old one.
+	sort.Slice(packs, func(i, j int) bool {
+		if !packs[i].mtime.Equal(packs[j].mtime) {
+			return packs[i].mtime.After(packs[j].mtime)
+		}
+		return packs[i].name < packs[j].name
+	})
+	cmd := gitexec.Command(ctx, localGit(git), append(append([]string{"-C", r.dir}, limits...),
+		"rev-list", "--objects", "--all", "--indexed-objects", "--no-object-names")...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, err
+	}
+	sc := bufio.NewScanner(out)
+	var scanErr error
+	for sc.Scan() {
+		line := sc.Text()
+		if !plumbing.IsHash(line) {
+			scanErr = fmt.Errorf("git rev-list: not an object name (%d bytes)", len(line))
+			break
+		}
+		h := plumbing.NewHash(line)
+		var first *pk
+		for _, p := range packs {
+			in, err := p.idx.Contains(h)
+			if err != nil {
+				scanErr = fmt.Errorf("pack %s: %w", p.name, err)
+				break
+			}
+			if !in {
+				continue
+			}
+			if p.needed {
+				first = nil
+				break
+			}
+			if first == nil {
+				first = p
+			}
+		}
+		if scanErr != nil {
+			break
+		}
+		if first != nil {
+			first.needed = true
+		}
+	}
+	if scanErr == nil {
+		scanErr = sc.Err()
+	}
+	if scanErr != nil {
+		cmd.Kill()
+		cmd.Wait()
+		return 0, 0, scanErr
+	}
+	if err := cmd.Wait(); err != nil {
+		cause, stderr := gitexec.Split(err)
+		return 0, 0, fmt.Errorf("git rev-list: %w: %s", cause, gitexec.LastLine(stderr))
+	}
+	var n int
+	var dropped int64
+	for _, p := range packs {
+		if p.needed {
+			continue
+		}
+		base := filepath.Join(objs, "pack", strings.TrimSuffix(p.name, ".idx"))
+		st, err := os.Stat(base + ".pack")
+		if err != nil {
+			return n, dropped, fmt.Errorf("pack %s: %w", p.name, err)
+		}
+		// The .pack first, as git does: an .idx without its .pack is
+		// ignored by every reader.
+		for _, ext := range []string{".pack", ".idx", ".rev", ".bitmap", ".mtimes", ".promisor"} {
+			if err := os.Remove(base + ext); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return n, dropped, fmt.Errorf("drop pack %s: %w", p.name, err)
+			}
+		}
+		n++
+		dropped += max(0, st.Size()-packFraming)
+	}
+	return n, dropped, nil
 }
 
 // packGarbage returns the bytes of objects in packs that no ref (nor the

@@ -440,17 +440,39 @@ func TestRetainRepackRule(t *testing.T) {
 		t.Fatalf("packs after Retain below the rule: %q, want %q", got, withGarbage)
 	}
 
-	// More packed garbage, past the rule: one pack of the reachable
-	// objects, the garbage gone.
+	// More packed garbage, past the rule, in packs that hold nothing
+	// reachable (as a dense generation's pack once the boundary passes
+	// it): those packs are deleted, nothing is rewritten.
 	packed2, n2 := packBlob(3000, 500)
 	if n1+n2 <= rule {
 		t.Fatalf("setup: %d + %d bytes of packed garbage are not past %d", n1, n2, rule)
 	}
-	if m := retain(); !m.Repacked {
-		t.Fatalf("not repacked with %d bytes of packed garbage, the rule is %d: %+v", n1+n2, rule, m)
+	if m := retain(); m.Repacked || m.PacksDropped != 2 {
+		t.Fatalf("with %d bytes of garbage in packs of nothing else (the rule is %d): %+v, want 2 packs dropped and no repack", n1+n2, rule, m)
 	}
-	if got := packs(); len(got) != 1 || present(packed1) || present(packed2) {
-		t.Fatalf("packs after the repack: %q (garbage present: %v %v)", got, present(packed1), present(packed2))
+	if got := packs(); fmt.Sprint(got) != fmt.Sprint(before) || present(packed1) || present(packed2) {
+		t.Fatalf("packs after dropping the garbage packs: %q, want %q (garbage present: %v %v)", got, before, present(packed1), present(packed2))
+	}
+
+	// Garbage past the rule in a pack that also holds a reachable object
+	// (the branch head's commit, so the pack is newest holder of it):
+	// the pack is needed, so the repack runs: one pack of the reachable
+	// objects, the garbage gone.
+	garbage3 := blob(4000, int(rule)+500)
+	head := strings.TrimSpace(gitCmd(t, repoDir, "rev-parse", "refs/heads/"+r.Config().Branch))
+	cmd := exec.Command("git", "pack-objects", "-q", filepath.Join("objects", "pack", "pack"))
+	cmd.Dir = repoDir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")
+	cmd.Stdin = strings.NewReader(garbage3 + "\n" + head + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git pack-objects: %v\n%s", err, out)
+	}
+	gitCmd(t, repoDir, "prune-packed")
+	if m := retain(); !m.Repacked || m.PacksDropped != 0 {
+		t.Fatalf("not repacked with garbage beside a reachable object, the rule is %d: %+v", rule, m)
+	}
+	if got := packs(); len(got) != 1 || present(garbage3) {
+		t.Fatalf("packs after the repack: %q (garbage present: %v)", got, present(garbage3))
 	}
 	// One pack of reachable objects: the store's object bytes are what
 	// git rev-list --disk-usage counts, no garbage.

@@ -104,8 +104,8 @@ func (d *Daemon) retainRepo(ctx context.Context, commit plumbing.Hash) {
 		d.log.Warn("retention: trimming the local repository's history failed (finished after the next push)", "keep", keep, "error", err)
 	case m.Skipped != "":
 		d.log.Info("retention: local repository history kept", "keep", keep, "reason", m.Skipped)
-	case m.Cut || m.Repacked:
+	case m.Cut || m.Repacked || m.PacksDropped > 0:
 		d.log.Info("retention: local repository history trimmed", "keep", keep, "oldest_gen", m.BoundaryGen, "oldest_commit", m.Boundary.String(),
-			"tags_deleted", m.TagsDeleted, "elapsed", m.Elapsed.Round(time.Millisecond))
+			"tags_deleted", m.TagsDeleted, "packs_dropped", m.PacksDropped, "repacked", m.Repacked, "elapsed", m.Elapsed.Round(time.Millisecond))
 	}
 }
