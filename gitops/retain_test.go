@@ -484,3 +484,67 @@ func TestRetainRepackRule(t *testing.T) {
 		t.Fatalf("Log after the repack: %d entries, %v", len(log), err)
 	}
 }
+
+// TestRetainDropsDensePacks: generations that change every chunk, in the
+// segments layout, each write a pack of their own (packw.go); once the
+// boundary passes a generation its pack holds nothing the kept history
+// needs, and Retain deletes it whole instead of repacking the kept
+// generations. The kept history stays complete (git fsck) and the store
+// stays within keep + 2 generations.
+func TestRetainDropsDensePacks(t *testing.T) {
+	const keep, gens = 2, 6
+	dir := t.TempDir()
+	chain := genChain(t, dir, gens, []testArray{{name: "w", data: pseudo(7, 400_000), chunk: 1024}}, func(g int, a []testArray) {
+		copy(a[0].data, pseudo(200+g, len(a[0].data)))
+	})
+	repoDir := filepath.Join(dir, "local.git")
+	key, _ := testKey(t)
+	r, err := OpenRepo(repoDir, Config{SigningKey: key, Layout: LayoutSegments, SegmentSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	packs := func() int {
+		m, err := filepath.Glob(filepath.Join(repoDir, "objects", "pack", "pack-*.pack"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(m)
+	}
+	dropped, repacked := 0, 0
+	var one int64
+	for g, path := range chain.paths {
+		before := packs()
+		res, err := r.Commit(ctx, Generation{WTXT: path})
+		if err != nil {
+			t.Fatalf("commit gen %d: %v", g+1, err)
+		}
+		if packs() != before+1 {
+			t.Fatalf("gen %d: %d packs after the commit, %d before: the generation did not write a pack of its own", g+1, packs(), before)
+		}
+		if g == 0 {
+			one = objectBytes(t, repoDir)
+		}
+		m, err := r.Retain(ctx, res.Commit, keep, nil)
+		if err != nil {
+			t.Fatalf("retain after gen %d: %v", g+1, err)
+		}
+		dropped += m.PacksDropped
+		if m.Repacked {
+			repacked++
+		}
+		gitCmd(t, repoDir, "fsck", "--strict", "--no-dangling")
+		if got := objectBytes(t, repoDir); got > (keep+2)*one {
+			t.Fatalf("after gen %d the store holds %d bytes, more than (keep + 2) × %d", g+1, got, one)
+		}
+	}
+	if dropped == 0 || repacked != 0 {
+		t.Fatalf("%d packs dropped and %d repacks over %d dense generations; want packs dropped, no repack", dropped, repacked, gens)
+	}
+	if n := packs(); n > keep+1 {
+		t.Fatalf("%d packs left, want at most keep + 1 = %d", n, keep+1)
+	}
+	if log, err := r.Log(ctx, 0); err != nil || len(log) != keep {
+		t.Fatalf("Log: %d entries, %v; want %d", len(log), err, keep)
+	}
+}
