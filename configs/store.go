@@ -25,6 +25,11 @@ type OCIStore struct {
 	// SegmentSize is the target size of one segment blob (chunk-aligned);
 	// default 4 MiB.
 	SegmentSize int64 `yaml:"segment_size"`
+	// DenseSegmentSize is the segment size while generations change
+	// nearly every segment (dense updates: fewer, larger uploads cost the
+	// registry less); default 16 MiB, 0: always SegmentSize. See
+	// pipeline.OCIConfig.DenseSegmentSize for when it applies.
+	DenseSegmentSize int64 `yaml:"dense_segment_size"`
 	// Threshold: a generation whose WTXT is larger than this many bytes
 	// goes the skeleton layout, smaller ones are committed whole to Git
 	// (still in order through the same queue). Default 0: with a
@@ -60,7 +65,7 @@ type OCIStore struct {
 const maxSegmentSize = 1 << 30
 
 func defaultOCIStore() OCIStore {
-	return OCIStore{SegmentSize: wtxt.DefaultSegmentSize, Jobs: 4, Timeout: Duration(30 * time.Second), StallTimeout: Duration(time.Minute)}
+	return OCIStore{SegmentSize: wtxt.DefaultSegmentSize, DenseSegmentSize: 4 * wtxt.DefaultSegmentSize, Jobs: 4, Timeout: Duration(30 * time.Second), StallTimeout: Duration(time.Minute)}
 }
 
 func (c *Config) validateStore() error {
@@ -70,6 +75,9 @@ func (c *Config) validateStore() error {
 	}
 	if o.SegmentSize < 1 || o.SegmentSize > maxSegmentSize {
 		return bad("segment_size", "%d: must be in [1, %d]", o.SegmentSize, maxSegmentSize)
+	}
+	if o.DenseSegmentSize != 0 && (o.DenseSegmentSize < o.SegmentSize || o.DenseSegmentSize > maxSegmentSize) {
+		return bad("dense_segment_size", "%d: must be 0 or in [segment_size %d, %d]", o.DenseSegmentSize, o.SegmentSize, maxSegmentSize)
 	}
 	if o.Threshold < 0 {
 		return bad("threshold", "%d: must be >= 0", o.Threshold)

@@ -17,7 +17,7 @@ func TestStoreOCI(t *testing.T) {
 	if o.Repository != "ghcr.io/acme/llama" || o.Threshold != 1<<20 || o.SegmentSize != 4<<20 || o.Jobs != 4 || o.Insecure || o.MountFrom != "acme/base" {
 		t.Fatalf("store.oci %+v", o)
 	}
-	if d := Default().Store.OCI; d.Repository != "" || d.SegmentSize != 4<<20 || d.Threshold != 0 || d.Jobs != 4 ||
+	if d := Default().Store.OCI; d.Repository != "" || d.SegmentSize != 4<<20 || d.DenseSegmentSize != 16<<20 || d.Threshold != 0 || d.Jobs != 4 ||
 		time.Duration(d.Timeout) != 30*time.Second || time.Duration(d.StallTimeout) != time.Minute {
 		t.Fatalf("defaults %+v", d)
 	}
@@ -32,6 +32,8 @@ func TestStoreOCI(t *testing.T) {
 		{"store: {oci: {repository: ghcr.io/acme/x@sha256:00}}", "store.oci.repository"},
 		{"store: {oci: {repository: ghcr.io/acme/x, segment_size: 0}}", "store.oci.segment_size"},
 		{"store: {oci: {repository: ghcr.io/acme/x, segment_size: 2147483648}}", "store.oci.segment_size"},
+		{"store: {oci: {repository: ghcr.io/acme/x, dense_segment_size: 1048576}}", "store.oci.dense_segment_size"},
+		{"store: {oci: {repository: ghcr.io/acme/x, dense_segment_size: 2147483648}}", "store.oci.dense_segment_size"},
 		{"store: {oci: {repository: ghcr.io/acme/x, threshold: -1}}", "store.oci.threshold"},
 		{"store: {oci: {repository: ghcr.io/acme/x, jobs: 0}}", "store.oci.jobs"},
 		{"store: {oci: {repository: ghcr.io/acme/x, timeout: 0s}}", "store.oci.timeout"},

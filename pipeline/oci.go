@@ -39,6 +39,18 @@ type OCIConfig struct {
 	StateDir string
 	// SegmentSize is the target segment blob size (0: wtxt.DefaultSegmentSize).
 	SegmentSize int64
+	// DenseSegmentSize (0: none) is the target size while generations
+	// change nearly every segment: once a push uploads at least 90% of
+	// its segments, later generations are cut at DenseSegmentSize, until
+	// one uploads fewer than half of them. Only a push cut at the same
+	// size as the one before it is judged (a new size uploads every
+	// segment once). Fewer, larger blobs cost the registry less per byte
+	// (a dense 1 GiB generation to a local distribution registry: 16 MiB
+	// segments about 12% faster than 4 MiB), and dense updates share no
+	// segment between generations anyway; sparse ones keep the small
+	// segments that make their uploads small. Each upload holds one
+	// segment in memory.
+	DenseSegmentSize int64
 	// Threshold: a generation whose WTXT is larger than this many bytes goes
 	// the skeleton layout; smaller ones are committed whole as before (still
 	// through the queue, so generations land in order). 0: every generation.
@@ -77,6 +89,10 @@ type OCIPublisher struct {
 	// recognised no segment (a dense update: every segment changes);
 	// guarded by prevMu (useSegmentCache).
 	cacheIdle int
+	// segDense: generations are cut at DenseSegmentSize; lastSeg is the
+	// size the last push was cut at (0: none yet). Guarded by prevMu.
+	segDense bool
+	lastSeg  int64
 
 	// read counts the bytes of the WTXT being uploaded that the split has
 	// read (snapd_oci_pending_bytes subtracts them; segments known from
@@ -95,8 +111,8 @@ func NewOCIPublisher(reg *oci.Repository, repo *gitops.Repo, cfg OCIConfig) (*OC
 	if reg == nil || repo == nil || cfg.StateDir == "" {
 		return nil, errors.New("pipeline: OCI publisher needs a registry, a Git repository and a state dir")
 	}
-	if cfg.SegmentSize < 0 || cfg.Threshold < 0 {
-		return nil, errors.New("pipeline: OCI segment size and threshold must be >= 0")
+	if cfg.SegmentSize < 0 || cfg.DenseSegmentSize < 0 || cfg.Threshold < 0 {
+		return nil, errors.New("pipeline: OCI segment sizes and threshold must be >= 0")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -281,12 +297,50 @@ func (p *OCIPublisher) publishDirect(g Generation) (Published, error) {
 }
 
 // segmentSize is the target segment size of both paths (the split's
-// default when not configured), so that they cut the same segments.
+// default when not configured; DenseSegmentSize while updates are
+// dense), so that they cut the same segments.
 func (p *OCIPublisher) segmentSize() int64 {
-	if p.cfg.SegmentSize > 0 {
+	p.prevMu.Lock()
+	defer p.prevMu.Unlock()
+	return p.sizeFor(p.segDense)
+}
+
+// sizeFor is the segment size in dense mode or not.
+func (p *OCIPublisher) sizeFor(dense bool) int64 {
+	switch {
+	case dense && p.cfg.DenseSegmentSize > 0:
+		return p.cfg.DenseSegmentSize
+	case p.cfg.SegmentSize > 0:
 		return p.cfg.SegmentSize
 	}
 	return wtxt.DefaultSegmentSize
+}
+
+// resumeSegments sets the segment mode from the head generation's record
+// (a start: its segment size says whether the run was in dense mode).
+func (p *OCIPublisher) resumeSegments(seg int64) {
+	p.prevMu.Lock()
+	defer p.prevMu.Unlock()
+	if p.lastSeg == 0 && seg > 0 {
+		p.lastSeg = seg
+		p.segDense = p.cfg.DenseSegmentSize > 0 && seg == p.cfg.DenseSegmentSize && seg != p.sizeFor(false)
+	}
+}
+
+// nextDense is the segment mode after a push of segments segments, of
+// which uploaded were uploaded, cut at seg bytes where the push before it
+// was cut at prevSeg: judged only when both were cut alike.
+func nextDense(dense bool, seg, prevSeg int64, segments, uploaded int) bool {
+	if seg != prevSeg || segments <= 0 {
+		return dense
+	}
+	switch {
+	case uploaded*10 >= segments*9:
+		return true
+	case uploaded*2 < segments:
+		return false
+	}
+	return dense
 }
 
 // previous returns the segments of the last generation this process
@@ -334,9 +388,15 @@ func (p *OCIPublisher) forgetPrevious() {
 
 // pushed records generation gen's push: its segments for the next one,
 // the metrics and OCIStatsFile.
-func (p *OCIPublisher) pushed(gen uint64, res *oci.PushResult) {
+func (p *OCIPublisher) pushed(gen uint64, res *oci.PushResult, seg int64) {
 	p.prevMu.Lock()
 	p.prevKeys = res.Keys
+	if dense := nextDense(p.segDense, seg, p.lastSeg, res.Segments, res.Uploaded); dense != p.segDense {
+		p.log.Info("registry segments: the next generations are cut at a new size", "gen", gen, "segments", res.Segments, "uploaded", res.Uploaded,
+			"segment_size", p.sizeFor(dense), "dense", dense)
+		p.segDense = dense
+	}
+	p.lastSeg = seg
 	p.prevMu.Unlock()
 	p.uploaded.Add(float64(res.UploadedBytes))
 	p.skipped.Add(float64(res.SkippedBytes))
@@ -397,7 +457,8 @@ func (w ociJobs) Publish(ctx context.Context, j queue.Job, save func(queue.Job) 
 			return j, localErr(j, fmt.Errorf("held WTXT of gen %d: %w", j.Gen, err))
 		}
 		p.read.Store(0)
-		res, err := p.reg.PushWTXTAt(ctx, &countingReaderAt{r: f, n: &p.read}, st.Size(), fmt.Sprintf("gen %s", h.Root.Gen), out, p.cfg.SegmentSize, p.previous())
+		seg := p.segmentSize()
+		res, err := p.reg.PushWTXTAt(ctx, &countingReaderAt{r: f, n: &p.read}, st.Size(), fmt.Sprintf("gen %s", h.Root.Gen), out, seg, p.previous())
 		defer p.read.Store(0)
 		if err != nil {
 			if errors.Is(err, oci.ErrManifestBlobUnknown) {
@@ -410,7 +471,7 @@ func (w ociJobs) Publish(ctx context.Context, j queue.Job, save func(queue.Job) 
 		if err := out.Commit(); err != nil {
 			return j, err
 		}
-		p.pushed(j.Gen, res)
+		p.pushed(j.Gen, res, seg)
 		state = ociState{Repository: p.reg.Name(), Manifest: res.Manifest.Digest.String(), Skeleton: skel,
 			UploadedBytes: res.UploadedBytes, SkippedBytes: res.SkippedBytes}
 		b, err := json.Marshal(state)

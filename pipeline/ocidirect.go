@@ -144,6 +144,7 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 		// segments claims that the head's manifest must confirm.
 		if rec := ringOCIRecord(d.ringDir, head.Gen); rec != nil && rec.Repository == p.reg.Name() {
 			prev = oci.Previous{Segments: prevSkel.Keys(), Manifest: rec.Manifest}
+			p.resumeSegments(rec.SegmentSize)
 		}
 	}
 	// Segments first: the registry stores (and hashes) what it receives
@@ -173,7 +174,7 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 		d.log.Warn("registry push from the build failed: the generation is written to the ring and uploaded by the resend queue", "gen", gen, "error", err)
 		return nil, false, nil
 	}
-	p.pushed(gen, res)
+	p.pushed(gen, res, segSize)
 	if cache && prevSkel != nil {
 		p.cacheUsed(res)
 	}

@@ -406,7 +406,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 		deps.Publisher = pipeline.NewGitPublisher(deps.Repo)
 		if ociRepo != nil {
 			op, err := pipeline.NewOCIPublisher(ociRepo, deps.Repo, pipeline.OCIConfig{StateDir: c.StateDir,
-				SegmentSize: c.Store.OCI.SegmentSize, Threshold: c.Store.OCI.Threshold, Logger: log})
+				SegmentSize: c.Store.OCI.SegmentSize, DenseSegmentSize: c.Store.OCI.DenseSegmentSize, Threshold: c.Store.OCI.Threshold, Logger: log})
 			if err != nil {
 				return usageError{err}
 			}
