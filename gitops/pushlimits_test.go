@@ -13,28 +13,36 @@ import (
 	"testing"
 )
 
-// TestPushBoundsPackMemory: the git push child gets the memory limits
-// (pushMemoryLimits) on its command line, and the push still delivers a
-// complete history.
-func TestPushBoundsPackMemory(t *testing.T) {
+// loggedPushes returns a repository of n generations, a Pusher to a new
+// bare file:// remote whose git (the local receive-pack too) logs its
+// arguments, one line per run, to argLog.
+func loggedPushes(t *testing.T, n int) (r *Repo, res []*Result, p *GitPusher, remote, argLog string) {
+	t.Helper()
 	realGit, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("git not installed")
 	}
-	r, res := chainRepo(t, 2)
+	r, res = chainRepo(t, n)
 	dir := t.TempDir()
-	remote := filepath.Join(dir, "r.git")
+	remote = filepath.Join(dir, "r.git")
 	gitCmd(t, dir, "init", "-q", "--bare", remote)
-	argLog := filepath.Join(dir, "args")
+	argLog = filepath.Join(dir, "args")
 	wrapper := filepath.Join(dir, "git-wrapper")
 	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + argLog + "'\nexec '" + realGit + "' \"$@\"\n"
 	if err := os.WriteFile(wrapper, []byte(script), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPusher(r.Dir(), Remote{URL: "file://" + remote, Git: wrapper})
-	if err != nil {
+	if p, err = NewPusher(r.Dir(), Remote{URL: "file://" + remote, Git: wrapper}); err != nil {
 		t.Fatal(err)
 	}
+	return r, res, p, remote, argLog
+}
+
+// TestPushBoundsPackMemory: the git push child gets the memory limits
+// (pushMemoryLimits) on its command line, and the push still delivers a
+// complete history.
+func TestPushBoundsPackMemory(t *testing.T) {
+	r, res, p, remote, argLog := loggedPushes(t, 2)
 	for _, x := range res {
 		if err := p.Push(context.Background(), req(r, x)); err != nil {
 			t.Fatal(err)
@@ -174,24 +182,7 @@ func TestPushLimitsScale(t *testing.T) {
 // with the remote behind the parent, it counts with rev-list as before.
 // Every push delivers the history.
 func TestPushAddedSkipsCount(t *testing.T) {
-	realGit, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("git not installed")
-	}
-	r, res := chainRepo(t, 5)
-	dir := t.TempDir()
-	remote := filepath.Join(dir, "r.git")
-	gitCmd(t, dir, "init", "-q", "--bare", remote)
-	argLog := filepath.Join(dir, "args")
-	wrapper := filepath.Join(dir, "git-wrapper")
-	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + argLog + "'\nexec '" + realGit + "' \"$@\"\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewPusher(r.Dir(), Remote{URL: "file://" + remote, Git: wrapper})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, res, p, remote, argLog := loggedPushes(t, 5)
 	const added = 300 << 20 // pretend: a large generation
 	wantLimit := "core.packedGitLimit=" + strconv.FormatInt((addedSendBytes(added)+pushMappedSlack+(1<<20)-1)>>20, 10) + "m"
 	for i, c := range []struct {
