@@ -39,6 +39,20 @@ func newObjIndex(objects string) *objIndex {
 	return &objIndex{objects: objects, packs: map[string]*idxfile.MemoryIndex{}}
 }
 
+// objectIndex returns r's object index of the objects directory objects,
+// refreshed; an error (a pack index that cannot be read) drops it, so
+// the next call reads every index again. Called with r's lock held.
+func (r *Repo) objectIndex(objects string) (*objIndex, error) {
+	if r.objIdx == nil || r.objIdx.objects != objects {
+		r.objIdx = newObjIndex(objects)
+	}
+	if err := r.objIdx.refresh(); err != nil {
+		r.objIdx = nil
+		return nil, err
+	}
+	return r.objIdx, nil
+}
+
 // refresh reads the pack list again: indexes of new packs are read,
 // those of removed packs dropped.
 func (x *objIndex) refresh() error {

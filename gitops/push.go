@@ -33,7 +33,7 @@ type PushRequest struct {
 	// parent (Result.BytesWritten). When the remote branch is at that
 	// parent, Push takes it (plus the trees' share) as the bytes to
 	// send instead of walking both histories with git rev-list (a dense
-	// 1 GiB generation's 300k objects: 1.5-3 s before every push).
+	// 1 GiB generation's 300k objects: about 3 s before every push).
 	Added int64
 	// Progress, if set, is called (from the goroutine running Push, which
 	// it must not block for long) at the start of each phase and at each

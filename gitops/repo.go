@@ -273,17 +273,10 @@ func (r *Repo) newBuilder(ctx context.Context, head *headInfo) (*builder, []byte
 	}
 	b := &builder{st: r.r.Storer, ctx: ctx, objects: objectsDir(r.dir), knownSegs: r.segKeys}
 	if b.objects != "" {
-		if r.objIdx == nil || r.objIdx.objects != b.objects {
-			r.objIdx = newObjIndex(b.objects)
-		}
 		// A pack index that cannot be read leaves the checks to go-git.
-		if err := r.objIdx.refresh(); err == nil {
-			b.idx = r.objIdx
-		} else {
-			r.objIdx = nil
+		if x, err := r.objectIndex(b.objects); err == nil {
+			b.idx = x
 		}
-	}
-	if b.objects != "" {
 		b.pack = newPackWriter(b.objects)
 		b.pack.setDeltaBase(plumbing.ComputeHash(plumbing.BlobObject, attrText), attrText)
 		if r.checkPacks {

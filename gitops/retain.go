@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/snapd-ml/snapd/internal/atomicfile"
@@ -370,8 +371,8 @@ func (r *Repo) repackAll(ctx context.Context, keep int) (repacked bool, dropped 
 	// A dense generation's pack (packw.go: one per commit) holds nothing
 	// the kept history reaches once the boundary passes it: dropping
 	// such packs costs a walk of the kept history, where the repack
-	// rewrote every kept generation (a 1 GiB model, three kept: 40-60
-	// CPU-s, holding the repository's lock).
+	// rewrote every kept generation (a 1 GiB model, three kept: about
+	// 50 CPU-s, holding the repository's lock).
 	dropped, droppedBytes, err := r.dropDeadPacks(ctx, git, walkLimits)
 	if err != nil {
 		return false, dropped, err
@@ -393,21 +394,16 @@ func (r *Repo) repackAll(ctx context.Context, keep int) (repacked bool, dropped 
 // none of the others. Called with the lock held, after git prune.
 func (r *Repo) dropDeadPacks(ctx context.Context, git string, limits []string) (int, int64, error) {
 	objs := objectsDir(r.dir)
-	if r.objIdx == nil || r.objIdx.objects != objs {
-		r.objIdx = newObjIndex(objs)
-	}
-	x := r.objIdx
-	if err := x.refresh(); err != nil {
+	x, err := r.objectIndex(objs)
+	if err != nil {
 		return 0, 0, err
 	}
 	if x.off || len(x.packs) < 2 {
 		return 0, 0, nil // alternates, or nothing to drop that a repack would not
 	}
 	type pk struct {
-		name string
-		idx  interface {
-			Contains(plumbing.Hash) (bool, error)
-		}
+		name   string
+		idx    *idxfile.MemoryIndex
 		mtime  time.Time
 		needed bool
 	}
