@@ -16,6 +16,9 @@ import (
 // DeltaMagic starts every DELTA v2 file.
 const DeltaMagic = "WTXT-DELTA 2"
 
+// deltaStartShape is the rest of a delta's first line, as its error spells it.
+const deltaStartShape = "base_sha256_all=<hex64>"
+
 // ErrWrongBase is wrapped when a delta is applied to a base whose computed
 // sha256_all is not the delta's base_sha256_all.
 var ErrWrongBase = errors.New("delta does not apply to this base")
@@ -299,7 +302,7 @@ func (d *deltaReader) readStart() ([32]byte, error) {
 	}
 	v, msg := fields(line, DeltaMagic, []string{"base_sha256_all"}, false)
 	if msg != "" {
-		return [32]byte{}, d.fail(CheckDelta, "", -1, "first line must be %q base_sha256_all=<hex64>", DeltaMagic)
+		return [32]byte{}, d.fail(CheckDelta, "", -1, "first line must be %q %s", DeltaMagic, deltaStartShape)
 	}
 	want, ok := parseHex32(v[0])
 	if !ok {

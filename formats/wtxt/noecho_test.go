@@ -153,5 +153,5 @@ func TestSegErrorsNeverEcho(t *testing.T) {
 // fixedTexts are the format's constants that an error may spell out (the
 // line it expected): testutil.EchoedRun ignores them.
 func fixedTexts() []string {
-	return []string{pendingNote, strconv.Quote(magicLine), strconv.Quote(SkeletonMagic), strconv.Quote(endLine), strconv.Quote(DeltaMagic)}
+	return []string{pendingNote, strconv.Quote(magicLine), strconv.Quote(SkeletonMagic), strconv.Quote(endLine), strconv.Quote(DeltaMagic), deltaStartShape, segLineShape}
 }

@@ -24,6 +24,10 @@ const SegmentCacheMagic = "snapd-segment-cache 1"
 // accepts (a 70B model at 4 MiB segments needs about 4 MB).
 const MaxSegmentCacheBytes = 256 << 20
 
+// segLineShape is what an entry line of the cache file must look like, as its
+// error spells it.
+const segLineShape = "want <array> <first_chunk> <chunks> <bytes> <tag>"
+
 // SegmentCache lets EncodeSkeleton skip the SHA-256 of every chunk of a
 // segment whose bytes did not change since the previous generation. The
 // skeleton needs each chunk's sha256 and crc32c; a segment that holds
@@ -230,10 +234,10 @@ func parseSegmentCache(b []byte) (keyID string, tags map[segPos][32]byte, err er
 		}
 		f := bytes.Split(line, []byte(" "))
 		if len(f) != 5 {
-			return "", nil, bad(n, "want <array> <first_chunk> <chunks> <bytes> <tag>")
+			return "", nil, bad(n, segLineShape)
 		}
 		if _, okName := NameNeedsExt(string(f[0])); !okName {
-			return "", nil, bad(n, "want <array> <first_chunk> <chunks> <bytes> <tag>")
+			return "", nil, bad(n, segLineShape)
 		}
 		var p segPos
 		p.array = string(f[0])
