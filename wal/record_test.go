@@ -142,10 +142,11 @@ func FuzzParseLine(f *testing.F) {
 		f.Add(line)
 	}
 	f.Add([]byte("snapreq/1 gen=1 ts=1 by=x src=%\n"))
+	fixed := testutil.SourceTexts(f, ".")
 	f.Fuzz(func(t *testing.T, line []byte) {
 		r, err := ParseLine(line)
 		if err != nil {
-			if run, ok := testutil.EchoedRun(err.Error(), line); ok {
+			if run, ok := testutil.EchoedRun(err.Error(), line, fixed...); ok {
 				t.Fatalf("error echoes the line run %q: %v", run, err)
 			}
 			return

@@ -184,6 +184,7 @@ func FuzzReadDeltaStructure(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(readDeltaFixture(f, filepath.Base(s)))
 	}
+	fixed := append(fixedTexts(), testutil.SourceTexts(f, ".")...)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ReadDeltaStructure(context.Background(), "f", bytes.NewReader(data))
 		if err != nil {
@@ -191,7 +192,7 @@ func FuzzReadDeltaStructure(f *testing.F) {
 			if !errors.As(err, &we) {
 				t.Fatalf("error %v is not a *Error", err)
 			}
-			if run, ok := testutil.EchoedRun(err.Error(), data, fixedTexts()...); ok {
+			if run, ok := testutil.EchoedRun(err.Error(), data, fixed...); ok {
 				t.Fatalf("error echoes the input run %q: %v", run, err)
 			}
 			return

@@ -35,6 +35,7 @@ func FuzzVerify(f *testing.F) {
 		f.Add(bytes.Replace(b, []byte("rows_per_chunk=65536"), []byte("rows_per_chunk=3"), 1))
 	}
 	ctx := context.Background()
+	fixed := append(fixedTexts(), testutil.SourceTexts(f, ".")...)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		rep, err := Verify(ctx, bytes.NewReader(in), VerifyOptions{HMACKey: []byte("k"), WSUM: []byte("WSUM 1\n")})
 		if rep == nil {
@@ -43,7 +44,7 @@ func FuzzVerify(f *testing.F) {
 		if err != nil {
 			// Errors never echo file content (a run of the input with
 			// a byte no name, decimal or digest holds).
-			if run, ok := testutil.EchoedRun(err.Error(), in, fixedTexts()...); ok {
+			if run, ok := testutil.EchoedRun(err.Error(), in, fixed...); ok {
 				t.Fatalf("error echoes the input run %q: %v", run, err)
 			}
 		}
@@ -127,10 +128,11 @@ func FuzzApplyDelta(f *testing.F) {
 		f.Add(d)
 	}
 	ctx := context.Background()
+	fixed := append(fixedTexts(), testutil.SourceTexts(f, ".")...)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var out bytes.Buffer
 		if _, err := ApplyDelta(ctx, &out, bytes.NewReader(base), int64(len(base)), bytes.NewReader(in), "fuzz.wtxtdelta"); err != nil {
-			if run, ok := testutil.EchoedRun(err.Error(), in, fixedTexts()...); ok {
+			if run, ok := testutil.EchoedRun(err.Error(), in, fixed...); ok {
 				t.Fatalf("error echoes the input run %q: %v", run, err)
 			}
 			return

@@ -252,10 +252,11 @@ func FuzzSkeleton(f *testing.F) {
 		}
 	}
 	ctx := context.Background()
+	fixed := append(fixedTexts(), testutil.SourceTexts(f, ".")...)
 	f.Fuzz(func(t *testing.T, in []byte, asSkeleton bool) {
 		if asSkeleton {
 			if _, err := assembleBytes(in, mapBlobs{}); err != nil {
-				if run, ok := testutil.EchoedRun(err.Error(), in, fixedTexts()...); ok {
+				if run, ok := testutil.EchoedRun(err.Error(), in, fixed...); ok {
 					t.Fatalf("Assemble error echoes the input run %q: %v", run, err)
 				}
 			}
@@ -268,7 +269,7 @@ func FuzzSkeleton(f *testing.F) {
 			return nil
 		}, SplitOptions{SegmentSize: 64, MaxSegment: 1 << 20})
 		if err != nil {
-			if run, ok := testutil.EchoedRun(err.Error(), in, fixedTexts()...); ok {
+			if run, ok := testutil.EchoedRun(err.Error(), in, fixed...); ok {
 				t.Fatalf("Split error echoes the input run %q: %v", run, err)
 			}
 			return

@@ -88,10 +88,11 @@ func FuzzParsePatch(f *testing.F) {
 	if m, _ := filepath.Glob("testdata/fuzz/FuzzParsePatch/*"); len(m) == 0 {
 		f.Fatal("no seeds in testdata/fuzz/FuzzParsePatch")
 	}
+	fixed := testutil.SourceTexts(f, ".")
 	f.Fuzz(func(t *testing.T, s string) {
 		p, err := ParsePatch(s)
 		if err != nil {
-			if run, ok := testutil.EchoedRun(err.Error(), []byte(s)); ok {
+			if run, ok := testutil.EchoedRun(err.Error(), []byte(s), fixed...); ok {
 				t.Fatalf("error echoes the patch run %q: %v", run, err)
 			}
 			return

@@ -136,13 +136,14 @@ func FuzzParse(f *testing.F) {
 		f.Fatal("no seeds in testdata/fuzz/FuzzParse")
 	}
 	priv := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+	fixed := testutil.SourceTexts(f, ".")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := Parse(b)
 		if err == nil && s.PublicKey == nil {
 			t.Fatal("nil key without error")
 		}
 		if err != nil {
-			if run, ok := testutil.EchoedRun(err.Error(), b); ok {
+			if run, ok := testutil.EchoedRun(err.Error(), b, fixed...); ok {
 				t.Fatalf("error echoes the input run %q: %v", run, err)
 			}
 		}

@@ -11,10 +11,11 @@ func FuzzParseSeal(f *testing.F) {
 	for _, b := range testutil.Seeds(f, "testdata/*.wseal") {
 		f.Add(b)
 	}
+	fixed := testutil.SourceTexts(f, ".", "..")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := ParseSeal(b)
 		if err != nil {
-			if run, ok := testutil.EchoedRun(err.Error(), b); ok {
+			if run, ok := testutil.EchoedRun(err.Error(), b, fixed...); ok {
 				t.Fatalf("error echoes the input run %q: %v", run, err)
 			}
 			return

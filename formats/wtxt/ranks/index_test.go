@@ -282,6 +282,7 @@ func FuzzParse(f *testing.F) {
 	for _, b := range testutil.Seeds(f, "testdata/*.ranks") {
 		f.Add(b)
 	}
+	fixed := testutil.SourceTexts(f, ".", "..")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ix, err := Parse(b, "fuzz")
 		dx, derr := Decode(bytes.NewReader(b), int64(len(b)), "fuzz")
@@ -293,7 +294,7 @@ func FuzzParse(f *testing.F) {
 			if !errors.As(err, &e) {
 				t.Fatalf("error is not a *wtxt.Error: %v", err)
 			}
-			if run, ok := testutil.EchoedRun(err.Error(), b); ok {
+			if run, ok := testutil.EchoedRun(err.Error(), b, fixed...); ok {
 				t.Fatalf("error echoes the input run %q: %v", run, err)
 			}
 			return

@@ -74,10 +74,11 @@ func FuzzParseConfig(f *testing.F) {
 	for _, b := range testutil.Seeds(f, "testdata/config-*.json") {
 		f.Add(b)
 	}
+	fixed := testutil.SourceTexts(f, ".")
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c, err := ParseConfig(in)
 		if err != nil {
-			if run, ok := testutil.EchoedRun(err.Error(), in); ok {
+			if run, ok := testutil.EchoedRun(err.Error(), in, fixed...); ok {
 				t.Fatalf("error echoes the input run %q: %v", run, err)
 			}
 			return
