@@ -22,7 +22,8 @@ import (
 //
 // With retention.repo the local repository holds only the newest pushed
 // generations while the ring holds all twelve: recovery still recognises
-// the older ones as published.
+// the older ones as published. The remote is a file:// one: recovery, not
+// the transport, is under test (HTTP push: TestRetentionNeverPrunesUnpushed).
 func TestCleanRestartRecognisesCommittedGenerations(t *testing.T) {
 	for _, keep := range []int{0, 3} {
 		t.Run(fmt.Sprintf("retain-repo-%d", keep), func(t *testing.T) { testCleanRestart(t, keep) })
@@ -31,7 +32,7 @@ func TestCleanRestartRecognisesCommittedGenerations(t *testing.T) {
 
 func testCleanRestart(t *testing.T, keep int) {
 	f := newFixture(t)
-	remote := gittest.NewHTTPRemote(t)
+	remote := fileRemote(t)
 	withRemote := func(c *Config, d *Deps) {
 		c.Retention.Repo = keep
 		p, err := gitops.NewPusher(filepath.Join(f.dir, RepoDir), gitops.Remote{URL: remote.URL})
@@ -85,7 +86,7 @@ func testCleanRestart(t *testing.T, keep int) {
 	if got := strings.TrimSpace(gittest.Git(t, remote.Dir, "log", "-1", "--format=%(trailers:key=Snapd-Gen,valueonly)", "refs/heads/snapshots")); got != "000012" {
 		t.Fatalf("remote head gen %q", got)
 	}
-	remote.Fsck(t)
+	gittest.Git(t, remote.Dir, "fsck", "--strict", "--no-dangling")
 	if keep > 0 {
 		if got := strings.TrimSpace(gittest.Git(t, filepath.Join(f.dir, RepoDir), "rev-list", "--count", "refs/heads/snapshots")); got != fmt.Sprint(keep) {
 			t.Fatalf("local repository: %s commits, want %d", got, keep)
