@@ -292,7 +292,13 @@
 // already holds the commit (a lost acknowledgement) it only completes the
 // tag; if the remote head is not an ancestor of the commit in the local
 // history it fails with ErrDiverged and sends nothing. Then one git push
-// --porcelain --progress <commit>:refs/heads/<branch> [tag:tag]. It never
+// --porcelain --progress <commit>:refs/heads/<branch> [tag:tag]. A push
+// whose commit is a child of what the same pusher last pushed (or last
+// listed) skips the listing: one git push --atomic, one connection; a
+// refusal of it (the remote moved; porcelain "[rejected]" lines classify
+// it as ErrDiverged, whatever the user's advice settings) sends nothing,
+// tag included, and Push lists and decides as above. A remote that does
+// not take --atomic is listed before every push. It never
 // force-pushes, and it never reads the branch ref a concurrent Commit
 // rewrites (the commit is pushed by hash). PushRequest.Progress, when set,
 // hears each phase (ls-remote, rev-list, push) with its kill limits and

@@ -204,8 +204,34 @@ func (p *GitPusher) runObserved(ctx context.Context, op string, args, env []stri
 			ge.cause = c
 		}
 		ge.Kind = classifyGit(stderr.lines(0))
+		if k := classifyPorcelain(stdout.String()); k != nil {
+			ge.Kind = k
+		}
 	}
 	return "", ge
+}
+
+// classifyPorcelain returns the kind of a refused git push --porcelain
+// from its status lines on stdout ("!\t<src>:<dst>\t[rejected] (reason)"),
+// or nil when no ref was refused. Unlike stderr's hints, these lines do
+// not depend on the user's advice settings.
+func classifyPorcelain(stdout string) error {
+	var kind error
+	for _, l := range strings.Split(stdout, "\n") {
+		f := strings.SplitN(l, "\t", 3)
+		if len(f) < 3 || f[0] != "!" {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(f[2], "[rejected]"):
+			kind = ErrDiverged
+		case strings.HasPrefix(f[2], "[remote rejected]"), strings.HasPrefix(f[2], "[remote failure]"):
+			if kind == nil {
+				kind = ErrRejected
+			}
+		}
+	}
+	return kind
 }
 
 // classifyGit returns the kind of a git failure from its stderr.

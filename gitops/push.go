@@ -13,11 +13,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
@@ -145,6 +147,13 @@ type GitPusher struct {
 	display string
 	getenv  func(string) string
 	log     *slog.Logger
+
+	// known is the remote's branch heads as this pusher last saw them
+	// (its own successful pushes, or a listing): a push of a child of the
+	// known head goes without listing the remote first.
+	mu       sync.Mutex
+	known    map[string]plumbing.Hash
+	noAtomic bool // the remote refused --atomic: always list first
 }
 
 // NewPusher returns a pusher for the repository at repoDir (as written by
@@ -345,16 +354,44 @@ func (p *GitPusher) gitEnv() (args, env []string, cleanup func(), err error) {
 // shellQuote quotes s for sh.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
+// knownHead returns the remote's head of branch as this pusher last saw it.
+func (p *GitPusher) knownHead(branch string) (plumbing.Hash, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h, ok := p.known[branch]
+	return h, ok && !p.noAtomic
+}
+
+func (p *GitPusher) setKnown(branch string, h plumbing.Hash) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.known == nil {
+		p.known = map[string]plumbing.Hash{}
+	}
+	p.known[branch] = h
+}
+
+func (p *GitPusher) forget(branch string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.known, branch)
+}
+
 func (p *GitPusher) fail(branch string, kind, err error) error {
 	return &PushError{Remote: p.display, Branch: branch, Kind: kind, Err: err}
 }
 
 // Push implements Pusher. It lists the remote (git ls-remote), decides
 // what to send from the local history, then runs one git push of
-// <commit>:refs/heads/<branch> (and the tag) without force. Each git
-// child runs in its own process group under the size-scaled timeout and
-// the stall watchdog; on any failure the group is killed and, for a
-// local remote, the quarantine directories the attempt left are removed.
+// <commit>:refs/heads/<branch> (and the tag) without force. When the
+// commit's first parent is the branch head this pusher last saw on the
+// remote (its own previous push), it pushes without listing first: one
+// connection instead of two. A remote that moved meanwhile refuses that
+// push as not a fast-forward (nothing is forced), and Push then lists it
+// and decides as above. Each git child runs in its own process group
+// under the size-scaled timeout and the stall watchdog; on any failure
+// the group is killed and, for a local remote, the quarantine
+// directories the attempt left are removed.
 func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 	branchRef := plumbing.NewBranchReferenceName(req.Branch)
 	if err := branchRef.Validate(); err != nil {
@@ -380,13 +417,40 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 		return p.fail(req.Branch, ErrAuth, err)
 	}
 
+	rep := &progressReporter{fn: req.Progress}
+	if head, ok := p.knownHead(req.Branch); ok && len(commit.ParentHashes) > 0 && commit.ParentHashes[0] == head {
+		specs := []string{req.Commit.String() + ":" + branchRef.String()}
+		if tagRef != nil {
+			specs = append(specs, tagRef.Name().String()+":"+tagRef.Name().String())
+		}
+		// Atomic: a refused branch must not leave the tag behind on the
+		// remote, as the listing path never pushes to a diverged one.
+		err := p.send(ctx, req, commit, head, true, map[plumbing.ReferenceName]plumbing.Hash{branchRef: head}, specs, true, rep, args, env)
+		if err == nil {
+			p.setKnown(req.Branch, req.Commit)
+			return nil
+		}
+		p.forget(req.Branch)
+		var ge *GitError
+		switch {
+		case errors.Is(err, ErrDiverged):
+			p.log.Info("the remote moved since the last push; listing it", "remote", p.display, "branch", req.Branch)
+		case errors.As(err, &ge) && strings.Contains(ge.Stderr, "support --atomic"):
+			p.log.Info("the remote does not take atomic pushes; listing it before every push", "remote", p.display)
+			p.mu.Lock()
+			p.noAtomic = true
+			p.mu.Unlock()
+		default:
+			return err
+		}
+	}
+
 	// Look first: the remote may already have the commit (lost ack) or
 	// may have diverged.
 	patterns := []string{branchRef.String()}
 	if tagRef != nil {
 		patterns = append(patterns, tagRef.Name().String())
 	}
-	rep := &progressReporter{fn: req.Progress}
 	lsArgs := append(append(append([]string{}, args...), "ls-remote", "--", p.url), patterns...)
 	rep.phase(PhaseListRemote, p.remote.Timeout, p.remote.Stall)
 	out, err := p.run(ctx, "ls-remote", lsArgs, env, p.remote.Timeout)
@@ -430,9 +494,28 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 		}
 	}
 	if len(specs) == 0 {
+		if has {
+			p.setKnown(req.Branch, head)
+		}
 		return nil
 	}
+	if err := p.send(ctx, req, commit, head, has, remoteRefs, specs, false, rep, args, env); err != nil {
+		p.forget(req.Branch)
+		return err
+	}
+	if specs[0] == req.Commit.String()+":"+branchRef.String() {
+		p.setKnown(req.Branch, req.Commit)
+	} else if has {
+		p.setKnown(req.Branch, head)
+	}
+	return nil
+}
 
+// send runs the git push of specs (atomic: git push --atomic): the
+// remote's branch is at head (has false: the remote has no such branch)
+// and its listed refs are remoteRefs.
+func (p *GitPusher) send(ctx context.Context, req PushRequest, commit *object.Commit, head plumbing.Hash, has bool,
+	remoteRefs map[plumbing.ReferenceName]plumbing.Hash, specs []string, atomic bool, rep *progressReporter, args, env []string) error {
 	// The time allowed grows with what has to be sent.
 	rep.phase(PhaseCount, p.remote.Timeout, p.remote.Stall)
 	var send int64
@@ -455,6 +538,9 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 			rp = append(rp, shellQuote(a))
 		}
 		pushArgs = append(pushArgs, "--receive-pack="+strings.Join(append(rp, "receive-pack"), " "))
+	}
+	if atomic {
+		pushArgs = append(pushArgs, "--atomic")
 	}
 	pushArgs = append(append(pushArgs, "--", p.url), specs...)
 	rep.phase(PhasePush, timeout, p.remote.Stall)
