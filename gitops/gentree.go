@@ -119,51 +119,69 @@ func (t *genTree) prevParts(dir string) map[layout.Part]plumbing.Hash {
 	return m
 }
 
-// WriteFrom implements layout.FileWriter: src is read once for its blob
-// ID and SHA-256 and, when the repository lacks the blob, once more to
-// write it; it fails when src has another size (or, written through
-// go-git, other bytes) by then. It records name's info.
+// WriteFrom implements layout.FileWriter. With a loose-object directory
+// src is read once: hashed (blob ID, SHA-256) while it is written to a
+// temporary object, which becomes the blob when the repository lacks it
+// and is removed otherwise. Without one, src is read once for its blob
+// ID and SHA-256 and, when the repository lacks the blob, once more by
+// go-git, which must name the same object. It fails when src has another
+// size (or other bytes) by then. It records name's info.
 func (t *genTree) WriteFrom(ctx context.Context, name string, src io.ReaderAt, size int64) error {
 	tb, base, err := t.entry(name)
 	if err != nil {
 		return err
 	}
 	b := t.b
-	hasher := plumbing.NewHasher(plumbing.BlobObject, size)
+	var h plumbing.Hash
 	s256 := sha256.New()
-	// One byte more than size: a file that grew is caught too.
-	n, err := io.Copy(io.MultiWriter(hasher, s256), formats.ContextReader(ctx, io.NewSectionReader(src, 0, size+1)))
-	if err != nil {
-		return fmt.Errorf("gitops: read %s: %w", t.file, err)
-	}
-	if n != size {
-		return fmt.Errorf("gitops: %s changed size while read (%d, then %d or more bytes)", t.file, size, n)
-	}
-	obj := &fileObject{src: src, size: n, hash: hasher.Sum()}
-	if !b.has(obj.hash) && b.objects != "" {
-		got, err := writeLoose(b.objects, n, formats.ContextReader(ctx, io.NewSectionReader(src, 0, n)))
+	if b.objects != "" {
+		st, err := stageLoose(b.objects, plumbing.BlobObject, size, io.TeeReader(formats.ContextReader(ctx, io.NewSectionReader(src, 0, size)), s256), nil)
 		if err != nil {
 			return fmt.Errorf("gitops: write blob %s: %w", t.file, err)
 		}
-		if got != obj.hash {
-			return fmt.Errorf("gitops: %s changed while it was committed", t.file)
+		// A file that grew is caught too.
+		if n, _ := src.ReadAt(make([]byte, 1), size); n > 0 {
+			st.discard()
+			return fmt.Errorf("gitops: %s changed size while read (%d, then more bytes)", t.file, size)
 		}
-		b.blobs++
-		b.bytes += n
-	} else if !b.has(obj.hash) {
-		if _, err := b.st.SetEncodedObject(obj); err != nil {
-			return fmt.Errorf("gitops: write blob %s: %w", t.file, err)
+		h = st.hash
+		if b.has(h) {
+			st.discard()
+		} else {
+			if err := st.place(); err != nil {
+				return fmt.Errorf("gitops: write blob %s: %w", t.file, err)
+			}
+			b.blobs++
+			b.bytes += size
 		}
-		// The store names the object by the bytes it read: if the file
-		// changed since it was hashed, the expected object is missing.
-		if err := b.st.HasEncodedObject(obj.hash); err != nil {
-			return fmt.Errorf("gitops: %s changed while it was committed", t.file)
+	} else {
+		hasher := plumbing.NewHasher(plumbing.BlobObject, size)
+		// One byte more than size: a file that grew is caught too.
+		n, err := io.Copy(io.MultiWriter(hasher, s256), formats.ContextReader(ctx, io.NewSectionReader(src, 0, size+1)))
+		if err != nil {
+			return fmt.Errorf("gitops: read %s: %w", t.file, err)
 		}
-		b.blobs++
-		b.bytes += n
+		if n != size {
+			return fmt.Errorf("gitops: %s changed size while read (%d, then %d or more bytes)", t.file, size, n)
+		}
+		obj := &fileObject{src: src, size: n, hash: hasher.Sum()}
+		h = obj.hash
+		if !b.has(h) {
+			if _, err := b.st.SetEncodedObject(obj); err != nil {
+				return fmt.Errorf("gitops: write blob %s: %w", t.file, err)
+			}
+			// The store names the object by the bytes it read: if the
+			// file changed since it was hashed, the expected object is
+			// missing.
+			if err := b.st.HasEncodedObject(h); err != nil {
+				return fmt.Errorf("gitops: %s changed while it was committed", t.file)
+			}
+			b.blobs++
+			b.bytes += n
+		}
 	}
-	tb.set(base, filemode.Regular, obj.hash)
-	t.info[name] = fileInfo{size: n, sha256: hex.EncodeToString(s256.Sum(nil))}
+	tb.set(base, filemode.Regular, h)
+	t.info[name] = fileInfo{size: size, sha256: hex.EncodeToString(s256.Sum(nil))}
 	return nil
 }
 

@@ -114,14 +114,6 @@ func (z *storedZlib) Close() error {
 	return z.w.Flush()
 }
 
-// writeLoose stores a blob of size bytes read from r as a loose object.
-// The object is written to a temp file in the objects directory and
-// renamed into its fan-out directory, as git does; it returns the hash of
-// what was read, which is the caller's to check.
-func writeLoose(objects string, size int64, r io.Reader) (plumbing.Hash, error) {
-	return writeLooseAs(objects, plumbing.BlobObject, size, r, nil)
-}
-
 // writeLooseBytes stores data as a loose object of type t whose hash the
 // caller computed as h, without hashing it again.
 func writeLooseBytes(objects string, t plumbing.ObjectType, data []byte, h plumbing.Hash) error {
@@ -133,11 +125,31 @@ func writeLooseBytes(objects string, t plumbing.ObjectType, data []byte, h plumb
 // what is read is not hashed and is stored as *known (the caller vouches
 // for it).
 func writeLooseAs(objects string, t plumbing.ObjectType, size int64, r io.Reader, known *plumbing.Hash) (plumbing.Hash, error) {
-	tmp, err := os.CreateTemp(objects, "tmp_obj_")
+	st, err := stageLoose(objects, t, size, r, known)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	defer os.Remove(tmp.Name())
+	return st.hash, st.place()
+}
+
+// stagedLoose is an object written to a temporary file in the objects
+// directory: place renames it into its fan-out directory, discard
+// removes it. One of the two must be called.
+type stagedLoose struct {
+	objects string
+	tmp     string
+	hash    plumbing.Hash
+}
+
+// stageLoose writes an object of type t and size bytes read from r to a
+// temporary file in objects, hashing what it reads (unless known is set:
+// then the object is named *known, the caller vouches for it).
+func stageLoose(objects string, t plumbing.ObjectType, size int64, r io.Reader, known *plumbing.Hash) (*stagedLoose, error) {
+	tmp, err := os.CreateTemp(objects, "tmp_obj_")
+	if err != nil {
+		return nil, err
+	}
+	st := &stagedLoose{objects: objects, tmp: tmp.Name()}
 	var hasher plumbing.Hasher
 	if known == nil {
 		hasher = plumbing.NewHasher(t, size)
@@ -166,26 +178,41 @@ func writeLooseAs(objects string, t plumbing.ObjectType, size int64, r io.Reader
 		err = cerr
 	}
 	if err != nil {
-		return plumbing.ZeroHash, err
+		st.discard()
+		return nil, err
 	}
-	var h plumbing.Hash
 	if known != nil {
-		h = *known
+		st.hash = *known
 	} else {
-		h = hasher.Sum()
+		st.hash = hasher.Sum()
 	}
-	hex := h.String()
-	dir := filepath.Join(objects, hex[:2])
+	return st, nil
+}
+
+// place moves the staged object to its name in the objects directory.
+func (st *stagedLoose) place() error {
+	defer st.discard()
+	hex := st.hash.String()
+	dir := filepath.Join(st.objects, hex[:2])
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return plumbing.ZeroHash, err
+		return err
 	}
-	if err := os.Chmod(tmp.Name(), 0o444); err != nil {
-		return plumbing.ZeroHash, err
+	if err := os.Chmod(st.tmp, 0o444); err != nil {
+		return err
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, hex[2:])); err != nil {
-		return plumbing.ZeroHash, err
+	if err := os.Rename(st.tmp, filepath.Join(dir, hex[2:])); err != nil {
+		return err
 	}
-	return h, nil
+	st.tmp = ""
+	return nil
+}
+
+// discard removes the staged object (a no-op once placed).
+func (st *stagedLoose) discard() {
+	if st.tmp != "" {
+		os.Remove(st.tmp)
+		st.tmp = ""
+	}
 }
 
 // looseObject encodes an object (a tree, a commit) in memory and stores

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/zlib"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -67,7 +68,7 @@ func TestWriteLooseGit(t *testing.T) {
 	gitCmd(t, filepath.Dir(dir), "init", "-q", "--bare", dir)
 	objects := objectsDir(dir)
 	big := pseudo(9, 200_000)
-	hb, err := writeLoose(objects, int64(len(big)), bytes.NewReader(big))
+	hb, err := writeLooseAs(objects, plumbing.BlobObject, int64(len(big)), bytes.NewReader(big), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +108,67 @@ func TestWriteLooseGit(t *testing.T) {
 	}
 	if after, _ := os.Stat(p); after.Mode() != 0o400 || !after.ModTime().Equal(before.ModTime()) {
 		t.Fatal("an existing tree was written again")
+	}
+	gitCmd(t, dir, "fsck", "--strict")
+}
+
+// growingFile is a ReaderAt whose content is longer than the size the
+// writer is told.
+type growingFile struct{ data []byte }
+
+func (g growingFile) ReadAt(p []byte, off int64) (int, error) {
+	return bytes.NewReader(g.data).ReadAt(p, off)
+}
+
+// TestWriteFromOnePass: a file is read once, hashed while written to a
+// temporary object; the blob is the one git names for those bytes, a
+// blob the repository already has is not written again, a file longer
+// than announced is refused, and no temporary object is left in any case.
+func TestWriteFromOnePass(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "r.git")
+	gitCmd(t, filepath.Dir(dir), "init", "-q", "--bare", dir)
+	objects := objectsDir(dir)
+	r, err := OpenRepo(dir, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := pseudo(3, 300_000)
+	want := strings.TrimSpace(gitCmd(t, dir, "hash-object", writeFile(t, t.TempDir(), "f", data)))
+	write := func(src io.ReaderAt, size int64) (*builder, *genTree, error) {
+		b := &builder{st: r.r.Storer, objects: objects}
+		tr := b.genTree(newTreeBuilder(nil), nil, "gen.wtxt")
+		return b, tr, tr.WriteFrom(context.Background(), "gen.wtxt", src, size)
+	}
+	tmpLeft := func() []string {
+		m, _ := filepath.Glob(filepath.Join(objects, "tmp_obj_*"))
+		return m
+	}
+	b, tr, err := write(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.blobs != 1 || b.bytes != int64(len(data)) {
+		t.Fatalf("first write: %d blobs, %d bytes", b.blobs, b.bytes)
+	}
+	if e, ok := tr.dir.entries["gen.wtxt"]; !ok || e.Hash.String() != want {
+		t.Fatalf("blob %v, git names it %s", e.Hash, want)
+	}
+	if got := gitCmd(t, dir, "cat-file", "-p", want); got != string(data) {
+		t.Fatal("stored blob differs from the file")
+	}
+	b, _, err = write(bytes.NewReader(data), int64(len(data)))
+	if err != nil || b.blobs != 0 {
+		t.Fatalf("second write of the same bytes: %d blobs, %v", b.blobs, err)
+	}
+	grown := growingFile{append(append([]byte{}, data...), 'x')}
+	if _, _, err = write(grown, int64(len(data))); err == nil || !strings.Contains(err.Error(), "changed size") {
+		t.Fatalf("a file longer than announced: %v", err)
+	}
+	if _, _, err = write(bytes.NewReader(data[:1000]), int64(len(data))); err == nil || !strings.Contains(err.Error(), "short read") {
+		t.Fatalf("a file shorter than announced: %v", err)
+	}
+	if left := tmpLeft(); len(left) != 0 {
+		t.Fatalf("temporary objects left: %v", left)
 	}
 	gitCmd(t, dir, "fsck", "--strict")
 }
