@@ -105,7 +105,7 @@ func skelSnapshots(big bool) map[string]func() *snapshot.Snapshot {
 	m := map[string]func() *snapshot.Snapshot{
 		"mixed": func() *snapshot.Snapshot {
 			return &snapshot.Snapshot{Meta: testMeta(9), Arrays: []*snapshot.Array{
-				randArray(2, "R", snapshot.F64, 4096, 64), // 32 chunks of 64 KiB
+				randArray(2, "R", snapshot.F64, 2048, 64), // 16 chunks of 64 KiB
 				randArray(3, "odd", snapshot.U8, 1000, 3),
 				randArray(4, "layer.0/w", snapshot.BF16, 33, 17),
 				randArray(5, "scalar", snapshot.I64),
