@@ -71,52 +71,64 @@ ckpt = {"model": m.state_dict(), "optimizer": opt.state_dict(), "step": 1234, "e
 torch.save(ckpt, os.path.join(out, "ckpt.pt"))
 `
 
-// torchCheck loads the original and snapd's file with torch and compares:
-// types, keys in order, dtypes, shapes, strides, storage offsets,
-// requires_grad, values, OrderedDict _metadata, plain leaves, and ties
-// (two tensors share a storage in one file exactly when they do in the
-// other). snapd's file is loaded with weights_only=True whenever torch can
-// load the original that way (torch 1.13's weights_only loader has no
-// float opcode, so it cannot load any checkpoint holding a Python float).
+// torchCheck loads each original and snapd's file (its arguments are
+// pairs: original, snapd's file; one process for all of them, as importing
+// torch costs seconds) with torch and compares: types, keys in order,
+// dtypes, shapes, strides, storage offsets, requires_grad, values,
+// OrderedDict _metadata, plain leaves, and ties (two tensors share a
+// storage in one file exactly when they do in the other). snapd's file is
+// loaded with weights_only=True whenever torch can load the original that
+// way (torch 1.13's weights_only loader has no float opcode, so it cannot
+// load any checkpoint holding a Python float). Each pair prints one line
+// "ORIGINAL: same: ..." (after any note about weights_only); the first
+// difference fails the process, naming the pair.
 const torchCheck = `
 import sys, torch
-orig, back = sys.argv[1], sys.argv[2]
-a = torch.load(orig, weights_only=False)
-try:
-    torch.load(orig, weights_only=True)
-    wo = True
-except Exception as e:
-    wo = False
-    print("torch cannot load the original with weights_only=True:", str(e).split("error:")[-1].strip())
-b = torch.load(back, weights_only=wo)
-ta, tb = {}, {}
-def same(x, y, path):
-    assert type(x) is type(y), (path, type(x), type(y))
-    if isinstance(x, torch.Tensor):
-        assert (x.dtype, x.shape, x.stride(), x.storage_offset(), x.requires_grad) == (y.dtype, y.shape, y.stride(), y.storage_offset(), y.requires_grad), path
-        assert torch.equal(x, y), path
-        ta[path], tb[path] = x, y
-    elif isinstance(x, dict):
-        assert list(x.keys()) == list(y.keys()), path
-        assert getattr(x, "_metadata", None) == getattr(y, "_metadata", None), path
-        for k in x:
-            same(x[k], y[k], path + (k,))
-    elif isinstance(x, (list, tuple)):
-        assert len(x) == len(y), path
-        for i, (p, q) in enumerate(zip(x, y)):
-            same(p, q, path + (i,))
-    else:
-        assert x == y, (path, x, y)
-same(a, b, ())
-ptr = lambda t: t.storage().data_ptr()
-ties = 0
-for p in ta:
-    for q in ta:
-        if str(p) < str(q) and ta[p].numel() and ta[q].numel():
-            tied = ptr(ta[p]) == ptr(ta[q])
-            assert tied == (ptr(tb[p]) == ptr(tb[q])), (p, q, tied)
-            ties += tied
-print("same: %d tensors, %d tied pairs, weights_only=%s" % (len(ta), ties, wo))
+def check(orig, back):
+    a = torch.load(orig, weights_only=False)
+    try:
+        torch.load(orig, weights_only=True)
+        wo = True
+    except Exception as e:
+        wo = False
+        print("%s: torch cannot load the original with weights_only=True:" % orig, str(e).split("error:")[-1].strip())
+    b = torch.load(back, weights_only=wo)
+    ta, tb = {}, {}
+    def same(x, y, path):
+        assert type(x) is type(y), (path, type(x), type(y))
+        if isinstance(x, torch.Tensor):
+            assert (x.dtype, x.shape, x.stride(), x.storage_offset(), x.requires_grad) == (y.dtype, y.shape, y.stride(), y.storage_offset(), y.requires_grad), path
+            assert torch.equal(x, y), path
+            ta[path], tb[path] = x, y
+        elif isinstance(x, dict):
+            assert list(x.keys()) == list(y.keys()), path
+            assert getattr(x, "_metadata", None) == getattr(y, "_metadata", None), path
+            for k in x:
+                same(x[k], y[k], path + (k,))
+        elif isinstance(x, (list, tuple)):
+            assert len(x) == len(y), path
+            for i, (p, q) in enumerate(zip(x, y)):
+                same(p, q, path + (i,))
+        else:
+            assert x == y, (path, x, y)
+    same(a, b, ())
+    ptr = lambda t: t.storage().data_ptr()
+    ties = 0
+    for p in ta:
+        for q in ta:
+            if str(p) < str(q) and ta[p].numel() and ta[q].numel():
+                tied = ptr(ta[p]) == ptr(ta[q])
+                assert tied == (ptr(tb[p]) == ptr(tb[q])), (p, q, tied)
+                ties += tied
+    print("%s: same: %d tensors, %d tied pairs, weights_only=%s" % (orig, len(ta), ties, wo))
+if len(sys.argv) < 3 or len(sys.argv) % 2 != 1:
+    sys.exit("usage: check.py ORIGINAL SNAPD_FILE [ORIGINAL SNAPD_FILE ...]")
+for i in range(1, len(sys.argv), 2):
+    try:
+        check(sys.argv[i], sys.argv[i + 1])
+    except AssertionError:
+        print("%s and %s differ:" % (sys.argv[i], sys.argv[i + 1]))
+        raise
 `
 
 // TestTorchRoundTrip: checkpoints written by the real torch go
@@ -147,11 +159,14 @@ func TestTorchRoundTrip(t *testing.T) {
 		mustRun(t, "convert", pt, back)
 		mustRun(t, "diff", filepath.Join(vectors, "v2-ext.safetensors"), back)
 	})
-	for _, name := range []string{"sd", "sd_legacy", "views", "views_legacy", "ckpt"} {
+	names := []string{"sd", "sd_legacy", "views", "views_legacy", "ckpt"}
+	var pairs []string // original, snapd's file: compared by one torch process below
+	for _, name := range names {
+		in := filepath.Join(d, name+".pt")
+		back := filepath.Join(d, name+".back.pt")
+		pairs = append(pairs, in, back)
 		t.Run(name, func(t *testing.T) {
-			in := filepath.Join(d, name+".pt")
 			w1 := filepath.Join(d, name+".wtxt")
-			back := filepath.Join(d, name+".back.pt")
 			w2 := filepath.Join(d, name+".2.wtxt")
 			mustRun(t, "convert", in, w1, "--ts", "2026-01-01T00:00:00Z")
 			mustRun(t, "convert", w1, back)
@@ -161,17 +176,27 @@ func TestTorchRoundTrip(t *testing.T) {
 			if !bytes.Equal(x, y) {
 				t.Fatal("WTXT of the rewritten .pt differs from the WTXT of the original")
 			}
-			out, err := exec.Command(py, check, in, back).CombinedOutput()
-			if err != nil {
-				t.Fatalf("torch comparison failed: %v\n%s", err, out)
-			}
-			t.Logf("%s", bytes.TrimSpace(out))
-			if strings.HasPrefix(name, "sd") || strings.HasPrefix(name, "views") {
-				if !strings.Contains(string(out), "weights_only=True") || strings.Contains(string(out), " 0 tied") {
-					t.Fatalf("expected a weights_only load with ties: %s", out)
-				}
-			}
 		})
+	}
+	if t.Failed() {
+		return // a conversion failed: nothing to load
+	}
+	out, err := exec.Command(py, append([]string{check}, pairs...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("torch comparison failed: %v\n%s", err, out)
+	}
+	t.Logf("%s", bytes.TrimSpace(out))
+	for i, name := range names {
+		_, line, ok := strings.Cut(string(out), pairs[2*i]+": same: ")
+		line, _, _ = strings.Cut(line, "\n")
+		if !ok {
+			t.Fatalf("%s: no comparison result:\n%s", name, out)
+		}
+		if strings.HasPrefix(name, "sd") || strings.HasPrefix(name, "views") {
+			if !strings.Contains(line, "weights_only=True") || strings.Contains(line, " 0 tied") {
+				t.Fatalf("%s: expected a weights_only load with ties: %s", name, line)
+			}
+		}
 	}
 }
 
