@@ -17,8 +17,10 @@ import (
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
-// flattenPy loads a .pt with torch.load(weights_only=True) and prints
-// its tensors as EXPECTED.json does: name -> [dtype, shape, sha256].
+// flattenPy loads each .pt it is given with torch.load(weights_only=True)
+// and prints its tensors as EXPECTED.json does: name -> [dtype, shape,
+// sha256], one JSON line per file in argument order (one process for all
+// the files: importing torch costs seconds).
 const flattenPy = `
 import hashlib, json, sys, torch
 def h(t):
@@ -34,7 +36,8 @@ def flat(prefix, obj, acc):
         for i, v in enumerate(obj):
             flat(f"{prefix}.{i}", v, acc)
     return acc
-print(json.dumps(flat("", torch.load(sys.argv[1], weights_only=True), {})))
+for path in sys.argv[1:]:
+    print(json.dumps(flat("", torch.load(path, weights_only=True), {})))
 `
 
 // realTorch is a way to run a Python with torch: the command prefix and
@@ -47,12 +50,16 @@ type realTorch struct {
 	files  []string
 }
 
-// realTorches finds torch 1.13 (/usr/bin/python3, Debian 12) and a torch
-// 2.x chroot named by SNAPD_TORCH2_CHROOT (Debian 13's python3-torch
-// 2.6, see shared/fixtures/torch2/README.md).
-func realTorches(t *testing.T) []realTorch {
+// realTorches finds torch 1.13 (/usr/bin/python3, Debian 12; only with
+// system, as probing it imports torch) and a torch 2.x chroot named by
+// SNAPD_TORCH2_CHROOT (Debian 13's python3-torch 2.6, see
+// shared/fixtures/torch2/README.md).
+func realTorches(t *testing.T, system bool) []realTorch {
 	var out []realTorch
 	for _, py := range []string{"/usr/bin/python3", "python3"} {
+		if !system {
+			break
+		}
 		if exec.Command(py, "-c", "import torch").Run() != nil {
 			continue
 		}
@@ -73,6 +80,9 @@ func realTorches(t *testing.T) []realTorch {
 			inside: "/tmp/" + filepath.Base(d), files: []string{"model.pt", "train_ckpt.pt", "dtypes.pt", "views.pt", "legacy.pt"}})
 	}
 	if len(out) == 0 {
+		if !system {
+			t.Skip("no torch 2.x (SNAPD_TORCH2_CHROOT)")
+		}
 		t.Skip("no python3 with torch")
 	}
 	return out
@@ -84,28 +94,35 @@ func realTorches(t *testing.T) []realTorch {
 // to the fixture's exact tensors.
 func TestRealTorchLoadsEncoded(t *testing.T) {
 	exp := expected2(t)
-	for _, rt := range realTorches(t) {
+	for _, rt := range realTorches(t, true) {
 		os.WriteFile(filepath.Join(rt.dir, "flatten.py"), []byte(flattenPy), 0o644)
+		args := append(append([]string{}, rt.cmd[1:]...), rt.inside+"/flatten.py")
 		for _, file := range rt.files {
+			s := decodeFile(t, filepath.Join("testdata/torch2", file))
+			var pt bytes.Buffer
+			if err := New().Encode(context.Background(), &pt, s, formats.EncodeOptions{}); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			os.WriteFile(filepath.Join(rt.dir, file), pt.Bytes(), 0o644)
+			args = append(args, rt.inside+"/"+file)
+		}
+		out, err := exec.Command(rt.cmd[0], args...).Output()
+		if err != nil {
+			var stderr string
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = string(ee.Stderr)
+			}
+			t.Fatalf("%s: torch.load of %v: %v\n%s", rt.name, rt.files, err, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) != len(rt.files) {
+			t.Fatalf("%s: %d lines for %d files:\n%s", rt.name, len(lines), len(rt.files), out)
+		}
+		for i, file := range rt.files {
 			t.Run(rt.name+"/"+file, func(t *testing.T) {
-				s := decodeFile(t, filepath.Join("testdata/torch2", file))
-				var pt bytes.Buffer
-				if err := New().Encode(context.Background(), &pt, s, formats.EncodeOptions{}); err != nil {
-					t.Fatal(err)
-				}
-				os.WriteFile(filepath.Join(rt.dir, file), pt.Bytes(), 0o644)
-				args := append(append([]string{}, rt.cmd[1:]...), rt.inside+"/flatten.py", rt.inside+"/"+file)
-				out, err := exec.Command(rt.cmd[0], args...).Output()
-				if err != nil {
-					var stderr string
-					if ee, ok := err.(*exec.ExitError); ok {
-						stderr = string(ee.Stderr)
-					}
-					t.Fatalf("torch.load: %v\n%s", err, stderr)
-				}
 				var got map[string][3]json.RawMessage
-				if err := json.Unmarshal(bytes.TrimSpace(out), &got); err != nil {
-					t.Fatalf("%v: %s", err, out)
+				if err := json.Unmarshal([]byte(lines[i]), &got); err != nil {
+					t.Fatalf("%v: %s", err, lines[i])
 				}
 				want := exp[file]
 				if len(got) != len(want) {
@@ -137,7 +154,7 @@ func TestRealTorchLoadsEncoded(t *testing.T) {
 // in its own files.)
 func TestRealTorch2LoadsNewDTypes(t *testing.T) {
 	var rt *realTorch
-	for _, r := range realTorches(t) {
+	for _, r := range realTorches(t, false) {
 		if r.name == "chroot" {
 			rt = &r
 		}
