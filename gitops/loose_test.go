@@ -120,6 +120,18 @@ func (g growingFile) ReadAt(p []byte, off int64) (int, error) {
 	return bytes.NewReader(g.data).ReadAt(p, off)
 }
 
+// countingReaderAt counts the bytes read through it.
+type countingReaderAt struct {
+	r io.ReaderAt
+	n int64
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	c.n += int64(n)
+	return n, err
+}
+
 // TestWriteFromOnePass: a file is read once, hashed while written to a
 // temporary object; the blob is the one git names for those bytes, a
 // blob the repository already has is not written again, a file longer
@@ -143,12 +155,16 @@ func TestWriteFromOnePass(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(objects, "tmp_obj_*"))
 		return m
 	}
-	b, tr, err := write(bytes.NewReader(data), int64(len(data)))
+	src := &countingReaderAt{r: bytes.NewReader(data)}
+	b, tr, err := write(src, int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.blobs != 1 || b.bytes != int64(len(data)) {
 		t.Fatalf("first write: %d blobs, %d bytes", b.blobs, b.bytes)
+	}
+	if src.n != int64(len(data)) {
+		t.Fatalf("the file was read for %d bytes, want its %d bytes once", src.n, len(data))
 	}
 	if e, ok := tr.dir.entries["gen.wtxt"]; !ok || e.Hash.String() != want {
 		t.Fatalf("blob %v, git names it %s", e.Hash, want)

@@ -418,10 +418,15 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 	}
 
 	rep := &progressReporter{fn: req.Progress}
+	branchSpec := req.Commit.String() + ":" + branchRef.String()
+	var tagSpec string
+	if tagRef != nil {
+		tagSpec = tagRef.Name().String() + ":" + tagRef.Name().String()
+	}
 	if head, ok := p.knownHead(req.Branch); ok && len(commit.ParentHashes) > 0 && commit.ParentHashes[0] == head {
-		specs := []string{req.Commit.String() + ":" + branchRef.String()}
+		specs := []string{branchSpec}
 		if tagRef != nil {
-			specs = append(specs, tagRef.Name().String()+":"+tagRef.Name().String())
+			specs = append(specs, tagSpec)
 		}
 		// Atomic: a refused branch must not leave the tag behind on the
 		// remote, as the listing path never pushes to a diverged one.
@@ -466,9 +471,12 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 	}
 	var specs []string
 	head, has := remoteRefs[branchRef]
+	// after is the remote's branch head once the push is done (zero: no
+	// branch).
+	after := head
 	switch {
 	case !has:
-		specs = append(specs, req.Commit.String()+":"+branchRef.String())
+		specs, after = append(specs, branchSpec), req.Commit
 	case head == req.Commit:
 		// Already there.
 	default:
@@ -477,7 +485,7 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 			return p.fail(req.Branch, ErrDiverged, fmt.Errorf("remote %s is at %s, which is not in the local history", branchRef, head))
 		}
 		if ok, err := remoteCommit.IsAncestor(commit); err == nil && ok {
-			specs = append(specs, req.Commit.String()+":"+branchRef.String())
+			specs, after = append(specs, branchSpec), req.Commit
 		} else if ok, err := commit.IsAncestor(remoteCommit); err == nil && ok {
 			// The remote is ahead with our own later commits: this
 			// generation arrived with them.
@@ -488,25 +496,19 @@ func (p *GitPusher) Push(ctx context.Context, req PushRequest) error {
 	if tagRef != nil {
 		switch h, has := remoteRefs[tagRef.Name()]; {
 		case !has:
-			specs = append(specs, tagRef.Name().String()+":"+tagRef.Name().String())
+			specs = append(specs, tagSpec)
 		case h != tagRef.Hash():
 			return p.fail(req.Branch, ErrDiverged, fmt.Errorf("remote tag %s is %s, local is %s", req.Tag, h, tagRef.Hash()))
 		}
 	}
-	if len(specs) == 0 {
-		if has {
-			p.setKnown(req.Branch, head)
+	if len(specs) > 0 {
+		if err := p.send(ctx, req, commit, head, has, remoteRefs, specs, false, rep, args, env); err != nil {
+			p.forget(req.Branch)
+			return err
 		}
-		return nil
 	}
-	if err := p.send(ctx, req, commit, head, has, remoteRefs, specs, false, rep, args, env); err != nil {
-		p.forget(req.Branch)
-		return err
-	}
-	if specs[0] == req.Commit.String()+":"+branchRef.String() {
-		p.setKnown(req.Branch, req.Commit)
-	} else if has {
-		p.setKnown(req.Branch, head)
+	if !after.IsZero() {
+		p.setKnown(req.Branch, after)
 	}
 	return nil
 }

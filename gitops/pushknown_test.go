@@ -129,3 +129,26 @@ func TestPushRemoteWithoutAtomic(t *testing.T) {
 	}
 	gitCmd(t, remote, "fsck", "--strict", "--no-dangling")
 }
+
+// TestClassifyPorcelain: refused refs in git push --porcelain's status
+// lines give the kind, whatever stderr's hints say; a rejection beside a
+// remote refusal is diverged; other lines are not refusals.
+func TestClassifyPorcelain(t *testing.T) {
+	for _, c := range []struct {
+		out  string
+		want error
+	}{
+		{"To file:///r.git\n=\trefs/tags/gen-000001:refs/tags/gen-000001\t[up to date]\nDone\n", nil},
+		{"To file:///r.git\n*\tabc:refs/heads/snapshots\t[new branch]\nDone\n", nil},
+		{"To file:///r.git\n!\tabc:refs/heads/snapshots\t[rejected] (non-fast-forward)\nDone\n", ErrDiverged},
+		{"To file:///r.git\n!\tabc:refs/heads/snapshots\t[rejected] (fetch first)\n!\trefs/tags/t:refs/tags/t\t[rejected] (atomic push failed)\nDone\n", ErrDiverged},
+		{"To file:///r.git\n!\tabc:refs/heads/snapshots\t[remote rejected] (hook declined)\nDone\n", ErrRejected},
+		{"!\tabc:refs/heads/snapshots\t[remote failure] (remote failed to report status)\n", ErrRejected},
+		{"!\trefs/tags/t:refs/tags/t\t[remote rejected] (hook declined)\n!\tabc:refs/heads/snapshots\t[rejected] (non-fast-forward)\n", ErrDiverged},
+		{"abc123\trefs/heads/snapshots\n", nil}, // ls-remote output
+	} {
+		if got := classifyPorcelain(c.out); got != c.want {
+			t.Errorf("%q: %v, want %v", c.out, got, c.want)
+		}
+	}
+}
