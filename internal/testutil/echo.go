@@ -68,3 +68,27 @@ func hasHostileByte(w []byte) bool {
 	}
 	return false
 }
+
+// ContainsValue reports whether msg shows the value v (a decimal such as
+// "301" or "0.41") as a value of its own: not inside a longer run of
+// letters, digits and dots, such as a hex digest, a commit ID or another
+// number, which may contain it by chance.
+func ContainsValue(msg, v string) bool {
+	alnum := func(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+	digit := func(i int) bool { return i >= 0 && i < len(msg) && msg[i] >= '0' && msg[i] <= '9' }
+	// A dot continues the run only between digits ("10.41"), not as a
+	// full stop after the value.
+	before := func(j int) bool { return j > 0 && (alnum(msg[j-1]) || msg[j-1] == '.' && digit(j-2)) }
+	after := func(e int) bool { return e < len(msg) && (alnum(msg[e]) || msg[e] == '.' && digit(e+1)) }
+	for i := 0; ; {
+		j := strings.Index(msg[i:], v)
+		if j < 0 {
+			return false
+		}
+		j += i
+		if !before(j) && !after(j+len(v)) {
+			return true
+		}
+		i = j + 1
+	}
+}

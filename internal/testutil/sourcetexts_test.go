@@ -38,3 +38,26 @@ func TestSourceTexts(t *testing.T) {
 		t.Fatal("a real echo is no longer found")
 	}
 }
+
+func TestContainsValue(t *testing.T) {
+	for _, c := range []struct {
+		msg, v string
+		want   bool
+	}{
+		{"step=301", "301", true},
+		{"keys step (301)", "301", true},
+		{"301", "301", true},
+		{"commit b7f5b4c3019a: rank 0", "301", false},
+		{"step=3010", "301", false},
+		{"loss=0.41", "0.41", true},
+		{"loss=10.41", "0.41", false},
+		{"elapsed 0.412s", "0.41", false},
+		{"a 3019a then step=301.", "301", true}, // a full stop ends it
+		{"v 301.5", "301", false},
+		{"a 3019a then step=301, b", "301", true},
+	} {
+		if got := ContainsValue(c.msg, c.v); got != c.want {
+			t.Errorf("ContainsValue(%q, %q) = %v, want %v", c.msg, c.v, got, c.want)
+		}
+	}
+}
