@@ -172,6 +172,9 @@ type pbuf struct {
 	b    []byte
 	refs int32
 	mu   sync.Mutex
+	// own: b was sized for one small chunk (getPiece) and is not
+	// returned to piecePool.
+	own bool
 }
 
 type vItem struct {
@@ -209,6 +212,31 @@ var piecePool = sync.Pool{New: func() any { return &pbuf{b: make([]byte, pieceMa
 // pieceMax is the largest unit handed to the hashers (a multiple of 57).
 const pieceMax = rawPerLine * 4096
 
+// ownPieceMax: a chunk whose remaining raw bytes fit in fewer bytes than
+// this decodes into a buffer of its own size rather than a pooled
+// pieceMax one, so that verifying a small file (or an array of a few
+// rows) does not clear and hold pieceMax bytes per chunk whenever the
+// pool is empty.
+const ownPieceMax = 16 << 10
+
+// getPiece returns a decode buffer for the rem raw bytes of a chunk that
+// remain: whole lines, at least one (the decoder writes a line's 57 bytes
+// at a time), at most pieceMax.
+func getPiece(rem int64) *pbuf {
+	if rem < ownPieceMax-rawPerLine {
+		lines := max((rem+rawPerLine-1)/rawPerLine, 1)
+		return &pbuf{b: make([]byte, lines*rawPerLine), own: true}
+	}
+	return piecePool.Get().(*pbuf)
+}
+
+// putPiece returns a pooled decode buffer to the pool.
+func putPiece(b *pbuf) {
+	if !b.own {
+		piecePool.Put(b)
+	}
+}
+
 func (v *verifier) add(e *Error) {
 	if e.File == "" {
 		e.File = v.opts.File
@@ -233,7 +261,7 @@ func (v *verifier) release(b *pbuf) {
 	last := b.refs == 0
 	b.mu.Unlock()
 	if last {
-		piecePool.Put(b)
+		putPiece(b)
 	}
 }
 
@@ -534,7 +562,7 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 					send(vItem{kind: itPiece, a: a, data: pb.b[:fill], buf: pb, start: stream})
 					stream += int64(fill)
 				} else if pb != nil {
-					piecePool.Put(pb)
+					putPiece(pb)
 				}
 				pb, fill = nil, 0
 			}
@@ -546,7 +574,7 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 				// reads and reports.
 				if full := rem / rawPerLine; full > 0 {
 					if pb == nil {
-						pb = piecePool.Get().(*pbuf)
+						pb = getPiece(rem)
 					}
 					if m := lr.fullLines(pb.b[fill:], full); m > 0 {
 						fill += int(m) * rawPerLine
@@ -580,7 +608,7 @@ func (v *verifier) parse(r io.Reader, send func(vItem), arrsOut *[]*vArr) error 
 					return aerr(CheckBase64, ix, "base64 line %d of the chunk: %d bytes, want %d base64 characters, a space and the parity digit (line re-wrapped or cut?)", k+1, len(l), w)
 				}
 				if pb == nil {
-					pb = piecePool.Get().(*pbuf)
+					pb = getPiece(rem)
 				}
 				var p byte
 				fastOK := false
