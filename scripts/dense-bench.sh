@@ -20,7 +20,10 @@
 #            skeleton in Git, file:// bare remote), timed the same way:
 #            git-lfs's own split (pointer in Git, bytes in LFS storage)
 # one after the other for each generation; medians over generations 2..GENS
-# (generation 1 has nothing to compare with). The daemon's stage times for
+# (generation 1 has nothing to compare with). Each timed window starts
+# after a `sync` (not timed): otherwise the untimed copies just before a
+# daemon's window, and the gigabytes the tool before it wrote, would be
+# written back during it (the git-lfs window, last, had the least). The daemon's stage times for
 # the last generation are printed from its log.
 # Part 2 (TRAINER=0 skips it): scripts/densebench/trainer.py, a PyTorch
 # MLP with AdamW (~40 MB checkpoints) on the CPU, alternating windows with
@@ -156,11 +159,13 @@ run_size() {
     for st in $STORES; do
       cp "$d/$name" "$d/$st/state/gens/$name" # not timed, as the copy into the LFS work tree
       local ts
+      sync # each timed window starts without the write-back of what ran before it
       ts=$(snap_time "$d/$st" "$g" "$d/$st/state/gens/$name")
       row="$row $(printf ' %9s |' "$ts")"
       [ "$g" -ge 2 ] && all[$st]="${all[$st]:-} $ts"
     done
     rm -f "$d/$name"
+    sync
     t0=$(now)
     git -C "$d/lfs" add model.safetensors
     git -C "$d/lfs" commit -qm "gen $g"
