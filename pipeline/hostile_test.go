@@ -41,7 +41,7 @@ func rawRequest(t *testing.T, stateDir string, gen uint64, src string) {
 	}
 }
 
-// Issue 11 item 9: a generation above snapshot.MaxGen (2^63-1 once
+// A generation above snapshot.MaxGen (2^63-1 once
 // wedged the chain; larger values made the writer emit a meta gen its own
 // parser rejects) is recorded as failed and the chain goes on.
 func TestGenerationOutOfRangeRefused(t *testing.T) {
@@ -89,7 +89,7 @@ func mustReturn[T any](t *testing.T, what string, fn func() (T, error)) (T, erro
 	}
 }
 
-// Issue 11 item 8: a source that is (or whose symlink now points to) a
+// A source that is (or whose symlink now points to) a
 // FIFO or a device blocked the daemon forever. It is refused at once,
 // recorded as failed, and the chain and Close go on.
 func TestHostileSourcesRefused(t *testing.T) {
@@ -245,7 +245,7 @@ func (f *truncFS) Create(path string, perm os.FileMode) (AtomicFile, error) {
 	return OSFS{}.Create(path, perm)
 }
 
-// Issue 11 item 7: a source truncated while mapped killed the daemon with
+// A source truncated while mapped killed the daemon with
 // SIGBUS. Now the generation fails with a clear reason and the daemon and
 // the chain go on.
 func TestSourceTruncatedWhileMapped(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/snapd-ml/snapd/wal"
 )
 
-// Issue 16: a rank request (one rank's shard) reaching a single-node
+// A rank request (one rank's shard) reaching a single-node
 // daemon fails with a clear error instead of becoming a generation; the
 // chain goes on with the next ordinary request.
 func TestRankRequestRefused(t *testing.T) {

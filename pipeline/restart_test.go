@@ -15,7 +15,7 @@ import (
 	"github.com/snapd-ml/snapd/wal"
 )
 
-// Issue 11 item 20: a clean restart after more than 8 generations (the
+// A clean restart after more than 8 generations (the
 // Git trailer "000010" once parsed as octal 8) recommitted generation 9,
 // logged a merkle chain break and left it in last_error although Git was
 // intact. Recovery must recognise work that is already done.

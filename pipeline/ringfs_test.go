@@ -46,7 +46,7 @@ func (f *sealStateFullFS) Create(path string, perm os.FileMode) (AtomicFile, err
 	return &fullFile{AtomicFile: af, fs: &f.fs, left: 16}, nil
 }
 
-// Issue 13 item 6: seals and the chain state are written through the FS
+// Seals and the chain state are written through the FS
 // seam, so a full disk while writing them is a transient failure like any
 // other ring write: retried, no partial file left, the chain intact.
 func TestDiskFullOnSealAndChainState(t *testing.T) {

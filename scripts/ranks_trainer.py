@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A sharded 'trainer' for snapd's multi-rank tests (issue 16).
+"""A sharded 'trainer' for snapd's multi-rank tests.
 
     ranks_trainer.py GEN WORLD_SIZE STATE_DIR_0 ... STATE_DIR_{W-1}
 

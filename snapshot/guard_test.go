@@ -14,7 +14,7 @@ import (
 	"testing"
 )
 
-// Issue 11 item 7: a source truncated while mapped killed the process
+// A source truncated while mapped killed the process
 // with SIGBUS. Reads through Guarded fail with ErrSourceFault instead, in
 // any goroutine.
 //

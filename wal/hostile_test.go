@@ -30,7 +30,7 @@ func mustReturn(t *testing.T, what string, fn func() error) error {
 	}
 }
 
-// Issue 11 item 8: a WAL segment (or the cursor or outcomes file) that is
+// A WAL segment (or the cursor or outcomes file) that is
 // a FIFO or a link to /dev/zero made `wal list`, `status` and the daemon
 // block forever. Every open is non-blocking and checked on the opened
 // descriptor: such files are refused with an error naming them.

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Issue 16: a request may name one rank's shard of a sharded generation.
+// A request may name one rank's shard of a sharded generation.
 func TestRankRequest(t *testing.T) {
 	r := Request{Gen: 12, Time: time.Unix(1760000000, 0), Requester: "py:7", Source: "/gens/gen-000012/rank-3.safetensors", Rank: 3, WorldSize: 4}
 	line, err := r.AppendLine(nil)

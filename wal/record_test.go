@@ -166,7 +166,7 @@ func FuzzParseLine(f *testing.F) {
 	})
 }
 
-// Issue 11 item 9: generation numbers are bounded to what the WTXT writer
+// Generation numbers are bounded to what the WTXT writer
 // and parser agree on; writers refuse the rest with a clear error.
 func TestGenBound(t *testing.T) {
 	for _, gen := range []uint64{0, MaxGen + 1, 1<<63 - 1, 1 << 63, 1<<64 - 1} {

@@ -17,7 +17,7 @@ import (
 	"github.com/snapd-ml/snapd/snapshot"
 )
 
-// Issue 11 item 2: trusted keys make a signature required.
+// Trusted keys make a signature required.
 func TestTrustedKeysRequireSignature(t *testing.T) {
 	ctx := context.Background()
 	key := testKey(9)
@@ -84,7 +84,7 @@ func signedFile(t testing.TB, body string) []byte {
 	return []byte(hdr + "sign ed25519=" + base64.StdEncoding.EncodeToString(sig) + " keyid=" + keys.KeyID(key.Public().(ed25519.PublicKey)) + "\n" + body + "endwtxt\n")
 }
 
-// Issue 11 item 3: sizes near 2^63 are refused, never wrapped, and no
+// Sizes near 2^63 are refused, never wrapped, and no
 // reader panics.
 func TestOverflowSizes(t *testing.T) {
 	ctx := context.Background()
@@ -133,7 +133,7 @@ func TestOverflowSizes(t *testing.T) {
 	}
 }
 
-// Issue 11 item 18: exactly one rows_per_chunk is accepted per array, an
+// Exactly one rows_per_chunk is accepted per array, an
 // idx line cannot be deleted, and the writer emits that one value.
 func TestRowsPerChunkCanonical(t *testing.T) {
 	ctx := context.Background()
@@ -282,7 +282,7 @@ func TestTamperEveryBitVectors(t *testing.T) {
 	}
 }
 
-// Issue 11 item 4: a delta whose chunk was replaced (with a ch line that
+// A delta whose chunk was replaced (with a ch line that
 // matches the new bytes) rebuilds a streamed target that contradicts its
 // own arr line; verifying with DeferWSUM catches it and names what is left
 // to the WSUM.

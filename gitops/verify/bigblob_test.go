@@ -57,7 +57,7 @@ func allocated(fn func()) int64 {
 	return int64(b.TotalAlloc - a.TotalAlloc)
 }
 
-// Issue 11 item 5 (verify-repo part): a small pack holding a huge zero
+// A small pack holding a huge zero
 // blob is refused by size before it is read, never read at all when the
 // commit is not trusted, and otherwise streamed (never held in memory).
 // Heap allocation beyond verifying the two small generations before it is
