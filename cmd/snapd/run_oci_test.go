@@ -519,6 +519,7 @@ type hangProxy struct {
 	target string
 	hang   chan struct{} // closed: stop hanging
 	hung   chan struct{} // closed at the first held request
+	held   chan struct{} // one value per held request (dropped when full)
 	once   sync.Once
 	srv    *http.Server
 	Addr   string
@@ -526,7 +527,7 @@ type hangProxy struct {
 
 func startHangProxy(t *testing.T, target string) *hangProxy {
 	t.Helper()
-	p := &hangProxy{target: target, hang: make(chan struct{}), hung: make(chan struct{})}
+	p := &hangProxy{target: target, hang: make(chan struct{}), hung: make(chan struct{}), held: make(chan struct{}, 1)}
 	u, _ := url.Parse("http://" + target)
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ErrorLog = log.New(io.Discard, "", 0) // the killed client's cancellations
@@ -541,6 +542,10 @@ func startHangProxy(t *testing.T, target string) *hangProxy {
 			case <-p.hang:
 			default:
 				p.once.Do(func() { close(p.hung) })
+				select {
+				case p.held <- struct{}{}:
+				default:
+				}
 				select {
 				case <-p.hang:
 				case <-r.Context().Done():
@@ -572,8 +577,12 @@ func TestRunOCIKilledDuringUpload(t *testing.T) {
 	repoRef := proxy.Addr + "/snapd/model"
 	maddr := freeAddr(t)
 	// ring.keep 4: every generation's WTXT stays in the ring, the bytes the
-	// registry's copies are compared with at the end.
-	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%squeue: {policy: block}\nring: {keep: 4}\nmetrics: {addr: %q}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n",
+	// registry's copies are compared with at the end. A held upload
+	// fails after store.oci.timeout (the wait for response headers), and
+	// the build and then the queue try again: 3s instead of the default
+	// 30s keeps the test from waiting out the default twice. A request the
+	// registry is merely slow to answer is retried the same way.
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\n%squeue: {policy: block}\nring: {keep: 4}\nmetrics: {addr: %q}\nstore:\n  oci:\n    repository: %s\n    segment_size: %d\n    timeout: 3s\n",
 		remote.URL, fastGit, maddr, repoRef, ociSegSize))
 
 	var childErr testutil.SyncBuffer
@@ -602,6 +611,17 @@ func TestRunOCIKilledDuringUpload(t *testing.T) {
 		st, detail := queueState(t, state)
 		return st != nil && st.Chain.Gen == 3 && st.Queue != nil && st.Queue.Pending == 3 && st.OCI != nil && st.OCI.Publishing == 3, detail
 	})
+	// Kill while the queue's next upload attempt is held (not between
+	// attempts).
+	select {
+	case <-proxy.held:
+	default:
+	}
+	select {
+	case <-proxy.held:
+	case <-time.After(testutil.Guard):
+		t.Fatalf("the queue tried no upload again:\n%s", childErr.String())
+	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
