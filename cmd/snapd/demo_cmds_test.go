@@ -13,6 +13,7 @@ import (
 // shared.demo) and then every command it tells the user to run: snapd
 // verify with the allowed_signers file, git verify-commit, snapd status.
 func TestDemoPrintedCommandsWork(t *testing.T) {
+	t.Parallel()
 	out, _ := shared.demo(t)
 	if !strings.Contains(out, "(files kept in "+filepath.Join(os.TempDir(), "snapd-demo-")) {
 		t.Fatalf("demo does not say where its files are:\n%s", out)

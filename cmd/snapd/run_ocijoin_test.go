@@ -70,6 +70,7 @@ func (j *ociJoin) freshClone(t *testing.T) string {
 // published with verify-repo (VerifyRepoFreshClone) and with clone and
 // checkout (CheckoutClone); neither changes the remote or the registry.
 func TestRunOCISplitSkeleton(t *testing.T) {
+	t.Parallel()
 	j := runOCIJoinDaemon(t, 3, 4096)
 	t.Run("VerifyRepoFreshClone", func(t *testing.T) { testRunOCIVerifyRepoFreshClone(t, j) })
 	t.Run("CheckoutClone", func(t *testing.T) { testRunOCICheckoutClone(t, j) })

@@ -136,6 +136,7 @@ for i in range(1, len(sys.argv), 2):
 // to the original, ties and views included, and .pt -> WTXT is a fixed
 // point (the WTXT of the rewritten file is byte-identical).
 func TestTorchRoundTrip(t *testing.T) {
+	t.Parallel()
 	py := torchPython(t)
 	d := t.TempDir()
 	gen := filepath.Join(d, "gen.py")
