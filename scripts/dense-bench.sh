@@ -23,8 +23,12 @@
 # (generation 1 has nothing to compare with). Each timed window starts
 # after a `sync` (not timed): otherwise the untimed copies just before a
 # daemon's window, and the gigabytes the tool before it wrote, would be
-# written back during it (the git-lfs window, last, had the least). The daemon's stage times for
-# the last generation are printed from its log.
+# written back during it (the git-lfs window, last, had the least). The
+# daemon's stage times for the last generation are printed from its log,
+# and the median CPU seconds per generation: the daemon's during its
+# window (with the git processes it ran; in the registry layout the
+# registry's too; background work after the push, such as retention, is
+# not counted) and git-lfs's add, commit and push.
 # Part 2 (TRAINER=0 skips it): scripts/densebench/trainer.py, a PyTorch
 # MLP with AdamW (~40 MB checkpoints) on the CPU, alternating windows with
 # the daemon (run at nice 10, as the systemd unit runs it) snapshotting
@@ -70,6 +74,16 @@ git config --file "$W/gitconfig" init.defaultBranch main
 git lfs install --skip-repo >/dev/null
 (cd "$ROOT" && go build -o "$W/snapd" ./cmd/snapd && go build -o "$W/densebench" ./scripts/densebench)
 now() { date +%s.%N; }
+HZ=$(getconf CLK_TCK)
+# cpu PID...: the CPU seconds (user + system, waited-for children
+# included) the processes have used so far.
+cpu() {
+  local p t=0
+  for p in "$@"; do
+    t=$(awk -v t="$t" -v hz="$HZ" '{printf "%.2f", t + ($14+$15+$16+$17)/hz}' "/proc/$p/stat")
+  done
+  echo "$t"
+}
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$0} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -134,10 +148,11 @@ stages() {
 run_size() {
   local size=$1 GENS=$2 d=$W/size-$1 st
   mkdir -p "$d"
+  local -A pids=() cpus=()
   for st in $STORES; do
     case $st in
-      git) start_daemon "$d/git" ;;
-      oci) start_registry "$d/registry"; start_daemon "$d/oci" 0 "$REG_ADDR" ;;
+      git) start_daemon "$d/git"; pids[git]=$DAEMON ;;
+      oci) start_registry "$d/registry"; start_daemon "$d/oci" 0 "$REG_ADDR"; pids[oci]="$DAEMON ${REGISTRY##* }" ;;
       *) echo "dense-bench: unknown store $st (git, oci)" >&2; exit 2 ;;
     esac
   done
@@ -158,20 +173,20 @@ run_size() {
     cp "$d/$name" "$d/lfs/model.safetensors"
     for st in $STORES; do
       cp "$d/$name" "$d/$st/state/gens/$name" # not timed, as the copy into the LFS work tree
-      local ts
+      local ts c0
       sync # each timed window starts without the write-back of what ran before it
+      c0=$(cpu ${pids[$st]})
       ts=$(snap_time "$d/$st" "$g" "$d/$st/state/gens/$name")
       row="$row $(printf ' %9s |' "$ts")"
-      [ "$g" -ge 2 ] && all[$st]="${all[$st]:-} $ts"
+      [ "$g" -ge 2 ] && all[$st]="${all[$st]:-} $ts" && cpus[$st]="${cpus[$st]:-} $(secs "$c0" "$(cpu ${pids[$st]})")"
     done
     rm -f "$d/$name"
     sync
     t0=$(now)
-    git -C "$d/lfs" add model.safetensors
-    git -C "$d/lfs" commit -qm "gen $g"
-    git -C "$d/lfs" push -q origin HEAD:main >/dev/null 2>&1
+    tc=$(git -C "$d/lfs" add model.safetensors && git -C "$d/lfs" commit -qm "gen $g" &&
+      git -C "$d/lfs" push -q origin HEAD:main >/dev/null 2>&1 && awk -v hz="$HZ" '{printf "%.2f", ($16+$17)/hz}' "/proc/$BASHPID/stat")
     tl=$(secs "$t0" "$(now)")
-    [ "$g" -ge 2 ] && all[lfs]="${all[lfs]:-} $tl"
+    [ "$g" -ge 2 ] && all[lfs]="${all[lfs]:-} $tl" && cpus[lfs]="${cpus[lfs]:-} $tc"
     printf '%4d |%s %8s | %s\n' "$g" "$row" "$tl" "$(cut -d' ' -f1 /proc/loadavg)"
   done
   local ml ms
@@ -181,6 +196,9 @@ run_size() {
     echo "median over gens 2..$GENS: snapd ($st) request->pushed $ms s, git-lfs commit+push $ml s: $(awk -v a="$ms" -v b="$ml" 'BEGIN{printf "%.2f", a/b}')x"
     echo "  daemon ($st) stages of gen $GENS: $(stages "$d/$st" "$GENS")"
   done
+  printf 'CPU seconds per generation, median over gens 2..%s (during the timed window; the registry layout: daemon + registry):' "$GENS"
+  for st in $STORES; do printf ' snapd (%s) %s,' "$st" "$(median <<<"${cpus[$st]}")"; done
+  echo " git-lfs $(median <<<"${cpus[lfs]}")"
   stop_daemon
   [ "${KEEP:-0}" = 1 ] || rm -rf "$d" # keep the disk use bounded for the next size
 }
