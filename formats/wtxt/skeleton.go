@@ -15,6 +15,11 @@ import (
 	"strconv"
 )
 
+// endLineExtra is the refusal of an endwtxt line with more than the
+// keyword: the profile's last line is exactly "endwtxt", and a split or
+// assembly that kept only the keyword would not give back its input.
+const endLineExtra = "the endwtxt line has more than the keyword"
+
 // The skeleton layout (docs/FORMAT.md, "Skeleton layout") keeps a WTXT's
 // tensor bytes out of Git: the skeleton is the WTXT with every base64 line
 // removed, a first line SkeletonMagic, and one seg line before each group
@@ -193,6 +198,9 @@ func (sp *splitter) run() error {
 		case "endwtxt":
 			if sp.inArr {
 				return sp.fail(CheckGrammar, -1, "endwtxt inside an array")
+			}
+			if len(line) != len(endLine) {
+				return sp.fail(CheckGrammar, -1, endLineExtra)
 			}
 			sp.w.WriteString(endLine + "\n")
 			if _, err := sp.lr.raw(); err != io.EOF {
@@ -490,6 +498,9 @@ func (a *assembler) run() error {
 		case "endwtxt":
 			if a.inArr {
 				return a.fail(CheckGrammar, -1, "endwtxt inside an array")
+			}
+			if len(line) != len(endLine) {
+				return a.fail(CheckGrammar, -1, endLineExtra)
 			}
 			a.w.WriteString(endLine + "\n")
 			if _, err := a.lr.raw(); err != io.EOF {

@@ -217,6 +217,7 @@ func TestSkeletonBadInput(t *testing.T) {
 		{"ch without seg", bytes.Replace(skel, append(segLine(nil, seg), '\n'), nil, 1), blobs, CheckSkeleton, ""},
 		{"base64 line", bytes.Replace(skel, []byte("endch\n"), []byte("AQID d\nendch\n"), 1), blobs, CheckSkeleton, "no base64"},
 		{"not a skeleton", in, blobs, CheckSkeleton, "is not"},
+		{"endwtxt with more", bytes.Replace(skel, []byte("\nendwtxt\n"), []byte("\nendwtxt fastxor=0000000000030201\n"), 1), blobs, CheckGrammar, endLineExtra},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -316,6 +317,14 @@ func TestSplitBadInput(t *testing.T) {
 		"short line": {mut(func(l []string) { l[at] = l[at][4:] }), CheckBase64},
 		"no endch":   {mut(func(l []string) { l[at] = "endarr" }), CheckBase64},
 		"not wtxt":   {[]byte("WTXT 2\n"), CheckGrammar},
+		"endwtxt with more": {mut(func(l []string) {
+			for i := len(l) - 1; i >= 0; i-- {
+				if l[i] == "endwtxt" {
+					l[i] = "endwtxt fastxor=0000000000030201"
+					break
+				}
+			}
+		}), CheckGrammar},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var sinkCalls int
@@ -330,6 +339,12 @@ func TestSplitBadInput(t *testing.T) {
 			wantLine := at + 1
 			if tc.check == CheckChunkSHA {
 				wantLine = at - 2 // the ch line
+			}
+			if name == "endwtxt with more" {
+				if e.Line != len(lines)-1 || e.Msg != endLineExtra {
+					t.Fatalf("not located at the endwtxt line %d: %v", len(lines)-1, err)
+				}
+				return
 			}
 			if name != "not wtxt" && (e.Array != "a.weight" || e.Chunk != 0 || e.Line != wantLine) {
 				t.Fatalf("not located at line %d array a.weight chunk 0: %v", wantLine, err)
