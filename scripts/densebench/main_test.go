@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -46,7 +47,8 @@ func TestEveryElementMoves(t *testing.T) {
 // TestDenseBenchScript runs scripts/dense-bench.sh at 1 MiB for two
 // generations without the trainer part: snapd (Git only, and in the
 // registry layout when docker-registry is installed) and git-lfs all time
-// every generation and the medians are printed. Skipped with -short (it
+// every generation and the medians of the times and of the CPU seconds
+// are printed. Skipped with -short (it
 // builds snapd) and without git-lfs.
 func TestDenseBenchScript(t *testing.T) {
 	if testing.Short() {
@@ -74,5 +76,14 @@ func TestDenseBenchScript(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("no %q in the output:\n%s", want, out)
 		}
+	}
+	// The CPU line: a number for every store and for git-lfs.
+	cpu := `CPU seconds per generation, median over gens 2\.\.2 [^\n]*:`
+	for _, st := range stores {
+		cpu += ` snapd \(` + st + `\) [0-9]+\.[0-9]+,`
+	}
+	cpu += ` git-lfs [0-9]+\.[0-9]+\n`
+	if !regexp.MustCompile(cpu).Match(out) {
+		t.Errorf("no CPU line (%s) in the output:\n%s", cpu, out)
 	}
 }
