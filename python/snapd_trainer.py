@@ -57,8 +57,10 @@ import collections
 import errno
 import fcntl
 import importlib
+import io
 import json
 import os
+import pickle
 import re
 import shutil
 import stat
@@ -913,10 +915,17 @@ def load(gen, repo=None, state_dir=".snapd", map_location="cpu", trusted=False, 
     remote, for older ones) into a
     temporary directory, then torch.load(TMP.pt, map_location,
     weights_only=True): what snapd writes holds only tensors and plain
-    containers. trusted=True loads with weights_only=False (needed only by
-    a torch without weights_only, before 1.13): that unpickles
-    arbitrary objects, so pass it only for a repository you trust. gen is
-    a number or "latest". Needs torch (imported here, not at import).
+    containers. When torch's weights_only unpickler refuses the file (torch
+    1.13's has no opcode for a Python float, so it refuses every optimizer
+    state_dict), it is loaded again through an unpickler that resolves only
+    the globals snapd's .pt writer emits (tensor and parameter rebuilds,
+    storages, dtypes, OrderedDict, bytes); anything else, such as a
+    pickle snapd carried verbatim because it holds a class of the training
+    code, is refused with SnapdError naming the global. trusted=True loads
+    with weights_only=False (needed only for such a file, or by a torch
+    without weights_only, before 1.13): that unpickles arbitrary objects,
+    so pass it only for a repository you trust. gen is a number or
+    "latest". Needs torch (imported here, not at import).
     """
     if repo is None:
         repo = os.path.join(os.fspath(state_dir), "repo")
@@ -938,6 +947,90 @@ def load(gen, repo=None, state_dir=".snapd", map_location="cpu", trusted=False, 
                 raise RuntimeError("snapd: this torch %s has no weights_only; load(..., trusted=True) unpickles without it"
                                    % getattr(torch, "__version__", "?")) from e
             raise
+        except pickle.UnpicklingError as e:
+            refused = e  # e.g. torch 1.13's "Unsupported operand 71" (BINFLOAT)
+        hint = "load(..., trusted=True) unpickles it, for a repository you trust"
+        if not _weights_only_predates_floats(torch):
+            raise SnapdError("snapd load: generation %s: torch's weights_only unpickler refused it: %s"
+                             % (gen, str(refused).rsplit("WeightsUnpickler error:", 1)[-1].strip()), None, hint)
+        try:
+            return _load_restricted(torch, out, map_location)
+        except _RefusedGlobal as e:
+            raise SnapdError("snapd load: generation %s: %s" % (gen, e), None, hint) from None
+
+
+def _weights_only_predates_floats(torch):
+    """Whether this torch's weights_only unpickler lacks the opcodes every
+    optimizer state_dict needs (torch 1.x: no BINFLOAT)."""
+    m = re.match(r"([0-9]+)\.", getattr(torch, "__version__", ""))
+    return m is not None and int(m.group(1)) < 2
+
+
+def _load_restricted(torch, path, map_location):
+    """torch.load of path through _restricted_pickle. torch 1.13's
+    torch.load drops a pickle_module when weights_only is off (it always
+    unpickles with the pickle module), so this calls the loaders torch.load
+    dispatches to (zip or legacy) with the restricted module itself."""
+    ser = torch.serialization
+    m = _restricted_pickle(torch)
+    with open(path, "rb") as f:
+        if ser._is_zipfile(f):
+            with ser._open_zipfile_reader(f) as z:
+                return ser._load(z, map_location, m, encoding="utf-8")
+        return ser._legacy_load(f, map_location, m, encoding="utf-8")
+
+
+_GLOBAL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,199}\Z")
+
+
+class _RefusedGlobal(pickle.UnpicklingError):
+    """A global outside what snapd's .pt writer emits."""
+
+
+def _writer_globals(torch):
+    """The globals snapd's .pt writer emits (formats/torch/encode.go),
+    resolved in this torch: module.name -> object. Nothing here runs code
+    beyond building tensors, storages and plain containers."""
+    import codecs
+    g = {"collections.OrderedDict": collections.OrderedDict, "_codecs.encode": codecs.encode}
+    u = torch._utils
+    for f in ("_rebuild_tensor_v2", "_rebuild_tensor_v3", "_rebuild_parameter"):
+        if hasattr(u, f):
+            g["torch._utils." + f] = getattr(u, f)
+    if hasattr(torch, "storage") and hasattr(torch.storage, "UntypedStorage"):
+        g["torch.storage.UntypedStorage"] = torch.storage.UntypedStorage
+    for name in dir(torch):
+        v = getattr(torch, name, None)
+        if isinstance(v, torch.dtype) or (name.endswith("Storage") and isinstance(v, type)):
+            g["torch." + name] = v
+    return g
+
+
+def _restricted_pickle(torch):
+    """A pickle module (torch.serialization's pickle_module) whose
+    Unpickler resolves only _writer_globals: the documented way to restrict
+    what a pickle may call, since find_class is its only road to a callable
+    (torch's own wrapper resolves storage type names before it)."""
+    import types
+    allowed = _writer_globals(torch)
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            key = "%s.%s" % (module, name)
+            v = allowed.get(key)
+            if v is None:
+                shown = key if _GLOBAL_RE.match(key) else "a global with an unprintable name"
+                raise _RefusedGlobal("the checkpoint names %s, which snapd's .pt writer never emits: it is not loaded without trusted=True"
+                                     % shown)
+            return v
+
+    m = types.ModuleType("snapd_trainer_restricted_pickle")
+    m.Unpickler = Unpickler
+    m.load = lambda f, **kw: Unpickler(f, **kw).load()
+    m.loads = lambda b, **kw: Unpickler(io.BytesIO(b), **kw).load()
+    m.UnpicklingError = pickle.UnpicklingError
+    m.__version__ = getattr(pickle, "format_version", "")
+    return m
 
 
 # ---------------------------------------------------------------------------

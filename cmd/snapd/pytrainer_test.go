@@ -161,6 +161,49 @@ try:
     raise SystemExit("load(2) returned")
 except st.SnapdError as e:
     assert e.exit_code == 2 or e.exit_code == 1, e
+# A training checkpoint: AdamW's state holds Python floats (lr, betas, eps),
+# which torch 1.13's weights_only unpickler refuses; load() restores it.
+model = torch.nn.Linear(3, 2)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+model(torch.randn(5, 3)).sum().backward()
+opt.step()
+ck = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": 4, "tag": b"run-a"}
+st.request_snapshot(4, st.publish_generation(gens, 4, lambda f: torch.save(ck, f), suffix=".pt"), log=log)
+assert st.wait(4, state_dir=state).state == "done"
+got = st.load(4, state_dir=state)
+def same(a, b, where):
+    if isinstance(b, torch.Tensor):
+        assert isinstance(a, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(b, dict):
+        assert sorted(a) == sorted(b), (where, sorted(a), sorted(b))
+        for k in b:
+            same(a[k], b[k], "%s.%s" % (where, k))
+    elif isinstance(b, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, "%s[%d]" % (where, i))
+    else:
+        assert type(a) == type(b) and a == b, (where, a, b)
+same(got, ck, "gen4")
+assert got["optimizer"]["param_groups"][0]["lr"] == 1e-3 and got["tag"] == b"run-a"
+# A pickle holding a class of the training code is carried verbatim; load()
+# refuses to resolve it (nothing of it runs) unless trusted=True.
+marker = os.path.join(state, "..", "setstate-ran")
+class Hook:
+    def __setstate__(self, s):
+        open(marker, "w").close()
+        self.__dict__.update(s)
+h = Hook(); h.x = 1
+st.request_snapshot(5, st.publish_generation(gens, 5, lambda f: torch.save({"w": torch.ones(2), "hook": h}, f), suffix=".pt"), log=log)
+assert st.wait(5, state_dir=state).state == "done"
+try:
+    st.load(5, state_dir=state)
+    raise SystemExit("load(5) returned")
+except st.SnapdError as e:
+    assert "__main__.Hook" in str(e) and "trusted=True" in str(e), e
+assert not os.path.exists(marker), "a refused class ran"
+t = st.load(5, state_dir=state, trusted=True)
+assert t["hook"].x == 1 and torch.equal(t["w"], torch.ones(2)) and os.path.exists(marker)
 print("ok")
 `
 
