@@ -6,6 +6,10 @@ Two calls a training loop needs:
     publish_generation_dir(gens_dir, gen, fill)  # or a directory (HF shards)
     request_snapshot(gen, path, state_dir)    # append one WAL line, ~microseconds
 
+A resumed run re-using numbers: publish_generation(..., replace=True) and
+request_snapshot(..., resumed_from=R) on its first request (the callbacks
+declare it themselves after a framework resume).
+
 With PyTorch the whole loop is three lines (snapd reads torch.save's files,
 zip or legacy, without running their pickles: see formats/torch/doc.go):
 
@@ -81,6 +85,7 @@ __all__ = [
     "auto_meta",
     "publish_generation",
     "publish_generation_dir",
+    "replace_published",
     "request_snapshot",
     "generation_name",
     "SnapshotFailed",
@@ -543,7 +548,7 @@ def generation_name(gen, suffix=""):
     return "gen-%06d%s" % (int(gen), suffix)
 
 
-def publish_generation(gens_dir, gen, data, suffix=".safetensors"):
+def publish_generation(gens_dir, gen, data, suffix=".safetensors", replace=False, state_dir=None):
     """Atomically publish checkpoint bytes as generation gen; return its path.
 
     data is bytes-like, or a callable that receives the open binary file and
@@ -551,6 +556,10 @@ def publish_generation(gens_dir, gen, data, suffix=".safetensors"):
     dot-name in gens_dir, fsynced, hard-linked to gen-NNNNNN<suffix> (which
     fails if it exists: generations are immutable) and the directory is
     fsynced. Raises FileExistsError if generation gen is already published.
+
+    replace=True is for a resumed run re-using generation numbers: a
+    published gen is first moved aside, but only when snapd is done with
+    it (see replace_published); otherwise FileExistsError says why.
     """
     gens_dir = os.fspath(gens_dir)
     os.makedirs(gens_dir, exist_ok=True)
@@ -558,7 +567,10 @@ def publish_generation(gens_dir, gen, data, suffix=".safetensors"):
     prefix = generation_name(gen)
     for existing in os.listdir(gens_dir):
         if existing == prefix or existing.startswith(prefix + "."):
-            raise FileExistsError(errno.EEXIST, "snapd: generation %d already published" % int(gen), os.path.join(gens_dir, existing))
+            if not replace:
+                raise _published_error(gen, os.path.join(gens_dir, existing))
+            replace_published(gens_dir, gen, state_dir)
+            break
     final = os.path.join(gens_dir, name)
     tmp = os.path.join(gens_dir, ".tmp-%s-%d-%s" % (name, os.getpid(), os.urandom(4).hex()))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -586,7 +598,7 @@ def publish_generation(gens_dir, gen, data, suffix=".safetensors"):
     return final
 
 
-def publish_generation_dir(gens_dir, gen, fill, suffix=""):
+def publish_generation_dir(gens_dir, gen, fill, suffix="", replace=False, state_dir=None):
     """Atomically publish a checkpoint directory as generation gen.
 
     For sharded checkpoints (model.safetensors.index.json plus shards, e.g.
@@ -595,7 +607,8 @@ def publish_generation_dir(gens_dir, gen, fill, suffix=""):
     temporary directory d (a dot-name in gens_dir); every file and
     directory in it is then fsynced, d is renamed to gen-NNNNNN<suffix>
     and gens_dir is fsynced. Raises FileExistsError if generation gen is
-    already published. Returns the final path.
+    already published (replace=True: as publish_generation). Returns the
+    final path.
     """
     gens_dir = os.fspath(gens_dir)
     os.makedirs(gens_dir, exist_ok=True)
@@ -609,7 +622,9 @@ def publish_generation_dir(gens_dir, gen, fill, suffix=""):
         return None
 
     if published():
-        raise FileExistsError(errno.EEXIST, "snapd: generation %d already published" % int(gen), published())
+        if not replace:
+            raise _published_error(gen, published())
+        replace_published(gens_dir, gen, state_dir)
     final = os.path.join(gens_dir, name)
     tmp = os.path.join(gens_dir, ".tmp-%s-%d-%s" % (name, os.getpid(), os.urandom(4).hex()))
     os.mkdir(tmp, 0o775)  # less the umask: group-writable in the group-shared mode
@@ -630,7 +645,7 @@ def publish_generation_dir(gens_dir, gen, fill, suffix=""):
         # before (generations are immutable; the Go side uses
         # RENAME_NOREPLACE).
         if published():
-            raise FileExistsError(errno.EEXIST, "snapd: generation %d already published" % int(gen), published())
+            raise _published_error(gen, published())
         os.rename(tmp, final)
     except BaseException:
         import shutil
@@ -638,6 +653,134 @@ def publish_generation_dir(gens_dir, gen, fill, suffix=""):
         raise
     _fsync_dir(gens_dir)
     return final
+
+
+def _published_error(gen, path):
+    return FileExistsError(errno.EEXIST, "snapd: generation %d already published (a resumed run re-using the number: "
+                           "replace=True, with resumed_from= on its first request)" % int(gen), path)
+
+
+_STORE_LOCK_WAIT = 30.0  # seconds; snapd holds the store lock for a scan of the pins or a few renames
+
+
+def replace_published(gens_dir, gen, state_dir=None):
+    """Move generation gen's published entry out of gens_dir, so that a
+    resumed run can publish the number again; a no-op when none is there.
+
+    It follows the generation store's protocol (snapshot/genstore.go): with
+    the store's exclusive lock (gens_dir/.lock) held, the entry is renamed
+    to a .trash- name, the directory fsynced, and then deleted. It refuses
+    (FileExistsError, saying why) unless snapd is done with the entry: no
+    pin file for gen in gens_dir/.pins (a pin of a process that is gone
+    counts too, until snapd clears it), and the newest request for gen in
+    the WAL (STATE_DIR/wal; state_dir defaults to gens_dir's parent) has a
+    done outcome. The abandoned generation's snapshot stays in snapd's
+    history; only the trainer's copy goes.
+    """
+    gens_dir = os.fspath(gens_dir)
+    gen = int(gen)
+    _check_gen(gen)
+    if state_dir is None:
+        state_dir = os.path.dirname(os.path.abspath(gens_dir))
+    prefix = generation_name(gen)
+    fd = os.open(os.path.join(gens_dir, ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    trash = None
+    try:
+        deadline = time.monotonic() + _STORE_LOCK_WAIT
+        wait = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("snapd: replace generation %d: the store lock %s is held by another process"
+                                       % (gen, os.path.join(gens_dir, ".lock")))
+                time.sleep(wait)
+                wait = min(2 * wait, 0.05)
+        entry = None
+        for name in os.listdir(gens_dir):
+            if name == prefix or name.startswith(prefix + "."):
+                entry = name
+        if entry is None:
+            return
+        path = os.path.join(gens_dir, entry)
+        try:
+            pins = os.listdir(os.path.join(gens_dir, ".pins"))
+        except FileNotFoundError:
+            pins = []
+        for name in pins:
+            head = name.split(".", 1)[0]
+            if name.endswith(".pin") and head.isdigit() and int(head) == gen:
+                raise FileExistsError(errno.EEXIST, "snapd: generation %d is pinned (snapd is reading it, or a pin of a "
+                                      "process that is gone: snapd gc clears it); not replaced" % gen, path)
+        done, why = _request_done(os.path.join(os.fspath(state_dir), "wal"), gen)
+        if not done:
+            raise FileExistsError(errno.EEXIST, "snapd: generation %d is published and %s; not replaced" % (gen, why), path)
+        trash = os.path.join(gens_dir, ".trash-%s-%s" % (entry, os.urandom(8).hex()))
+        os.rename(path, trash)
+        _fsync_dir(gens_dir)
+    finally:
+        os.close(fd)  # releases the lock
+    if os.path.isdir(trash) and not os.path.islink(trash):
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        try:
+            os.unlink(trash)
+        except FileNotFoundError:
+            pass
+
+
+def _wal_requests(wal_dir, gen):
+    """(seg, off) of every request line for gen in the WAL's segments."""
+    want = b"%s gen=%d " % (MAGIC.encode(), gen)
+    out = []
+    for seg in _segments(wal_dir):
+        name = "%08d.wal" % seg
+        off = 0
+        try:
+            f = open(os.path.join(wal_dir, name), "rb")
+        except FileNotFoundError:
+            continue  # reclaimed meanwhile
+        with f:
+            for line in f:
+                if line.startswith(want):
+                    out.append((seg, off))
+                off += len(line)
+    return out
+
+
+def _outcomes_for(wal_dir, gen):
+    """[(state, (seg, off))] of gen's outcome lines, in log order (CRC-checked)."""
+    out = []
+    try:
+        f = open(os.path.join(wal_dir, "outcomes.log"), "rb")
+    except FileNotFoundError:
+        return out
+    with f:
+        for line in f:
+            o = _parse_outcome(line.rstrip(b"\n")) if line.endswith(b"\n") else None
+            if o is not None and o[0] == gen:
+                out.append((o[1], o[2]))
+    return out
+
+
+def _request_done(wal_dir, gen):
+    """Whether snapd is done with generation gen's newest request:
+    (True, "") or (False, why)."""
+    outs = _outcomes_for(wal_dir, gen)
+    reqs = _wal_requests(wal_dir, gen)
+    if reqs:
+        newest = max(reqs)
+        states = [st_ for st_, pos in outs if pos == newest]
+        if not states:
+            return False, "its newest request is not handled yet"
+        if states[-1] != "done":
+            return False, "its newest request failed (snapd wal list says why)"
+        return True, ""
+    if outs and outs[-1][0] == "done":
+        return True, ""
+    return False, "was never snapshotted"
 
 
 # ---------------------------------------------------------------------------
@@ -716,28 +859,16 @@ class _FailureWatch:
             os.close(fd)
         end = data.rfind(b"\n") + 1  # an unterminated tail is read next time
         for line in data[:end].splitlines():
-            f = line.split(b" ")
-            if len(f) != 9 or f[0] != b"outcome" or not f[1].startswith(b"gen="):
+            o = _parse_outcome(line)
+            if o is None:
                 continue
-            try:
-                gen = int(f[1][4:])
-            except ValueError:
-                continue
+            gen, state, pos, msg = o
             mine = self.mine.get(gen)
-            if mine is None:
-                continue
-            body, _, crc = line.rpartition(b" crc=")
-            try:
-                if int(crc, 16) != crc32c(body):
-                    continue
-                pos = (int(f[3][4:]), int(f[4][4:]))
-            except ValueError:
-                continue
-            if pos < mine:
-                continue  # an outcome of an older request for the same gen
-            if f[2] == b"state=failed":
-                self.failed[gen] = _unescape(f[7][4:])
-            elif f[2] == b"state=done":
+            if mine is None or pos < mine:
+                continue  # not ours, or an outcome of an older request for the same gen
+            if state == "failed":
+                self.failed[gen] = msg
+            elif state == "done":
                 self.failed.pop(gen, None)
         self.off += end
 
@@ -754,6 +885,23 @@ class _FailureWatch:
             if on_failure == "raise":
                 raise SnapshotFailed(g, msg)
             warnings.warn(SnapshotWarning("snapd: generation %d failed: %s" % (g, msg)), stacklevel=3)
+
+
+def _parse_outcome(line):
+    """(gen, state, (seg, off), msg) of one outcomes.log line without its
+    newline, or None when it is not a well-formed outcome with a good CRC."""
+    f = line.split(b" ")
+    if len(f) != 9 or f[0] != b"outcome" or not f[1].startswith(b"gen=") or not f[2].startswith(b"state="):
+        return None
+    body, _, crc = line.rpartition(b" crc=")
+    try:
+        if int(crc, 16) != crc32c(body):
+            return None
+        gen = int(f[1][4:])
+        pos = (int(f[3][4:]), int(f[4][4:]))
+    except ValueError:
+        return None
+    return gen, f[2][6:].decode("ascii", "replace"), pos, _unescape(f[7][4:])
 
 
 _watches = {}
@@ -1116,6 +1264,17 @@ class _CallbackBase:
         self._log = None
         self.requested = []  # (gen, path) in request order
         self.requested_meta = {}  # gen -> the metadata requested with it
+        self.resumed_from = None  # declared on the first request after a resume
+        self._resumed_at = None
+
+    def _resume_start(self, step):
+        """The framework restored the run at step (a resume from its
+        checkpoint): the first request after it declares resumed_from=step
+        when snapd has that generation (its newest request is done), so
+        the numbers the run re-uses chain to it instead of failing as
+        re-used; otherwise the requests go as they are."""
+        if step >= 1:
+            self._resumed_at = int(step)
 
     def _meta(self, fields, *hook_args):
         if not self.meta:
@@ -1126,7 +1285,12 @@ class _CallbackBase:
     def _request(self, gen, path, meta=None):
         if self._log is None:
             self._log = RequestLog(os.path.join(self.state_dir, "wal"), self.requester)
-        request_snapshot(gen, path, log=self._log, on_failure=self.on_failure, meta=meta or None)
+        resumed, self._resumed_at = self._resumed_at, None
+        if resumed is not None and gen > resumed and _request_done(os.path.join(self.state_dir, "wal"), resumed)[0]:
+            self.resumed_from = resumed
+        else:
+            resumed = None
+        request_snapshot(gen, path, log=self._log, on_failure=self.on_failure, meta=meta or None, resumed_from=resumed)
         self.requested.append((gen, path))
         self.requested_meta[gen] = dict(meta or {})
 
@@ -1151,12 +1315,23 @@ class SnapdTrainerCallback(_CallbackBase):
     snapd reads the directory as it is:
     keep it until the request is done (save_total_limit deletes old
     checkpoints; keep the limit above what the daemon may lag behind).
+    A run resumed with train(resume_from_checkpoint=...) starts at the
+    checkpoint's step R (on_train_begin): its first request declares
+    resumed_from=R when snapd has generation R, so the steps it saves
+    again chain to R (the abandoned ones stay in snapd's history).
     An instance subclasses transformers.TrainerCallback when transformers
     is importable.
     """
 
     def __new__(cls, *args, **kwargs):
         return object.__new__(_with_base(cls, "hf", [("transformers", "TrainerCallback")]))
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # Trainer.train(resume_from_checkpoint=...) has loaded the
+        # checkpoint's TrainerState before this hook: global_step > 0.
+        if getattr(state, "is_world_process_zero", True):
+            self._resume_start(int(getattr(state, "global_step", 0) or 0))
+        return None
 
     def on_save(self, args, state, control, **kwargs):
         if not getattr(state, "is_world_process_zero", True):
@@ -1214,6 +1389,9 @@ class SnapdLightningCallback(_CallbackBase):
     Metadata: step, epoch and trainer.callback_metrics as they were at the
     save (scalars only; "val/loss" becomes key "val.loss"); meta=False
     sends none, meta=callable(trainer, pl_module, checkpoint) adds keys.
+    A run resumed with fit(ckpt_path=...) starts at the checkpoint's step
+    R (on_train_start): its first request declares resumed_from=R when
+    snapd has generation R.
     An instance subclasses Lightning's Callback when lightning (or
     pytorch_lightning) is importable.
     """
@@ -1294,6 +1472,12 @@ class SnapdLightningCallback(_CallbackBase):
         # Read now: the metrics are those of this save, not of the hook
         # that finds the file.
         self._intents.append((gen, time.time_ns(), before, self._meta(fields, trainer, pl_module, checkpoint)))
+
+    def on_train_start(self, trainer, pl_module, *args, **kwargs):
+        # fit(ckpt_path=...) has restored the loops before this hook:
+        # global_step > 0.
+        if getattr(trainer, "is_global_zero", True):
+            self._resume_start(int(getattr(trainer, "global_step", 0) or 0))
 
     def on_train_batch_start(self, trainer, pl_module, *args, **kwargs):
         self._flush(trainer)

@@ -20,7 +20,8 @@ import (
 // checkpoints. "first" trains steps 1..3, publishing each to snapd, then
 // "crashes"; "resume" loads step 2's checkpoint and trains steps 3 and 4
 // again, declaring the resume on its first request. The resumed run
-// publishes into its own directory (the store's gen-000003 is taken).
+// publishes 3 again into the same store: replace=True moves the first
+// run's gen-000003.pt aside once snapd is done with it.
 const resumeLoop = `
 import os, sys, torch
 sys.path.insert(0, sys.argv[1])
@@ -35,16 +36,17 @@ def train():
     opt.step()
 log = snapd_trainer.RequestLog(os.path.join(state, "wal"), requester="py:resume-test")
 if phase == "first":
-    steps, pub, resumed = [1, 2, 3], os.path.join(state, "gens"), None
+    steps, resumed = [1, 2, 3], None
 else:
     ck = torch.load(os.path.join(ckpts, "step-2.pt"))
     model.load_state_dict(ck["model"])
     opt.load_state_dict(ck["optimizer"])
-    steps, pub, resumed = [3, 4], os.path.join(state, "run2"), ck["step"]
+    steps, resumed = [3, 4], ck["step"]  # the first run's 3 is done (the test waited): replaceable
 for step in steps:
     train()
     torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step}, os.path.join(ckpts, "step-%d.pt" % step))
-    path = snapd_trainer.publish_generation(pub, step, lambda f: torch.save(model.state_dict(), f), suffix=".pt")
+    path = snapd_trainer.publish_generation(os.path.join(state, "gens"), step, lambda f: torch.save(model.state_dict(), f),
+                                            suffix=".pt", replace=resumed is not None)
     snapd_trainer.request_snapshot(step, path, log=log, resumed_from=resumed if step == steps[0] else None)
 log.close()
 `

@@ -39,6 +39,16 @@ def request_positions(wal_dir):
     return out
 
 
+def wal_lines(wal_dir):
+    """Every request line, in log order."""
+    out = []
+    for name in sorted(os.listdir(wal_dir)):
+        if name.endswith(".wal"):
+            with open(os.path.join(wal_dir, name), "rb") as f:
+                out += [line.decode() for line in f if line.startswith(b"snapreq/1 ")]
+    return out
+
+
 def add_outcome(wal_dir, gen, state, pos, msg="", src="/src"):
     body = "outcome gen=%d state=%s seg=%d off=%d ts=1 src=%s msg=%s" % (gen, state, pos[0], pos[1], st._escape(src), st._escape(msg) if msg else "")
     with open(os.path.join(wal_dir, "outcomes.log"), "ab") as f:
@@ -179,6 +189,113 @@ class HuggingFace(unittest.TestCase):
         call_event("on_train_end", types.SimpleNamespace(global_step=40, is_world_process_zero=True), control)
         self.assertEqual(cb.requested, [(10, os.path.join(args.output_dir, "checkpoint-10")),
                                         (20, os.path.join(args.output_dir, "checkpoint-20"))])
+        self.assertIsNone(cb.resumed_from)
+
+    def test_resume(self):
+        # train(resume_from_checkpoint=checkpoint-10): the Trainer restores
+        # global_step 10 before on_train_begin. snapd has generation 10
+        # (done): the first save after it declares resumed_from=10. A
+        # second resume at a step snapd never had declares nothing.
+        root = out_dir("hf-resume")
+        state_dir = os.path.join(root, "state")
+        wal = os.path.join(state_dir, "wal")
+        args = types.SimpleNamespace(output_dir=os.path.join(root, "out"))
+        first = st.SnapdTrainerCallback(state_dir, requester="py:hf")
+        control = types.SimpleNamespace()
+
+        def save(cb, step):
+            ck = os.path.join(args.output_dir, "checkpoint-%d" % step)
+            os.makedirs(ck, exist_ok=True)
+            cb.on_save(args, types.SimpleNamespace(global_step=step, is_world_process_zero=True), control)
+
+        first.on_train_begin(args, types.SimpleNamespace(global_step=0, is_world_process_zero=True), control)
+        for step in (10, 20):
+            save(first, step)
+        first.on_train_end(args, None, control)
+        pos = request_positions(wal)
+        add_outcome(wal, 10, "done", pos[0])
+        add_outcome(wal, 20, "done", pos[1])
+        self.assertIsNone(first.resumed_from)
+        resumed = st.SnapdTrainerCallback(state_dir, requester="py:hf")
+        resumed.on_train_begin(args, types.SimpleNamespace(global_step=10, is_world_process_zero=True), control)
+        save(resumed, 20)
+        save(resumed, 30)
+        resumed.on_train_end(args, None, control)
+        self.assertEqual(resumed.resumed_from, 10)
+        lines = wal_lines(wal)
+        self.assertIn(" gen=20 ", lines[2])
+        self.assertIn(" resumed_from=10 ", lines[2])
+        self.assertNotIn("resumed_from", lines[3])
+        again = st.SnapdTrainerCallback(state_dir, requester="py:hf")
+        again.on_train_begin(args, types.SimpleNamespace(global_step=30, is_world_process_zero=True), control)
+        save(again, 40)
+        again.on_train_end(args, None, control)
+        self.assertIsNone(again.resumed_from)  # 30 is not done: an ordinary request
+        self.assertNotIn("resumed_from", wal_lines(wal)[4])
+
+
+class Replace(unittest.TestCase):
+    """publish_generation(replace=True) and replace_published: a resumed
+    run re-publishes a number only when snapd is done with it."""
+
+    def setUp(self):
+        self.state = tempfile.mkdtemp(prefix="snapd-replace-")
+        self.gens = os.path.join(self.state, "gens")
+        self.wal = os.path.join(self.state, "wal")
+        self.log = st.RequestLog(self.wal, requester="py:unit")
+
+    def tearDown(self):
+        self.log.close()
+
+    def publish(self, gen, data, **kw):
+        return st.publish_generation(self.gens, gen, data, suffix=".bin", **kw)
+
+    def test_replace(self):
+        p = self.publish(3, b"first")
+        with self.assertRaises(FileExistsError) as cm:
+            self.publish(3, b"again")
+        self.assertIn("replace=True", str(cm.exception))
+        # Not requested yet, then requested and not handled: kept.
+        with self.assertRaises(FileExistsError) as cm:
+            self.publish(3, b"again", replace=True)
+        self.assertIn("never snapshotted", str(cm.exception))
+        st.request_snapshot(3, p, log=self.log)
+        with self.assertRaises(FileExistsError) as cm:
+            self.publish(3, b"again", replace=True)
+        self.assertIn("not handled yet", str(cm.exception))
+        # Failed: kept (the trainer may still want it).
+        add_outcome(self.wal, 3, "failed", request_positions(self.wal)[-1], msg="x")
+        with self.assertRaises(FileExistsError) as cm:
+            self.publish(3, b"again", replace=True)
+        self.assertIn("failed", str(cm.exception))
+        # Requested again and done: replaced, unless a pin names it.
+        st.request_snapshot(3, p, log=self.log, on_failure="ignore")
+        add_outcome(self.wal, 3, "done", request_positions(self.wal)[-1])
+        os.makedirs(os.path.join(self.gens, ".pins"))
+        pin = os.path.join(self.gens, ".pins", "000003.4242.abcd.pin")
+        with open(pin, "w") as f:
+            f.write("pin gen=3 pid=4242 start=1 boot=b host=h ts=1\n")
+        with self.assertRaises(FileExistsError) as cm:
+            self.publish(3, b"again", replace=True)
+        self.assertIn("pinned", str(cm.exception))
+        with open(p, "rb") as f:
+            self.assertEqual(f.read(), b"first")
+        os.remove(pin)
+        self.assertEqual(self.publish(3, b"second", replace=True), p)
+        with open(p, "rb") as f:
+            self.assertEqual(f.read(), b"second")
+        self.assertEqual(sorted(os.listdir(self.gens)), [".lock", ".pins", "gen-000003.bin"])
+        # A newer request for the new file: not handled, so not replaced.
+        st.request_snapshot(3, p, log=self.log, on_failure="ignore")
+        with self.assertRaises(FileExistsError):
+            self.publish(3, b"third", replace=True)
+        # A directory generation, and nothing published: replace is a no-op.
+        st.replace_published(self.gens, 9)
+        d = st.publish_generation_dir(self.gens, 4, lambda d: open(os.path.join(d, "a"), "w").close())
+        st.request_snapshot(4, d, log=self.log, on_failure="ignore")
+        add_outcome(self.wal, 4, "done", request_positions(self.wal)[-1])
+        st.publish_generation_dir(self.gens, 4, lambda d: open(os.path.join(d, "b"), "w").close(), replace=True)
+        self.assertEqual(os.listdir(d), ["b"])
 
 
 class AutoMeta(unittest.TestCase):
@@ -371,6 +488,36 @@ class Lightning(unittest.TestCase):
         self.assertEqual(cb.requested, [(5, r(os.path.join(ckdir, "epoch=0-step=5.ckpt"))),
                                         (10, r(os.path.join(ckdir, "epoch=0-step=10.ckpt"))),
                                         (15, r(os.path.join(ckdir, "epoch=1-step=15.ckpt")))])
+
+    def test_resume(self):
+        # fit(ckpt_path=...) restores global_step before on_train_start.
+        root = out_dir(os.path.join("lightning", "resume"))
+        ckdir = os.path.join(root, "checkpoints")
+        os.makedirs(ckdir)
+        wal = os.path.join(root, "state", "wal")
+        mc = FakeModelCheckpoint(ckdir)
+        first = st.SnapdLightningCallback(os.path.join(root, "state"), requester="py:lightning")
+        tr = FakeTrainer([first, mc], mc)
+        mc.on_save_checkpoint = lambda *a: None
+        mc.on_train_batch_end = lambda *a: None
+        first.on_train_start(tr, tr.module)
+        for step in (5, 10):
+            tr.global_step = step
+            tr.model_checkpoint_save(mc, "step=%d.ckpt" % step, 10 + step)
+            tr.batch_end()
+        first.teardown(tr, tr.module, stage="fit")
+        for i, p in enumerate(request_positions(wal)):
+            add_outcome(wal, (5, 10)[i], "done", p)
+        resumed = st.SnapdLightningCallback(os.path.join(root, "state"), requester="py:lightning")
+        tr = FakeTrainer([resumed, mc], mc)
+        tr.global_step = 5
+        resumed.on_train_start(tr, tr.module)
+        tr.global_step = 10
+        tr.model_checkpoint_save(mc, "step=10-v1.ckpt", 99)
+        tr.batch_end()
+        resumed.teardown(tr, tr.module, stage="fit")
+        self.assertEqual(resumed.resumed_from, 5)
+        self.assertIn(" resumed_from=5 ", wal_lines(wal)[2])
 
     def test_other_ranks(self):
         root = out_dir("lightning-rank1")
