@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	git "github.com/go-git/go-git/v5"
 	"io"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -153,4 +156,90 @@ func (p *GitPusher) FetchBase(ctx context.Context, branch string) error {
 		return err
 	}
 	return nil
+}
+
+// HistoryFetcher fetches back from the remote what Repo.Retain cut from
+// the local repository; GitPusher implements it (Config.History).
+type HistoryFetcher interface {
+	// Deepen fetches commits more of branch's history, beyond the
+	// repository's shallow boundary.
+	Deepen(ctx context.Context, branch string, commits int) error
+	// FetchTags fetches the remote's tags whose names keep accepts and
+	// whose commits the repository holds (a tag of any other commit is
+	// left on the remote: fetching it would fetch that commit's history).
+	FetchTags(ctx context.Context, keep func(name string) bool) error
+}
+
+// Deepen implements HistoryFetcher: git fetch --deepen (git moves the
+// boundary in the shallow file), with the remote's credentials, under the
+// push timeout and stall watchdog. No ref changes and no tags are
+// fetched; the commits are reachable from the branch again.
+func (p *GitPusher) Deepen(ctx context.Context, branch string, commits int) error {
+	src := plumbing.NewBranchReferenceName(branch)
+	if err := src.Validate(); err != nil {
+		return fmt.Errorf("branch name %q: %w", branch, err)
+	}
+	if commits < 1 {
+		return fmt.Errorf("deepen by %d commits: want >= 1", commits)
+	}
+	args, env, cleanup, err := p.gitEnv()
+	defer cleanup()
+	if err != nil {
+		return err
+	}
+	args = append(append([]string{}, args...), "fetch", "--deepen="+strconv.Itoa(commits), "--no-tags", "--no-write-fetch-head", "--progress", "--", p.url, src.String())
+	_, err = p.run(ctx, "fetch", args, env, p.remote.Timeout)
+	return err
+}
+
+// FetchTags implements HistoryFetcher: git ls-remote --tags, then one git
+// fetch of the accepted tags whose peeled commits the repository holds.
+func (p *GitPusher) FetchTags(ctx context.Context, keep func(name string) bool) error {
+	args, env, cleanup, err := p.gitEnv()
+	defer cleanup()
+	if err != nil {
+		return err
+	}
+	lsArgs := append(append([]string{}, args...), "ls-remote", "--tags", "--", p.url)
+	out, err := p.run(ctx, "ls-remote", lsArgs, env, p.remote.Timeout)
+	if err != nil {
+		return err
+	}
+	peeled := map[string]plumbing.Hash{} // tag name -> the commit it names
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		h, ref, ok := strings.Cut(l, "\t")
+		if !ok || !plumbing.IsHash(h) {
+			continue
+		}
+		name, isTag := strings.CutPrefix(ref, "refs/tags/")
+		if !isTag {
+			continue
+		}
+		if base, ok := strings.CutSuffix(name, "^{}"); ok {
+			peeled[base] = plumbing.NewHash(h)
+		} else if _, seen := peeled[name]; !seen {
+			peeled[name] = plumbing.NewHash(h) // a lightweight tag, unless its ^{} line follows
+		}
+	}
+	repo, err := git.PlainOpen(p.repoDir)
+	if err != nil {
+		return fmt.Errorf("gitops: open %s: %w", p.repoDir, err)
+	}
+	var specs []string
+	for name, target := range peeled {
+		if !keep(name) || plumbing.NewTagReferenceName(name).Validate() != nil {
+			continue
+		}
+		if _, err := repo.CommitObject(target); err != nil {
+			continue
+		}
+		specs = append(specs, "+refs/tags/"+name+":refs/tags/"+name)
+	}
+	if len(specs) == 0 {
+		return nil
+	}
+	sort.Strings(specs)
+	args = append(append(append([]string{}, args...), "fetch", "--no-tags", "--no-write-fetch-head", "--", p.url), specs...)
+	_, err = p.run(ctx, "fetch", args, env, p.remote.Timeout)
+	return err
 }

@@ -180,6 +180,12 @@ type Config struct {
 	// if set, fetches it from the remote first (see base.go).
 	BaseBranch string
 	FetchBase  func(ctx context.Context, branch string) error
+	// History, if set, fetches back from the remote what Retain cut from
+	// this repository (a GitPusher). A resume from a generation Retain
+	// cut uses it to reach that generation's commit (and the tags of the
+	// generations it abandons); without it such a resume fails with
+	// ErrResume.
+	History HistoryFetcher
 	// MaxPacks: Maintain repacks when the repository holds more packs
 	// than this (default DefaultMaxPacks; negative: never).
 	MaxPacks int

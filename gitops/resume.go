@@ -114,6 +114,76 @@ func resumeMessage(fromTrail map[string]string, rec *ResumeRecord) string {
 // generation gen with the generations above it it passed (their meta
 // text, newest first), or nil when gen is not on the live chain.
 func (r *Repo) liveGen(c *object.Commit, gen uint64) (*object.Commit, []string, error) {
+	found, above, _, err := r.liveGenCut(c, gen)
+	return found, above, err
+}
+
+// maxDeepens bounds the fetches liveGenFetch makes for one generation.
+const maxDeepens = 6
+
+// liveGenFetch is liveGen, except that when the walk ends at the
+// repository's shallow boundary above gen (Retain cut the generation
+// after it was pushed) and Config.History is set, it fetches the history
+// between from the remote and walks again: first as many commits as
+// generations lie between the boundary and gen, then twice as many each
+// time (resume records are commits too), at most maxDeepens times.
+// A failed fetch is returned as it is (not ErrResume: the remote may
+// answer next time).
+func (r *Repo) liveGenFetch(ctx context.Context, c *object.Commit, gen uint64) (*object.Commit, []string, error) {
+	n := 0
+	for try := 0; ; try++ {
+		found, above, lowest, err := r.liveGenCut(c, gen)
+		if err != nil || found != nil || lowest == 0 || r.cfg.History == nil || try == maxDeepens {
+			return found, above, err
+		}
+		if n == 0 {
+			n = int(min(lowest-gen, 1<<20))
+		} else {
+			n *= 2
+		}
+		if err := r.cfg.History.Deepen(ctx, r.cfg.Branch, n); err != nil {
+			return nil, nil, fmt.Errorf("gitops: generation %06d is below the history the local repository keeps (from generation %06d); fetching it from the remote: %w", gen, lowest, err)
+		}
+		r.reindex()
+	}
+}
+
+// tagsCut reports whether a generation of above (gen texts) has no tag
+// here: Retain deleted it with the generation's commit (which a fetch
+// brought back since).
+func (r *Repo) tagsCut(above []string) bool {
+	for _, g := range above {
+		if _, ok := r.tagTarget(r.TagName(g)); !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// fetchAbandonedTags fetches the remote's tags of the generations a
+// resume abandons (above: their gen texts), which Retain deleted with
+// their commits, so that genTag passes over those names again.
+func (r *Repo) fetchAbandonedTags(ctx context.Context, above []string) error {
+	names := map[string]bool{}
+	for _, g := range above {
+		names[r.TagName(g)] = true
+	}
+	return r.cfg.History.FetchTags(ctx, func(name string) bool {
+		if names[name] {
+			return true
+		}
+		i := strings.LastIndex(name, "-r")
+		if i < 0 || !names[name[:i]] {
+			return false
+		}
+		_, err := strconv.ParseUint(name[i+2:], 10, 32)
+		return err == nil
+	})
+}
+
+// liveGenCut is liveGen; when the walk ends at a shallow boundary commit
+// of a generation above gen, lowest is that generation (else 0).
+func (r *Repo) liveGenCut(c *object.Commit, gen uint64) (*object.Commit, []string, uint64, error) {
 	shallow := r.shallowSet()
 	var above []string
 	seen := map[plumbing.Hash]bool{}
@@ -122,36 +192,39 @@ func (r *Repo) liveGen(c *object.Commit, gen uint64) (*object.Commit, []string, 
 		tr := ParseTrailers(c.Message)
 		rec, isRec, err := parseResumeTrailers(tr)
 		if err != nil {
-			return nil, nil, fmt.Errorf("commit %s: %w", c.Hash, err)
+			return nil, nil, 0, fmt.Errorf("commit %s: %w", c.Hash, err)
 		}
 		if isRec {
 			if c, err = r.r.CommitObject(rec.FromCommit); err != nil {
-				return nil, nil, fmt.Errorf("%w: resume record names commit %s: %v", ErrResume, rec.FromCommit, err)
+				return nil, nil, 0, fmt.Errorf("%w: resume record names commit %s: %v", ErrResume, rec.FromCommit, err)
 			}
 			continue
 		}
 		g, err := parseGenTrailer(tr[TrailerGen])
 		if err != nil {
-			return nil, nil, nil // not a generation commit (a base branch)
+			return nil, nil, 0, nil // not a generation commit (a base branch)
 		}
 		switch {
 		case g == gen:
-			return c, above, nil
+			return c, above, 0, nil
 		case g < gen:
-			return nil, nil, nil
+			return nil, nil, 0, nil
 		}
 		above = append(above, tr[TrailerGen])
-		if len(c.ParentHashes) == 0 || shallow[c.Hash] {
-			return nil, nil, nil
+		if len(c.ParentHashes) > 0 && shallow[c.Hash] {
+			return nil, nil, g, nil
+		}
+		if len(c.ParentHashes) == 0 {
+			return nil, nil, 0, nil
 		}
 		if _, ok := BaseOf(c); ok {
-			return nil, nil, nil
+			return nil, nil, 0, nil
 		}
 		if c, err = r.r.CommitObject(c.ParentHashes[0]); err != nil {
-			return nil, nil, fmt.Errorf("gitops: parent of %s: %w", c.Hash, err)
+			return nil, nil, 0, fmt.Errorf("gitops: parent of %s: %w", c.Hash, err)
 		}
 	}
-	return nil, nil, nil
+	return nil, nil, 0, nil
 }
 
 // resume returns the head h's generation is to be committed on: head
@@ -188,9 +261,14 @@ func (r *Repo) resume(ctx context.Context, head *headInfo, h *Header, res Resume
 	if pg < res.From {
 		return nil, fmt.Errorf("%w: generation %s resumes from generation %d, but the branch %s head is generation %s", ErrResume, h.Root.Gen, res.From, r.cfg.Branch, tr[TrailerGen])
 	}
-	from, above, err := r.liveGen(head.commit, res.From)
+	from, above, err := r.liveGenFetch(ctx, head.commit, res.From)
 	if err != nil {
 		return nil, err
+	}
+	if from != nil && r.cfg.History != nil && r.tagsCut(above) {
+		if err := r.fetchAbandonedTags(ctx, above); err != nil {
+			return nil, fmt.Errorf("gitops: the tags of the generations resuming from %06d abandons: %w", res.From, err)
+		}
 	}
 	if from == nil {
 		return nil, fmt.Errorf("%w: generation %s resumes from generation %d, which is not on the live chain of branch %s", ErrResume, h.Root.Gen, res.From, r.cfg.Branch)
@@ -300,8 +378,10 @@ func GenTags(exists func(name string) bool, prefix, genText string) []string {
 // LiveGeneration returns the header of generation gen as its commit on
 // the branch's live chain records it (root trailers, checked with
 // wtxt.Root.Check): the chain values a run resumed from gen continues
-// from. ErrResume when gen is not on the live chain.
-func (r *Repo) LiveGeneration(gen uint64) (*Header, error) {
+// from. ErrResume when gen is not on the live chain. A generation Retain
+// cut from this repository is fetched from the remote first when
+// Config.History is set (liveGenFetch).
+func (r *Repo) LiveGeneration(ctx context.Context, gen uint64) (*Header, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	head, err := r.head()
@@ -311,7 +391,7 @@ func (r *Repo) LiveGeneration(gen uint64) (*Header, error) {
 	if head == nil {
 		return nil, fmt.Errorf("%w: generation %06d: branch %s has no commits", ErrResume, gen, r.cfg.Branch)
 	}
-	c, _, err := r.liveGen(head.commit, gen)
+	c, _, err := r.liveGenFetch(ctx, head.commit, gen)
 	if err != nil {
 		return nil, err
 	}

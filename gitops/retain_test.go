@@ -181,7 +181,7 @@ func TestRetainShallowWithRealGit(t *testing.T) {
 				t.Fatalf("WriteWTXT gen %d: %v", g, err)
 			}
 		}
-		if h, err := rr.LiveGeneration(n - 1); err != nil || h.Gen != n-1 {
+		if h, err := rr.LiveGeneration(context.Background(), n-1); err != nil || h.Gen != n-1 {
 			t.Fatalf("LiveGeneration: %+v, %v", h, err)
 		}
 	}

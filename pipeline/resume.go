@@ -201,7 +201,11 @@ func (d *Daemon) resumeBase(ctx context.Context, it *item) (ChainState, error) {
 	root, ok := ringRoot(d.ringDir, from)
 	where := "ring"
 	if !ok && d.deps.Repo != nil {
-		h, err := d.deps.Repo.LiveGeneration(from)
+		h, err := d.deps.Repo.LiveGeneration(ctx, from)
+		if err != nil && !errors.Is(err, gitops.ErrResume) {
+			// Fetching history retention cut from the remote: retried.
+			return eff, fmt.Errorf("gen %d resumes from gen %d: %w", gen, from, err)
+		}
 		if err != nil {
 			return eff, permanent{fmt.Errorf("%w: gen %d resumes from gen %d: %v", ErrResume, gen, from, err)}
 		}

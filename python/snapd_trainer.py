@@ -673,9 +673,10 @@ def replace_published(gens_dir, gen, state_dir=None):
     (FileExistsError, saying why) unless snapd is done with the entry: no
     pin file for gen in gens_dir/.pins (a pin of a process that is gone
     counts too, until snapd clears it), and the newest request for gen in
-    the WAL (STATE_DIR/wal; state_dir defaults to gens_dir's parent) has a
-    done outcome. The abandoned generation's snapshot stays in snapd's
-    history; only the trainer's copy goes.
+    the WAL (STATE_DIR/wal; state_dir defaults to gens_dir's parent) has
+    an outcome: done (the abandoned generation's snapshot stays in snapd's
+    history; only the trainer's copy goes) or failed (snapd never
+    recorded it).
     """
     gens_dir = os.fspath(gens_dir)
     gen = int(gen)
@@ -714,8 +715,9 @@ def replace_published(gens_dir, gen, state_dir=None):
             if name.endswith(".pin") and head.isdigit() and int(head) == gen:
                 raise FileExistsError(errno.EEXIST, "snapd: generation %d is pinned (snapd is reading it, or a pin of a "
                                       "process that is gone: snapd gc clears it); not replaced" % gen, path)
-        done, why = _request_done(os.path.join(os.fspath(state_dir), "wal"), gen)
-        if not done:
+        state = _newest_outcome(os.path.join(os.fspath(state_dir), "wal"), gen)
+        if state not in ("done", "failed"):
+            why = "was never requested" if state is None else "its newest request is not handled yet"
             raise FileExistsError(errno.EEXIST, "snapd: generation %d is published and %s; not replaced" % (gen, why), path)
         trash = os.path.join(gens_dir, ".trash-%s-%s" % (entry, os.urandom(8).hex()))
         os.rename(path, trash)
@@ -765,22 +767,17 @@ def _outcomes_for(wal_dir, gen):
     return out
 
 
-def _request_done(wal_dir, gen):
-    """Whether snapd is done with generation gen's newest request:
-    (True, "") or (False, why)."""
+def _newest_outcome(wal_dir, gen):
+    """The outcome of generation gen's newest request: "done", "failed",
+    "pending" (not handled yet) or None (never requested). Without its
+    request line (a reclaimed WAL segment), the newest outcome line."""
     outs = _outcomes_for(wal_dir, gen)
     reqs = _wal_requests(wal_dir, gen)
     if reqs:
         newest = max(reqs)
-        states = [st_ for st_, pos in outs if pos == newest]
-        if not states:
-            return False, "its newest request is not handled yet"
-        if states[-1] != "done":
-            return False, "its newest request failed (snapd wal list says why)"
-        return True, ""
-    if outs and outs[-1][0] == "done":
-        return True, ""
-    return False, "was never snapshotted"
+        states = [state for state, pos in outs if pos == newest]
+        return states[-1] if states else "pending"
+    return outs[-1][0] if outs else None
 
 
 # ---------------------------------------------------------------------------
@@ -1286,7 +1283,7 @@ class _CallbackBase:
         if self._log is None:
             self._log = RequestLog(os.path.join(self.state_dir, "wal"), self.requester)
         resumed, self._resumed_at = self._resumed_at, None
-        if resumed is not None and gen > resumed and _request_done(os.path.join(self.state_dir, "wal"), resumed)[0]:
+        if resumed is not None and gen > resumed and _newest_outcome(os.path.join(self.state_dir, "wal"), resumed) == "done":
             self.resumed_from = resumed
         else:
             resumed = None

@@ -15,3 +15,13 @@ func fetchBase(gp *gitops.GitPusher) func(context.Context, string) error {
 	}
 	return gp.FetchBase
 }
+
+// history is the repository's fetcher of what retention cut (a resume
+// from a generation the local repository no longer holds); nil without a
+// remote.
+func history(gp *gitops.GitPusher) gitops.HistoryFetcher {
+	if gp == nil {
+		return nil
+	}
+	return gp
+}

@@ -397,7 +397,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 		}
 		if deps.Repo, err = gitops.OpenRepo(repoDir, gitops.Config{Branch: c.Git.Branch, Path: c.Git.Path, Layout: layout, AuthorName: c.Git.AuthorName, AuthorEmail: c.Git.AuthorEmail,
 			SplitThreshold: split, PartLimit: c.Git.PartLimit, MaxPacks: maxPacks(c.Git.MaxPacks), SigningKey: pc.SignKey, Delta: gitops.DeltaPolicy(c.Git.CommitDelta),
-			BaseBranch: c.Git.BaseBranch, FetchBase: fetchBase(gp)}); err != nil {
+			BaseBranch: c.Git.BaseBranch, FetchBase: fetchBase(gp), History: history(gp)}); err != nil {
 			return err
 		}
 		// The Publisher: commit to Git, or (store.oci) upload through a

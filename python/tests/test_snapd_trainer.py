@@ -258,17 +258,15 @@ class Replace(unittest.TestCase):
         # Not requested yet, then requested and not handled: kept.
         with self.assertRaises(FileExistsError) as cm:
             self.publish(3, b"again", replace=True)
-        self.assertIn("never snapshotted", str(cm.exception))
+        self.assertIn("never requested", str(cm.exception))
         st.request_snapshot(3, p, log=self.log)
         with self.assertRaises(FileExistsError) as cm:
             self.publish(3, b"again", replace=True)
         self.assertIn("not handled yet", str(cm.exception))
-        # Failed: kept (the trainer may still want it).
+        # Failed (never recorded): replaceable; then requested again and
+        # done: replaceable too, unless a pin names it.
         add_outcome(self.wal, 3, "failed", request_positions(self.wal)[-1], msg="x")
-        with self.assertRaises(FileExistsError) as cm:
-            self.publish(3, b"again", replace=True)
-        self.assertIn("failed", str(cm.exception))
-        # Requested again and done: replaced, unless a pin names it.
+        self.assertEqual(self.publish(3, b"after a failure", replace=True), p)
         st.request_snapshot(3, p, log=self.log, on_failure="ignore")
         add_outcome(self.wal, 3, "done", request_positions(self.wal)[-1])
         os.makedirs(os.path.join(self.gens, ".pins"))
@@ -279,7 +277,7 @@ class Replace(unittest.TestCase):
             self.publish(3, b"again", replace=True)
         self.assertIn("pinned", str(cm.exception))
         with open(p, "rb") as f:
-            self.assertEqual(f.read(), b"first")
+            self.assertEqual(f.read(), b"after a failure")
         os.remove(pin)
         self.assertEqual(self.publish(3, b"second", replace=True), p)
         with open(p, "rb") as f:
