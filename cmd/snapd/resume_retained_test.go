@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/snapd-ml/snapd/internal/gittest"
+	"github.com/snapd-ml/snapd/pipeline"
+)
+
+// TestRunResumeBelowRetainedHistory: the daemon keeps one pushed
+// generation in its local repository (retention.repo: 1), and a run
+// resumes from generation 2 with the chain at 4: neither the ring (ring
+// retention) nor the local repository holds 2 any more, only the HTTP
+// remote. The daemon fetches the history back, commits the resume record
+// and the new 3 (tag gen-000003-r1, the first run's gen-000003 kept), and
+// pushes them; verify-repo of a full clone passes with the public key,
+// and the local repository is cut back to one generation.
+func TestRunResumeBelowRetainedHistory(t *testing.T) {
+	t.Parallel()
+	remote := newRemote(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\nretention: {repo: 1, gens: 1}\nring:\n  keep: 1\n", remote.URL))
+	startDaemon(t, "--state-dir", state, "--config", cfg, "--metrics-addr", "off")
+	gens := filepath.Join(dir, "src")
+	os.MkdirAll(gens, 0o755)
+	request := func(gen int, seed uint64, extra ...string) {
+		t.Helper()
+		src := filepath.Join(gens, fmt.Sprintf("g%d-%d.safetensors", gen, seed))
+		writeSafetensors(t, src, 64, 0, seed)
+		mustRun(t, append([]string{"request-snapshot", "--state-dir", state, "--gen", fmt.Sprint(gen), "--source", src}, extra...)...)
+	}
+	for g := 1; g <= 4; g++ {
+		request(g, uint64(g))
+		mustRun(t, "wait", fmt.Sprint(g), "--pushed", "--state-dir", state)
+	}
+	waitFor(t, "the local repository cut to one generation", func() (bool, string) {
+		n := strings.TrimSpace(gittest.Git(t, filepath.Join(state, "repo"), "rev-list", "--count", "snapshots"))
+		return n == "1", n + " commits"
+	})
+	request(3, 33, "--resumed-from", "2")
+	mustRun(t, "wait", "3", "--pushed", "--state-dir", state)
+	st := waitStatus(t, state, "resumed gen 3", func(s *pipeline.Status) bool { return s.Chain.Gen == 3 && s.Chain.Resume != nil })
+	if rs := st.Chain.Resume; rs.From != 2 || rs.AbandonedLast != 4 || len(st.Failed) != 0 {
+		t.Fatalf("status: resume %+v, failed %+v", rs, st.Failed)
+	}
+	tags := strings.Fields(gittest.Git(t, remote.Dir, "tag", "--list", "gen-*"))
+	if strings.Join(tags, " ") != "gen-000001 gen-000002 gen-000003 gen-000003-r1 gen-000004" {
+		t.Fatalf("remote tags %v", tags)
+	}
+	remote.Fsck(t)
+	clone := filepath.Join(dir, "clone")
+	mustRun(t, "clone", remote.URL, clone, "--full")
+	out := mustRun(t, "verify-repo", clone, "--pubkey", filepath.Join(state, "keys", "sign_ed25519.pub"))
+	if !strings.Contains(out, "all checks passed") {
+		t.Fatalf("verify-repo:\n%s", out)
+	}
+	log := mustRun(t, "log", "--repo", clone)
+	if !strings.Contains(log, "resume from 000002 (abandons 000003..000004)") {
+		t.Fatalf("snapd log:\n%s", log)
+	}
+	waitFor(t, "the local repository cut again", func() (bool, string) {
+		n := strings.TrimSpace(gittest.Git(t, filepath.Join(state, "repo"), "rev-list", "--count", "--first-parent", "snapshots"))
+		return n == "1", n + " commits"
+	})
+	gittest.Git(t, filepath.Join(state, "repo"), "fsck", "--strict", "--no-dangling")
+}
