@@ -201,13 +201,21 @@ func (d *Daemon) resumeBase(ctx context.Context, it *item) (ChainState, error) {
 	root, ok := ringRoot(d.ringDir, from)
 	where := "ring"
 	if !ok && d.deps.Repo != nil {
-		h, err := d.deps.Repo.LiveGeneration(ctx, from)
-		if err != nil && !errors.Is(err, gitops.ErrResume) {
-			// Fetching history retention cut from the remote: retried.
-			return eff, fmt.Errorf("gen %d resumes from gen %d: %w", gen, from, err)
+		var h *gitops.Header
+		err := d.retry(ctx, "build", gen, func() error {
+			var err error
+			if h, err = d.deps.Repo.LiveGeneration(ctx, from); err != nil && !errors.Is(err, gitops.ErrResume) {
+				// Fetching history retention cut from the remote,
+				// which may answer next time: retried, holding the line.
+				return remoteUnavailable{fmt.Errorf("gen %d resumes from gen %d: %w", gen, from, err)}
+			}
+			return err
+		})
+		if err != nil && ctx.Err() == nil {
+			return eff, permanent{fmt.Errorf("%w: gen %d resumes from gen %d: %v", ErrResume, gen, from, err)}
 		}
 		if err != nil {
-			return eff, permanent{fmt.Errorf("%w: gen %d resumes from gen %d: %v", ErrResume, gen, from, err)}
+			return eff, err
 		}
 		root, ok, where = h.Root, true, "git"
 	}

@@ -14,16 +14,24 @@ type permanent struct{ err error }
 func (p permanent) Error() string { return p.err.Error() }
 func (p permanent) Unwrap() error { return p.err }
 
+// remoteUnavailable marks a failed read from the Git remote that a later
+// attempt may get (a resume fetching history retention cut).
+type remoteUnavailable struct{ err error }
+
+func (r remoteUnavailable) Error() string { return r.err.Error() }
+func (r remoteUnavailable) Unwrap() error { return r.err }
+
 // transient reports whether err may go away by itself: disk full, quota,
 // I/O errors, resource exhaustion, a source still being written
-// (incomplete).
+// (incomplete), the remote not answering (remoteUnavailable).
 func transient(err error) bool {
 	var p permanent
 	if errors.As(err, &p) {
 		return false
 	}
 	var inc incomplete
-	if errors.As(err, &inc) {
+	var ru remoteUnavailable
+	if errors.As(err, &inc) || errors.As(err, &ru) {
 		return true
 	}
 	for _, e := range transientErrnos() {

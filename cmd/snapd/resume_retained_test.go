@@ -18,7 +18,8 @@ import (
 // remote. The daemon fetches the history back, commits the resume record
 // and the new 3 (tag gen-000003-r1, the first run's gen-000003 kept), and
 // pushes them; verify-repo of a full clone passes with the public key,
-// and the local repository is cut back to one generation.
+// and the local repository is cut back to one generation. While the
+// remote is down, the fetch is retried.
 func TestRunResumeBelowRetainedHistory(t *testing.T) {
 	t.Parallel()
 	remote := newRemote(t)
@@ -42,7 +43,14 @@ func TestRunResumeBelowRetainedHistory(t *testing.T) {
 		n := strings.TrimSpace(gittest.Git(t, filepath.Join(state, "repo"), "rev-list", "--count", "snapshots"))
 		return n == "1", n + " commits"
 	})
+	// The remote is down when the resume needs it: the fetch is retried
+	// (last_error says so) until it answers.
+	remote.SetMode(gittest.Down)
 	request(3, 33, "--resumed-from", "2")
+	waitStatus(t, state, "the resume's fetch retried", func(s *pipeline.Status) bool {
+		return s.LastError != nil && strings.Contains(s.LastError.Message, "will retry") && strings.Contains(s.LastError.Message, "resumes from gen 2")
+	})
+	remote.SetMode(gittest.Up)
 	mustRun(t, "wait", "3", "--pushed", "--state-dir", state)
 	st := waitStatus(t, state, "resumed gen 3", func(s *pipeline.Status) bool { return s.Chain.Gen == 3 && s.Chain.Resume != nil })
 	if rs := st.Chain.Resume; rs.From != 2 || rs.AbandonedLast != 4 || len(st.Failed) != 0 {
