@@ -51,6 +51,7 @@ binary is snapd=, else $SNAPD_BIN, else snapd on PATH):
     wait(gen, timeout=None, pushed=False, state_dir=...)  # or SnapshotFailed / TimeoutError
     generations(state_dir)                  # every requested generation, as dicts
     load(gen, repo=STATE_DIR/repo)          # snapd checkout + torch.load(weights_only=True)
+    checkout(gen, dest, repo=...)           # the files themselves (a Trainer's checkpoint-N/)
 
 Callbacks: SnapdTrainerCallback (Hugging Face Trainer, on_save) and
 SnapdLightningCallback (PyTorch Lightning); neither library is imported
@@ -97,6 +98,7 @@ __all__ = [
     "wait",
     "generations",
     "load",
+    "checkout",
     "SnapdTrainerCallback",
     "SnapdLightningCallback",
 ]
@@ -1082,7 +1084,16 @@ def load(gen, repo=None, state_dir=".snapd", map_location="cpu", trusted=False, 
         args = ["checkout", str(gen), out, "--repo", os.fspath(repo)]
         code, doc, errs = _run_snapd(snapd, args)
         if code != 0:
-            raise _snapd_error(args, code, doc, errs)
+            err = _snapd_error(args, code, doc, errs)
+            # A checkpoint directory (a Trainer's checkpoint-N) may not
+            # fit one .pt: say so when it restores as a directory.
+            probe = os.path.join(tmp, "dir") + os.sep
+            if _run_snapd(snapd, ["checkout", str(gen), probe, "--repo", os.fspath(repo)])[0] == 0:
+                files = sorted(os.listdir(probe))
+                raise SnapdError("snapd load: generation %s is a checkpoint directory (%s), not one state dict: %s"
+                                 % (gen, ", ".join(files[:8]) + (", ..." if len(files) > 8 else ""), err), code,
+                                 "checkout(%s, DIR + \"/\") restores it, e.g. for Trainer.train(resume_from_checkpoint=DIR)" % gen) from None
+            raise err
         if trusted:
             return torch.load(out, map_location=map_location)
         try:
@@ -1102,6 +1113,31 @@ def load(gen, repo=None, state_dir=".snapd", map_location="cpu", trusted=False, 
             return _load_restricted(torch, out, map_location)
         except _RefusedGlobal as e:
             raise SnapdError("snapd load: generation %s: %s" % (gen, e), None, hint) from None
+
+
+def checkout(gen, dest, repo=None, state_dir=".snapd", snapd=None):
+    """Restore generation gen to dest and return dest's path.
+
+    Runs `snapd checkout GEN DEST --repo REPO` (REPO as for load). dest
+    ending in os.sep, or an existing directory, is restored as a
+    checkpoint directory (a Trainer's checkpoint-N, a sharded save, a DCP
+    directory: the files as they were published); otherwise the format
+    is dest's extension (.pt, .safetensors, .npz, .wtxt, ...). Nothing is
+    unpickled here. gen is a number or "latest".
+
+        ck = snapd_trainer.checkout(20, "/tmp/ck-20/", repo="/data/models.git")
+        trainer.train(resume_from_checkpoint=ck)
+    """
+    if repo is None:
+        repo = os.path.join(os.fspath(state_dir), "repo")
+    if str(gen) != "latest":
+        _check_gen(int(gen))
+    dest = os.fspath(dest)
+    args = ["checkout", str(gen), dest, "--repo", os.fspath(repo)]
+    code, doc, errs = _run_snapd(snapd, args)
+    if code != 0:
+        raise _snapd_error(args, code, doc, errs)
+    return os.path.abspath(dest)
 
 
 def _weights_only_predates_floats(torch):

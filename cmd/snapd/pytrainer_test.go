@@ -204,6 +204,23 @@ except st.SnapdError as e:
 assert not os.path.exists(marker), "a refused class ran"
 t = st.load(5, state_dir=state, trusted=True)
 assert t["hook"].x == 1 and torch.equal(t["w"], torch.ones(2)) and os.path.exists(marker)
+# A Trainer's checkpoint directory: load() says it is one and names
+# checkout(), which restores the files byte for byte.
+import shutil, filecmp
+fixture = os.environ["SNAPD_HF_FIXTURE"]
+st.request_snapshot(6, st.publish_generation_dir(gens, 6, lambda d: [shutil.copy(os.path.join(fixture, f), d) for f in os.listdir(fixture)]), log=log)
+assert st.wait(6, state_dir=state).state == "done"
+try:
+    st.load(6, state_dir=state)
+    raise SystemExit("load(6) returned")
+except st.SnapdError as e:
+    assert "checkpoint directory" in str(e) and "trainer_state.json" in str(e) and "checkout(6" in str(e), e
+ck = st.checkout(6, os.path.join(state, "..", "ck-6") + os.sep, state_dir=state)
+assert sorted(os.listdir(ck)) == sorted(os.listdir(fixture)), os.listdir(ck)
+for f in os.listdir(fixture):
+    assert filecmp.cmp(os.path.join(ck, f), os.path.join(fixture, f), shallow=False), f
+one = st.checkout(4, os.path.join(state, "..", "g4.wtxt"), state_dir=state)
+assert one.endswith("g4.wtxt") and open(one, "rb").read(5) == b"WTXT "
 print("ok")
 `
 
@@ -224,7 +241,7 @@ func TestPythonAPIEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Guard)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, loop, filepath.Join("..", "..", "python"), state)
-	cmd.Env = append(os.Environ(), "SNAPD_BIN="+bin, "PYTHONDONTWRITEBYTECODE=1")
+	cmd.Env = append(os.Environ(), "SNAPD_BIN="+bin, "PYTHONDONTWRITEBYTECODE=1", "SNAPD_HF_FIXTURE="+trainerFixture)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.HasSuffix(string(out), "ok\n") {
 		t.Fatalf("python API loop: %v\n%s", err, out)
