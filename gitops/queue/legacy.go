@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"time"
-
-	"github.com/snapd-ml/snapd/gitops"
 )
 
 // legacyKeys are the keys of publish with which the format before
@@ -15,16 +12,14 @@ import (
 // upload: a job that has them has sent its bytes.
 var legacyKeys = []string{"repository", "manifest", "skeleton", "uploaded_bytes", "skipped_bytes"}
 
-// publishFile is Publish as a job file holds it: the current keys and
-// the legacy progress keys, decoded strictly (any other key is refused).
+// publishKeys is Publish without its UnmarshalJSON: every current key.
+type publishKeys Publish
+
+// publishFile is Publish as a job file holds it: the current keys (all of
+// Publish's, embedded, so a key added there is read here too) and the
+// legacy progress keys, decoded strictly (any other key is refused).
 type publishFile struct {
-	Kind      string          `json:"kind"`
-	WTXT      string          `json:"wtxt"`
-	Bytes     int64           `json:"bytes"`
-	Header    *gitops.Header  `json:"header,omitempty"`
-	Requested time.Time       `json:"requested,omitzero"`
-	Sent      bool            `json:"sent,omitempty"`
-	State     json.RawMessage `json:"state,omitempty"`
+	publishKeys
 
 	Repository    json.RawMessage `json:"repository,omitempty"`
 	Manifest      json.RawMessage `json:"manifest,omitempty"`
@@ -46,7 +41,7 @@ func (p *Publish) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&f); err != nil {
 		return err
 	}
-	*p = Publish{Kind: f.Kind, WTXT: f.WTXT, Bytes: f.Bytes, Header: f.Header, Requested: f.Requested, Sent: f.Sent, State: f.State}
+	*p = Publish(f.publishKeys)
 	legacy := []json.RawMessage{f.Repository, f.Manifest, f.Skeleton, f.UploadedBytes, f.SkippedBytes}
 	var state bytes.Buffer
 	for i, v := range legacy {

@@ -8,8 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"reflect"
 	"testing"
 	"time"
+
+	"github.com/snapd-ml/snapd/gitops"
 )
 
 // legacyJob is a job file as the format before Publish.State wrote it: the
@@ -109,5 +112,36 @@ func TestPublishLegacyJobFile(t *testing.T) {
 	}
 	if _, err := q.List(); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("job file with state and a legacy key: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestPublishEveryKeyRoundTrips: a Publish with every field set is
+// written and read back unchanged (the strict reader knows every key the
+// writer writes; a resumed generation's resumed_from was once refused as
+// an unknown key, so its job file read as corrupt).
+func TestPublishEveryKeyRoundTrips(t *testing.T) {
+	in := Publish{Kind: "oci-generation", WTXT: "/q/hold/x.wtxt", Bytes: 9, Header: &gitops.Header{Gen: 3},
+		Requested: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ResumedFrom: 2, Sent: true, State: json.RawMessage(`{"manifest":"m"}`)}
+	v := reflect.ValueOf(in)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Fatalf("field %s is not set here: set it, so that it is round-tripped", v.Type().Field(i).Name)
+		}
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Publish
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("read back %s: %v", b, err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+	}
+	var j Job
+	jb := fmt.Sprintf(`{"branch":"snapshots","gen":3,"commit":"","enqueued":"2026-01-02T03:04:05Z","attempts":0,"publish":%s}`, b)
+	if err := json.Unmarshal([]byte(jb), &j); err != nil || j.Publish == nil || j.Publish.ResumedFrom != 2 {
+		t.Fatalf("job: %+v, %v", j.Publish, err)
 	}
 }
