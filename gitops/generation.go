@@ -40,12 +40,14 @@ type Generation struct {
 }
 
 // OCIRef names where a skeleton-layout generation's blobs are: the
-// repository HOST[:PORT]/NAME and the digest of its manifest (tag
-// gen-NNNNNN). Recorded in generation.txt as oci_repository and
-// oci_manifest.
+// repository HOST[:PORT]/NAME, the digest of its manifest and, when it is
+// not gen-NNNNNN, the manifest's tag (gen-NNNNNN-rK: a number a resumed
+// run re-used). Recorded in generation.txt as oci_repository,
+// oci_manifest and (when set) oci_tag.
 type OCIRef struct {
 	Repository string
 	Manifest   string
+	Tag        string
 }
 
 // Result describes a committed generation.

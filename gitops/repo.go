@@ -476,6 +476,9 @@ func summaryText(h *Header, g Generation, stored Layout, info fileInfo) string {
 	}
 	if g.OCI != nil {
 		fmt.Fprintf(&sb, "oci_repository=%s\noci_manifest=%s\n", g.OCI.Repository, g.OCI.Manifest)
+		if g.OCI.Tag != "" {
+			fmt.Fprintf(&sb, "oci_tag=%s\n", g.OCI.Tag)
+		}
 	}
 	return sb.String()
 }

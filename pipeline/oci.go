@@ -230,7 +230,10 @@ func (p *OCIPublisher) record(g OCIGenStats) {
 type ociState struct {
 	Repository string `json:"repository,omitempty"`
 	Manifest   string `json:"manifest,omitempty"`
-	Skeleton   string `json:"skeleton,omitempty"`
+	// Tag: the manifest's tag when it is not gen-NNNNNN (a re-used number,
+	// oci.ReusedTag); recorded in generation.txt as oci_tag.
+	Tag      string `json:"tag,omitempty"`
+	Skeleton string `json:"skeleton,omitempty"`
 	// Direct: the build pushed the generation (ocidirect.go); the job's
 	// held file is its skeleton, and only the commit is left.
 	Direct        bool  `json:"direct,omitempty"`
@@ -287,7 +290,7 @@ func (p *OCIPublisher) publishDirect(g Generation) (Published, error) {
 	if err != nil {
 		return Published{}, err
 	}
-	b, err := json.Marshal(ociState{Repository: g.OCI.Repository, Manifest: g.OCI.Manifest, Direct: true})
+	b, err := json.Marshal(ociState{Repository: g.OCI.Repository, Manifest: g.OCI.Manifest, Tag: g.OCI.Tag, Direct: true})
 	if err != nil {
 		return Published{}, err
 	}
@@ -472,7 +475,7 @@ func (w ociJobs) Publish(ctx context.Context, j queue.Job, save func(queue.Job) 
 			return j, err
 		}
 		p.pushed(j.Gen, res, seg)
-		state = ociState{Repository: p.reg.Name(), Manifest: res.Manifest.Digest.String(), Skeleton: skel,
+		state = ociState{Repository: p.reg.Name(), Manifest: res.Manifest.Digest.String(), Tag: reusedTag(h.Root.Gen, res.Tag), Skeleton: skel,
 			UploadedBytes: res.UploadedBytes, SkippedBytes: res.SkippedBytes}
 		b, err := json.Marshal(state)
 		if err != nil {
@@ -492,7 +495,7 @@ func (w ociJobs) Publish(ctx context.Context, j queue.Job, save func(queue.Job) 
 		if state.Direct {
 			g.WTXT, g.Skeleton = "", pub.WTXT // the held file is the skeleton
 		}
-		g.OCI = &gitops.OCIRef{Repository: state.Repository, Manifest: state.Manifest}
+		g.OCI = &gitops.OCIRef{Repository: state.Repository, Manifest: state.Manifest, Tag: state.Tag}
 	}
 	res, err := commitGeneration(ctx, p.repo, p.pushes.Load(), g, pub.Requested)
 	if errors.Is(err, gitops.ErrGenOrder) {
@@ -591,3 +594,13 @@ type LocalOnly struct{}
 
 // Push implements gitops.Pusher; it does nothing.
 func (LocalOnly) Push(context.Context, gitops.PushRequest) error { return nil }
+
+// reusedTag returns tag when it is not generation genText's default tag
+// (a re-use tag, oci.ReusedTag), else "": what generation.txt's oci_tag
+// records.
+func reusedTag(genText, tag string) string {
+	if tag == oci.Tag(genText) {
+		return ""
+	}
+	return tag
+}

@@ -62,6 +62,8 @@ const ociRecordMax = 1 << 20
 type ociRecord struct {
 	Repository string `json:"repository"`
 	Manifest   string `json:"manifest"`
+	// Tag: the manifest's tag when it is not gen-NNNNNN (ociState.Tag).
+	Tag string `json:"tag,omitempty"`
 	// Header holds the values the ledger records (root, metadata).
 	Header *gitops.Header `json:"header"`
 	// WTXTBytes is the size of the WTXT the skeleton and segments stand
@@ -73,7 +75,7 @@ type ociRecord struct {
 
 // ref returns where the generation's blobs are.
 func (r *ociRecord) ref() *gitops.OCIRef {
-	return &gitops.OCIRef{Repository: r.Repository, Manifest: r.Manifest}
+	return &gitops.OCIRef{Repository: r.Repository, Manifest: r.Manifest, Tag: r.Tag}
 }
 
 // readOCIRecord reads the ExtOCI record at path (bounded, no symlink
@@ -182,7 +184,7 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 
 	t = d.now()
 	h := &gitops.Header{Gen: gen, Root: enc.Root, Meta: it.rec.Meta}
-	rec := ociRecord{Repository: p.reg.Name(), Manifest: res.Manifest.Digest.String(), Header: h, WTXTBytes: enc.Written, SegmentSize: segSize}
+	rec := ociRecord{Repository: p.reg.Name(), Manifest: res.Manifest.Digest.String(), Tag: reusedTag(enc.Root.Gen, res.Tag), Header: h, WTXTBytes: enc.Written, SegmentSize: segSize}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return nil, false, permanent{err}

@@ -230,7 +230,7 @@ func (o *checkoutOptions) skeletonWriter(ctx context.Context, e *env, repo *gito
 		if errors.Is(err, wtxt.ErrBlobNotFound) {
 			// Retention may have collected the generation's content.
 			if sum, serr := repo.Summary(rev); serr == nil {
-				err = explainCollected(ctx, src, sum["gen"], func(w io.Writer) error { return repo.WriteSkeleton(rev, w) }, name, err)
+				err = explainCollected(ctx, src, sum["gen"], sum["oci_tag"], func(w io.Writer) error { return repo.WriteSkeleton(rev, w) }, name, err)
 			}
 		}
 		return registryErr(err)

@@ -15,7 +15,8 @@ import (
 const hintCollected = "retention (snapd gc --remote --keep K, then the registry's garbage collection) removed this generation's tensor bytes on purpose; check out a generation the registry still holds, or restore from another copy. snapd verify-repo reports it as collected, not as a failure (unless --require-content)"
 
 // explainCollected returns the assembly error err of generation gen
-// (DEC6, as the skeleton's header or generation.txt write it) as the
+// (DEC6, as the skeleton's header or generation.txt write it; tag: its
+// oci_tag, or "" when unknown) as the
 // "content collected" error when retention removed the generation's
 // content from src (oci.Repository.ExplainMissing: a blob and the
 // gen-NNNNNN manifest not found), after checking the skeleton alone:
@@ -23,8 +24,8 @@ const hintCollected = "retention (snapd gc --remote --keep K, then the registry'
 // against its ch lines) and the header's Merkle value; skel writes the
 // skeleton again, name labels it in errors. Any other err is returned
 // unchanged. Exit status 1 either way (docs/COMMANDS.md).
-func explainCollected(ctx context.Context, src *oci.Repository, gen string, skel func(io.Writer) error, name string, err error) error {
-	err = src.ExplainMissing(ctx, gen, err)
+func explainCollected(ctx context.Context, src *oci.Repository, gen, tag string, skel func(io.Writer) error, name string, err error) error {
+	err = src.ExplainMissing(ctx, gen, tag, err)
 	var ce *oci.CollectedError
 	if !errors.As(err, &ce) {
 		return err

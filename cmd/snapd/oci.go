@@ -430,7 +430,7 @@ func runAssembleOCI(ctx context.Context, e *env, o *ociReadFlags, skel, out stri
 	if errors.Is(err, wtxt.ErrBlobNotFound) {
 		// Retention may have collected the generation's content.
 		if h, herr := skeletonHeader(skel); herr == nil {
-			err = explainCollected(ctx, repo, h.Gen, func(w io.Writer) error { return copyFile(skel, w) }, filepath.Base(skel), err)
+			err = explainCollected(ctx, repo, h.Gen, "", func(w io.Writer) error { return copyFile(skel, w) }, filepath.Base(skel), err)
 		}
 	}
 	return endMeter(m, registryErr(err))

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/snapd-ml/snapd/internal/gittest"
+	"github.com/snapd-ml/snapd/internal/registrytest"
 	"github.com/snapd-ml/snapd/pipeline"
 )
 
@@ -19,13 +20,26 @@ import (
 // and the new 3 (tag gen-000003-r1, the first run's gen-000003 kept), and
 // pushes them; verify-repo of a full clone passes with the public key,
 // and the local repository is cut back to one generation. While the
-// remote is down, the fetch is retried.
+// remote is down, the fetch is retried. In the registry layout as in the
+// Git one.
 func TestRunResumeBelowRetainedHistory(t *testing.T) {
 	t.Parallel()
+	t.Run("git", func(t *testing.T) { t.Parallel(); testResumeBelowRetained(t, "") })
+	t.Run("registry", func(t *testing.T) {
+		t.Parallel()
+		reg := registrytest.Start(t, "", "")
+		testResumeBelowRetained(t, fmt.Sprintf("store:\n  oci:\n    repository: %s/snapd/resume\n    threshold: 1\n", reg.Host),
+			"--oci-repository", reg.Host+"/snapd/resume")
+	})
+}
+
+// testResumeBelowRetained runs the test with extra config (the registry
+// layout: its queue job carries the resume through its file).
+func testResumeBelowRetained(t *testing.T, extra string, verifyArgs ...string) {
 	remote := newRemote(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\nretention: {repo: 1, gens: 1}\nring:\n  keep: 1\n", remote.URL))
+	cfg := writeConfig(t, dir, fmt.Sprintf("git:\n  remote: %s\nretention: {repo: 1, gens: 1}\nring:\n  keep: 1\n%s", remote.URL, extra))
 	startDaemon(t, "--state-dir", state, "--config", cfg, "--metrics-addr", "off")
 	gens := filepath.Join(dir, "src")
 	os.MkdirAll(gens, 0o755)
@@ -63,7 +77,7 @@ func TestRunResumeBelowRetainedHistory(t *testing.T) {
 	remote.Fsck(t)
 	clone := filepath.Join(dir, "clone")
 	mustRun(t, "clone", remote.URL, clone, "--full")
-	out := mustRun(t, "verify-repo", clone, "--pubkey", filepath.Join(state, "keys", "sign_ed25519.pub"))
+	out := mustRun(t, append([]string{"verify-repo", clone, "--pubkey", filepath.Join(state, "keys", "sign_ed25519.pub")}, verifyArgs...)...)
 	if !strings.Contains(out, "all checks passed") {
 		t.Fatalf("verify-repo:\n%s", out)
 	}

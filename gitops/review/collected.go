@@ -29,10 +29,11 @@ import (
 
 // Retention is implemented by a Registry (Options.Registry) that can tell
 // content collected by retention from damage, as *oci.Repository does:
-// Collected reports whether the manifest tagged gen-NNNNNN of generation
-// gen (as written) is gone (404); any other answer is an error.
+// Collected reports whether the manifest of generation gen (as written)
+// is gone (404): the one tagged tag, or with tag "" gen-NNNNNN and every
+// re-use tag of the number; any other answer is an error.
 type Retention interface {
-	Collected(ctx context.Context, gen string) (bool, error)
+	Collected(ctx context.Context, gen, tag string) (bool, error)
 }
 
 // collectedSide is a version whose content retention collected.
@@ -58,7 +59,7 @@ func collectedOf(ctx context.Context, reg wtxt.BlobSource, path, src, side strin
 	if herr != nil {
 		return collectedSide{}, false
 	}
-	if gone, qerr := r.Collected(ctx, h.Gen); qerr != nil || !gone {
+	if gone, qerr := r.Collected(ctx, h.Gen, ""); qerr != nil || !gone {
 		return collectedSide{}, false
 	}
 	return collectedSide{side: side, gen: h.Gen}, true

@@ -23,14 +23,14 @@ type answering struct {
 	gens map[string]error
 }
 
-func (a answering) CheckGeneration(ctx context.Context, skel []byte, name string) (oci.Generation, error) {
+func (a answering) CheckGeneration(ctx context.Context, skel []byte, name, tag string) (oci.Generation, error) {
 	h, err := wtxt.ReadHeader(bytes.NewReader(bytes.TrimPrefix(skel, []byte(wtxt.SkeletonMagic+"\n"))))
 	if err == nil {
 		if e, ok := a.gens[h.Gen]; ok {
 			return oci.Generation{}, e
 		}
 	}
-	return a.Repository.CheckGeneration(ctx, skel, name)
+	return a.Repository.CheckGeneration(ctx, skel, name, tag)
 }
 
 // TestVerifyAfterRetention: oci GC keeps the newest generation, the

@@ -48,7 +48,7 @@ type Registry interface {
 	wtxt.BlobSource
 	// CheckGeneration checks the manifest tagged gen-NNNNNN against the
 	// skeleton and that every blob it references exists.
-	CheckGeneration(ctx context.Context, skeleton []byte, name string) (oci.Generation, error)
+	CheckGeneration(ctx context.Context, skeleton []byte, name, tag string) (oci.Generation, error)
 }
 
 // maxSkeletonBytes bounds a skeleton held in memory (the manifest check
@@ -149,7 +149,7 @@ func (v *verifier) skeletonGeneration(x *gv, c *object.Commit, tr map[string]str
 		v.checkHeaderOnly(x, name, h)
 		return v.finish(x, c, tr, prev, anchor, ct, st, entries, dir, files)
 	}
-	og, err := v.o.Registry.CheckGeneration(v.ctx, skel, repoPath)
+	og, err := v.o.Registry.CheckGeneration(v.ctx, skel, repoPath, v.ociTag(dir, entries, h.Root.Gen))
 	x.ociManifest = og.Manifest
 	if err != nil {
 		if v.ctx.Err() != nil {
@@ -346,21 +346,60 @@ func (v *verifier) failWTXT(x *gv, name string, err error, lineShift int) {
 	x.fail(name, line, "wtxt/"+string(we.Check), "%s", wtxtMessage(we))
 }
 
+// ociTag returns the registry tag of the generation whose directory is
+// dir: generation.txt's oci_tag when it has one (a number a resumed run
+// re-used: gen-NNNNNN-rK), else "" (gen-NNNNNN). A generation.txt that
+// cannot be read gives "": checkSummary reports it.
+func (v *verifier) ociTag(dir *object.Tree, entries map[string]object.TreeEntry, gen string) string {
+	e, ok := entries[gitops.FileSummary]
+	if !ok {
+		return ""
+	}
+	b, err := v.r.BlobObject(e.Hash)
+	if err != nil || b.Size > gitops.MaxSummaryBytes {
+		return ""
+	}
+	rd, err := b.Reader()
+	if err != nil {
+		return ""
+	}
+	defer rd.Close()
+	data, err := io.ReadAll(io.LimitReader(rd, gitops.MaxSummaryBytes+1))
+	if err != nil {
+		return ""
+	}
+	kv, err := gitops.ParseSummary(data)
+	if err != nil {
+		return ""
+	}
+	return kv["oci_tag"]
+}
+
 // checkOCISummary checks generation.txt's registry keys (kv): in the
 // skeleton layout oci_manifest, when present, must be the digest of the
-// manifest the registry's gen-NNNNNN tag resolves to — it binds the
-// signed commit to the registry's content, so a tag moved to another
-// manifest (even one whose annotations and segments agree) is caught;
+// manifest the registry's tag for the generation resolves to (oci_tag, a
+// re-used number's gen-NNNNNN-rK, else gen-NNNNNN) — it binds the signed
+// commit to the registry's content, so a tag moved to another manifest
+// (even one whose annotations and segments agree) is caught;
 // oci_repository is where the daemon pushed and is not checked (a mirror
-// may be verified). In another layout neither key may be set.
+// may be verified); oci_tag must be one of the generation's tags. In
+// another layout none of these keys may be set.
 func (v *verifier) checkOCISummary(x *gv, kv map[string]string) {
 	if x.g.Layout != string(layout.Skeleton) {
-		for _, k := range []string{"oci_repository", "oci_manifest"} {
+		for _, k := range []string{"oci_repository", "oci_manifest", "oci_tag"} {
 			if _, ok := kv[k]; ok {
 				x.fail(gitops.FileSummary, 0, CheckSummary, "%s is set but the generation is not in the skeleton layout", k)
 			}
 		}
 		return
+	}
+	tag := oci.Tag(x.g.Gen)
+	if t, ok := kv["oci_tag"]; ok {
+		if !oci.IsTagOf(t, x.g.Gen) {
+			x.fail(gitops.FileSummary, 0, CheckSummary, "oci_tag is not one of generation %s's tags (%s or %s-rK)", x.g.Gen, tag, tag)
+			return
+		}
+		tag = t
 	}
 	got, ok := kv["oci_manifest"]
 	if !ok || x.ociManifest == "" {
@@ -368,6 +407,6 @@ func (v *verifier) checkOCISummary(x *gv, kv map[string]string) {
 	}
 	if got != x.ociManifest {
 		x.fail(gitops.FileSummary, 0, CheckRegistry, "oci_manifest=%s, but the registry's tag %s resolves to manifest %s: the registry does not hold the generation this commit signed",
-			got, oci.Tag(x.g.Gen), x.ociManifest)
+			got, tag, x.ociManifest)
 	}
 }

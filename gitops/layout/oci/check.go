@@ -18,7 +18,9 @@ import (
 const maxConfigBytes = 64 << 20
 
 // CheckGeneration checks that the registry holds what the skeleton needs,
-// without reading segment bytes: the manifest tagged gen-NNNNNN exists,
+// without reading segment bytes: the manifest tagged tag (generation.txt's
+// oci_tag; "" is gen-NNNNNN, and any other must be one of the
+// generation's tags, IsTagOf) exists,
 // has ArtifactType and annotations equal to the skeleton's header (gen,
 // ts, merkle_this, sha256_all, keyid); its config lists exactly the
 // skeleton's segments; its layers are exactly the distinct non-empty
@@ -29,7 +31,7 @@ const maxConfigBytes = 64 << 20
 // for a blob, its digest, array and first chunk. The returned
 // Generation's Manifest is the digest the tag resolved to whenever the
 // manifest was fetched, also when a later check failed.
-func (r *Repository) CheckGeneration(ctx context.Context, skeleton []byte, name string) (Generation, error) {
+func (r *Repository) CheckGeneration(ctx context.Context, skeleton []byte, name, tag string) (Generation, error) {
 	segs, err := wtxt.SkeletonSegments(ctx, bytes.NewReader(skeleton), name)
 	if err != nil {
 		return Generation{}, err
@@ -40,7 +42,11 @@ func (r *Repository) CheckGeneration(ctx context.Context, skeleton []byte, name 
 	}
 	g := GenerationFromHeader(h)
 	g.Segments = segs
-	tag := Tag(g.Gen)
+	if tag == "" {
+		tag = Tag(g.Gen)
+	} else if !IsTagOf(tag, g.Gen) {
+		return g, fmt.Errorf("oci %s: generation %s: recorded tag is not one of its tags (gen-%s or gen-%s-rK)", r.name, g.Gen, g.Gen, g.Gen)
+	}
 	desc, rc, err := r.repo.FetchReference(ctx, tag)
 	if err != nil {
 		if isNotFound(err) {

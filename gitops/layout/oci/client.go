@@ -222,11 +222,11 @@ func (r *Repository) PushWTXT(ctx context.Context, in io.Reader, name string, sk
 
 // finishPush pushes gen's manifest (every blob is in) and logs the push.
 func (r *Repository) finishPush(ctx context.Context, gen Generation, st PushStats) (*PushResult, error) {
-	desc, err := r.PushManifest(ctx, gen)
+	desc, tag, err := r.PushManifest(ctx, gen)
 	if err != nil {
 		return nil, err
 	}
-	st.Manifest, st.Tag = desc, Tag(gen.Gen)
+	st.Manifest, st.Tag = desc, tag
 	r.log.Info("oci push", "repository", r.name, "tag", st.Tag, "segments", st.Segments, "reused", st.Reused,
 		"uploaded", st.Uploaded, "uploaded_bytes", st.UploadedBytes, "mounted", st.Mounted, "skipped", st.Skipped, "skipped_bytes", st.SkippedBytes)
 	return &PushResult{PushStats: st, Generation: gen}, nil
@@ -402,35 +402,62 @@ func (u *uploader) sink(_ context.Context, s wtxt.Segment, b []byte) error {
 }
 
 // PushManifest uploads g's config blob (when missing) and its manifest,
-// tagged gen-NNNNNN. Every segment blob must already be in the registry.
-func (r *Repository) PushManifest(ctx context.Context, g Generation) (ocispec.Descriptor, error) {
+// tagged gen-NNNNNN (or, when that tag names another manifest, the next
+// free re-use tag: generationTag), returned with it. Every segment blob
+// must already be in the registry.
+func (r *Repository) PushManifest(ctx context.Context, g Generation) (ocispec.Descriptor, string, error) {
 	cfg, err := BuildConfig(g)
 	if err != nil {
-		return ocispec.Descriptor{}, err
+		return ocispec.Descriptor{}, "", err
 	}
 	cdesc := Descriptor(ConfigMediaType, cfg)
 	ok, err := r.repo.Exists(ctx, cdesc)
 	if err != nil {
-		return ocispec.Descriptor{}, fmt.Errorf("oci %s: HEAD config blob: %w", r.name, err)
+		return ocispec.Descriptor{}, "", fmt.Errorf("oci %s: HEAD config blob: %w", r.name, err)
 	}
 	if !ok {
 		if err := r.repo.Push(ctx, cdesc, bytes.NewReader(cfg)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
-			return ocispec.Descriptor{}, fmt.Errorf("oci %s: upload config blob: %w", r.name, err)
+			return ocispec.Descriptor{}, "", fmt.Errorf("oci %s: upload config blob: %w", r.name, err)
 		}
 	}
 	man, err := BuildManifest(g, cfg)
 	if err != nil {
-		return ocispec.Descriptor{}, err
+		return ocispec.Descriptor{}, "", err
 	}
 	mdesc := Descriptor(ocispec.MediaTypeImageManifest, man)
 	mdesc.ArtifactType = ArtifactType
-	if err := r.repo.PushReference(ctx, mdesc, bytes.NewReader(man), Tag(g.Gen)); err != nil {
+	tag, err := r.generationTag(ctx, g.Gen, mdesc)
+	if err != nil {
+		return ocispec.Descriptor{}, "", err
+	}
+	if err := r.repo.PushReference(ctx, mdesc, bytes.NewReader(man), tag); err != nil {
 		if isBlobUnknown(err) {
 			err = fmt.Errorf("%w: %w", ErrManifestBlobUnknown, err)
 		}
-		return ocispec.Descriptor{}, fmt.Errorf("oci %s: push manifest %s: %w", r.name, Tag(g.Gen), err)
+		return ocispec.Descriptor{}, "", fmt.Errorf("oci %s: push manifest %s: %w", r.name, tag, err)
 	}
-	return mdesc, nil
+	return mdesc, tag, nil
+}
+
+// generationTag returns the tag gen's manifest mdesc goes under: the
+// first of Tag(gen), gen-NNNNNN-r1, -r2, ... (ReusedTag) that the
+// registry does not have or that already names mdesc (a repeated push).
+// A tag naming another manifest is another generation of the same number
+// (one a resumed run abandoned): it is left as it is.
+func (r *Repository) generationTag(ctx context.Context, gen string, mdesc ocispec.Descriptor) (string, error) {
+	for k := range maxReuses {
+		tag := ReusedTag(gen, k)
+		cur, err := r.repo.Resolve(ctx, tag)
+		switch {
+		case isNotFound(err):
+			return tag, nil
+		case err != nil:
+			return "", fmt.Errorf("oci %s: resolve %s: %w", r.name, tag, err)
+		case cur.Digest == mdesc.Digest:
+			return tag, nil
+		}
+	}
+	return "", fmt.Errorf("oci %s: generation %s: %d tags gen-%s-rK are taken", r.name, gen, maxReuses, gen)
 }
 
 // OpenBlob implements wtxt.BlobSource over the registry's blobs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
 )
@@ -15,20 +16,49 @@ import (
 var ErrManifestNotFound = fmt.Errorf("generation manifest %w", ErrNotFound)
 
 // Collected reports whether generation gen's content was removed from the
-// repository by retention: its manifest tag gen-NNNNNN is not there (404).
-// A manifest that is there gives false; any other answer (401, 5xx, a
-// registry that cannot be reached) is an error, never "collected".
-func (r *Repository) Collected(ctx context.Context, gen string) (bool, error) {
-	tag := Tag(gen)
+// repository by retention: its manifest tag is not there (404). tag is
+// the generation's tag as its generation.txt records it (oci_tag), ""
+// when unknown: then gen-NNNNNN, and, since a number a resumed run
+// re-used has gen-NNNNNN-rK tags too and which one the generation is
+// cannot be told, any tag of the number still there means "not
+// collected". A manifest that is there gives false; any other answer
+// (401, 5xx, a registry that cannot be reached) is an error, never
+// "collected".
+func (r *Repository) Collected(ctx context.Context, gen, tag string) (bool, error) {
+	exact := tag != ""
+	if !exact {
+		tag = Tag(gen)
+	}
 	_, err := r.repo.Resolve(ctx, tag)
 	switch {
 	case err == nil:
 		return false, nil
-	case isNotFound(err):
+	case !isNotFound(err):
+		return false, fmt.Errorf("oci %s: resolve %s: %w", r.name, tag, err)
+	case exact:
 		return true, nil
 	}
-	return false, fmt.Errorf("oci %s: resolve %s: %w", r.name, tag, err)
+	// Tags sort after gen-NNNNNN from gen-NNNNNN-r1 on: list from there.
+	other := false
+	err = r.repo.Tags(ctx, tag, func(tags []string) error {
+		for _, t := range tags {
+			if IsTagOf(t, gen) {
+				other = true
+			}
+			if !strings.HasPrefix(t, tag) {
+				return errStopTags
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopTags) {
+		return false, fmt.Errorf("oci %s: list tags after %s: %w", r.name, tag, err)
+	}
+	return !other, nil
 }
+
+// errStopTags ends a tag listing early.
+var errStopTags = errors.New("stop listing tags")
 
 // CollectedError is an assembly of a generation whose content retention
 // removed (Collected): a blob was not found and neither is the
@@ -60,16 +90,16 @@ func (e *CollectedError) Error() string {
 func (e *CollectedError) Unwrap() error { return e.Err }
 
 // ExplainMissing returns err as a *CollectedError when it is an assembly
-// of generation gen that stopped at a blob the registry does not have
-// (wtxt.ErrBlobNotFound) and the generation's manifest is gone too
-// (Collected); otherwise err unchanged (a blob missing under a manifest
+// of generation gen (tag: its recorded oci_tag, or "") that stopped at a
+// blob the registry does not have (wtxt.ErrBlobNotFound) and the
+// generation's manifest is gone too (Collected); otherwise err unchanged (a blob missing under a manifest
 // that is still there is damage, not retention). A failure to ask is
 // joined to err.
-func (r *Repository) ExplainMissing(ctx context.Context, gen string, err error) error {
+func (r *Repository) ExplainMissing(ctx context.Context, gen, tag string, err error) error {
 	if err == nil || gen == "" || !errors.Is(err, wtxt.ErrBlobNotFound) {
 		return err
 	}
-	gone, qerr := r.Collected(ctx, gen)
+	gone, qerr := r.Collected(ctx, gen, tag)
 	if qerr != nil {
 		return errors.Join(err, qerr)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strings"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
@@ -24,8 +23,9 @@ type GenTag struct {
 	Manifest ocispec.Descriptor
 }
 
-// Generations lists the repository's snapd generations (tags gen-NNNNNN
-// whose manifest has ArtifactType), oldest first. Other tags are ignored.
+// Generations lists the repository's snapd generations (tags gen-NNNNNN,
+// and gen-NNNNNN-rK of a number a resumed run re-used, whose manifest has
+// ArtifactType), oldest first. Other tags are ignored.
 func (r *Repository) Generations(ctx context.Context) ([]GenTag, error) {
 	var tags []string
 	if err := r.repo.Tags(ctx, "", func(t []string) error {
@@ -40,11 +40,7 @@ func (r *Repository) Generations(ctx context.Context) ([]GenTag, error) {
 	}
 	var out []GenTag
 	for _, t := range tags {
-		g, ok := strings.CutPrefix(t, "gen-")
-		if !ok {
-			continue
-		}
-		n, ok := GenNumber(g)
+		n, ok := ParseTag(t)
 		if !ok {
 			continue
 		}
@@ -67,7 +63,18 @@ func (r *Repository) Generations(ctx context.Context) ([]GenTag, error) {
 		}
 		out = append(out, GenTag{Tag: t, Gen: n, Manifest: desc})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Gen < out[j].Gen })
+	// By number, then a number's tags in the order they were taken
+	// (gen-NNNNNN, -r1, -r2, ..., -r10).
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Gen != b.Gen {
+			return a.Gen < b.Gen
+		}
+		if len(a.Tag) != len(b.Tag) {
+			return len(a.Tag) < len(b.Tag)
+		}
+		return a.Tag < b.Tag
+	})
 	return out, nil
 }
 
@@ -97,6 +104,8 @@ func (r *Repository) GC(ctx context.Context, keep int, dryRun bool) ([]GenTag, e
 		if kept[g.Manifest.Digest.String()] {
 			continue
 		}
+		// A manifest two tags name (a re-use tag moved onto it) goes once.
+		kept[g.Manifest.Digest.String()] = true
 		if !dryRun {
 			if err := r.repo.Delete(ctx, g.Manifest); err != nil {
 				return removed, fmt.Errorf("oci %s: delete manifest %s (%s): %w", r.name, g.Tag, g.Manifest.Digest, err)

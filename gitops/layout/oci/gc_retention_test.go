@@ -11,7 +11,8 @@ import (
 )
 
 // TestGCRetentionWithUntagged: four generations, generation 2 pushed twice
-// with different content (its first manifest is left untagged), and an
+// with different content (the second under gen-000002-r1; then
+// gen-000002 is moved onto it, so the first manifest is untagged), and an
 // extra tag gen-000001 re-pointed at generation 4's manifest. GC --keep 2
 // deletes exactly generation 2's current manifest: generation 1's tag
 // names a manifest that kept generation 4 needs, so it is never deleted.
@@ -31,11 +32,15 @@ func TestGCRetentionWithUntagged(t *testing.T) {
 	g3, g4 := genWTXT(t, 3, 9000, 9100), genWTXT(t, 4, 12000, 12100)
 	r1, _ := pushBytes(t, repo, g1, segSize)
 	r2a, _ := pushBytes(t, repo, g2a, segSize)
-	r2b, _ := pushBytes(t, repo, g2b, segSize) // moves gen-000002: r2a's manifest is untagged
+	r2b, _ := pushBytes(t, repo, g2b, segSize) // a re-use: gen-000002-r1
 	r3, s3 := pushBytes(t, repo, g3, segSize)
 	r4, s4 := pushBytes(t, repo, g4, segSize)
-	if r2a.Manifest.Digest == r2b.Manifest.Digest {
-		t.Fatal("fixture: the two generation-2 pushes have the same manifest")
+	if r2a.Manifest.Digest == r2b.Manifest.Digest || r2b.Tag != "gen-000002-r1" {
+		t.Fatalf("fixture: the two generation-2 pushes: %s %s, tag %s", r2a.Manifest.Digest, r2b.Manifest.Digest, r2b.Tag)
+	}
+	// gen-000002 moved onto the re-use's manifest: r2a's is untagged.
+	if err := repo.repo.Tag(ctx, r2b.Manifest, Tag(r2a.Generation.Gen)); err != nil {
+		t.Fatal(err)
 	}
 	// gen-000001 now names generation 4's manifest.
 	if err := repo.repo.Tag(ctx, r4.Manifest, Tag(r1.Generation.Gen)); err != nil {
@@ -91,7 +96,7 @@ func TestGCRetentionWithUntagged(t *testing.T) {
 		if err != nil || !bytes.Equal(got, c.want) {
 			t.Fatalf("kept generation %d: %v", i+3, err)
 		}
-		if _, err := repo.CheckGeneration(ctx, c.skel, "kept.skel"); err != nil {
+		if _, err := repo.CheckGeneration(ctx, c.skel, "kept.skel", ""); err != nil {
 			t.Fatalf("kept generation %d: %v", i+3, err)
 		}
 	}

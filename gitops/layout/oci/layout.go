@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
@@ -35,6 +36,55 @@ const (
 
 // Tag returns the tag of generation gen: gen-NNNNNN.
 func Tag(gen string) string { return "gen-" + gen }
+
+// maxReuses bounds the re-use tags tried for one generation number.
+const maxReuses = 10000
+
+// ReusedTag returns the tag of generation number gen's k-th re-use by a
+// resumed run (k >= 1): gen-NNNNNN-rK, as its Git tag is named; k = 0 is
+// Tag(gen). A manifest is pushed under the first of these that is free or
+// already names it (Repository.PushManifest), and a tag other than
+// Tag(gen) is recorded in the generation's generation.txt (oci_tag).
+func ReusedTag(gen string, k int) string {
+	if k == 0 {
+		return Tag(gen)
+	}
+	return Tag(gen) + "-r" + strconv.Itoa(k)
+}
+
+// IsTagOf reports whether tag is one of generation gen's tags (gen as
+// written): Tag(gen) or a re-use tag ReusedTag(gen, k).
+func IsTagOf(tag, gen string) bool {
+	if tag == Tag(gen) {
+		return true
+	}
+	rest, ok := strings.CutPrefix(tag, Tag(gen)+"-r")
+	if !ok {
+		return false
+	}
+	_, ok = ParseTag(tag)
+	return ok && rest != ""
+}
+
+// ParseTag returns the generation number a generation tag names:
+// gen-NNNNNN or gen-NNNNNN-rK (ReusedTag; a rank tag is not one).
+func ParseTag(t string) (uint64, bool) {
+	g, ok := strings.CutPrefix(t, "gen-")
+	if !ok {
+		return 0, false
+	}
+	if i := strings.Index(g, "-r"); i >= 0 {
+		k := g[i+2:]
+		if k == "" || len(k) > 9 || strings.TrimLeft(k, "0123456789") != "" || k[0] == '0' {
+			return 0, false
+		}
+		g = g[:i]
+	}
+	if strings.TrimLeft(g, "0123456789") != "" {
+		return 0, false
+	}
+	return GenNumber(g)
+}
 
 // Generation is what a manifest records about one WTXT generation.
 type Generation struct {

@@ -41,7 +41,7 @@ func TestPullOnlyToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.CheckGeneration(ctx, skel, "g1.skel"); err != nil {
+	if _, err := r.CheckGeneration(ctx, skel, "g1.skel", ""); err != nil {
 		t.Fatalf("check with a pull-only token: %v", err)
 	}
 	segs, info, err := wtxt.CheckSkeletonSample(ctx, bytes.NewReader(skel), "g1.skel", r, func(i int, _ wtxt.Segment) bool { return i%3 == 0 })

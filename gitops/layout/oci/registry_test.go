@@ -134,13 +134,13 @@ func TestRegistryPushTwoGenerations(t *testing.T) {
 	t.Run("check", func(t *testing.T) {
 		ctx := context.Background()
 		for _, s := range [][]byte{skel1, skel2} {
-			if _, err := repo.CheckGeneration(ctx, s, "g.skel"); err != nil {
+			if _, err := repo.CheckGeneration(ctx, s, "g.skel", ""); err != nil {
 				t.Fatal(err)
 			}
 		}
 		// A skeleton whose header does not match the manifest.
 		bad := bytes.Replace(skel2, []byte("ts=2026-11-24T05:00:02Z"), []byte("ts=2026-11-24T05:00:09Z"), 1)
-		if _, err := repo.CheckGeneration(ctx, bad, "g.skel"); err == nil || !strings.Contains(err.Error(), "gen-000002") {
+		if _, err := repo.CheckGeneration(ctx, bad, "g.skel", ""); err == nil || !strings.Contains(err.Error(), "gen-000002") {
 			t.Fatalf("mismatched skeleton: %v", err)
 		}
 	})
@@ -158,7 +158,7 @@ func TestRegistryPushTwoGenerations(t *testing.T) {
 		if !errors.As(err, &e) || e.Check != wtxt.CheckBlob || e.Array != "W" || e.Chunk != seg.FirstChunk || e.Line == 0 {
 			t.Fatalf("want a located blob error for array W chunk %d, got %v", seg.FirstChunk, err)
 		}
-		_, err = repo.CheckGeneration(context.Background(), skel2, "g.skel")
+		_, err = repo.CheckGeneration(context.Background(), skel2, "g.skel", "")
 		if !errors.Is(err, wtxt.ErrBlobNotFound) || !strings.Contains(err.Error(), seg.DigestString()) {
 			t.Fatalf("check: want the missing blob named, got %v", err)
 		}
