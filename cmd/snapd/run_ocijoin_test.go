@@ -139,6 +139,21 @@ func testRunOCIVerifyRepoFreshClone(t *testing.T, j *ociJoin) {
 	if code != 1 || !strings.Contains(out, "generation.txt: registry: oci_manifest=sha256:abab") || !strings.Contains(out, "gen-000003") {
 		t.Fatalf("tampered oci_manifest: exit %d\n%s%s", code, out, errs)
 	}
+
+	// An oci_tag naming another generation's tag is refused as such.
+	work = j.freshClone(t)
+	sum = filepath.Join(work, "snapshots", "generation.txt")
+	if b, err = os.ReadFile(sum); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sum, append(b, "oci_tag=gen-000002\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	signCommit(t, work, filepath.Join(j.state, "keys", "sign_ed25519"), "tampered: generation.txt names another generation's tag")
+	code, out, errs = snapd(t, env, "verify-repo", work, "--pubkey", j.signers, "--oci-repository", j.repoRef)
+	if code != 1 || !strings.Contains(out, "oci_tag is not one of generation 000003's tags") {
+		t.Fatalf("tampered oci_tag: exit %d\n%s%s", code, out, errs)
+	}
 }
 
 // gitSkeleton returns the skeleton of rev in the bare repository dir,
