@@ -107,11 +107,12 @@ func TestOCIDirectBuild(t *testing.T) {
 		if st.Last.UploadedBytes > 3*(8<<10)+1024 {
 			t.Fatalf("gen %d: uploaded %d of %d bytes: unchanged segments were uploaded again", g, st.Last.UploadedBytes, total)
 		}
-		// Only the config blob is asked for: the previous manifest
+		// Only the config blob and the generation's tag (free, or a
+		// re-used number's) are asked for: the previous manifest
 		// confirms the unchanged segments (after the restart through
 		// the ring's skeleton; before that change every segment was
 		// HEADed), the changed ones are uploaded without asking.
-		if n := px.Methods()[http.MethodHead] - heads; n > 1 {
+		if n := px.Methods()[http.MethodHead] - heads; n > 2 {
 			t.Fatalf("gen %d: %d HEAD requests", g, n)
 		}
 	}
