@@ -550,7 +550,7 @@ def generation_name(gen, suffix=""):
     return "gen-%06d%s" % (int(gen), suffix)
 
 
-def publish_generation(gens_dir, gen, data, suffix=".safetensors", replace=False, state_dir=None):
+def publish_generation(gens_dir, gen, data, suffix=".safetensors", replace=False, state_dir=None, replace_wait=60.0):
     """Atomically publish checkpoint bytes as generation gen; return its path.
 
     data is bytes-like, or a callable that receives the open binary file and
@@ -561,7 +561,8 @@ def publish_generation(gens_dir, gen, data, suffix=".safetensors", replace=False
 
     replace=True is for a resumed run re-using generation numbers: a
     published gen is first moved aside, but only when snapd is done with
-    it (see replace_published); otherwise FileExistsError says why.
+    it (replace_published, waiting up to replace_wait seconds); otherwise
+    FileExistsError says why.
     """
     gens_dir = os.fspath(gens_dir)
     os.makedirs(gens_dir, exist_ok=True)
@@ -571,7 +572,7 @@ def publish_generation(gens_dir, gen, data, suffix=".safetensors", replace=False
         if existing == prefix or existing.startswith(prefix + "."):
             if not replace:
                 raise _published_error(gen, os.path.join(gens_dir, existing))
-            replace_published(gens_dir, gen, state_dir)
+            replace_published(gens_dir, gen, state_dir, replace_wait)
             break
     final = os.path.join(gens_dir, name)
     tmp = os.path.join(gens_dir, ".tmp-%s-%d-%s" % (name, os.getpid(), os.urandom(4).hex()))
@@ -600,7 +601,7 @@ def publish_generation(gens_dir, gen, data, suffix=".safetensors", replace=False
     return final
 
 
-def publish_generation_dir(gens_dir, gen, fill, suffix="", replace=False, state_dir=None):
+def publish_generation_dir(gens_dir, gen, fill, suffix="", replace=False, state_dir=None, replace_wait=60.0):
     """Atomically publish a checkpoint directory as generation gen.
 
     For sharded checkpoints (model.safetensors.index.json plus shards, e.g.
@@ -626,7 +627,7 @@ def publish_generation_dir(gens_dir, gen, fill, suffix="", replace=False, state_
     if published():
         if not replace:
             raise _published_error(gen, published())
-        replace_published(gens_dir, gen, state_dir)
+        replace_published(gens_dir, gen, state_dir, replace_wait)
     final = os.path.join(gens_dir, name)
     tmp = os.path.join(gens_dir, ".tmp-%s-%d-%s" % (name, os.getpid(), os.urandom(4).hex()))
     os.mkdir(tmp, 0o775)  # less the umask: group-writable in the group-shared mode
@@ -665,7 +666,11 @@ def _published_error(gen, path):
 _STORE_LOCK_WAIT = 30.0  # seconds; snapd holds the store lock for a scan of the pins or a few renames
 
 
-def replace_published(gens_dir, gen, state_dir=None):
+class _NotYet(FileExistsError):
+    """snapd is still at the entry (pinned, or its request not handled)."""
+
+
+def replace_published(gens_dir, gen, state_dir=None, wait=60.0):
     """Move generation gen's published entry out of gens_dir, so that a
     resumed run can publish the number again; a no-op when none is there.
 
@@ -678,13 +683,26 @@ def replace_published(gens_dir, gen, state_dir=None):
     the WAL (STATE_DIR/wal; state_dir defaults to gens_dir's parent) has
     an outcome: done (the abandoned generation's snapshot stays in snapd's
     history; only the trainer's copy goes) or failed (snapd never
-    recorded it).
+    recorded it). While snapd is still at it (a run restarted at once,
+    before the daemon reached the crashed run's request), it waits up to
+    wait seconds, checking every 0.2 s, then refuses.
     """
     gens_dir = os.fspath(gens_dir)
     gen = int(gen)
     _check_gen(gen)
     if state_dir is None:
         state_dir = os.path.dirname(os.path.abspath(gens_dir))
+    deadline = time.monotonic() + max(0.0, float(wait))
+    while True:
+        try:
+            return _replace_once(gens_dir, gen, state_dir)
+        except _NotYet:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _replace_once(gens_dir, gen, state_dir):
     prefix = generation_name(gen)
     fd = os.open(os.path.join(gens_dir, ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     trash = None
@@ -715,12 +733,13 @@ def replace_published(gens_dir, gen, state_dir=None):
         for name in pins:
             head = name.split(".", 1)[0]
             if name.endswith(".pin") and head.isdigit() and int(head) == gen:
-                raise FileExistsError(errno.EEXIST, "snapd: generation %d is pinned (snapd is reading it, or a pin of a "
-                                      "process that is gone: snapd gc clears it); not replaced" % gen, path)
+                raise _NotYet(errno.EEXIST, "snapd: generation %d is pinned (snapd is reading it, or a pin of a "
+                              "process that is gone: snapd gc clears it); not replaced" % gen, path)
         state = _newest_outcome(os.path.join(os.fspath(state_dir), "wal"), gen)
+        if state is None:
+            raise FileExistsError(errno.EEXIST, "snapd: generation %d is published and was never requested; not replaced" % gen, path)
         if state not in ("done", "failed"):
-            why = "was never requested" if state is None else "its newest request is not handled yet"
-            raise FileExistsError(errno.EEXIST, "snapd: generation %d is published and %s; not replaced" % (gen, why), path)
+            raise _NotYet(errno.EEXIST, "snapd: generation %d is published and its newest request is not handled yet; not replaced" % gen, path)
         trash = os.path.join(gens_dir, ".trash-%s-%s" % (entry, os.urandom(8).hex()))
         os.rename(path, trash)
         _fsync_dir(gens_dir)

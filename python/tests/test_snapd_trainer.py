@@ -9,6 +9,7 @@ Standalone: python3 -m unittest discover -s python/tests
 import os
 import sys
 import tempfile
+import threading
 import types
 import unittest
 import warnings
@@ -248,6 +249,7 @@ class Replace(unittest.TestCase):
         self.log.close()
 
     def publish(self, gen, data, **kw):
+        kw.setdefault("replace_wait", 0)
         return st.publish_generation(self.gens, gen, data, suffix=".bin", **kw)
 
     def test_replace(self):
@@ -294,6 +296,21 @@ class Replace(unittest.TestCase):
         add_outcome(self.wal, 4, "done", request_positions(self.wal)[-1])
         st.publish_generation_dir(self.gens, 4, lambda d: open(os.path.join(d, "b"), "w").close(), replace=True)
         self.assertEqual(os.listdir(d), ["b"])
+
+    def test_replace_waits(self):
+        # The daemon handles the crashed run's request while the resumed
+        # run waits: the replace goes through once the outcome is there.
+        p = self.publish(5, b"crashed run")
+        st.request_snapshot(5, p, log=self.log)
+        pos = request_positions(self.wal)[-1]
+        t = threading.Timer(0.5, lambda: add_outcome(self.wal, 5, "done", pos))
+        t.start()
+        try:
+            self.assertEqual(self.publish(5, b"resumed run", replace=True, replace_wait=300), p)
+        finally:
+            t.cancel()
+        with open(p, "rb") as f:
+            self.assertEqual(f.read(), b"resumed run")
 
 
 class AutoMeta(unittest.TestCase):
