@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	git "github.com/go-git/go-git/v5"
 	"io"
 	"sort"
 	"strconv"
 	"strings"
 
+	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
@@ -168,6 +168,9 @@ type HistoryFetcher interface {
 	// whose commits the repository holds (a tag of any other commit is
 	// left on the remote: fetching it would fetch that commit's history).
 	FetchTags(ctx context.Context, keep func(name string) bool) error
+	// RemoteTags lists the remote's tags named prefix or prefix-rK, each
+	// with the commit it names.
+	RemoteTags(ctx context.Context, prefix string) (map[string]plumbing.Hash, error)
 }
 
 // Deepen implements HistoryFetcher: git fetch --deepen (git moves the
@@ -200,26 +203,9 @@ func (p *GitPusher) FetchTags(ctx context.Context, keep func(name string) bool) 
 	if err != nil {
 		return err
 	}
-	lsArgs := append(append([]string{}, args...), "ls-remote", "--tags", "--", p.url)
-	out, err := p.run(ctx, "ls-remote", lsArgs, env, p.remote.Timeout)
+	peeled, err := p.lsTags(ctx, args, env)
 	if err != nil {
 		return err
-	}
-	peeled := map[string]plumbing.Hash{} // tag name -> the commit it names
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		h, ref, ok := strings.Cut(l, "\t")
-		if !ok || !plumbing.IsHash(h) {
-			continue
-		}
-		name, isTag := strings.CutPrefix(ref, "refs/tags/")
-		if !isTag {
-			continue
-		}
-		if base, ok := strings.CutSuffix(name, "^{}"); ok {
-			peeled[base] = plumbing.NewHash(h)
-		} else if _, seen := peeled[name]; !seen {
-			peeled[name] = plumbing.NewHash(h) // a lightweight tag, unless its ^{} line follows
-		}
 	}
 	repo, err := git.PlainOpen(p.repoDir)
 	if err != nil {
@@ -242,4 +228,51 @@ func (p *GitPusher) FetchTags(ctx context.Context, keep func(name string) bool) 
 	args = append(append(append([]string{}, args...), "fetch", "--no-tags", "--no-write-fetch-head", "--", p.url), specs...)
 	_, err = p.run(ctx, "fetch", args, env, p.remote.Timeout)
 	return err
+}
+
+// RemoteTags implements HistoryFetcher: git ls-remote --tags of prefix and
+// prefix-r*.
+func (p *GitPusher) RemoteTags(ctx context.Context, prefix string) (map[string]plumbing.Hash, error) {
+	args, env, cleanup, err := p.gitEnv()
+	defer cleanup()
+	if err != nil {
+		return nil, err
+	}
+	tags, err := p.lsTags(ctx, args, env, "refs/tags/"+prefix, "refs/tags/"+prefix+"-r*")
+	if err != nil {
+		return nil, err
+	}
+	for name := range tags {
+		if k, ok := strings.CutPrefix(name, prefix+"-r"); name != prefix && (!ok || k == "" || strings.TrimLeft(k, "0123456789") != "") {
+			delete(tags, name)
+		}
+	}
+	return tags, nil
+}
+
+// lsTags lists the remote's tags (matching patterns, when given) with
+// the commit each names (an annotated tag's peeled target).
+func (p *GitPusher) lsTags(ctx context.Context, args, env []string, patterns ...string) (map[string]plumbing.Hash, error) {
+	lsArgs := append(append(append([]string{}, args...), "ls-remote", "--tags", "--", p.url), patterns...)
+	out, err := p.run(ctx, "ls-remote", lsArgs, env, p.remote.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	peeled := map[string]plumbing.Hash{} // tag name -> the commit it names
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		h, ref, ok := strings.Cut(l, "\t")
+		if !ok || !plumbing.IsHash(h) {
+			continue
+		}
+		name, isTag := strings.CutPrefix(ref, "refs/tags/")
+		if !isTag {
+			continue
+		}
+		if base, ok := strings.CutSuffix(name, "^{}"); ok {
+			peeled[base] = plumbing.NewHash(h)
+		} else if _, seen := peeled[name]; !seen {
+			peeled[name] = plumbing.NewHash(h) // a lightweight tag, unless its ^{} line follows
+		}
+	}
+	return peeled, nil
 }

@@ -157,7 +157,7 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 	}
 	// 2. The chain: a repeat of the head is returned as it is; anything
 	// else must follow it (gen order, merkle link) and pass Verify.
-	tagName := r.genTag(h.Root.Gen, head)
+	tagName := r.genTag(ctx, h.Root.Gen, head)
 	if res, err := r.checkChain(head, h, tagName); res != nil || err != nil {
 		return res, err
 	}
@@ -196,6 +196,9 @@ func (r *Repo) Commit(ctx context.Context, g Generation) (*Result, error) {
 		return nil, err
 	}
 	res, err := r.writeCommit(b, head, h, stored, tagName, rootHash)
+	if err == nil {
+		r.noteGen(h.Gen)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/internal/atomicfile"
 )
 
 // Trailers of a resume record (docs/FORMAT.md "Resumed runs").
@@ -313,13 +316,17 @@ func (r *Repo) resume(ctx context.Context, head *headInfo, h *Header, res Resume
 // names head (a repeated Commit). A name held by a commit of head's
 // history (an abandoned generation of that number, see Resume) is passed
 // over; any other holder returns that name, which Commit then refuses.
-func (r *Repo) genTag(genText string, head *headInfo) string {
+func (r *Repo) genTag(ctx context.Context, genText string, head *headInfo) string {
 	base := r.TagName(genText)
+	remote := r.remoteTaken(ctx, genText)
 	var history map[plumbing.Hash]bool
 	for k := 0; ; k++ {
 		name := base
 		if k > 0 {
 			name = base + "-r" + strconv.Itoa(k)
+		}
+		if c, ok := remote[name]; ok && (head == nil || c != head.commit.Hash) {
+			continue // the remote's, for a generation Retain cut here
 		}
 		target, ok := r.tagTarget(name)
 		if !ok || head == nil || target == head.commit.Hash {
@@ -332,6 +339,86 @@ func (r *Repo) genTag(genText string, head *headInfo) string {
 			return name
 		}
 	}
+}
+
+// genHighName is the git directory's file holding the highest generation
+// number this repository has committed, abandoned ones included: a number
+// at or below it may have a tag already.
+const genHighName = "snapd-gen-high"
+
+// genHigh returns the highest generation number committed here (the
+// file genHighName; without it, the highest of the local generation tags
+// and the head, written down).
+func (r *Repo) genHigh(head *headInfo) uint64 {
+	objs := objectsDir(r.dir)
+	if objs == "" {
+		return 0
+	}
+	p := filepath.Join(filepath.Dir(objs), genHighName)
+	if b, err := os.ReadFile(p); err == nil {
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			return n
+		}
+	}
+	var n uint64
+	if head != nil {
+		n, _ = parseGenTrailer(head.trail[TrailerGen])
+	}
+	if it, err := r.r.Tags(); err == nil {
+		it.ForEach(func(ref *plumbing.Reference) error {
+			g, ok := strings.CutPrefix(ref.Name().Short(), r.cfg.TagPrefix)
+			if i := strings.Index(g, "-r"); ok && i >= 0 {
+				g = g[:i]
+			}
+			if m, err := parseGenTrailer(g); ok && err == nil && m > n {
+				n = m
+			}
+			return nil
+		})
+	}
+	r.noteGen(n)
+	return n
+}
+
+// noteGen records generation number n as committed here (genHighName;
+// best effort: without the file genHigh derives it again).
+func (r *Repo) noteGen(n uint64) {
+	objs := objectsDir(r.dir)
+	if objs == "" {
+		return
+	}
+	p := filepath.Join(filepath.Dir(objs), genHighName)
+	if b, err := os.ReadFile(p); err == nil {
+		if old, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && old >= n {
+			return
+		}
+	}
+	atomicfile.WriteFile(p, []byte(strconv.FormatUint(n, 10)+"\n"), 0o644)
+}
+
+// remoteTaken returns the remote's tags of generation genText's number
+// (name -> commit) when they may matter: the number is at or below the
+// highest committed here (a resumed run re-uses it) and Retain has cut
+// this repository (its tags of older generations are gone, the remote's
+// are not). nil otherwise, and when the remote cannot be listed (the push
+// then reports a tag taken, as it would have).
+func (r *Repo) remoteTaken(ctx context.Context, genText string) map[string]plumbing.Hash {
+	if r.cfg.History == nil || len(r.shallowSet()) == 0 {
+		return nil
+	}
+	n, err := parseGenTrailer(genText)
+	if err != nil {
+		return nil
+	}
+	head, err := r.head()
+	if err != nil || n > r.genHigh(head) {
+		return nil
+	}
+	tags, err := r.cfg.History.RemoteTags(ctx, r.TagName(genText))
+	if err != nil {
+		return nil
+	}
+	return tags
 }
 
 // tagTarget returns the commit the tag name points at.

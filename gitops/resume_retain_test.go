@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,8 +18,9 @@ import (
 // Config.History (GitPusher: git fetch --deepen, and the abandoned
 // generations' tags) LiveGeneration and the resumed commit reach it: the record names its commit and
 // abandons everything above it, the push lands, git fsck is clean on both
-// sides, and the next Retain cuts again. Without History the resume fails
-// with ErrResume and nothing is fetched.
+// sides, and the next Retain cuts again; the numbers the run re-uses
+// next take -r1 although Retain cut the abandoned ones' tags here. Without
+// History the resume fails with ErrResume and nothing is fetched.
 func TestResumeBelowRetainedHistory(t *testing.T) {
 	for _, kind := range []string{"file", "http"} {
 		t.Run(kind, func(t *testing.T) {
@@ -107,9 +109,45 @@ func TestResumeBelowRetainedHistory(t *testing.T) {
 				t.Fatalf("retain after the resume: %v", err)
 			}
 			gitCmd(t, repoDir, "fsck", "--strict", "--no-dangling")
-			if got := strings.TrimSpace(gitCmd(t, repoDir, "rev-list", "--count", "--first-parent", "snapshots")); got == "" {
-				t.Fatal("no history after the resume's Retain")
+
+			// The resumed run goes on re-using 4, 5, 6. Retain soon cuts
+			// the record and the abandoned generations with their tags;
+			// the remote still has gen-000004..6, so each re-used number
+			// takes -r1 (a name the remote has would stop the pushes).
+			prev := res3
+			mt := mtOf(t, r, 3)
+			for g := uint64(4); g <= n; g++ {
+				data, m := genWTXT(g, mt, []testArray{{name: "w", data: pseudo(700+int(g), 60_000), chunk: 1024}})
+				res, err := r.Commit(ctx, Generation{WTXT: writeFile(t, dir, fmt.Sprintf("g%dr.wtxt", g), data)})
+				if err != nil {
+					t.Fatalf("commit re-used gen %d: %v", g, err)
+				}
+				if want := fmt.Sprintf("gen-%06d-r1", g); res.Tag != want {
+					t.Fatalf("re-used gen %d tagged %s, want %s", g, res.Tag, want)
+				}
+				if err := gp.Push(ctx, req(r, res)); err != nil {
+					t.Fatalf("push re-used gen %d: %v", g, err)
+				}
+				if _, err := r.Retain(ctx, res.Commit, keep, nil); err != nil {
+					t.Fatalf("retain after re-used gen %d: %v", g, err)
+				}
+				prev, mt = res, m
+			}
+			gitCmd(t, repoDir, "fsck", "--strict", "--no-dangling")
+			gitCmd(t, remoteDir, "fsck", "--strict", "--no-dangling")
+			if got := strings.TrimSpace(gitCmd(t, remoteDir, "rev-parse", "snapshots")); got != prev.Commit.String() {
+				t.Fatalf("remote branch at %s, want %s", got, prev.Commit)
 			}
 		})
 	}
+}
+
+// mtOf returns generation gen's merkle_this (hex) as the live chain has it.
+func mtOf(t *testing.T, r *Repo, gen uint64) string {
+	t.Helper()
+	h, err := r.LiveGeneration(context.Background(), gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Root.MerkleThis[:])
 }
