@@ -318,7 +318,7 @@ func (r *Repo) resume(ctx context.Context, head *headInfo, h *Header, res Resume
 // over; any other holder returns that name, which Commit then refuses.
 func (r *Repo) genTag(ctx context.Context, genText string, head *headInfo) string {
 	base := r.TagName(genText)
-	remote := r.remoteTaken(ctx, genText)
+	remote := r.remoteTaken(ctx, genText, head)
 	var history map[plumbing.Hash]bool
 	for k := 0; ; k++ {
 		name := base
@@ -343,22 +343,39 @@ func (r *Repo) genTag(ctx context.Context, genText string, head *headInfo) strin
 
 // genHighName is the git directory's file holding the highest generation
 // number this repository has committed, abandoned ones included: a number
-// at or below it may have a tag already.
+// at or below it may have a tag already. Written unsynced (a crash may
+// lose the last commits' update; their tags are still here then).
 const genHighName = "snapd-gen-high"
 
-// genHigh returns the highest generation number committed here (the
-// file genHighName; without it, the highest of the local generation tags
-// and the head, written down).
-func (r *Repo) genHigh(head *headInfo) uint64 {
+// genHighPath returns genHighName's path ("" without a git directory).
+func (r *Repo) genHighPath() string {
 	objs := objectsDir(r.dir)
 	if objs == "" {
-		return 0
+		return ""
 	}
-	p := filepath.Join(filepath.Dir(objs), genHighName)
-	if b, err := os.ReadFile(p); err == nil {
-		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
-			return n
-		}
+	return filepath.Join(filepath.Dir(objs), genHighName)
+}
+
+// readGenHigh returns the number in genHighName, false when there is none.
+func (r *Repo) readGenHigh() (uint64, bool) {
+	p := r.genHighPath()
+	if p == "" {
+		return 0, false
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	return n, err == nil
+}
+
+// genHigh returns the highest generation number committed here:
+// genHighName, or without it the highest of the local generation tags and
+// head's (then written down).
+func (r *Repo) genHigh(head *headInfo) uint64 {
+	if n, ok := r.readGenHigh(); ok {
+		return n
 	}
 	var n uint64
 	if head != nil {
@@ -380,20 +397,15 @@ func (r *Repo) genHigh(head *headInfo) uint64 {
 	return n
 }
 
-// noteGen records generation number n as committed here (genHighName;
-// best effort: without the file genHigh derives it again).
+// noteGen records generation number n as committed here (genHighName,
+// raised only; best effort: without the file genHigh derives it again).
 func (r *Repo) noteGen(n uint64) {
-	objs := objectsDir(r.dir)
-	if objs == "" {
+	if old, ok := r.readGenHigh(); ok && old >= n {
 		return
 	}
-	p := filepath.Join(filepath.Dir(objs), genHighName)
-	if b, err := os.ReadFile(p); err == nil {
-		if old, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && old >= n {
-			return
-		}
+	if p := r.genHighPath(); p != "" {
+		atomicfile.WriteUnsynced(p, []byte(strconv.FormatUint(n, 10)+"\n"), 0o644)
 	}
-	atomicfile.WriteFile(p, []byte(strconv.FormatUint(n, 10)+"\n"), 0o644)
 }
 
 // remoteTaken returns the remote's tags of generation genText's number
@@ -402,15 +414,11 @@ func (r *Repo) noteGen(n uint64) {
 // this repository (its tags of older generations are gone, the remote's
 // are not). nil otherwise, and when the remote cannot be listed (the push
 // then reports a tag taken, as it would have).
-func (r *Repo) remoteTaken(ctx context.Context, genText string) map[string]plumbing.Hash {
+func (r *Repo) remoteTaken(ctx context.Context, genText string, head *headInfo) map[string]plumbing.Hash {
 	if r.cfg.History == nil || len(r.shallowSet()) == 0 {
 		return nil
 	}
 	n, err := parseGenTrailer(genText)
-	if err != nil {
-		return nil
-	}
-	head, err := r.head()
 	if err != nil || n > r.genHigh(head) {
 		return nil
 	}
