@@ -754,6 +754,19 @@ def _replace_once(gens_dir, gen, state_dir):
             pass
 
 
+def _open_regular(path):
+    """path opened for reading when it is a regular file (never blocking on
+    a FIFO, never following a symlink); None when it is missing or not."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
+
+
 def _wal_requests(wal_dir, gen):
     """(seg, off) of every request line for gen in the WAL's segments."""
     want = b"%s gen=%d " % (MAGIC.encode(), gen)
@@ -761,10 +774,9 @@ def _wal_requests(wal_dir, gen):
     for seg in _segments(wal_dir):
         name = "%08d.wal" % seg
         off = 0
-        try:
-            f = open(os.path.join(wal_dir, name), "rb")
-        except FileNotFoundError:
-            continue  # reclaimed meanwhile
+        f = _open_regular(os.path.join(wal_dir, name))
+        if f is None:
+            continue  # reclaimed meanwhile, or not a regular file
         with f:
             for line in f:
                 if line.startswith(want):
@@ -776,9 +788,8 @@ def _wal_requests(wal_dir, gen):
 def _outcomes_for(wal_dir, gen):
     """[(state, (seg, off))] of gen's outcome lines, in log order (CRC-checked)."""
     out = []
-    try:
-        f = open(os.path.join(wal_dir, "outcomes.log"), "rb")
-    except FileNotFoundError:
+    f = _open_regular(os.path.join(wal_dir, "outcomes.log"))
+    if f is None:
         return out
     with f:
         for line in f:
