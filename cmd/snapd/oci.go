@@ -111,7 +111,9 @@ func newOCIPushCommand(e *env) *cobra.Command {
 plus one seg line per segment; see docs/FORMAT.md) and chunk-aligned
 segment blobs, asks the registry which blobs it has (HEAD), uploads only
 the missing ones in parallel, then the config blob and the manifest
-tagged gen-NNNNNN. The skeleton is written atomically (default IN.skel)
+tagged gen-NNNNNN (when that tag names another manifest of the same
+number, a resumed run's re-use: the first free gen-NNNNNN-rK, printed).
+The skeleton is written atomically (default IN.skel)
 only after the manifest is in the registry; commit it to Git. Every
 chunk's sha256 and crc32c are checked while splitting. "snapd assemble
 --oci-repository R SKELETON OUT" rebuilds the WTXT byte for byte.
