@@ -243,7 +243,7 @@ func (p *GitPusher) RemoteTags(ctx context.Context, prefix string) (map[string]p
 		return nil, err
 	}
 	for name := range tags {
-		if k, ok := strings.CutPrefix(name, prefix+"-r"); name != prefix && (!ok || k == "" || strings.TrimLeft(k, "0123456789") != "") {
+		if !reuseOf(name, prefix) {
 			delete(tags, name)
 		}
 	}

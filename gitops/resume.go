@@ -176,11 +176,7 @@ func (r *Repo) fetchAbandonedTags(ctx context.Context, above []string) error {
 			return true
 		}
 		i := strings.LastIndex(name, "-r")
-		if i < 0 || !names[name[:i]] {
-			return false
-		}
-		_, err := strconv.ParseUint(name[i+2:], 10, 32)
-		return err == nil
+		return i > 0 && names[name[:i]] && reuseOf(name, name[:i])
 	})
 }
 
@@ -321,10 +317,7 @@ func (r *Repo) genTag(ctx context.Context, genText string, head *headInfo) strin
 	remote := r.remoteTaken(ctx, genText, head)
 	var history map[plumbing.Hash]bool
 	for k := 0; ; k++ {
-		name := base
-		if k > 0 {
-			name = base + "-r" + strconv.Itoa(k)
-		}
+		name := reuseTag(base, k)
 		if c, ok := remote[name]; ok && (head == nil || c != head.commit.Hash) {
 			continue // the remote's, for a generation Retain cut here
 		}
@@ -384,7 +377,7 @@ func (r *Repo) genHigh(head *headInfo) uint64 {
 	if it, err := r.r.Tags(); err == nil {
 		it.ForEach(func(ref *plumbing.Reference) error {
 			g, ok := strings.CutPrefix(ref.Name().Short(), r.cfg.TagPrefix)
-			if i := strings.Index(g, "-r"); ok && i >= 0 {
+			if i := strings.Index(g, "-r"); ok && i >= 0 && reuseOf(g, g[:i]) {
 				g = g[:i]
 			}
 			if m, err := parseGenTrailer(g); ok && err == nil && m > n {
@@ -464,10 +457,29 @@ func (r *Repo) firstParents(c *object.Commit) map[plumbing.Hash]bool {
 // commit of that number.
 func GenTags(exists func(name string) bool, prefix, genText string) []string {
 	out := []string{prefix + genText}
-	for k := 1; exists(prefix + genText + "-r" + strconv.Itoa(k)); k++ {
-		out = append(out, prefix+genText+"-r"+strconv.Itoa(k))
+	for k := 1; exists(reuseTag(prefix+genText, k)); k++ {
+		out = append(out, reuseTag(prefix+genText, k))
 	}
 	return out
+}
+
+// reuseTag returns the k-th re-use name of tag base (k >= 1): base-rK;
+// base itself for k = 0.
+func reuseTag(base string, k int) string {
+	if k == 0 {
+		return base
+	}
+	return base + "-r" + strconv.Itoa(k)
+}
+
+// reuseOf reports whether name is base or one of its re-use names
+// base-rK (reuseTag).
+func reuseOf(name, base string) bool {
+	if name == base {
+		return true
+	}
+	k, ok := strings.CutPrefix(name, base+"-r")
+	return ok && k != "" && k[0] != '0' && len(k) <= 9 && strings.TrimLeft(k, "0123456789") == ""
 }
 
 // LiveGeneration returns the header of generation gen as its commit on

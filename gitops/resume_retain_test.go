@@ -151,3 +151,22 @@ func mtOf(t *testing.T, r *Repo, gen uint64) string {
 	}
 	return hex.EncodeToString(h.Root.MerkleThis[:])
 }
+
+func TestReuseTagNames(t *testing.T) {
+	for _, c := range []struct {
+		name, base string
+		ok         bool
+	}{
+		{"gen-000003", "gen-000003", true}, {"gen-000003-r1", "gen-000003", true}, {"gen-000003-r12", "gen-000003", true},
+		{"gen-000003-r0", "gen-000003", false}, {"gen-000003-r01", "gen-000003", false}, {"gen-000003-r", "gen-000003", false},
+		{"gen-000003-rx", "gen-000003", false}, {"gen-000003-r1-r2", "gen-000003", false}, {"gen-0000031", "gen-000003", false},
+		{"x-run-000003-r2", "x-run-000003", true},
+	} {
+		if got := reuseOf(c.name, c.base); got != c.ok {
+			t.Errorf("reuseOf(%q, %q) = %v", c.name, c.base, got)
+		}
+	}
+	if reuseTag("gen-000003", 0) != "gen-000003" || reuseTag("gen-000003", 2) != "gen-000003-r2" {
+		t.Fatal(reuseTag("gen-000003", 2))
+	}
+}

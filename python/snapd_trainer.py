@@ -62,7 +62,6 @@ import collections
 import errno
 import fcntl
 import importlib
-import io
 import json
 import os
 import pickle
@@ -1238,9 +1237,7 @@ def _restricted_pickle(torch):
     m = types.ModuleType("snapd_trainer_restricted_pickle")
     m.Unpickler = Unpickler
     m.load = lambda f, **kw: Unpickler(f, **kw).load()
-    m.loads = lambda b, **kw: Unpickler(io.BytesIO(b), **kw).load()
     m.UnpicklingError = pickle.UnpicklingError
-    m.__version__ = getattr(pickle, "format_version", "")
     return m
 
 

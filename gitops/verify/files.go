@@ -203,28 +203,42 @@ func (v *verifier) smallFile(x *gv, dir *object.Tree, entries map[string]object.
 	if !ok {
 		return nil, nil
 	}
-	b, err := v.r.BlobObject(e.Hash)
-	if err != nil {
+	data, size, err := v.blobBytes(e.Hash, limit)
+	switch {
+	case err != nil:
 		x.fail(name, 0, CheckObject, "blob %s: %v", e.Hash, err)
 		return nil, nil
-	}
-	if b.Size > limit {
-		x.fail(name, 0, CheckLayout, "%d bytes, limit %d", b.Size, limit)
-		return nil, nil
-	}
-	rd, err := b.Reader()
-	if err != nil {
-		x.fail(name, 0, CheckObject, "blob %s: %v", e.Hash, err)
-		return nil, nil
-	}
-	defer rd.Close()
-	data, err := io.ReadAll(io.LimitReader(rd, limit+1))
-	if err != nil {
-		x.fail(name, 0, CheckObject, "blob %s: %v", e.Hash, err)
+	case data == nil:
+		x.fail(name, 0, CheckLayout, "%d bytes, limit %d", size, limit)
 		return nil, nil
 	}
 	sum := sha256.Sum256(data)
 	return data, &materialized{size: int64(len(data)), sha256: hex.EncodeToString(sum[:])}
+}
+
+// blobBytes reads blob h when it is at most limit bytes: its bytes, or
+// nil and its size when it is larger; err when it cannot be read.
+func (v *verifier) blobBytes(h plumbing.Hash, limit int64) ([]byte, int64, error) {
+	b, err := v.r.BlobObject(h)
+	if err != nil {
+		return nil, 0, err
+	}
+	if b.Size > limit {
+		return nil, b.Size, nil
+	}
+	rd, err := b.Reader()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rd.Close()
+	data, err := io.ReadAll(io.LimitReader(rd, limit+1))
+	if err != nil {
+		return nil, 0, err
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, int64(len(data)), nil
 }
 
 // fileSHA256 hashes a working copy that was not hashed as it was written

@@ -149,7 +149,7 @@ func (v *verifier) skeletonGeneration(x *gv, c *object.Commit, tr map[string]str
 		v.checkHeaderOnly(x, name, h)
 		return v.finish(x, c, tr, prev, anchor, ct, st, entries, dir, files)
 	}
-	og, err := v.o.Registry.CheckGeneration(v.ctx, skel, repoPath, v.ociTag(dir, entries, h.Root.Gen))
+	og, err := v.o.Registry.CheckGeneration(v.ctx, skel, repoPath, v.ociTag(entries))
 	x.ociManifest = og.Manifest
 	if err != nil {
 		if v.ctx.Err() != nil {
@@ -346,26 +346,17 @@ func (v *verifier) failWTXT(x *gv, name string, err error, lineShift int) {
 	x.fail(name, line, "wtxt/"+string(we.Check), "%s", wtxtMessage(we))
 }
 
-// ociTag returns the registry tag of the generation whose directory is
-// dir: generation.txt's oci_tag when it has one (a number a resumed run
-// re-used: gen-NNNNNN-rK), else "" (gen-NNNNNN). A generation.txt that
-// cannot be read gives "": checkSummary reports it.
-func (v *verifier) ociTag(dir *object.Tree, entries map[string]object.TreeEntry, gen string) string {
+// ociTag returns the registry tag of the generation whose tree entries
+// are entries: generation.txt's oci_tag when it has one (a number a
+// resumed run re-used: gen-NNNNNN-rK), else "" (gen-NNNNNN). A
+// generation.txt that cannot be read gives "": checkSummary reports it.
+func (v *verifier) ociTag(entries map[string]object.TreeEntry) string {
 	e, ok := entries[gitops.FileSummary]
 	if !ok {
 		return ""
 	}
-	b, err := v.r.BlobObject(e.Hash)
-	if err != nil || b.Size > gitops.MaxSummaryBytes {
-		return ""
-	}
-	rd, err := b.Reader()
-	if err != nil {
-		return ""
-	}
-	defer rd.Close()
-	data, err := io.ReadAll(io.LimitReader(rd, gitops.MaxSummaryBytes+1))
-	if err != nil {
+	data, _, err := v.blobBytes(e.Hash, gitops.MaxSummaryBytes)
+	if err != nil || data == nil {
 		return ""
 	}
 	kv, err := gitops.ParseSummary(data)

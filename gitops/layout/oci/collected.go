@@ -92,9 +92,9 @@ func (e *CollectedError) Unwrap() error { return e.Err }
 // ExplainMissing returns err as a *CollectedError when it is an assembly
 // of generation gen (tag: its recorded oci_tag, or "") that stopped at a
 // blob the registry does not have (wtxt.ErrBlobNotFound) and the
-// generation's manifest is gone too (Collected); otherwise err unchanged (a blob missing under a manifest
-// that is still there is damage, not retention). A failure to ask is
-// joined to err.
+// generation's manifest is gone too (Collected); otherwise err unchanged
+// (a blob missing under a manifest that is still there is damage, not
+// retention). A failure to ask is joined to err.
 func (r *Repository) ExplainMissing(ctx context.Context, gen, tag string, err error) error {
 	if err == nil || gen == "" || !errors.Is(err, wtxt.ErrBlobNotFound) {
 		return err
