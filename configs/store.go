@@ -26,8 +26,9 @@ type OCIStore struct {
 	// default 4 MiB.
 	SegmentSize int64 `yaml:"segment_size"`
 	// DenseSegmentSize is the segment size while generations change
-	// nearly every segment (dense updates: fewer, larger uploads cost the
-	// registry less); default 16 MiB, 0: always SegmentSize. See
+	// nearly every chunk (dense updates: fewer, larger uploads cost the
+	// registry less; arrays up to 256 MiB are then one segment each);
+	// default 16 MiB, 0: always SegmentSize. See
 	// pipeline.OCIConfig.DenseSegmentSize for when it applies.
 	DenseSegmentSize int64 `yaml:"dense_segment_size"`
 	// Threshold: a generation whose WTXT is larger than this many bytes

@@ -40,11 +40,15 @@ type OCIConfig struct {
 	// SegmentSize is the target segment blob size (0: wtxt.DefaultSegmentSize).
 	SegmentSize int64
 	// DenseSegmentSize (0: none) is the target size while generations
-	// change nearly every segment: once a push uploads at least 90% of
-	// its segments, later generations are cut at DenseSegmentSize, until
-	// one uploads fewer than half of them. Only a push cut at the same
-	// size as the one before it is judged (a new size uploads every
-	// segment once). Fewer, larger blobs cost the registry less per byte
+	// change nearly every chunk: once at least 90% of a generation's
+	// chunks changed (the direct path compares its skeleton with the
+	// previous one, chunkChange; a queue job's push is judged by the
+	// segments it uploaded, and only when cut at the same size as the
+	// push before it, since a new size uploads every segment once),
+	// later generations are cut at DenseSegmentSize, until fewer than
+	// half changed; the direct path then also makes each array of up
+	// to wholeArrayMax bytes one segment (wholeArray). Fewer, larger
+	// blobs cost the registry less per byte
 	// (a dense 1 GiB generation to a local distribution registry: 16 MiB
 	// segments about 12% faster than 4 MiB), and dense updates share no
 	// segment between generations anyway; sparse ones keep the small
@@ -334,16 +338,47 @@ func (p *OCIPublisher) resumeSegments(seg int64) {
 // which uploaded were uploaded, cut at seg bytes where the push before it
 // was cut at prevSeg: judged only when both were cut alike.
 func nextDense(dense bool, seg, prevSeg int64, segments, uploaded int) bool {
-	if seg != prevSeg || segments <= 0 {
+	if seg != prevSeg {
 		return dense
 	}
+	return judgeDense(dense, int64(segments), int64(uploaded))
+}
+
+// judgeDense is the segment mode after a generation of which changed of
+// total parts (segments uploaded, or chunks changed) changed: dense from
+// 90%, sparse below half, else as before.
+func judgeDense(dense bool, total, changed int64) bool {
 	switch {
-	case uploaded*10 >= segments*9:
+	case total <= 0:
+		return dense
+	case changed*10 >= total*9:
 		return true
-	case uploaded*2 < segments:
+	case changed*2 < total:
 		return false
 	}
 	return dense
+}
+
+// chunkChange is how many of a generation's chunks changed against the
+// generation before it (wtxt.PrevSkeleton.ChangedChunks).
+type chunkChange struct{ changed, total int64 }
+
+// wholeArrayMax is the largest array the direct path makes one segment
+// while updates are dense (wholeArray): the largest segment a split holds
+// (wtxt.DefaultMaxSegment), so that a generation the usual path splits
+// never needs more.
+const wholeArrayMax = wtxt.DefaultMaxSegment
+
+// wholeArray is the direct path's oci.FilePush.WholeArray: wholeArrayMax
+// while updates are dense (and a dense segment size is configured), else
+// 0.
+func (p *OCIPublisher) wholeArray() int64 {
+	p.prevMu.Lock()
+	defer p.prevMu.Unlock()
+	if p.segDense && p.cfg.DenseSegmentSize > 0 {
+		return wholeArrayMax
+	}
+	return 0
 }
 
 // previous returns the segments of the last generation this process
@@ -391,12 +426,19 @@ func (p *OCIPublisher) forgetPrevious() {
 
 // pushed records generation gen's push: its segments for the next one,
 // the metrics and OCIStatsFile.
-func (p *OCIPublisher) pushed(gen uint64, res *oci.PushResult, seg int64) {
+func (p *OCIPublisher) pushed(gen uint64, res *oci.PushResult, seg int64, change *chunkChange) {
 	p.prevMu.Lock()
 	p.prevKeys = res.Keys
-	if dense := nextDense(p.segDense, seg, p.lastSeg, res.Segments, res.Uploaded); dense != p.segDense {
-		p.log.Info("registry segments: the next generations are cut at a new size", "gen", gen, "segments", res.Segments, "uploaded", res.Uploaded,
-			"segment_size", p.sizeFor(dense), "dense", dense)
+	dense := nextDense(p.segDense, seg, p.lastSeg, res.Segments, res.Uploaded)
+	if change != nil {
+		dense = judgeDense(p.segDense, change.total, change.changed)
+	}
+	if dense != p.segDense {
+		args := []any{"gen", gen, "segments", res.Segments, "uploaded", res.Uploaded}
+		if change != nil {
+			args = append(args, "chunks", change.total, "changed_chunks", change.changed)
+		}
+		p.log.Info("registry segments: the next generations are cut at a new size", append(args, "segment_size", p.sizeFor(dense), "dense", dense)...)
 		p.segDense = dense
 	}
 	p.lastSeg = seg
@@ -474,7 +516,7 @@ func (w ociJobs) Publish(ctx context.Context, j queue.Job, save func(queue.Job) 
 		if err := out.Commit(); err != nil {
 			return j, err
 		}
-		p.pushed(j.Gen, res, seg)
+		p.pushed(j.Gen, res, seg, nil)
 		state = ociState{Repository: p.reg.Name(), Manifest: res.Manifest.Digest.String(), Tag: reusedTag(h.Root.Gen, res.Tag), Skeleton: skel,
 			UploadedBytes: res.UploadedBytes, SkippedBytes: res.SkippedBytes}
 		b, err := json.Marshal(state)

@@ -40,6 +40,12 @@ import (
 // the queue job, which retries), so an outage loses nothing and keeps the
 // order.
 //
+// While updates are dense (OCIPublisher.wholeArray), each array of up to
+// wholeArrayMax bytes is one segment, streamed from the snapshot with the
+// array's sha256 as its digest (oci.FilePush.WholeArray), and whether
+// updates are dense is judged chunk by chunk against the previous ring
+// skeleton (wtxt.PrevSkeleton.ChangedChunks), whatever the cut.
+//
 // What the direct path leaves out: a DELTA and a diff picture (the
 // skeleton layout commits neither), the segment cache while dense updates
 // leave it idle (OCIPublisher.useSegmentCache), a HEAD before uploading a
@@ -153,7 +159,8 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 	// on the other cores while the header is hashed here.
 	// Changed segments are uploaded without a HEAD first (a training run
 	// rarely changes a segment back to older bytes).
-	push := oci.FilePush{Skeleton: skel, SegmentSize: p.segmentSize(), Previous: prev, Logger: d.log, SegmentsFirst: true, UploadChanged: true}
+	push := oci.FilePush{Skeleton: skel, SegmentSize: p.segmentSize(), Previous: prev, Logger: d.log, SegmentsFirst: true, UploadChanged: true,
+		WholeArray: p.wholeArray()}
 	if it.meter != nil {
 		// The progress line counts the tensors' raw bytes here (no WTXT
 		// is written).
@@ -176,7 +183,14 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 		d.log.Warn("registry push from the build failed: the generation is written to the ring and uploaded by the resend queue", "gen", gen, "error", err)
 		return nil, false, nil
 	}
-	p.pushed(gen, res, segSize)
+	var change *chunkChange
+	if prevSkel != nil {
+		if cur := ringPrevSkeleton(ctx, d.ringDir, gen); cur != nil {
+			c, t := prevSkel.ChangedChunks(cur)
+			change = &chunkChange{changed: c, total: t}
+		}
+	}
+	p.pushed(gen, res, segSize, change)
 	if cache && prevSkel != nil {
 		p.cacheUsed(res)
 	}

@@ -2,10 +2,14 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +19,7 @@ import (
 	"github.com/snapd-ml/snapd/gitops/layout/oci"
 	"github.com/snapd-ml/snapd/gitops/queue"
 	"github.com/snapd-ml/snapd/internal/registrytest"
+	"github.com/snapd-ml/snapd/pipeline/ring"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
@@ -41,7 +46,7 @@ func TestSegmentModeRule(t *testing.T) {
 	push := func(gen uint64, segments, uploaded int) int64 {
 		t.Helper()
 		seg := p.segmentSize()
-		p.pushed(gen, &oci.PushResult{PushStats: oci.PushStats{Segments: segments, Uploaded: uploaded}}, seg)
+		p.pushed(gen, &oci.PushResult{PushStats: oci.PushStats{Segments: segments, Uploaded: uploaded}}, seg, nil)
 		return seg
 	}
 	for i, c := range []struct {
@@ -73,12 +78,33 @@ func TestSegmentModeRule(t *testing.T) {
 			t.Fatalf("started after a head cut at %d: cut at %d, want %d", c.head, got, c.want)
 		}
 	}
+	// Judged by changed chunks (the direct path), a push is judged
+	// whatever its cut, and while dense, arrays are whole segments.
+	c, err := NewOCIPublisher(reg, repo, OCIConfig{StateDir: t.TempDir(), SegmentSize: small, DenseSegmentSize: big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range []struct {
+		changed, total int64
+		next           int64
+	}{
+		{100, 100, big},  // dense at once: chunks do not depend on the cut
+		{95, 100, big},   // still dense, though the cut changed
+		{60, 100, big},   // between the bounds
+		{10, 100, small}, // sparse, though its whole arrays were all uploaded
+		{90, 100, big},
+	} {
+		c.pushed(uint64(i+1), &oci.PushResult{PushStats: oci.PushStats{Segments: 1, Uploaded: 1}}, c.segmentSize(), &chunkChange{changed: k.changed, total: k.total})
+		if got, whole := c.segmentSize(), c.wholeArray(); got != k.next || (whole == wholeArrayMax) != (k.next == big) {
+			t.Fatalf("chunk push %d: the next is cut at %d, whole arrays up to %d", i+1, got, whole)
+		}
+	}
 	off, err := NewOCIPublisher(reg, repo, OCIConfig{StateDir: t.TempDir(), SegmentSize: small})
 	if err != nil {
 		t.Fatal(err)
 	}
-	off.pushed(1, &oci.PushResult{PushStats: oci.PushStats{Segments: 8, Uploaded: 8}}, small)
-	off.pushed(2, &oci.PushResult{PushStats: oci.PushStats{Segments: 8, Uploaded: 8}}, small)
+	off.pushed(1, &oci.PushResult{PushStats: oci.PushStats{Segments: 8, Uploaded: 8}}, small, nil)
+	off.pushed(2, &oci.PushResult{PushStats: oci.PushStats{Segments: 8, Uploaded: 8}}, small, nil)
 	if got := off.segmentSize(); got != small {
 		t.Fatalf("without DenseSegmentSize: cut at %d", got)
 	}
@@ -105,9 +131,11 @@ func everyElementModel(step int, dense bool) *snapshot.Snapshot {
 
 // TestOCIDirectDenseSegments: a daemon pushing generations that change
 // every element (to a real registry) cuts them at DenseSegmentSize from
-// the third one, and at SegmentSize again after a sparse one; every
-// generation is committed and its ring record names the size it was cut
-// at.
+// the third one, each array of at most wholeArrayMax bytes one segment
+// whose digest is its sha256, and at SegmentSize again after a sparse one
+// (judged by its changed chunks, though its one segment was uploaded
+// whole); every generation is committed and its ring record names the
+// size it was cut at.
 func TestOCIDirectDenseSegments(t *testing.T) {
 	reg := registrytest.Start(t, "", "")
 	f := newFixture(t)
@@ -160,6 +188,20 @@ func TestOCIDirectDenseSegments(t *testing.T) {
 		rec := ringOCIRecord(ringDir, gen)
 		if rec == nil || rec.SegmentSize != c.cut {
 			t.Fatalf("gen %d: ring record %+v, want cut at %d", gen, rec, c.cut)
+		}
+		skel, err := os.ReadFile(ringPath(ringDir, gen, ring.ExtSkeleton))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := snap.Arrays[0].Data.(snapshot.Bytes)
+		segs := strings.Count(string(skel), "\nseg ")
+		if c.cut == big {
+			sum := sha256.Sum256(raw)
+			if segs != 1 || !strings.Contains(string(skel), fmt.Sprintf(" len=%d sha256=%x\n", len(raw), sum)) {
+				t.Fatalf("gen %d: %d seg lines, want one for the whole array with its sha256", gen, segs)
+			}
+		} else if segs != len(raw)/small {
+			t.Fatalf("gen %d: %d seg lines, want %d", gen, segs, len(raw)/small)
 		}
 		waitPushed(t, f)
 		if _, err := f.repo.ResolveGen(gen); err != nil {

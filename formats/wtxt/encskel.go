@@ -81,7 +81,10 @@ func EncodeSkeleton(ctx context.Context, skel io.Writer, s *snapshot.Snapshot, o
 	if opts.maxSums > 0 {
 		maxSums = opts.maxSums
 	}
-	gate := newCPUGate(workers, sopts.SegmentsFirst)
+	whole := sopts.WholeArray > 0 && sopts.StreamSink != nil
+	// Whole-array segments wait for their array's sha256: the header's
+	// hashes then go first whatever SegmentsFirst says.
+	gate := newCPUGate(workers, sopts.SegmentsFirst && !whole)
 	for _, p := range plans {
 		p.gate = gate
 	}
@@ -89,10 +92,17 @@ func EncodeSkeleton(ctx context.Context, skel io.Writer, s *snapshot.Snapshot, o
 		plans: plans, workers: workers, sopts: sopts, known: known, sink: sink,
 		w: bufio.NewWriterSize(skel, 64<<10), maxPending: maxSums,
 		hdr: make(chan struct{}), free: make(bufFree, 4*workers),
+		hashed: make([]chan struct{}, len(plans)),
+	}
+	for i := range e.hashed {
+		e.hashed[i] = make(chan struct{})
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return e.hashHeader(gctx, s, opts, ext) })
 	g.Go(func() error { return e.segments(gctx) })
+	if whole {
+		g.Go(func() error { return e.stream(gctx) })
+	}
 	if err := g.Wait(); err != nil {
 		return nil, nil, nil, err
 	}
@@ -117,6 +127,8 @@ type skelEncoder struct {
 	// Set by hashHeader before hdr is closed.
 	hdr chan struct{}
 	res *Result
+	// hashed[i] is closed once plans[i]'s sha256 (and hmac) are set.
+	hashed []chan struct{}
 
 	free bufFree
 	// Owned by the emitter (segments).
@@ -142,6 +154,7 @@ func (e *skelEncoder) hashHeader(ctx context.Context, s *snapshot.Snapshot, opts
 			if err := hashArrays(gctx, e.plans[i:i+1], opts.HMACKey, gen, e.workers, false, 0); err != nil {
 				return err
 			}
+			close(e.hashed[i])
 			p.setLines()
 			hashed <- p
 		}
@@ -186,6 +199,12 @@ type segJob struct {
 	asked  chan struct{}   // closed once known was asked (or will not be)
 	done   chan struct{}   // closed when the worker is through
 	isLast bool            // the array's last segment
+
+	// hashed, for a whole-array segment (SplitOptions.WholeArray), is
+	// closed once its array's sha256 is known: its digest. Such a segment
+	// goes to the stream sink (skelEncoder.stream), not to the sink, and
+	// known is not asked about it: the sink reuses it by digest.
+	hashed <-chan struct{}
 }
 
 // segments cuts the segments, has the workers read, sum, key and hash
@@ -227,8 +246,25 @@ func (e *skelEncoder) cut(ctx context.Context, jobs, window chan<- *segJob) {
 	prev := make(chan struct{})
 	close(prev)
 	size := e.sopts.SegmentSize
-	for _, p := range e.plans {
+	for pi, p := range e.plans {
 		nch := p.geo.numChunks()
+		if e.wholeArray(p) {
+			job := &segJob{p: p, seg: Segment{Size: p.nbytes, Array: p.name, Chunks: nch},
+				prev: prev, asked: make(chan struct{}), done: make(chan struct{}), isLast: true, hashed: e.hashed[pi]}
+			prev = job.asked
+			select {
+			case jobs <- job:
+			case <-ctx.Done():
+				close(job.asked)
+				return
+			}
+			select {
+			case window <- job:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
 		for i := int64(0); i < nch; {
 			j, n := i, int64(0)
 			for j < nch {
@@ -269,6 +305,10 @@ func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []In
 		}
 	}()
 	p, seg := j.p, j.seg
+	if j.hashed != nil {
+		asked = true
+		return e.workWhole(ctx, j, ic)
+	}
 	j.buf = e.free.get(seg.Size)
 	j.sums = make([]chunkSum, seg.Chunks)
 	ic = ic[:0]
@@ -319,6 +359,100 @@ func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []In
 	}
 	j.seg.Digest = sha256.Sum256(j.buf)
 	return ic
+}
+
+// wholeArray reports whether p is one whole-array segment
+// (SplitOptions.WholeArray).
+func (e *skelEncoder) wholeArray(p *arrPlan) bool {
+	return e.sopts.WholeArray > 0 && e.sopts.StreamSink != nil && p.nbytes > 0 && p.nbytes <= e.sopts.WholeArray
+}
+
+// workWhole sums and keys the chunks of j, a whole-array segment, through a
+// small scratch buffer (its bytes are not held), keeps the order of known's
+// calls without asking it, and takes the array's sha256 as the digest.
+func (e *skelEncoder) workWhole(ctx context.Context, j *segJob, ic []IndexChunk) []IndexChunk {
+	p, seg := j.p, j.seg
+	j.sums = make([]chunkSum, seg.Chunks)
+	ic = ic[:0]
+	scratch := e.free.get(min(blockSize, seg.Size))
+	defer e.free.put(scratch)
+	for k := range seg.Chunks {
+		if j.err = ctx.Err(); j.err != nil {
+			break
+		}
+		off, n := p.geo.chunk(k)
+		e.gate.acquire(false)
+		cs, err := sumChunkInto(p, k, func(_, n int64) []byte { return scratch[:n] })
+		e.gate.release()
+		if err != nil {
+			j.err = err
+			break
+		}
+		j.sums[k] = cs
+		ic = append(ic, IndexChunk{IX: k, Off: off, Len: n, SHA256: cs.sha, CRC32C: cs.crc})
+	}
+	select {
+	case <-j.prev:
+	case <-ctx.Done():
+	}
+	close(j.asked)
+	if j.err != nil {
+		return ic
+	}
+	j.key = segmentKey(p.name, ic)
+	select {
+	case <-j.hashed:
+		j.seg.Digest = p.sha
+	case <-ctx.Done():
+		j.err = ctx.Err()
+	}
+	return ic
+}
+
+// stream hands each whole-array segment to the stream sink, in file
+// order, as soon as its array's sha256 is known.
+func (e *skelEncoder) stream(ctx context.Context) error {
+	for i, p := range e.plans {
+		if !e.wholeArray(p) {
+			continue
+		}
+		select {
+		case <-e.hashed[i]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		seg := Segment{Digest: p.sha, Size: p.nbytes, Array: p.name, Chunks: p.geo.numChunks()}
+		if err := e.sopts.StreamSink(ctx, seg, &arrayReader{p: p}); err != nil {
+			return fmt.Errorf("array %s: segment at chunk 0: %w", p.name, err)
+		}
+	}
+	return nil
+}
+
+// arrayReader reads an array's raw bytes from its source, releasing what
+// it has read from a mapped source's resident set block by block.
+type arrayReader struct {
+	p        *arrPlan
+	off, rel int64
+}
+
+func (r *arrayReader) Read(b []byte) (int, error) {
+	p := r.p
+	if r.off >= p.nbytes {
+		return 0, io.EOF
+	}
+	n := min(int64(len(b)), p.nbytes-r.off, blockSize)
+	if p.mem != nil {
+		copy(b[:n], p.mem[r.off:r.off+n])
+	} else if err := readAt(p, b[:n], r.off); err != nil {
+		return 0, err
+	}
+	r.off += n
+	if r.off-r.rel >= blockSize || r.off == p.nbytes {
+		snapshot.Release(p.src, r.rel, r.off-r.rel)
+		r.rel = r.off
+	}
+	return int(n), nil
 }
 
 // workCached reads j's segment whole, hashes it with the cache's keyed
@@ -393,7 +527,7 @@ func (e *skelEncoder) emit(ctx context.Context, window <-chan *segJob) error {
 		if j.err != nil {
 			return j.err
 		}
-		if !j.hit && e.sink != nil {
+		if !j.hit && j.hashed == nil && e.sink != nil {
 			if err := e.sink(ctx, j.seg, j.buf); err != nil {
 				return fmt.Errorf("array %s: segment at chunk %d: %w", j.seg.Array, j.seg.FirstChunk, err)
 			}

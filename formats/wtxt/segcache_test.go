@@ -258,3 +258,37 @@ func FuzzParseSegmentCache(f *testing.F) {
 		}
 	})
 }
+
+// TestChangedChunks: chunk by chunk, whatever the segment cut; an array
+// the previous skeleton lacks counts whole.
+func TestChangedChunks(t *testing.T) {
+	opts := EncodeOptions{HMACKey: []byte("k"), RowsPerChunk: 8}
+	_, r1 := encSkeleton(t, cacheGen(1, 0, 0, false), opts, SplitOptions{SegmentSize: 8 << 10}, nil)
+	p1 := prevSkel(t, r1.skel)
+	same, all := p1.ChangedChunks(p1)
+	if same != 0 || all < 64+2 {
+		t.Fatalf("itself: %d of %d chunks changed", same, all)
+	}
+	for _, tc := range []struct {
+		name    string
+		s       *snapshot.Snapshot
+		seg     int64
+		changed int64
+	}{
+		{"same, other cut", cacheGen(1, 0, 0, false), 64 << 10, 0},
+		{"rows 130-140", cacheGen(2, 130, 140, false), 8 << 10, 2},
+		{"every row of w", cacheGen(3, 0, 512, false), 1 << 20, 64},
+	} {
+		_, r := encSkeleton(t, tc.s, opts, SplitOptions{SegmentSize: tc.seg}, nil)
+		changed, total := p1.ChangedChunks(prevSkel(t, r.skel))
+		if changed != tc.changed || total != all {
+			t.Fatalf("%s: %d of %d chunks changed, want %d of %d", tc.name, changed, total, tc.changed, all)
+		}
+	}
+	extra := cacheGen(1, 0, 0, false)
+	extra.Arrays = append(extra.Arrays, randArray(14, "new", snapshot.U8, 10, 1)) // 8 rows a chunk: 2 chunks
+	_, r := encSkeleton(t, extra, opts, SplitOptions{}, nil)
+	if changed, total := p1.ChangedChunks(prevSkel(t, r.skel)); changed != 2 || total != all+2 {
+		t.Fatalf("a new array of 2 chunks: %d of %d chunks changed, want 2 of %d", changed, total, all+2)
+	}
+}

@@ -101,11 +101,28 @@ type SplitOptions struct {
 	// hashes, which fill the time after the last segment. The output does
 	// not depend on it.
 	SegmentsFirst bool
+	// WholeArray and StreamSink, for EncodeSkeleton only: when both are
+	// set, an array of 1..WholeArray raw bytes is one segment whatever
+	// SegmentSize says, its digest is the array's sha256 (one SHA-256
+	// pass fewer) and its bytes are not held: StreamSink gets a reader of
+	// them as soon as that sha256 is known, before the array's chunks are
+	// summed (so the header's hashes go first, see cpuGate). Larger
+	// arrays are cut at SegmentSize and go to the sink as before.
+	WholeArray int64
+	StreamSink SegmentStreamSink
 }
 
 // SegmentSink receives each segment in file order with its raw bytes; b is
 // valid only during the call.
 type SegmentSink func(ctx context.Context, seg Segment, b []byte) error
+
+// SegmentStreamSink receives a whole-array segment (SplitOptions.
+// WholeArray) with a reader of its seg.Size raw bytes, in file order,
+// from one goroutine. The reader stays valid after the call until the
+// encoder's snapshot is closed (the sink may read it later, from any one
+// goroutine); it reads the snapshot's array again and fails as a read of
+// the array fails. Like SegmentSink, a sink error stops the encode.
+type SegmentStreamSink func(ctx context.Context, seg Segment, r io.Reader) error
 
 // Split reads a WTXT file and writes its skeleton to skel, handing every
 // segment's bytes to sink (when not nil). It checks what it reads: the

@@ -79,3 +79,29 @@ func ParsePrevSkeleton(ctx context.Context, skeleton []byte, name string) (*Prev
 
 // Keys returns the skeleton's segments by SegmentKey (see SkeletonKeys).
 func (p *PrevSkeleton) Keys() map[SegmentKey]Segment { return p.keys }
+
+// ChangedChunks compares cur with p, a generation before it, chunk by
+// chunk: changed counts cur's chunks whose sha256 p does not have at the
+// same place (array name and ix; an array p lacks, or whose chunk count
+// differs, counts whole), total all of cur's chunks. The measure does
+// not depend on how either was cut into segments.
+func (p *PrevSkeleton) ChangedChunks(cur *PrevSkeleton) (changed, total int64) {
+	prev := make(map[string][]IndexChunk, len(p.index.Arrays))
+	for _, a := range p.index.Arrays {
+		prev[a.Name] = a.Chunks
+	}
+	for _, a := range cur.index.Arrays {
+		total += int64(len(a.Chunks))
+		pc, ok := prev[a.Name]
+		if !ok || len(pc) != len(a.Chunks) {
+			changed += int64(len(a.Chunks))
+			continue
+		}
+		for i, c := range a.Chunks {
+			if pc[i].SHA256 != c.SHA256 || pc[i].Len != c.Len {
+				changed++
+			}
+		}
+	}
+	return changed, total
+}

@@ -277,6 +277,9 @@ type uploader struct {
 
 	// noHead: upload without a HEAD first (FilePush.UploadChanged).
 	noHead bool
+	// reuse, when set, reports (and counts) a whole-array segment the
+	// previous generation proved to hold at the same place (stream).
+	reuse func(s wtxt.Segment) bool
 	// progress is told of each segment the sink gets (FilePush.Progress).
 	progress func(n int64)
 	// free holds the copies of finished uploads for the next segments:
@@ -335,13 +338,47 @@ func (u *uploader) wait(ctx context.Context, splitErr error) (PushStats, error) 
 
 // sink is the split's wtxt.SegmentSink.
 func (u *uploader) sink(_ context.Context, s wtxt.Segment, b []byte) error {
-	r, gctx := u.r, u.gctx
 	if s.Size == 0 {
 		return nil
 	}
 	if u.progress != nil {
 		u.progress(s.Size)
 	}
+	if u.duplicate(s) {
+		return nil
+	}
+	data := u.copyOf(b)
+	u.g.Go(func() error {
+		return u.put(s, func() io.Reader { return bytes.NewReader(data) }, func() { u.release(data) })
+	})
+	return nil
+}
+
+// stream is the split's wtxt.SegmentStreamSink (whole-array segments): the
+// bytes are uploaded from r, and a segment the previous generation had at
+// the same place with the same digest (reuse) is not uploaded again.
+func (u *uploader) stream(_ context.Context, s wtxt.Segment, r io.Reader) error {
+	if s.Size == 0 {
+		return nil
+	}
+	if u.progress != nil {
+		u.progress(s.Size)
+	}
+	if u.reuse != nil && u.reuse(s) {
+		return nil
+	}
+	if u.duplicate(s) {
+		return nil
+	}
+	u.g.Go(func() error {
+		return u.put(s, func() io.Reader { return r }, func() {})
+	})
+	return nil
+}
+
+// duplicate reports (and counts as skipped) a segment whose digest this
+// push has already seen.
+func (u *uploader) duplicate(s wtxt.Segment) bool {
 	u.mu.Lock()
 	dup := u.seen[s.Digest]
 	u.seen[s.Digest] = true
@@ -349,55 +386,59 @@ func (u *uploader) sink(_ context.Context, s wtxt.Segment, b []byte) error {
 	if dup {
 		u.skip.Add(1)
 		u.skipBytes.Add(s.Size)
+	}
+	return dup
+}
+
+// put uploads segment s (HEAD first unless noHead, a mount from the base
+// repository when it has the blob) with the bytes body returns (called
+// at most once); done is called once nothing reads them any more after
+// a success.
+func (u *uploader) put(s wtxt.Segment, body func() io.Reader, done func()) error {
+	r, gctx := u.r, u.gctx
+	desc := SegmentDescriptor(s)
+	var ok bool
+	var err error
+	if !u.noHead {
+		ok, err = r.repo.Exists(gctx, desc)
+	}
+	if err != nil {
+		return fmt.Errorf("oci %s: HEAD blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
+	}
+	if ok {
+		done()
+		u.skip.Add(1)
+		u.skipBytes.Add(s.Size)
 		return nil
 	}
-	data := u.copyOf(b)
-	u.g.Go(func() error {
-		desc := SegmentDescriptor(s)
-		var ok bool
-		var err error
-		if !u.noHead {
-			ok, err = r.repo.Exists(gctx, desc)
-		}
+	if r.base != nil {
+		inBase, err := r.base.Exists(gctx, desc)
 		if err != nil {
-			return fmt.Errorf("oci %s: HEAD blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
+			return fmt.Errorf("oci %s: HEAD blob %s in %s: %w", r.name, desc.Digest, r.base.Reference.Repository, err)
 		}
-		if ok {
-			u.release(data)
-			u.skip.Add(1)
-			u.skipBytes.Add(s.Size)
+		if inBase {
+			// A registry that cannot mount answers 202 and the
+			// bytes are uploaded instead.
+			err := r.repo.Mount(gctx, desc, r.base.Reference.Repository, func() (io.ReadCloser, error) {
+				return io.NopCloser(body()), nil
+			})
+			if err != nil {
+				return fmt.Errorf("oci %s: mount blob %s from %s: %w", r.name, desc.Digest, r.base.Reference.Repository, err)
+			}
+			u.mnt.Add(1)
+			u.mntBytes.Add(s.Size)
 			return nil
 		}
-		if r.base != nil {
-			inBase, err := r.base.Exists(gctx, desc)
-			if err != nil {
-				return fmt.Errorf("oci %s: HEAD blob %s in %s: %w", r.name, desc.Digest, r.base.Reference.Repository, err)
-			}
-			if inBase {
-				// A registry that cannot mount answers 202 and the
-				// bytes are uploaded from memory instead.
-				err := r.repo.Mount(gctx, desc, r.base.Reference.Repository, func() (io.ReadCloser, error) {
-					return io.NopCloser(bytes.NewReader(data)), nil
-				})
-				if err != nil {
-					return fmt.Errorf("oci %s: mount blob %s from %s: %w", r.name, desc.Digest, r.base.Reference.Repository, err)
-				}
-				u.mnt.Add(1)
-				u.mntBytes.Add(s.Size)
-				return nil
-			}
-		}
-		err = r.repo.Push(gctx, desc, bytes.NewReader(data))
-		if err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
-			return fmt.Errorf("oci %s: upload blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
-		}
-		if err == nil {
-			u.release(data)
-		}
-		u.up.Add(1)
-		u.upBytes.Add(s.Size)
-		return nil
-	})
+	}
+	err = r.repo.Push(gctx, desc, body())
+	if err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+		return fmt.Errorf("oci %s: upload blob %s (array %s, chunk %d): %w", r.name, desc.Digest, s.Array, s.FirstChunk, err)
+	}
+	if err == nil {
+		done()
+	}
+	u.up.Add(1)
+	u.upBytes.Add(s.Size)
 	return nil
 }
 

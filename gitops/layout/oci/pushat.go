@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/opencontainers/go-digest"
 
@@ -117,17 +118,20 @@ func (r *Repository) PushSnapshot(ctx context.Context, s *snapshot.Snapshot, opt
 	return r.pushSnapshot(ctx, s, opts, name, skel, segSize, prev, pushOptions{})
 }
 
-// pushOptions are FilePush's SegmentsFirst, UploadChanged and Progress.
+// pushOptions are FilePush's SegmentsFirst, UploadChanged, Progress and
+// WholeArray.
 type pushOptions struct {
 	segmentsFirst, uploadChanged bool
 	progress                     func(n int64)
+	// wholeArray: FilePush.WholeArray.
+	wholeArray int64
 }
 
 // pushSnapshot is PushSnapshot with po.
 func (r *Repository) pushSnapshot(ctx context.Context, s *snapshot.Snapshot, opts wtxt.EncodeOptions, name string, skel io.Writer, segSize int64, prev Previous, po pushOptions) (*PushResult, *wtxt.Result, error) {
 	var enc *wtxt.Result
 	gen, st, keys, err := r.uploadKnown(ctx, name, skel, segSize, prev, po, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, sopts wtxt.SplitOptions) (segs []wtxt.Segment, keys []wtxt.SegmentKey, err error) {
-		sopts.Cache, sopts.SegmentsFirst = prev.Cache, po.segmentsFirst
+		sopts.Cache, sopts.SegmentsFirst, sopts.WholeArray = prev.Cache, po.segmentsFirst, po.wholeArray
 		enc, segs, keys, err = wtxt.EncodeSkeleton(ctx, skel, s, opts, sopts, known, sink)
 		return segs, keys, err
 	})
@@ -162,30 +166,54 @@ func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Write
 	}
 	heads := r.headAll(ctx, prev)
 	defer heads.wait()
+	// known runs on the split's goroutines, reuse on the stream sink's:
+	// mu guards the counts.
+	var mu sync.Mutex
 	var reused, reusedBytes, unproven int64
+	count := func(s wtxt.Segment, ok bool) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case ok:
+			reused++
+			reusedBytes += s.Size
+		case heads.byManifest && s.Size > 0:
+			unproven++
+		}
+		return ok
+	}
 	known := func(k wtxt.SegmentKey) ([32]byte, bool) {
 		s, ok := prev.Segments[k]
 		if !ok {
 			return [32]byte{}, false
 		}
-		if !heads.present(ctx, s) {
-			if heads.byManifest && s.Size > 0 {
-				unproven++
-			}
+		if !count(s, heads.present(ctx, s)) {
 			return [32]byte{}, false
 		}
-		reused++
-		reusedBytes += s.Size
 		if po.progress != nil {
 			po.progress(s.Size)
 		}
 		return s.Digest, true
 	}
+	// A whole-array segment is reused by place and digest (its key needs
+	// its chunk sums, which come after its upload has started).
+	byPlace := make(map[segPlace]wtxt.Segment, len(prev.Segments))
+	for _, s := range prev.Segments {
+		byPlace[segPlace{s.Array, s.FirstChunk, s.Chunks}] = s
+	}
+	reuse := func(s wtxt.Segment) bool {
+		p, ok := byPlace[segPlace{s.Array, s.FirstChunk, s.Chunks}]
+		if !ok || p.Digest != s.Digest || p.Size != s.Size {
+			return false
+		}
+		return count(p, heads.present(ctx, p))
+	}
 	head := &headCapture{max: 64 << 10}
 	u := r.newUploader(ctx)
 	u.noHead = po.uploadChanged && prev.Manifest != ""
 	u.progress = po.progress
-	segs, keys, serr := split(u.gctx, io.MultiWriter(skel, head), u.sink, known, wtxt.SplitOptions{SegmentSize: segSize, File: name})
+	u.reuse = reuse
+	segs, keys, serr := split(u.gctx, io.MultiWriter(skel, head), u.sink, known, wtxt.SplitOptions{SegmentSize: segSize, File: name, StreamSink: u.stream})
 	st, err := u.wait(ctx, serr)
 	if err != nil {
 		return Generation{}, st, Previous{}, err

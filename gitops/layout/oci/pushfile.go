@@ -67,6 +67,13 @@ type FilePush struct {
 	// change back to older bytes costs an upload it could have skipped;
 	// a dense update saves a HEAD per segment.
 	UploadChanged bool
+	// WholeArray, when > 0, makes every array of 1..WholeArray raw bytes
+	// one segment whose blob is streamed from the snapshot, its digest
+	// the array's sha256 (wtxt.SplitOptions.WholeArray): for dense
+	// updates, one SHA-256 pass and the segment's copies fewer. A whole
+	// array the previous generation had at the same place with the same
+	// digest is not uploaded again.
+	WholeArray int64
 	// Progress, when set, is called with the raw bytes of each segment
 	// as the encoder gets past it (known or new: their sum is the
 	// snapshot's raw size), from the encoder's goroutines.
@@ -101,7 +108,7 @@ func (r *Repository) PushSnapshotFile(ctx context.Context, s *snapshot.Snapshot,
 		return nil, nil, 0, &FileError{err}
 	}
 	defer out.Abort()
-	res, enc, err := r.pushSnapshot(ctx, s, opts, filepath.Base(strings.TrimSuffix(p.Skeleton, ".skel")), out, segSize, prev, pushOptions{segmentsFirst: p.SegmentsFirst, uploadChanged: p.UploadChanged, progress: p.Progress})
+	res, enc, err := r.pushSnapshot(ctx, s, opts, filepath.Base(strings.TrimSuffix(p.Skeleton, ".skel")), out, segSize, prev, pushOptions{segmentsFirst: p.SegmentsFirst, uploadChanged: p.UploadChanged, progress: p.Progress, wholeArray: p.WholeArray})
 	if err != nil {
 		return nil, nil, 0, err
 	}

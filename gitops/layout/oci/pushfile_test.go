@@ -3,7 +3,9 @@ package oci
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -132,5 +134,106 @@ func TestPushSnapshotFileProgress(t *testing.T) {
 	}
 	if n := px.Methods()[http.MethodHead] - heads; n > 2 {
 		t.Fatalf("second push: %d HEAD requests, want at most the config blob's and the tag's", n)
+	}
+}
+
+// wholeSnapshot: W (1 MiB) and V (3000 bytes) at most WholeArray, Big (3
+// MiB) above it; gen 2 changes a byte of V and of Big's first row.
+func wholeSnapshot(gen uint64) *snapshot.Snapshot {
+	r := rand.New(rand.NewPCG(5, 6))
+	fill := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return b
+	}
+	w, v, big := fill(4096*64*4), fill(3000), fill(3<<20)
+	if gen > 1 {
+		v[7] ^= 1
+		big[0] ^= 1
+	}
+	m := snapshot.DefaultMeta()
+	m.Gen, m.TS, m.Build = gen, time.Date(2026, 11, 29, 5, 0, int(gen), 0, time.UTC), "test"
+	return &snapshot.Snapshot{Meta: m, Arrays: []*snapshot.Array{
+		{Name: "W", DType: snapshot.F32, Shape: []int64{4096, 64}, Data: snapshot.Bytes(w)},
+		{Name: "V", DType: snapshot.U8, Shape: []int64{3000}, Data: snapshot.Bytes(v)},
+		{Name: "Big", DType: snapshot.U8, Shape: []int64{3 << 10, 1 << 10}, Data: snapshot.Bytes(big)},
+	}}
+}
+
+// FilePush.WholeArray: arrays up to it are one blob each, streamed, its
+// digest the array's sha256, the others cut at the segment size; the
+// generation assembles from the registry to the WTXT Encode writes; the
+// next push reuses an unchanged whole array by place and digest (no
+// upload, no HEAD) and uploads the changed ones.
+func TestPushSnapshotFileWholeArray(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	px := registrytest.StartProxy(t, reg.Host)
+	repo, err := Open(px.Host+"/snapd/whole", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := wtxt.EncodeOptions{HMACKey: []byte("k")}
+	var seen atomic.Int64
+	push := FilePush{Skeleton: filepath.Join(dir, "g1.wtxt.skel"), SegmentSize: 256 << 10, WholeArray: 2 << 20, UploadChanged: true,
+		Progress: func(n int64) { seen.Add(n) }}
+	var raw int64
+	for gen := uint64(1); gen <= 2; gen++ {
+		s := wholeSnapshot(gen)
+		var enc bytes.Buffer
+		if _, err := wtxt.Encode(ctx, &enc, s, opts); err != nil {
+			t.Fatal(err)
+		}
+		seen.Store(0)
+		heads := px.Methods()[http.MethodHead]
+		push.Skeleton = filepath.Join(dir, fmt.Sprintf("g%d.wtxt.skel", gen))
+		res, _, _, err := repo.PushSnapshotFile(ctx, s, opts, push)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raw == 0 {
+			raw = seen.Load()
+		}
+		if seen.Load() != raw || raw != 4096*64*4+3000+3<<20 {
+			t.Fatalf("gen %d: progress %d bytes, want every raw byte once", gen, seen.Load())
+		}
+		wholes := 0
+		for _, sg := range res.Generation.Segments {
+			a := s.Arrays[map[string]int{"W": 0, "V": 1, "Big": 2}[sg.Array]]
+			b := a.Data.(snapshot.Bytes)
+			switch {
+			case a.Name != "Big" && (sg.FirstChunk != 0 || sg.Size != int64(len(b)) || sg.Digest != sha256.Sum256(b)):
+				t.Fatalf("gen %d: segment %+v of %s is not the whole array", gen, sg, a.Name)
+			case a.Name == "Big" && sg.Size > push.SegmentSize:
+				t.Fatalf("gen %d: segment of %d bytes of Big above the segment size", gen, sg.Size)
+			case a.Name != "Big":
+				wholes++
+			}
+		}
+		if wholes != 2 {
+			t.Fatalf("gen %d: %d whole-array segments, want 2", gen, wholes)
+		}
+		skel, err := os.ReadFile(push.Skeleton)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := assembleFrom(t, repo, skel)
+		if err != nil || !bytes.Equal(out, enc.Bytes()) {
+			t.Fatalf("gen %d: assembled from the registry: %v (equal to Encode's WTXT: %v)", gen, err, bytes.Equal(out, enc.Bytes()))
+		}
+		if gen == 2 {
+			// V and Big's first segment changed; W and Big's other 11
+			// segments are reused, without a HEAD.
+			if res.Uploaded != 2 || res.Reused != 12 {
+				t.Fatalf("gen 2: %+v, want 2 segments uploaded and 12 reused", res.PushStats)
+			}
+			if n := px.Methods()[http.MethodHead] - heads; n > 2 {
+				t.Fatalf("gen 2: %d HEAD requests, want at most the config blob's and the tag's", n)
+			}
+		}
+		push.Previous = res.Keys
 	}
 }
