@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -131,6 +132,9 @@ type skelEncoder struct {
 	hashed []chan struct{}
 
 	free bufFree
+	// cacheTries and cacheHits count the segments that went through the
+	// segment cache and those it recognised (useCache).
+	cacheTries, cacheHits atomic.Int64
 	// Owned by the emitter (segments).
 	segs          []Segment
 	keys          []SegmentKey
@@ -312,7 +316,7 @@ func (e *skelEncoder) work(ctx context.Context, j *segJob, ic []IndexChunk) []In
 	j.buf = e.free.get(seg.Size)
 	j.sums = make([]chunkSum, seg.Chunks)
 	ic = ic[:0]
-	if c := e.sopts.Cache; c != nil {
+	if c := e.sopts.Cache; c != nil && e.useCache(c) {
 		if ic, j.err = e.workCached(ctx, c, j, ic); j.err != nil {
 			return ic
 		}
@@ -455,6 +459,25 @@ func (r *arrayReader) Read(b []byte) (int, error) {
 	return int(n), nil
 }
 
+// cacheProbe is how many segments a push tries its segment cache on
+// before it judges whether the cache pays (useCache).
+const cacheProbe = 16
+
+// useCache reports whether the next segment goes through the segment
+// cache. A cache that knows a previous generation is tried on cacheProbe
+// segments and then used only while at least one in ten of the segments
+// tried was recognised: on a dense update its keyed BLAKE3 of every
+// segment comes on top of the chunks' SHA-256, and the segments left out
+// are summed as without a cache (the output is the same either way). A
+// cache without a previous generation only learns, and is always used.
+func (e *skelEncoder) useCache(c *SegmentCache) bool {
+	if len(c.prev) == 0 {
+		return true
+	}
+	tries := e.cacheTries.Load()
+	return tries < cacheProbe || e.cacheHits.Load()*10 >= tries
+}
+
 // workCached reads j's segment whole, hashes it with the cache's keyed
 // BLAKE3 and, when the cache proves the bytes are the previous
 // generation's at that place, takes that generation's chunk sums and key;
@@ -477,7 +500,10 @@ func (e *skelEncoder) workCached(ctx context.Context, c *SegmentCache, j *segJob
 	}
 	inner := c.inner(j.buf)
 	pos := segPos{seg.Array, seg.FirstChunk, seg.Chunks, seg.Size}
-	if cs, ok := c.lookup(pos, inner, p.geo.chunk); ok {
+	cs, ok := c.lookup(pos, inner, p.geo.chunk)
+	e.cacheTries.Add(1)
+	if ok {
+		e.cacheHits.Add(1)
 		copy(j.sums, cs.sums)
 		j.key = cs.key
 	} else {

@@ -259,6 +259,47 @@ func FuzzParseSegmentCache(f *testing.F) {
 	})
 }
 
+// TestSegmentCacheGivesUpOnDense: a push whose first cacheProbe segments
+// the cache does not recognise (a dense update) stops using it (the
+// segments left out are summed without the keyed BLAKE3, and not
+// learned), with the same output; a sparse update uses it throughout, and
+// a cache without a previous generation learns every segment.
+func TestSegmentCacheGivesUpOnDense(t *testing.T) {
+	secret := []byte("hmac key")
+	opts := EncodeOptions{SignKey: testKey(1), HMACKey: secret, Workers: 2, RowsPerChunk: 8}
+	sopts := SplitOptions{SegmentSize: 8 << 10} // w: 64 segments of one 8-row chunk
+	learned := func(c *SegmentCache) int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.next)
+	}
+	c1, _ := NewSegmentCache(secret, nil, nil)
+	_, r1, file1 := cachedRun(t, cacheGen(1, 0, 0, true), opts, sopts, c1)
+	if n := learned(c1); n != len(r1.segs) || n < 64 {
+		t.Fatalf("gen 1 (no previous): learned %d of %d segments", n, len(r1.segs))
+	}
+	for _, tc := range []struct {
+		name   string
+		lo, hi int
+		dense  bool
+	}{{"dense", 0, 512, true}, {"sparse", 130, 140, false}} {
+		wres, want := encSkeleton(t, cacheGen(2, tc.lo, tc.hi, true), opts, sopts, nil)
+		c, err := NewSegmentCache(secret, prevSkel(t, r1.skel), file1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gres, got, _ := cachedRun(t, cacheGen(2, tc.lo, tc.hi, true), opts, sopts, c)
+		sameRun(t, tc.name, wres, gres, want, got)
+		n := learned(c)
+		if tc.dense && n >= len(got.segs)/2 {
+			t.Fatalf("dense: the cache went through %d of %d segments, want it given up after about %d", n, len(got.segs), cacheProbe)
+		}
+		if !tc.dense && (n != len(got.segs) || c.Hits() < int64(len(got.segs)-3)) {
+			t.Fatalf("sparse: the cache went through %d of %d segments with %d hits", n, len(got.segs), c.Hits())
+		}
+	}
+}
+
 // TestChangedChunks: chunk by chunk, whatever the segment cut; an array
 // the previous skeleton lacks counts whole.
 func TestChangedChunks(t *testing.T) {
