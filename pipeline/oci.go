@@ -97,6 +97,10 @@ type OCIPublisher struct {
 	// size the last push was cut at (0: none yet). Guarded by prevMu.
 	segDense bool
 	lastSeg  int64
+	// lastSkel is the skeleton of generation lastSkelGen, the last direct
+	// push's, parsed (ocidirect.go: lastSkeleton); guarded by prevMu.
+	lastSkel    *wtxt.PrevSkeleton
+	lastSkelGen uint64
 
 	// read counts the bytes of the WTXT being uploaded that the split has
 	// read (snapd_oci_pending_bytes subtracts them; segments known from

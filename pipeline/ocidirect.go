@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -145,7 +146,10 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 	t := d.now()
 	it.stageStart("encode")
 	skel := ringPath(d.ringDir, gen, ring.ExtSkeleton)
-	prevSkel := ringPrevSkeleton(ctx, d.ringDir, head.Gen)
+	prevSkel := p.lastSkeleton(head)
+	if prevSkel == nil {
+		prevSkel = ringPrevSkeleton(ctx, d.ringDir, head.Gen)
+	}
 	prev := p.previous()
 	if len(prev.Segments) == 0 && prevSkel != nil {
 		// The first push since a start: the head's ring skeleton, its
@@ -183,13 +187,15 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 		d.log.Warn("registry push from the build failed: the generation is written to the ring and uploaded by the resend queue", "gen", gen, "error", err)
 		return nil, false, nil
 	}
+	// This generation's skeleton, parsed once: for the chunk count here
+	// and as the next build's previous skeleton.
 	var change *chunkChange
-	if prevSkel != nil {
-		if cur := ringPrevSkeleton(ctx, d.ringDir, gen); cur != nil {
-			c, t := prevSkel.ChangedChunks(cur)
-			change = &chunkChange{changed: c, total: t}
-		}
+	cur := ringPrevSkeleton(ctx, d.ringDir, gen)
+	if prevSkel != nil && cur != nil {
+		c, t := prevSkel.ChangedChunks(cur)
+		change = &chunkChange{changed: c, total: t}
 	}
+	p.keepSkeleton(gen, cur)
 	p.pushed(gen, res, segSize, change)
 	if cache && prevSkel != nil {
 		p.cacheUsed(res)
@@ -218,6 +224,26 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 	it.res.ResumedFrom = from
 	it.res.SHA256All, it.res.MerklePrev, it.res.MerkleThis = next.SHA256All, next.MerklePrev, next.MerkleThis
 	return next, true, nil
+}
+
+// lastSkeleton returns the skeleton the last direct push of this process
+// wrote, parsed, when it is head's (same generation and merkle_this);
+// nil otherwise.
+func (p *OCIPublisher) lastSkeleton(head *ChainState) *wtxt.PrevSkeleton {
+	p.prevMu.Lock()
+	defer p.prevMu.Unlock()
+	s := p.lastSkel
+	if s == nil || p.lastSkelGen != head.Gen || s.Header == nil || hex.EncodeToString(s.Header.MerkleThis[:]) != head.MerkleThis {
+		return nil
+	}
+	return s
+}
+
+// keepSkeleton remembers generation gen's parsed skeleton (nil forgets).
+func (p *OCIPublisher) keepSkeleton(gen uint64, s *wtxt.PrevSkeleton) {
+	p.prevMu.Lock()
+	defer p.prevMu.Unlock()
+	p.lastSkel, p.lastSkelGen = s, gen
 }
 
 // ringPrevSkeleton returns generation gen's ring skeleton, parsed for the

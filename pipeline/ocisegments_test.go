@@ -144,11 +144,13 @@ func TestOCIDirectDenseSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	const small, big = 8 << 10, 32 << 10
+	var ociPub *OCIPublisher
 	f.start(t, func(c *Config, d *Deps) {
 		p, err := NewOCIPublisher(r, f.repo, OCIConfig{StateDir: f.dir, SegmentSize: small, DenseSegmentSize: big})
 		if err != nil {
 			t.Fatal(err)
 		}
+		ociPub = p
 		d.Publisher = p
 		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: LocalOnly{}, Publisher: p.Jobs(),
 			BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
@@ -206,6 +208,17 @@ func TestOCIDirectDenseSegments(t *testing.T) {
 		waitPushed(t, f)
 		if _, err := f.repo.ResolveGen(gen); err != nil {
 			t.Fatalf("gen %d not committed: %v", gen, err)
+		}
+		// The next build takes this skeleton parsed from memory.
+		head, err := ReadChainState(f.dir)
+		if err != nil || head.Gen != gen || ociPub.lastSkeleton(head) == nil {
+			t.Fatalf("gen %d: the parsed skeleton is not kept for the next build (head %+v, %v)", gen, head, err)
+		}
+		if other := *head; ociPub.lastSkeleton(&other) != nil {
+			other.MerkleThis = strings.Repeat("0", 64)
+			if ociPub.lastSkeleton(&other) != nil {
+				t.Fatalf("gen %d: the kept skeleton is taken for another head", gen)
+			}
 		}
 	}
 	f.stop(t)

@@ -37,9 +37,15 @@ import (
 // refused (CheckGeometry) before anything is read, where SplitIndexed
 // would refuse it when it reached it.
 //
+// With sopts.WholeArray and sopts.StreamSink, an array of 1..WholeArray
+// bytes is one segment instead (not the split's cut): its digest is the
+// array's sha256, known is not asked about it, and StreamSink gets a
+// reader of its bytes (see SplitOptions.WholeArray).
+//
 // The work is the four SHA-256 passes of Encode (array sha256 with fastxor,
 // array HMAC, each chunk's sha256 with its crc32c, sha256_all) plus one
-// SHA-256 of every segment known does not recognize; they run concurrently
+// SHA-256 of every segment known does not recognize (none for a
+// whole-array segment); they run concurrently
 // on opts.Workers workers (0: GOMAXPROCS):
 //
 //   - the arrays are hashed in file order, sha256 and HMAC from one read
@@ -249,22 +255,29 @@ func (e *skelEncoder) cut(ctx context.Context, jobs, window chan<- *segJob) {
 	defer close(jobs)
 	prev := make(chan struct{})
 	close(prev)
+	// send hands a job to a worker and, in the same order, to the
+	// emitter; false when ctx ends first.
+	send := func(job *segJob) bool {
+		prev = job.asked
+		select {
+		case jobs <- job:
+		case <-ctx.Done():
+			close(job.asked)
+			return false
+		}
+		select {
+		case window <- job:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	size := e.sopts.SegmentSize
 	for pi, p := range e.plans {
 		nch := p.geo.numChunks()
 		if e.wholeArray(p) {
-			job := &segJob{p: p, seg: Segment{Size: p.nbytes, Array: p.name, Chunks: nch},
-				prev: prev, asked: make(chan struct{}), done: make(chan struct{}), isLast: true, hashed: e.hashed[pi]}
-			prev = job.asked
-			select {
-			case jobs <- job:
-			case <-ctx.Done():
-				close(job.asked)
-				return
-			}
-			select {
-			case window <- job:
-			case <-ctx.Done():
+			if !send(&segJob{p: p, seg: Segment{Size: p.nbytes, Array: p.name, Chunks: nch},
+				prev: prev, asked: make(chan struct{}), done: make(chan struct{}), isLast: true, hashed: e.hashed[pi]}) {
 				return
 			}
 			continue
@@ -279,18 +292,8 @@ func (e *skelEncoder) cut(ctx context.Context, jobs, window chan<- *segJob) {
 				n += l
 				j++
 			}
-			job := &segJob{p: p, seg: Segment{Size: n, Array: p.name, FirstChunk: i, Chunks: j - i},
-				prev: prev, asked: make(chan struct{}), done: make(chan struct{}), isLast: j == nch}
-			prev = job.asked
-			select {
-			case jobs <- job:
-			case <-ctx.Done():
-				close(job.asked)
-				return
-			}
-			select {
-			case window <- job:
-			case <-ctx.Done():
+			if !send(&segJob{p: p, seg: Segment{Size: n, Array: p.name, FirstChunk: i, Chunks: j - i},
+				prev: prev, asked: make(chan struct{}), done: make(chan struct{}), isLast: j == nch}) {
 				return
 			}
 			i = j
