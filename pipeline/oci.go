@@ -97,10 +97,9 @@ type OCIPublisher struct {
 	// size the last push was cut at (0: none yet). Guarded by prevMu.
 	segDense bool
 	lastSeg  int64
-	// lastSkel is the skeleton of generation lastSkelGen, the last direct
-	// push's, parsed (ocidirect.go: lastSkeleton); guarded by prevMu.
-	lastSkel    *wtxt.PrevSkeleton
-	lastSkelGen uint64
+	// lastSkel is the last direct push's skeleton, parsed (ocidirect.go:
+	// lastSkeleton); guarded by prevMu.
+	lastSkel *wtxt.PrevSkeleton
 
 	// read counts the bytes of the WTXT being uploaded that the split has
 	// read (snapd_oci_pending_bytes subtracts them; segments known from
@@ -348,9 +347,9 @@ func nextDense(dense bool, seg, prevSeg int64, segments, uploaded int) bool {
 	return judgeDense(dense, int64(segments), int64(uploaded))
 }
 
-// judgeDense is the segment mode after a generation of which changed of
-// total parts (segments uploaded, or chunks changed) changed: dense from
-// 90%, sparse below half, else as before.
+// judgeDense is the segment mode after a generation in which changed of
+// its total parts (segments uploaded, or chunks) changed: dense from 90%,
+// sparse below half, else as before.
 func judgeDense(dense bool, total, changed int64) bool {
 	switch {
 	case total <= 0:
@@ -368,9 +367,9 @@ func judgeDense(dense bool, total, changed int64) bool {
 type chunkChange struct{ changed, total int64 }
 
 // wholeArrayMax is the largest array the direct path makes one segment
-// while updates are dense (wholeArray): the largest segment a split holds
-// (wtxt.DefaultMaxSegment), so that a generation the usual path splits
-// never needs more.
+// while updates are dense (wholeArray): wtxt.DefaultMaxSegment, the
+// largest segment snapd cuts anywhere else (a single chunk above it is
+// refused), so no blob is larger than what other writers make.
 const wholeArrayMax = wtxt.DefaultMaxSegment
 
 // wholeArray is the direct path's oci.FilePush.WholeArray: wholeArrayMax
@@ -433,9 +432,11 @@ func (p *OCIPublisher) forgetPrevious() {
 func (p *OCIPublisher) pushed(gen uint64, res *oci.PushResult, seg int64, change *chunkChange) {
 	p.prevMu.Lock()
 	p.prevKeys = res.Keys
-	dense := nextDense(p.segDense, seg, p.lastSeg, res.Segments, res.Uploaded)
+	var dense bool
 	if change != nil {
 		dense = judgeDense(p.segDense, change.total, change.changed)
+	} else {
+		dense = nextDense(p.segDense, seg, p.lastSeg, res.Segments, res.Uploaded)
 	}
 	if dense != p.segDense {
 		args := []any{"gen", gen, "segments", res.Segments, "uploaded", res.Uploaded}

@@ -195,7 +195,7 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 		c, t := prevSkel.ChangedChunks(cur)
 		change = &chunkChange{changed: c, total: t}
 	}
-	p.keepSkeleton(gen, cur)
+	p.keepSkeleton(cur)
 	p.pushed(gen, res, segSize, change)
 	if cache && prevSkel != nil {
 		p.cacheUsed(res)
@@ -227,23 +227,24 @@ func (d *Daemon) buildDirect(ctx context.Context, it *item, head *ChainState, rs
 }
 
 // lastSkeleton returns the skeleton the last direct push of this process
-// wrote, parsed, when it is head's (same generation and merkle_this);
-// nil otherwise.
+// wrote, parsed, when it is head's (its merkle_this, which covers the
+// generation number); nil otherwise.
 func (p *OCIPublisher) lastSkeleton(head *ChainState) *wtxt.PrevSkeleton {
 	p.prevMu.Lock()
 	defer p.prevMu.Unlock()
 	s := p.lastSkel
-	if s == nil || p.lastSkelGen != head.Gen || s.Header == nil || hex.EncodeToString(s.Header.MerkleThis[:]) != head.MerkleThis {
+	if s == nil || s.Header == nil || hex.EncodeToString(s.Header.MerkleThis[:]) != head.MerkleThis {
 		return nil
 	}
 	return s
 }
 
-// keepSkeleton remembers generation gen's parsed skeleton (nil forgets).
-func (p *OCIPublisher) keepSkeleton(gen uint64, s *wtxt.PrevSkeleton) {
+// keepSkeleton remembers a pushed generation's parsed skeleton (nil
+// forgets).
+func (p *OCIPublisher) keepSkeleton(s *wtxt.PrevSkeleton) {
 	p.prevMu.Lock()
 	defer p.prevMu.Unlock()
-	p.lastSkel, p.lastSkelGen = s, gen
+	p.lastSkel = s
 }
 
 // ringPrevSkeleton returns generation gen's ring skeleton, parsed for the
