@@ -40,13 +40,26 @@ import (
 // real git-http-backend (internal/gittest).
 
 const (
-	ociRows    = 4096 // w is [ociRows, ociCols] f32: 4 MiB raw
 	ociCols    = 256
-	ociCluster = 41 // rows changed per generation: 1%, contiguous
 	ociSegSize = 131072
 )
 
-// ociGen is generation gen of a 4 MiB model: w's values are pseudo-random
+// ociRows and ociCluster size the model of the skeleton-layout tests: w
+// is [ociRows, ociCols] f32 (4 MiB raw, 32 segments) and ociCluster rows
+// (1%, contiguous) change per generation. Under the race detector every
+// byte the daemon, verify-repo, checkout and assemble encode, hash and
+// reassemble costs about ten times as much, so the model is 1 MiB raw
+// there: still 8 segments, a 1% change within at most two of them, and a
+// WTXT above TestRunOCIThreshold's 1 MiB threshold.
+var ociRows, ociCluster = func() (int, int) {
+	if raceEnabled {
+		return 1024, 10
+	}
+	return 4096, 41
+}()
+
+// ociGen is generation gen of a 4 MiB model (1 MiB under the race
+// detector, see ociRows): w's values are pseudo-random
 // (no two segments alike); generation g adds a step to the ociCluster
 // consecutive rows starting at row (g*977) % (ociRows-ociCluster): 1%
 // clustered change per generation.
@@ -73,7 +86,7 @@ func ociGen(gen uint64) *snapshot.Snapshot {
 	}
 	return &snapshot.Snapshot{Arrays: []*snapshot.Array{
 		{Name: "b", DType: snapshot.F32, Shape: []int64{ociCols}, Data: snapshot.Bytes(b)},
-		{Name: "w", DType: snapshot.F32, Shape: []int64{ociRows, ociCols}, Data: snapshot.Bytes(w)},
+		{Name: "w", DType: snapshot.F32, Shape: []int64{int64(ociRows), ociCols}, Data: snapshot.Bytes(w)},
 	}}
 }
 
@@ -713,7 +726,7 @@ func TestRunOCIThreshold(t *testing.T) {
 	d := startDaemon(t, "--state-dir", state, "--config", cfg)
 	requestTiny(t, state, 1) // ~2 KiB WTXT: below the threshold
 	waitFor(t, "generation 1 on the remote", pushedAll(t, remote, state, 1))
-	requestOCI(t, state, 2) // ~5.6 MB WTXT: above
+	requestOCI(t, state, 2) // ~5.6 MB WTXT (~1.4 MB under race): above
 	waitFor(t, "generation 2 on the remote", pushedAll(t, remote, state, 2))
 	d.stop(t)
 	checkRemote(t, remote, 2)
