@@ -111,22 +111,26 @@ func startChildReady(t *testing.T, dir string) *exec.Cmd {
 	return cmd
 }
 
-// TestKill9 runs a 20-generation workload per run and kills the daemon
-// with SIGKILL at random points (re-executing the test binary as the
-// daemon), restarting it until everything is done. Afterwards every
+// TestKill9 runs a 20-generation workload per run (10 under the race
+// detector) and kills the daemon with SIGKILL at random points
+// (re-executing the test binary as the daemon), restarting it until
+// everything is done. Afterwards every
 // requested generation is in the ring exactly once, the chain and every
 // delta verify end to end, Git holds the head, and no temp files or pins
 // are left. PIPELINE_CRASH_RUNS overrides the number of runs.
 func TestKill9(t *testing.T) {
-	// The full size: 50 runs of 20 generations (about 16 s);
-	// under the race detector 5 runs (15 kills at random points, a
-	// fresh seed each time) keep CI within its budget.
+	// The full size: 50 runs of 20 generations (about 16 s). Under the
+	// race detector 5 runs (15 kills at random points, a fresh seed each
+	// time) of 10 generations keep CI within its budget: every generation
+	// costs about ten times the CPU there, and a kill still lands after a
+	// random number of done generations (0..gens-1) of a workload that
+	// spans several daemon lives.
 	runs, gens := 50, 20
 	switch {
 	case testing.Short():
 		runs = 2
 	case raceEnabled:
-		runs = 5
+		runs, gens = 5, 10
 	}
 	if s := os.Getenv("PIPELINE_CRASH_RUNS"); s != "" {
 		n, err := strconv.Atoi(s)
