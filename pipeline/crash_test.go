@@ -25,6 +25,11 @@ import (
 // The test binary doubles as the daemon child of the crash test. Every
 // test (and the child, which inherits the environment) checks each pack a
 // gitops Commit writes with git index-pack --strict (gitops.EnvCheckPacks).
+//
+// The slowest tests, each in its own state directory and waiting much of
+// its time on processes (the daemon child, git pushing to a remote and
+// checking packs, a registry), call t.Parallel: go test runs them after
+// the sequential ones, -parallel at a time, overlapping those waits.
 func TestMain(m *testing.M) {
 	os.Setenv(gitops.EnvCheckPacks, "1")
 	if dir := os.Getenv("PIPELINE_TEST_DAEMON"); dir != "" {
@@ -119,6 +124,7 @@ func startChildReady(t *testing.T, dir string) *exec.Cmd {
 // delta verify end to end, Git holds the head, and no temp files or pins
 // are left. PIPELINE_CRASH_RUNS overrides the number of runs.
 func TestKill9(t *testing.T) {
+	t.Parallel()
 	// The full size: 50 runs of 20 generations (about 16 s). Under the
 	// race detector 5 runs (15 kills at random points, a fresh seed each
 	// time) of 10 generations keep CI within its budget: every generation

@@ -129,6 +129,7 @@ func (r *rereads) take() string {
 // kept) falls back to comparing every array, and keeps counts again.
 // An encrypted ring works the same (the counts are the plaintext's).
 func TestNonFiniteFromEncoderCounts(t *testing.T) {
+	t.Parallel()
 	for _, encrypted := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "encrypted"}[encrypted], func(t *testing.T) {
 			testNonFiniteFromEncoderCounts(t, encrypted)

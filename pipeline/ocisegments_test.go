@@ -137,6 +137,7 @@ func everyElementModel(step int, dense bool) *snapshot.Snapshot {
 // whole); every generation is committed and its ring record names the
 // size it was cut at.
 func TestOCIDirectDenseSegments(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t, "", "")
 	f := newFixture(t)
 	r, err := oci.Open(reg.Host+"/snapd/dense", oci.Options{})

@@ -25,6 +25,7 @@ import (
 // the older ones as published. The remote is a file:// one: recovery, not
 // the transport, is under test (HTTP push: TestRetentionNeverPrunesUnpushed).
 func TestCleanRestartRecognisesCommittedGenerations(t *testing.T) {
+	t.Parallel()
 	for _, keep := range []int{0, 3} {
 		t.Run(fmt.Sprintf("retain-repo-%d", keep), func(t *testing.T) { testCleanRestart(t, keep) })
 	}

@@ -202,6 +202,7 @@ func checkBound(t *testing.T, n int, after, one diskUse) {
 // long past its steady state) keep CI within its budget;
 // SNAPD_RETENTION_GENS overrides the count.
 func TestRetentionBoundsHostDisk(t *testing.T) {
+	t.Parallel()
 	const size = 256 << 10
 	n := 50
 	if raceEnabled {
@@ -249,6 +250,7 @@ func mib(n int64) float64 { return float64(n) / (1 << 20) }
 // retention.repo says; once the remote is back the queue pushes them all,
 // tags included, and only then does the local history shrink to K.
 func TestRetentionNeverPrunesUnpushed(t *testing.T) {
+	t.Parallel()
 	const keep, size = 2, 64 << 10
 	f := newFixture(t)
 	remote := gittest.NewHTTPRemote(t)
@@ -327,6 +329,7 @@ func TestRetentionNeverPrunesUnpushed(t *testing.T) {
 // verifies; the committer commits and pushes on the trimmed ledger after
 // a restart.
 func TestRetentionRanksCommitter(t *testing.T) {
+	t.Parallel()
 	const keep = 2
 	rf := newRankFixture(t, 2)
 	f := newFixture(t)
