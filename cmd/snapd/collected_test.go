@@ -22,6 +22,7 @@ import (
 // is a COMMENT saying so, and a ledger whose collected generation's
 // skeleton was tampered with still fails.
 func TestContentCollected(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t, "", "")
 	env := map[string]string{"HOME": t.TempDir()}
 	open := func(name string) *oci.Repository {

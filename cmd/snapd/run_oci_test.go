@@ -582,6 +582,7 @@ func startHangProxy(t *testing.T, target string) *hangProxy {
 // request-to-pushed latency is observed (the request times survive in the
 // durable jobs).
 func TestRunOCIKilledDuringUpload(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t, "", "")
 	proxy := startHangProxy(t, reg.Host)
 	remote := newRemote(t)
