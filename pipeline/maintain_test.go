@@ -18,6 +18,7 @@ import (
 // clean and keeps committing and pushing. Without a remote (no queue) the
 // daemon runs it after each commit instead.
 func TestPushRepacksLocalRepository(t *testing.T) {
+	t.Parallel()
 	for _, withQueue := range []bool{true, false} {
 		t.Run(map[bool]string{true: "after-push", false: "no-remote"}[withQueue], func(t *testing.T) { testRepack(t, withQueue) })
 	}

@@ -54,6 +54,7 @@ func startDirect(t *testing.T, f *fixture, r *oci.Repository) *OCIPublisher {
 // record, and a run resumed from generation 1 chains to the root the
 // record holds.
 func TestOCIDirectBuild(t *testing.T) {
+	t.Parallel()
 	reg := registrytest.Start(t, "", "")
 	px := registrytest.StartProxy(t, reg.Host)
 	f := newFixture(t)

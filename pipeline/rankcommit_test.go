@@ -163,6 +163,7 @@ func (f *rankFixture) verify() []verify.RanksGeneration {
 }
 
 func TestCommitterCommitsInOrderOnce(t *testing.T) {
+	t.Parallel()
 	f := newRankFixture(t, 2)
 	c := f.committerFor(RankOnTimeoutWait)
 	ctx := context.Background()
@@ -278,6 +279,7 @@ func TestCommitterRefusesBadRanks(t *testing.T) {
 // fails (last_error), nothing is lost; once it is back the generation is
 // committed exactly once.
 func TestCommitterGitRemoteDown(t *testing.T) {
+	t.Parallel()
 	f := newRankFixture(t, 2)
 	ctx := context.Background()
 	c := f.committerFor(RankOnTimeoutWait)

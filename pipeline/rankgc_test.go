@@ -13,6 +13,7 @@ import (
 // committed ones are deleted; kept and pending ones stay; the ledger then
 // verifies from the oldest kept generation (Since).
 func TestGCRankTags(t *testing.T) {
+	t.Parallel()
 	f := newRankFixture(t, 2)
 	ctx := context.Background()
 	c := f.committerFor(RankOnTimeoutWait)
