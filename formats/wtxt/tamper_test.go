@@ -65,6 +65,9 @@ func TestTamperEveryBit(t *testing.T) {
 	for off := range data {
 		line, ch, arr := lineOf(data, off)
 		for bit := range 8 {
+			if raceEnabled && bit != off%8 {
+				continue // every offset still gets a flip, each bit position in turn: 8x fewer verifies
+			}
 			copy(buf, data)
 			buf[off] ^= 1 << bit
 			rep, err := Verify(context.Background(), bytes.NewReader(buf), opts)
