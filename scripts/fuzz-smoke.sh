@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every fuzz target of the module briefly: by default 20000 executions
+# Runs every fuzz target of the module briefly: by default 10000 executions
 # each (FUZZTIME=1m scripts/fuzz-smoke.sh, or any -fuzztime value, for a
 # longer local run). An execution count, not a duration: Go 1.26's fuzz
 # coordinator can report a spurious "context deadline exceeded" when a
@@ -8,7 +8,7 @@
 # The seed corpora also run as plain tests in scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-t=${FUZZTIME:-20000x}
+t=${FUZZTIME:-10000x}
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
   for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
