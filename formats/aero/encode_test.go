@@ -236,7 +236,10 @@ func TestCorruptionNeverPanics(t *testing.T) {
 			step = 7
 		}
 		for i := 0; i < len(b); i += step {
-			for _, x := range []byte{0x01, 0x80, 0xff} {
+			for xi, x := range []byte{0x01, 0x80, 0xff} {
+				if raceEnabled && xi != i%3 {
+					continue // under the race detector one of the three flips per byte, in turn
+				}
 				c := bytes.Clone(b)
 				c[i] ^= x
 				s, err := decodeBytes(t, c)
