@@ -442,24 +442,17 @@ func (u *uploader) put(s wtxt.Segment, body func() io.Reader, done func()) error
 	return nil
 }
 
-// PushManifest uploads g's config blob (when missing) and its manifest,
-// tagged gen-NNNNNN (or, when that tag names another manifest, the next
-// free re-use tag: generationTag), returned with it. Every segment blob
-// must already be in the registry.
+// PushManifest uploads g's config blob and its manifest, tagged
+// gen-NNNNNN (or, when that tag names another manifest, the next free
+// re-use tag: generationTag), returned with it. Every segment blob must
+// already be in the registry. The config blob is uploaded without asking
+// first (it names the generation, so it is new but for a repeated push,
+// which the registry accepts again) while the tag is looked up: two round
+// trips fewer before the manifest.
 func (r *Repository) PushManifest(ctx context.Context, g Generation) (ocispec.Descriptor, string, error) {
 	cfg, err := BuildConfig(g)
 	if err != nil {
 		return ocispec.Descriptor{}, "", err
-	}
-	cdesc := Descriptor(ConfigMediaType, cfg)
-	ok, err := r.repo.Exists(ctx, cdesc)
-	if err != nil {
-		return ocispec.Descriptor{}, "", fmt.Errorf("oci %s: HEAD config blob: %w", r.name, err)
-	}
-	if !ok {
-		if err := r.repo.Push(ctx, cdesc, bytes.NewReader(cfg)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
-			return ocispec.Descriptor{}, "", fmt.Errorf("oci %s: upload config blob: %w", r.name, err)
-		}
 	}
 	man, err := BuildManifest(g, cfg)
 	if err != nil {
@@ -467,8 +460,21 @@ func (r *Repository) PushManifest(ctx context.Context, g Generation) (ocispec.De
 	}
 	mdesc := Descriptor(ocispec.MediaTypeImageManifest, man)
 	mdesc.ArtifactType = ArtifactType
-	tag, err := r.generationTag(ctx, g.Gen, mdesc)
-	if err != nil {
+	cdesc := Descriptor(ConfigMediaType, cfg)
+	var tag string
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.Go(func() error {
+		if err := r.repo.Push(ectx, cdesc, bytes.NewReader(cfg)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+			return fmt.Errorf("oci %s: upload config blob: %w", r.name, err)
+		}
+		return nil
+	})
+	eg.Go(func() error {
+		var err error
+		tag, err = r.generationTag(ectx, g.Gen, mdesc)
+		return err
+	})
+	if err := eg.Wait(); err != nil {
 		return ocispec.Descriptor{}, "", err
 	}
 	if err := r.repo.PushReference(ctx, mdesc, bytes.NewReader(man), tag); err != nil {
