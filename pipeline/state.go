@@ -311,7 +311,9 @@ func (l *StateLock) release() error {
 	if l == nil || l.f == nil {
 		return nil
 	}
-	err := l.f.Close()
+	// Unlocked before it is closed: a copy of the descriptor in a child
+	// being forked would otherwise keep the lock a moment longer.
+	err := errors.Join(unlockFile(l.f), l.f.Close())
 	l.f = nil
 	return err
 }

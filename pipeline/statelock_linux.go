@@ -31,6 +31,21 @@ func lockFile(f *os.File) error {
 	return err
 }
 
+// unlockFile drops f's OFD lock. Closing f alone does not when another
+// descriptor shares its open file: a child this process is forking
+// holds a copy of every descriptor until it execs, so a lock dropped by
+// Close alone can outlive the daemon that held it, and a daemon started
+// again in the same process would find its directory "in use".
+func unlockFile(f *os.File) error {
+	for {
+		lk := unix.Flock_t{Type: unix.F_UNLCK}
+		err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
 // lockHeld reports whether another open file holds f's OFD write lock
 // (F_OFD_GETLK: asks without taking it).
 func lockHeld(f *os.File) bool {

@@ -18,5 +18,8 @@ func lockFile(f *os.File) error {
 	return fmt.Errorf("the daemon runs on Linux only, not %s: %w", runtime.GOOS, errors.ErrUnsupported)
 }
 
+// unlockFile has nothing to drop (lockFile never locks here).
+func unlockFile(f *os.File) error { return nil }
+
 // lockHeld reports false: no daemon runs on this system.
 func lockHeld(f *os.File) bool { return false }

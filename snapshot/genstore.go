@@ -305,6 +305,15 @@ func syncTree(root string) error {
 // while it does, lock retries (1 ms, doubling to 50 ms) until ctx ends,
 // so a process that keeps the lock cannot hold up a daemon's shutdown.
 func (s *GenStore) lock(ctx context.Context, how int) (func(), error) {
+	f, err := s.lockFile(ctx, how)
+	if err != nil {
+		return nil, err
+	}
+	return func() { unlock(f); f.Close() }, nil
+}
+
+// lockFile is lock's work: the open lock file holding the flock.
+func (s *GenStore) lockFile(ctx context.Context, how int) (*os.File, error) {
 	f, err := safeopen.OpenFile(filepath.Join(s.dir, lockName), os.O_RDWR|os.O_CREATE, 0o644, safeopen.NoFollow)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: store lock: %w", err)
@@ -329,7 +338,7 @@ func (s *GenStore) lock(ctx context.Context, how int) (func(), error) {
 		f.Close()
 		return nil, fmt.Errorf("snapshot: store lock: %w", err)
 	}
-	return func() { f.Close() }, nil // closing releases the flock
+	return f, nil
 }
 
 // ownerID identifies a process across pid reuse and reboots.

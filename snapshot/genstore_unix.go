@@ -29,6 +29,13 @@ func tryLock(f *os.File, how int) error {
 	}
 }
 
+// unlock drops f's flock before f is closed: closing alone does not
+// while another descriptor shares f's open file (a child this process is
+// forking holds a copy until it execs).
+func unlock(f *os.File) {
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+}
+
 // processExists reports whether a process with this pid exists (kill 0
 // does not fail with ESRCH).
 func processExists(pid int) bool {

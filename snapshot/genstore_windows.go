@@ -24,6 +24,10 @@ func tryLock(f *os.File, how int) error {
 	return windows.LockFileEx(windows.Handle(f.Fd()), uint32(how)|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, &ol)
 }
 
+// unlock does nothing: closing f releases its lock (a child process
+// does not inherit the handle).
+func unlock(f *os.File) {}
+
 // processExists reports whether a process with this pid still runs: it
 // can be opened and has no exit code yet. A process snapd may not open
 // (access denied) is taken to exist.

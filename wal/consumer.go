@@ -302,6 +302,9 @@ func (c *Consumer) Close() error {
 	}
 	c.closed = true
 	err := c.olog.Close()
+	// Unlocked before it is closed: closing alone does not unlock while a
+	// child being forked holds a copy of the descriptor.
+	flock(int(c.lock.Fd()), lockUN)
 	if lerr := c.lock.Close(); err == nil {
 		err = lerr
 	}

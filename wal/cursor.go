@@ -156,6 +156,7 @@ func RepairCursor(ctx context.Context, dir string) (*CursorRepair, error) {
 		}
 		return nil, fmt.Errorf("wal: lock %s: %w", dir, err)
 	}
+	defer flock(int(lock.Fd()), lockUN) // before the Close: see Consumer.Close
 	old, err := ReadCursor(dir)
 	if err != nil {
 		return nil, err
