@@ -55,16 +55,13 @@ command -v oras >/dev/null || go install oras.land/oras/cmd/oras@v1.3.6 ||
 if [ $# -eq 0 ]; then set -- ./...; fi
 go vet "$@"
 # The read commands build and vet on macOS and Windows too (docs/PLATFORMS.md);
-# the daemon is Linux-only, so these targets only compile and vet. Windows
-# gets the whole module. Each such target costs a full compile of the
-# dependencies on a cold cache, so macOS (arm64 for both architectures:
-# snapd has no architecture-specific code) gets the packages with code of
-# their own there: files for darwin or the BSDs, or for unix but not Linux.
-GOOS=windows GOARCH=amd64 go build -o /dev/null ./cmd/snapd
-GOOS=windows GOARCH=amd64 go vet "$@"
-darwin=$({ grep -rlE --include='*.go' '^//go:build .*(darwin|bsd|unix && !linux)' . ; find . -name '*_darwin*.go' -o -name '*_bsd*.go'; } |
-  xargs -r -n1 dirname | sort -u)
-[ -n "$darwin" ] && GOOS=darwin GOARCH=arm64 go vet $darwin
+# the daemon is Linux-only, so these targets only compile and vet. snapd has
+# no architecture-specific code, so one macOS architecture stands for both
+# (each target costs a full compile of the dependencies on a cold cache).
+for t in darwin/arm64 windows/amd64; do
+  GOOS=${t%/*} GOARCH=${t#*/} go build -o /dev/null ./cmd/snapd
+  GOOS=${t%/*} GOARCH=${t#*/} go vet "$@"
+done
 # -parallel 4: the tests that mostly wait on real daemons, registries and
 # git servers (t.Parallel) overlap their waits, beyond the 2 cores.
 # -timeout is a hang guard per package, not a speed target: on a loaded

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -150,7 +149,9 @@ func TestJSONOutputMatchesDocs(t *testing.T) {
 	// from the shared demo, untouched.
 	_, demoDir := shared.demo(t)
 	d := filepath.Join(t.TempDir(), "demo")
-	copyTree(t, demoDir, d)
+	if err := os.CopyFS(d, os.DirFS(demoDir)); err != nil {
+		t.Fatal(err)
+	}
 	p := func(rel string) string { return filepath.Join(d, rel) }
 	// A push queue with one job (as the daemon keeps it with a remote).
 	q, err := queue.Open(p("push-queue"), queue.Options{})
@@ -257,39 +258,5 @@ func TestJSONOutputMatchesDocs(t *testing.T) {
 		if !seen[h] && !jsonDocSectionsElsewhere[h] {
 			t.Errorf("docs/JSON.md section %q is not exercised by this test", h)
 		}
-	}
-}
-
-// copyTree copies the directory tree src to dst (which must not exist),
-// keeping each file's and directory's permission bits.
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case e.IsDir():
-			return os.Mkdir(to, info.Mode().Perm())
-		case e.Type().IsRegular():
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(to, b, info.Mode().Perm())
-		}
-		return fmt.Errorf("%s: not a regular file or directory", path)
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
