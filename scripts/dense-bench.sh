@@ -23,7 +23,11 @@
 # (generation 1 has nothing to compare with). Each timed window starts
 # after a `sync` (not timed): otherwise the untimed copies just before a
 # daemon's window, and the gigabytes the tool before it wrote, would be
-# written back during it (the git-lfs window, last, had the least). The
+# written back during it (the git-lfs window, last, had the least). That
+# sync is timed too, so a second comparison counts each tool until what
+# it wrote is on disk ("durable": the registry fsyncs every blob it
+# stores inside snapd's window; git-lfs writes its two copies of the
+# object, work tree's and remote's, without fsync). The
 # daemon's stage times for the last generation are printed from its log,
 # and the median CPU seconds per generation: the daemon's during its
 # window (with the git processes it ran; in the registry layout the
@@ -84,6 +88,9 @@ cpu() {
   done
   echo "$t"
 }
+# sync_time: the seconds a sync takes (what the window before it left
+# to write back).
+sync_time() { local t0; t0=$(now); sync; secs "$t0" "$(now)"; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$0} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -166,7 +173,7 @@ run_size() {
   echo
   echo "size $size bytes ($(awk -v n="$size" 'BEGIN{printf "%.0f", n/1048576}') MiB), $GENS generations, every element changing:"
   printf '%4s |' gen; for st in $STORES; do printf ' %9s |' "snapd-$st"; done; printf ' %8s | %s\n' lfs_s load
-  local -A all=()
+  local -A all=() durable=()
   for g in $(seq 1 "$GENS"); do
     local name=gen-$(printf %06d "$g").safetensors t0 tl row=""
     "$W/densebench" -size "$size" -gen "$g" "$d/$name"
@@ -177,8 +184,10 @@ run_size() {
       sync # each timed window starts without the write-back of what ran before it
       c0=$(cpu ${pids[$st]})
       ts=$(snap_time "$d/$st" "$g" "$d/$st/state/gens/$name")
+      [ "$g" -ge 2 ] && cpus[$st]="${cpus[$st]:-} $(secs "$c0" "$(cpu ${pids[$st]})")"
+      tsync=$(sync_time)
       row="$row $(printf ' %9s |' "$ts")"
-      [ "$g" -ge 2 ] && all[$st]="${all[$st]:-} $ts" && cpus[$st]="${cpus[$st]:-} $(secs "$c0" "$(cpu ${pids[$st]})")"
+      [ "$g" -ge 2 ] && all[$st]="${all[$st]:-} $ts" && durable[$st]="${durable[$st]:-} $(awk -v a="$ts" -v b="$tsync" 'BEGIN{printf "%.2f", a+b}')"
     done
     rm -f "$d/$name"
     sync
@@ -186,7 +195,9 @@ run_size() {
     tc=$(git -C "$d/lfs" add model.safetensors && git -C "$d/lfs" commit -qm "gen $g" &&
       git -C "$d/lfs" push -q origin HEAD:main >/dev/null 2>&1 && awk -v hz="$HZ" '{printf "%.2f", ($16+$17)/hz}' "/proc/$BASHPID/stat")
     tl=$(secs "$t0" "$(now)")
-    [ "$g" -ge 2 ] && all[lfs]="${all[lfs]:-} $tl" && cpus[lfs]="${cpus[lfs]:-} $tc"
+    tsync=$(sync_time)
+    [ "$g" -ge 2 ] && all[lfs]="${all[lfs]:-} $tl" && cpus[lfs]="${cpus[lfs]:-} $tc" &&
+      durable[lfs]="${durable[lfs]:-} $(awk -v a="$tl" -v b="$tsync" 'BEGIN{printf "%.2f", a+b}')"
     printf '%4d |%s %8s | %s\n' "$g" "$row" "$tl" "$(cut -d' ' -f1 /proc/loadavg)"
   done
   local ml ms
@@ -195,6 +206,11 @@ run_size() {
     ms=$(median <<<"${all[$st]}")
     echo "median over gens 2..$GENS: snapd ($st) request->pushed $ms s, git-lfs commit+push $ml s: $(awk -v a="$ms" -v b="$ml" 'BEGIN{printf "%.2f", a/b}')x"
     echo "  daemon ($st) stages of gen $GENS: $(stages "$d/$st" "$GENS")"
+  done
+  ml=$(median <<<"${durable[lfs]}")
+  for st in $STORES; do
+    ms=$(median <<<"${durable[$st]}")
+    echo "durable, median over gens 2..$GENS (each window followed by a timed sync): snapd ($st) $ms s, git-lfs $ml s: $(awk -v a="$ms" -v b="$ml" 'BEGIN{printf "%.2f", a/b}')x"
   done
   printf 'CPU seconds per generation, median over gens 2..%s (during the timed window; the registry layout: daemon + registry):' "$GENS"
   for st in $STORES; do printf ' snapd (%s) %s,' "$st" "$(median <<<"${cpus[$st]}")"; done

@@ -47,8 +47,8 @@ func TestEveryElementMoves(t *testing.T) {
 // TestDenseBenchScript runs scripts/dense-bench.sh at 1 MiB for two
 // generations without the trainer part: snapd (Git only, and in the
 // registry layout when docker-registry is installed) and git-lfs all time
-// every generation and the medians of the times and of the CPU seconds
-// are printed. Skipped with -short (it
+// every generation and the medians of the times (also counting the sync
+// after each window) and of the CPU seconds are printed. Skipped with -short (it
 // builds snapd) and without git-lfs.
 func TestDenseBenchScript(t *testing.T) {
 	if testing.Short() {
@@ -75,6 +75,14 @@ func TestDenseBenchScript(t *testing.T) {
 	for _, want := range want {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("no %q in the output:\n%s", want, out)
+		}
+	}
+	// The durable line (each window and the sync after it): numbers for
+	// every store.
+	for _, st := range stores {
+		re := regexp.MustCompile(`durable, median over gens 2\.\.2 [^\n]*: snapd \(` + st + `\) [0-9]+\.[0-9]+ s, git-lfs [0-9]+\.[0-9]+ s: [0-9]+\.[0-9]+x\n`)
+		if !re.MatchString(string(out)) {
+			t.Errorf("no durable line for %s in the output:\n%s", st, out)
 		}
 	}
 	// The CPU line: a number for every store and for git-lfs.
