@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 const (
@@ -39,7 +41,7 @@ func unitWithBinary(t *testing.T) string {
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "snapd")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/snapd")
+	cmd := testutil.GoBuild("", bin, "../cmd/snapd")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -237,8 +237,7 @@ func TestDocBlocksRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "snapd"), "./cmd/snapd")
-	build.Dir = root
+	build := testutil.GoBuild(root, filepath.Join(bin, "snapd"), "./cmd/snapd")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build snapd: %v\n%s", err, out)
 	}

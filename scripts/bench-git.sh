@@ -35,7 +35,7 @@ git config --file "$W/gitconfig" user.name bench
 git config --file "$W/gitconfig" user.email bench@localhost
 git config --file "$W/gitconfig" init.defaultBranch main
 git lfs install --skip-repo >/dev/null   # the smudge filter, so a clone gets the file, not its pointer
-(cd "$ROOT" && go build -o "$W/snapd" ./cmd/snapd && go build -o "$W/benchgen" ./scripts/benchgen)
+(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o "$W/snapd" ./cmd/snapd && CGO_ENABLED=0 go build -trimpath -o "$W/benchgen" ./scripts/benchgen)
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 du_b() { du -sb "$1" | cut -f1; }

@@ -57,7 +57,7 @@ git config --file "$W/gitconfig" user.name bench
 git config --file "$W/gitconfig" user.email bench@localhost
 git config --file "$W/gitconfig" init.defaultBranch main
 git lfs install --skip-repo >/dev/null
-(cd "$ROOT" && go build -o "$W/bin/snapd" ./cmd/snapd && go build -o "$W/bin/benchgen" ./scripts/benchgen)
+(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o "$W/bin/snapd" ./cmd/snapd && CGO_ENABLED=0 go build -trimpath -o "$W/bin/benchgen" ./scripts/benchgen)
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 du_b() { du -sb "$1" | cut -f1; }

@@ -76,7 +76,7 @@ git config --file "$W/gitconfig" user.name bench
 git config --file "$W/gitconfig" user.email bench@localhost
 git config --file "$W/gitconfig" init.defaultBranch main
 git lfs install --skip-repo >/dev/null
-(cd "$ROOT" && go build -o "$W/snapd" ./cmd/snapd && go build -o "$W/densebench" ./scripts/densebench)
+(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o "$W/snapd" ./cmd/snapd && CGO_ENABLED=0 go build -trimpath -o "$W/densebench" ./scripts/densebench)
 now() { date +%s.%N; }
 HZ=$(getconf CLK_TCK)
 # cpu PID...: the CPU seconds (user + system, waited-for children

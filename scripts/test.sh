@@ -53,7 +53,11 @@ command -v oras >/dev/null || go install oras.land/oras/cmd/oras@v1.3.6 ||
   echo "test.sh: could not install oras; the oras interoperability test will be skipped" >&2
 
 if [ $# -eq 0 ]; then set -- ./...; fi
-go vet "$@"
+# Vet with scripts/release.sh's compile settings (no cgo, -trimpath; snapd
+# has no cgo code): the snapd binaries the tests build (testutil.GoBuild)
+# and the install test's release build then reuse these compiled packages,
+# and a cold build cache compiles the module once for all of them.
+CGO_ENABLED=0 go vet -trimpath "$@"
 # The read commands build and vet on macOS and Windows too (docs/PLATFORMS.md);
 # the daemon is Linux-only, so these targets only compile and vet. snapd has
 # no architecture-specific code, so one macOS architecture stands for both

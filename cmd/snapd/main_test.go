@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/snapd-ml/snapd/gitops"
+	"github.com/snapd-ml/snapd/internal/testutil"
 )
 
 // TestMain turns on the pack check (gitops.EnvCheckPacks) for every test
@@ -104,7 +104,7 @@ func (f *sharedFixtures) snapdBinary(t *testing.T) string {
 	t.Helper()
 	f.buildOnce.Do(func() {
 		bin := filepath.Join(f.dir, "bin", "snapd")
-		out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+		out, err := testutil.GoBuild("", bin, ".").CombinedOutput()
 		if err != nil {
 			f.buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 			return
