@@ -182,7 +182,7 @@ func TestVerifyWorkflow(t *testing.T) {
 			checkout = s.With["fetch-depth"] == 0 && s.With["fetch-tags"] == true
 		case strings.HasPrefix(s.Uses, "actions/setup-go@"):
 			goSetup = true
-		case strings.Contains(s.Run, "go install -buildvcs=true ./cmd/snapd") && strings.Contains(s.Run, "SNAPD_COMMIT"):
+		case strings.Contains(s.Run, "go install -trimpath -buildvcs=true ./cmd/snapd") && strings.Contains(s.Run, "SNAPD_COMMIT"):
 			install = true
 		case strings.Contains(s.Run, "ci-verify.sh"):
 			runs = install && goSetup && checkout
