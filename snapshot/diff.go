@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 )
 
 // ArrayChange classifies how an array differs between two snapshots.
@@ -85,16 +86,19 @@ func (d *ArrayDiff) IntroducesNonFinite() bool { return d.NewNaN+d.NewInf > 0 }
 
 // FormatStat formats a statistic for people: "NaN", "inf", "-inf", or
 // three significant digits.
-func FormatStat(f float64) string {
+func FormatStat(f float64) string { return string(AppendStat(nil, f)) }
+
+// AppendStat appends FormatStat(f) to b.
+func AppendStat(b []byte, f float64) []byte {
 	switch {
 	case math.IsNaN(f):
-		return "NaN"
+		return append(b, "NaN"...)
 	case math.IsInf(f, 1):
-		return "inf"
+		return append(b, "inf"...)
 	case math.IsInf(f, -1):
-		return "-inf"
+		return append(b, "-inf"...)
 	}
-	return fmt.Sprintf("%.3g", f)
+	return strconv.AppendFloat(b, f, 'g', 3, 64)
 }
 
 // DiffOptions tune Diff.

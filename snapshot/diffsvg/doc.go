@@ -31,7 +31,11 @@
 // colours compare bins within an array, the numbers on the text lines
 // compare arrays (the legend says so). Adjacent bins of the same colour are drawn as one
 // rectangle with a <title> naming their rows, so the SVG stays small when
-// few rows change.
+// few rows change. A strip with more changed bins than a sampled strip
+// has bins (Width/4: a dense change, as under Adam) is drawn in cells 4
+// pixels wide instead, each holding the changed bins that start in it,
+// coloured by its largest change and naming its rows: such a strip has at
+// most Width/4 rectangles, however many of its rows changed.
 //
 // # Limits and hostile input
 //

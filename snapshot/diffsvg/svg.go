@@ -66,23 +66,23 @@ func (s *Strip) ScaleRange(sc Scale) (lo, hi float64) {
 	return lo, hi
 }
 
-// colour returns the fill of a changed bin.
-func (p *Picture) colour(b *Bin, lo, hi float64) string {
-	if b.NonFinite {
-		return ColourNonFinite
-	}
-	return Levels[level(b.Metric(p.Scale), lo, hi)]
+// logScale maps a strip's metrics onto the palette, logarithmically
+// between its lo and hi (Strip.ScaleRange).
+type logScale struct{ lo, hi, logLo, logHi float64 }
+
+func newLogScale(lo, hi float64) logScale {
+	return logScale{lo: lo, hi: hi, logLo: math.Log(lo), logHi: math.Log(hi)}
 }
 
-// level maps m onto the palette, logarithmically between lo and hi.
-func level(m, lo, hi float64) int {
+// level returns m's index in Levels.
+func (sc logScale) level(m float64) int {
 	switch {
-	case math.IsInf(m, 1) || m >= hi:
+	case math.IsInf(m, 1) || m >= sc.hi:
 		return len(Levels) - 1
-	case m <= lo || lo <= 0:
+	case m <= sc.lo || sc.lo <= 0:
 		return 0
 	}
-	t := (math.Log(m) - math.Log(lo)) / (math.Log(hi) - math.Log(lo))
+	t := (math.Log(m) - sc.logLo) / (sc.logHi - sc.logLo)
 	return min(len(Levels)-1, max(0, int(t*float64(len(Levels)-1)+0.5)))
 }
 
@@ -179,35 +179,99 @@ func (p *Picture) strip(w stringWriter, i int) {
 	if s.Bins <= 0 {
 		return
 	}
-	// Runs of adjacent changed bins of one colour become one rectangle.
-	for j := 0; j < len(s.Changed); {
-		first := &s.Changed[j]
-		c := p.colour(first, lo, hi)
-		k := j + 1
-		changed, maxAbs, metric, nonFinite := first.Changed, first.MaxAbs, first.Metric(p.Scale), first.NonFinite
-		for k < len(s.Changed) && s.Changed[k].Index == s.Changed[k-1].Index+1 && p.colour(&s.Changed[k], lo, hi) == c {
-			b := &s.Changed[k]
-			changed += b.Changed
-			maxAbs, metric = max(maxAbs, b.MaxAbs), max(metric, b.Metric(p.Scale))
-			nonFinite = nonFinite || b.NonFinite
-			k++
-		}
-		last := &s.Changed[k-1]
-		x0 := first.Index * p.Width / s.Bins
-		x1 := (last.Index + 1) * p.Width / s.Bins
-		tip := fmt.Sprintf("rows %s: %d changed, max |Δ| %s", rowSpan(first.Row0, last.Row1), changed, fmtNum(maxAbs))
+	sc := newLogScale(lo, hi)
+	buf := make([]byte, 0, 256)
+	for _, r := range p.runs(s, sc) {
+		x0 := r.i0 * p.Width / s.Bins
+		x1 := (r.i1 + 1) * p.Width / s.Bins
+		// The tooltip holds only numbers and fixed words (nothing to
+		// escape); a densely changed strip has up to Width/4 of them.
+		buf = append(buf[:0], `<rect x="`...)
+		buf = strconv.AppendInt(buf, int64(margin+x0), 10)
+		buf = append(buf, `" y="`...)
+		buf = strconv.AppendInt(buf, int64(y), 10)
+		buf = append(buf, `" width="`...)
+		buf = strconv.AppendInt(buf, int64(x1-x0), 10)
+		buf = append(buf, `" height="`...)
+		buf = strconv.AppendInt(buf, stripH, 10)
+		buf = append(buf, `" fill="`...)
+		buf = append(buf, r.colour...)
+		buf = append(buf, `"><title>rows `...)
+		buf = appendRowSpan(buf, r.r0, r.r1)
+		buf = append(buf, ": "...)
+		buf = strconv.AppendInt(buf, r.changed, 10)
 		if s.Sampled > 0 {
-			tip = fmt.Sprintf("rows %s: %d in changed chunks, max |Δ| of a sample %s", rowSpan(first.Row0, last.Row1), changed, fmtNum(maxAbs))
+			buf = append(buf, " in changed chunks, max |Δ| of a sample "...)
+		} else {
+			buf = append(buf, " changed, max |Δ| "...)
 		}
+		buf = snapshot.AppendStat(buf, r.maxAbs)
 		if p.Scale == ScaleRel {
-			tip += ", relative " + fmtNum(metric)
+			buf = append(buf, ", relative "...)
+			buf = snapshot.AppendStat(buf, r.metric)
 		}
-		if nonFinite {
-			tip += ", NaN/Inf involved"
+		if r.nonFinite {
+			buf = append(buf, ", NaN/Inf involved"...)
 		}
-		fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"><title>%s</title></rect>`+"\n", margin+x0, y, x1-x0, stripH, c, escape(tip, 400))
-		j = k
+		buf = append(buf, "</title></rect>\n"...)
+		w.Write(buf)
 	}
+}
+
+// run is one rectangle of a strip: the changed bins i0..i1 (and any
+// unchanged ones between them, in a dense strip's cell).
+type run struct {
+	i0, i1         int
+	r0, r1         int64 // rows [r0, r1)
+	changed        int64
+	maxAbs, metric float64
+	nonFinite      bool
+	colour         string
+}
+
+// add merges the bins of q (which follows r) into r.
+func (r *run) add(q run) {
+	r.i1, r.r1 = q.i1, q.r1
+	r.changed += q.changed
+	r.maxAbs, r.metric = max(r.maxAbs, q.maxAbs), max(r.metric, q.metric)
+	r.nonFinite = r.nonFinite || q.nonFinite
+}
+
+// runs returns the rectangles of strip s: its changed bins, or, when it
+// has more of them than a sampled strip has bins (a dense change), cells
+// of sampleBinWidth pixels holding the changed bins that start in them,
+// each coloured by its largest change; then neighbours of one colour
+// merged into one.
+func (p *Picture) runs(s *Strip, sc logScale) []run {
+	cells := len(s.Changed) > p.Width/sampleBinWidth
+	var units []run
+	cell := -1
+	for i := range s.Changed {
+		b := &s.Changed[i]
+		u := run{i0: b.Index, i1: b.Index, r0: b.Row0, r1: b.Row1, changed: b.Changed, maxAbs: b.MaxAbs, metric: b.Metric(p.Scale), nonFinite: b.NonFinite}
+		if cells {
+			c := b.Index * p.Width / s.Bins / sampleBinWidth
+			if c == cell {
+				units[len(units)-1].add(u)
+				continue
+			}
+			cell = c
+		}
+		units = append(units, u)
+	}
+	out := units[:0]
+	for _, u := range units {
+		u.colour = ColourNonFinite
+		if !u.nonFinite {
+			u.colour = Levels[sc.level(u.metric)]
+		}
+		if k := len(out); k > 0 && out[k-1].i1+1 == u.i0 && out[k-1].colour == u.colour {
+			out[k-1].add(u)
+			continue
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 // describe is the text after an array's name.
@@ -242,11 +306,14 @@ func describe(s *Strip) string {
 	return fmt.Sprintf("%s%s — changed %d of %d rows%s", s.DType, shape, s.ChangedRows, s.Rows, per)
 }
 
-func rowSpan(r0, r1 int64) string {
-	if r1 == r0+1 {
-		return strconv.FormatInt(r0, 10)
+// appendRowSpan appends the rows [r0, r1) as "r0" or "r0–last".
+func appendRowSpan(b []byte, r0, r1 int64) []byte {
+	b = strconv.AppendInt(b, r0, 10)
+	if r1 != r0+1 {
+		b = append(b, "–"...)
+		b = strconv.AppendInt(b, r1-1, 10)
 	}
-	return strconv.FormatInt(r0, 10) + "–" + strconv.FormatInt(r1-1, 10)
+	return b
 }
 
 // fmtNum prints a statistic with 3 significant digits.
