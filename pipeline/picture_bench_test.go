@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
+	"github.com/snapd-ml/snapd/formats/wtxt/chunkdiff"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
@@ -32,9 +33,20 @@ func denseMeta(gen uint64) snapshot.Meta {
 	return m
 }
 
-// denseFiles writes generations 1 and 2 of denseModel as signed WTXT
-// files (the ring's plaintext form) and returns their paths.
-func denseFiles(b *testing.B, mib int) (base, target string, opts wtxt.EncodeOptions) {
+// denseModels are the dense benchmarks' models: denseModel's few large
+// matrices (PIPELINE_DENSE_MIB) and adamMLP's mix of large and small
+// arrays.
+var denseModels = []struct {
+	name  string
+	model func(mib, step int) *snapshot.Snapshot
+}{
+	{"matrices", denseModel},
+	{"mlp-adamw", func(_, step int) *snapshot.Snapshot { return adamMLP(step) }},
+}
+
+// denseFiles writes generations 1 and 2 of model as signed WTXT files
+// (the ring's plaintext form) and returns their paths.
+func denseFiles(b *testing.B, mib int, model func(mib, step int) *snapshot.Snapshot) (base, target string, opts wtxt.EncodeOptions) {
 	dir := b.TempDir()
 	k := loadTestKeys(b, filepath.Join(dir, "keys"))
 	opts = wtxt.EncodeOptions{SignKey: k.sign, HMACKey: k.hmac, Workers: DefaultWorkers()}
@@ -44,7 +56,7 @@ func denseFiles(b *testing.B, mib int) (base, target string, opts wtxt.EncodeOpt
 		if err != nil {
 			b.Fatal(err)
 		}
-		s := denseModel(mib, step)
+		s := model(mib, step)
 		s.Meta = denseMeta(uint64(step))
 		if _, err := wtxt.Encode(context.Background(), f, s, opts); err != nil {
 			b.Fatal(err)
@@ -58,18 +70,25 @@ func denseFiles(b *testing.B, mib int) (base, target string, opts wtxt.EncodeOpt
 }
 
 // BenchmarkEncodeDense is the daemon's encode of a dense update
-// (PIPELINE_DENSE_MIB, default 40 MiB of f32, every element changed) to a
-// file: the yardstick of BenchmarkPictureDense. Both report cpu-ms/op
+// (matrices: PIPELINE_DENSE_MIB, default 40 MiB of f32; mlp-adamw: about
+// 39 MB; every element changed) to a file: the yardstick of
+// BenchmarkPictureDense. Both report cpu-ms/op
 // beside the wall time; compare them in one run:
 //
 //	go test -run XXX -bench 'EncodeDense|PictureDense' -benchtime 5x ./pipeline
 func BenchmarkEncodeDense(b *testing.B) {
+	for _, m := range denseModels {
+		b.Run(m.name, func(b *testing.B) { benchEncodeDense(b, m.model) })
+	}
+}
+
+func benchEncodeDense(b *testing.B, model func(mib, step int) *snapshot.Snapshot) {
 	mib := denseMiB()
-	_, _, opts := denseFiles(b, 1)
-	s := denseModel(mib, 2)
+	_, _, opts := denseFiles(b, 1, denseModel)
+	s := model(mib, 2)
 	s.Meta = denseMeta(2)
 	p := filepath.Join(b.TempDir(), "out.wtxt")
-	b.SetBytes(int64(mib) << 20)
+	b.SetBytes(rawBytes(s))
 	runtime.GC() // the set-up's garbage is not the benchmark's
 	b.ResetTimer()
 	cpu := processCPU(b)
@@ -91,14 +110,21 @@ func BenchmarkEncodeDense(b *testing.B) {
 // WTXT files, whose indexes the delta plan read before (not timed); it
 // should cost at most a tenth of BenchmarkEncodeDense.
 func BenchmarkPictureDense(b *testing.B) {
+	for _, m := range denseModels {
+		b.Run(m.name, func(b *testing.B) { benchPictureDense(b, m.model) })
+	}
+}
+
+func benchPictureDense(b *testing.B, model func(mib, step int) *snapshot.Snapshot) {
 	mib := denseMiB()
-	base, target, _ := denseFiles(b, mib)
-	index := func(path string) *wtxt.Index {
+	base, target, _ := denseFiles(b, mib, model)
+	raw := rawBytes(model(mib, 2))
+	open := func(path string) chunkdiff.PictureFile {
 		f, err := os.Open(path)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer f.Close()
+		b.Cleanup(func() { f.Close() })
 		st, err := f.Stat()
 		if err != nil {
 			b.Fatal(err)
@@ -107,16 +133,16 @@ func BenchmarkPictureDense(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		return x
+		return chunkdiff.PictureFile{Name: path, R: f, Size: st.Size(), Index: x}
 	}
-	bx, tx := index(base), index(target)
-	b.SetBytes(int64(mib) << 20)
+	bf, tf := open(base), open(target)
+	b.SetBytes(raw)
 	runtime.GC() // the set-up's garbage is not the benchmark's
 	b.ResetTimer()
 	cpu := processCPU(b)
 	defer func() { reportCPU(b, cpu) }()
 	for range b.N {
-		p, err := diffPicture(context.Background(), base, target, bx, tx, 1, 2)
+		p, err := diffPicture(context.Background(), bf, tf, 1, 2)
 		if err != nil {
 			b.Fatal(err)
 		}
