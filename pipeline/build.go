@@ -93,6 +93,7 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 				nf = d.checkNonFiniteAsync(ctx, it, g, base, recheck)
 			}
 			plan, err := it.delta(ctx, d.log, g, bf, head.SHA256All)
+			bf.Close()
 			if werr := g.Wait(); err == nil {
 				err = werr
 			}
@@ -101,12 +102,10 @@ func (d *Daemon) buildOnce(ctx context.Context, it *item, head *ChainState, rs *
 			}
 			nf()
 			if err != nil {
-				bf.Close()
 				return nil, err
 			}
 			it.stage1("delta", d.now().Sub(t))
-			d.drawPicture(ctx, it, bf, base, g, plan.Base, plan.Target, head.Gen, gen, &cfg)
-			bf.Close()
+			d.drawPicture(ctx, it, base, g.PlainPath(), plan.Base, plan.Target, head.Gen, gen, &cfg)
 		} else {
 			d.log.Warn("no delta: the previous generation is not in the ring", "gen", gen, "base_gen", head.Gen, "error", err)
 		}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/snapd-ml/snapd/formats/wtxt"
-	"github.com/snapd-ml/snapd/formats/wtxt/chunkdiff"
 	"github.com/snapd-ml/snapd/snapshot"
 	"github.com/snapd-ml/snapd/wal"
 )
@@ -119,12 +118,12 @@ func benchPictureDense(b *testing.B, model func(mib, step int) *snapshot.Snapsho
 	mib := denseMiB()
 	base, target, _ := denseFiles(b, mib, model)
 	raw := rawBytes(model(mib, 2))
-	open := func(path string) chunkdiff.PictureFile {
+	index := func(path string) *wtxt.Index {
 		f, err := os.Open(path)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { f.Close() })
+		defer f.Close()
 		st, err := f.Stat()
 		if err != nil {
 			b.Fatal(err)
@@ -133,16 +132,16 @@ func benchPictureDense(b *testing.B, model func(mib, step int) *snapshot.Snapsho
 		if err != nil {
 			b.Fatal(err)
 		}
-		return chunkdiff.PictureFile{Name: path, R: f, Size: st.Size(), Index: x}
+		return x
 	}
-	bf, tf := open(base), open(target)
+	bx, tx := index(base), index(target)
 	b.SetBytes(raw)
 	runtime.GC() // the set-up's garbage is not the benchmark's
 	b.ResetTimer()
 	cpu := processCPU(b)
 	defer func() { reportCPU(b, cpu) }()
 	for range b.N {
-		p, err := diffPicture(context.Background(), bf, tf, 1, 2)
+		p, err := diffPicture(context.Background(), base, target, bx, tx, 1, 2)
 		if err != nil {
 			b.Fatal(err)
 		}

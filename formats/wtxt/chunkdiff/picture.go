@@ -42,48 +42,19 @@ func Picture(ctx context.Context, basePath, headPath string, maxBytes int64, opt
 // them already (wtxt.ReadIndex of the same, unchanged files, e.g. a
 // wtxt.DeltaPlan's); a nil index is read.
 func PictureIndexed(ctx context.Context, basePath string, baseIndex *wtxt.Index, headPath string, headIndex *wtxt.Index, maxBytes int64, opts diffsvg.Options) (*diffsvg.Picture, error) {
-	open := func(path string, wx *wtxt.Index) (*os.File, PictureFile, error) {
-		f, size, err := openRegular(path)
+	open := func(path string, wx *wtxt.Index) (*os.File, *wtxt.Index, *snapshot.Snapshot, error) {
+		m, size, err := openRegular(path)
 		if err != nil {
-			return nil, PictureFile{}, err
+			return nil, nil, nil, err
 		}
-		return f, PictureFile{Name: path, R: f, Size: size, Index: wx}, nil
-	}
-	bf, base, err := open(basePath, baseIndex)
-	if err != nil {
-		return nil, err
-	}
-	defer bf.Close()
-	hf, head, err := open(headPath, headIndex)
-	if err != nil {
-		return nil, err
-	}
-	defer hf.Close()
-	return PictureFiles(ctx, base, head, maxBytes, opts)
-}
-
-// PictureFile is one side of PictureFiles: a plaintext WTXT read through
-// R (Size bytes), Name in errors, with its index when the caller has it
-// (nil: read).
-type PictureFile struct {
-	Name  string
-	R     io.ReaderAt
-	Size  int64
-	Index *wtxt.Index
-}
-
-// PictureFiles is Picture of two WTXT the caller has open (such as one
-// whose write is still being committed under another name).
-func PictureFiles(ctx context.Context, baseFile, headFile PictureFile, maxBytes int64, opts diffsvg.Options) (*diffsvg.Picture, error) {
-	side := func(in PictureFile) (*wtxt.Index, *snapshot.Snapshot, error) {
-		wx, err := in.Index, error(nil)
 		if wx == nil {
-			wx, err = wtxt.ReadIndex(ctx, in.Name, in.R, in.Size)
-		} else if wx.Size != in.Size {
-			err = fmt.Errorf("chunkdiff: %s: %d bytes, its index was read at %d", in.Name, in.Size, wx.Size)
+			wx, err = wtxt.ReadIndex(ctx, path, m, size)
+		} else if wx.Size != size {
+			err = fmt.Errorf("chunkdiff: %s: %d bytes, its index was read at %d", path, size, wx.Size)
 		}
 		if err != nil {
-			return nil, nil, err
+			m.Close()
+			return nil, nil, nil, err
 		}
 		s := &snapshot.Snapshot{}
 		for i, a := range wx.Arrays {
@@ -91,18 +62,20 @@ func PictureFiles(ctx context.Context, baseFile, headFile PictureFile, maxBytes 
 				continue // attributes, not weights
 			}
 			s.Arrays = append(s.Arrays, &snapshot.Array{Name: a.Name, DType: a.DType, Shape: a.Shape,
-				Data: &chunkSource{path: in.Name, file: in.R, a: &wx.Arrays[i], size: a.Bytes, last: -1}})
+				Data: &chunkSource{path: path, file: m, a: &wx.Arrays[i], size: a.Bytes, last: -1}})
 		}
-		return wx, s, nil
+		return m, wx, s, nil
 	}
-	bidx, bs, err := side(baseFile)
+	bm, bidx, bs, err := open(basePath, baseIndex)
 	if err != nil {
 		return nil, err
 	}
-	hidx, hs, err := side(headFile)
+	defer bm.Close()
+	hm, hidx, hs, err := open(headPath, headIndex)
 	if err != nil {
 		return nil, err
 	}
+	defer hm.Close()
 
 	cand := map[string][]snapshot.RowRange{}
 	var changed int64
