@@ -9,6 +9,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/snapd-ml/snapd/snapshot"
 )
@@ -72,6 +74,12 @@ type Options struct {
 	// differ) and its statistics are those of the sample (Strip.Sampled).
 	// 0: every candidate row is read.
 	SampleBytes int64
+	// Workers is how many arrays are compared at once (<= 1: one at a
+	// time). With more than one, the arrays' Data are read from several
+	// goroutines at once, each array's by one at a time: the Sources of
+	// different arrays must not share unsynchronised state. The picture
+	// is the same for any value.
+	Workers int
 }
 
 // ErrOptions reports an Options field out of range.
@@ -175,18 +183,73 @@ func Compute(ctx context.Context, old, new *snapshot.Snapshot, opts Options) (*P
 	}
 	slices.SortFunc(names, naturalCompare)
 	p := &Picture{Title: opts.Title, Scale: opts.Scale, Width: opts.Width, Arrays: len(names)}
-	for _, name := range names {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		s, err := strip(ctx, om[name], nm[name], opts)
-		if err != nil {
-			return nil, err
-		}
-		p.Strips = append(p.Strips, s)
+	p.Strips = make([]Strip, len(names))
+	if err := strips(ctx, p.Strips, names, om, nm, opts); err != nil {
+		return nil, err
 	}
 	p.limit(opts.MaxStrips)
 	return p, nil
+}
+
+// strips fills out[i] with the strip of names[i], opts.Workers arrays at
+// a time. A failure stops the others; the error returned is a failing
+// array's (with one worker, the first in names order).
+func strips(ctx context.Context, out []Strip, names []string, om, nm map[string]*snapshot.Array, opts Options) error {
+	one := func(ctx context.Context, i int) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s, err := strip(ctx, om[names[i]], nm[names[i]], opts)
+		out[i] = s
+		return err
+	}
+	workers := min(opts.Workers, len(names))
+	if workers <= 1 {
+		for i := range names {
+			if err := one(ctx, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(names))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(names) {
+					return
+				}
+				if errs[i] = one(ctx, i); errs[i] != nil {
+					cancel()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstFailure(errs)
+}
+
+// firstFailure returns the first error of errs that is not a
+// cancellation (one array's failure cancels the others), else the first
+// error (the caller's context was cancelled), else nil.
+func firstFailure(errs []error) error {
+	var first error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case !errors.Is(err, context.Canceled):
+			return err
+		case first == nil:
+			first = err
+		}
+	}
+	return first
 }
 
 // limit keeps at most n strips: unchanged ones go first, then the changed
@@ -443,7 +506,8 @@ const sampleBatch = 64
 // samples cover the rows' width. An even bin's piece is in its last
 // candidate row, an odd bin's in its first, so that for a dense change
 // the pieces of bins 2j and 2j+1 lie in adjacent rows, close together in
-// the source (a PieceReader reads them with one read).
+// the source (a PieceReader reads them with one read when rows are
+// narrow).
 func (w *binWalker) sample(ctx context.Context, a, b *snapshot.Array, ranges []snapshot.RowRange, budget int64) error {
 	s := w.s
 	per := max(w.esz, budget/int64(s.Bins)/w.esz*w.esz)

@@ -46,8 +46,9 @@
 // bin instead, with bins 4 pixels wide, and its text line says so
 // (Strip.Sampled); neighbouring bins take their pieces from adjacent
 // rows, and a Source that is a PieceReader gets them in batches (a WTXT
-// source reads two neighbours' pieces with one pread); bins are
-// counted, never allocated per row, and
+// source reads two neighbours' pieces with one pread when the rows are
+// narrow); with Options.Workers several arrays are compared at once, the
+// picture unchanged; bins are counted, never allocated per row, and
 // bin/row arithmetic is done in 128 bits (rows up to 2^63-1 work). At most
 // MaxStrips arrays are drawn (unchanged ones are dropped first, then a
 // note says how many more changed); names are XML-escaped, invalid UTF-8
