@@ -108,6 +108,15 @@ func TestPictureSampledDense(t *testing.T) {
 	if string(indexed.SVG()) != string(sampled.SVG()) {
 		t.Error("the picture from given indexes differs")
 	}
+	// Several arrays at once (the daemon's way): the same picture, the
+	// files' descriptors shared by the arrays' sources.
+	parallel, err := PictureIndexed(ctx, base, bx, head, hx, 0, diffsvg.Options{SampleBytes: sample, Workers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(parallel.SVG()) != string(sampled.SVG()) {
+		t.Error("the picture drawn with 4 workers differs")
+	}
 	other := *hx
 	other.Size++
 	if _, err := PictureIndexed(ctx, base, bx, head, &other, 0, diffsvg.Options{}); err == nil || !strings.Contains(err.Error(), head) {
@@ -129,8 +138,10 @@ func TestPictureSampledDense(t *testing.T) {
 		t.Fatal(err)
 	}
 	var we *wtxt.Error
-	if _, err := Picture(ctx, base, bad, 0, diffsvg.Options{SampleBytes: sample}); !errors.As(err, &we) || we.File != bad || we.Array != "dense.w" || we.Check != wtxt.CheckParity || !strings.Contains(err.Error(), "sampled") {
-		t.Fatalf("sampled damaged lines: %v", err)
+	for _, workers := range []int{1, 4} {
+		if _, err := Picture(ctx, base, bad, 0, diffsvg.Options{SampleBytes: sample, Workers: workers}); !errors.As(err, &we) || we.File != bad || we.Array != "dense.w" || we.Check != wtxt.CheckParity || !strings.Contains(err.Error(), "sampled") {
+			t.Fatalf("sampled damaged lines, %d workers: %v", workers, err)
+		}
 	}
 	// The sparse array is read whole either way.
 	if e, s := exact.Strips[1], sampled.Strips[1]; s.Sampled != 0 || s.ChangedRows != 1 || len(s.Changed) != 1 || s.Changed[0] != e.Changed[0] {
