@@ -21,9 +21,9 @@ const pictureBudget = 256 << 20
 // sample of that many bytes (diffsvg.Options.SampleBytes): a dense
 // update's picture costs a small share of its encode (BenchmarkPictureDense
 // against BenchmarkEncodeDense: 40 MiB of f32 in four matrices, 180 bins of
-// 91 elements per array, about 0.03× the encode's CPU; a 39 MB MLP
-// checkpoint with AdamW's moments, 32 arrays, about 0.09×; what it costs
-// is mostly one pread per two bins on each side).
+// 91 elements per array, about 0.02× the encode's CPU; a 39 MB MLP
+// checkpoint with AdamW's moments, 32 arrays, about 0.08×; what it costs
+// is mostly one small pread per bin on each side).
 const (
 	pictureSampleMin   = 64 << 10
 	pictureSampleShare = 1024
@@ -44,7 +44,7 @@ func (d *Daemon) drawPicture(ctx context.Context, it *item, base, target string,
 	}
 	t := d.now()
 	it.stageStart("picture")
-	p, err := diffPicture(ctx, base, target, baseIndex, targetIndex, baseGen, gen)
+	p, err := diffPicture(ctx, base, target, baseIndex, targetIndex, baseGen, gen, cfg.Workers)
 	if err == nil {
 		path := ringPath(d.ringDir, gen, ExtPicture)
 		if err = d.ring.WriteFile(path, 0o644, func(w io.Writer) error { return p.WriteSVG(w) }); err == nil {
@@ -64,11 +64,15 @@ func (d *Daemon) drawPicture(ctx context.Context, it *item, base, target string,
 // base (generation baseGen) to target (gen), with their indexes when the
 // delta read them already (nil: read here): the changed chunks' rows, or a
 // sample of them for arrays that changed densely (pictureSampleMin).
-func diffPicture(ctx context.Context, base, target string, baseIndex, targetIndex *wtxt.Index, baseGen, gen uint64) (*diffsvg.Picture, error) {
+// It compares 2×workers arrays at a time (workers: the encoder's): the
+// encode itself keeps more than its workers busy, its hashers run beside
+// them (about 1.5 cores with one worker on 2 CPUs); the picture of a 39 MB
+// AdamW checkpoint took 16–17 ms so instead of 21 one array at a time.
+func diffPicture(ctx context.Context, base, target string, baseIndex, targetIndex *wtxt.Index, baseGen, gen uint64, workers int) (*diffsvg.Picture, error) {
 	sample := int64(pictureSampleMin)
 	if st, err := os.Stat(target); err == nil {
 		sample = max(sample, st.Size()/pictureSampleShare)
 	}
 	return chunkdiff.PictureIndexed(ctx, base, baseIndex, target, targetIndex, pictureBudget,
-		diffsvg.Options{Title: fmt.Sprintf("gen %s → %s", wtxt.FormatGen(baseGen), wtxt.FormatGen(gen)), SampleBytes: sample})
+		diffsvg.Options{Title: fmt.Sprintf("gen %s → %s", wtxt.FormatGen(baseGen), wtxt.FormatGen(gen)), SampleBytes: sample, Workers: 2 * workers})
 }

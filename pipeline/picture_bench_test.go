@@ -141,7 +141,7 @@ func benchPictureDense(b *testing.B, model func(mib, step int) *snapshot.Snapsho
 	cpu := processCPU(b)
 	defer func() { reportCPU(b, cpu) }()
 	for range b.N {
-		p, err := diffPicture(context.Background(), base, target, bx, tx, 1, 2)
+		p, err := diffPicture(context.Background(), base, target, bx, tx, 1, 2, DefaultWorkers())
 		if err != nil {
 			b.Fatal(err)
 		}
