@@ -88,7 +88,7 @@ func (sc logScale) level(m float64) int {
 
 // WriteSVG draws the picture as a standalone SVG document.
 func (p *Picture) WriteSVG(w io.Writer) error {
-	bw := bufio.NewWriter(w)
+	bw := bufio.NewWriterSize(w, 64<<10)
 	p.svg(bw)
 	return bw.Flush()
 }
