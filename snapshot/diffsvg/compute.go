@@ -312,6 +312,7 @@ func strip(ctx context.Context, a, b *snapshot.Array, opts Options) (Strip, erro
 		if cand > opts.SampleBytes {
 			// A quarter of the bins: each costs a read on each side.
 			s.Bins = int(min(rows, int64(max(MinWidth, opts.Width/sampleBinWidth))))
+			w.reserve(ranges)
 			err := w.sample(ctx, a, b, ranges, opts.SampleBytes)
 			if s.ChangedRows > 0 {
 				s.Change = snapshot.Modified
@@ -319,6 +320,7 @@ func strip(ctx context.Context, a, b *snapshot.Array, opts Options) (Strip, erro
 			return s, err
 		}
 	}
+	w.reserve(ranges)
 	bufA := make([]byte, min(pieceBytes, rowSize*min(rows, max(1, pieceBytes/rowSize))))
 	bufA = bufA[:len(bufA)-len(bufA)%int(esz)]
 	if len(bufA) == 0 {
@@ -386,6 +388,24 @@ func clampRanges(rs []snapshot.RowRange, rows int64) []snapshot.RowRange {
 	return out
 }
 
+// binsTouched is how many of bins bins hold rows of ranges (sorted,
+// merged, within rows, as clampRanges returns them): the most a walk of
+// them fills, at most bins.
+func binsTouched(ranges []snapshot.RowRange, rows int64, bins int) int {
+	n, last := 0, -1
+	for _, r := range ranges {
+		b0, b1 := binOf(r.Start, rows, bins), binOf(r.End-1, rows, bins)
+		if b0 == last {
+			b0++
+		}
+		if b1 >= b0 {
+			n += b1 - b0 + 1
+		}
+		last = b1
+	}
+	return n
+}
+
 func cmpInt(a, b int64) int {
 	switch {
 	case a < b:
@@ -422,7 +442,22 @@ type binWalker struct {
 	dt      snapshot.DType
 	esz     int64
 	lastRow int64
-	cur     *Bin
+	cur     *Bin // nil, or &bin: the bin being filled
+	bin     Bin
+}
+
+// reserve sizes the strip's Changed for the bins ranges touch (one
+// allocation instead of a doubling per power of two).
+func (w *binWalker) reserve(ranges []snapshot.RowRange) {
+	if n := binsTouched(ranges, w.rows, w.s.Bins); n > 0 {
+		w.s.Changed = make([]Bin, 0, n)
+	}
+}
+
+// open makes b the bin being filled.
+func (w *binWalker) open(b Bin) {
+	w.bin = b
+	w.cur = &w.bin
 }
 
 func (w *binWalker) piece(a, b []byte, off int64) {
@@ -436,7 +471,7 @@ func (w *binWalker) piece(a, b []byte, off int64) {
 			bin := binOf(row, w.rows, w.s.Bins)
 			if w.cur == nil || w.cur.Index != bin {
 				w.flush()
-				w.cur = &Bin{Index: bin, Row0: binStart(bin, w.rows, w.s.Bins), Row1: binStart(bin+1, w.rows, w.s.Bins)}
+				w.open(Bin{Index: bin, Row0: binStart(bin, w.rows, w.s.Bins), Row1: binStart(bin+1, w.rows, w.s.Bins)})
 			}
 			w.cur.Changed++
 			w.s.ChangedRows++
@@ -540,7 +575,7 @@ func (w *binWalker) sample(ctx context.Context, a, b *snapshot.Array, ranges []s
 		}
 		for i, p := range picks {
 			x, y := pa[i].Buf, pb[i].Buf
-			w.cur = &Bin{Index: p.bin, Row0: p.r0, Row1: p.r1, Changed: p.n}
+			w.open(Bin{Index: p.bin, Row0: p.r0, Row1: p.r1, Changed: p.n})
 			w.elements(x, y)
 			s.ChangedRows += p.n
 			s.Sampled += per / w.esz

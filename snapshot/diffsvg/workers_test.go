@@ -81,3 +81,29 @@ func TestFirstFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestBinsTouched: binsTouched counts the bins holding rows of the
+// ranges, as marking them one row at a time does.
+func TestBinsTouched(t *testing.T) {
+	for _, tc := range []struct {
+		rows   int64
+		bins   int
+		ranges []snapshot.RowRange
+	}{
+		{10, 10, nil},
+		{10, 10, []snapshot.RowRange{{Start: 0, End: 10}}},
+		{1000, 7, []snapshot.RowRange{{Start: 0, End: 1}, {Start: 2, End: 3}, {Start: 142, End: 144}, {Start: 999, End: 1000}}},
+		{1000, 720, []snapshot.RowRange{{Start: 3, End: 5}, {Start: 6, End: 400}, {Start: 401, End: 402}}},
+		{5, 5, []snapshot.RowRange{{Start: 1, End: 2}, {Start: 3, End: 4}}},
+	} {
+		seen := map[int]bool{}
+		for _, r := range tc.ranges {
+			for row := r.Start; row < r.End; row++ {
+				seen[binOf(row, tc.rows, tc.bins)] = true
+			}
+		}
+		if got := binsTouched(tc.ranges, tc.rows, tc.bins); got != len(seen) {
+			t.Errorf("rows %d, bins %d, ranges %v: %d bins, want %d", tc.rows, tc.bins, tc.ranges, got, len(seen))
+		}
+	}
+}
