@@ -29,6 +29,11 @@ const (
 	pictureSampleShare = 1024
 )
 
+// pictureWorkersMax bounds the arrays the picture compares at once: each
+// holds its own read buffers (up to 2 MiB), and beyond a few the preads
+// gain nothing.
+const pictureWorkersMax = 4
+
 // drawPicture writes the SVG of the change from the base generation (the
 // chain head, plaintext) to the generation just written into the ring
 // (gen-N.diff.svg) and records it in it.res.Picture, to be committed
@@ -64,15 +69,16 @@ func (d *Daemon) drawPicture(ctx context.Context, it *item, base, target string,
 // base (generation baseGen) to target (gen), with their indexes when the
 // delta read them already (nil: read here): the changed chunks' rows, or a
 // sample of them for arrays that changed densely (pictureSampleMin).
-// It compares 2×workers arrays at a time (workers: the encoder's): the
-// encode itself keeps more than its workers busy, its hashers run beside
-// them (about 1.5 cores with one worker on 2 CPUs); the picture of a 39 MB
-// AdamW checkpoint took 16–17 ms so instead of 21 one array at a time.
+// It compares 2×workers arrays at a time (workers: the encoder's), at
+// most pictureWorkersMax: the encode itself keeps more than its workers
+// busy, its hashers run beside them (about 1.5 cores with one worker on 2
+// CPUs); the picture of a 39 MB AdamW checkpoint took 16–17 ms so instead
+// of 21 one array at a time.
 func diffPicture(ctx context.Context, base, target string, baseIndex, targetIndex *wtxt.Index, baseGen, gen uint64, workers int) (*diffsvg.Picture, error) {
 	sample := int64(pictureSampleMin)
 	if st, err := os.Stat(target); err == nil {
 		sample = max(sample, st.Size()/pictureSampleShare)
 	}
 	return chunkdiff.PictureIndexed(ctx, base, baseIndex, target, targetIndex, pictureBudget,
-		diffsvg.Options{Title: fmt.Sprintf("gen %s → %s", wtxt.FormatGen(baseGen), wtxt.FormatGen(gen)), SampleBytes: sample, Workers: 2 * workers})
+		diffsvg.Options{Title: fmt.Sprintf("gen %s → %s", wtxt.FormatGen(baseGen), wtxt.FormatGen(gen)), SampleBytes: sample, Workers: min(2*workers, pictureWorkersMax)})
 }

@@ -75,10 +75,11 @@ type Options struct {
 	// 0: every candidate row is read.
 	SampleBytes int64
 	// Workers is how many arrays are compared at once (<= 1: one at a
-	// time). With more than one, the arrays' Data are read from several
-	// goroutines at once, each array's by one at a time: the Sources of
-	// different arrays must not share unsynchronised state. The picture
-	// is the same for any value.
+	// time), each with its own read buffers (up to 2 MiB). With more than
+	// one, the arrays' Data are read from several goroutines at once,
+	// each array's by one at a time: the Sources of different arrays must
+	// not share unsynchronised state. The picture is the same for any
+	// value.
 	Workers int
 }
 

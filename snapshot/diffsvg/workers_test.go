@@ -42,7 +42,8 @@ func (f failSource) ReadAt(p []byte, off int64) (int, error) {
 
 // TestWorkersFailure: with several workers, an array whose source fails
 // makes Compute fail with that array's error (not the cancellation it
-// caused in the others), and the others stop.
+// caused in the others); with the caller's context cancelled nothing is
+// read.
 func TestWorkersFailure(t *testing.T) {
 	old, new := fixture()
 	var reads atomic.Int64
@@ -60,6 +61,13 @@ func TestWorkersFailure(t *testing.T) {
 		t.Fatalf("%d reads of the failing source, want 1", reads.Load())
 	}
 
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	reads.Store(0)
+	_, err = Compute(ctx, old, new, Options{Workers: 4})
+	if !errors.Is(err, context.Canceled) || reads.Load() != 0 {
+		t.Fatalf("cancelled: err = %v after %d reads, want context.Canceled after none", err, reads.Load())
+	}
 }
 
 // TestFirstFailure: a failure, not the cancellation it caused in the
