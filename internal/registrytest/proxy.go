@@ -34,6 +34,15 @@ type Proxy struct {
 	damage   map[string]Damage // "sha256:<hex>"
 	methods  map[string]int
 	damaged  int
+	before   func(*http.Request)
+}
+
+// SetBefore makes f see every request before it is forwarded; f may
+// block it (to order a client's concurrent requests in a test).
+func (p *Proxy) SetBefore(f func(*http.Request)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.before = f
 }
 
 // StartProxy starts a proxy forwarding to the registry at upstream
@@ -81,7 +90,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d != Intact {
 		p.damaged++
 	}
+	before := p.before
 	p.mu.Unlock()
+	if before != nil {
+		before(r)
+	}
 	if d == Missing {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)

@@ -222,7 +222,13 @@ func (r *Repository) PushWTXT(ctx context.Context, in io.Reader, name string, sk
 
 // finishPush pushes gen's manifest (every blob is in) and logs the push.
 func (r *Repository) finishPush(ctx context.Context, gen Generation, st PushStats) (*PushResult, error) {
-	desc, tag, err := r.PushManifest(ctx, gen)
+	return r.finishStarted(ctx, gen, r.startManifest(ctx, gen), st)
+}
+
+// finishStarted is finishPush with the manifest's first half started
+// (m: startManifest of gen).
+func (r *Repository) finishStarted(ctx context.Context, gen Generation, m *manifestStart, st PushStats) (*PushResult, error) {
+	desc, tag, err := m.push(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -450,19 +456,43 @@ func (u *uploader) put(s wtxt.Segment, body func() io.Reader, done func()) error
 // which the registry accepts again) while the tag is looked up: two round
 // trips fewer before the manifest.
 func (r *Repository) PushManifest(ctx context.Context, g Generation) (ocispec.Descriptor, string, error) {
+	return r.startManifest(ctx, g).push(ctx)
+}
+
+// manifestStart is PushManifest's first half under way: g's config blob
+// uploading and its tag being looked up, which need none of the segment
+// blobs. A push starts it as soon as its segments are known, while the
+// last of them still upload (and the registry fsyncs them), and pushes
+// the manifest once they are in.
+type manifestStart struct {
+	r      *Repository
+	mdesc  ocispec.Descriptor
+	man    []byte
+	tag    string
+	err    error // building the config or manifest failed
+	eg     *errgroup.Group
+	cancel context.CancelFunc
+}
+
+// startManifest builds g's config and manifest and starts uploading the
+// config blob and looking up the tag; push or abandon ends it.
+func (r *Repository) startManifest(ctx context.Context, g Generation) *manifestStart {
+	m := &manifestStart{r: r}
 	cfg, err := BuildConfig(g)
 	if err != nil {
-		return ocispec.Descriptor{}, "", err
+		m.err = err
+		return m
 	}
-	man, err := BuildManifest(g, cfg)
-	if err != nil {
-		return ocispec.Descriptor{}, "", err
+	if m.man, err = BuildManifest(g, cfg); err != nil {
+		m.err = err
+		return m
 	}
-	mdesc := Descriptor(ocispec.MediaTypeImageManifest, man)
-	mdesc.ArtifactType = ArtifactType
+	m.mdesc = Descriptor(ocispec.MediaTypeImageManifest, m.man)
+	m.mdesc.ArtifactType = ArtifactType
 	cdesc := Descriptor(ConfigMediaType, cfg)
-	var tag string
+	ctx, m.cancel = context.WithCancel(ctx)
 	eg, ectx := errgroup.WithContext(ctx)
+	m.eg = eg
 	eg.Go(func() error {
 		if err := r.repo.Push(ectx, cdesc, bytes.NewReader(cfg)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
 			return fmt.Errorf("oci %s: upload config blob: %w", r.name, err)
@@ -471,19 +501,41 @@ func (r *Repository) PushManifest(ctx context.Context, g Generation) (ocispec.De
 	})
 	eg.Go(func() error {
 		var err error
-		tag, err = r.generationTag(ectx, g.Gen, mdesc)
+		m.tag, err = r.generationTag(ectx, g.Gen, m.mdesc)
 		return err
 	})
-	if err := eg.Wait(); err != nil {
+	return m
+}
+
+// push waits for the config blob and the tag, then pushes the manifest.
+func (m *manifestStart) push(ctx context.Context) (ocispec.Descriptor, string, error) {
+	if m.err != nil {
+		return ocispec.Descriptor{}, "", m.err
+	}
+	err := m.eg.Wait()
+	m.cancel()
+	if err != nil {
 		return ocispec.Descriptor{}, "", err
 	}
-	if err := r.repo.PushReference(ctx, mdesc, bytes.NewReader(man), tag); err != nil {
+	r := m.r
+	if err := r.repo.PushReference(ctx, m.mdesc, bytes.NewReader(m.man), m.tag); err != nil {
 		if isBlobUnknown(err) {
 			err = fmt.Errorf("%w: %w", ErrManifestBlobUnknown, err)
 		}
-		return ocispec.Descriptor{}, "", fmt.Errorf("oci %s: push manifest %s: %w", r.name, tag, err)
+		return ocispec.Descriptor{}, "", fmt.Errorf("oci %s: push manifest %s: %w", r.name, m.tag, err)
 	}
-	return mdesc, tag, nil
+	return m.mdesc, m.tag, nil
+}
+
+// abandon stops what startManifest started and waits for it (the push
+// failed before its manifest; an uploaded config blob is left to the
+// registry's garbage collection, as a failed push's segments are).
+func (m *manifestStart) abandon() {
+	if m == nil || m.eg == nil {
+		return
+	}
+	m.cancel()
+	_ = m.eg.Wait()
 }
 
 // generationTag returns the tag gen's manifest mdesc goes under: the

@@ -125,23 +125,35 @@ type pushOptions struct {
 	progress                     func(n int64)
 	// wholeArray: FilePush.WholeArray.
 	wholeArray int64
+	// split, when set, is given the generation as soon as the split is
+	// done, while its last segments may still be uploading.
+	split func(Generation)
 }
 
 // pushSnapshot is PushSnapshot with po.
 func (r *Repository) pushSnapshot(ctx context.Context, s *snapshot.Snapshot, opts wtxt.EncodeOptions, name string, skel io.Writer, segSize int64, prev Previous, po pushOptions) (*PushResult, *wtxt.Result, error) {
 	var enc *wtxt.Result
+	// The config blob and the tag lookup go ahead as soon as the
+	// segments are known: the last segments' uploads (the registry
+	// hashes and fsyncs each) are then the only wait before the manifest.
+	var early *manifestStart
+	po.split = func(g Generation) { early = r.startManifest(ctx, g) }
 	gen, st, keys, err := r.uploadKnown(ctx, name, skel, segSize, prev, po, func(ctx context.Context, skel io.Writer, sink wtxt.SegmentSink, known wtxt.KnownSegment, sopts wtxt.SplitOptions) (segs []wtxt.Segment, keys []wtxt.SegmentKey, err error) {
 		sopts.Cache, sopts.SegmentsFirst, sopts.WholeArray = prev.Cache, po.segmentsFirst, po.wholeArray
 		enc, segs, keys, err = wtxt.EncodeSkeleton(ctx, skel, s, opts, sopts, known, sink)
 		return segs, keys, err
 	})
 	if err != nil {
+		early.abandon()
 		return nil, nil, err
 	}
 	if prev.Cache != nil {
 		st.CacheHits = prev.Cache.Hits()
 	}
-	res, err := r.finishPush(ctx, gen, st)
+	if early == nil {
+		early = r.startManifest(ctx, gen)
+	}
+	res, err := r.finishStarted(ctx, gen, early, st)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -214,6 +226,14 @@ func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Write
 	u.progress = po.progress
 	u.reuse = reuse
 	segs, keys, serr := split(u.gctx, io.MultiWriter(skel, head), u.sink, known, wtxt.SplitOptions{SegmentSize: segSize, File: name, StreamSink: u.stream})
+	var gen Generation
+	var gerr error
+	if serr == nil {
+		// The skeleton's header and every segment are known.
+		if gen, _, gerr = r.generation(head, name, segSize, segs, PushStats{}); gerr == nil && po.split != nil {
+			po.split(gen)
+		}
+	}
 	st, err := u.wait(ctx, serr)
 	if err != nil {
 		return Generation{}, st, Previous{}, err
@@ -226,9 +246,9 @@ func (r *Repository) uploadKnown(ctx context.Context, name string, skel io.Write
 	}
 	st.Skipped += int(reused)
 	st.SkippedBytes += reusedBytes
-	gen, st, err := r.generation(head, name, segSize, segs, st)
-	if err != nil {
-		return gen, st, Previous{}, err
+	st.Segments = len(segs)
+	if gerr != nil {
+		return gen, st, Previous{}, gerr
 	}
 	next := Previous{Segments: make(map[wtxt.SegmentKey]wtxt.Segment, len(segs))}
 	for i, s := range segs {

@@ -86,7 +86,10 @@ type FilePush struct {
 // returns the push's result and the segment size used. A local file that
 // cannot be written is a *FileError; nothing is written to p.Skeleton
 // when the push fails. The WTXT's Result (root values, array hashes and
-// NaN/Inf counts) comes back beside the push's.
+// NaN/Inf counts) comes back beside the push's. The config blob is
+// uploaded and the tag looked up as soon as the skeleton is done, while
+// the last segments may still upload; the manifest follows once every
+// blob is in.
 func (r *Repository) PushSnapshotFile(ctx context.Context, s *snapshot.Snapshot, opts wtxt.EncodeOptions, p FilePush) (*PushResult, *wtxt.Result, int64, error) {
 	segSize := p.SegmentSize
 	if segSize == 0 {

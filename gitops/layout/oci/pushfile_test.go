@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -236,5 +238,62 @@ func TestPushSnapshotFileWholeArray(t *testing.T) {
 			}
 		}
 		push.Previous = res.Keys
+	}
+}
+
+// TestPushSnapshotFileManifestEarly: the manifest's first half (the
+// config blob, the tag's lookup) does not wait for the last segments'
+// uploads: an upload held until the tag has been looked up completes,
+// and the manifest is pushed after it.
+func TestPushSnapshotFileManifestEarly(t *testing.T) {
+	reg := registrytest.Start(t, "", "")
+	px := registrytest.StartProxy(t, reg.Host)
+	s := wholeSnapshot(1)
+	held := fmt.Sprintf("sha256:%x", sha256.Sum256(s.Arrays[0].Data.(snapshot.Bytes)))
+	looked := make(chan struct{})
+	var once sync.Once
+	var early, late atomic.Bool
+	var released atomic.Bool
+	px.SetBefore(func(r *http.Request) {
+		switch {
+		case r.Method == http.MethodHead && strings.Contains(r.URL.Path, "/manifests/"):
+			once.Do(func() { close(looked) })
+		case r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/manifests/"):
+			late.Store(released.Load())
+		case r.Method == http.MethodPut && r.URL.Query().Get("digest") == held:
+			select {
+			case <-looked:
+				early.Store(true)
+			case <-time.After(5 * time.Minute): // a guard: the lookup never came first
+			}
+			released.Store(true)
+		}
+	})
+	repo, err := Open(px.Host+"/snapd/early", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	opts := wtxt.EncodeOptions{HMACKey: []byte("k")}
+	var enc bytes.Buffer
+	if _, err := wtxt.Encode(ctx, &enc, s, opts); err != nil {
+		t.Fatal(err)
+	}
+	skelPath := filepath.Join(t.TempDir(), "g1.wtxt.skel")
+	if _, _, _, err := repo.PushSnapshotFile(ctx, s, opts, FilePush{Skeleton: skelPath, SegmentSize: 256 << 10, WholeArray: 2 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if !early.Load() {
+		t.Fatal("the tag was looked up only once every segment was uploaded")
+	}
+	if !late.Load() {
+		t.Fatal("the manifest was pushed before the held segment's upload completed")
+	}
+	skel, err := os.ReadFile(skelPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := assembleFrom(t, repo, skel); err != nil || !bytes.Equal(out, enc.Bytes()) {
+		t.Fatalf("assembled from the registry: %v (equal to Encode's WTXT: %v)", err, bytes.Equal(out, enc.Bytes()))
 	}
 }
