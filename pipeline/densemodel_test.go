@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -15,12 +16,9 @@ func denseModel(mib, step int) *snapshot.Snapshot {
 	per := mib << 20 / 4
 	for a := 0; a < 4; a++ {
 		rng := rand.New(rand.NewPCG(uint64(a), 7))
-		b := make([]byte, per)
-		for i := 0; i+4 <= len(b); i += 4 {
-			v := float32(rng.NormFloat64()*0.02) + float32(step)*1e-3*float32(rng.NormFloat64())
-			u := math.Float32bits(v)
-			b[i], b[i+1], b[i+2], b[i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
-		}
+		b := f32Bytes(int64(per/4), func() float32 {
+			return float32(rng.NormFloat64()*0.02) + float32(step)*1e-3*float32(rng.NormFloat64())
+		})
 		s.Arrays = append(s.Arrays, &snapshot.Array{Name: "layer" + strconv.Itoa(a) + ".weight", DType: snapshot.F32,
 			Shape: []int64{int64(per / 4096), 1024}, Data: snapshot.Bytes(b)})
 	}
@@ -39,11 +37,7 @@ func adamMLP(step int) *snapshot.Snapshot {
 			n *= d
 		}
 		rng := rand.New(rand.NewPCG(seed, uint64(step)))
-		b := make([]byte, 4*n)
-		for i := int64(0); i < n; i++ {
-			u := math.Float32bits(gen(rng))
-			b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
-		}
+		b := f32Bytes(n, func() float32 { return gen(rng) })
 		s.Arrays = append(s.Arrays, &snapshot.Array{Name: name, DType: snapshot.F32, Shape: shape, Data: snapshot.Bytes(b)})
 	}
 	outs := []int64{1024, 1024, 1024, 128}
@@ -61,4 +55,13 @@ func adamMLP(step int) *snapshot.Snapshot {
 		}
 	}
 	return s
+}
+
+// f32Bytes returns n little-endian f32 values, next's in order.
+func f32Bytes(n int64, next func() float32) []byte {
+	b := make([]byte, 4*n)
+	for i := int64(0); i < n; i++ {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(next()))
+	}
+	return b
 }
