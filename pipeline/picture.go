@@ -72,8 +72,8 @@ func (d *Daemon) drawPicture(ctx context.Context, it *item, base, target string,
 // It compares 2×workers arrays at a time (workers: the encoder's), at
 // most pictureWorkersMax: the encode itself keeps more than its workers
 // busy, its hashers run beside them (about 1.5 cores with one worker on 2
-// CPUs); the picture of a 39 MB AdamW checkpoint took 16–17 ms so instead
-// of 21 one array at a time.
+// CPUs); the picture of a 39 MB AdamW checkpoint took 16–17 ms that way
+// against 21 one array at a time.
 func diffPicture(ctx context.Context, base, target string, baseIndex, targetIndex *wtxt.Index, baseGen, gen uint64, workers int) (*diffsvg.Picture, error) {
 	sample := int64(pictureSampleMin)
 	if st, err := os.Stat(target); err == nil {
