@@ -145,6 +145,13 @@ func TestBadSourcesDoNotBreakTheChain(t *testing.T) {
 	for _, fr := range st.Failed {
 		msgs += fr.Message + "\n"
 	}
+	// The first request for gen 4 was asked for again (the newest
+	// request's outcome is the generation's).
+	for _, fr := range st.Failed {
+		if want := fr.Gen == 4 && strings.Contains(fr.Message, "does not exist"); fr.Retried != want {
+			t.Errorf("failed gen %d (%s): retried %v, want %v", fr.Gen, fr.Message, fr.Retried, want)
+		}
+	}
 	if st.Chain.Gen != 5 || len(st.Failed) != 4 || !strings.Contains(msgs, "unknown format") || !strings.Contains(msgs, ErrNotNewer.Error()) ||
 		st.LastError == nil || st.LastError.Gen != 4 || !strings.Contains(st.LastError.Message, ErrNotNewer.Error()) {
 		t.Fatalf("status %+v\n%s", st, msgs)

@@ -52,6 +52,9 @@ type FailedRequest struct {
 	Gen     uint64 `json:"gen"`
 	Source  string `json:"source"`
 	Message string `json:"message"`
+	// Retried: a later request asked for the same generation again; the
+	// newest request's outcome is the generation's (as snapd wait reads it).
+	Retried bool `json:"retried,omitempty"`
 }
 
 // ReadStatus reads the state directory without locking or modifying it.
@@ -84,11 +87,17 @@ func ReadStatus(stateDir string) (*Status, error) {
 		if err != nil {
 			return nil, err
 		}
+		failedAt := map[uint64]int{} // gen → index in st.Failed of its newest failure
 		for _, e := range ents {
+			if i, ok := failedAt[e.Gen]; ok {
+				st.Failed[i].Retried = true
+				delete(failedAt, e.Gen)
+			}
 			switch e.State {
 			case wal.Pending:
 				st.Backlog++
 			case wal.Failed:
+				failedAt[e.Gen] = len(st.Failed)
 				st.Failed = append(st.Failed, FailedRequest{Gen: e.Gen, Source: e.Source, Message: e.Message})
 			case wal.Done:
 				st.Done++

@@ -115,19 +115,17 @@ func statusDamage(cursorErr error, st *pipeline.Status) error {
 	return nil
 }
 
-// lastFailed returns the newest failed request when no generation was
-// snapshotted after it (the last generation failed), else nil.
+// lastFailed returns the failed request of the newest generation that
+// failed when no generation was snapshotted after it and it was not
+// asked for again since (the last generation failed), else nil.
 func lastFailed(st *pipeline.Status) *pipeline.FailedRequest {
-	if len(st.Failed) == 0 {
-		return nil
-	}
-	f := &st.Failed[len(st.Failed)-1]
+	var f *pipeline.FailedRequest
 	for i := range st.Failed {
-		if st.Failed[i].Gen > f.Gen {
-			f = &st.Failed[i]
+		if c := &st.Failed[i]; f == nil || c.Gen >= f.Gen {
+			f = c
 		}
 	}
-	if st.Chain != nil && st.Chain.Gen >= f.Gen {
+	if f == nil || f.Retried || st.Chain != nil && st.Chain.Gen >= f.Gen {
 		return nil
 	}
 	return f
@@ -180,9 +178,21 @@ func writeStatus(w io.Writer, st *pipeline.Status, now time.Time) {
 		}
 		fmt.Fprintf(w, "ring:        %d generations (%d..%d), %d bytes\n", n, st.Ring[0].Gen, st.Ring[n-1].Gen, total)
 	}
-	fmt.Fprintf(w, "requests:    %d pending (backlog), %d done, %d failed\n", st.Backlog, st.Done, len(st.Failed))
+	retried := 0
 	for _, f := range st.Failed {
-		fmt.Fprintf(w, "  failed gen %d (%s): %s\n", f.Gen, f.Source, f.Message)
+		if f.Retried {
+			retried++
+		}
+	}
+	fmt.Fprintf(w, "requests:    %d pending (backlog), %d done, %d failed", st.Backlog, st.Done, len(st.Failed))
+	if retried > 0 {
+		fmt.Fprintf(w, " (%d of them requested again since: snapd wal list)", retried)
+	}
+	fmt.Fprintln(w)
+	for _, f := range st.Failed {
+		if !f.Retried {
+			fmt.Fprintf(w, "  failed gen %d (%s): %s\n", f.Gen, f.Source, f.Message)
+		}
 	}
 	if q := st.Queue; q == nil {
 		fmt.Fprintf(w, "push queue:  none (no git remote configured)\n")

@@ -87,6 +87,34 @@ func TestStatusExitsOneWhenAttentionNeeded(t *testing.T) {
 			}
 		}
 	})
+	t.Run("failed generation requested again", func(t *testing.T) {
+		// The newest request decides, as for snapd wait: a failure asked
+		// for again is counted and flagged, not listed as the newest
+		// generation's failure.
+		state := t.TempDir()
+		os.MkdirAll(filepath.Join(state, "gens"), 0o755)
+		failGeneration(t, state, 2, "decode: bad magic")
+		failGeneration(t, state, 3, "decode: unexpected EOF")
+		w, err := wal.OpenWriter(stateWALDir(state))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Append(wal.Request{Gen: 3, Time: time.Now(), Requester: "test", Source: "/gens/y"}); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		code, out, errs := runCLI("status", "--state-dir", state)
+		if code != exitOK || !strings.Contains(out, "1 pending (backlog), 0 done, 2 failed (1 of them requested again since: snapd wal list)") ||
+			!strings.Contains(out, "failed gen 2 (/gens/x): decode: bad magic") || strings.Contains(out, "failed gen 3") {
+			t.Errorf("exit %d\n%s%s", code, out, errs)
+		}
+		code, out, errs = runCLI("status", "--state-dir", state, "--json")
+		var st pipeline.Status
+		if code != exitOK || json.Unmarshal([]byte(out), &st) != nil || len(st.Failed) != 2 ||
+			st.Failed[0].Gen != 2 || st.Failed[0].Retried || st.Failed[1].Gen != 3 || !st.Failed[1].Retried {
+			t.Errorf("--json: exit %d\n%s%s", code, out, errs)
+		}
+	})
 }
 
 // statusNeedsPerson runs snapd status with args, requires exit 1 with
