@@ -29,7 +29,8 @@ func newStatusCommand(e *env) *cobra.Command {
 daemon runs and changes nothing): the chain head (last generation and its
 root values), the generation and stage in progress while the daemon runs,
 the generations in the ring, requests not yet handled (backlog), failed
-requests with their error, the resend queue and, while the daemon pushes,
+requests with their error (one asked for again since is only counted: the
+newest request decides, as for snapd wait), the resend queue and, while the daemon pushes,
 the push in progress (generation, commit, attempt, since when, the phase —
 publish, ls-remote, rev-list or push — git's objects and bytes written of
 the estimated size, and when the timeout or the stall watchdog would kill
@@ -45,7 +46,8 @@ CORRUPT, never as absent), a push queue stopped as needs-attention
 (fix the cause, then snapd queue retry), a ranks committer whose last
 round failed or whose pending generation is missing ranks past
 ranks.timeout (the committer node of a sharded job), or a newest
-generation that failed (no later generation snapshotted since); 2 when
+generation that failed (not asked for again, and no later generation
+snapshotted since); 2 when
 the state directory cannot be read.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
