@@ -28,6 +28,10 @@ type LogEntry struct {
 	// on the branch's live chain).
 	Abandoned bool
 	Resume    *ResumeRecord
+	// Shallow: the repository holds nothing below this commit (a shallow
+	// boundary, e.g. Retain's), though the commit has parents: the listing
+	// ends here and older generations are only in a full clone.
+	Shallow bool
 }
 
 // Log lists the branch's generation commits and resume records, newest
@@ -70,6 +74,9 @@ func (r *Repo) Log(ctx context.Context, max int) ([]LogEntry, error) {
 		} else {
 			e.Abandoned = !live[c.Hash]
 			e.Meta, e.MetaErr = MetaOfTrailers(tr)
+		}
+		if len(c.ParentHashes) > 0 && shallow[c.Hash] {
+			e.Shallow = true
 		}
 		out = append(out, e)
 		if len(c.ParentHashes) == 0 || shallow[c.Hash] {

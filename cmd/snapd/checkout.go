@@ -73,11 +73,12 @@ is accepted.`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.gen, o.out = args[0], args[1]
+			o.repo = readRepoDir(cmd, e, o.repo)
 			return runCheckout(cmd.Context(), e, &o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.repo, "repo", ".", "repository (bare or with a work tree)")
+	f.StringVar(&o.repo, "repo", ".", repoFlagUsage)
 	o.ledgerFlags.register(f)
 	f.StringVar(&o.to, "to", "", usageTo)
 	f.BoolVar(&o.lossy, "lossy", false, usageLossy)
@@ -120,12 +121,9 @@ func runCheckout(ctx context.Context, e *env, o *checkoutOptions) error {
 	if err != nil {
 		return usageError{fmt.Errorf("%w (use --to, or end OUT with / for a checkpoint directory)", err)}
 	}
-	repo, err := gitops.OpenExisting(o.repo, gitops.Config{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix})
+	repo, err := openReadRepo(o.repo, gitops.Config{Branch: o.branch, Path: o.path, TagPrefix: o.tagPrefix})
 	if err != nil {
-		if errors.Is(err, gitops.ErrConfig) {
-			return usageError{err}
-		}
-		return ioError{err}
+		return err
 	}
 	rev, err := o.revision(repo)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"text/tabwriter"
 
@@ -40,11 +39,12 @@ stays encrypted inside it.
   snapd log -n 5 --json | jq '.generations[] | {gen, loss: .meta.loss}'`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.repo = readRepoDir(cmd, e, o.repo)
 			return runLog(cmd.Context(), e, &o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.repo, "repo", ".", "repository (bare or with a work tree)")
+	f.StringVar(&o.repo, "repo", ".", repoFlagUsage)
 	registerBranch(f, &o.branch)
 	f.IntVarP(&o.max, "max-count", "n", 0, "list at most N entries (0: all)")
 	f.BoolVar(&o.json, "json", false, usageJSON)
@@ -71,12 +71,9 @@ func runLog(ctx context.Context, e *env, o *logOptions) error {
 	if o.max < 0 {
 		return usageError{fmt.Errorf("--max-count %d: want 0 (all) or more", o.max)}
 	}
-	repo, err := gitops.OpenExisting(o.repo, gitops.Config{Branch: o.branch})
+	repo, err := openReadRepo(o.repo, gitops.Config{Branch: o.branch})
 	if err != nil {
-		if errors.Is(err, gitops.ErrConfig) {
-			return usageError{err}
-		}
-		return ioError{err}
+		return err
 	}
 	entries, err := repo.Log(ctx, o.max)
 	if err != nil {
@@ -86,7 +83,8 @@ func runLog(ctx context.Context, e *env, o *logOptions) error {
 		doc := struct {
 			Branch      string         `json:"branch"`
 			Generations []logEntryJSON `json:"generations"`
-		}{Branch: repo.Config().Branch, Generations: []logEntryJSON{}}
+			Shallow     bool           `json:"shallow,omitempty"`
+		}{Branch: repo.Config().Branch, Generations: []logEntryJSON{}, Shallow: shallowEnd(entries)}
 		for _, en := range entries {
 			j := logEntryJSON{Kind: "generation", Gen: en.Gen, GenText: en.GenText, TS: en.TS, Commit: en.Commit.String(),
 				Layout: en.Layout, Meta: en.Meta.JSON(), Abandoned: en.Abandoned}
@@ -126,5 +124,17 @@ func runLog(ctx context.Context, e *env, o *logOptions) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", en.GenText, en.TS, commit, meta)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if shallowEnd(entries) {
+		fmt.Fprintf(e.stdout, "(older generations are not in this shallow repository (the daemon's keeps only the newest pushed ones: retention.repo); snapd clone REMOTE DIR --full has them all)\n")
+	}
+	return nil
+}
+
+// shallowEnd reports whether the listing ended at a shallow boundary
+// with older history left out.
+func shallowEnd(entries []gitops.LogEntry) bool {
+	return len(entries) > 0 && entries[len(entries)-1].Shallow
 }

@@ -90,4 +90,29 @@ func testResumeBelowRetained(t *testing.T, extra string, verifyArgs ...string) {
 		return n == "1", n + " commits"
 	})
 	gittest.Git(t, filepath.Join(state, "repo"), "fsck", "--strict", "--no-dangling")
+	// --state-dir alone names the daemon's repository: log says where its
+	// history ends (the clone's listing above had no such note), and
+	// checkout restores from it.
+	local := mustRun(t, "log", "--state-dir", state)
+	if !strings.Contains(local, "000003") || strings.Contains(local, "000002") ||
+		!strings.Contains(local, "older generations are not in this shallow repository") || strings.Contains(log, "shallow") {
+		t.Fatalf("snapd log --state-dir:\n%s", local)
+	}
+	if js := mustRun(t, "log", "--state-dir", state, "--json"); !strings.Contains(js, `"shallow": true`) {
+		t.Fatalf("snapd log --state-dir --json:\n%s", js)
+	}
+	mustRun(t, "checkout", "latest", filepath.Join(dir, "latest.safetensors"), "--state-dir", state, "--lossy")
+}
+
+// TestReadRepoMissing: log and checkout on a directory that is no
+// repository fail with I/O's exit status and say where repositories are.
+func TestReadRepoMissing(t *testing.T) {
+	empty := t.TempDir()
+	for _, args := range [][]string{{"log", "--repo", empty}, {"checkout", "latest", filepath.Join(empty, "x.wtxt"), "--repo", empty}} {
+		code, out, errs := runCLI(args...)
+		if code != exitUsage || !strings.Contains(errs, "repository does not exist") ||
+			!strings.Contains(errs, "hint: name it with --repo DIR: a clone (snapd clone REMOTE DIR)") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errs)
+		}
+	}
 }
