@@ -6,9 +6,10 @@ Two calls a training loop needs:
     publish_generation_dir(gens_dir, gen, fill)  # or a directory (HF shards)
     request_snapshot(gen, path, state_dir)    # append one WAL line, ~microseconds
 
-A resumed run re-using numbers: publish_generation(..., replace=True) and
-request_snapshot(..., resumed_from=R) on its first request (the callbacks
-declare it themselves after a framework resume).
+A resumed run re-using numbers: publish_generation(..., replace=True) for
+each number the abandoned run may have published, and
+request_snapshot(..., resumed_from=R) on its first request only (the
+callbacks declare it themselves after a framework resume).
 
 With PyTorch the whole loop is three lines (snapd reads torch.save's files,
 zip or legacy, without running their pickles: see formats/torch/doc.go):
