@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -71,7 +73,12 @@ type demoModel struct {
 
 func newDemoModel() *demoModel {
 	m := &demoModel{rng: rand.New(rand.NewPCG(42, 1)), arrays: map[string][]float32{}, shapes: map[string][]int64{}}
-	for name, shape := range map[string][]int64{"embed.weight": {4096, 64}, "layer0.attn.w": {1024, 256}, "layer0.attn.b": {256}, "head.weight": {256, 1024}} {
+	// A fixed order (not a map's): the same model, draw for draw, every run.
+	for _, a := range []struct {
+		name  string
+		shape []int64
+	}{{"embed.weight", []int64{4096, 64}}, {"head.weight", []int64{256, 1024}}, {"layer0.attn.b", []int64{256}}, {"layer0.attn.w", []int64{1024, 256}}} {
+		name, shape := a.name, a.shape
 		n := int64(1)
 		for _, d := range shape {
 			n *= d
@@ -103,7 +110,8 @@ func (m *demoModel) train() {
 
 func (m *demoModel) snapshot() *snapshot.Snapshot {
 	s := &snapshot.Snapshot{}
-	for name, v := range m.arrays {
+	for _, name := range slices.Sorted(maps.Keys(m.arrays)) {
+		v := m.arrays[name]
 		b := make([]byte, 4*len(v))
 		for i, x := range v {
 			u := math.Float32bits(x)
@@ -217,7 +225,13 @@ func runDemo(ctx context.Context, e *env, o *demoOptions) error {
 			return ioError{err}
 		}
 		formatOf[gen] = fmtName
-		if err := walw.Append(wal.Request{Gen: gen, Time: e.now(), Requester: "demo-trainer", Source: g.Path}); err != nil {
+		// What a trainer attaches (request_snapshot(meta=...)): stored and
+		// signed inside the generation, shown by log, status and diff.
+		meta, err := snapshot.ParseUserMeta([]byte(fmt.Sprintf(`{"step":%d,"loss":%.4f}`, model.step, 2.0/float64(gen+1))))
+		if err != nil {
+			return err
+		}
+		if err := walw.Append(wal.Request{Gen: gen, Time: e.now(), Requester: "demo-trainer", Source: g.Path, Meta: meta}); err != nil {
 			return ioError{err}
 		}
 	}
@@ -284,6 +298,7 @@ func runDemo(ctx context.Context, e *env, o *demoOptions) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nWhat changed from generation %06d to %06d (row-blocked diff):\n", prev.Gen, last.Gen)
+	writeMetaChanges(indent{w}, snapshot.DiffUserMeta(snaps[0].UserMeta, snaps[1].UserMeta))
 	writeDiffText(indent{w}, ds)
 	fmt.Fprintf(w, "\nEvery generation is chained to the previous one (merkle_prev = previous merkle_this) and\nsigned; verify one yourself with:\n  snapd verify %s --pubkey %s --hmac-key %s --prev %s --require-signature\n",
 		shellQuote(last.WTXT), shellQuote(signers), shellQuote(k.HMACKey), shellQuote(prev.WTXT))
@@ -291,7 +306,7 @@ func runDemo(ctx context.Context, e *env, o *demoOptions) error {
 		fmt.Fprintf(w, "check the Git commit's SSH signature with:\n  git -C %s -c gpg.ssh.allowedSignersFile=%s verify-commit %s\n",
 			shellQuote(repo.Dir()), shellQuote(signers), last.Commit)
 	}
-	fmt.Fprintf(w, "and see the daemon's view with:\n  snapd status --state-dir %s\n", shellQuote(dir))
+	fmt.Fprintf(w, "and see the daemon's view and the generations with their metadata with:\n  snapd status --state-dir %s\n  snapd log --state-dir %s\n", shellQuote(dir), shellQuote(dir))
 	if o.dir == "" {
 		fmt.Fprintf(w, "(files kept in %s; remove them with: rm -rf %s)\n", dir, shellQuote(dir))
 	}

@@ -11,7 +11,8 @@ import (
 // TestDemoPrintedCommandsWork runs the demo without --dir (its files are
 // kept in a temporary directory it prints; the run TestDemo shares:
 // shared.demo) and then every command it tells the user to run: snapd
-// verify with the allowed_signers file, git verify-commit, snapd status.
+// verify with the allowed_signers file, git verify-commit, snapd status,
+// snapd log (which lists the metadata the demo's trainer attached).
 func TestDemoPrintedCommandsWork(t *testing.T) {
 	t.Parallel()
 	out, _ := shared.demo(t)
@@ -34,6 +35,9 @@ func TestDemoPrintedCommandsWork(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("%s: exit %d\n%s%s", cmdline, code, out, errs)
 			}
+			if args[1] == "log" && !strings.Contains(out, "loss=0.5 step=2") {
+				t.Fatalf("%s: generation 3's metadata not listed\n%s", cmdline, out)
+			}
 		case "git":
 			out, err := exec.Command("git", args[1:]...).CombinedOutput()
 			if err != nil || !strings.Contains(string(out), `Good "git" signature`) {
@@ -42,7 +46,7 @@ func TestDemoPrintedCommandsWork(t *testing.T) {
 		}
 		ran++
 	}
-	if ran != 3 {
-		t.Fatalf("ran %d printed commands, want 3 (verify, verify-commit, status):\n%s", ran, out)
+	if ran != 4 {
+		t.Fatalf("ran %d printed commands, want 4 (verify, verify-commit, status, log):\n%s", ran, out)
 	}
 }
