@@ -389,9 +389,9 @@ func (c *Config) Validate() error {
 	default:
 		return bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
 	}
-	for field, v := range map[string]string{"snapshot.schema": c.Snapshot.Schema, "snapshot.build": c.Snapshot.Build, "snapshot.host": c.Snapshot.Host, "snapshot.cuda": c.Snapshot.Cuda} {
-		if !wtxt.IsToken(v) {
-			return bad(field, "%q: want one or more of A-Z a-z 0-9 . _ - / : +", v)
+	for _, f := range [...]struct{ field, v string }{{"snapshot.schema", c.Snapshot.Schema}, {"snapshot.build", c.Snapshot.Build}, {"snapshot.host", c.Snapshot.Host}, {"snapshot.cuda", c.Snapshot.Cuda}} {
+		if !wtxt.IsToken(f.v) {
+			return bad(f.field, "%q: want one or more of A-Z a-z 0-9 . _ - / : +", f.v)
 		}
 	}
 	if c.Snapshot.RowsPerChunk < 0 {
@@ -524,9 +524,12 @@ func (c *Config) validateGitHub() error {
 	}
 	app := g.AppID != "" || g.AppKey != "" || g.InstallationID != 0
 	if g.Repo == "" {
-		for field, set := range map[string]bool{"token_env": g.TokenEnv != "", "token_file": g.TokenFile != "", "app_id": app, "title": g.Title != ""} {
-			if set {
-				return bad("repo", "must be set (OWNER/NAME) when github.%s is", field)
+		for _, f := range [...]struct {
+			field string
+			set   bool
+		}{{"token_env", g.TokenEnv != ""}, {"token_file", g.TokenFile != ""}, {"app_id", app}, {"title", g.Title != ""}} {
+			if f.set {
+				return bad("repo", "must be set (OWNER/NAME) when github.%s is", f.field)
 			}
 		}
 		return nil

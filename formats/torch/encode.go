@@ -220,13 +220,16 @@ func treeValue(v any, depth int, nodes *int) (any, error) {
 			return nil, err
 		}
 		t := &tensorRef{name: s}
-		for k, dst := range map[string]*bool{"param": &t.param, "requires_grad": &t.requiresGrad} {
-			if m[k] != nil {
-				b, ok := m[k].(bool)
+		for _, f := range [...]struct {
+			k   string
+			dst *bool
+		}{{"param", &t.param}, {"requires_grad", &t.requiresGrad}} {
+			if m[f.k] != nil {
+				b, ok := m[f.k].(bool)
 				if !ok {
-					return nil, fmt.Errorf("%q is not a bool", k)
+					return nil, fmt.Errorf("%q is not a bool", f.k)
 				}
-				*dst = b
+				*f.dst = b
 			}
 		}
 		return t, allowed("tensor", "param", "requires_grad")

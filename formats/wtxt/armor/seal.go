@@ -146,9 +146,12 @@ func ParseSeal(b []byte) (*Seal, error) {
 		return nil, sealErr("grammar", "bytes: not a canonical decimal (got %d bytes)", len(v[1]))
 	}
 	s.Bytes = n
-	for i, dst := range map[int]*[32]byte{2: &s.SHA256, 6: &s.SHA256All, 7: &s.MerklePrev, 8: &s.MerkleThis} {
-		if err := parseHex32(v[i], dst); err != nil {
-			return nil, sealErr("grammar", "%s: %v", names[i], err)
+	for _, f := range [...]struct {
+		i   int
+		dst *[32]byte
+	}{{2, &s.SHA256}, {6, &s.SHA256All}, {7, &s.MerklePrev}, {8, &s.MerkleThis}} {
+		if err := parseHex32(v[f.i], f.dst); err != nil {
+			return nil, sealErr("grammar", "%s: %v", names[f.i], err)
 		}
 	}
 	if len(s.Gen) < 6 || strings.Trim(s.Gen, "0123456789") != "" || (len(s.Gen) > 6 && s.Gen[0] == '0') {

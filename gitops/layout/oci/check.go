@@ -71,9 +71,9 @@ func (r *Repository) CheckGeneration(ctx context.Context, skeleton []byte, name,
 	if m.ArtifactType != ArtifactType {
 		return g, fmt.Errorf("oci %s: manifest %s: artifactType is not %s", r.name, tag, ArtifactType)
 	}
-	for k, want := range map[string]string{AnnGen: g.Gen, AnnTS: g.TS, AnnMerkleThis: g.MerkleThis, AnnSHA256All: g.SHA256All, AnnKeyID: g.KeyID} {
-		if m.Annotations[k] != want {
-			return g, fmt.Errorf("oci %s: manifest %s: annotation %s disagrees with the skeleton's header", r.name, tag, k)
+	for _, a := range [...]struct{ k, want string }{{AnnGen, g.Gen}, {AnnTS, g.TS}, {AnnMerkleThis, g.MerkleThis}, {AnnSHA256All, g.SHA256All}, {AnnKeyID, g.KeyID}} {
+		if m.Annotations[a.k] != a.want {
+			return g, fmt.Errorf("oci %s: manifest %s: annotation %s disagrees with the skeleton's header", r.name, tag, a.k)
 		}
 	}
 	if m.Config.MediaType != ConfigMediaType || m.Config.Size > maxConfigBytes || m.Config.Size < 0 {
