@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,6 +120,10 @@ type fixture struct {
 	d    *Daemon
 	repo *gitops.Repo
 	logs *testutil.SyncBuffer
+	// pushed counts the observed queue's successful pushes, housekept
+	// the AfterPush calls that followed them (observedQueue): waitPushed
+	// waits for both to agree.
+	pushed, housekept atomic.Int64
 }
 
 func testConfig(dir string, k *testKeys) Config {
@@ -162,10 +167,39 @@ func (f *fixture) pushTo(t testing.TB, d *Deps, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.observedQueue(t, d, p)
+}
+
+// observedQueue gives d a resend queue (retried every 10-50 ms) that
+// pushes through p and the push observer (d.Pushes), whose AfterPush
+// trims and maintains the local repository after each push; f counts
+// the pushes and the AfterPush calls for waitPushed.
+func (f *fixture) observedQueue(t testing.TB, d *Deps, p gitops.Pusher) {
+	t.Helper()
 	d.Pushes = ObservePushes(p)
-	if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: d.Pushes, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
+	after := func(ctx context.Context, j queue.Job) {
+		d.Pushes.AfterPush(ctx, j)
+		f.housekept.Add(1)
+	}
+	var err error
+	if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: countingPusher{d.Pushes, &f.pushed}, AfterPush: after,
+		BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// countingPusher counts the successful pushes of the Pusher it wraps.
+type countingPusher struct {
+	gitops.Pusher
+	n *atomic.Int64
+}
+
+func (c countingPusher) Push(ctx context.Context, req gitops.PushRequest) error {
+	err := c.Pusher.Push(ctx, req)
+	if err == nil {
+		c.n.Add(1)
+	}
+	return err
 }
 
 func (f *fixture) stop(t testing.TB) {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/snapd-ml/snapd/gitops"
@@ -89,9 +90,26 @@ func (o *PushObserver) Push(ctx context.Context, req gitops.PushRequest) error {
 		args = append(args, "request_to_pushed", lat)
 	}
 	d.log.Info("pushed", args...)
-	d.retainRepo(ctx, req.Commit)
-	maintainRepo(ctx, d.log, d.ledger(), req.Branch)
 	return nil
+}
+
+// AfterPush is the resend queue's queue.Options.AfterPush: once job j's
+// push succeeded and the queue removed it, the local repository's history
+// is cut to retention.repo and its packs are maintained (as for every
+// commit the daemon pushes). Doing it here rather than in Push keeps the
+// housekeeping out of the time to "pushed": snapd wait --pushed sees the
+// job gone before it starts. Each step may be interrupted (the daemon
+// stopping cancels ctx): the next push's AfterPush finishes it. Until New
+// attaches the daemon it does nothing.
+func (o *PushObserver) AfterPush(ctx context.Context, j queue.Job) {
+	o.mu.Lock()
+	d := o.d
+	o.mu.Unlock()
+	if d == nil || ctx.Err() != nil || !plumbing.IsHash(j.Commit) {
+		return
+	}
+	d.retainRepo(ctx, plumbing.NewHash(j.Commit))
+	maintainRepo(ctx, d.log, d.ledger(), j.Branch)
 }
 
 // queueCollector exports the resend queue's state, read from its

@@ -40,12 +40,11 @@ func testCleanRestart(t *testing.T, keep int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var pusher gitops.Pusher = p
-		if keep > 0 { // the push observer trims the repository
-			d.Pushes = ObservePushes(p)
-			pusher = d.Pushes
+		if keep > 0 { // the push observer trims the repository after each push
+			f.observedQueue(t, d, p)
+			return
 		}
-		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: pusher, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
+		if d.Queue, err = queue.Open(filepath.Join(f.dir, QueueDir), queue.Options{Pusher: p, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,7 +105,9 @@ func waitPushed(t *testing.T, f *fixture) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Queue != nil && st.Queue.Pending == 0 {
+		// Every job pushed, and the AfterPush of each push returned (the
+		// repository's trim runs once the job is gone).
+		if st.Queue != nil && st.Queue.Pending == 0 && f.housekept.Load() == f.pushed.Load() {
 			return
 		}
 		select {

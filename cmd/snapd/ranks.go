@@ -92,7 +92,8 @@ func ranksParts(e *env, c *configs.Config, pc *pipeline.Config, gp *gitops.GitPu
 		pusher = pushes
 		if q, err = queue.Open(filepath.Join(c.StateDir, pipeline.QueueDir), queue.Options{Pusher: pushes, Logger: log,
 			BaseDelay: time.Duration(c.Git.RetryBase), MaxDelay: time.Duration(c.Git.RetryMax),
-			AuthRecheck: time.Duration(c.Git.AuthRecheck), MaxTimeouts: c.Git.PushMaxTimeouts}); err != nil {
+			AuthRecheck: time.Duration(c.Git.AuthRecheck), MaxTimeouts: c.Git.PushMaxTimeouts,
+			AfterPush: pushes.AfterPush}); err != nil {
 			return nil, nil, nil, nil, ioError{err}
 		}
 	}

@@ -435,7 +435,8 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 			}
 			if deps.Queue, err = queue.Open(filepath.Join(c.StateDir, pipeline.QueueDir), queue.Options{Pusher: p, Logger: log,
 				BaseDelay: time.Duration(c.Git.RetryBase), MaxDelay: time.Duration(c.Git.RetryMax),
-				AuthRecheck: time.Duration(c.Git.AuthRecheck), MaxTimeouts: c.Git.PushMaxTimeouts, Publisher: pub}); err != nil {
+				AuthRecheck: time.Duration(c.Git.AuthRecheck), MaxTimeouts: c.Git.PushMaxTimeouts, Publisher: pub,
+				AfterPush: deps.Pushes.AfterPush}); err != nil {
 				return ioError{err}
 			}
 		}

@@ -5,6 +5,7 @@
 package queue
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -168,6 +169,14 @@ type Options struct {
 	Shared bool
 	// Publisher does the Publish work of jobs that carry it (publish.go).
 	Publisher Publisher
+	// AfterPush, when set, is called on Run's goroutine after a job's
+	// push succeeded and its file was removed (durably): the generation
+	// is on the remote and anyone reading the queue sees it gone
+	// (snapd wait --pushed). It runs before the next job is attempted, so
+	// never beside a push: housekeeping of the local repository (history
+	// retention, repacks) goes here rather than in the Pusher, where it
+	// would delay the job's removal.
+	AfterPush func(ctx context.Context, j Job)
 }
 
 // Queue is a durable push queue in one directory. Methods are safe for

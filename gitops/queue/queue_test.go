@@ -553,6 +553,51 @@ func TestJobAddedReachesPush(t *testing.T) {
 
 func commitOf(i int) string { return fmt.Sprintf("%040x", i) }
 
+// TestAfterPush: AfterPush runs once per successful push, after the job's
+// file is gone and before the next job's push; a failed push calls it
+// not.
+func TestAfterPush(t *testing.T) {
+	clock := newFakeClock()
+	fp := &fakePusher{}
+	var q *Queue
+	var seen []string
+	after := func(_ context.Context, j Job) {
+		jobs, err := q.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fp.mu.Lock()
+		pushes := len(fp.calls)
+		fp.mu.Unlock()
+		seen = append(seen, fmt.Sprintf("gen %d: %d jobs left, %d pushes", j.Gen, len(jobs), pushes))
+	}
+	q, err := Open(t.TempDir(), Options{Pusher: fp, Clock: clock, PollInterval: time.Hour, AfterPush: after, BaseDelay: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g := 1; g <= 2; g++ {
+		if err := q.Enqueue(Job{Branch: "a", Gen: uint64(g), Commit: commitOf(g)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := q.step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(seen, "; "); got != "gen 1: 1 jobs left, 1 pushes; gen 2: 0 jobs left, 2 pushes" {
+		t.Fatalf("AfterPush saw: %s", got)
+	}
+	fp.err = &gitops.PushError{Kind: gitops.ErrRetryable, Err: errors.New("503")}
+	if err := q.Enqueue(Job{Branch: "a", Gen: 3, Commit: commitOf(3)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 || len(fp.calls) != 3 {
+		t.Fatalf("after a failed push: AfterPush calls %v, pushes %v", seen, fp.calls)
+	}
+}
+
 func TestEnqueueListOrderAndFiles(t *testing.T) {
 	dir := t.TempDir()
 	q, err := Open(dir, Options{Clock: newFakeClock()})

@@ -113,6 +113,9 @@ func (q *Queue) step(ctx context.Context) (time.Duration, error) {
 				hold = nil
 			}
 			q.logSuccess(j)
+			if q.opts.AfterPush != nil {
+				q.opts.AfterPush(ctx, j)
+			}
 			continue
 		}
 		blocked[j.Branch] = true
