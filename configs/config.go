@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -512,8 +513,8 @@ func validBranch(b string) bool {
 }
 
 var (
-	reGitHubOwner = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
-	reGitHubName  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+	reGitHubOwner = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`) })
+	reGitHubName  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`) })
 )
 
 // validateGitHub checks the github section.
@@ -535,7 +536,7 @@ func (c *Config) validateGitHub() error {
 		return nil
 	}
 	owner, name, ok := strings.Cut(g.Repo, "/")
-	if !ok || !reGitHubOwner.MatchString(owner) || !reGitHubName.MatchString(name) || name == "." || name == ".." {
+	if !ok || !reGitHubOwner().MatchString(owner) || !reGitHubName().MatchString(name) || name == "." || name == ".." {
 		return bad("repo", "%q: want OWNER/NAME", g.Repo)
 	}
 	if !c.Git.Enabled || c.Git.Remote == "" {
@@ -579,7 +580,7 @@ func (c *Config) validateGitHub() error {
 			return bad("installation_id", "%d: required with github.app_id, must be > 0", g.InstallationID)
 		}
 	}
-	if g.TokenEnv != "" && !reEnvName.MatchString(g.TokenEnv) {
+	if g.TokenEnv != "" && !reEnvName().MatchString(g.TokenEnv) {
 		return bad("token_env", "%q: not an environment variable name", g.TokenEnv)
 	}
 	if g.MaxComments < -1 {
@@ -594,4 +595,4 @@ func (c *Config) validateGitHub() error {
 	return nil
 }
 
-var reEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var reEnvName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })

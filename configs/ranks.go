@@ -3,6 +3,7 @@ package configs
 import (
 	"fmt"
 	"regexp"
+	"sync"
 
 	"github.com/snapd-ml/snapd/pipeline"
 )
@@ -37,7 +38,7 @@ type Ranks struct {
 	PollInterval Duration `yaml:"poll_interval"`
 }
 
-var jobRE = regexp.MustCompile(`^[A-Za-z0-9._:/+-]{1,128}$`)
+var jobRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._:/+-]{1,128}$`) })
 
 // Enabled reports whether the ranks section is in use.
 func (r Ranks) Enabled() bool { return r.WorldSize != 0 }
@@ -54,7 +55,7 @@ func (c *Config) ValidateRanks() error {
 	if r.WorldSize < 1 || r.WorldSize > 1<<16 {
 		return bad("world_size", "%d out of range 1..65536", r.WorldSize)
 	}
-	if !jobRE.MatchString(r.Job) {
+	if !jobRE().MatchString(r.Job) {
 		return bad("job", "%q: want 1..128 of [A-Za-z0-9._:/+-] (the same on every node)", r.Job)
 	}
 	if r.Repository == "" {

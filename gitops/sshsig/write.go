@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	"golang.org/x/crypto/ssh"
 
@@ -21,12 +22,12 @@ import (
 // -Y verify and snapd verify --pubkey.
 const AllowedSignersFile = "allowed_signers"
 
-var principalRE = regexp.MustCompile(`^[A-Za-z0-9._@+-]{1,128}$`)
+var principalRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._@+-]{1,128}$`) })
 
 // ValidPrincipal reports whether p is a principal snapd writes into an
 // allowed_signers file: 1..128 of A-Z a-z 0-9 . _ @ + - (an email-like
 // name, e.g. snapd@trainer-01).
-func ValidPrincipal(p string) bool { return principalRE.MatchString(p) }
+func ValidPrincipal(p string) bool { return principalRE().MatchString(p) }
 
 // DefaultPrincipal is snapd@host, or snapd@localhost when host is empty or
 // not a valid principal's part (e.g. os.Hostname's answer).
