@@ -98,9 +98,11 @@
 // unpublished (Publisher.Recover).
 //
 // The local repository's packs are bounded (gitops Repo.Maintain, a
-// geometric git repack above gitops.Config.MaxPacks): PushObserver runs
-// it after every successful push, in the queue's goroutine, so no push
-// of this daemon reads the packs while they are replaced; without a
+// geometric git repack above gitops.Config.MaxPacks): PushObserver.
+// AfterPush (the queue's queue.Options.AfterPush) runs it after every
+// successful push once the queue removed the job, in the queue's
+// goroutine, so no push of this daemon reads the packs while they are
+// replaced and no wait for "pushed" waits for it; without a
 // queue the finish stage runs it after each commit. A failed repack is
 // logged as a warning and leaves the repository as it was. Before it,
 // with Config.Retention.Repo, the observer trims the local history to

@@ -48,8 +48,9 @@ type RankCommitterOptions struct {
 	// each commit and its tag to the remote; a round first publishes a
 	// head the remote lacks (a push that failed before). The daemon
 	// bounds the ledger after each push through its resend queue (Queue,
-	// with the daemon's PushObserver as the queue's Pusher: retention.repo
-	// and gitops Repo.Maintain, as for Deps.Repo); without a remote (no
+	// with the daemon's PushObserver as the queue's Pusher and its
+	// AfterPush as the queue's: retention.repo and gitops Repo.Maintain,
+	// as for Deps.Repo); without a remote (no
 	// Queue, no Pusher) the committer runs Maintain after each commit.
 	Ledger *gitops.Repo
 	Pusher gitops.Pusher
