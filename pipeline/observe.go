@@ -20,8 +20,10 @@ const DefaultStuckAfter = 30 * time.Minute
 // push attempt in the daemon's metrics (snapd_pushes_total, push duration,
 // last success, request-to-pushed latency) and its log. Build it with
 // ObservePushes before queue.Open, hand the queue the observer as its
-// Pusher and pass it in Deps.Pushes; until New attaches the daemon it only
-// passes pushes through. Safe for concurrent use.
+// Pusher and its AfterPush as queue.Options.AfterPush (the repository's
+// trim and repack after each push), and pass it in Deps.Pushes; until New
+// attaches the daemon it only passes pushes through. Safe for concurrent
+// use.
 type PushObserver struct {
 	inner gitops.Pusher
 
