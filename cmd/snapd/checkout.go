@@ -45,8 +45,10 @@ format). What the target format cannot hold fails, naming it; --lossy
 drops it instead and prints each dropped item on stderr ("dropped: ...").
 GEN is a number (tag gen-NNNNNN),
 "latest" (the branch head; HEAD in a clone of one generation, snapd
-clone --gen) or any Git revision. The repository is --repo
-(default: the current directory), e.g. a clone made with snapd clone.
+clone --gen) or any Git revision. The repository is --repo, e.g. a
+clone made with snapd clone (default: the daemon's STATE_DIR/repo when
+--state-dir is given, which keeps only the newest pushed generations;
+else the current directory).
 
 A skeleton-layout generation (current.wtxt.skel[.parts]; tensor bytes in an
 OCI registry, docs/FORMAT.md §6) is rebuilt from the skeleton and the

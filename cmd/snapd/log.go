@@ -32,7 +32,10 @@ commit's Snapd-Meta trailer, so the command reads commit messages only
 and works on any clone; snapd verify-repo checks every trailer against
 the metadata inside its generation (covered by the WTXT's hashes and
 signature). An age-armored generation carries no trailer: its metadata
-stays encrypted inside it.
+stays encrypted inside it. The repository is --repo (default: the
+daemon's STATE_DIR/repo when --state-dir is given, which keeps only the
+newest pushed generations: the listing then says where its history
+ends; else the current directory).
 
 --json prints {"branch": ..., "generations": [...]} (docs/JSON.md).`,
 		Example: `  snapd log --repo /var/lib/snapd-ml/repo
